@@ -1,0 +1,99 @@
+"""groundkit: retrieval whose every result carries a citation you can verify."""
+
+from __future__ import annotations
+
+import logging as _logging
+
+from groundkit.collection import Collection, VerifyReport
+from groundkit.config import (
+    MAX_TOP_K,
+    AnalyzerConfig,
+    ChunkingConfig,
+    IngestConfig,
+    RetrievalConfig,
+)
+from groundkit.contracts import (
+    Chunk,
+    Citation,
+    CollectionManifest,
+    Document,
+    DocumentRecord,
+    EmbeddingIdentity,
+    FetchResult,
+    IngestFailure,
+    IngestReport,
+    RetrievalResult,
+    SearchMode,
+    SearchResponse,
+    SourceClass,
+    Verification,
+)
+from groundkit.errors import (
+    ConfigurationError,
+    GroundkitError,
+    IndexIdentityError,
+    IngestionError,
+    RerankerNotConfiguredError,
+    RetrievalError,
+    StorageError,
+)
+from groundkit.index.analyzer import Analyzer
+from groundkit.index.bm25 import BM25Index
+from groundkit.index.metadata import SQLiteMetadataStore
+from groundkit.index.protocols import LexicalIndexProtocol, MetadataStoreProtocol
+from groundkit.ingestion.chunking import chunk_document, chunk_spans
+from groundkit.ingestion.files import FileLoader
+from groundkit.ingestion.indexer import Indexer
+from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.retrieval.citations import resolve_citation, verify_citation
+from groundkit.retrieval.search import Retriever
+
+__version__ = "0.1.0"
+
+# A library configures no handlers; this only silences "no handler" fallbacks.
+_logging.getLogger("groundkit").addHandler(_logging.NullHandler())
+
+__all__ = [
+    "MAX_TOP_K",
+    "Analyzer",
+    "AnalyzerConfig",
+    "BM25Index",
+    "Chunk",
+    "ChunkingConfig",
+    "Citation",
+    "Collection",
+    "CollectionManifest",
+    "ConfigurationError",
+    "Document",
+    "DocumentRecord",
+    "EmbeddingIdentity",
+    "FetchResult",
+    "FileLoader",
+    "GroundkitError",
+    "IndexIdentityError",
+    "Indexer",
+    "IngestConfig",
+    "IngestFailure",
+    "IngestReport",
+    "IngestionError",
+    "LexicalIndexProtocol",
+    "LoaderProtocol",
+    "MetadataStoreProtocol",
+    "RerankerNotConfiguredError",
+    "RetrievalConfig",
+    "RetrievalError",
+    "RetrievalResult",
+    "Retriever",
+    "SQLiteMetadataStore",
+    "SearchMode",
+    "SearchResponse",
+    "SourceClass",
+    "StorageError",
+    "Verification",
+    "VerifyReport",
+    "__version__",
+    "chunk_document",
+    "chunk_spans",
+    "resolve_citation",
+    "verify_citation",
+]

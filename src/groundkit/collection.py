@@ -1,0 +1,262 @@
+"""``Collection``: the facade most applications use.
+
+One collection is one SQLite file under an index directory plus a base
+directory its sources are relative to. The base is stored relative to the
+index directory, so moving both together keeps every citation resolvable
+(adr/0004-portable-sources.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
+from groundkit.contracts import Citation, FetchResult, IngestReport, SearchMode, SearchResponse
+from groundkit.errors import RetrievalError
+from groundkit.index.analyzer import Analyzer
+from groundkit.index.metadata import SQLiteMetadataStore
+from groundkit.index.protocols import StoredChunk
+from groundkit.ingestion.indexer import Indexer, ProgressCallback
+from groundkit.retrieval.citations import read_source, slice_span
+from groundkit.retrieval.search import Retriever
+
+__all__ = ["Collection", "VerifyReport"]
+
+
+@dataclass
+class VerifyReport:
+    """Outcome of re-verifying every chunk of a collection."""
+
+    verified: int = 0
+    drifted: int = 0
+    unresolvable: int = 0
+    problems: list[FetchResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.drifted == 0 and self.unresolvable == 0
+
+
+def _citation(stored: StoredChunk) -> Citation:
+    c, d = stored.chunk, stored.document
+    return Citation(
+        document_id=d.document_id,
+        chunk_id=c.chunk_id,
+        source=d.source,
+        source_class=d.source_class,
+        extractor=d.extractor,
+        start_offset=c.start_offset,
+        end_offset=c.end_offset,
+    )
+
+
+class _Opener:
+    """Lets ``Collection.open(...)`` be awaited or used with ``async with``."""
+
+    def __init__(self, factory: Any) -> None:
+        self._factory = factory
+        self._collection: Collection | None = None
+
+    def __await__(self) -> Generator[Any, None, Collection]:
+        return self._factory().__await__()  # type: ignore[no-any-return]
+
+    async def __aenter__(self) -> Collection:
+        self._collection = await self._factory()
+        return self._collection
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._collection is not None:
+            await self._collection.close()
+
+
+class Collection:
+    """Ingest, search, fetch and verify one named collection."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        store: SQLiteMetadataStore,
+        base_dir: Path,
+        retrieval: RetrievalConfig,
+        chunking: ChunkingConfig,
+        analyzer: Analyzer,
+        ingest: IngestConfig,
+    ) -> None:
+        self.name = name
+        self.store = store
+        self.base_dir = base_dir
+        self._retrieval = retrieval
+        self._analyzer = analyzer
+        self._indexer = Indexer(
+            store, base_dir, chunking=chunking, analyzer=analyzer, ingest=ingest
+        )
+        self._retriever: Retriever | None = None
+        self._reopen = asyncio.Lock()
+
+    @classmethod
+    def open(
+        cls,
+        index_dir: str | Path,
+        name: str = "default",
+        *,
+        base_dir: str | Path | None = None,
+        retrieval: RetrievalConfig | None = None,
+        chunking: ChunkingConfig | None = None,
+        analyzer: AnalyzerConfig | None = None,
+        ingest: IngestConfig | None = None,
+    ) -> _Opener:
+        """Open or create a collection; ``await`` it or use ``async with``.
+
+        ``base_dir`` defaults to the one stored with the collection, or to the
+        current directory for a new collection.
+        """
+
+        async def factory() -> Collection:
+            index = Path(os.path.realpath(index_dir))
+            store = await SQLiteMetadataStore.for_collection(index, name)
+            try:
+                base = await _resolve_base(store, index, base_dir)
+            except BaseException:
+                await store.close()
+                raise
+            return cls(
+                name=name,
+                store=store,
+                base_dir=base,
+                retrieval=retrieval or RetrievalConfig(),
+                chunking=chunking or ChunkingConfig(),
+                analyzer=Analyzer(analyzer),
+                ingest=ingest or IngestConfig(),
+            )
+
+        return _Opener(factory)
+
+    async def close(self) -> None:
+        self._retriever = None
+        await self.store.close()
+
+    async def generation(self) -> int:
+        return await self.store.generation()
+
+    async def ingest(
+        self, path: str | Path, *, progress: ProgressCallback | None = None
+    ) -> IngestReport:
+        """Add, update and prune documents under ``path`` (inside the base directory)."""
+        return await self._indexer.ingest(path, progress=progress)
+
+    async def retriever(self) -> Retriever:
+        """The current Retriever, rebuilt if the store changed since it was opened."""
+        generation = await self.store.generation()
+        async with self._reopen:
+            if self._retriever is None or self._retriever.generation != generation:
+                self._retriever = await Retriever.open(
+                    self.store, self._retrieval, analyzer=self._analyzer
+                )
+            return self._retriever
+
+    async def search(
+        self, query: str, top_k: int | None = None, *, mode: SearchMode = "bm25"
+    ) -> SearchResponse:
+        retriever = await self.retriever()
+        return await retriever.search(query, top_k, mode=mode)
+
+    async def fetch_chunk(self, chunk_id: str) -> FetchResult:
+        """A stored chunk and whether its source still holds it."""
+        stored = await self.store.get_chunk(chunk_id)
+        if stored is None:
+            raise RetrievalError(
+                f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
+            )
+        citation = _citation(stored)
+        try:
+            text = await read_source(citation.source, citation.source_class, self.base_dir)
+        except RetrievalError as exc:
+            return _fetch_result(stored, citation, None, exc)
+        return _fetch_result(stored, citation, text, None)
+
+    async def verify(self) -> VerifyReport:
+        """Re-verify every chunk, reading each source once."""
+        report = VerifyReport()
+        current: tuple[str, str | None, RetrievalError | None] | None = None
+        async for batch in self.store.iter_chunks():
+            for stored in batch:
+                citation = _citation(stored)
+                if current is None or current[0] != citation.source:
+                    try:
+                        text = await read_source(
+                            citation.source, citation.source_class, self.base_dir
+                        )
+                        current = (citation.source, text, None)
+                    except RetrievalError as exc:
+                        current = (citation.source, None, exc)
+                result = _fetch_result(stored, citation, current[1], current[2])
+                if result.verification == "verified":
+                    report.verified += 1
+                else:
+                    if result.verification == "drifted":
+                        report.drifted += 1
+                    else:
+                        report.unresolvable += 1
+                    report.problems.append(result)
+        return report
+
+
+def _fetch_result(
+    stored: StoredChunk, citation: Citation, text: str | None, error: RetrievalError | None
+) -> FetchResult:
+    content = stored.chunk.content
+    if text is not None:
+        try:
+            span = slice_span(text, citation)
+        except RetrievalError as exc:
+            error = exc
+        else:
+            if span == content:
+                return FetchResult(
+                    content=content,
+                    citation=citation,
+                    verification="verified",
+                    detail="the source holds this text at the cited offsets",
+                )
+            return FetchResult(
+                content=content,
+                citation=citation,
+                verification="drifted",
+                detail=f"{citation.source!r} changed at "
+                f"{citation.start_offset}..{citation.end_offset} since it was indexed",
+            )
+    assert error is not None
+    return FetchResult(
+        content=content,
+        citation=citation,
+        verification=error.verdict or "unresolvable",
+        detail=str(error),
+    )
+
+
+async def _resolve_base(
+    store: SQLiteMetadataStore, index_dir: Path, base_dir: str | Path | None
+) -> Path:
+    stored = await store.get_base_dir()
+    if base_dir is not None:
+        base = Path(os.path.realpath(base_dir))
+        if stored is None:
+            await store.set_base_dir(os.path.relpath(base, index_dir))
+        return base
+    if stored is not None:
+        return Path(os.path.realpath(index_dir / stored))
+    base = Path(os.path.realpath(Path.cwd()))
+    await store.set_base_dir(os.path.relpath(base, index_dir))
+    return base

@@ -1,0 +1,86 @@
+"""Validated settings. Defaults are measured, not guessed (see adr/)."""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "DEFAULT_EXTENSIONS",
+    "MAX_TOP_K",
+    "AnalyzerConfig",
+    "ChunkingConfig",
+    "IngestConfig",
+    "RetrievalConfig",
+]
+
+MAX_TOP_K = 1000
+DEFAULT_EXTENSIONS: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst")
+
+
+class _Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RetrievalConfig(_Settings):
+    """How searches are scored and cut."""
+
+    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K)
+    bm25_k1: float = Field(default=1.5, ge=0.0, le=10.0)
+    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+    rrf_k: int = Field(default=60, ge=1)
+    score_threshold: float | None = Field(default=None, ge=0.0)
+
+    @field_validator("bm25_k1", "bm25_b", "score_threshold")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+
+class ChunkingConfig(_Settings):
+    """Character budget per chunk and how much neighbouring chunks share.
+
+    Defaults chosen on SciFact; see adr/0003-chunk-budget.md.
+    """
+
+    max_chars: int = Field(default=1600, ge=32, le=100_000)
+    overlap_chars: int = Field(default=200, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_budget(self) -> ChunkingConfig:
+        if self.overlap_chars * 2 > self.max_chars:
+            raise ValueError("overlap_chars must be at most half of max_chars")
+        return self
+
+
+class AnalyzerConfig(_Settings):
+    """Lexical analysis. Changing it after ingest needs a re-index (identity is stored)."""
+
+    stem_language: str | None = "english"
+    stopwords: bool = True
+    min_token_chars: int = Field(default=1, ge=1, le=8)
+
+
+class IngestConfig(_Settings):
+    """Which files are read and how large one may be."""
+
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+
+    @field_validator("extensions")
+    @classmethod
+    def _normalise(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        out: list[str] = []
+        for ext in value:
+            e = ext.lower()
+            if not e.startswith("."):
+                e = "." + e
+            if len(e) < 2:
+                raise ValueError(f"bad extension {ext!r}")
+            out.append(e)
+        if not out:
+            raise ValueError("at least one extension is needed")
+        return tuple(sorted(set(out)))

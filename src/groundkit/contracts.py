@@ -1,0 +1,243 @@
+"""Frozen data contracts shared by every layer.
+
+Models reject unknown fields and are immutable, so a value that passed
+validation stays valid. Offsets are Python string indices (code points) into
+the text the source class defines: the decoded file for ``text``, the
+extractor's output for ``extracted``, the stored copy for ``snapshot``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from groundkit.utils.hashing import sha256_text
+
+__all__ = [
+    "Chunk",
+    "Citation",
+    "CollectionManifest",
+    "Document",
+    "DocumentRecord",
+    "EmbeddingIdentity",
+    "FetchResult",
+    "IngestFailure",
+    "IngestReport",
+    "RetrievalResult",
+    "SearchMode",
+    "SearchResponse",
+    "SourceClass",
+    "Verification",
+]
+
+SourceClass = Literal["text", "extracted", "snapshot"]
+SearchMode = Literal["bm25", "dense", "hybrid"]
+Verification = Literal["verified", "drifted", "unresolvable"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+
+def _check_extractor(source_class: SourceClass, extractor: str | None) -> None:
+    # Offsets into extracted text only mean something under the extractor that
+    # produced them; any other class must not pretend to have one.
+    if source_class == "extracted" and not extractor:
+        raise ValueError("an 'extracted' source needs the identity of its extractor")
+    if source_class != "extracted" and extractor is not None:
+        raise ValueError(f"a {source_class!r} source must not name an extractor")
+
+
+def _check_span(start: int, end: int) -> None:
+    if end < start:
+        raise ValueError(f"end_offset {end} is before start_offset {start}")
+
+
+class Document(_Frozen):
+    """A loaded source, before chunking."""
+
+    document_id: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    content: str
+    source_class: SourceClass = "text"
+    extractor: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _validate(self) -> Document:
+        _check_extractor(self.source_class, self.extractor)
+        return self
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of ``content`` (computed on access; the model is frozen)."""
+        return sha256_text(self.content)
+
+
+class Chunk(_Frozen):
+    """An exact slice ``document.content[start_offset:end_offset]``."""
+
+    chunk_id: str = Field(min_length=1)
+    document_id: str = Field(min_length=1)
+    chunk_index: int = Field(ge=0)
+    content: str
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _validate(self) -> Chunk:
+        _check_span(self.start_offset, self.end_offset)
+        if self.end_offset - self.start_offset != len(self.content):
+            raise ValueError(
+                f"span {self.start_offset}..{self.end_offset} does not fit content of "
+                f"length {len(self.content)}"
+            )
+        return self
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 of ``content``."""
+        return sha256_text(self.content)
+
+
+class DocumentRecord(_Frozen):
+    """What the metadata store knows about one ingested document."""
+
+    document_id: str
+    source: str
+    content_hash: str
+    ingested_at: str
+    source_class: SourceClass = "text"
+    extractor: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    chunk_count: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _validate(self) -> DocumentRecord:
+        _check_extractor(self.source_class, self.extractor)
+        return self
+
+
+class Citation(_Frozen):
+    """Where a passage came from, precisely enough to read it back."""
+
+    document_id: str
+    chunk_id: str
+    source: str
+    source_class: SourceClass
+    extractor: str | None
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _validate(self) -> Citation:
+        _check_span(self.start_offset, self.end_offset)
+        _check_extractor(self.source_class, self.extractor)
+        return self
+
+
+class RetrievalResult(_Frozen):
+    """One ranked hit; ``citation`` says exactly where its content lives."""
+
+    content: str
+    score: float = Field(ge=0.0)
+    document_id: str
+    chunk_id: str
+    chunk_index: int = Field(ge=0)
+    source: str
+    source_class: SourceClass
+    extractor: str | None
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _validate(self) -> RetrievalResult:
+        if not math.isfinite(self.score):
+            raise ValueError("score must be finite")
+        _check_span(self.start_offset, self.end_offset)
+        _check_extractor(self.source_class, self.extractor)
+        if self.end_offset - self.start_offset != len(self.content):
+            raise ValueError("span length does not match content length")
+        return self
+
+    @property
+    def citation(self) -> Citation:
+        """The verifiable pointer for this result."""
+        return Citation(
+            document_id=self.document_id,
+            chunk_id=self.chunk_id,
+            source=self.source,
+            source_class=self.source_class,
+            extractor=self.extractor,
+            start_offset=self.start_offset,
+            end_offset=self.end_offset,
+        )
+
+
+class SearchResponse(_Frozen):
+    """Ranked results plus how they were produced (stage, latency, counts)."""
+
+    query: str
+    mode: SearchMode
+    results: list[RetrievalResult]
+    total_results: int = Field(ge=0)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class FetchResult(_Frozen):
+    """A stored chunk together with the verdict of reading it back now."""
+
+    content: str
+    citation: Citation
+    verification: Verification
+    detail: str
+
+
+class EmbeddingIdentity(_Frozen):
+    """The triple that names one embedding space."""
+
+    provider: str = Field(min_length=1)
+    model_name: str = Field(min_length=1)
+    dimensions: int = Field(gt=0)
+
+
+class CollectionManifest(_Frozen):
+    """The embedding identity a collection was bound to, and when."""
+
+    provider: str = Field(min_length=1)
+    model_name: str = Field(min_length=1)
+    dimensions: int = Field(gt=0)
+    created_at: str
+
+    @property
+    def identity(self) -> EmbeddingIdentity:
+        return EmbeddingIdentity(
+            provider=self.provider, model_name=self.model_name, dimensions=self.dimensions
+        )
+
+
+class IngestFailure(_Frozen):
+    """A source that could not be ingested, and why."""
+
+    source: str
+    reason: str
+
+
+class IngestReport(_Frozen):
+    """What one ingest did, by source (each list sorted)."""
+
+    added: list[str] = Field(default_factory=list)
+    updated: list[str] = Field(default_factory=list)
+    unchanged: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    failed: list[IngestFailure] = Field(default_factory=list)
+    skipped: int = Field(default=0, ge=0)
+    generation: int = Field(default=0, ge=0)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.removed)

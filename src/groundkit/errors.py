@@ -1,0 +1,66 @@
+"""The one exception tree groundkit raises.
+
+::
+
+    GroundkitError
+    ├── ConfigurationError          bad settings, missing optional extra
+    ├── IngestionError              a source could not be loaded or stored
+    ├── StorageError                the index on disk is unusable (schema, I/O)
+    ├── IndexIdentityError          index built with another analyzer/embedder
+    ├── RetrievalError              bad query, or a citation that does not check out
+    │   └── RerankerNotConfiguredError
+    └── (nothing else crosses the public API)
+
+``RetrievalError.verdict`` is ``"drifted"`` when a source was read and no longer
+holds the cited span, ``"unresolvable"`` when it could not be checked at all, and
+``None`` for errors unrelated to a citation (an empty query, say).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Verdict = Literal["drifted", "unresolvable"]
+
+__all__ = [
+    "ConfigurationError",
+    "GroundkitError",
+    "IndexIdentityError",
+    "IngestionError",
+    "RerankerNotConfiguredError",
+    "RetrievalError",
+    "StorageError",
+    "Verdict",
+]
+
+
+class GroundkitError(Exception):
+    """Root of every error groundkit raises on purpose."""
+
+
+class ConfigurationError(GroundkitError):
+    """Invalid settings, or an optional extra that is not installed."""
+
+
+class IngestionError(GroundkitError):
+    """A source could not be read, decoded, chunked or stored."""
+
+
+class StorageError(GroundkitError):
+    """The metadata or vector store is missing, corrupt or of another schema."""
+
+
+class IndexIdentityError(GroundkitError):
+    """The collection was built with a different analyzer or embedding model."""
+
+
+class RetrievalError(GroundkitError):
+    """A search was refused, or a citation failed to resolve."""
+
+    def __init__(self, message: str, *, verdict: Verdict | None = None) -> None:
+        super().__init__(message)
+        self.verdict: Verdict | None = verdict
+
+
+class RerankerNotConfiguredError(RetrievalError):
+    """``rerank=True`` was asked of a retriever that has no reranker."""

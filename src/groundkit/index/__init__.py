@@ -1,0 +1,1 @@
+"""Persistence and in-memory indexes: metadata store, analyzer, BM25."""

@@ -1,0 +1,108 @@
+"""Text → index terms. One analyzer for documents and queries alike.
+
+Lowercase Unicode word tokens; CJK runs become unigrams plus bigrams (they
+carry no spaces to split on); Latin-script words lose English stop words and
+are Snowball-stemmed. The identity string is persisted with an index so a
+collection is never queried with terms produced by a different analyzer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from groundkit.config import AnalyzerConfig
+from groundkit.errors import ConfigurationError
+
+__all__ = ["ENGLISH_STOPWORDS", "Analyzer"]
+
+_ANALYZER_VERSION = "1"
+
+# Han, Hiragana, Katakana, Hangul and their compatibility blocks.
+_CJK = (
+    "\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff\u3400-\u4dbf"
+    "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+)
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+_CJK_RUN = re.compile(rf"[{_CJK}]")
+# Latin script (Basic Latin through Latin Extended-B) plus digits: stemmable.
+_LATIN = re.compile(r"[0-9a-z\u00c0-\u024f]+")
+
+# Lucene's classic English stop set: short, so negations and quantities that
+# matter in claims ("more", "less", "without") survive.
+ENGLISH_STOPWORDS: frozenset[str] = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the "
+    "their then there these they this to was will with".split()
+)
+
+
+class Analyzer:
+    """Deterministic tokenizer/stemmer; cheap to build, safe to share."""
+
+    def __init__(self, config: AnalyzerConfig | None = None) -> None:
+        self.config = config or AnalyzerConfig()
+        self._stopwords = ENGLISH_STOPWORDS if self.config.stopwords else frozenset()
+        self._stem = _stemmer(self.config.stem_language)
+        self._cache: dict[str, str] = {}
+
+    @property
+    def identity(self) -> str:
+        c = self.config
+        stop = "english" if c.stopwords else "none"
+        return (
+            f"groundkit-analyzer/{_ANALYZER_VERSION};stem={c.stem_language or 'none'};"
+            f"stop={stop};min={c.min_token_chars}"
+        )
+
+    def terms(self, text: str) -> list[str]:
+        """Index terms of ``text`` in order of appearance (repeats kept)."""
+        out: list[str] = []
+        append = out.append
+        cache = self._cache
+        stop = self._stopwords
+        minimum = self.config.min_token_chars
+        for token in _TOKEN.findall(text.lower()):
+            if _CJK_RUN.match(token):
+                out.extend(_cjk_grams(token))
+                continue
+            if len(token) < minimum or token in stop:
+                continue
+            term = cache.get(token)
+            if term is None:
+                term = self._stem(token) if _LATIN.fullmatch(token) else token
+                if len(cache) < 500_000:
+                    cache[token] = term
+            append(term)
+        return out
+
+    def terms_many(self, texts: Iterable[str]) -> list[list[str]]:
+        return [self.terms(t) for t in texts]
+
+
+def _cjk_grams(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    grams = list(run)
+    grams.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return grams
+
+
+@lru_cache(maxsize=8)
+def _stemmer_cached(language: str):  # type: ignore[no-untyped-def]
+    import Stemmer
+
+    try:
+        return Stemmer.Stemmer(language)
+    except KeyError as exc:
+        raise ConfigurationError(
+            f"unknown stemming language {language!r}; choose one of "
+            f"{sorted(Stemmer.algorithms())} or None"
+        ) from exc
+
+
+def _stemmer(language: str | None):  # type: ignore[no-untyped-def]
+    if language is None:
+        return lambda word: word
+    stemmer = _stemmer_cached(language)
+    return stemmer.stemWord

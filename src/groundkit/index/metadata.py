@@ -1,0 +1,439 @@
+"""SQLite metadata store: one WAL-mode file per collection, via aiosqlite."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import numpy as np
+
+from groundkit.contracts import (
+    Chunk,
+    CollectionManifest,
+    Document,
+    DocumentRecord,
+    EmbeddingIdentity,
+)
+from groundkit.errors import ConfigurationError, IndexIdentityError, StorageError
+from groundkit.index.protocols import ChunkPostings, StoredChunk
+
+__all__ = ["COLLECTION_NAME_PATTERN", "SCHEMA_VERSION", "SQLiteMetadataStore", "check_collection_name"]
+
+SCHEMA_VERSION = 1
+COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_IN_BATCH = 500
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS state (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    schema_version INTEGER NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 0,
+    base_dir TEXT,
+    analyzer TEXT,
+    manifest TEXT
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY,
+    source TEXT NOT NULL UNIQUE,
+    content_hash TEXT NOT NULL,
+    ingested_at TEXT NOT NULL,
+    source_class TEXT NOT NULL,
+    extractor TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS chunks (
+    key INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    chunk_index INTEGER NOT NULL,
+    content TEXT NOT NULL,
+    start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    term_ids BLOB NOT NULL,
+    tfs BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id);
+CREATE INDEX IF NOT EXISTS chunks_canonical ON chunks(content_hash, chunk_index, document_id);
+CREATE TABLE IF NOT EXISTS terms (
+    id INTEGER PRIMARY KEY,
+    term TEXT NOT NULL UNIQUE
+);
+"""
+
+_CHUNK_COLUMNS = (
+    "c.key, c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, "
+    "d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor, d.metadata"
+)
+
+
+def check_collection_name(name: str) -> str:
+    """Collection names become file names, so only a strict set is allowed."""
+    if not COLLECTION_NAME_PATTERN.fullmatch(name):
+        raise ConfigurationError(
+            f"invalid collection name {name!r}: use 1-64 letters, digits, '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
+    return DocumentRecord(
+        document_id=row[0],
+        source=row[1],
+        content_hash=row[2],
+        ingested_at=row[3],
+        source_class=row[4],
+        extractor=row[5],
+        metadata=json.loads(row[6]),
+        chunk_count=chunk_count,
+    )
+
+
+def _stored(row: Sequence[Any]) -> StoredChunk:
+    chunk = Chunk(
+        chunk_id=row[1],
+        document_id=row[6],
+        chunk_index=row[2],
+        content=row[3],
+        start_offset=row[4],
+        end_offset=row[5],
+    )
+    return StoredChunk(key=row[0], chunk=chunk, document=_record(row[6:]))
+
+
+class SQLiteMetadataStore:
+    """``MetadataStoreProtocol`` on one SQLite file. Open with ``await SQLiteMetadataStore.open``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._vocab: dict[str, int] | None = None
+
+    @classmethod
+    async def open(cls, path: Path, *, create: bool = True) -> SQLiteMetadataStore:
+        """Open (or create) the store at ``path`` and check its schema version."""
+        if not create and not path.exists():
+            raise StorageError(f"no collection at {str(path)!r}; ingest something first")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = await aiosqlite.connect(path, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"cannot open {str(path)!r}: {exc}") from None
+        store = cls(conn, path)
+        try:
+            await store._prepare()
+        except BaseException:
+            await conn.close()
+            raise
+        return store
+
+    @classmethod
+    async def for_collection(
+        cls, index_dir: Path, name: str, *, create: bool = True
+    ) -> SQLiteMetadataStore:
+        check_collection_name(name)
+        return await cls.open(Path(index_dir) / f"{name}.sqlite3", create=create)
+
+    async def _prepare(self) -> None:
+        try:
+            await self._conn.execute("PRAGMA journal_mode=WAL")
+            await self._conn.execute("PRAGMA foreign_keys=ON")
+            await self._conn.execute("PRAGMA synchronous=NORMAL")
+            await self._conn.execute("PRAGMA busy_timeout=10000")
+            async with self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name='state'"
+            ) as cur:
+                exists = await cur.fetchone() is not None
+            if exists:
+                async with self._conn.execute("SELECT schema_version FROM state") as cur:
+                    row = await cur.fetchone()
+                found = row[0] if row else None
+                if found != SCHEMA_VERSION:
+                    raise StorageError(
+                        f"{str(self.path)!r} has schema version {found}, this groundkit "
+                        f"reads version {SCHEMA_VERSION}: delete the file and ingest again"
+                    )
+                return
+            await self._conn.executescript(
+                "BEGIN IMMEDIATE;"
+                + _SCHEMA
+                + f"INSERT OR IGNORE INTO state (id, schema_version) VALUES (1, {SCHEMA_VERSION});"
+                + "COMMIT;"
+            )
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{str(self.path)!r} is not a usable groundkit index: {exc}") from None
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    # -- state ---------------------------------------------------------------
+
+    async def _state(self, column: str) -> Any:
+        async with self._conn.execute(f"SELECT {column} FROM state WHERE id = 1") as cur:
+            row = await cur.fetchone()
+        return row[0] if row else None
+
+    async def generation(self) -> int:
+        return int(await self._state("generation"))
+
+    async def get_base_dir(self) -> str | None:
+        value = await self._state("base_dir")
+        return str(value) if value is not None else None
+
+    async def set_base_dir(self, base_dir: str) -> None:
+        await self._conn.execute("UPDATE state SET base_dir = ? WHERE id = 1", (base_dir,))
+
+    async def get_analyzer(self) -> str | None:
+        value = await self._state("analyzer")
+        return str(value) if value is not None else None
+
+    async def set_analyzer(self, identity: str) -> None:
+        """Bind the collection to an analyzer; refuses to rebind to another one."""
+        await self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = await self._state("analyzer")
+            if current is None:
+                await self._conn.execute("UPDATE state SET analyzer = ? WHERE id = 1", (identity,))
+            elif current != identity:
+                raise IndexIdentityError(
+                    f"collection was indexed with {current!r}, not {identity!r}; "
+                    "use the same analyzer settings or ingest into a new collection"
+                )
+            await self._conn.execute("COMMIT")
+        except BaseException:
+            await self._conn.execute("ROLLBACK")
+            raise
+
+    async def read_manifest(self) -> CollectionManifest | None:
+        raw = await self._state("manifest")
+        return CollectionManifest.model_validate_json(raw) if raw else None
+
+    async def write_manifest(self, identity: EmbeddingIdentity) -> CollectionManifest:
+        """Bind the collection to an embedding identity once; a different one is refused."""
+        await self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            existing = await self.read_manifest()
+            if existing is None:
+                manifest = CollectionManifest(**identity.model_dump(), created_at=_now())
+                await self._conn.execute(
+                    "UPDATE state SET manifest = ? WHERE id = 1", (manifest.model_dump_json(),)
+                )
+            elif existing.identity != identity:
+                raise IndexIdentityError(
+                    f"collection is bound to {existing.identity.model_dump()}, "
+                    f"not {identity.model_dump()}; use that model or a new collection"
+                )
+            else:
+                manifest = existing
+            await self._conn.execute("COMMIT")
+        except BaseException:
+            await self._conn.execute("ROLLBACK")
+            raise
+        return manifest
+
+    # -- documents -----------------------------------------------------------
+
+    async def document_hashes(self) -> dict[str, str]:
+        async with self._conn.execute("SELECT source, content_hash FROM documents") as cur:
+            return {row[0]: row[1] async for row in cur}
+
+    async def get_document_sources(self) -> list[str]:
+        async with self._conn.execute("SELECT source FROM documents ORDER BY source") as cur:
+            return [row[0] async for row in cur]
+
+    async def get_document(self, source: str) -> DocumentRecord | None:
+        async with self._conn.execute(
+            "SELECT d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor,"
+            " d.metadata, (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id)"
+            " FROM documents d WHERE d.source = ?",
+            (source,),
+        ) as cur:
+            row = await cur.fetchone()
+        return _record(row, row[7]) if row else None
+
+    async def iter_documents(self) -> AsyncIterator[DocumentRecord]:
+        async with self._conn.execute(
+            "SELECT d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor,"
+            " d.metadata, (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id)"
+            " FROM documents d ORDER BY d.source"
+        ) as cur:
+            async for row in cur:
+                yield _record(row, row[7])
+
+    async def _term_ids(self, terms: set[str]) -> dict[str, int]:
+        """Ids for ``terms``, creating missing ones (inside the caller's transaction)."""
+        if self._vocab is None:
+            self._vocab = await self.vocabulary()
+        vocab = self._vocab
+        missing = sorted(t for t in terms if t not in vocab)
+        for i in range(0, len(missing), _IN_BATCH):
+            part = missing[i : i + _IN_BATCH]
+            await self._conn.executemany(
+                "INSERT OR IGNORE INTO terms (term) VALUES (?)", [(t,) for t in part]
+            )
+            marks = ",".join("?" * len(part))
+            async with self._conn.execute(
+                f"SELECT term, id FROM terms WHERE term IN ({marks})", part
+            ) as cur:
+                async for term, term_id in cur:
+                    vocab[term] = term_id
+        return vocab
+
+    async def replace_document(
+        self,
+        document: Document,
+        chunks: Sequence[Chunk],
+        chunk_terms: Sequence[Sequence[str]],
+    ) -> None:
+        if len(chunks) != len(chunk_terms):
+            raise ValueError("one term list per chunk is required")
+        counts = [Counter(terms) for terms in chunk_terms]
+        vocab_before = None if self._vocab is None else dict(self._vocab)
+        try:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            vocab = await self._term_ids(set().union(*counts) if counts else set())
+            await self._conn.execute("DELETE FROM documents WHERE source = ?", (document.source,))
+            await self._conn.execute(
+                "INSERT INTO documents (id, source, content_hash, ingested_at, source_class,"
+                " extractor, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    document.document_id,
+                    document.source,
+                    document.content_hash,
+                    _now(),
+                    document.source_class,
+                    document.extractor,
+                    json.dumps(document.metadata, sort_keys=True, default=str),
+                ),
+            )
+            rows = []
+            for chunk, counter in zip(chunks, counts, strict=True):
+                items = sorted((vocab[t], n) for t, n in counter.items())
+                ids = np.fromiter((i for i, _ in items), dtype="<i4", count=len(items))
+                tfs = np.fromiter((n for _, n in items), dtype="<i4", count=len(items))
+                rows.append(
+                    (
+                        chunk.chunk_id,
+                        document.document_id,
+                        chunk.chunk_index,
+                        chunk.content,
+                        chunk.start_offset,
+                        chunk.end_offset,
+                        chunk.content_hash,
+                        ids.tobytes(),
+                        tfs.tobytes(),
+                    )
+                )
+            await self._conn.executemany(
+                "INSERT INTO chunks (id, document_id, chunk_index, content, start_offset,"
+                " end_offset, content_hash, term_ids, tfs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            await self._conn.execute("UPDATE state SET generation = generation + 1 WHERE id = 1")
+            await self._conn.execute("COMMIT")
+        except BaseException as exc:
+            await self._rollback()
+            self._vocab = vocab_before  # ids minted in the rolled-back transaction are gone
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"could not store {document.source!r}: {exc}") from None
+            raise
+
+    async def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            await self._conn.execute("ROLLBACK")
+
+    async def delete_documents(self, sources: Sequence[str]) -> int:
+        if not sources:
+            return 0
+        deleted = 0
+        try:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            for i in range(0, len(sources), _IN_BATCH):
+                part = list(sources[i : i + _IN_BATCH])
+                marks = ",".join("?" * len(part))
+                cur = await self._conn.execute(
+                    f"DELETE FROM documents WHERE source IN ({marks})", part
+                )
+                deleted += cur.rowcount
+                await cur.close()
+            if deleted:
+                await self._conn.execute(
+                    "UPDATE state SET generation = generation + 1 WHERE id = 1"
+                )
+            await self._conn.execute("COMMIT")
+        except BaseException as exc:
+            await self._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"could not delete documents: {exc}") from None
+            raise
+        return deleted
+
+    # -- chunks --------------------------------------------------------------
+
+    async def chunk_count(self) -> int:
+        async with self._conn.execute("SELECT COUNT(*) FROM chunks") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def get_chunk(self, chunk_id: str) -> StoredChunk | None:
+        async with self._conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE c.id = ?",
+            (chunk_id,),
+        ) as cur:
+            row = await cur.fetchone()
+        return _stored(row) if row else None
+
+    async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
+        out: dict[int, StoredChunk] = {}
+        for i in range(0, len(keys), _IN_BATCH):
+            part = [int(k) for k in keys[i : i + _IN_BATCH]]
+            marks = ",".join("?" * len(part))
+            async with self._conn.execute(
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                f" WHERE c.key IN ({marks})",
+                part,
+            ) as cur:
+                for row in await cur.fetchall():
+                    out[row[0]] = _stored(row)
+        return out
+
+    async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
+        async with self._conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " ORDER BY d.source, c.chunk_index"
+        ) as cur:
+            while rows := await cur.fetchmany(batch_size):
+                yield [_stored(r) for r in rows]
+
+    # -- lexical statistics --------------------------------------------------
+
+    async def vocabulary(self) -> dict[str, int]:
+        async with self._conn.execute("SELECT term, id FROM terms") as cur:
+            rows = await cur.fetchall()
+        return {term: int(term_id) for term, term_id in rows}
+
+    async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
+        async with self._conn.execute(
+            "SELECT key, term_ids, tfs FROM chunks ORDER BY content_hash, chunk_index, document_id"
+        ) as cur:
+            while rows := await cur.fetchmany(batch_size):
+                keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                lengths = np.fromiter((len(r[1]) // 4 for r in rows), dtype=np.int64, count=len(rows))
+                offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+                np.cumsum(lengths, out=offsets[1:])
+                term_ids = np.frombuffer(b"".join(r[1] for r in rows), dtype="<i4").astype(np.int32)
+                tfs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<i4").astype(np.int32)
+                yield ChunkPostings(keys=keys, offsets=offsets, term_ids=term_ids, tfs=tfs)

@@ -1,0 +1,134 @@
+"""Seams of the index layer: the metadata store and the lexical index."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.contracts import Chunk, CollectionManifest, Document, DocumentRecord, EmbeddingIdentity
+
+__all__ = [
+    "ChunkPostings",
+    "LexicalHit",
+    "LexicalIndexProtocol",
+    "MetadataStoreProtocol",
+    "StoredChunk",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A persisted chunk joined to its document. ``key`` is the store's row key."""
+
+    key: int
+    chunk: Chunk
+    document: DocumentRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPostings:
+    """Term statistics of a batch of chunks, as written at ingest time.
+
+    ``keys[i]``'s unique term ids are ``term_ids[offsets[i]:offsets[i+1]]`` with
+    frequencies ``tfs`` at the same positions.
+    """
+
+    keys: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+    term_ids: npt.NDArray[np.int32]
+    tfs: npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHit:
+    key: int
+    score: float
+
+
+@runtime_checkable
+class MetadataStoreProtocol(Protocol):
+    """Documents, chunks and collection state for one collection.
+
+    Every write is atomic and bumps ``generation``; a document and its chunks
+    are replaced together or not at all.
+    """
+
+    async def close(self) -> None: ...
+
+    async def generation(self) -> int: ...
+
+    async def get_base_dir(self) -> str | None: ...
+
+    async def set_base_dir(self, base_dir: str) -> None: ...
+
+    async def get_analyzer(self) -> str | None: ...
+
+    async def set_analyzer(self, identity: str) -> None: ...
+
+    async def read_manifest(self) -> CollectionManifest | None: ...
+
+    async def write_manifest(self, identity: EmbeddingIdentity) -> CollectionManifest: ...
+
+    async def document_hashes(self) -> dict[str, str]:
+        """``{source: content_hash}`` of every stored document."""
+        ...
+
+    async def get_document_sources(self) -> list[str]: ...
+
+    async def get_document(self, source: str) -> DocumentRecord | None: ...
+
+    def iter_documents(self) -> AsyncIterator[DocumentRecord]: ...
+
+    async def replace_document(
+        self,
+        document: Document,
+        chunks: Sequence[Chunk],
+        chunk_terms: Sequence[Sequence[str]],
+    ) -> None:
+        """Store ``document`` and its chunks (with their analysed terms) in one transaction."""
+        ...
+
+    async def delete_documents(self, sources: Sequence[str]) -> int:
+        """Delete documents (and chunks) by source in one transaction; returns how many."""
+        ...
+
+    async def chunk_count(self) -> int: ...
+
+    async def get_chunk(self, chunk_id: str) -> StoredChunk | None: ...
+
+    async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]: ...
+
+    def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]: ...
+
+    async def vocabulary(self) -> dict[str, int]:
+        """``{term: term_id}`` of every term ever written."""
+        ...
+
+    def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
+        """Postings in canonical order: ``(content_hash, chunk_index, document_id)``."""
+        ...
+
+
+@runtime_checkable
+class LexicalIndexProtocol(Protocol):
+    """An in-memory lexical index over one store snapshot."""
+
+    @property
+    def size(self) -> int: ...
+
+    def search(
+        self,
+        query_terms: Sequence[str],
+        top_k: int,
+        *,
+        score_threshold: float | None = None,
+    ) -> list[LexicalHit]:
+        """Best ``top_k`` chunks, ordered by ``(-score, canonical position)``.
+
+        Chunks matching none of the terms are never returned.
+        """
+        ...

@@ -1,0 +1,1 @@
+"""Loading sources and cutting them into chunks with exact offsets."""

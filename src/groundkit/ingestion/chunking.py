@@ -1,0 +1,127 @@
+"""Split text into chunks whose offsets are exact by construction.
+
+Spans are computed, never searched for: every chunk is ``text[start:end]``
+of the text it came from. Cuts prefer paragraph breaks, then sentence ends
+(ASCII and CJK), then whitespace, and only as a last resort a hard cut at the
+budget. Chunks never begin or end with whitespace.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from groundkit.config import ChunkingConfig
+from groundkit.contracts import Chunk, Document
+from groundkit.utils.hashing import stable_id
+
+__all__ = ["Span", "chunk_document", "chunk_spans"]
+
+Span = tuple[int, int]
+
+_PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+_SENTENCE_END = re.compile(
+    r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f]+[\"'\u201d\u2019\u300d\u300f)\]]*"
+)
+_SPACE = re.compile(r"\s")
+
+
+def _trim(text: str, start: int, end: int) -> Span | None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None
+
+
+def _split_at(text: str, start: int, end: int, pattern: re.Pattern[str]) -> Iterator[Span]:
+    """Trimmed pieces of ``text[start:end]`` between matches of ``pattern``."""
+    cursor = start
+    for match in pattern.finditer(text, start, end):
+        cut = match.end() if pattern is _SENTENCE_END else match.start()
+        piece = _trim(text, cursor, cut)
+        if piece:
+            yield piece
+        cursor = match.end()
+    piece = _trim(text, cursor, end)
+    if piece:
+        yield piece
+
+
+def _hard_split(text: str, start: int, end: int, budget: int) -> Iterator[Span]:
+    """Cut an over-long run, at the last whitespace in the window when there is one."""
+    while end - start > budget:
+        window_end = start + budget
+        cut = window_end
+        for pos in range(window_end, start + budget // 2, -1):
+            if text[pos - 1].isspace() or text[pos].isspace():
+                cut = pos
+                break
+        piece = _trim(text, start, cut)
+        if piece:
+            yield piece
+        start = cut
+        while start < end and text[start].isspace():
+            start += 1
+    piece = _trim(text, start, end)
+    if piece:
+        yield piece
+
+
+def _units(text: str, budget: int) -> list[Span]:
+    units: list[Span] = []
+    for p_start, p_end in _split_at(text, 0, len(text), _PARAGRAPH_BREAK):
+        if p_end - p_start <= budget:
+            units.append((p_start, p_end))
+            continue
+        for s_start, s_end in _split_at(text, p_start, p_end, _SENTENCE_END):
+            if s_end - s_start <= budget:
+                units.append((s_start, s_end))
+            else:
+                units.extend(_hard_split(text, s_start, s_end, budget))
+    return units
+
+
+def chunk_spans(text: str, config: ChunkingConfig | None = None) -> list[Span]:
+    """Chunk spans of ``text``: each at most ``max_chars`` long, in order."""
+    cfg = config or ChunkingConfig()
+    budget, overlap = cfg.max_chars, cfg.overlap_chars
+    units = _units(text, budget)
+    spans: list[Span] = []
+    i = 0
+    while i < len(units):
+        start = units[i][0]
+        j = i + 1
+        while j < len(units) and units[j][1] - start <= budget:
+            j += 1
+        end = units[j - 1][1]
+        spans.append((start, end))
+        if j == len(units):
+            break
+        # Start the next chunk at the earliest unit that lies inside the overlap
+        # window and still leaves room for the next new unit; else at unit j.
+        nxt = j
+        for k in range(i + 1, j):
+            if end - units[k][0] <= overlap and units[j][1] - units[k][0] <= budget:
+                nxt = k
+                break
+        i = nxt
+    return spans
+
+
+def chunk_document(document: Document, config: ChunkingConfig | None = None) -> list[Chunk]:
+    """Chunks of ``document`` with ids stable across runs for the same content."""
+    doc_hash = document.content_hash
+    chunks: list[Chunk] = []
+    for index, (start, end) in enumerate(chunk_spans(document.content, config)):
+        chunks.append(
+            Chunk(
+                chunk_id=stable_id(document.document_id, doc_hash, str(index)),
+                document_id=document.document_id,
+                chunk_index=index,
+                content=document.content[start:end],
+                start_offset=start,
+                end_offset=end,
+            )
+        )
+    return chunks

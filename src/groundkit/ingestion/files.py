@@ -1,0 +1,118 @@
+"""UTF-8 text files: discovery under a root and loading one file."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from groundkit.config import IngestConfig
+from groundkit.contracts import Document
+from groundkit.errors import IngestionError
+from groundkit.utils.hashing import stable_id
+from groundkit.utils.path_safety import PathEscapeError, ensure_within, is_within, to_relative
+
+__all__ = ["Discovery", "FileLoader", "discover_files", "document_id_for", "read_utf8"]
+
+
+def document_id_for(source: str) -> str:
+    """Documents are keyed by their relative source, so re-ingest keeps the id."""
+    return stable_id("document", source)
+
+
+def read_utf8(path: Path, max_bytes: int | None = None) -> str:
+    """Strict UTF-8 decode of the raw bytes (no newline translation, so offsets hold)."""
+    if max_bytes is not None:
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise IngestionError(f"{path.name}: {size} bytes exceeds the cap of {max_bytes}")
+    data = path.read_bytes()
+    return data.decode("utf-8")
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """Files found under a root, in deterministic order, plus what was passed over."""
+
+    files: tuple[Path, ...]
+    skipped: int
+
+
+def discover_files(root: Path, extensions: tuple[str, ...]) -> Discovery:
+    """Walk ``root`` (or take it as one file), sorted by relative path.
+
+    Hidden entries and symlinks that resolve outside ``root`` are skipped;
+    files with other extensions are counted as skipped.
+    """
+    root = Path(os.path.realpath(root))
+    if root.is_file():
+        return Discovery((root,), 0) if root.suffix.lower() in extensions else Discovery((), 1)
+    if not root.is_dir():
+        raise IngestionError(f"{str(root)!r} is neither a file nor a directory")
+    found: list[Path] = []
+    skipped = 0
+
+    def on_error(exc: OSError) -> None:
+        raise IngestionError(f"cannot scan {exc.filename!r}: {exc.strerror}") from exc
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=False):
+        here = Path(dirpath)
+        keep: list[str] = []
+        for name in sorted(dirnames):
+            sub = here / name
+            if name.startswith("."):
+                continue
+            if sub.is_symlink():
+                # os.walk does not descend into links; follow only those that stay inside.
+                if is_within(sub, root):
+                    skipped += 1
+                continue
+            keep.append(name)
+        dirnames[:] = keep
+        for name in filenames:
+            path = here / name
+            if name.startswith("."):
+                continue
+            if path.is_symlink() and not is_within(path, root):
+                skipped += 1
+                continue
+            if path.suffix.lower() not in extensions:
+                skipped += 1
+                continue
+            found.append(path)
+    found.sort(key=lambda p: p.relative_to(root).as_posix())
+    return Discovery(tuple(found), skipped)
+
+
+class FileLoader:
+    """Loads UTF-8 text files (``.txt``, ``.md``, ``.markdown``, ``.rst`` by default)."""
+
+    def __init__(self, config: IngestConfig | None = None) -> None:
+        self.config = config or IngestConfig()
+
+    def accepts(self, path: Path) -> bool:
+        return path.suffix.lower() in self.config.extensions
+
+    async def load(self, path: Path, *, base_dir: Path) -> Document:
+        try:
+            real = ensure_within(path, base_dir)
+        except PathEscapeError as exc:
+            raise IngestionError(f"refused: {exc}") from None
+        source = to_relative(path, base_dir)
+        try:
+            text = await asyncio.to_thread(read_utf8, real, self.config.max_file_bytes)
+        except UnicodeDecodeError as exc:
+            raise IngestionError(
+                f"{source}: not valid UTF-8 (byte {exc.start}); convert it or exclude it"
+            ) from None
+        except OSError as exc:
+            raise IngestionError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        if not text.strip():
+            raise IngestionError(f"{source}: empty (no text to index)")
+        return Document(
+            document_id=document_id_for(source),
+            source=source,
+            content=text,
+            source_class="text",
+        )

@@ -1,0 +1,128 @@
+"""Ingest a path into a collection: load → hash → chunk → analyse → store → prune.
+
+Each document is replaced in one transaction, so a crash leaves every document
+either fully old or fully new. Pruning runs only after the whole scan
+succeeded, and only for sources under the scanned root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from groundkit.config import ChunkingConfig, IngestConfig
+from groundkit.contracts import Chunk, Document, IngestFailure, IngestReport
+from groundkit.errors import IngestionError
+from groundkit.index.analyzer import Analyzer
+from groundkit.index.protocols import MetadataStoreProtocol
+from groundkit.ingestion.chunking import chunk_document
+from groundkit.ingestion.files import FileLoader, discover_files
+from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.utils.path_safety import is_within, to_relative
+
+__all__ = ["Indexer", "ProgressCallback"]
+
+logger = logging.getLogger("groundkit.ingest")
+
+ProgressCallback = Callable[[int, int], None]
+
+
+class Indexer:
+    """Writes documents into one collection's store."""
+
+    def __init__(
+        self,
+        store: MetadataStoreProtocol,
+        base_dir: Path,
+        *,
+        loader: LoaderProtocol | None = None,
+        chunking: ChunkingConfig | None = None,
+        analyzer: Analyzer | None = None,
+        ingest: IngestConfig | None = None,
+    ) -> None:
+        self._store = store
+        self._base = Path(os.path.realpath(base_dir))
+        self._ingest = ingest or IngestConfig()
+        self._loader: LoaderProtocol = loader or FileLoader(self._ingest)
+        self._chunking = chunking or ChunkingConfig()
+        self._analyzer = analyzer or Analyzer()
+        self._lock = asyncio.Lock()
+
+    @property
+    def base_dir(self) -> Path:
+        return self._base
+
+    async def ingest(
+        self, path: str | Path, *, progress: ProgressCallback | None = None
+    ) -> IngestReport:
+        """Bring the collection in line with ``path`` (a file or a directory)."""
+        root = Path(path)
+        if not root.is_absolute():
+            root = Path.cwd() / root
+        if not root.exists():
+            raise IngestionError(f"{str(path)!r} does not exist")
+        if not is_within(root, self._base):
+            raise IngestionError(
+                f"{str(path)!r} is outside the collection's base directory {str(self._base)!r}"
+            )
+        async with self._lock:
+            return await self._ingest_root(root, progress)
+
+    async def _ingest_root(self, root: Path, progress: ProgressCallback | None) -> IngestReport:
+        await self._store.set_analyzer(self._analyzer.identity)
+        discovery = await asyncio.to_thread(discover_files, root, self._ingest.extensions)
+        known = await self._store.document_hashes()
+        added: list[str] = []
+        updated: list[str] = []
+        unchanged: list[str] = []
+        failed: list[IngestFailure] = []
+        seen: set[str] = set()
+        total = len(discovery.files)
+        for done, file in enumerate(discovery.files, start=1):
+            source = to_relative(file, self._base)
+            seen.add(source)
+            try:
+                document = await self._loader.load(file, base_dir=self._base)
+                if known.get(document.source) == document.content_hash:
+                    unchanged.append(document.source)
+                else:
+                    await self._store_document(document)
+                    (updated if document.source in known else added).append(document.source)
+            except IngestionError as exc:
+                failed.append(IngestFailure(source=source, reason=str(exc)))
+                logger.warning("ingest failed for one file: %s", type(exc).__name__)
+            if progress is not None:
+                progress(done, total)
+        removed = await self._prune(root, known, seen)
+        return IngestReport(
+            added=sorted(added),
+            updated=sorted(updated),
+            unchanged=sorted(unchanged),
+            removed=removed,
+            failed=sorted(failed, key=lambda f: f.source),
+            skipped=discovery.skipped,
+            generation=await self._store.generation(),
+        )
+
+    async def _store_document(self, document: Document) -> None:
+        chunks, terms = await asyncio.to_thread(self._prepare, document)
+        await self._store.replace_document(document, chunks, terms)
+
+    def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[str]]]:
+        chunks = chunk_document(document, self._chunking)
+        if not chunks:
+            raise IngestionError(f"{document.source}: no text to index")
+        return chunks, [self._analyzer.terms(c.content) for c in chunks]
+
+    async def _prune(self, root: Path, known: dict[str, str], seen: set[str]) -> list[str]:
+        prefix = to_relative(root, self._base)
+        if root.is_file():
+            return []
+        under = (lambda s: True) if prefix == "." else (lambda s: s.startswith(prefix + "/"))
+        gone = sorted(s for s in known if under(s) and s not in seen)
+        if gone:
+            await self._store.delete_documents(gone)
+        return gone

@@ -1,0 +1,1 @@
+"""Searching a collection and proving where each result came from."""

@@ -1,0 +1,54 @@
+"""Containment checks: no read ever leaves the directory it was granted."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["PathEscapeError", "ensure_within", "is_within", "to_relative"]
+
+
+class PathEscapeError(ValueError):
+    """A path resolves outside its allowed base (after following symlinks)."""
+
+
+def is_within(path: Path, base: Path) -> bool:
+    """True when the real ``path`` lies inside the real ``base``."""
+    try:
+        Path(os.path.realpath(path)).relative_to(os.path.realpath(base))
+    except ValueError:
+        return False
+    return True
+
+
+def ensure_within(path: str | Path, base: Path) -> Path:
+    """Resolve ``path`` (relative paths against ``base``) and prove it stays in ``base``.
+
+    Symlinks are followed before the check, so a link pointing out is refused.
+    """
+    text = str(path)
+    if not text or "\x00" in text:
+        raise PathEscapeError(f"invalid path {text!r}")
+    candidate = Path(text)
+    if not candidate.is_absolute():
+        candidate = base / candidate
+    real = Path(os.path.realpath(candidate))
+    real_base = Path(os.path.realpath(base))
+    try:
+        real.relative_to(real_base)
+    except ValueError:
+        raise PathEscapeError(f"{text!r} resolves outside {str(real_base)!r}") from None
+    return real
+
+
+def to_relative(path: Path, base: Path) -> str:
+    """POSIX path of ``path`` relative to the real ``base``.
+
+    The link's own name is kept when ``path`` is a symlink inside ``base``;
+    otherwise the fully resolved path is used.
+    """
+    real_base = os.path.realpath(base)
+    try:
+        return Path(os.path.abspath(path)).relative_to(real_base).as_posix()
+    except ValueError:
+        return Path(os.path.realpath(path)).relative_to(real_base).as_posix()
