@@ -125,6 +125,8 @@ class Collection:
 
         async def factory() -> Collection:
             index = Path(os.path.realpath(index_dir))
+            # Built first: a bad stem language must fail before a store is opened.
+            text_analyzer = Analyzer(analyzer)
             store = await SQLiteMetadataStore.for_collection(index, name)
             try:
                 base = await _resolve_base(store, index, base_dir)
@@ -137,7 +139,7 @@ class Collection:
                 base_dir=base,
                 retrieval=retrieval or RetrievalConfig(),
                 chunking=chunking or ChunkingConfig(),
-                analyzer=Analyzer(analyzer),
+                analyzer=text_analyzer,
                 ingest=ingest or IngestConfig(),
             )
 

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from groundkit.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
@@ -20,16 +31,29 @@ DEFAULT_EXTENSIONS: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst")
 
 
 class _Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Settings fail as ``ConfigurationError``, like every other bad setting."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigurationError(f"invalid {type(self).__name__}: {exc}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise ConfigurationError(
+            f"{type(self).__name__} is frozen; build a new one with model_copy(update=...)"
+        )
 
 
 class RetrievalConfig(_Settings):
     """How searches are scored and cut."""
 
-    top_k: int = Field(default=10, ge=1, le=MAX_TOP_K)
+    top_k: StrictInt = Field(default=10, ge=1, le=MAX_TOP_K)
     bm25_k1: float = Field(default=1.5, ge=0.0, le=10.0)
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
-    rrf_k: int = Field(default=60, ge=1)
+    rrf_k: StrictInt = Field(default=60, ge=1)
     score_threshold: float | None = Field(default=None, ge=0.0)
 
     @field_validator("bm25_k1", "bm25_b", "score_threshold")

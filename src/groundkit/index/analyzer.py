@@ -32,8 +32,41 @@ _LATIN = re.compile(r"[0-9a-z\u00c0-\u024f]+")
 # Lucene's classic English stop set: short, so negations and quantities that
 # matter in claims ("more", "less", "without") survive.
 ENGLISH_STOPWORDS: frozenset[str] = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the "
-    "their then there these they this to was will with".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+    ]
 )
 
 

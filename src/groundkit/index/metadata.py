@@ -24,7 +24,12 @@ from groundkit.contracts import (
 from groundkit.errors import ConfigurationError, IndexIdentityError, StorageError
 from groundkit.index.protocols import ChunkPostings, StoredChunk
 
-__all__ = ["COLLECTION_NAME_PATTERN", "SCHEMA_VERSION", "SQLiteMetadataStore", "check_collection_name"]
+__all__ = [
+    "COLLECTION_NAME_PATTERN",
+    "SCHEMA_VERSION",
+    "SQLiteMetadataStore",
+    "check_collection_name",
+]
 
 SCHEMA_VERSION = 1
 COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -114,7 +119,7 @@ def _stored(row: Sequence[Any]) -> StoredChunk:
 
 
 class SQLiteMetadataStore:
-    """``MetadataStoreProtocol`` on one SQLite file. Open with ``await SQLiteMetadataStore.open``."""
+    """``MetadataStoreProtocol`` on one SQLite file; create with ``await .open(path)``."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
@@ -173,7 +178,9 @@ class SQLiteMetadataStore:
                 + "COMMIT;"
             )
         except sqlite3.DatabaseError as exc:
-            raise StorageError(f"{str(self.path)!r} is not a usable groundkit index: {exc}") from None
+            raise StorageError(
+                f"{str(self.path)!r} is not a usable groundkit index: {exc}"
+            ) from None
 
     async def close(self) -> None:
         await self._conn.close()
@@ -429,11 +436,18 @@ class SQLiteMetadataStore:
         async with self._conn.execute(
             "SELECT key, term_ids, tfs FROM chunks ORDER BY content_hash, chunk_index, document_id"
         ) as cur:
-            while rows := await cur.fetchmany(batch_size):
-                keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                lengths = np.fromiter((len(r[1]) // 4 for r in rows), dtype=np.int64, count=len(rows))
-                offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+            while batch := await cur.fetchmany(batch_size):
+                rows = list(batch)
+                n = len(rows)
+                keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
+                lengths = np.fromiter((len(r[1]) // 4 for r in rows), dtype=np.int64, count=n)
+                offsets = np.zeros(n + 1, dtype=np.int64)
                 np.cumsum(lengths, out=offsets[1:])
-                term_ids = np.frombuffer(b"".join(r[1] for r in rows), dtype="<i4").astype(np.int32)
-                tfs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<i4").astype(np.int32)
-                yield ChunkPostings(keys=keys, offsets=offsets, term_ids=term_ids, tfs=tfs)
+                term_ids = np.frombuffer(b"".join(r[1] for r in rows), dtype="<i4")
+                tfs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<i4")
+                yield ChunkPostings(
+                    keys=keys,
+                    offsets=offsets,
+                    term_ids=term_ids.astype(np.int32),
+                    tfs=tfs.astype(np.int32),
+                )

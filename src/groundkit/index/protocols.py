@@ -9,7 +9,13 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from groundkit.contracts import Chunk, CollectionManifest, Document, DocumentRecord, EmbeddingIdentity
+from groundkit.contracts import (
+    Chunk,
+    CollectionManifest,
+    Document,
+    DocumentRecord,
+    EmbeddingIdentity,
+)
 
 __all__ = [
     "ChunkPostings",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,15 +40,19 @@ class Discovery:
     skipped: int
 
 
-def discover_files(root: Path, extensions: tuple[str, ...]) -> Discovery:
+def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]) -> Discovery:
     """Walk ``root`` (or take it as one file), sorted by relative path.
 
-    Hidden entries and symlinks that resolve outside ``root`` are skipped;
-    files with other extensions are counted as skipped.
+    ``accepts`` is a loader's ``accepts`` or a tuple of extensions. Hidden
+    entries are ignored; symlinked directories are not followed; symlinked
+    files resolving outside ``root`` and files not accepted count as skipped.
     """
+    if isinstance(accepts, tuple):
+        extensions = accepts
+        accepts = lambda p: p.suffix.lower() in extensions  # noqa: E731
     root = Path(os.path.realpath(root))
     if root.is_file():
-        return Discovery((root,), 0) if root.suffix.lower() in extensions else Discovery((), 1)
+        return Discovery((root,), 0) if accepts(root) else Discovery((), 1)
     if not root.is_dir():
         raise IngestionError(f"{str(root)!r} is neither a file nor a directory")
     found: list[Path] = []
@@ -64,9 +69,8 @@ def discover_files(root: Path, extensions: tuple[str, ...]) -> Discovery:
             if name.startswith("."):
                 continue
             if sub.is_symlink():
-                # os.walk does not descend into links; follow only those that stay inside.
-                if is_within(sub, root):
-                    skipped += 1
+                # Never followed: a link inside would index files twice, one outside escapes.
+                skipped += 1
                 continue
             keep.append(name)
         dirnames[:] = keep
@@ -77,7 +81,7 @@ def discover_files(root: Path, extensions: tuple[str, ...]) -> Discovery:
             if path.is_symlink() and not is_within(path, root):
                 skipped += 1
                 continue
-            if path.suffix.lower() not in extensions:
+            if not accepts(path):
                 skipped += 1
                 continue
             found.append(path)

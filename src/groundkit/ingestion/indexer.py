@@ -73,7 +73,7 @@ class Indexer:
 
     async def _ingest_root(self, root: Path, progress: ProgressCallback | None) -> IngestReport:
         await self._store.set_analyzer(self._analyzer.identity)
-        discovery = await asyncio.to_thread(discover_files, root, self._ingest.extensions)
+        discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
         known = await self._store.document_hashes()
         added: list[str] = []
         updated: list[str] = []
@@ -93,7 +93,7 @@ class Indexer:
                     (updated if document.source in known else added).append(document.source)
             except IngestionError as exc:
                 failed.append(IngestFailure(source=source, reason=str(exc)))
-                logger.warning("ingest failed for one file: %s", type(exc).__name__)
+                logger.info("ingest failed: %s", exc)
             if progress is not None:
                 progress(done, total)
         removed = await self._prune(root, known, seen)

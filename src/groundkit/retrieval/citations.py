@@ -41,7 +41,9 @@ async def read_source(
     try:
         return await asyncio.to_thread(read_utf8, path)
     except UnicodeDecodeError:
-        raise RetrievalError(f"{source!r} is no longer valid UTF-8", verdict="unresolvable") from None
+        raise RetrievalError(
+            f"{source!r} is no longer valid UTF-8", verdict="unresolvable"
+        ) from None
     except OSError as exc:
         raise RetrievalError(
             f"cannot read {source!r}: {exc.strerror or exc}", verdict="unresolvable"

@@ -1,0 +1,44 @@
+# Two entry points: `make demo` (base install, no extras) and `make test` (dev install, full suite).
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+export HF_HUB_DISABLE_PROGRESS_BARS := 1
+export LANCEDB_LOG := error
+
+.PHONY: demo test lint typecheck check clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.base: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.dev: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.base
+
+# Ingest this project's own docs into a throwaway index, search it, verify every citation.
+demo: $(VENV)/.base
+	rm -rf .groundkit-demo
+	$(BIN)/grk ingest docs --index-dir .groundkit-demo --base-dir .
+	$(BIN)/grk ingest adr --index-dir .groundkit-demo
+	$(BIN)/grk search "what happens when a source file is edited after ingest" --top-k 3 --index-dir .groundkit-demo
+	$(BIN)/grk verify --index-dir .groundkit-demo
+
+test: $(VENV)/.dev
+	$(BIN)/python -m pytest -q
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check src tests evals
+	$(BIN)/ruff format --check src tests evals
+
+typecheck: $(VENV)/.dev
+	$(BIN)/mypy
+
+check: lint typecheck test
+
+clean:
+	rm -rf $(VENV) .groundkit-demo .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,218 @@
+"""``grk``: ingest, search, fetch and verify from the shell.
+
+Exit codes: 0 success; 1 the command ran but found a problem (a file failed
+to ingest, a citation did not verify); 2 usage or configuration error.
+``--json`` output is stable; its shape is documented in docs/cli.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from groundkit.collection import Collection, VerifyReport
+from groundkit.config import MAX_TOP_K
+from groundkit.contracts import FetchResult, IngestReport, SearchResponse
+from groundkit.errors import GroundkitError
+from groundkit.retrieval.search import SEARCH_MODES
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
+_SNIPPET = 160
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--index-dir", default=".groundkit", type=Path, help="index directory (./.groundkit)"
+    )
+    common.add_argument("--collection", default="default", help="collection name (default)")
+    common.add_argument(
+        "--base-dir",
+        type=Path,
+        default=None,
+        help="directory sources are relative to (stored with a new collection; default: cwd)",
+    )
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    common.add_argument("-q", "--quiet", action="store_true", help="errors only, no progress")
+
+    parser = argparse.ArgumentParser(
+        prog="grk", description="Citation-verifiable retrieval over your documents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    ingest = sub.add_parser("ingest", parents=[common], help="ingest a file or folder")
+    ingest.add_argument("path", type=Path)
+    search = sub.add_parser("search", parents=[common], help="search a collection")
+    search.add_argument("query")
+    search.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
+    search.add_argument("--top-k", type=int, default=None, help=f"1..{MAX_TOP_K} (10)")
+    fetch = sub.add_parser("fetch", parents=[common], help="fetch one chunk and verify it")
+    fetch.add_argument("chunk_id")
+    sub.add_parser("verify", parents=[common], help="re-verify every chunk of a collection")
+    return parser
+
+
+def _configure_logging(verbose: int, quiet: bool) -> None:
+    level = (
+        logging.ERROR if quiet else (logging.WARNING, logging.INFO, logging.DEBUG)[min(verbose, 2)]
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("grk: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("groundkit")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+class _Progress:
+    """A one-line progress bar on stderr, shown only on a terminal."""
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self._stream = stream
+        self._enabled = enabled and stream.isatty()
+        self._drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._enabled or total < 2:
+            return
+        width = 30
+        filled = width * done // total
+        bar = "#" * filled + "-" * (width - filled)
+        self._stream.write(f"\r[{bar}] {done}/{total} files")
+        self._stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def _snippet(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
+
+
+def _emit(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n")
+
+
+def _print_ingest(report: IngestReport, as_json: bool) -> int:
+    if as_json:
+        _emit(report.model_dump(mode="json"))
+    else:
+        print(
+            f"added {len(report.added)}, updated {len(report.updated)}, "
+            f"unchanged {len(report.unchanged)}, removed {len(report.removed)}, "
+            f"failed {len(report.failed)}, skipped {report.skipped} "
+            f"(generation {report.generation})"
+        )
+        for failure in report.failed:
+            print(f"  failed: {failure.reason}")
+    return EXIT_PROBLEM if report.failed else EXIT_OK
+
+
+def _print_search(response: SearchResponse, as_json: bool) -> int:
+    if as_json:
+        _emit(
+            {
+                "query": response.query,
+                "mode": response.mode,
+                "total_results": response.total_results,
+                "metadata": response.metadata,
+                "results": [
+                    {"rank": rank, **r.model_dump(mode="json")}
+                    for rank, r in enumerate(response.results, start=1)
+                ],
+            }
+        )
+        return EXIT_OK
+    if not response.results:
+        print("no results")
+    for rank, r in enumerate(response.results, start=1):
+        print(f"{rank:>3}. {r.source} [{r.start_offset}:{r.end_offset}]  score {r.score:.4f}")
+        print(f"     chunk {r.chunk_id}")
+        print(f"     {_snippet(r.content)}")
+    return EXIT_OK
+
+
+def _print_fetch(result: FetchResult, as_json: bool) -> int:
+    if as_json:
+        _emit(result.model_dump(mode="json"))
+    else:
+        c = result.citation
+        print(f"{c.source} [{c.start_offset}:{c.end_offset}]  {result.verification}")
+        print(f"  {result.detail}")
+        print(result.content)
+    return EXIT_OK if result.verification == "verified" else EXIT_PROBLEM
+
+
+def _print_verify(report: VerifyReport, as_json: bool) -> int:
+    if as_json:
+        _emit(
+            {
+                "verified": report.verified,
+                "drifted": report.drifted,
+                "unresolvable": report.unresolvable,
+                "problems": [p.model_dump(mode="json") for p in report.problems],
+            }
+        )
+    else:
+        print(
+            f"verified {report.verified}, drifted {report.drifted}, "
+            f"unresolvable {report.unresolvable}"
+        )
+        for p in report.problems:
+            c = p.citation
+            print(f"  {p.verification}: {c.source} [{c.start_offset}:{c.end_offset}] {p.detail}")
+    return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
+async def _run(args: argparse.Namespace) -> int:
+    opener = Collection.open(args.index_dir, args.collection, base_dir=args.base_dir)
+    async with opener as col:
+        if args.command == "ingest":
+            progress = _Progress(sys.stderr, enabled=not args.quiet)
+            try:
+                report = await col.ingest(args.path, progress=progress)
+            finally:
+                progress.finish()
+            return _print_ingest(report, args.json)
+        if args.command == "search":
+            response = await col.search(args.query, args.top_k, mode=args.mode)
+            return _print_search(response, args.json)
+        if args.command == "fetch":
+            return _print_fetch(await col.fetch_chunk(args.chunk_id), args.json)
+        return _print_verify(await col.verify(), args.json)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _configure_logging(args.verbose, args.quiet)
+    if args.command != "ingest" and not (args.index_dir / f"{args.collection}.sqlite3").exists():
+        print(
+            f"grk: error: no collection {args.collection!r} in {str(args.index_dir)!r}; "
+            "run 'grk ingest PATH' first",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    try:
+        return asyncio.run(_run(args))
+    except GroundkitError as exc:
+        print(f"grk: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("grk: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

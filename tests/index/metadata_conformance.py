@@ -1,0 +1,360 @@
+"""A conformance suite any ``MetadataStoreProtocol`` implementation must pass.
+
+Use it by subclassing with a ``Test*`` class that provides an async ``store``
+fixture yielding a fresh, empty store::
+
+    class TestMyStore(MetadataStoreConformance):
+        @pytest.fixture
+        async def store(self, tmp_path): ...
+
+Failures inside a write must surface as ``StorageError`` and leave the store
+exactly as it was before the write.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import pytest
+
+from groundkit import (
+    Document,
+    EmbeddingIdentity,
+    IndexIdentityError,
+    MetadataStoreProtocol,
+    StorageError,
+)
+from groundkit.utils.hashing import sha256_text
+from tests.support import make_document
+
+Store = Any  # a MetadataStoreProtocol implementation
+
+
+async def snapshot(store: Store) -> dict[str, Any]:
+    """Everything observable about a store's content, for before/after comparisons."""
+    chunks = [s async for batch in store.iter_chunks() for s in batch]
+    return {
+        "generation": await store.generation(),
+        "hashes": await store.document_hashes(),
+        "documents": [d async for d in store.iter_documents()],
+        "chunks": [(s.key, s.chunk) for s in chunks],
+        "postings": await decoded_postings(store),
+        "chunk_count": await store.chunk_count(),
+    }
+
+
+async def decoded_postings(store: Store) -> list[tuple[int, dict[str, int]]]:
+    """Postings as ``(key, {term: tf})`` in the order the store yields them."""
+    by_id = {i: t for t, i in (await store.vocabulary()).items()}
+    out: list[tuple[int, dict[str, int]]] = []
+    async for batch in store.iter_postings():
+        for array in (batch.keys, batch.offsets, batch.term_ids, batch.tfs):
+            assert isinstance(array, np.ndarray)
+        assert batch.offsets.shape == (batch.keys.shape[0] + 1,)
+        assert batch.offsets[0] == 0
+        assert batch.offsets[-1] == batch.term_ids.shape[0] == batch.tfs.shape[0]
+        for i, key in enumerate(batch.keys.tolist()):
+            lo, hi = int(batch.offsets[i]), int(batch.offsets[i + 1])
+            ids = batch.term_ids[lo:hi].tolist()
+            assert len(set(ids)) == len(ids), "term ids within a chunk must be unique"
+            out.append(
+                (
+                    key,
+                    {by_id[t]: int(n) for t, n in zip(ids, batch.tfs[lo:hi].tolist(), strict=True)},
+                )
+            )
+    return out
+
+
+async def put(store: Store, source: str, pieces: list[str], **kwargs: Any) -> Document:
+    document, chunks, terms = make_document(source, pieces, **kwargs)
+    await store.replace_document(document, chunks, terms)
+    return document
+
+
+class MetadataStoreConformance:
+    """Behaviour shared by every metadata store."""
+
+    async def test_satisfies_protocol(self, store: Store) -> None:
+        assert isinstance(store, MetadataStoreProtocol)
+
+    async def test_fresh_store_is_empty(self, store: Store) -> None:
+        assert await store.generation() == 0
+        assert await store.document_hashes() == {}
+        assert await store.get_document_sources() == []
+        assert await store.chunk_count() == 0
+        assert await store.vocabulary() == {}
+        assert await store.get_analyzer() is None
+        assert await store.read_manifest() is None
+        assert await store.get_base_dir() is None
+        assert [b async for b in store.iter_chunks()] == []
+        assert await decoded_postings(store) == []
+
+    async def test_replace_and_read_back(self, store: Store) -> None:
+        doc = await put(store, "a.txt", ["alpha beta", "beta gamma gamma"])
+        record = await store.get_document("a.txt")
+        assert record is not None
+        assert (record.document_id, record.source, record.chunk_count) == (
+            doc.document_id,
+            "a.txt",
+            2,
+        )
+        assert record.content_hash == doc.content_hash == sha256_text(doc.content)
+        assert await store.document_hashes() == {"a.txt": doc.content_hash}
+        assert await store.chunk_count() == 2
+        stored = await store.get_chunk(f"{doc.document_id}#1")
+        assert stored is not None
+        assert stored.chunk.content == "beta gamma gamma"
+        assert (
+            doc.content[stored.chunk.start_offset : stored.chunk.end_offset] == "beta gamma gamma"
+        )
+        assert stored.document.source == "a.txt"
+        assert sorted(t for _, p in await decoded_postings(store) for t in p) == sorted(
+            ["alpha", "beta", "beta", "gamma"]
+        )
+
+    async def test_source_class_and_metadata_round_trip(self, store: Store) -> None:
+        doc = Document(
+            document_id="pdf1",
+            source="r.pdf",
+            content="extracted words",
+            source_class="extracted",
+            extractor="pdf-text@1",
+            metadata={"pages": 3, "title": "Report"},
+        )
+        _, chunks, terms = make_document("r.pdf", ["extracted words"], document_id="pdf1")
+        await store.replace_document(doc, chunks, terms)
+        record = await store.get_document("r.pdf")
+        assert record is not None
+        assert (record.source_class, record.extractor) == ("extracted", "pdf-text@1")
+        assert record.metadata == {"pages": 3, "title": "Report"}
+        stored = await store.get_chunk("pdf1#0")
+        assert stored is not None
+        assert stored.document.extractor == "pdf-text@1"
+
+    async def test_replace_swaps_the_whole_document(self, store: Store) -> None:
+        await put(store, "a.txt", ["one two", "three"], chunk_ids=["old0", "old1"])
+        await put(store, "a.txt", ["four five six"], chunk_ids=["new0"])
+        assert await store.get_chunk("old0") is None
+        assert await store.get_chunk("old1") is None
+        assert await store.chunk_count() == 1
+        postings = await decoded_postings(store)
+        assert [p for _, p in postings] == [{"four": 1, "five": 1, "six": 1}]
+        record = await store.get_document("a.txt")
+        assert record is not None and record.chunk_count == 1
+
+    async def test_generation_bumps_on_writes_not_reads(self, store: Store) -> None:
+        assert await store.generation() == 0
+        await put(store, "a.txt", ["alpha"])
+        assert await store.generation() == 1
+        await put(store, "a.txt", ["alpha again"])
+        assert await store.generation() == 2
+        await put(store, "b.txt", ["beta"])
+        assert await store.generation() == 3
+        await snapshot(store)
+        await store.get_document("a.txt")
+        await store.get_chunks_by_keys([1, 2, 3])
+        await store.get_analyzer()
+        assert await store.generation() == 3
+        await store.set_analyzer("an-analyzer")
+        await store.set_analyzer("an-analyzer")
+        assert await store.generation() == 3
+        assert await store.delete_documents(["nope.txt"]) == 0
+        assert await store.generation() == 3
+        assert await store.delete_documents(["a.txt"]) == 1
+        assert await store.generation() == 4
+
+    async def test_delete_documents(self, store: Store) -> None:
+        for name in ("a", "b", "c"):
+            await put(store, f"{name}.txt", [f"{name} one", f"{name} two"])
+        assert await store.delete_documents([]) == 0
+        assert await store.delete_documents(["a.txt", "c.txt", "missing.txt"]) == 2
+        assert await store.get_document_sources() == ["b.txt"]
+        assert await store.chunk_count() == 2
+        assert await store.get_chunk("doc:a.txt#0") is None
+        assert {k for k, _ in await decoded_postings(store)} == {
+            s.key async for batch in store.iter_chunks() for s in batch
+        }
+
+    async def test_delete_many(self, store: Store) -> None:
+        sources = [f"d{i:04d}.txt" for i in range(620)]
+        for source in sources:
+            document = Document(document_id=source, source=source, content="x")
+            await store.replace_document(document, [], [])
+        assert await store.delete_documents(sources[:610]) == 610
+        assert await store.get_document_sources() == sources[610:]
+
+    async def test_failed_write_duplicate_chunk_id_is_rolled_back(self, store: Store) -> None:
+        await put(store, "a.txt", ["old words here", "more old words"])
+        await put(store, "b.txt", ["other document"])
+        before = await snapshot(store)
+        vocab_before = await store.vocabulary()
+        document, chunks, terms = make_document(
+            "a.txt", ["fresh novel", "unseen tokens"], chunk_ids=["dup", "dup"]
+        )
+        with pytest.raises(StorageError):
+            await store.replace_document(document, chunks, terms)
+        assert await snapshot(store) == before
+        assert await store.vocabulary() == vocab_before
+
+    async def test_failed_write_chunk_id_owned_by_other_document(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha words"])
+        await put(store, "b.txt", ["beta words"])
+        before = await snapshot(store)
+        document, chunks, terms = make_document("a.txt", ["changed"], chunk_ids=["doc:b.txt#0"])
+        with pytest.raises(StorageError):
+            await store.replace_document(document, chunks, terms)
+        assert await snapshot(store) == before
+
+    async def test_failed_write_document_id_owned_by_other_source(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha"])
+        await put(store, "b.txt", ["beta"])
+        before = await snapshot(store)
+        document, chunks, terms = make_document("b.txt", ["gamma"], document_id="doc:a.txt")
+        with pytest.raises(StorageError):
+            await store.replace_document(document, chunks, terms)
+        assert await snapshot(store) == before
+
+    async def test_failed_write_term_list_mismatch(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha"])
+        before = await snapshot(store)
+        document, chunks, terms = make_document("a.txt", ["new one", "new two"])
+        with pytest.raises(ValueError, match="term"):
+            await store.replace_document(document, chunks, terms[:1])
+        assert await snapshot(store) == before
+
+    async def test_store_consistent_after_failed_write(self, store: Store) -> None:
+        document, chunks, terms = make_document(
+            "a.txt", ["zeta eta", "theta"], chunk_ids=["x", "x"]
+        )
+        with pytest.raises(StorageError):
+            await store.replace_document(document, chunks, terms)
+        # Terms minted by the failed write must not leak ids into later writes.
+        await put(store, "a.txt", ["zeta eta", "theta iota"])
+        postings = dict(await decoded_postings(store))
+        async for batch in store.iter_chunks():
+            for s in batch:
+                assert postings[s.key] == dict(Counter(s.chunk.content.split()))
+
+    async def test_get_chunk_unknown(self, store: Store) -> None:
+        assert await store.get_chunk("nope") is None
+
+    async def test_get_chunks_by_keys(self, store: Store) -> None:
+        pieces = [f"piece{i}" for i in range(1200)]
+        await put(store, "big.txt", pieces)
+        await put(store, "small.txt", ["tiny"])
+        every = {s.key: s async for batch in store.iter_chunks() for s in batch}
+        assert len(every) == 1201
+        keys = sorted(every)
+        found = await store.get_chunks_by_keys([*keys, max(keys) + 1000])
+        assert set(found) == set(keys)
+        for key in keys:
+            assert found[key].chunk == every[key].chunk
+        assert await store.get_chunks_by_keys([]) == {}
+        some = await store.get_chunks_by_keys(keys[5:8])
+        assert set(some) == set(keys[5:8])
+
+    async def test_iter_chunks_batches_in_source_order(self, store: Store) -> None:
+        await put(store, "b.txt", ["b0", "b1", "b2"])
+        await put(store, "a.txt", ["a0", "a1"])
+        batches = [b async for b in store.iter_chunks(batch_size=2)]
+        assert [len(b) for b in batches] == [2, 2, 1]
+        flat = [s for b in batches for s in b]
+        assert [(s.document.source, s.chunk.chunk_index) for s in flat] == [
+            ("a.txt", 0),
+            ("a.txt", 1),
+            ("b.txt", 0),
+            ("b.txt", 1),
+            ("b.txt", 2),
+        ]
+        assert [s.chunk.content for s in flat] == ["a0", "a1", "b0", "b1", "b2"]
+
+    async def test_iter_postings_canonical_order(self, store: Store) -> None:
+        # Identical chunk contents across documents, inserted out of canonical order.
+        await put(store, "z.txt", ["same text", "unique zed"], document_id="id-b")
+        await put(store, "y.txt", ["same text", "same text"], document_id="id-c")
+        await put(store, "x.txt", ["same text"], document_id="id-a")
+        chunks = [s async for batch in store.iter_chunks() for s in batch]
+        expected = sorted(
+            chunks,
+            key=lambda s: (s.chunk.content_hash, s.chunk.chunk_index, s.chunk.document_id),
+        )
+        batches = [b async for b in store.iter_postings(batch_size=2)]
+        assert [int(b.keys.shape[0]) for b in batches] == [2, 2, 1]
+        keys = [k for b in batches for k in b.keys.tolist()]
+        assert keys == [s.key for s in expected]
+        assert [k for k, _ in await decoded_postings(store)] == keys
+
+    async def test_postings_hold_term_frequencies(self, store: Store) -> None:
+        await put(store, "a.txt", ["red red blue", "green"])
+        by_content = {}
+        async for batch in store.iter_chunks():
+            for s in batch:
+                by_content[s.key] = s.chunk.content
+        for key, tfs in await decoded_postings(store):
+            assert tfs == dict(Counter(by_content[key].split()))
+
+    async def test_empty_term_list_chunk(self, store: Store) -> None:
+        document, chunks, _ = make_document("a.txt", ["the of", "word"])
+        await store.replace_document(document, chunks, [[], ["word"]])
+        postings = await decoded_postings(store)
+        assert sorted(p.get("word", 0) for _, p in postings) == [0, 1]
+        assert await store.chunk_count() == 2
+
+    async def test_vocabulary(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha beta"])
+        await put(store, "b.txt", ["beta gamma"])
+        vocab = await store.vocabulary()
+        assert set(vocab) == {"alpha", "beta", "gamma"}
+        assert len(set(vocab.values())) == 3
+        assert all(isinstance(v, int) and v >= 0 for v in vocab.values())
+        await store.delete_documents(["a.txt"])
+        # Ids are never reused or dropped: the vocabulary only grows.
+        after = await store.vocabulary()
+        assert {t: after[t] for t in vocab} == vocab
+        await put(store, "c.txt", ["delta alpha"])
+        final = await store.vocabulary()
+        assert final["alpha"] == vocab["alpha"]
+        assert final["delta"] not in vocab.values()
+
+    async def test_set_analyzer(self, store: Store) -> None:
+        await store.set_analyzer("analyzer-A")
+        await store.set_analyzer("analyzer-A")
+        assert await store.get_analyzer() == "analyzer-A"
+        with pytest.raises(IndexIdentityError, match="analyzer-A"):
+            await store.set_analyzer("analyzer-B")
+        assert await store.get_analyzer() == "analyzer-A"
+        # The refused call left no transaction open: writes still work.
+        await put(store, "a.txt", ["alpha"])
+        assert await store.generation() == 1
+
+    async def test_write_manifest(self, store: Store) -> None:
+        identity = EmbeddingIdentity(provider="local", model_name="mini", dimensions=384)
+        first = await store.write_manifest(identity)
+        assert first.identity == identity
+        assert await store.read_manifest() == first
+        assert await store.write_manifest(identity) == first
+        for other in (
+            identity.model_copy(update={"dimensions": 768}),
+            identity.model_copy(update={"model_name": "large"}),
+            identity.model_copy(update={"provider": "remote"}),
+        ):
+            with pytest.raises(IndexIdentityError):
+                await store.write_manifest(other)
+        assert await store.read_manifest() == first
+        await put(store, "a.txt", ["alpha"])
+        assert await store.generation() == 1
+
+    async def test_base_dir(self, store: Store) -> None:
+        await store.set_base_dir("../corpus")
+        assert await store.get_base_dir() == "../corpus"
+
+    async def test_documents_listed_by_source(self, store: Store) -> None:
+        await put(store, "b/x.txt", ["one", "two"])
+        await put(store, "a.txt", ["three"])
+        assert await store.get_document_sources() == ["a.txt", "b/x.txt"]
+        records = [r async for r in store.iter_documents()]
+        assert [(r.source, r.chunk_count) for r in records] == [("a.txt", 1), ("b/x.txt", 2)]
+        assert await store.get_document("missing") is None

@@ -1,0 +1,127 @@
+"""The analyzer: one deterministic text-to-terms function for documents and queries."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from groundkit import Analyzer, AnalyzerConfig, ConfigurationError
+from groundkit.index.analyzer import ENGLISH_STOPWORDS
+
+
+def test_lowercases() -> None:
+    analyzer = Analyzer(AnalyzerConfig(stem_language=None, stopwords=False))
+    assert analyzer.terms("HeLLo WORLD Äpfel") == ["hello", "world", "äpfel"]
+
+
+def test_stems_english() -> None:
+    analyzer = Analyzer()
+    assert analyzer.terms("running connections quickly") == ["run", "connect", "quick"]
+    # Document and query forms meet on the same stem.
+    assert analyzer.terms("connected") == analyzer.terms("connection")
+
+
+def test_no_stemming_when_disabled() -> None:
+    analyzer = Analyzer(AnalyzerConfig(stem_language=None))
+    assert analyzer.terms("running connections") == ["running", "connections"]
+
+
+def test_stop_words_removed() -> None:
+    analyzer = Analyzer()
+    assert analyzer.terms("the cat and the hat is in a box") == ["cat", "hat", "box"]
+    assert analyzer.terms("The AND") == []
+    # Words that matter in claims are not stop words.
+    assert analyzer.terms("more less without") == ["more", "less", "without"]
+
+
+def test_stop_words_kept_when_disabled() -> None:
+    analyzer = Analyzer(AnalyzerConfig(stopwords=False, stem_language=None))
+    assert analyzer.terms("the cat") == ["the", "cat"]
+
+
+def test_stopword_list_is_lowercase_and_small() -> None:
+    assert all(w == w.lower() for w in ENGLISH_STOPWORDS)
+    assert {"the", "a", "and", "of"} <= ENGLISH_STOPWORDS
+    assert "not" in ENGLISH_STOPWORDS
+
+
+def test_punctuation_and_underscores_split() -> None:
+    analyzer = Analyzer(AnalyzerConfig(stem_language=None, stopwords=False))
+    assert analyzer.terms("foo_bar, baz-qux! (x42)") == ["foo", "bar", "baz", "qux", "x42"]
+
+
+def test_min_token_chars() -> None:
+    analyzer = Analyzer(AnalyzerConfig(stem_language=None, stopwords=False, min_token_chars=3))
+    assert analyzer.terms("go to the market") == ["the", "market"]
+
+
+class TestCJK:
+    def test_unigrams_then_bigrams_per_run(self) -> None:
+        assert Analyzer().terms("東京大学") == ["東", "京", "大", "学", "東京", "京大", "大学"]
+
+    def test_single_character_run(self) -> None:
+        assert Analyzer().terms("猫") == ["猫"]
+
+    def test_runs_are_separate(self) -> None:
+        assert Analyzer().terms("東京 大阪") == ["東", "京", "東京", "大", "阪", "大阪"]
+
+    def test_mixed_scripts(self) -> None:
+        assert Analyzer().terms("Running東京Tokyo") == ["run", "東", "京", "東京", "tokyo"]
+
+    def test_kana_and_hangul(self) -> None:
+        assert Analyzer().terms("ひらがな") == ["ひ", "ら", "が", "な", "ひら", "らが", "がな"]
+        assert Analyzer().terms("한국어") == ["한", "국", "어", "한국", "국어"]
+
+    def test_query_matches_document_fragment(self) -> None:
+        analyzer = Analyzer()
+        document = set(analyzer.terms("東京は日本の首都です。"))
+        assert set(analyzer.terms("首都")) <= document
+
+
+def test_non_latin_words_are_not_stemmed() -> None:
+    assert Analyzer().terms("Бегущие") == ["бегущие"]
+
+
+def test_digits_kept() -> None:
+    assert Analyzer().terms("in 2024 there were 3 cats") == ["2024", "were", "3", "cat"]
+
+
+class TestIdentity:
+    def test_default_identity(self) -> None:
+        assert Analyzer().identity == Analyzer(AnalyzerConfig()).identity
+        assert Analyzer().identity.startswith("groundkit-analyzer/")
+
+    @pytest.mark.parametrize(
+        "config",
+        [
+            AnalyzerConfig(stem_language=None),
+            AnalyzerConfig(stem_language="german"),
+            AnalyzerConfig(stopwords=False),
+            AnalyzerConfig(min_token_chars=2),
+        ],
+    )
+    def test_identity_changes_with_config(self, config: AnalyzerConfig) -> None:
+        assert Analyzer(config).identity != Analyzer().identity
+
+    def test_equal_config_equal_identity(self) -> None:
+        config = AnalyzerConfig(stem_language="french", stopwords=False, min_token_chars=2)
+        assert Analyzer(config).identity == Analyzer(config.model_copy()).identity
+
+
+def test_unknown_stem_language() -> None:
+    with pytest.raises(ConfigurationError, match="klingon"):
+        Analyzer(AnalyzerConfig(stem_language="klingon"))
+
+
+def test_other_stem_language() -> None:
+    assert Analyzer(AnalyzerConfig(stem_language="german")).terms("Häuser") == ["haus"]
+
+
+@given(st.text())
+def test_deterministic_and_cache_independent(text: str) -> None:
+    warm = Analyzer()
+    warm.terms(text)
+    assert warm.terms(text) == Analyzer().terms(text)
+    assert all(term and term == term.lower() for term in warm.terms(text))
+    assert warm.terms_many([text, text]) == [warm.terms(text)] * 2

@@ -1,0 +1,270 @@
+"""Indexer: add, update, skip unchanged, prune under the root, report failures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from groundkit import (
+    Analyzer,
+    AnalyzerConfig,
+    ChunkingConfig,
+    Document,
+    Indexer,
+    IndexIdentityError,
+    IngestConfig,
+    IngestionError,
+    LoaderProtocol,
+    SQLiteMetadataStore,
+)
+from groundkit.ingestion.files import document_id_for
+from tests.support import CORPUS, SMALL_CHUNKS, write_tree
+
+
+@pytest.fixture
+def indexer(store: SQLiteMetadataStore, corpus_dir: Path) -> Indexer:
+    return Indexer(store, corpus_dir, chunking=SMALL_CHUNKS)
+
+
+async def test_first_ingest_adds_everything(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    report = await indexer.ingest(corpus_dir)
+    assert report.added == sorted(CORPUS)
+    assert (report.updated, report.unchanged, report.removed, report.failed) == ([], [], [], [])
+    assert report.changed
+    assert report.generation == await store.generation() == len(CORPUS)
+    assert await store.get_document_sources() == sorted(CORPUS)
+    assert await store.get_analyzer() == Analyzer().identity
+    for source in CORPUS:
+        record = await store.get_document(source)
+        assert record is not None
+        assert record.document_id == document_id_for(source)
+        assert record.chunk_count >= 1
+    # Every stored chunk is an exact slice of its file as it is on disk.
+    async for batch in store.iter_chunks():
+        for stored in batch:
+            text = CORPUS[stored.document.source]
+            assert text[stored.chunk.start_offset : stored.chunk.end_offset] == stored.chunk.content
+
+
+async def test_unchanged_reingest_writes_nothing(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    await indexer.ingest(corpus_dir)
+    generation = await store.generation()
+    report = await indexer.ingest(corpus_dir)
+    assert report.unchanged == sorted(CORPUS)
+    assert (report.added, report.updated, report.removed) == ([], [], [])
+    assert not report.changed
+    assert report.generation == generation == await store.generation()
+
+
+async def test_changed_file_is_updated(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    await indexer.ingest(corpus_dir)
+    generation = await store.generation()
+    old = await store.get_document("kitchen/tea.rst")
+    (corpus_dir / "kitchen" / "tea.rst").write_text("Oolong tea is partly oxidised.\n", "utf-8")
+    report = await indexer.ingest(corpus_dir)
+    assert report.updated == ["kitchen/tea.rst"]
+    assert len(report.unchanged) == len(CORPUS) - 1
+    assert await store.generation() == generation + 1
+    new = await store.get_document("kitchen/tea.rst")
+    assert old is not None and new is not None
+    assert new.document_id == old.document_id
+    assert new.content_hash != old.content_hash
+    assert new.chunk_count == 1
+
+
+async def test_deleted_file_is_pruned(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    await indexer.ingest(corpus_dir)
+    chunks_before = await store.chunk_count()
+    bread = await store.get_document("kitchen/bread.txt")
+    assert bread is not None
+    (corpus_dir / "kitchen" / "bread.txt").unlink()
+    report = await indexer.ingest(corpus_dir)
+    assert report.removed == ["kitchen/bread.txt"]
+    assert await store.get_document("kitchen/bread.txt") is None
+    assert await store.chunk_count() == chunks_before - bread.chunk_count
+
+
+async def test_prune_stays_under_the_ingested_root(
+    store: SQLiteMetadataStore, tmp_path: Path
+) -> None:
+    base = tmp_path / "base"
+    write_tree(
+        base,
+        {
+            "a/one.txt": "first file",
+            "ab/two.txt": "second file",
+            "b/three.txt": "third",
+            "top.txt": "t",
+        },
+    )
+    indexer = Indexer(store, base)
+    await indexer.ingest(base)
+    for rel in ("ab/two.txt", "b/three.txt", "top.txt"):
+        (base / rel).unlink()
+    report = await indexer.ingest(base / "a")
+    # "ab/" shares a prefix with "a" but is a sibling: nothing outside a/ is touched.
+    assert report.removed == []
+    assert report.unchanged == ["a/one.txt"]
+    assert await store.get_document_sources() == [
+        "a/one.txt",
+        "ab/two.txt",
+        "b/three.txt",
+        "top.txt",
+    ]
+    report = await indexer.ingest(base)
+    assert report.removed == ["ab/two.txt", "b/three.txt", "top.txt"]
+
+
+async def test_single_file_ingest_prunes_nothing(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    await indexer.ingest(corpus_dir)
+    (corpus_dir / "energy" / "wind.txt").unlink()
+    report = await indexer.ingest(corpus_dir / "energy" / "solar.md")
+    assert report.unchanged == ["energy/solar.md"]
+    assert report.removed == []
+    assert "energy/wind.txt" in await store.get_document_sources()
+
+
+async def test_bad_files_are_reported_and_do_not_stop_the_rest(
+    store: SQLiteMetadataStore, tmp_path: Path
+) -> None:
+    base = tmp_path / "base"
+    write_tree(
+        base,
+        {
+            "a_good.txt": "good text here",
+            "b_latin1.txt": "caf\xe9".encode("latin-1"),
+            "c_empty.txt": b"",
+            "d_blank.md": b"  \n\n\t ",
+            "e_big.txt": "word " * 100,
+            "f_good.md": "more good text",
+        },
+    )
+    indexer = Indexer(store, base, ingest=IngestConfig(max_file_bytes=200))
+    report = await indexer.ingest(base)
+    assert report.added == ["a_good.txt", "f_good.md"]
+    reasons = {f.source: f.reason for f in report.failed}
+    assert list(reasons) == ["b_latin1.txt", "c_empty.txt", "d_blank.md", "e_big.txt"]
+    assert "UTF-8" in reasons["b_latin1.txt"]
+    assert "empty" in reasons["c_empty.txt"]
+    assert "empty" in reasons["d_blank.md"]
+    assert "exceeds" in reasons["e_big.txt"]
+    assert await store.get_document_sources() == ["a_good.txt", "f_good.md"]
+
+
+async def test_file_that_breaks_keeps_previous_version(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    await indexer.ingest(corpus_dir)
+    before = await store.get_document("energy/wind.txt")
+    (corpus_dir / "energy" / "wind.txt").write_bytes(b"\xff\xfe broken")
+    report = await indexer.ingest(corpus_dir)
+    assert [f.source for f in report.failed] == ["energy/wind.txt"]
+    assert report.removed == []
+    assert await store.get_document("energy/wind.txt") == before
+
+
+async def test_skipped_and_progress(store: SQLiteMetadataStore, tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    write_tree(base, {"a.txt": "a text", "b.md": "b text", "c.pdf": b"%PDF", "d.png": b"\x89PNG"})
+    calls: list[tuple[int, int]] = []
+    report = await Indexer(store, base).ingest(base, progress=lambda d, t: calls.append((d, t)))
+    assert report.skipped == 2
+    assert calls == [(1, 2), (2, 2)]
+
+
+async def test_outside_base_refused(
+    indexer: Indexer, store: SQLiteMetadataStore, tmp_path: Path
+) -> None:
+    write_tree(tmp_path, {"elsewhere/x.txt": "x"})
+    with pytest.raises(IngestionError, match="outside"):
+        await indexer.ingest(tmp_path / "elsewhere")
+    with pytest.raises(IngestionError, match="outside"):
+        await indexer.ingest(tmp_path / "elsewhere" / "x.txt")
+    assert await store.generation() == 0
+
+
+async def test_symlink_to_outside_refused(
+    indexer: Indexer, corpus_dir: Path, tmp_path: Path
+) -> None:
+    write_tree(tmp_path, {"elsewhere/x.txt": "x"})
+    (corpus_dir / "escape").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(IngestionError, match="outside"):
+        await indexer.ingest(corpus_dir / "escape")
+
+
+async def test_missing_path(indexer: Indexer, corpus_dir: Path) -> None:
+    with pytest.raises(IngestionError, match="does not exist"):
+        await indexer.ingest(corpus_dir / "nope")
+
+
+async def test_relative_path_resolves_against_cwd(
+    indexer: Indexer, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(corpus_dir)
+    report = await indexer.ingest("energy")
+    assert report.added == ["energy/solar.md", "energy/wind.txt"]
+
+
+async def test_analyzer_change_refused(store: SQLiteMetadataStore, corpus_dir: Path) -> None:
+    await Indexer(store, corpus_dir).ingest(corpus_dir / "energy")
+    other = Indexer(store, corpus_dir, analyzer=Analyzer(AnalyzerConfig(stem_language=None)))
+    with pytest.raises(IndexIdentityError):
+        await other.ingest(corpus_dir)
+
+
+async def test_base_dir_is_real_path(
+    store: SQLiteMetadataStore, corpus_dir: Path, tmp_path: Path
+) -> None:
+    link = tmp_path / "corpus-link"
+    link.symlink_to(corpus_dir, target_is_directory=True)
+    indexer = Indexer(store, link)
+    assert indexer.base_dir == Path(os.path.realpath(corpus_dir))
+    report = await indexer.ingest(link / "kitchen")
+    assert report.added == ["kitchen/bread.txt", "kitchen/tea.rst"]
+
+
+async def test_chunking_config_is_used(store: SQLiteMetadataStore, corpus_dir: Path) -> None:
+    indexer = Indexer(store, corpus_dir, chunking=ChunkingConfig(max_chars=40, overlap_chars=0))
+    await indexer.ingest(corpus_dir)
+    async for batch in store.iter_chunks():
+        assert all(len(s.chunk.content) <= 40 for s in batch)
+
+
+class UpperCaseNotesLoader:
+    """A second real loader: reads ``.notes`` files and records a metadata tag."""
+
+    def accepts(self, path: Path) -> bool:
+        return path.suffix == ".notes"
+
+    async def load(self, path: Path, *, base_dir: Path) -> Document:
+        source = path.relative_to(base_dir).as_posix()
+        return Document(
+            document_id=document_id_for(source),
+            source=source,
+            content=path.read_text(encoding="utf-8"),
+            metadata={"loader": "notes"},
+        )
+
+
+async def test_custom_loader(store: SQLiteMetadataStore, tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    write_tree(base, {"x.notes": "field notes about herons"})
+    loader = UpperCaseNotesLoader()
+    assert isinstance(loader, LoaderProtocol)
+    indexer = Indexer(store, base, loader=loader, ingest=IngestConfig(extensions=(".notes",)))
+    report = await indexer.ingest(base)
+    assert report.added == ["x.notes"]
+    record = await store.get_document("x.notes")
+    assert record is not None and record.metadata == {"loader": "notes"}

@@ -1,0 +1,188 @@
+"""Retriever: validation, ranking, snapshots and stale hits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from groundkit import (
+    MAX_TOP_K,
+    Analyzer,
+    AnalyzerConfig,
+    ConfigurationError,
+    Indexer,
+    IndexIdentityError,
+    RetrievalConfig,
+    RetrievalError,
+    Retriever,
+    SQLiteMetadataStore,
+)
+from tests.support import QUERIES, SMALL_CHUNKS, assert_all_verify
+
+
+@pytest.fixture
+async def indexer(store: SQLiteMetadataStore, corpus_dir: Path) -> Indexer:
+    indexer = Indexer(store, corpus_dir, chunking=SMALL_CHUNKS)
+    report = await indexer.ingest(corpus_dir)
+    assert report.added and not report.failed
+    return indexer
+
+
+@pytest.fixture
+async def retriever(store: SQLiteMetadataStore, indexer: Indexer) -> Retriever:
+    return await Retriever.open(store)
+
+
+async def test_results_carry_verifiable_citations(retriever: Retriever, corpus_dir: Path) -> None:
+    checked = 0
+    for query in QUERIES:
+        response = await retriever.search(query)
+        assert response.results, query
+        assert response.total_results == len(response.results)
+        assert response.mode == "bm25"
+        assert response.query == query
+        checked += await assert_all_verify(response.results, corpus_dir)
+    assert checked >= len(QUERIES)
+
+
+async def test_ranking(retriever: Retriever) -> None:
+    response = await retriever.search("green tea boiling water")
+    assert response.results[0].source == "kitchen/tea.rst"
+    scores = [r.score for r in response.results]
+    assert scores == sorted(scores, reverse=True)
+    assert all(s > 0 for s in scores)
+
+
+async def test_cjk_query(retriever: Retriever) -> None:
+    response = await retriever.search("富士山")
+    assert response.results[0].source == "notes/东京.txt"
+    assert "富士山" in response.results[0].content
+
+
+async def test_metadata(retriever: Retriever, store: SQLiteMetadataStore) -> None:
+    response = await retriever.search("solar")
+    meta = response.metadata
+    assert meta["stage"] == "bm25"
+    assert meta["generation"] == await store.generation() == retriever.generation
+    assert meta["stale_dropped"] == 0
+    assert meta["latency_ms"] >= 0
+
+
+async def test_top_k(retriever: Retriever) -> None:
+    everything = await retriever.search("the solar wind tea bread rocket", MAX_TOP_K)
+    assert len(everything.results) > 3
+    top3 = await retriever.search("the solar wind tea bread rocket", 3)
+    assert top3.results == everything.results[:3]
+    assert len((await retriever.search("solar", 1)).results) == 1
+
+
+async def test_default_top_k_from_config(store: SQLiteMetadataStore, indexer: Indexer) -> None:
+    retriever = await Retriever.open(store, RetrievalConfig(top_k=2))
+    assert len((await retriever.search("solar wind tea rocket bread")).results) == 2
+
+
+async def test_score_threshold_from_config(store: SQLiteMetadataStore, indexer: Indexer) -> None:
+    loose = await Retriever.open(store)
+    all_scores = [r.score for r in (await loose.search("solar wind tea", 50)).results]
+    cut = sorted(all_scores)[len(all_scores) // 2]
+    strict = await Retriever.open(store, RetrievalConfig(score_threshold=cut))
+    kept = (await strict.search("solar wind tea", 50)).results
+    assert kept and all(r.score >= cut for r in kept)
+    assert len(kept) == sum(1 for s in all_scores if s >= cut) < len(all_scores)
+
+
+async def test_bm25_parameters_reach_the_index(
+    store: SQLiteMetadataStore, indexer: Indexer
+) -> None:
+    default = await Retriever.open(store)
+    flat = await Retriever.open(store, RetrievalConfig(bm25_k1=0.0))
+    a = [r.score for r in (await default.search("solar panels")).results]
+    b = [r.score for r in (await flat.search("solar panels")).results]
+    assert a != b
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t", None, 42, "x" * 10_001])
+async def test_bad_queries(retriever: Retriever, query: object) -> None:
+    with pytest.raises(RetrievalError) as info:
+        await retriever.search(query)  # type: ignore[arg-type]
+    assert info.value.verdict is None
+
+
+@pytest.mark.parametrize("top_k", [0, -1, MAX_TOP_K + 1, True, False, "3", 2.0])
+async def test_bad_top_k(retriever: Retriever, top_k: object) -> None:
+    with pytest.raises(RetrievalError, match="top_k"):
+        await retriever.search("solar", top_k)  # type: ignore[arg-type]
+
+
+async def test_max_top_k_accepted(retriever: Retriever) -> None:
+    assert (await retriever.search("solar", MAX_TOP_K)).results
+
+
+@pytest.mark.parametrize("mode", ["sparse", "BM25", "", None])
+async def test_unknown_mode(retriever: Retriever, mode: object) -> None:
+    with pytest.raises(RetrievalError, match="mode"):
+        await retriever.search("solar", mode=mode)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+async def test_modes_without_embedder(retriever: Retriever, mode: str) -> None:
+    with pytest.raises(ConfigurationError, match="embedder"):
+        await retriever.search("solar", mode=mode)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("query", ["zebra unicorn", "the and of", "!!! ???"])
+async def test_queries_without_known_terms(retriever: Retriever, query: str) -> None:
+    response = await retriever.search(query)
+    assert response.results == []
+    assert response.total_results == 0
+
+
+async def test_empty_store(store: SQLiteMetadataStore) -> None:
+    retriever = await Retriever.open(store)
+    assert retriever.size == 0
+    assert (await retriever.search("anything")).results == []
+
+
+async def test_foreign_analyzer_refused(store: SQLiteMetadataStore, indexer: Indexer) -> None:
+    other = Analyzer(AnalyzerConfig(stopwords=False))
+    with pytest.raises(IndexIdentityError):
+        await Retriever.open(store, analyzer=other)
+
+
+async def test_snapshot_drops_stale_hits(
+    store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path
+) -> None:
+    retriever = await Retriever.open(store)
+    before = await retriever.search("offshore wind farms")
+    assert before.results[0].source == "energy/wind.txt"
+    generation = retriever.generation
+
+    wind = corpus_dir / "energy" / "wind.txt"
+    wind.write_text("Prelude added later.\n\n" + wind.read_text(encoding="utf-8"), encoding="utf-8")
+    report = await indexer.ingest(corpus_dir)
+    assert report.updated == ["energy/wind.txt"]
+
+    after = await retriever.search("offshore wind farms")
+    assert retriever.generation == generation  # still the old snapshot
+    assert after.metadata["stale_dropped"] > 0
+    assert all(r.source != "energy/wind.txt" for r in after.results)
+    await assert_all_verify(after.results, corpus_dir)
+
+    fresh = await Retriever.open(store)
+    current = await fresh.search("offshore wind farms")
+    assert current.metadata["stale_dropped"] == 0
+    assert current.results[0].source == "energy/wind.txt"
+    await assert_all_verify(current.results, corpus_dir)
+
+
+async def test_snapshot_drops_deleted_documents(
+    store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path
+) -> None:
+    retriever = await Retriever.open(store)
+    (corpus_dir / "kitchen" / "bread.txt").unlink()
+    report = await indexer.ingest(corpus_dir)
+    assert report.removed == ["kitchen/bread.txt"]
+    response = await retriever.search("sourdough bread yeast")
+    assert response.results == []
+    assert response.metadata["stale_dropped"] > 0

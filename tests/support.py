@@ -1,0 +1,88 @@
+"""Helpers shared by the test modules (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from groundkit import Chunk, ChunkingConfig, Document, RetrievalResult, verify_citation
+
+# Small chunks so every document yields several spans with non-trivial offsets.
+SMALL_CHUNKS = ChunkingConfig(max_chars=80, overlap_chars=20)
+
+CORPUS: dict[str, str] = {
+    "energy/solar.md": (
+        "# Solar power\n\n"
+        "Solar panels convert sunlight into electricity. Photovoltaic cells are made of "
+        "silicon wafers.\n\n"
+        "Panel efficiency drops when the cells get hot. Cleaning dust off the panels "
+        "restores their output.\n"
+    ),
+    "energy/wind.txt": (
+        "Wind turbines turn the kinetic energy of moving air into electricity.\n\n"
+        "Offshore wind farms see stronger and steadier winds than onshore sites do.\n"
+    ),
+    "kitchen/tea.rst": (
+        "Green tea is steeped at about eighty degrees. Boiling water makes green tea "
+        "bitter.\n\nBlack tea tolerates boiling water and a longer steep.\n"
+    ),
+    "kitchen/bread.txt": (
+        "Sourdough bread rises slowly because wild yeast ferments the dough overnight. "
+        "A hot oven and steam give the loaf its crust.\n"
+    ),
+    "notes/东京.txt": (
+        "東京は日本の首都です。人口はとても多い。\n\n富士山は日本で一番高い山です。\n"
+    ),
+    "notes/launch.md": (
+        "Rocket launch 🚀 at dawn over the ocean. The crowd cheered 🎉 loudly.\r\n\r\n"
+        "Carriage returns stay in the text, so offsets still line up after the launch.\r\n"
+    ),
+}
+
+QUERIES = ("solar panels electricity", "boiling water tea", "rocket launch", "東京", "wind farms")
+
+
+def write_tree(root: Path, files: dict[str, str | bytes]) -> None:
+    """Write ``files`` (relative path -> text or raw bytes) under ``root``."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = content.encode("utf-8") if isinstance(content, str) else content
+        path.write_bytes(data)
+
+
+def make_document(
+    source: str,
+    pieces: Sequence[str],
+    *,
+    document_id: str | None = None,
+    chunk_ids: Sequence[str] | None = None,
+) -> tuple[Document, list[Chunk], list[list[str]]]:
+    """A document whose chunks are ``pieces`` (joined by blank lines), terms split on spaces."""
+    content = "\n\n".join(pieces)
+    document = Document(document_id=document_id or f"doc:{source}", source=source, content=content)
+    chunks: list[Chunk] = []
+    start = 0
+    for index, piece in enumerate(pieces):
+        chunks.append(
+            Chunk(
+                chunk_id=chunk_ids[index] if chunk_ids else f"{document.document_id}#{index}",
+                document_id=document.document_id,
+                chunk_index=index,
+                content=piece,
+                start_offset=start,
+                end_offset=start + len(piece),
+            )
+        )
+        start += len(piece) + 2
+    return document, chunks, [piece.split() for piece in pieces]
+
+
+async def assert_all_verify(results: Iterable[RetrievalResult], base_dir: Path) -> int:
+    """Every result's citation must read back as its content; returns how many were checked."""
+    count = 0
+    for result in results:
+        assert result.content, result
+        assert await verify_citation(result.citation, result.content, base_dir), result.citation
+        count += 1
+    return count

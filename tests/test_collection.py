@@ -1,0 +1,354 @@
+"""Acceptance tests through the public Collection API on real files."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from groundkit import (
+    MAX_TOP_K,
+    AnalyzerConfig,
+    Citation,
+    Collection,
+    ConfigurationError,
+    IndexIdentityError,
+    IngestConfig,
+    IngestionError,
+    RetrievalError,
+    resolve_citation,
+    verify_citation,
+)
+from tests.support import CORPUS, QUERIES, SMALL_CHUNKS, assert_all_verify, write_tree
+
+
+async def test_every_result_verifies(ingested: Collection) -> None:
+    checked = 0
+    for query in QUERIES:
+        response = await ingested.search(query, 20)
+        assert response.results, query
+        checked += await assert_all_verify(response.results, ingested.base_dir)
+        for result in response.results:
+            fetched = await ingested.fetch_chunk(result.chunk_id)
+            assert fetched.verification == "verified"
+            assert fetched.content == result.content
+            assert fetched.citation == result.citation
+    assert checked > len(QUERIES)
+    report = await ingested.verify()
+    assert report.ok
+    assert report.verified == await ingested.store.chunk_count()
+    assert report.problems == []
+
+
+async def _chunks_of(col: Collection, source: str) -> list[str]:
+    return [
+        s.chunk.chunk_id
+        async for batch in col.store.iter_chunks()
+        for s in batch
+        if s.document.source == source
+    ]
+
+
+async def test_edited_source_drifts(ingested: Collection, corpus_dir: Path) -> None:
+    ids = await _chunks_of(ingested, "energy/solar.md")
+    path = corpus_dir / "energy" / "solar.md"
+    path.write_text(path.read_text("utf-8").replace("Solar", "Lunar"), "utf-8")
+    verdicts = [(await ingested.fetch_chunk(i)).verification for i in ids]
+    assert "drifted" in verdicts
+    assert set(verdicts) <= {"drifted", "verified"}
+    report = await ingested.verify()
+    assert not report.ok
+    assert report.drifted == verdicts.count("drifted")
+    assert report.unresolvable == 0
+    assert {p.citation.source for p in report.problems} == {"energy/solar.md"}
+
+
+async def test_inserted_prefix_drifts_every_chunk(ingested: Collection, corpus_dir: Path) -> None:
+    ids = await _chunks_of(ingested, "kitchen/tea.rst")
+    path = corpus_dir / "kitchen" / "tea.rst"
+    path.write_text("Preface. " + path.read_text("utf-8"), "utf-8")
+    for chunk_id in ids:
+        result = await ingested.fetch_chunk(chunk_id)
+        assert result.verification == "drifted"
+        assert "kitchen/tea.rst" in result.detail
+
+
+async def test_truncated_source_drifts(ingested: Collection, corpus_dir: Path) -> None:
+    ids = await _chunks_of(ingested, "energy/wind.txt")
+    assert len(ids) > 1
+    (corpus_dir / "energy" / "wind.txt").write_text("Wind", "utf-8")
+    assert {(await ingested.fetch_chunk(i)).verification for i in ids} == {"drifted"}
+    report = await ingested.verify()
+    assert report.drifted == len(ids)
+
+
+async def test_deleted_source_unresolvable(ingested: Collection, corpus_dir: Path) -> None:
+    ids = await _chunks_of(ingested, "notes/东京.txt")
+    (corpus_dir / "notes" / "东京.txt").unlink()
+    for chunk_id in ids:
+        assert (await ingested.fetch_chunk(chunk_id)).verification == "unresolvable"
+    report = await ingested.verify()
+    assert (report.unresolvable, report.drifted) == (len(ids), 0)
+    assert report.verified == await ingested.store.chunk_count() - len(ids)
+
+
+async def test_unknown_chunk_id(ingested: Collection) -> None:
+    with pytest.raises(RetrievalError) as info:
+        await ingested.fetch_chunk("no-such-chunk")
+    assert info.value.verdict == "unresolvable"
+
+
+@pytest.mark.parametrize("outside", ["../outside.txt", "ABSOLUTE"])
+async def test_citation_outside_base_unresolvable(
+    ingested: Collection, tmp_path: Path, outside: str
+) -> None:
+    target = tmp_path / "outside.txt"
+    target.write_text("secret text outside the corpus", "utf-8")
+    source = str(target) if outside == "ABSOLUTE" else outside
+    citation = Citation(
+        document_id="d",
+        chunk_id="c",
+        source=source,
+        source_class="text",
+        extractor=None,
+        start_offset=0,
+        end_offset=6,
+    )
+    for call in (
+        resolve_citation(citation, ingested.base_dir),
+        verify_citation(citation, "secret", ingested.base_dir),
+    ):
+        with pytest.raises(RetrievalError) as info:
+            await call
+        assert info.value.verdict == "unresolvable"
+
+
+async def test_unchanged_reingest(ingested: Collection, corpus_dir: Path) -> None:
+    generation = await ingested.generation()
+    report = await ingested.ingest(corpus_dir)
+    assert await ingested.generation() == generation
+    assert report.generation == generation
+    assert report.unchanged == sorted(CORPUS)
+    assert not report.changed
+
+
+async def test_deleted_file_pruned_from_search(ingested: Collection, corpus_dir: Path) -> None:
+    before = await ingested.search("sourdough bread")
+    assert before.results[0].source == "kitchen/bread.txt"
+    count = await ingested.store.chunk_count()
+    (corpus_dir / "kitchen" / "bread.txt").unlink()
+    report = await ingested.ingest(corpus_dir)
+    assert report.removed == ["kitchen/bread.txt"]
+    assert await ingested.store.chunk_count() < count
+    after = await ingested.search("sourdough bread")
+    assert all(r.source != "kitchen/bread.txt" for r in after.results)
+    assert after.metadata["stale_dropped"] == 0
+
+
+async def test_subfolder_ingest_leaves_siblings(ingested: Collection, corpus_dir: Path) -> None:
+    shutil.rmtree(corpus_dir / "kitchen")
+    report = await ingested.ingest(corpus_dir / "energy")
+    assert report.removed == []
+    assert "kitchen/tea.rst" in await ingested.store.get_document_sources()
+    assert (await ingested.search("green tea")).results[0].source == "kitchen/tea.rst"
+
+
+async def test_bad_files_do_not_stop_ingest(tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    write_tree(
+        base,
+        {
+            "bad.txt": b"\xc3\x28 invalid",
+            "empty.md": b"",
+            "huge.txt": "giant " * 50,
+            "ok.txt": "a perfectly fine heron document",
+        },
+    )
+    opener = Collection.open(
+        tmp_path / "idx", base_dir=base, ingest=IngestConfig(max_file_bytes=100)
+    )
+    async with opener as col:
+        report = await col.ingest(base)
+        assert report.added == ["ok.txt"]
+        assert [(f.source, bool(f.reason)) for f in report.failed] == [
+            ("bad.txt", True),
+            ("empty.md", True),
+            ("huge.txt", True),
+        ]
+        assert (await col.search("heron")).results[0].source == "ok.txt"
+
+
+async def test_moved_corpus_and_index_still_verify(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    corpus = project / "data" / "corpus"
+    write_tree(corpus, dict(CORPUS))
+    async with Collection.open(project / ".index", base_dir=corpus, chunking=SMALL_CHUNKS) as col:
+        await col.ingest(corpus)
+        expected = {q: (await col.search(q)).results for q in QUERIES}
+
+    moved = tmp_path / "elsewhere" / "renamed"
+    moved.parent.mkdir()
+    shutil.move(project, moved)
+    assert not project.exists()
+
+    async with Collection.open(moved / ".index") as col:
+        assert col.base_dir == Path(os.path.realpath(moved / "data" / "corpus"))
+        for query, results in expected.items():
+            again = (await col.search(query)).results
+            assert [r.citation for r in again] == [r.citation for r in results]
+            assert await assert_all_verify(again, col.base_dir) == len(results)
+        assert (await col.verify()).ok
+
+
+async def test_long_lived_collection_sees_its_writes(
+    ingested: Collection, corpus_dir: Path
+) -> None:
+    assert (await ingested.search("heron")).results == []
+    write_tree(corpus_dir, {"birds/heron.md": "The grey heron waits motionless in shallow water."})
+    await ingested.ingest(corpus_dir)
+    found = (await ingested.search("heron")).results
+    assert [r.source for r in found] == ["birds/heron.md"]
+    await assert_all_verify(found, ingested.base_dir)
+    (corpus_dir / "birds" / "heron.md").write_text("Egrets are smaller white herons.", "utf-8")
+    await ingested.ingest(corpus_dir / "birds")
+    updated = (await ingested.search("egret")).results
+    assert updated and updated[0].source == "birds/heron.md"
+    await assert_all_verify(updated, ingested.base_dir)
+
+
+async def test_open_by_await_and_async_with(index_dir: Path, corpus_dir: Path) -> None:
+    col = await Collection.open(index_dir, "mine", base_dir=corpus_dir)
+    try:
+        await col.ingest(corpus_dir / "energy")
+        assert col.name == "mine"
+    finally:
+        await col.close()
+    async with Collection.open(index_dir, "mine") as again:
+        assert again.base_dir == Path(os.path.realpath(corpus_dir))
+        assert (await again.search("solar")).results
+    assert (index_dir / "mine.sqlite3").exists()
+
+
+async def test_new_collection_defaults_base_to_cwd(
+    tmp_path: Path, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(corpus_dir)
+    async with Collection.open(tmp_path / "idx") as col:
+        assert col.base_dir == Path(os.path.realpath(corpus_dir))
+        report = await col.ingest("kitchen")
+        assert report.added == ["kitchen/bread.txt", "kitchen/tea.rst"]
+
+
+@pytest.mark.parametrize("query", ["", "   \n"])
+async def test_empty_query_refused(ingested: Collection, query: str) -> None:
+    with pytest.raises(RetrievalError):
+        await ingested.search(query)
+
+
+@pytest.mark.parametrize("top_k", [0, MAX_TOP_K + 1, True, "3"])
+async def test_bad_top_k_refused(ingested: Collection, top_k: object) -> None:
+    with pytest.raises(RetrievalError, match="top_k"):
+        await ingested.search("solar", top_k)  # type: ignore[arg-type]
+
+
+async def test_unknown_mode_refused(ingested: Collection) -> None:
+    with pytest.raises(RetrievalError, match="mode"):
+        await ingested.search("solar", mode="fuzzy")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+async def test_dense_modes_need_configuration(ingested: Collection, mode: str) -> None:
+    with pytest.raises(ConfigurationError):
+        await ingested.search("solar", mode=mode)  # type: ignore[arg-type]
+
+
+async def test_query_without_known_terms(ingested: Collection) -> None:
+    response = await ingested.search("xylophone quasar")
+    assert response.results == []
+    assert response.total_results == 0
+
+
+async def test_same_corpus_same_ranking(tmp_path: Path, corpus_dir: Path) -> None:
+    rankings = []
+    for name in ("first", "second"):
+        async with Collection.open(
+            tmp_path / f"index-{name}", base_dir=corpus_dir, chunking=SMALL_CHUNKS
+        ) as col:
+            await col.ingest(corpus_dir)
+            rankings.append(
+                [
+                    [
+                        (r.chunk_id, r.source, r.start_offset, r.end_offset, r.score)
+                        for r in (await col.search(q, 50)).results
+                    ]
+                    for q in [*QUERIES, "the water and the wind"]
+                ]
+            )
+    assert rankings[0] == rankings[1]
+
+
+async def test_ingest_outside_base_refused(ingested: Collection, tmp_path: Path) -> None:
+    write_tree(tmp_path, {"outside/x.txt": "outside"})
+    with pytest.raises(IngestionError):
+        await ingested.ingest(tmp_path / "outside")
+    with pytest.raises(IngestionError):
+        await ingested.ingest(ingested.base_dir / ".." / "outside")
+
+
+async def test_other_analyzer_settings_refused(index_dir: Path, ingested: Collection) -> None:
+    async with Collection.open(index_dir, analyzer=AnalyzerConfig(stopwords=False)) as other:
+        with pytest.raises(IndexIdentityError):
+            await other.search("solar")
+        with pytest.raises(IndexIdentityError):
+            await other.ingest(other.base_dir)
+
+
+async def test_bad_collection_name(index_dir: Path) -> None:
+    with pytest.raises(ConfigurationError):
+        await Collection.open(index_dir, "../escape")
+
+
+def _worker_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if "_connection_worker_thread" in t.name}
+
+
+async def test_random_documents_round_trip(tmp_path: Path) -> None:
+    # Seeded noise: mixed scripts, CRLF, tabs, emoji, odd spacing; every hit must verify.
+    rng = random.Random(1234)
+    alphabet = [
+        "alpha",
+        "Beta",
+        "gamma.",
+        "δέλτα",
+        "東京",
+        "大学。",
+        "😀",
+        "\r\n",
+        "\n\n",
+        "\t",
+        "  ",
+        "x!",
+    ]
+    base = tmp_path / "base"
+    texts = {f"r/{i}.txt": " ".join(rng.choices(alphabet, k=rng.randint(1, 400))) for i in range(8)}
+    write_tree(base, texts)
+    async with Collection.open(tmp_path / "idx", base_dir=base, chunking=SMALL_CHUNKS) as col:
+        report = await col.ingest(base)
+        assert len(report.added) + len(report.failed) == len(texts)
+        for query in ("alpha", "beta gamma", "δέλτα", "東京", "大学 alpha"):
+            await assert_all_verify((await col.search(query, 200)).results, col.base_dir)
+        assert (await col.verify()).ok
+
+
+async def test_bad_analyzer_settings_leak_nothing(index_dir: Path, corpus_dir: Path) -> None:
+    before = _worker_threads()
+    with pytest.raises(ConfigurationError, match="klingon"):
+        await Collection.open(
+            index_dir, base_dir=corpus_dir, analyzer=AnalyzerConfig(stem_language="klingon")
+        )
+    # The store opened for the attempt must have been closed again.
+    assert _worker_threads() - before == set()

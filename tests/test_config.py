@@ -1,0 +1,113 @@
+"""Validated settings."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from groundkit import MAX_TOP_K, AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
+from groundkit.config import DEFAULT_EXTENSIONS
+from groundkit.errors import ConfigurationError
+
+
+class TestRetrievalConfig:
+    def test_defaults(self) -> None:
+        cfg = RetrievalConfig()
+        assert (cfg.top_k, cfg.bm25_k1, cfg.bm25_b, cfg.score_threshold) == (10, 1.5, 0.75, None)
+
+    def test_max_top_k(self) -> None:
+        assert MAX_TOP_K == 1000
+
+    @pytest.mark.parametrize("top_k", [1, 7, MAX_TOP_K])
+    def test_top_k_in_bounds(self, top_k: int) -> None:
+        assert RetrievalConfig(top_k=top_k).top_k == top_k
+
+    @pytest.mark.parametrize("top_k", [0, -1, MAX_TOP_K + 1])
+    def test_top_k_out_of_bounds(self, top_k: int) -> None:
+        with pytest.raises(ConfigurationError, match="top_k"):
+            RetrievalConfig(top_k=top_k)
+
+    @pytest.mark.parametrize("field", ["bm25_k1", "bm25_b", "score_threshold"])
+    @pytest.mark.parametrize("value", [math.nan, math.inf])
+    def test_non_finite_rejected(self, field: str, value: float) -> None:
+        with pytest.raises(ConfigurationError, match=field):
+            RetrievalConfig(**{field: value})
+
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("bm25_k1", -0.1),
+            ("bm25_k1", 10.5),
+            ("bm25_b", -0.1),
+            ("bm25_b", 1.01),
+            ("score_threshold", -1.0),
+            ("rrf_k", 0),
+        ],
+    )
+    def test_ranges(self, field: str, value: float) -> None:
+        with pytest.raises(ConfigurationError, match=field):
+            RetrievalConfig(**{field: value})
+
+    def test_edges_accepted(self) -> None:
+        cfg = RetrievalConfig(bm25_k1=0.0, bm25_b=1.0, score_threshold=0.0)
+        assert (cfg.bm25_k1, cfg.bm25_b, cfg.score_threshold) == (0.0, 1.0, 0.0)
+
+
+class TestChunkingConfig:
+    def test_defaults(self) -> None:
+        assert ChunkingConfig().max_chars == 1600
+        assert ChunkingConfig().overlap_chars == 200
+
+    def test_overlap_up_to_half_budget(self) -> None:
+        assert ChunkingConfig(max_chars=100, overlap_chars=50).overlap_chars == 50
+        with pytest.raises(ConfigurationError, match="overlap"):
+            ChunkingConfig(max_chars=100, overlap_chars=51)
+
+    @pytest.mark.parametrize(
+        "kwargs",
+        [{"max_chars": 31}, {"max_chars": 100_001}, {"overlap_chars": -1}],
+    )
+    def test_bounds(self, kwargs: dict[str, int]) -> None:
+        with pytest.raises(ConfigurationError):
+            ChunkingConfig(**kwargs)
+
+
+class TestIngestConfig:
+    def test_defaults(self) -> None:
+        # Defaults go through the same normalisation as explicit values.
+        assert IngestConfig().extensions == tuple(sorted(DEFAULT_EXTENSIONS))
+        assert IngestConfig() == IngestConfig(extensions=DEFAULT_EXTENSIONS)
+
+    def test_extensions_normalised(self) -> None:
+        cfg = IngestConfig(extensions=("TXT", ".Md", "txt", ".rst"))
+        assert cfg.extensions == (".md", ".rst", ".txt")
+
+    @pytest.mark.parametrize("extensions", [(), ("",), (".",)])
+    def test_bad_extensions(self, extensions: tuple[str, ...]) -> None:
+        with pytest.raises(ConfigurationError):
+            IngestConfig(extensions=extensions)
+
+    def test_max_file_bytes_positive(self) -> None:
+        with pytest.raises(ConfigurationError):
+            IngestConfig(max_file_bytes=0)
+
+
+class TestAnalyzerConfig:
+    @pytest.mark.parametrize("value", [0, 9])
+    def test_min_token_chars_bounds(self, value: int) -> None:
+        with pytest.raises(ConfigurationError):
+            AnalyzerConfig(min_token_chars=value)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [RetrievalConfig(), ChunkingConfig(), IngestConfig(), AnalyzerConfig()],
+    ids=lambda c: type(c).__name__,
+)
+def test_settings_frozen_and_strict(cfg: object) -> None:
+    name = next(iter(type(cfg).model_fields))  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError):
+        setattr(cfg, name, getattr(cfg, name))
+    with pytest.raises(ConfigurationError):
+        type(cfg)(unknown_setting=1)  # type: ignore[call-arg]

@@ -1,0 +1,72 @@
+"""The public surface: exactly these names, each importable."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+
+import groundkit
+
+EXPECTED_ALL = [
+    "Analyzer",
+    "AnalyzerConfig",
+    "BM25Index",
+    "Chunk",
+    "ChunkingConfig",
+    "Citation",
+    "Collection",
+    "CollectionManifest",
+    "ConfigurationError",
+    "Document",
+    "DocumentRecord",
+    "EmbeddingIdentity",
+    "FetchResult",
+    "FileLoader",
+    "GroundkitError",
+    "IndexIdentityError",
+    "Indexer",
+    "IngestConfig",
+    "IngestFailure",
+    "IngestReport",
+    "IngestionError",
+    "LexicalIndexProtocol",
+    "LoaderProtocol",
+    "MAX_TOP_K",
+    "MetadataStoreProtocol",
+    "RerankerNotConfiguredError",
+    "RetrievalConfig",
+    "RetrievalError",
+    "RetrievalResult",
+    "Retriever",
+    "SQLiteMetadataStore",
+    "SearchMode",
+    "SearchResponse",
+    "SourceClass",
+    "StorageError",
+    "Verification",
+    "VerifyReport",
+    "__version__",
+    "chunk_document",
+    "chunk_spans",
+    "resolve_citation",
+    "verify_citation",
+]
+
+
+def test_all_is_pinned() -> None:
+    assert sorted(EXPECTED_ALL) == EXPECTED_ALL  # keep the literal sorted
+    assert sorted(groundkit.__all__) == EXPECTED_ALL
+    assert len(groundkit.__all__) == len(set(groundkit.__all__))
+
+
+def test_every_name_is_importable() -> None:
+    fresh = importlib.import_module("groundkit")
+    namespace: dict[str, object] = {}
+    exec("from groundkit import *", namespace)
+    for name in EXPECTED_ALL:
+        assert getattr(fresh, name) is not None, name
+        assert name in namespace, name
+
+
+def test_version_matches_distribution() -> None:
+    assert groundkit.__version__ == importlib.metadata.version("groundkit")
