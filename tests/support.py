@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from groundkit import Chunk, ChunkingConfig, Document, RetrievalResult, verify_citation
@@ -42,7 +42,7 @@ CORPUS: dict[str, str] = {
 QUERIES = ("solar panels electricity", "boiling water tea", "rocket launch", "東京", "wind farms")
 
 
-def write_tree(root: Path, files: dict[str, str | bytes]) -> None:
+def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:
     """Write ``files`` (relative path -> text or raw bytes) under ``root``."""
     for rel, content in files.items():
         path = root / rel

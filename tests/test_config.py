@@ -32,7 +32,7 @@ class TestRetrievalConfig:
     @pytest.mark.parametrize("value", [math.nan, math.inf])
     def test_non_finite_rejected(self, field: str, value: float) -> None:
         with pytest.raises(ConfigurationError, match=field):
-            RetrievalConfig(**{field: value})
+            RetrievalConfig(**{field: value})  # type: ignore[arg-type]
 
     @pytest.mark.parametrize(
         ("field", "value"),
@@ -47,7 +47,7 @@ class TestRetrievalConfig:
     )
     def test_ranges(self, field: str, value: float) -> None:
         with pytest.raises(ConfigurationError, match=field):
-            RetrievalConfig(**{field: value})
+            RetrievalConfig(**{field: value})  # type: ignore[arg-type]
 
     def test_edges_accepted(self) -> None:
         cfg = RetrievalConfig(bm25_k1=0.0, bm25_b=1.0, score_threshold=0.0)

@@ -73,7 +73,7 @@ class TestVerdict:
 
     def test_verdict_is_keyword_only(self) -> None:
         with pytest.raises(TypeError):
-            RetrievalError("x", "drifted")  # type: ignore[misc]
+            RetrievalError("x", "drifted")  # type: ignore[call-arg]
 
     def test_subclass_has_verdict(self) -> None:
         assert RerankerNotConfiguredError("no reranker").verdict is None

@@ -43,19 +43,6 @@ class VerifyReport:
         return self.drifted == 0 and self.unresolvable == 0
 
 
-def _citation(stored: StoredChunk) -> Citation:
-    c, d = stored.chunk, stored.document
-    return Citation(
-        document_id=d.document_id,
-        chunk_id=c.chunk_id,
-        source=d.source,
-        source_class=d.source_class,
-        extractor=d.extractor,
-        start_offset=c.start_offset,
-        end_offset=c.end_offset,
-    )
-
-
 class _Opener:
     """Lets ``Collection.open(...)`` be awaited or used with ``async with``."""
 
@@ -181,7 +168,7 @@ class Collection:
             raise RetrievalError(
                 f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
             )
-        citation = _citation(stored)
+        citation = stored.citation
         try:
             text = await read_source(citation.source, citation.source_class, self.base_dir)
         except RetrievalError as exc:
@@ -194,7 +181,7 @@ class Collection:
         current: tuple[str, str | None, RetrievalError | None] | None = None
         async for batch in self.store.iter_chunks():
             for stored in batch:
-                citation = _citation(stored)
+                citation = stored.citation
                 if current is None or current[0] != citation.source:
                     try:
                         text = await read_source(
@@ -218,7 +205,7 @@ class Collection:
 def _fetch_result(
     stored: StoredChunk, citation: Citation, text: str | None, error: RetrievalError | None
 ) -> FetchResult:
-    content = stored.chunk.content
+    content = stored.content
     if text is not None:
         try:
             span = slice_span(text, citation)

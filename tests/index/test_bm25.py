@@ -221,7 +221,8 @@ def bm25s_scores(corpus: Corpus, query: list[str], *, k1: float, b: float) -> li
     engine = bm25s.BM25(k1=k1, b=b, method="lucene")
     engine.index(corpus, show_progress=False)
     known = [t for t in query if t in engine.vocab_dict]
-    return engine.get_scores(known).tolist()
+    scores: list[float] = engine.get_scores(known).tolist()
+    return scores
 
 
 def assert_close(ours: list[tuple[int, float]], expected: list[float], rel: float = 1e-5) -> None:

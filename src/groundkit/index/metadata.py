@@ -34,6 +34,10 @@ __all__ = [
 SCHEMA_VERSION = 1
 COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _IN_BATCH = 500
+# Key lookups up to this size run inline on a read-only connection: a handful of
+# primary-key reads in WAL mode (readers never wait for writers) cost less than
+# the round trip to aiosqlite's thread, which dominated small-corpus searches.
+_INLINE_KEYS = 64
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (
@@ -93,6 +97,10 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def _metadata(raw: str) -> dict[str, Any]:
+    return {} if raw == "{}" else dict(json.loads(raw))
+
+
 def _record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
     return DocumentRecord(
         document_id=row[0],
@@ -101,21 +109,27 @@ def _record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
         ingested_at=row[3],
         source_class=row[4],
         extractor=row[5],
-        metadata=json.loads(row[6]),
+        metadata=_metadata(row[6]),
         chunk_count=chunk_count,
     )
 
 
 def _stored(row: Sequence[Any]) -> StoredChunk:
-    chunk = Chunk(
+    return StoredChunk(
+        key=row[0],
         chunk_id=row[1],
-        document_id=row[6],
         chunk_index=row[2],
         content=row[3],
         start_offset=row[4],
         end_offset=row[5],
+        document_id=row[6],
+        source=row[7],
+        document_hash=row[8],
+        ingested_at=row[9],
+        source_class=row[10],
+        extractor=row[11],
+        metadata=_metadata(row[12]),
     )
-    return StoredChunk(key=row[0], chunk=chunk, document=_record(row[6:]))
 
 
 class SQLiteMetadataStore:
@@ -125,6 +139,7 @@ class SQLiteMetadataStore:
         self._conn = conn
         self.path = path
         self._vocab: dict[str, int] | None = None
+        self._reader: sqlite3.Connection | None = None
 
     @classmethod
     async def open(cls, path: Path, *, create: bool = True) -> SQLiteMetadataStore:
@@ -183,7 +198,22 @@ class SQLiteMetadataStore:
             ) from None
 
     async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         await self._conn.close()
+
+    def _read_inline(self, sql: str, params: Sequence[Any]) -> list[Any] | None:
+        """Run a small read on the read-only connection; None if it would have to wait."""
+        if self._reader is None:
+            self._reader = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+            )
+            self._reader.execute("PRAGMA busy_timeout=0")
+        try:
+            return self._reader.execute(sql, params).fetchall()
+        except sqlite3.OperationalError:
+            return None  # busy or locked: take the threaded path instead
 
     # -- state ---------------------------------------------------------------
 
@@ -408,13 +438,15 @@ class SQLiteMetadataStore:
         for i in range(0, len(keys), _IN_BATCH):
             part = [int(k) for k in keys[i : i + _IN_BATCH]]
             marks = ",".join("?" * len(part))
-            async with self._conn.execute(
+            sql = (
                 f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.key IN ({marks})",
-                part,
-            ) as cur:
-                for row in await cur.fetchall():
-                    out[row[0]] = _stored(row)
+                f" WHERE c.key IN ({marks})"
+            )
+            rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
+            if rows is None:
+                rows = list(await self._conn.execute_fetchall(sql, part))
+            for row in rows:
+                out[row[0]] = _stored(row)
         return out
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from groundkit.contracts import (
     Chunk,
+    Citation,
     CollectionManifest,
     Document,
     DocumentRecord,
     EmbeddingIdentity,
+    SourceClass,
 )
 
 __all__ = [
@@ -28,11 +30,60 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
-    """A persisted chunk joined to its document. ``key`` is the store's row key."""
+    """A persisted chunk joined to its document, as flat fields.
+
+    ``key`` is the store's row key. Flat because the search join builds many of
+    these; ``chunk`` and ``document`` give the contract models when wanted.
+    """
 
     key: int
-    chunk: Chunk
-    document: DocumentRecord
+    chunk_id: str
+    chunk_index: int
+    content: str
+    start_offset: int
+    end_offset: int
+    document_id: str
+    source: str
+    document_hash: str
+    ingested_at: str
+    source_class: SourceClass
+    extractor: str | None
+    metadata: dict[str, Any]
+
+    @property
+    def chunk(self) -> Chunk:
+        return Chunk(
+            chunk_id=self.chunk_id,
+            document_id=self.document_id,
+            chunk_index=self.chunk_index,
+            content=self.content,
+            start_offset=self.start_offset,
+            end_offset=self.end_offset,
+        )
+
+    @property
+    def document(self) -> DocumentRecord:
+        return DocumentRecord(
+            document_id=self.document_id,
+            source=self.source,
+            content_hash=self.document_hash,
+            ingested_at=self.ingested_at,
+            source_class=self.source_class,
+            extractor=self.extractor,
+            metadata=self.metadata,
+        )
+
+    @property
+    def citation(self) -> Citation:
+        return Citation(
+            document_id=self.document_id,
+            chunk_id=self.chunk_id,
+            source=self.source,
+            source_class=self.source_class,
+            extractor=self.extractor,
+            start_offset=self.start_offset,
+            end_offset=self.end_offset,
+        )
 
 
 @dataclass(frozen=True, slots=True)

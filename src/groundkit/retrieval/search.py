@@ -130,20 +130,19 @@ class Retriever:
             stored = rows.get(hit.key)
             if stored is None:
                 continue
-            chunk, doc = stored.chunk, stored.document
             results.append(
                 RetrievalResult(
-                    content=chunk.content,
+                    content=stored.content,
                     score=hit.score,
-                    document_id=doc.document_id,
-                    chunk_id=chunk.chunk_id,
-                    chunk_index=chunk.chunk_index,
-                    source=doc.source,
-                    source_class=doc.source_class,
-                    extractor=doc.extractor,
-                    start_offset=chunk.start_offset,
-                    end_offset=chunk.end_offset,
-                    metadata=doc.metadata,
+                    document_id=stored.document_id,
+                    chunk_id=stored.chunk_id,
+                    chunk_index=stored.chunk_index,
+                    source=stored.source,
+                    source_class=stored.source_class,
+                    extractor=stored.extractor,
+                    start_offset=stored.start_offset,
+                    end_offset=stored.end_offset,
+                    metadata=stored.metadata,
                 )
             )
         return results, len(hits) - len(results)

@@ -1,0 +1,87 @@
+"""Facts about the machine and run, for the headers of generated reports."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+__all__ = [
+    "REPO_ROOT",
+    "command_line",
+    "default_scifact_dir",
+    "machine_lines",
+    "markdown_table",
+    "source_state",
+]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_scifact_dir() -> Path:
+    """``shared/eval/scifact`` beside the repository (where the data is kept, read-only)."""
+    return REPO_ROOT.parent / "shared" / "eval" / "scifact"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _load() -> str:
+    try:
+        return " ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def _git(*args: str) -> str:
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.rstrip() if proc.returncode == 0 else ""
+
+
+def source_state() -> str:
+    """The commit measured, and any uncommitted changes to the library's source."""
+    commit = _git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    dirty = [line[3:] for line in _git("status", "--porcelain", "--", "src").splitlines() if line]
+    if not dirty:
+        return f"groundkit at commit {commit}, source clean"
+    return f"groundkit at commit {commit} plus uncommitted changes in: " + ", ".join(dirty)
+
+
+def command_line() -> str:
+    """How this process was started, as a ``python -m`` command."""
+    module = sys.modules["__main__"].__spec__
+    name = module.name if module is not None else sys.argv[0]
+    return " ".join(["python -m", name, *sys.argv[1:]])
+
+
+def machine_lines() -> list[str]:
+    """Markdown bullet lines: CPU, cores, Python, platform, load, date."""
+    return [
+        f"- CPU: {_cpu_model()}, `nproc` = {len(os.sched_getaffinity(0))}",
+        f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
+        f"- load average at the end of the run: {_load()}",
+        f"- {source_state()}",
+        f"- date: {datetime.now(UTC).isoformat(timespec='seconds')}",
+    ]
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-flavoured Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines.extend("| " + " | ".join(row) + " |" for row in rows)
+    return "\n".join(lines)
