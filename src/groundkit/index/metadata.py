@@ -223,7 +223,11 @@ class SQLiteMetadataStore:
         return row[0] if row else None
 
     async def generation(self) -> int:
-        return int(await self._state("generation"))
+        # Checked before every Collection search, so it takes the inline path.
+        rows = self._read_inline("SELECT generation FROM state WHERE id = 1", ())
+        if rows is None:
+            return int(await self._state("generation"))
+        return int(rows[0][0])
 
     async def get_base_dir(self) -> str | None:
         value = await self._state("base_dir")
