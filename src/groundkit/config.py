@@ -55,6 +55,9 @@ class RetrievalConfig(_Settings):
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
     rrf_k: StrictInt = Field(default=60, ge=1)
     score_threshold: float | None = Field(default=None, ge=0.0)
+    # Collections up to this many chunks keep their rows in memory after open,
+    # so a search needs no database read (adr/0010-row-preload.md). 0 disables.
+    preload_max_chunks: StrictInt = Field(default=50_000, ge=0)
 
     @field_validator("bm25_k1", "bm25_b", "score_threshold")
     @classmethod

@@ -186,3 +186,27 @@ async def test_snapshot_drops_deleted_documents(
     response = await retriever.search("sourdough bread yeast")
     assert response.results == []
     assert response.metadata["stale_dropped"] > 0
+
+
+async def test_row_preload_gives_the_same_results(
+    store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path
+) -> None:
+    preloaded = await Retriever.open(store)
+    from_db = await Retriever.open(store, RetrievalConfig(preload_max_chunks=0))
+    for query in QUERIES:
+        a, b = await preloaded.search(query), await from_db.search(query)
+        assert a.results == b.results
+        await assert_all_verify(a.results, corpus_dir)
+
+
+@pytest.mark.parametrize("preload", [0, 50_000])
+async def test_stale_rows_never_served_with_or_without_preload(
+    store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path, preload: int
+) -> None:
+    retriever = await Retriever.open(store, RetrievalConfig(preload_max_chunks=preload))
+    wind = corpus_dir / "energy" / "wind.txt"
+    wind.write_text("Rewritten: turbines at sea.\n", encoding="utf-8")
+    await indexer.ingest(corpus_dir)
+    response = await retriever.search("offshore wind farms turbines")
+    assert all(r.source != "energy/wind.txt" for r in response.results)
+    await assert_all_verify(response.results, corpus_dir)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
@@ -20,7 +21,12 @@ from groundkit.contracts import RetrievalResult, SearchMode, SearchResponse
 from groundkit.errors import ConfigurationError, IndexIdentityError, RetrievalError
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.bm25 import BM25Index
-from groundkit.index.protocols import LexicalHit, LexicalIndexProtocol, MetadataStoreProtocol
+from groundkit.index.protocols import (
+    LexicalHit,
+    LexicalIndexProtocol,
+    MetadataStoreProtocol,
+    StoredChunk,
+)
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever"]
 
@@ -43,12 +49,14 @@ class Retriever:
         analyzer: Analyzer,
         config: RetrievalConfig,
         generation: int,
+        rows: dict[int, StoredChunk] | None = None,
     ) -> None:
         self._store = store
         self._lexical = lexical
         self._analyzer = analyzer
         self._config = config
         self.generation = generation
+        self._rows = rows
 
     @classmethod
     async def open(
@@ -72,12 +80,15 @@ class Retriever:
         generation = await store.generation()
         started = time.perf_counter()
         lexical = await BM25Index.from_store(store, k1=cfg.bm25_k1, b=cfg.bm25_b)
+        rows = None
+        if 0 < lexical.size <= cfg.preload_max_chunks:
+            rows = {s.key: s async for batch in store.iter_chunks(5000) for s in batch}
         logger.info(
             "retriever opened: %d chunks in %.0f ms",
             lexical.size,
             (time.perf_counter() - started) * 1000,
         )
-        return cls(store, lexical, analyzer=analyzer, config=cfg, generation=generation)
+        return cls(store, lexical, analyzer=analyzer, config=cfg, generation=generation, rows=rows)
 
     @property
     def config(self) -> RetrievalConfig:
@@ -124,28 +135,33 @@ class Retriever:
     async def _join(self, hits: list[LexicalHit]) -> tuple[list[RetrievalResult], int]:
         if not hits:
             return [], 0
-        rows = await self._store.get_chunks_by_keys([h.key for h in hits])
-        results: list[RetrievalResult] = []
-        for hit in hits:
-            stored = rows.get(hit.key)
-            if stored is None:
-                continue
-            results.append(
-                RetrievalResult(
-                    content=stored.content,
-                    score=hit.score,
-                    document_id=stored.document_id,
-                    chunk_id=stored.chunk_id,
-                    chunk_index=stored.chunk_index,
-                    source=stored.source,
-                    source_class=stored.source_class,
-                    extractor=stored.extractor,
-                    start_offset=stored.start_offset,
-                    end_offset=stored.end_offset,
-                    metadata=stored.metadata,
-                )
-            )
+        rows: Mapping[int, StoredChunk]
+        if self._rows is not None and await self._store.generation() == self.generation:
+            rows = self._rows  # the snapshot is still the store: no read needed
+        else:
+            rows = await self._store.get_chunks_by_keys([h.key for h in hits])
+        results = [
+            _result(stored, hit.score) for hit in hits if (stored := rows.get(hit.key)) is not None
+        ]
         return results, len(hits) - len(results)
+
+
+def _result(stored: StoredChunk, score: float) -> RetrievalResult:
+    # Rows were validated as Chunks when written and BM25 scores are finite and
+    # positive by construction, so this hot path skips re-validation.
+    return RetrievalResult.model_construct(
+        content=stored.content,
+        score=score,
+        document_id=stored.document_id,
+        chunk_id=stored.chunk_id,
+        chunk_index=stored.chunk_index,
+        source=stored.source,
+        source_class=stored.source_class,
+        extractor=stored.extractor,
+        start_offset=stored.start_offset,
+        end_offset=stored.end_offset,
+        metadata=stored.metadata,
+    )
 
 
 def _validate(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
