@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import subprocess
+import sys
 
 import groundkit
 
@@ -17,11 +19,14 @@ EXPECTED_ALL = [
     "Collection",
     "CollectionManifest",
     "ConfigurationError",
+    "CrossEncoderReranker",
     "Document",
     "DocumentRecord",
     "EmbeddingIdentity",
+    "EmbeddingProtocol",
     "FetchResult",
     "FileLoader",
+    "FusedHit",
     "GroundkitError",
     "IndexIdentityError",
     "Indexer",
@@ -33,7 +38,10 @@ EXPECTED_ALL = [
     "LoaderProtocol",
     "MAX_TOP_K",
     "MetadataStoreProtocol",
+    "OllamaEmbedder",
+    "OpenAICompatibleEmbedder",
     "RerankerNotConfiguredError",
+    "RerankerProtocol",
     "RetrievalConfig",
     "RetrievalError",
     "RetrievalResult",
@@ -41,6 +49,7 @@ EXPECTED_ALL = [
     "SQLiteMetadataStore",
     "SearchMode",
     "SearchResponse",
+    "SentenceTransformerEmbedder",
     "SourceClass",
     "StorageError",
     "Verification",
@@ -48,7 +57,12 @@ EXPECTED_ALL = [
     "__version__",
     "chunk_document",
     "chunk_spans",
+    "convex_combination",
+    "ensure_identity",
+    "identity_of",
+    "reciprocal_rank_fusion",
     "resolve_citation",
+    "resolve_model",
     "verify_citation",
 ]
 
@@ -70,3 +84,13 @@ def test_every_name_is_importable() -> None:
 
 def test_version_matches_distribution() -> None:
     assert groundkit.__version__ == importlib.metadata.version("groundkit")
+
+
+def test_importing_groundkit_loads_no_optional_dependency() -> None:
+    code = (
+        "import sys, groundkit; "
+        "heavy = {'torch', 'sentence_transformers', 'transformers', 'lancedb', 'pyarrow'}; "
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -45,7 +45,18 @@ from groundkit.ingestion.chunking import chunk_document, chunk_spans
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
 from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.providers import (
+    EmbeddingProtocol,
+    OllamaEmbedder,
+    OpenAICompatibleEmbedder,
+    SentenceTransformerEmbedder,
+    ensure_identity,
+    identity_of,
+    resolve_model,
+)
 from groundkit.retrieval.citations import resolve_citation, verify_citation
+from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
 from groundkit.retrieval.search import Retriever
 
 __version__ = "0.1.0"
@@ -64,11 +75,14 @@ __all__ = [
     "Collection",
     "CollectionManifest",
     "ConfigurationError",
+    "CrossEncoderReranker",
     "Document",
     "DocumentRecord",
     "EmbeddingIdentity",
+    "EmbeddingProtocol",
     "FetchResult",
     "FileLoader",
+    "FusedHit",
     "GroundkitError",
     "IndexIdentityError",
     "Indexer",
@@ -79,7 +93,10 @@ __all__ = [
     "LexicalIndexProtocol",
     "LoaderProtocol",
     "MetadataStoreProtocol",
+    "OllamaEmbedder",
+    "OpenAICompatibleEmbedder",
     "RerankerNotConfiguredError",
+    "RerankerProtocol",
     "RetrievalConfig",
     "RetrievalError",
     "RetrievalResult",
@@ -87,6 +104,7 @@ __all__ = [
     "SQLiteMetadataStore",
     "SearchMode",
     "SearchResponse",
+    "SentenceTransformerEmbedder",
     "SourceClass",
     "StorageError",
     "Verification",
@@ -94,6 +112,11 @@ __all__ = [
     "__version__",
     "chunk_document",
     "chunk_spans",
+    "convex_combination",
+    "ensure_identity",
+    "identity_of",
+    "reciprocal_rank_fusion",
     "resolve_citation",
+    "resolve_model",
     "verify_citation",
 ]

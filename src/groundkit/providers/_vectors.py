@@ -1,0 +1,55 @@
+"""Checks and normalisation shared by the embedders."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.errors import GroundkitError, IngestionError, RetrievalError
+
+
+def failure(for_query: bool, message: str) -> GroundkitError:
+    """The error class that fits where an embedding was needed.
+
+    Document embeddings are computed during ingest, so a failure there is an
+    ``IngestionError``; a query embedding fails a search (``RetrievalError``).
+    """
+    return RetrievalError(message) if for_query else IngestionError(message)
+
+
+def unit_rows(rows: Any, *, count: int, dimensions: int | None) -> npt.NDArray[np.float32]:
+    """Validate ``rows`` as a finite ``(count, dimensions)`` matrix and L2-normalise it.
+
+    Raises ``ValueError`` describing the defect; callers choose the error class.
+    Normalises in float64 so float32 rounding does not leave norms visibly off 1.
+    """
+    try:
+        matrix = np.asarray(rows, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("vectors are not a rectangular array of numbers") from None
+    if matrix.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got {matrix.ndim} dimension(s)")
+    if matrix.shape[0] != count:
+        raise ValueError(f"expected {count} vector(s), got {matrix.shape[0]}")
+    if dimensions is not None and matrix.shape[1] != dimensions:
+        raise ValueError(f"expected {dimensions}-dimensional vectors, got {matrix.shape[1]}")
+    if not np.isfinite(matrix).all():
+        raise ValueError("vectors contain NaN or infinite values")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    if count and not (norms > 0.0).all():
+        raise ValueError("a vector is all zeros and has no direction")
+    unit: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32)
+    return unit
+
+
+def check_texts(texts: Any, *, for_query: bool) -> list[str]:
+    """``texts`` as a list of strings; a bare string is refused, not split into characters."""
+    if isinstance(texts, str | bytes):
+        raise failure(for_query, "texts must be a sequence of strings, not a single string")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise failure(for_query, f"text {i} is {type(text).__name__}, not str")
+    return out
