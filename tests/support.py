@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from groundkit import Chunk, ChunkingConfig, Document, RetrievalResult, verify_citation
 
@@ -86,3 +87,38 @@ async def assert_all_verify(results: Iterable[RetrievalResult], base_dir: Path) 
         assert await verify_citation(result.citation, result.content, base_dir), result.citation
         count += 1
     return count
+
+
+class ToyEmbedder:
+    """Deterministic bag-of-words hashing embedder: fast unit tests only, not semantics."""
+
+    provider = "toy"
+
+    def __init__(self, dimensions: int = 64, model_name: str = "hash-64") -> None:
+        self.dimensions = dimensions
+        self.model_name = model_name
+        self.calls = 0
+
+    def _vector(self, text: str) -> list[float]:
+        import hashlib
+
+        out = [0.0] * self.dimensions
+        for word in text.lower().split():
+            digest = hashlib.sha256(word.encode("utf-8")).digest()
+            out[int.from_bytes(digest[:4], "little") % self.dimensions] += 1.0
+        out[0] += 0.5  # never a zero vector
+        norm = sum(v * v for v in out) ** 0.5
+        return [v / norm for v in out]
+
+    async def embed_documents(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        self.calls += 1
+        return np.asarray([self._vector(t) for t in texts], dtype=np.float32).reshape(
+            len(texts), self.dimensions
+        )
+
+    async def embed_query(self, text: str) -> Any:
+        import numpy as np
+
+        return np.asarray(self._vector(text), dtype=np.float32)

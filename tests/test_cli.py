@@ -145,3 +145,26 @@ def test_console_script_runs_as_a_subprocess(tmp_path: Path, corpus: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["results"][0]["source"] == "corpus/a.md"
+
+
+def test_embedder_is_recorded_and_reused(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = common(tmp_path)
+    code, out, _ = run(capsys, "ingest", str(corpus), *args, "--embedder", "all-MiniLM-L6-v2")
+    assert code == 0, out
+    code, out, _ = run(capsys, "search", "feline pets", *args, "--mode", "dense", "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["metadata"]["stage"] == "dense"
+    assert payload["results"][0]["source"] == "corpus/a.md"
+    (corpus / "c.txt").write_text("Kittens chase balls of yarn.\n", encoding="utf-8")
+    code, out, _ = run(capsys, "ingest", str(corpus), *args, "--json")  # no --embedder
+    assert code == 0
+    assert json.loads(out)["embedded"] == 1
+    code, out, _ = run(capsys, "search", "young cats playing", *args, "--mode", "hybrid", "--json")
+    assert code == 0
+    assert json.loads(out)["metadata"]["stage"] == "fusion"
+    code, out, _ = run(capsys, "verify", *args)
+    assert code == 0

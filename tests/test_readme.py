@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,15 +11,25 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
-def test_readme_python_example_runs(tmp_path: Path) -> None:
+def test_readme_python_examples_run(tmp_path: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert blocks, "README has a Python example"
-    script = tmp_path / "example.py"
-    script.write_text(blocks[0], encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert "added: ['notes/tea.md']" in done.stdout
-    assert "verified=True" in done.stdout
-    assert done.stdout.rstrip().endswith("verified")
+    assert len(blocks) == 2, "README has the BM25 and the dense example"
+    outputs = []
+    for number, block in enumerate(blocks):
+        script = tmp_path / f"example{number}.py"
+        script.write_text(block, encoding="utf-8")
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "LANCEDB_LOG": "error"}
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert "added: ['notes/tea.md']" in outputs[0]
+    assert "verified=True" in outputs[0]
+    assert outputs[0].rstrip().endswith("verified")
+    assert outputs[1].startswith("notes/tea.md ")

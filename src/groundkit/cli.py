@@ -19,7 +19,9 @@ from typing import Any, TextIO
 from groundkit.collection import Collection, VerifyReport
 from groundkit.config import MAX_TOP_K
 from groundkit.contracts import FetchResult, IngestReport, SearchResponse
-from groundkit.errors import GroundkitError
+from groundkit.errors import ConfigurationError, GroundkitError
+from groundkit.index.metadata import SQLiteMetadataStore
+from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.search import SEARCH_MODES
 
 __all__ = ["main"]
@@ -40,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="directory sources are relative to (stored with a new collection; default: cwd)",
     )
+    common.add_argument(
+        "--embedder",
+        default=None,
+        help="sentence-transformers model name or directory for dense/hybrid "
+        "(recorded with the collection; later commands reuse it)",
+    )
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     common.add_argument("-q", "--quiet", action="store_true", help="errors only, no progress")
@@ -54,6 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
     search.add_argument("--top-k", type=int, default=None, help=f"1..{MAX_TOP_K} (10)")
+    search.add_argument(
+        "--rerank",
+        metavar="MODEL_OR_PATH",
+        default=None,
+        help="rerank the best candidates with this local cross-encoder",
+    )
     fetch = sub.add_parser("fetch", parents=[common], help="fetch one chunk and verify it")
     fetch.add_argument("chunk_id")
     sub.add_parser("verify", parents=[common], help="re-verify every chunk of a collection")
@@ -176,8 +190,46 @@ def _print_verify(report: VerifyReport, as_json: bool) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
+async def _embedder_for(args: argparse.Namespace) -> EmbeddingProtocol | None:
+    """The embedder named on the command line, else the one the collection records."""
+    from groundkit.providers.local import SentenceTransformerEmbedder
+
+    if args.embedder:
+        return SentenceTransformerEmbedder(args.embedder)
+    if args.command == "search" and args.mode == "bm25":
+        return None
+    path = args.index_dir / f"{args.collection}.sqlite3"
+    if not path.exists():
+        return None
+    store = await SQLiteMetadataStore.open(path, create=False)
+    try:
+        manifest = await store.read_manifest()
+    finally:
+        await store.close()
+    if manifest is None:
+        return None
+    if manifest.provider != "sentence-transformers":
+        raise ConfigurationError(
+            f"collection uses {manifest.provider!r} embeddings, which grk cannot build; "
+            "use the Python API with that embedder"
+        )
+    return SentenceTransformerEmbedder(manifest.model_name)
+
+
 async def _run(args: argparse.Namespace) -> int:
-    opener = Collection.open(args.index_dir, args.collection, base_dir=args.base_dir)
+    embedder = None if args.command in ("fetch", "verify") else await _embedder_for(args)
+    reranker = None
+    if args.command == "search" and args.rerank:
+        from groundkit.retrieval.rerank import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(args.rerank)
+    opener = Collection.open(
+        args.index_dir,
+        args.collection,
+        base_dir=args.base_dir,
+        embedder=embedder,
+        reranker=reranker,
+    )
     async with opener as col:
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
@@ -187,7 +239,9 @@ async def _run(args: argparse.Namespace) -> int:
                 progress.finish()
             return _print_ingest(report, args.json)
         if args.command == "search":
-            response = await col.search(args.query, args.top_k, mode=args.mode)
+            response = await col.search(
+                args.query, args.top_k, mode=args.mode, rerank=reranker is not None
+            )
             return _print_search(response, args.json)
         if args.command == "fetch":
             return _print_fetch(await col.fetch_chunk(args.chunk_id), args.json)

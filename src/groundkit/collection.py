@@ -18,12 +18,16 @@ from typing import Any
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import Citation, FetchResult, IngestReport, SearchMode, SearchResponse
-from groundkit.errors import RetrievalError
+from groundkit.errors import IndexIdentityError, RetrievalError
 from groundkit.index.analyzer import Analyzer
+from groundkit.index.dense import LanceDBVectorStore, VectorStoreProtocol
 from groundkit.index.metadata import SQLiteMetadataStore
 from groundkit.index.protocols import StoredChunk
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
+from groundkit.providers.identity import ensure_identity
+from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.citations import read_source, slice_span
+from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import Retriever
 
 __all__ = ["Collection", "VerifyReport"]
@@ -80,14 +84,26 @@ class Collection:
         chunking: ChunkingConfig,
         analyzer: Analyzer,
         ingest: IngestConfig,
+        embedder: EmbeddingProtocol | None = None,
+        vector_store: VectorStoreProtocol | None = None,
+        reranker: RerankerProtocol | None = None,
     ) -> None:
+        self.reranker = reranker
         self.name = name
         self.store = store
         self.base_dir = base_dir
+        self.embedder = embedder
+        self.vector_store = vector_store
         self._retrieval = retrieval
         self._analyzer = analyzer
         self._indexer = Indexer(
-            store, base_dir, chunking=chunking, analyzer=analyzer, ingest=ingest
+            store,
+            base_dir,
+            chunking=chunking,
+            analyzer=analyzer,
+            ingest=ingest,
+            embedder=embedder,
+            vector_store=vector_store,
         )
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
@@ -103,11 +119,16 @@ class Collection:
         chunking: ChunkingConfig | None = None,
         analyzer: AnalyzerConfig | None = None,
         ingest: IngestConfig | None = None,
+        embedder: EmbeddingProtocol | None = None,
+        reranker: RerankerProtocol | None = None,
     ) -> _Opener:
         """Open or create a collection; ``await`` it or use ``async with``.
 
         ``base_dir`` defaults to the one stored with the collection, or to the
-        current directory for a new collection.
+        current directory for a new collection. With an ``embedder`` the
+        collection keeps vectors in ``<index_dir>/<name>.lance`` (LanceDB) and
+        can search in ``dense`` and ``hybrid`` modes; it is bound to that
+        embedder's identity from its first dense ingest on.
         """
 
         async def factory() -> Collection:
@@ -115,8 +136,18 @@ class Collection:
             # Built first: a bad stem language must fail before a store is opened.
             text_analyzer = Analyzer(analyzer)
             store = await SQLiteMetadataStore.for_collection(index, name)
+            vector_store: VectorStoreProtocol | None = None
             try:
                 base = await _resolve_base(store, index, base_dir)
+                if embedder is not None:
+                    identity = await ensure_identity(embedder)
+                    manifest = await store.read_manifest()
+                    if manifest is not None and manifest.identity != identity:
+                        raise IndexIdentityError(
+                            f"collection {name!r} is bound to {manifest.identity.model_dump()}"
+                            f", not {identity.model_dump()}; use that model or a new collection"
+                        )
+                    vector_store = await LanceDBVectorStore.open(index, name, identity.dimensions)
             except BaseException:
                 await store.close()
                 raise
@@ -128,12 +159,17 @@ class Collection:
                 chunking=chunking or ChunkingConfig(),
                 analyzer=text_analyzer,
                 ingest=ingest or IngestConfig(),
+                embedder=embedder,
+                vector_store=vector_store,
+                reranker=reranker,
             )
 
         return _Opener(factory)
 
     async def close(self) -> None:
         self._retriever = None
+        if self.vector_store is not None:
+            await self.vector_store.close()
         await self.store.close()
 
     async def generation(self) -> int:
@@ -151,15 +187,25 @@ class Collection:
         async with self._reopen:
             if self._retriever is None or self._retriever.generation != generation:
                 self._retriever = await Retriever.open(
-                    self.store, self._retrieval, analyzer=self._analyzer
+                    self.store,
+                    self._retrieval,
+                    analyzer=self._analyzer,
+                    embedder=self.embedder,
+                    vector_store=self.vector_store,
+                    reranker=self.reranker,
                 )
             return self._retriever
 
     async def search(
-        self, query: str, top_k: int | None = None, *, mode: SearchMode = "bm25"
+        self,
+        query: str,
+        top_k: int | None = None,
+        *,
+        mode: SearchMode = "bm25",
+        rerank: bool = False,
     ) -> SearchResponse:
         retriever = await self.retriever()
-        return await retriever.search(query, top_k, mode=mode)
+        return await retriever.search(query, top_k, mode=mode, rerank=rerank)
 
     async def fetch_chunk(self, chunk_id: str) -> FetchResult:
         """A stored chunk and whether its source still holds it."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -58,6 +58,12 @@ class RetrievalConfig(_Settings):
     # Collections up to this many chunks keep their rows in memory after open,
     # so a search needs no database read (adr/0010-row-preload.md). 0 disables.
     preload_max_chunks: StrictInt = Field(default=50_000, ge=0)
+    # Hybrid: candidates taken from each side, how they are fused, BM25's weight.
+    hybrid_candidates: StrictInt = Field(default=100, ge=1, le=MAX_TOP_K)
+    hybrid_fusion: Literal["rrf", "convex"] = "rrf"
+    hybrid_bm25_weight: float = Field(default=0.5, gt=0.0, lt=1.0)
+    # How many candidates the cross-encoder reorders when rerank=True.
+    rerank_depth: StrictInt = Field(default=50, ge=1, le=MAX_TOP_K)
 
     @field_validator("bm25_k1", "bm25_b", "score_threshold")
     @classmethod

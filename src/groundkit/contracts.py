@@ -236,6 +236,7 @@ class IngestReport(_Frozen):
     removed: list[str] = Field(default_factory=list)
     failed: list[IngestFailure] = Field(default_factory=list)
     skipped: int = Field(default=0, ge=0)
+    embedded: int = Field(default=0, ge=0)
     generation: int = Field(default=0, ge=0)
 
     @property

@@ -334,6 +334,7 @@ class MetadataStoreConformance:
         identity = EmbeddingIdentity(provider="local", model_name="mini", dimensions=384)
         first = await store.write_manifest(identity)
         assert first.identity == identity
+        assert await store.generation() == 1  # binding is a write open readers must see
         assert await store.read_manifest() == first
         assert await store.write_manifest(identity) == first
         for other in (
@@ -344,8 +345,9 @@ class MetadataStoreConformance:
             with pytest.raises(IndexIdentityError):
                 await store.write_manifest(other)
         assert await store.read_manifest() == first
+        assert await store.generation() == 1  # re-binding the same identity writes nothing
         await put(store, "a.txt", ["alpha"])
-        assert await store.generation() == 1
+        assert await store.generation() == 2
 
     async def test_base_dir(self, store: Store) -> None:
         await store.set_base_dir("../corpus")
@@ -358,3 +360,32 @@ class MetadataStoreConformance:
         records = [r async for r in store.iter_documents()]
         assert [(r.source, r.chunk_count) for r in records] == [("a.txt", 1), ("b/x.txt", 2)]
         assert await store.get_document("missing") is None
+
+    async def test_vector_bookkeeping(self, store: Store) -> None:
+        doc, chunks, terms = make_document("v.txt", ["alpha beta", "gamma"])
+        await store.replace_document(doc, chunks, terms)
+        other, o_chunks, o_terms = make_document("w.txt", ["delta"])
+        await store.replace_document(other, o_chunks, o_terms)
+        assert await store.document_ids() == {doc.document_id, other.document_id}
+        assert await store.documents_missing_vectors() == [doc.document_id, other.document_id]
+        generation = await store.generation()
+        await store.mark_vectors_stored(doc.document_id, doc.content_hash)
+        await store.mark_vectors_stored(other.document_id, "not-the-current-hash")
+        assert await store.documents_missing_vectors() == [other.document_id]
+        assert await store.generation() == generation  # no text changed
+        replaced, r_chunks, r_terms = make_document("v.txt", ["alpha beta", "epsilon"])
+        await store.replace_document(replaced, r_chunks, r_terms)
+        assert doc.document_id in await store.documents_missing_vectors()
+
+    async def test_chunks_by_document_and_by_id(self, store: Store) -> None:
+        doc, chunks, terms = make_document("v.txt", ["one", "two", "three"])
+        await store.replace_document(doc, chunks, terms)
+        listed = await store.get_document_chunks(doc.document_id)
+        assert [s.chunk_index for s in listed] == [0, 1, 2]
+        assert [s.content for s in listed] == ["one", "two", "three"]
+        assert all(s.document_hash == doc.content_hash for s in listed)
+        by_id = await store.get_chunks_by_ids([chunks[2].chunk_id, "missing", chunks[0].chunk_id])
+        assert set(by_id) == {chunks[0].chunk_id, chunks[2].chunk_id}
+        assert by_id[chunks[2].chunk_id].content == "three"
+        assert await store.get_document_chunks("no-such-document") == []
+        assert await store.get_chunks_by_ids([]) == {}

@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS documents (
     ingested_at TEXT NOT NULL,
     source_class TEXT NOT NULL,
     extractor TEXT,
-    metadata TEXT NOT NULL DEFAULT '{}'
+    metadata TEXT NOT NULL DEFAULT '{}',
+    vectors_hash TEXT
 );
 CREATE TABLE IF NOT EXISTS chunks (
     key INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -268,8 +269,10 @@ class SQLiteMetadataStore:
             existing = await self.read_manifest()
             if existing is None:
                 manifest = CollectionManifest(**identity.model_dump(), created_at=_now())
+                # A bump: open Retrievers must learn that dense search is now possible.
                 await self._conn.execute(
-                    "UPDATE state SET manifest = ? WHERE id = 1", (manifest.model_dump_json(),)
+                    "UPDATE state SET manifest = ?, generation = generation + 1 WHERE id = 1",
+                    (manifest.model_dump_json(),),
                 )
             elif existing.identity != identity:
                 raise IndexIdentityError(
@@ -422,6 +425,49 @@ class SQLiteMetadataStore:
         return deleted
 
     # -- chunks --------------------------------------------------------------
+
+    async def documents_missing_vectors(self) -> list[str]:
+        """Ids of documents whose current content has no confirmed vectors."""
+        async with self._conn.execute(
+            "SELECT id FROM documents WHERE vectors_hash IS NULL OR vectors_hash != content_hash"
+            " ORDER BY source"
+        ) as cur:
+            return [row[0] async for row in cur]
+
+    async def mark_vectors_stored(self, document_id: str, content_hash: str) -> None:
+        """Record that vectors for this content are stored (no generation bump: no text changed)."""
+        await self._conn.execute(
+            "UPDATE documents SET vectors_hash = ? WHERE id = ? AND content_hash = ?",
+            (content_hash, document_id, content_hash),
+        )
+
+    async def document_ids(self) -> set[str]:
+        async with self._conn.execute("SELECT id FROM documents") as cur:
+            return {row[0] async for row in cur}
+
+    async def get_document_chunks(self, document_id: str) -> list[StoredChunk]:
+        async with self._conn.execute(
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE c.document_id = ? ORDER BY c.chunk_index",
+            (document_id,),
+        ) as cur:
+            return [_stored(row) async for row in cur]
+
+    async def get_chunks_by_ids(self, chunk_ids: Sequence[str]) -> Mapping[str, StoredChunk]:
+        out: dict[str, StoredChunk] = {}
+        for i in range(0, len(chunk_ids), _IN_BATCH):
+            part = list(chunk_ids[i : i + _IN_BATCH])
+            marks = ",".join("?" * len(part))
+            sql = (
+                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                f" WHERE c.id IN ({marks})"
+            )
+            rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
+            if rows is None:
+                rows = list(await self._conn.execute_fetchall(sql, part))
+            for row in rows:
+                out[row[1]] = _stored(row)
+        return out
 
     async def chunk_count(self) -> int:
         async with self._conn.execute("SELECT COUNT(*) FROM chunks") as cur:

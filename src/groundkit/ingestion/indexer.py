@@ -15,12 +15,15 @@ from pathlib import Path
 
 from groundkit.config import ChunkingConfig, IngestConfig
 from groundkit.contracts import Chunk, Document, IngestFailure, IngestReport
-from groundkit.errors import IngestionError
+from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.index.analyzer import Analyzer
-from groundkit.index.protocols import MetadataStoreProtocol
+from groundkit.index.dense import VectorStoreProtocol
+from groundkit.index.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.files import FileLoader, discover_files
 from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.providers.identity import ensure_identity
+from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.utils.path_safety import is_within, to_relative
 
 __all__ = ["Indexer", "ProgressCallback"]
@@ -42,7 +45,15 @@ class Indexer:
         chunking: ChunkingConfig | None = None,
         analyzer: Analyzer | None = None,
         ingest: IngestConfig | None = None,
+        embedder: EmbeddingProtocol | None = None,
+        vector_store: VectorStoreProtocol | None = None,
+        embed_batch_chunks: int = 512,
     ) -> None:
+        if (embedder is None) != (vector_store is None):
+            raise ConfigurationError("an embedder and a vector store go together: give both")
+        self._embedder = embedder
+        self._vectors = vector_store
+        self._embed_batch = max(1, embed_batch_chunks)
         self._store = store
         self._base = Path(os.path.realpath(base_dir))
         self._ingest = ingest or IngestConfig()
@@ -73,6 +84,7 @@ class Indexer:
 
     async def _ingest_root(self, root: Path, progress: ProgressCallback | None) -> IngestReport:
         await self._store.set_analyzer(self._analyzer.identity)
+        await self._bind_embedding()
         discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
         known = await self._store.document_hashes()
         added: list[str] = []
@@ -97,6 +109,7 @@ class Indexer:
             if progress is not None:
                 progress(done, total)
         removed = await self._prune(root, known, seen)
+        embedded = await self._sync_vectors()
         return IngestReport(
             added=sorted(added),
             updated=sorted(updated),
@@ -104,8 +117,71 @@ class Indexer:
             removed=removed,
             failed=sorted(failed, key=lambda f: f.source),
             skipped=discovery.skipped,
+            embedded=embedded,
             generation=await self._store.generation(),
         )
+
+    async def _bind_embedding(self) -> None:
+        """Bind the collection to this embedder before anything is written (ADR 0011)."""
+        if self._embedder is None or self._vectors is None:
+            manifest = await self._store.read_manifest()
+            if manifest is not None:
+                raise ConfigurationError(
+                    f"collection is bound to {manifest.model_name!r} ({manifest.provider}); "
+                    "ingest with that embedder so its vectors stay in step with its text"
+                )
+            return
+        identity = await ensure_identity(self._embedder)
+        if identity.dimensions != self._vectors.dimensions:
+            raise ConfigurationError(
+                f"embedder makes {identity.dimensions}-d vectors but the vector store holds "
+                f"{self._vectors.dimensions}-d ones"
+            )
+        await self._store.write_manifest(identity)
+
+    async def _sync_vectors(self) -> int:
+        """Embed every document whose content has no confirmed vectors; drop orphans.
+
+        SQLite is written first and vectors are confirmed per document after
+        they are stored, so a crash anywhere leaves documents this pass repairs
+        and never a vector that hydrates to the wrong text.
+        """
+        if self._embedder is None or self._vectors is None:
+            return 0
+        missing = await self._store.documents_missing_vectors()
+        batch: list[tuple[str, str, list[StoredChunk]]] = []
+        size = 0
+        for document_id in missing:
+            chunks = await self._store.get_document_chunks(document_id)
+            if not chunks:
+                continue
+            batch.append((document_id, chunks[0].document_hash, chunks))
+            size += len(chunks)
+            if size >= self._embed_batch:
+                await self._embed(batch)
+                batch, size = [], 0
+        if batch:
+            await self._embed(batch)
+        orphans = await self._vectors.document_ids() - await self._store.document_ids()
+        if orphans:
+            await self._vectors.delete_documents(sorted(orphans))
+        if missing or orphans:
+            await self._vectors.optimize()
+        return len(missing)
+
+    async def _embed(self, batch: list[tuple[str, str, list[StoredChunk]]]) -> None:
+        assert self._embedder is not None and self._vectors is not None
+        texts = [c.content for _, _, chunks in batch for c in chunks]
+        vectors = await self._embedder.embed_documents(texts)
+        items = []
+        start = 0
+        for document_id, _, chunks in batch:
+            end = start + len(chunks)
+            items.append((document_id, [c.chunk_id for c in chunks], vectors[start:end]))
+            start = end
+        await self._vectors.upsert_documents(items)
+        for document_id, content_hash, _ in batch:
+            await self._store.mark_vectors_stored(document_id, content_hash)
 
     async def _store_document(self, document: Document) -> None:
         chunks, terms = await asyncio.to_thread(self._prepare, document)

@@ -18,15 +18,26 @@ from typing import Any
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import RetrievalResult, SearchMode, SearchResponse
-from groundkit.errors import ConfigurationError, IndexIdentityError, RetrievalError
+from groundkit.errors import (
+    ConfigurationError,
+    IndexIdentityError,
+    RerankerNotConfiguredError,
+    RetrievalError,
+    StorageError,
+)
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.bm25 import BM25Index
+from groundkit.index.dense import VectorHit, VectorStoreProtocol
 from groundkit.index.protocols import (
     LexicalHit,
     LexicalIndexProtocol,
     MetadataStoreProtocol,
     StoredChunk,
 )
+from groundkit.providers.identity import ensure_identity
+from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.rerank import RerankerProtocol
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever"]
 
@@ -50,13 +61,21 @@ class Retriever:
         config: RetrievalConfig,
         generation: int,
         rows: dict[int, StoredChunk] | None = None,
+        embedder: EmbeddingProtocol | None = None,
+        vector_store: VectorStoreProtocol | None = None,
+        dense_bound: bool = False,
+        reranker: RerankerProtocol | None = None,
     ) -> None:
+        self._reranker = reranker
         self._store = store
         self._lexical = lexical
         self._analyzer = analyzer
         self._config = config
         self.generation = generation
         self._rows = rows
+        self._embedder = embedder
+        self._vectors = vector_store
+        self._dense_bound = dense_bound
 
     @classmethod
     async def open(
@@ -65,16 +84,29 @@ class Retriever:
         config: RetrievalConfig | None = None,
         *,
         analyzer: Analyzer | None = None,
+        embedder: EmbeddingProtocol | None = None,
+        vector_store: VectorStoreProtocol | None = None,
+        reranker: RerankerProtocol | None = None,
     ) -> Retriever:
-        """Rebuild the lexical index from ``store``; refuse a foreign analyzer."""
+        """Rebuild the lexical index from ``store``; refuse a foreign analyzer or embedder.
+
+        With an embedder, the collection's manifest is checked first: another
+        embedding identity is an ``IndexIdentityError``; a bound collection whose
+        vector side is empty while it holds chunks is a ``StorageError``.
+        """
         cfg = config or RetrievalConfig()
         analyzer = analyzer or Analyzer()
+        if (embedder is None) != (vector_store is None):
+            raise ConfigurationError("an embedder and a vector store go together: give both")
         stored = await store.get_analyzer()
         if stored is not None and stored != analyzer.identity:
             raise IndexIdentityError(
                 f"collection was indexed with {stored!r} but the retriever uses "
                 f"{analyzer.identity!r}; open it with the same analyzer settings"
             )
+        dense_bound = False
+        if embedder is not None and vector_store is not None:
+            dense_bound = await _check_dense_side(store, embedder, vector_store)
         # Read first: if a write lands during the rebuild the Collection sees a
         # newer generation on its next search and reopens.
         generation = await store.generation()
@@ -88,7 +120,18 @@ class Retriever:
             lexical.size,
             (time.perf_counter() - started) * 1000,
         )
-        return cls(store, lexical, analyzer=analyzer, config=cfg, generation=generation, rows=rows)
+        return cls(
+            store,
+            lexical,
+            analyzer=analyzer,
+            config=cfg,
+            generation=generation,
+            rows=rows,
+            embedder=embedder,
+            vector_store=vector_store,
+            dense_bound=dense_bound,
+            reranker=reranker,
+        )
 
     @property
     def config(self) -> RetrievalConfig:
@@ -99,29 +142,42 @@ class Retriever:
         return self._lexical.size
 
     async def search(
-        self, query: str, top_k: int | None = None, *, mode: SearchMode = "bm25"
+        self,
+        query: str,
+        top_k: int | None = None,
+        *,
+        mode: SearchMode = "bm25",
+        rerank: bool = False,
     ) -> SearchResponse:
+        """Rank chunks for ``query``; with ``rerank`` the cross-encoder reorders the
+        best ``rerank_depth`` candidates of the chosen mode."""
         started = time.perf_counter()
-        k = _validate(query, top_k, mode, self._config)
+        final_k = _validate(query, top_k, mode, self._config)
         if mode != "bm25":
-            raise ConfigurationError(
-                f"mode {mode!r} needs an embedder and a vector store; this retriever has "
-                "neither (dense retrieval ships with groundkit[dense,local])"
+            self._require_dense(mode)
+        if rerank and self._reranker is None:
+            raise RerankerNotConfiguredError(
+                "rerank=True needs a reranker: open with reranker=CrossEncoderReranker(...)"
             )
-        terms = self._analyzer.terms(query)
-        threshold = self._config.score_threshold
-        hits: list[LexicalHit]
-        if not terms:
-            hits = []
-        elif self._lexical.size > _THREAD_THRESHOLD:
-            hits = await asyncio.to_thread(
-                self._lexical.search, terms, k, score_threshold=threshold
-            )
+        k = max(final_k, self._config.rerank_depth) if rerank else final_k
+        stale = 0
+        if mode == "bm25":
+            hits = await self._lexical_hits(query, k, self._config.score_threshold)
+            results, stale = await self._join(hits)
+        elif mode == "dense":
+            dense = await self._dense_hits(query, k)
+            threshold = self._config.score_threshold
+            if threshold is not None:
+                dense = [h for h in dense if h.score >= threshold]
+            results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense])
         else:
-            hits = self._lexical.search(terms, k, score_threshold=threshold)
-        results, stale = await self._join(hits)
+            results, stale = await self._hybrid(query, k)
+        stage: str = "fusion" if mode == "hybrid" else mode
+        if rerank and self._reranker is not None:
+            results = await self._reranker.rerank(query, results, top_k=final_k)
+            stage = "rerank"
         meta: dict[str, Any] = {
-            "stage": "bm25",
+            "stage": stage,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
             "generation": self.generation,
             "stale_dropped": stale,
@@ -132,36 +188,101 @@ class Retriever:
             query=query, mode=mode, results=results, total_results=len(results), metadata=meta
         )
 
-    async def _join(self, hits: list[LexicalHit]) -> tuple[list[RetrievalResult], int]:
-        if not hits:
-            return [], 0
-        rows: Mapping[int, StoredChunk]
-        if self._rows is not None and await self._store.generation() == self.generation:
-            rows = self._rows  # the snapshot is still the store: no read needed
+    def _require_dense(self, mode: str) -> None:
+        if self._embedder is None:
+            raise ConfigurationError(
+                f"mode {mode!r} needs an embedder and a vector store; open the retriever or "
+                "collection with embedder=... (pip install groundkit[dense,local])"
+            )
+        if not self._dense_bound:
+            raise ConfigurationError(
+                f"mode {mode!r}: this collection has no vectors yet; ingest it with an embedder"
+            )
+
+    async def _lexical_hits(self, query: str, k: int, threshold: float | None) -> list[LexicalHit]:
+        terms = self._analyzer.terms(query)
+        if not terms:
+            return []
+        if self._lexical.size > _THREAD_THRESHOLD:
+            return await asyncio.to_thread(
+                self._lexical.search, terms, k, score_threshold=threshold
+            )
+        return self._lexical.search(terms, k, score_threshold=threshold)
+
+    async def _dense_hits(self, query: str, k: int) -> list[VectorHit]:
+        assert self._embedder is not None and self._vectors is not None
+        vector = await self._embedder.embed_query(query)
+        return await self._vectors.query(vector, k)
+
+    async def _hybrid(self, query: str, k: int) -> tuple[list[RetrievalResult], int]:
+        cfg = self._config
+        depth = max(k, cfg.hybrid_candidates)
+        lexical, dense = await asyncio.gather(
+            self._lexical_hits(query, depth, None), self._dense_hits(query, depth)
+        )
+        lex_rows = await self._rows_for_keys([h.key for h in lexical])
+        lex_scored = [(lex_rows[h.key].chunk_id, h.score) for h in lexical if h.key in lex_rows]
+        dense_scored = [(h.chunk_id, h.score) for h in dense]
+        weights = [cfg.hybrid_bm25_weight, 1.0 - cfg.hybrid_bm25_weight]
+        if cfg.hybrid_fusion == "rrf":
+            fused = reciprocal_rank_fusion(
+                [[c for c, _ in lex_scored], [c for c, _ in dense_scored]],
+                k=cfg.rrf_k,
+                weights=weights,
+            )
         else:
-            rows = await self._store.get_chunks_by_keys([h.key for h in hits])
+            fused = convex_combination([lex_scored, dense_scored], weights=weights)
+        top = fused[:k]
+        known = {s.chunk_id: s for s in lex_rows.values()}
+        missing = [h.key for h in top if h.key not in known]
+        if missing:
+            known.update(await self._store.get_chunks_by_ids(missing))
+        results = [_result(known[h.key], h.score) for h in top if h.key in known]
+        return results, len(top) - len(results)
+
+    async def _rows_for_keys(self, keys: list[int]) -> Mapping[int, StoredChunk]:
+        if not keys:
+            return {}
+        if self._rows is not None and await self._store.generation() == self.generation:
+            return self._rows  # the snapshot is still the store: no read needed
+        return await self._store.get_chunks_by_keys(keys)
+
+    async def _join(self, hits: list[LexicalHit]) -> tuple[list[RetrievalResult], int]:
+        rows = await self._rows_for_keys([h.key for h in hits])
         results = [
             _result(stored, hit.score) for hit in hits if (stored := rows.get(hit.key)) is not None
         ]
         return results, len(hits) - len(results)
 
+    async def _join_ids(self, scored: list[tuple[str, float]]) -> tuple[list[RetrievalResult], int]:
+        if not scored:
+            return [], 0
+        rows = await self._store.get_chunks_by_ids([c for c, _ in scored])
+        results = [_result(rows[c], s) for c, s in scored if c in rows]
+        return results, len(scored) - len(results)
 
-def _result(stored: StoredChunk, score: float) -> RetrievalResult:
-    # Rows were validated as Chunks when written and BM25 scores are finite and
-    # positive by construction, so this hot path skips re-validation.
-    return RetrievalResult.model_construct(
-        content=stored.content,
-        score=score,
-        document_id=stored.document_id,
-        chunk_id=stored.chunk_id,
-        chunk_index=stored.chunk_index,
-        source=stored.source,
-        source_class=stored.source_class,
-        extractor=stored.extractor,
-        start_offset=stored.start_offset,
-        end_offset=stored.end_offset,
-        metadata=stored.metadata,
-    )
+
+async def _check_dense_side(
+    store: MetadataStoreProtocol,
+    embedder: EmbeddingProtocol,
+    vector_store: VectorStoreProtocol,
+) -> bool:
+    """True when the collection is bound to this embedder and its vectors are present."""
+    manifest = await store.read_manifest()
+    if manifest is None:
+        return False
+    identity = await ensure_identity(embedder)
+    if manifest.identity != identity:
+        raise IndexIdentityError(
+            f"collection is bound to {manifest.identity.model_dump()}, not "
+            f"{identity.model_dump()}; search it with the model it was built with"
+        )
+    if await store.chunk_count() > 0 and await vector_store.count() == 0:
+        raise StorageError(
+            "collection is bound to an embedding model but its vector store is empty; "
+            "restore the .lance directory or ingest again to rebuild the vectors"
+        )
+    return True
 
 
 def _validate(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
@@ -175,3 +296,22 @@ def _validate(query: object, top_k: object, mode: object, config: RetrievalConfi
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
         raise RetrievalError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     return k
+
+
+def _result(stored: StoredChunk, score: float) -> RetrievalResult:
+    # Rows were validated as Chunks when written; BM25, cosine-derived and fused
+    # scores are finite and >= 0 by construction, so this hot path skips
+    # re-validation.
+    return RetrievalResult.model_construct(
+        content=stored.content,
+        score=score,
+        document_id=stored.document_id,
+        chunk_id=stored.chunk_id,
+        chunk_index=stored.chunk_index,
+        source=stored.source,
+        source_class=stored.source_class,
+        extractor=stored.extractor,
+        start_offset=stored.start_offset,
+        end_offset=stored.end_offset,
+        metadata=stored.metadata,
+    )

@@ -1,0 +1,215 @@
+"""LanceDBVectorStore: the shared conformance suite plus what is specific to LanceDB."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from groundkit import ConfigurationError, IndexIdentityError, StorageError
+from groundkit.index.dense import (
+    DEFAULT_NPROBES,
+    DEFAULT_REFINE_FACTOR,
+    LanceDBVectorStore,
+    VectorStoreProtocol,
+)
+from tests.index.vector_conformance import DIM, VectorStoreConformance, basis, random_rows
+
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+
+class TestLanceDBConformance(VectorStoreConformance):
+    @pytest.fixture
+    async def vector_store(self, tmp_path: Path) -> AsyncIterator[LanceDBVectorStore]:
+        s = await LanceDBVectorStore.open(tmp_path / "index", "conformance", DIM)
+        try:
+            yield s
+        finally:
+            await s.close()
+
+
+async def test_table_is_created_on_first_upsert_at_the_collection_path(tmp_path: Path) -> None:
+    store = await LanceDBVectorStore.open(tmp_path / "idx", "notes", DIM)
+    try:
+        assert not (tmp_path / "idx" / "notes.lance").exists()
+        assert await store.document_ids() == set()
+        await store.upsert("d1", ["a"], np.stack([basis(0)]))
+        assert (tmp_path / "idx" / "notes.lance").is_dir()
+        assert store.path == (tmp_path / "idx" / "notes.lance").resolve()
+        assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["notes.lance"]
+    finally:
+        await store.close()
+
+
+async def test_reopen_sees_the_data(tmp_path: Path) -> None:
+    store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    await store.upsert("d1", ["a", "b"], np.stack([basis(0), basis(1)]))
+    await store.upsert("d2", ["c"], np.stack([basis(2)]))
+    await store.delete_documents(["d2"])
+    before = await store.query(basis(0), 5)
+    await store.close()
+    await store.close()  # idempotent
+    with pytest.raises(StorageError, match="closed"):
+        await store.count()
+
+    reopened = await LanceDBVectorStore.open(tmp_path, "c", DIM, create=False)
+    try:
+        assert await reopened.count() == 2
+        assert await reopened.document_ids() == {"d1"}
+        assert await reopened.query(basis(0), 5) == before
+    finally:
+        await reopened.close()
+
+
+async def test_table_created_by_another_handle_is_adopted(tmp_path: Path) -> None:
+    first = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    second = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    try:
+        await first.upsert("d1", ["a"], np.stack([basis(0)]))
+        await second.upsert("d2", ["b"], np.stack([basis(1)]))
+        assert await second.document_ids() == {"d1", "d2"}
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_open_without_create_needs_a_table(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="no vector table"):
+        await LanceDBVectorStore.open(tmp_path, "missing", DIM, create=False)
+
+
+async def test_other_dimension_on_open_is_an_identity_error(tmp_path: Path) -> None:
+    store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    await store.upsert("d1", ["a"], np.stack([basis(0)]))
+    await store.close()
+    with pytest.raises(IndexIdentityError, match=f"{DIM}-dimensional"):
+        await LanceDBVectorStore.open(tmp_path, "c", DIM * 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "dimensions", "threshold"),
+    [("../escape", DIM, 10), ("a b", DIM, 10), ("ok", 0, 10), ("ok", DIM, 0)],
+)
+async def test_bad_open_arguments(
+    tmp_path: Path, name: str, dimensions: int, threshold: int
+) -> None:
+    with pytest.raises(ConfigurationError):
+        await LanceDBVectorStore.open(tmp_path, name, dimensions, ann_threshold=threshold)
+
+
+async def test_foreign_table_is_a_storage_error(tmp_path: Path) -> None:
+    import lancedb
+    import pyarrow as pa
+
+    db = await lancedb.connect_async(str(tmp_path))
+    table = await db.create_table("foreign", data=pa.table({"x": [1, 2]}))
+    table.close()  # type: ignore[no-untyped-call]
+    with pytest.raises(StorageError, match="not a groundkit vector table"):
+        await LanceDBVectorStore.open(tmp_path, "foreign", DIM)
+
+
+async def test_lancedb_failures_become_storage_errors(tmp_path: Path) -> None:
+    store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    try:
+        await store.upsert("d1", ["a"], np.stack([basis(0)]))
+        with pytest.raises(StorageError, match="where filter") as info:
+            await store.query(basis(0), 3, where="no_such_column = 1")
+        assert info.value.__cause__ is None
+    finally:
+        await store.close()
+
+
+async def test_restriction_survives_a_stale_document_list(tmp_path: Path) -> None:
+    # If a write lands between choosing the filter and searching, the hits are
+    # re-checked against the restriction; simulate it with a stale cache.
+    store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    try:
+        await store.upsert("d1", ["a"], np.stack([basis(0)]))
+        await store.upsert("d2", ["b"], np.stack([basis(0)]))
+        assert await store.document_ids() == {"d1", "d2"}
+        cached = store._doc_cache
+        assert cached is not None
+        store._doc_cache = (cached[0], frozenset({"d1"}))  # d2 "not yet seen"
+        hits = await store.query(basis(0), 5, document_ids=["d1"])
+        assert [h.chunk_id for h in hits] == ["a"]
+    finally:
+        await store.close()
+
+
+async def test_missing_extra_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "lancedb", None)
+    with pytest.raises(ConfigurationError, match=r"pip install groundkit\[dense\]"):
+        await LanceDBVectorStore.open(tmp_path, "c", DIM)
+
+
+async def test_ann_index_above_threshold_keeps_recall(tmp_path: Path) -> None:
+    dim, n_rows, per_doc = 32, 3_000, 50
+    rng = np.random.default_rng(11)
+    centres = rng.standard_normal((24, dim)).astype(np.float32)
+    data = centres[rng.integers(0, 24, n_rows + 40)]
+    data += rng.standard_normal(data.shape).astype(np.float32) * np.float32(0.6)
+    data /= np.linalg.norm(data, axis=1, keepdims=True)
+    rows, queries = data[:n_rows], data[n_rows:]
+
+    store = await LanceDBVectorStore.open(tmp_path, "ann", dim, ann_threshold=2_000)
+    try:
+        assert isinstance(store, VectorStoreProtocol)
+        for d in range(n_rows // per_doc):
+            lo = d * per_doc
+            ids = [f"{i:05d}" for i in range(lo, lo + per_doc)]
+            await store.upsert(f"doc{d:03d}", ids, rows[lo : lo + per_doc])
+            assert await store.has_ann_index() == (lo + per_doc >= 2_000)
+        assert await store.count() == n_rows
+
+        truth = np.argsort(-(queries @ rows.T), axis=1, kind="stable")[:, :10]
+        found = 0
+        for q, want in zip(queries, truth, strict=True):
+            hits = await store.query(q, 10)
+            assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+            found += len({int(h.chunk_id) for h in hits} & set(want.tolist()))
+        assert found / truth.size >= 0.98
+
+        # A narrow restriction on the ANN path still fills top_k from its rows.
+        hits = await store.query(queries[0], 10, document_ids=["doc007"])
+        assert len(hits) == 10
+        assert {h.document_id for h in hits} == {"doc007"}
+        block = rows[7 * per_doc : 8 * per_doc]
+        best = np.argsort(-(block @ queries[0]))[:10] + 7 * per_doc
+        assert {int(h.chunk_id) for h in hits} == set(best.tolist())
+
+        # Any probe count is accepted, filtered or not.
+        store.nprobes, store.refine_factor = 64, 1
+        assert len(await store.query(queries[0], 10)) == 10
+        assert len(await store.query(queries[0], 10, document_ids=["doc007"])) == 10
+        store.nprobes, store.refine_factor = DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR
+
+        # Rows written after the index are searched too, and survive optimize().
+        await store.upsert("late", ["late"], np.stack([queries[1]]))
+        assert (await store.query(queries[1], 1))[0].chunk_id == "late"
+        await store.optimize()
+        assert (await store.query(queries[1], 1))[0].chunk_id == "late"
+        assert await store.count() == n_rows + 1
+    finally:
+        await store.close()
+
+
+async def test_scores_are_exact_on_the_ann_path(tmp_path: Path) -> None:
+    store = await LanceDBVectorStore.open(tmp_path, "c", DIM, ann_threshold=300)
+    try:
+        vectors = random_rows(400, seed=12)
+        await store.upsert("d", [f"{i:03d}" for i in range(400)], vectors)
+        assert await store.has_ann_index()
+        q = random_rows(1, seed=13)[0]
+        hits = await store.query(q, 5)
+        unit_rows = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cos = unit_rows @ (q / np.linalg.norm(q))
+        for hit in hits:
+            assert hit.score == pytest.approx((1 + cos[int(hit.chunk_id)]) / 2, abs=1e-5)
+    finally:
+        await store.close()

@@ -1,0 +1,270 @@
+"""Dense and hybrid search through Collection: identity, lockstep vectors, repair."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from groundkit import (
+    Collection,
+    ConfigurationError,
+    EmbeddingProtocol,
+    Indexer,
+    IndexIdentityError,
+    Retriever,
+    SentenceTransformerEmbedder,
+    SQLiteMetadataStore,
+    StorageError,
+)
+from groundkit.index.dense import LanceDBVectorStore
+from tests.support import CORPUS, QUERIES, SMALL_CHUNKS, ToyEmbedder, assert_all_verify, write_tree
+
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+
+async def open_dense(
+    index_dir: Path, base: Path, embedder: EmbeddingProtocol | None = None
+) -> Collection:
+    return await Collection.open(
+        index_dir, base_dir=base, chunking=SMALL_CHUNKS, embedder=embedder or ToyEmbedder()
+    )
+
+
+async def vector_chunk_ids(col: Collection) -> set[str]:
+    assert col.vector_store is not None
+    hits = await col.vector_store.query(np.ones(col.vector_store.dimensions), 10_000)
+    return {h.chunk_id for h in hits}
+
+
+async def stored_chunk_ids(col: Collection) -> set[str]:
+    return {s.chunk_id async for batch in col.store.iter_chunks() for s in batch}
+
+
+async def test_dense_and_hybrid_results_verify(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    try:
+        report = await col.ingest(corpus_dir)
+        assert report.embedded == len(CORPUS)
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
+        for mode in ("dense", "hybrid"):
+            for query in QUERIES:
+                response = await col.search(query, 5, mode=mode)
+                assert response.metadata["stage"] == ("fusion" if mode == "hybrid" else "dense")
+                assert response.results
+                assert all(r.score >= 0 for r in response.results)
+                await assert_all_verify(response.results, corpus_dir)
+        again = await col.ingest(corpus_dir)
+        assert again.embedded == 0 and again.unchanged == sorted(CORPUS)
+    finally:
+        await col.close()
+
+
+async def test_replaced_and_pruned_documents_take_their_vectors(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    try:
+        await col.ingest(corpus_dir)
+        (corpus_dir / "energy" / "wind.txt").write_text("Kites fly on windy beaches.\n", "utf-8")
+        (corpus_dir / "kitchen" / "bread.txt").unlink()
+        report = await col.ingest(corpus_dir)
+        assert report.updated == ["energy/wind.txt"] and report.removed == ["kitchen/bread.txt"]
+        assert report.embedded == 1
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
+        response = await col.search("kites beaches", 3, mode="dense")
+        await assert_all_verify(response.results, corpus_dir)
+        assert all(r.source != "kitchen/bread.txt" for r in response.results)
+    finally:
+        await col.close()
+
+
+async def test_identity_mismatch_at_open_and_at_ingest(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    await col.ingest(corpus_dir)
+    generation = await col.generation()
+    store, vectors = col.store, col.vector_store
+    assert vectors is not None
+    other = ToyEmbedder(model_name="hash-other")
+    with pytest.raises(IndexIdentityError, match="hash-64"):
+        await Retriever.open(store, embedder=other, vector_store=vectors)
+    indexer = Indexer(store, corpus_dir, embedder=other, vector_store=vectors)
+    (corpus_dir / "new.txt").write_text("A brand new file.\n", encoding="utf-8")
+    with pytest.raises(IndexIdentityError):
+        await indexer.ingest(corpus_dir)
+    assert await store.generation() == generation  # refused before any write
+    await col.close()
+    with pytest.raises(IndexIdentityError):
+        await open_dense(index_dir, corpus_dir, ToyEmbedder(model_name="hash-other"))
+
+
+async def test_missing_vector_side_is_a_storage_error(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    await col.ingest(corpus_dir)
+    await col.close()
+    shutil.rmtree(index_dir / "default.lance")
+    col = await open_dense(index_dir, corpus_dir)
+    try:
+        with pytest.raises(StorageError, match="vector store is empty"):
+            await col.search("solar", mode="dense")
+    finally:
+        await col.close()
+
+
+async def test_orphan_vectors_are_reconciled(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    try:
+        await col.ingest(corpus_dir)
+        assert col.vector_store is not None
+        await col.vector_store.upsert("f" * 32, ["orphan-chunk"], np.ones((1, 64)))
+        assert "f" * 32 in await col.vector_store.document_ids()
+        await col.ingest(corpus_dir)
+        assert "f" * 32 not in await col.vector_store.document_ids()
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
+    finally:
+        await col.close()
+
+
+async def test_bm25_only_collection_gets_vectors_on_first_dense_ingest(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    async with Collection.open(index_dir, base_dir=corpus_dir, chunking=SMALL_CHUNKS) as plain:
+        await plain.ingest(corpus_dir)
+    col = await open_dense(index_dir, corpus_dir)
+    try:
+        with pytest.raises(ConfigurationError, match="no vectors"):
+            await col.search("solar", mode="dense")
+        report = await col.ingest(corpus_dir)
+        assert report.unchanged == sorted(CORPUS) and report.embedded == len(CORPUS)
+        response = await col.search("solar panels", 3, mode="hybrid")
+        await assert_all_verify(response.results, corpus_dir)
+    finally:
+        await col.close()
+
+
+async def test_dense_needs_an_embedder(index_dir: Path, corpus_dir: Path) -> None:
+    async with Collection.open(index_dir, base_dir=corpus_dir) as col:
+        await col.ingest(corpus_dir)
+        with pytest.raises(ConfigurationError, match="embedder"):
+            await col.search("solar", mode="hybrid")
+
+
+_KILLED_INGEST = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from groundkit import Collection, ChunkingConfig
+    from tests.support import ToyEmbedder
+
+    class Slow(ToyEmbedder):
+        async def embed_documents(self, texts):
+            await asyncio.sleep(0.05)
+            return await super().embed_documents(texts)
+
+    async def main():
+        index, base = Path(sys.argv[1]), Path(sys.argv[2])
+        col = await Collection.open(index, base_dir=base, embedder=Slow(),
+                                    chunking=ChunkingConfig(max_chars=80, overlap_chars=20))
+        col._indexer._embed_batch = 8
+        print("ready", flush=True)
+        await col.ingest(base)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _start_and_kill(index_dir: Path, base: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_INGEST, str(index_dir), str(base)],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    time.sleep(1.0)  # mid-ingest: 200 files, embedding in slow batches of 8 chunks
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+async def test_ingest_killed_with_sigkill_is_repaired(index_dir: Path, tmp_path: Path) -> None:
+    base = tmp_path / "big"
+    write_tree(
+        base,
+        {
+            f"d{i:03}.txt": f"Document {i} talks about topic {i % 7} and item {i}.\n\n" * 3
+            for i in range(200)
+        },
+    )
+    await asyncio.to_thread(_start_and_kill, index_dir, base)
+    store = await SQLiteMetadataStore.for_collection(index_dir, "default")
+    try:
+        assert await store.documents_missing_vectors(), "the kill must land mid-ingest"
+    finally:
+        await store.close()
+
+    col = await open_dense(index_dir, base)
+    try:
+        report = await col.ingest(base)
+        assert not report.failed
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
+        assert len(await stored_chunk_ids(col)) == 200 * 3
+        for mode in ("bm25", "dense", "hybrid"):
+            response = await col.search("topic 3 item", 20, mode=mode)
+            assert response.results
+            await assert_all_verify(response.results, base)
+    finally:
+        await col.close()
+
+
+@pytest.fixture(scope="module")
+def minilm() -> SentenceTransformerEmbedder:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+
+
+async def test_real_minilm_finds_a_paraphrase_bm25_misses(
+    index_dir: Path, tmp_path: Path, minilm: SentenceTransformerEmbedder
+) -> None:
+    base = tmp_path / "docs"
+    write_tree(
+        base,
+        {
+            "cats.md": "Cats are small carnivorous mammals that purr when content.\n",
+            "market.txt": "The stock market fell today as investors feared inflation.\n",
+            "plants.txt": "Photosynthesis turns sunlight into chemical energy in leaves.\n",
+        },
+    )
+    col = await open_dense(index_dir, base, minilm)
+    try:
+        await col.ingest(base)
+        assert (await col.search("feline pets", mode="bm25")).results == []
+        dense = await col.search("feline pets", 3, mode="dense")
+        assert dense.results[0].source == "cats.md"
+        hybrid = await col.search("feline pets", 3, mode="hybrid")
+        assert hybrid.results[0].source == "cats.md"
+        await assert_all_verify(dense.results + hybrid.results, base)
+    finally:
+        await col.close()
+
+
+async def test_vector_table_lives_beside_the_sqlite_file(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    try:
+        await col.ingest(corpus_dir)
+        assert isinstance(col.vector_store, LanceDBVectorStore)
+        assert (index_dir / "default.lance").is_dir()
+        assert (index_dir / "default.sqlite3").is_file()
+    finally:
+        await col.close()
