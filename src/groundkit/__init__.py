@@ -39,6 +39,7 @@ from groundkit.errors import (
 )
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.bm25 import BM25Index
+from groundkit.index.dense import LanceDBVectorStore, VectorHit, VectorStoreProtocol
 from groundkit.index.metadata import SQLiteMetadataStore
 from groundkit.index.protocols import LexicalIndexProtocol, MetadataStoreProtocol
 from groundkit.ingestion.chunking import chunk_document, chunk_spans
@@ -90,6 +91,7 @@ __all__ = [
     "IngestFailure",
     "IngestReport",
     "IngestionError",
+    "LanceDBVectorStore",
     "LexicalIndexProtocol",
     "LoaderProtocol",
     "MetadataStoreProtocol",
@@ -107,6 +109,8 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "SourceClass",
     "StorageError",
+    "VectorHit",
+    "VectorStoreProtocol",
     "Verification",
     "VerifyReport",
     "__version__",
