@@ -15,6 +15,7 @@ import asyncio
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from evals.beir import (
@@ -40,14 +41,18 @@ from groundkit import (
 SETTINGS: list[tuple[str, str, RetrievalConfig]] = [
     ("bm25", "bm25", RetrievalConfig()),
     ("dense", "dense", RetrievalConfig()),
-    ("hybrid rrf k=60, equal weights", "hybrid", RetrievalConfig()),
+    (
+        "hybrid rrf k=60, equal weights",
+        "hybrid",
+        RetrievalConfig(hybrid_fusion="rrf", hybrid_bm25_weight=0.5),
+    ),
     (
         "hybrid convex, bm25 weight 0.5",
         "hybrid",
         RetrievalConfig(hybrid_fusion="convex", hybrid_bm25_weight=0.5),
     ),
     (
-        "hybrid convex, bm25 weight 0.6",
+        "hybrid convex, bm25 weight 0.6 (default)",
         "hybrid",
         RetrievalConfig(hybrid_fusion="convex", hybrid_bm25_weight=0.6),
     ),
@@ -59,10 +64,24 @@ SETTINGS: list[tuple[str, str, RetrievalConfig]] = [
 ]
 
 
-async def run(data: BeirDataset, limit: int | None) -> tuple[list[str], float, int]:
+@dataclass(frozen=True)
+class ModeResult:
+    label: str
+    means: dict[str, float]
+    p50_ms: float
+    verified: int
+    failed: int
+
+
+async def run(
+    data: BeirDataset,
+    limit: int | None,
+    settings: list[tuple[str, str, RetrievalConfig]] | None = None,
+) -> tuple[list[ModeResult], float, int]:
+    """Ingest once with vectors, then evaluate each ``(label, mode, config)``."""
     queries = data.judged_queries(limit)
     qrels = {q: data.qrels[q] for q in queries}
-    rows: list[str] = []
+    out: list[ModeResult] = []
     with tempfile.TemporaryDirectory(prefix="groundkit-dense-") as tmp:
         root = Path(tmp)
         corpus_dir = write_corpus(data.corpus, root)
@@ -73,7 +92,7 @@ async def run(data: BeirDataset, limit: int | None) -> tuple[list[str], float, i
             ingest_s = time.perf_counter() - started
             assert not report.failed, report.failed[:3]
             chunks = await col.store.chunk_count()
-            for label, mode, cfg in SETTINGS:
+            for label, mode, cfg in settings or SETTINGS:
                 cfg = cfg.model_copy(update={"hybrid_candidates": MAX_TOP_K})
                 retriever = await Retriever.open(
                     col.store, cfg, embedder=col.embedder, vector_store=col.vector_store
@@ -93,13 +112,19 @@ async def run(data: BeirDataset, limit: int | None) -> tuple[list[str], float, i
                         else:
                             failed += 1
                 means = evaluate(qrels, rankings, DEFAULT_MEASURES).means
-                rows.append(
-                    f"| {label} | {means['ndcg@10']:.4f} | {means['recall@100']:.4f} | "
-                    f"{means['mrr@10']:.4f} | {percentile(latencies, 50):.1f} | "
-                    f"{verified}/{verified + failed} |"
+                out.append(
+                    ModeResult(label, dict(means), percentile(latencies, 50), verified, failed)
                 )
-                print(rows[-1], flush=True)
-    return rows, ingest_s, chunks
+                print(_row(out[-1]), flush=True)
+    return out, ingest_s, chunks
+
+
+def _row(r: ModeResult) -> str:
+    m = r.means
+    return (
+        f"| {r.label} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} | {m['mrr@10']:.4f} | "
+        f"{r.p50_ms:.1f} | {r.verified}/{r.verified + r.failed} |"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     data = load_beir(args.data)
-    rows, ingest_s, chunks = asyncio.run(run(data, args.limit_queries))
+    results, ingest_s, chunks = asyncio.run(run(data, args.limit_queries))
+    rows = [_row(r) for r in results]
     text = [
         "# SciFact: bm25, dense and hybrid",
         "",

@@ -161,17 +161,18 @@ class Retriever:
             )
         k = max(final_k, self._config.rerank_depth) if rerank else final_k
         stale = 0
+        timings: dict[str, float] = {}
         if mode == "bm25":
             hits = await self._lexical_hits(query, k, self._config.score_threshold)
             results, stale = await self._join(hits)
         elif mode == "dense":
-            dense = await self._dense_hits(query, k)
+            dense = await self._dense_hits(query, k, timings)
             threshold = self._config.score_threshold
             if threshold is not None:
                 dense = [h for h in dense if h.score >= threshold]
             results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense])
         else:
-            results, stale = await self._hybrid(query, k)
+            results, stale = await self._hybrid(query, k, timings)
         stage: str = "fusion" if mode == "hybrid" else mode
         if rerank and self._reranker is not None:
             results = await self._reranker.rerank(query, results, top_k=final_k)
@@ -182,6 +183,8 @@ class Retriever:
             "generation": self.generation,
             "stale_dropped": stale,
         }
+        if timings:
+            meta["timings_ms"] = {name: round(ms, 3) for name, ms in timings.items()}
         if stale:
             logger.warning("%d hits dropped: their documents changed after open()", stale)
         return SearchResponse(
@@ -209,20 +212,37 @@ class Retriever:
             )
         return self._lexical.search(terms, k, score_threshold=threshold)
 
-    async def _dense_hits(self, query: str, k: int) -> list[VectorHit]:
+    async def _dense_hits(self, query: str, k: int, timings: dict[str, float]) -> list[VectorHit]:
         assert self._embedder is not None and self._vectors is not None
+        clock = time.perf_counter()
         vector = await self._embedder.embed_query(query)
-        return await self._vectors.query(vector, k)
+        clock = _lap(timings, "embed_ms", clock)
+        hits = await self._vectors.query(vector, k)
+        _lap(timings, "vector_ms", clock)
+        return hits
 
-    async def _hybrid(self, query: str, k: int) -> tuple[list[RetrievalResult], int]:
+    async def _hybrid(
+        self, query: str, k: int, timings: dict[str, float]
+    ) -> tuple[list[RetrievalResult], int]:
         cfg = self._config
         depth = max(k, cfg.hybrid_candidates)
+        clock = time.perf_counter()
+
+        async def lexical_side() -> list[LexicalHit]:
+            started = time.perf_counter()
+            hits = await self._lexical_hits(query, depth, None)
+            timings["bm25_ms"] = (time.perf_counter() - started) * 1000
+            return hits
+
         lexical, dense = await asyncio.gather(
-            self._lexical_hits(query, depth, None), self._dense_hits(query, depth)
+            lexical_side(), self._dense_hits(query, depth, timings)
         )
+        clock = _lap(timings, "candidates_ms", clock)
         lex_rows = await self._rows_for_keys([h.key for h in lexical])
+        known = {lex_rows[h.key].chunk_id: lex_rows[h.key] for h in lexical if h.key in lex_rows}
         lex_scored = [(lex_rows[h.key].chunk_id, h.score) for h in lexical if h.key in lex_rows]
         dense_scored = [(h.chunk_id, h.score) for h in dense]
+        clock = _lap(timings, "hydrate_ms", clock)
         weights = [cfg.hybrid_bm25_weight, 1.0 - cfg.hybrid_bm25_weight]
         if cfg.hybrid_fusion == "rrf":
             fused = reciprocal_rank_fusion(
@@ -233,11 +253,12 @@ class Retriever:
         else:
             fused = convex_combination([lex_scored, dense_scored], weights=weights)
         top = fused[:k]
-        known = {s.chunk_id: s for s in lex_rows.values()}
+        clock = _lap(timings, "fusion_ms", clock)
         missing = [h.key for h in top if h.key not in known]
         if missing:
             known.update(await self._store.get_chunks_by_ids(missing))
         results = [_result(known[h.key], h.score) for h in top if h.key in known]
+        _lap(timings, "hydrate_ms", clock)
         return results, len(top) - len(results)
 
     async def _rows_for_keys(self, keys: list[int]) -> Mapping[int, StoredChunk]:
@@ -315,3 +336,10 @@ def _result(stored: StoredChunk, score: float) -> RetrievalResult:
         end_offset=stored.end_offset,
         metadata=stored.metadata,
     )
+
+
+def _lap(timings: dict[str, float], name: str, since: float) -> float:
+    """Add the time since ``since`` to ``timings[name]``; return now."""
+    now = time.perf_counter()
+    timings[name] = timings.get(name, 0.0) + (now - since) * 1000
+    return now
