@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -249,6 +250,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Model loading draws progress bars on stderr; the CLI has its own output.
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = _parser().parse_args(argv)
     _configure_logging(args.verbose, args.quiet)
     if args.command != "ingest" and not (args.index_dir / f"{args.collection}.sqlite3").exists():

@@ -591,7 +591,7 @@ class LanceDBVectorStore:
                 .nearest_to(vector)
                 .column("vector")
                 .distance_type("cosine")
-                .select(["chunk_id", "document_id"])
+                .select(["chunk_id", "document_id", "_distance"])
                 .limit(limit)
             )
             if predicate is not None:
