@@ -454,19 +454,23 @@ class SQLiteMetadataStore:
             return [_stored(row) async for row in cur]
 
     async def get_chunks_by_ids(self, chunk_ids: Sequence[str]) -> Mapping[str, StoredChunk]:
-        out: dict[str, StoredChunk] = {}
-        for i in range(0, len(chunk_ids), _IN_BATCH):
-            part = list(chunk_ids[i : i + _IN_BATCH])
+        rows = await self._chunks_where("c.id", list(chunk_ids))
+        return {row.chunk_id: row for row in rows}
+
+    async def _chunks_where(self, column: str, values: list[Any]) -> list[StoredChunk]:
+        """Chunks whose ``column`` is one of ``values``; small lookups run inline."""
+        out: list[StoredChunk] = []
+        for i in range(0, len(values), _IN_BATCH):
+            part = values[i : i + _IN_BATCH]
             marks = ",".join("?" * len(part))
             sql = (
                 f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.id IN ({marks})"
+                f" WHERE {column} IN ({marks})"
             )
             rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
             if rows is None:
                 rows = list(await self._conn.execute_fetchall(sql, part))
-            for row in rows:
-                out[row[1]] = _stored(row)
+            out.extend(_stored(row) for row in rows)
         return out
 
     async def chunk_count(self) -> int:
@@ -484,20 +488,8 @@ class SQLiteMetadataStore:
         return _stored(row) if row else None
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
-        out: dict[int, StoredChunk] = {}
-        for i in range(0, len(keys), _IN_BATCH):
-            part = [int(k) for k in keys[i : i + _IN_BATCH]]
-            marks = ",".join("?" * len(part))
-            sql = (
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.key IN ({marks})"
-            )
-            rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
-            if rows is None:
-                rows = list(await self._conn.execute_fetchall(sql, part))
-            for row in rows:
-                out[row[0]] = _stored(row)
-        return out
+        rows = await self._chunks_where("c.key", [int(k) for k in keys])
+        return {row.key: row for row in rows}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         async with self._conn.execute(
