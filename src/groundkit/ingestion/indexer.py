@@ -47,7 +47,7 @@ class Indexer:
         ingest: IngestConfig | None = None,
         embedder: EmbeddingProtocol | None = None,
         vector_store: VectorStoreProtocol | None = None,
-        embed_batch_chunks: int = 512,
+        embed_batch_chunks: int = 4096,
     ) -> None:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
