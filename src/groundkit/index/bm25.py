@@ -119,15 +119,19 @@ class BM25Index:
         wanted = Counter(vocab[t] for t in query_terms if t in vocab and vocab[t] < n_terms)
         if not wanted:
             return []
-        scores = np.zeros(self.size, dtype=np.float32)
-        for term_id in sorted(wanted):
-            start, end = self._indptr[term_id], self._indptr[term_id + 1]
-            if start == end:
-                continue
-            contribution = self._weights[start:end]
-            if wanted[term_id] > 1:
-                contribution = contribution * np.float32(wanted[term_id])
-            scores[self._rows[start:end]] += contribution
+        # One bincount over the query terms' posting slices (in term-id order, so
+        # the float sums are the same every time) instead of a scatter per term.
+        slices = [(t, int(self._indptr[t]), int(self._indptr[t + 1])) for t in sorted(wanted)]
+        rows = np.concatenate([self._rows[s:e] for _, s, e in slices])
+        if rows.size == 0:
+            return []
+        weights = np.concatenate(
+            [
+                self._weights[s:e] if wanted[t] == 1 else self._weights[s:e] * np.float32(wanted[t])
+                for t, s, e in slices
+            ]
+        )
+        scores = np.bincount(rows, weights=weights, minlength=self.size).astype(np.float32)
         candidates = np.flatnonzero(scores)
         if score_threshold is not None:
             candidates = candidates[scores[candidates] >= score_threshold]
@@ -140,7 +144,6 @@ class BM25Index:
             keep = cand_scores >= kth  # keeps every tie at the cut for a stable choice
             candidates, cand_scores = candidates[keep], cand_scores[keep]
         order = np.lexsort((candidates, -cand_scores))[:top_k]
-        return [
-            LexicalHit(key=int(self._keys[candidates[i]]), score=float(cand_scores[i]))
-            for i in order
-        ]
+        keys = self._keys[candidates[order]].tolist()
+        values = cand_scores[order].tolist()
+        return [LexicalHit(key=k, score=v) for k, v in zip(keys, values, strict=True)]

@@ -187,7 +187,9 @@ class Retriever:
             meta["timings_ms"] = {name: round(ms, 3) for name, ms in timings.items()}
         if stale:
             logger.warning("%d hits dropped: their documents changed after open()", stale)
-        return SearchResponse(
+        # Built from already-valid parts; skipping re-validation of every result
+        # matters on small corpora, where it cost as much as scoring.
+        return SearchResponse.model_construct(
             query=query, mode=mode, results=results, total_results=len(results), metadata=meta
         )
 
