@@ -241,8 +241,9 @@ class Retriever:
         )
         clock = _lap(timings, "candidates_ms", clock)
         lex_rows = await self._rows_for_keys([h.key for h in lexical])
-        known = {lex_rows[h.key].chunk_id: lex_rows[h.key] for h in lexical if h.key in lex_rows}
-        lex_scored = [(lex_rows[h.key].chunk_id, h.score) for h in lexical if h.key in lex_rows]
+        found = [(lex_rows[h.key], h.score) for h in lexical if h.key in lex_rows]
+        known = {row.chunk_id: row for row, _ in found}
+        lex_scored = [(row.chunk_id, score) for row, score in found]
         dense_scored = [(h.chunk_id, h.score) for h in dense]
         clock = _lap(timings, "hydrate_ms", clock)
         weights = [cfg.hybrid_bm25_weight, 1.0 - cfg.hybrid_bm25_weight]
