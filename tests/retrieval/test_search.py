@@ -196,6 +196,10 @@ async def test_row_preload_gives_the_same_results(
     for query in QUERIES:
         a, b = await preloaded.search(query), await from_db.search(query)
         assert a.results == b.results
+        # The second search is served from cached result templates.
+        again = await preloaded.search(query, top_k=3)
+        assert again.results == a.results[:3]
+        assert [r.score for r in again.results] == [r.score for r in b.results[:3]]
         await assert_all_verify(a.results, corpus_dir)
 
 

@@ -132,15 +132,18 @@ class BM25Index:
             ]
         )
         scores = np.bincount(rows, weights=weights, minlength=self.size).astype(np.float32)
-        candidates = np.flatnonzero(scores)
-        if score_threshold is not None:
-            candidates = candidates[scores[candidates] >= score_threshold]
+        # A boolean mask lists candidates several times faster than nonzero() on
+        # floats; partitioning the whole score array instead degrades on zeros.
+        if score_threshold is not None and score_threshold > 0:
+            candidates = np.flatnonzero(scores >= score_threshold)
+        else:
+            candidates = np.flatnonzero(scores > 0)
         if candidates.size == 0:
             return []
         cand_scores = scores[candidates]
         if candidates.size > top_k:
-            part = np.argpartition(-cand_scores, top_k - 1)[:top_k]
-            kth = cand_scores[part].min()
+            cut = candidates.size - top_k
+            kth = np.partition(cand_scores, cut)[cut]
             keep = cand_scores >= kth  # keeps every tie at the cut for a stable choice
             candidates, cand_scores = candidates[keep], cand_scores[keep]
         order = np.lexsort((candidates, -cand_scores))[:top_k]

