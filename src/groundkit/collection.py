@@ -29,6 +29,7 @@ from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.citations import read_source, slice_span
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import Retriever
+from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 
 __all__ = ["Collection", "VerifyReport"]
 
@@ -104,6 +105,7 @@ class Collection:
             ingest=ingest,
             embedder=embedder,
             vector_store=vector_store,
+            collection=name,
         )
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
@@ -193,6 +195,7 @@ class Collection:
                     embedder=self.embedder,
                     vector_store=self.vector_store,
                     reranker=self.reranker,
+                    collection=self.name,
                 )
             return self._retriever
 
@@ -208,18 +211,23 @@ class Collection:
         return await retriever.search(query, top_k, mode=mode, rerank=rerank)
 
     async def fetch_chunk(self, chunk_id: str) -> FetchResult:
-        """A stored chunk and whether its source still holds it."""
-        stored = await self.store.get_chunk(chunk_id)
-        if stored is None:
-            raise RetrievalError(
-                f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
-            )
-        citation = stored.citation
-        try:
-            text = await read_source(citation.source, citation.source_class, self.base_dir)
-        except RetrievalError as exc:
-            return _fetch_result(stored, citation, None, exc)
-        return _fetch_result(stored, citation, text, None)
+        """A stored chunk and whether its source still holds it (traced as
+        ``groundkit.fetch_chunk``, with the verdict but never the text)."""
+        with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
+            stored = await self.store.get_chunk(chunk_id)
+            if stored is None:
+                raise RetrievalError(
+                    f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
+                )
+            citation = stored.citation
+            try:
+                text = await read_source(citation.source, citation.source_class, self.base_dir)
+            except RetrievalError as exc:
+                result = _fetch_result(stored, citation, None, exc)
+            else:
+                result = _fetch_result(stored, citation, text, None)
+            span.set(source_class=citation.source_class, verification=result.verification)
+            return result
 
     async def verify(self) -> VerifyReport:
         """Re-verify every chunk, reading each source once."""

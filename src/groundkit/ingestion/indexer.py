@@ -24,6 +24,7 @@ from groundkit.ingestion.files import FileLoader, discover_files
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.path_safety import is_within, to_relative
 
 __all__ = ["Indexer", "ProgressCallback"]
@@ -48,6 +49,7 @@ class Indexer:
         embedder: EmbeddingProtocol | None = None,
         vector_store: VectorStoreProtocol | None = None,
         embed_batch_chunks: int = 4096,
+        collection: str | None = None,
     ) -> None:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
@@ -61,6 +63,8 @@ class Indexer:
         self._chunking = chunking or ChunkingConfig()
         self._analyzer = analyzer or Analyzer()
         self._lock = asyncio.Lock()
+        # A label for telemetry only.
+        self.collection = collection
 
     @property
     def base_dir(self) -> Path:
@@ -69,7 +73,30 @@ class Indexer:
     async def ingest(
         self, path: str | Path, *, progress: ProgressCallback | None = None
     ) -> IngestReport:
-        """Bring the collection in line with ``path`` (a file or a directory)."""
+        """Bring the collection in line with ``path`` (a file or a directory).
+
+        Traced as ``groundkit.ingest`` (document counts) with one
+        ``groundkit.ingest.document`` span per file; paths never reach a span.
+        """
+        with traced(SPAN_INGEST, collection=self.collection) as span:
+            report = await self._ingest_path(path, progress)
+            span.set(
+                **{
+                    "documents.added": len(report.added),
+                    "documents.updated": len(report.updated),
+                    "documents.unchanged": len(report.unchanged),
+                    "documents.removed": len(report.removed),
+                    "documents.failed": len(report.failed),
+                    "documents.skipped": report.skipped,
+                    "documents.embedded": report.embedded,
+                    "generation": report.generation,
+                }
+            )
+            return report
+
+    async def _ingest_path(
+        self, path: str | Path, progress: ProgressCallback | None
+    ) -> IngestReport:
         root = Path(path)
         if not root.is_absolute():
             root = Path.cwd() / root
@@ -96,16 +123,25 @@ class Indexer:
         for done, file in enumerate(discovery.files, start=1):
             source = to_relative(file, self._base)
             seen.add(source)
-            try:
-                document = await self._loader.load(file, base_dir=self._base)
-                if known.get(document.source) == document.content_hash:
-                    unchanged.append(document.source)
-                else:
-                    await self._store_document(document)
-                    (updated if document.source in known else added).append(document.source)
-            except IngestionError as exc:
-                failed.append(IngestFailure(source=source, reason=str(exc)))
-                logger.info("ingest failed: %s", exc)
+            with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
+                try:
+                    document = await self._loader.load(file, base_dir=self._base)
+                    span.set(source_class=document.source_class)
+                    if known.get(document.source) == document.content_hash:
+                        unchanged.append(document.source)
+                        span.set(outcome="unchanged")
+                    else:
+                        chunk_count = await self._store_document(document)
+                        outcome = "updated" if document.source in known else "added"
+                        (updated if outcome == "updated" else added).append(document.source)
+                        span.set(outcome=outcome, chunk_count=chunk_count)
+                except IngestionError as exc:
+                    failed.append(IngestFailure(source=source, reason=str(exc)))
+                    span.fail(exc)
+                    span.set(outcome="failed")
+                    # The reason names the source (a path or URL): DEBUG only.
+                    logger.info("a document failed to ingest (%s)", type(exc).__name__)
+                    logger.debug("ingest failed: %s", exc)
             if progress is not None:
                 progress(done, total)
         removed = await self._prune(root, known, seen)
@@ -183,9 +219,10 @@ class Indexer:
         for document_id, content_hash, _ in batch:
             await self._store.mark_vectors_stored(document_id, content_hash)
 
-    async def _store_document(self, document: Document) -> None:
+    async def _store_document(self, document: Document) -> int:
         chunks, terms = await asyncio.to_thread(self._prepare, document)
         await self._store.replace_document(document, chunks, terms)
+        return len(chunks)
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[str]]]:
         chunks = chunk_document(document, self._chunking)

@@ -310,14 +310,16 @@ class _HTTPEmbedder:
                 retry_after = _retry_after(response.headers.get("Retry-After"))
             if attempt + 1 < attempts:
                 delay = self._delay(attempt, retry_after)
+                # The server's reason may echo the text sent: kept out of WARNING.
                 logger.warning(
                     "%s embedding request failed (%s); retry %d of %d in %.2fs",
                     self._provider,
-                    problem,
+                    problem.split(":", 1)[0],
                     attempt + 1,
                     self._max_retries,
                     delay,
                 )
+                logger.debug("embedding request failure detail: %s", problem)
                 await asyncio.sleep(delay)
         raise failure(
             for_query,

@@ -38,6 +38,7 @@ from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever"]
 
@@ -65,8 +66,11 @@ class Retriever:
         vector_store: VectorStoreProtocol | None = None,
         dense_bound: bool = False,
         reranker: RerankerProtocol | None = None,
+        collection: str | None = None,
     ) -> None:
         self._reranker = reranker
+        # A label for telemetry only: the store does not know its own name.
+        self.collection = collection
         self._store = store
         self._lexical = lexical
         self._analyzer = analyzer
@@ -90,6 +94,7 @@ class Retriever:
         embedder: EmbeddingProtocol | None = None,
         vector_store: VectorStoreProtocol | None = None,
         reranker: RerankerProtocol | None = None,
+        collection: str | None = None,
     ) -> Retriever:
         """Rebuild the lexical index from ``store``; refuse a foreign analyzer or embedder.
 
@@ -134,6 +139,7 @@ class Retriever:
             vector_store=vector_store,
             dense_bound=dense_bound,
             reranker=reranker,
+            collection=collection,
         )
 
     @property
@@ -153,7 +159,28 @@ class Retriever:
         rerank: bool = False,
     ) -> SearchResponse:
         """Rank chunks for ``query``; with ``rerank`` the cross-encoder reorders the
-        best ``rerank_depth`` candidates of the chosen mode."""
+        best ``rerank_depth`` candidates of the chosen mode.
+
+        Traced as ``groundkit.retrieve.search``; the query never reaches the span
+        (groundkit/telemetry.py).
+        """
+        k = self._config.top_k if top_k is None else top_k
+        with traced(SPAN_SEARCH, collection=self.collection, mode=mode, top_k=k) as span:
+            response = await self._search(query, top_k, mode=mode, rerank=rerank)
+            if span.recording:
+                meta = response.metadata
+                span.set(
+                    stage=meta["stage"],
+                    result_count=response.total_results,
+                    stale_dropped=meta["stale_dropped"],
+                    generation=self.generation,
+                    rerank=rerank,
+                )
+            return response
+
+    async def _search(
+        self, query: str, top_k: int | None, *, mode: SearchMode, rerank: bool
+    ) -> SearchResponse:
         started = time.perf_counter()
         final_k = _validate(query, top_k, mode, self._config)
         if mode != "bm25":
@@ -178,7 +205,11 @@ class Retriever:
             results, stale = await self._hybrid(query, k, timings)
         stage: str = "fusion" if mode == "hybrid" else mode
         if rerank and self._reranker is not None:
-            results = await self._reranker.rerank(query, results, top_k=final_k)
+            with traced(
+                SPAN_RERANK, collection=self.collection, candidate_count=len(results), top_k=final_k
+            ) as span:
+                results = await self._reranker.rerank(query, results, top_k=final_k)
+                span.set(result_count=len(results))
             stage = "rerank"
         meta: dict[str, Any] = {
             "stage": stage,
