@@ -19,7 +19,9 @@ from groundkit.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
+    "HTML_EXTENSIONS",
     "MAX_TOP_K",
+    "PDF_EXTENSIONS",
     "AnalyzerConfig",
     "ChunkingConfig",
     "IngestConfig",
@@ -28,6 +30,8 @@ __all__ = [
 
 MAX_TOP_K = 1000
 DEFAULT_EXTENSIONS: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst")
+PDF_EXTENSIONS: tuple[str, ...] = (".pdf",)
+HTML_EXTENSIONS: tuple[str, ...] = (".html", ".htm", ".xhtml")
 
 
 class _Settings(BaseModel):
@@ -98,23 +102,50 @@ class AnalyzerConfig(_Settings):
     min_token_chars: int = Field(default=1, ge=1, le=8)
 
 
+def _normalise_extensions(value: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for ext in value:
+        e = ext.lower()
+        if not e.startswith("."):
+            e = "." + e
+        if len(e) < 2:
+            raise ValueError(f"bad extension {ext!r}")
+        out.append(e)
+    return tuple(sorted(set(out)))
+
+
 class IngestConfig(_Settings):
-    """Which files are read and how large one may be."""
+    """Which files are read, by which loader, and how large one may be.
+
+    ``extensions`` are read as UTF-8 text; ``pdf_extensions`` and
+    ``html_extensions`` go through an extractor (an empty tuple turns one off).
+    """
 
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    pdf_extensions: tuple[str, ...] = PDF_EXTENSIONS
+    html_extensions: tuple[str, ...] = HTML_EXTENSIONS
     max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
 
     @field_validator("extensions")
     @classmethod
     def _normalise(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        out: list[str] = []
-        for ext in value:
-            e = ext.lower()
-            if not e.startswith("."):
-                e = "." + e
-            if len(e) < 2:
-                raise ValueError(f"bad extension {ext!r}")
-            out.append(e)
+        out = _normalise_extensions(value)
         if not out:
             raise ValueError("at least one extension is needed")
-        return tuple(sorted(set(out)))
+        return out
+
+    @field_validator("pdf_extensions", "html_extensions")
+    @classmethod
+    def _normalise_extracted(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _normalise_extensions(value)
+
+    @model_validator(mode="after")
+    def _one_loader_per_extension(self) -> IngestConfig:
+        groups = (self.extensions, self.pdf_extensions, self.html_extensions)
+        seen: set[str] = set()
+        for group in groups:
+            clash = seen & set(group)
+            if clash:
+                raise ValueError(f"extension(s) {sorted(clash)} given to more than one loader")
+            seen |= set(group)
+        return self
