@@ -17,7 +17,9 @@ EXPECTED_ALL = [
     "ChunkingConfig",
     "Citation",
     "Collection",
+    "CollectionInfo",
     "CollectionManifest",
+    "CollectionRegistry",
     "ConfigurationError",
     "CrossEncoderReranker",
     "Document",
@@ -47,6 +49,8 @@ EXPECTED_ALL = [
     "RetrievalError",
     "RetrievalResult",
     "Retriever",
+    "SPAN_ATTRIBUTES",
+    "SPAN_NAMES",
     "SQLiteMetadataStore",
     "SearchMode",
     "SearchResponse",
@@ -58,6 +62,7 @@ EXPECTED_ALL = [
     "Verification",
     "VerifyReport",
     "__version__",
+    "build_server",
     "chunk_document",
     "chunk_spans",
     "convex_combination",
@@ -66,6 +71,7 @@ EXPECTED_ALL = [
     "reciprocal_rank_fusion",
     "resolve_citation",
     "resolve_model",
+    "run_server",
     "verify_citation",
 ]
 
@@ -92,7 +98,8 @@ def test_version_matches_distribution() -> None:
 def test_importing_groundkit_loads_no_optional_dependency() -> None:
     code = (
         "import sys, groundkit; "
-        "heavy = {'torch', 'sentence_transformers', 'transformers', 'lancedb', 'pyarrow'}; "
+        "heavy = {'torch', 'sentence_transformers', 'transformers', 'lancedb', 'pyarrow', "
+        "'mcp', 'uvicorn', 'starlette', 'opentelemetry.sdk'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

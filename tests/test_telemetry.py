@@ -116,7 +116,7 @@ def test_a_failure_records_its_kind_and_status_but_not_its_message() -> None:
 
 def test_the_library_never_imports_the_sdk() -> None:
     code = (
-        "import sys, groundkit, groundkit.telemetry; "
+        "import sys, groundkit, groundkit.telemetry, groundkit.service; "
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry.sdk')))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

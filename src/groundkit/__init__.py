@@ -59,6 +59,8 @@ from groundkit.retrieval.citations import resolve_citation, verify_citation
 from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
 from groundkit.retrieval.search import Retriever
+from groundkit.service import CollectionInfo, CollectionRegistry, build_server, run_server
+from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 
 __version__ = "0.1.0"
 
@@ -67,6 +69,8 @@ _logging.getLogger("groundkit").addHandler(_logging.NullHandler())
 
 __all__ = [
     "MAX_TOP_K",
+    "SPAN_ATTRIBUTES",
+    "SPAN_NAMES",
     "Analyzer",
     "AnalyzerConfig",
     "BM25Index",
@@ -74,7 +78,9 @@ __all__ = [
     "ChunkingConfig",
     "Citation",
     "Collection",
+    "CollectionInfo",
     "CollectionManifest",
+    "CollectionRegistry",
     "ConfigurationError",
     "CrossEncoderReranker",
     "Document",
@@ -114,6 +120,7 @@ __all__ = [
     "Verification",
     "VerifyReport",
     "__version__",
+    "build_server",
     "chunk_document",
     "chunk_spans",
     "convex_combination",
@@ -122,5 +129,6 @@ __all__ = [
     "reciprocal_rank_fusion",
     "resolve_citation",
     "resolve_model",
+    "run_server",
     "verify_citation",
 ]

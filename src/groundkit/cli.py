@@ -24,6 +24,7 @@ from groundkit.errors import ConfigurationError, GroundkitError
 from groundkit.index.metadata import SQLiteMetadataStore
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.search import SEARCH_MODES
+from groundkit.service.command import add_serve_parser, run_serve
 
 __all__ = ["main"]
 
@@ -72,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     fetch = sub.add_parser("fetch", parents=[common], help="fetch one chunk and verify it")
     fetch.add_argument("chunk_id")
     sub.add_parser("verify", parents=[common], help="re-verify every chunk of a collection")
+    add_serve_parser(sub)
     return parser
 
 
@@ -254,7 +256,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = _parser().parse_args(argv)
     _configure_logging(args.verbose, args.quiet)
-    if args.command != "ingest" and not (args.index_dir / f"{args.collection}.sqlite3").exists():
+    if (
+        args.command not in ("ingest", "serve")
+        and not (args.index_dir / f"{args.collection}.sqlite3").exists()
+    ):
         print(
             f"grk: error: no collection {args.collection!r} in {str(args.index_dir)!r}; "
             "run 'grk ingest PATH' first",
@@ -262,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return EXIT_ERROR
     try:
-        return asyncio.run(_run(args))
+        return run_serve(args) if args.command == "serve" else asyncio.run(_run(args))
     except GroundkitError as exc:
         print(f"grk: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

@@ -1,0 +1,256 @@
+"""The server's collections: found in one index directory, opened on first use, reused.
+
+A long-running server must answer from what is on disk *now*. A BM25-only
+``Collection`` already notices a new generation and rebuilds its Retriever on
+the next search. Two things it cannot notice by itself are handled here, by
+comparing the generation before each request:
+
+- a collection with vectors is reopened, because a LanceDB handle does not
+  see versions other processes wrote after it was opened;
+- a collection that became bound to an embedder since it was opened is
+  reopened with that embedder, so dense and hybrid start to work.
+
+A replaced collection is closed once the last request using it has finished,
+so a re-ingest never pulls a store out from under a running search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from groundkit.collection import Collection
+from groundkit.config import RetrievalConfig
+from groundkit.contracts import CollectionManifest, EmbeddingIdentity
+from groundkit.errors import StorageError
+from groundkit.index.metadata import COLLECTION_NAME_PATTERN, SQLiteMetadataStore
+from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval.rerank import RerankerProtocol
+
+__all__ = [
+    "CollectionInfo",
+    "CollectionRegistry",
+    "EmbedderFactory",
+    "sentence_transformer_embedder",
+]
+
+logger = logging.getLogger("groundkit.service")
+
+_SUFFIX = ".sqlite3"
+
+EmbedderFactory = Callable[[CollectionManifest], EmbeddingProtocol | None]
+
+
+def sentence_transformer_embedder(manifest: CollectionManifest) -> EmbeddingProtocol | None:
+    """The recorded sentence-transformers model (as ``grk search`` builds it); None otherwise."""
+    if manifest.provider != "sentence-transformers":
+        return None
+    from groundkit.providers.local import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(manifest.model_name)
+
+
+class CollectionInfo(BaseModel):
+    """One collection as ``list_collections`` describes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    documents: int
+    chunks: int
+    generation: int
+    embedding: EmbeddingIdentity | None
+
+
+@dataclass(eq=False)
+class _Entry:
+    collection: Collection
+    generation: int
+    users: int = 0
+    retired: bool = False
+
+
+class CollectionRegistry:
+    """Collections of one index directory by name, for concurrent requests.
+
+    ``embedder_for`` builds the embedder a bound collection recorded; the
+    default handles sentence-transformers models, like the CLI. Embedders are
+    shared between collections bound to the same model, so a model loads once.
+    """
+
+    def __init__(
+        self,
+        index_dir: str | Path,
+        *,
+        base_dir: str | Path | None = None,
+        retrieval: RetrievalConfig | None = None,
+        reranker: RerankerProtocol | None = None,
+        embedder_for: EmbedderFactory = sentence_transformer_embedder,
+    ) -> None:
+        self.index_dir = Path(os.path.realpath(index_dir))
+        self.base_dir = Path(os.path.realpath(base_dir)) if base_dir is not None else None
+        self.reranker = reranker
+        self._retrieval = retrieval
+        self._embedder_for = embedder_for
+        self._embedders: dict[tuple[str, str], EmbeddingProtocol | None] = {}
+        self._entries: dict[str, _Entry] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    async def names(self) -> list[str]:
+        """Names of the collections in the index directory, sorted."""
+        return await asyncio.to_thread(self._scan)
+
+    def _scan(self) -> list[str]:
+        try:
+            entries = list(os.scandir(self.index_dir))
+        except OSError:
+            return []
+        names = (e.name[: -len(_SUFFIX)] for e in entries if e.name.endswith(_SUFFIX))
+        return sorted(n for n in names if COLLECTION_NAME_PATTERN.fullmatch(n))
+
+    async def describe(self, name: str) -> CollectionInfo:
+        """Sizes and embedding identity of ``name``, read without opening it for search
+        (so no embedding model is loaded)."""
+        await self._check_known(name)
+        store = await SQLiteMetadataStore.open(self.index_dir / f"{name}{_SUFFIX}", create=False)
+        try:
+            manifest = await store.read_manifest()
+            return CollectionInfo(
+                name=name,
+                documents=len(await store.document_ids()),
+                chunks=await store.chunk_count(),
+                generation=await store.generation(),
+                embedding=manifest.identity if manifest is not None else None,
+            )
+        finally:
+            await store.close()
+
+    @asynccontextmanager
+    async def lease(self, name: str) -> AsyncIterator[Collection]:
+        """The collection ``name`` for the duration of one request.
+
+        Raises ``StorageError`` naming ``name`` when there is no such collection.
+        """
+        entry = await self._acquire(name)
+        try:
+            yield entry.collection
+        finally:
+            await self._release(entry)
+
+    async def manifest(self, name: str) -> CollectionManifest | None:
+        """The embedding identity ``name`` is bound to, if any."""
+        async with self.lease(name) as collection:
+            return await collection.store.read_manifest()
+
+    async def close(self) -> None:
+        """Close every open collection; requests still running keep theirs until they end."""
+        self._closed = True
+        entries = list(self._entries.values())
+        self._entries.clear()
+        for entry in entries:
+            entry.retired = True
+            if entry.users == 0:
+                await self._close_entry(entry)
+
+    async def _acquire(self, name: str) -> _Entry:
+        """An entry fit for the next request, counted as in use (see ``_release``)."""
+        if self._closed:
+            raise StorageError("the collection registry is closed")
+        entry = self._entries.get(name)
+        if entry is not None and await self._use_if_fresh(entry):
+            return entry
+        async with self._locks.setdefault(name, asyncio.Lock()):
+            entry = self._entries.get(name)
+            if entry is not None:
+                if await self._use_if_fresh(entry):
+                    return entry
+                del self._entries[name]
+                entry.retired = True
+                if entry.users == 0:
+                    await self._close_entry(entry)
+            entry = await self._open(name)
+            entry.users += 1
+            self._entries[name] = entry
+            return entry
+
+    async def _release(self, entry: _Entry) -> None:
+        entry.users -= 1
+        if entry.retired and entry.users == 0:
+            await self._close_entry(entry)
+
+    async def _use_if_fresh(self, entry: _Entry) -> bool:
+        """Count ``entry`` as in use if it can serve the next request as it is.
+
+        Counted before the check awaits anything, so a concurrent request that
+        retires the entry cannot close it underneath this one.
+        """
+        entry.users += 1
+        try:
+            fresh = await self._fresh(entry)
+        except BaseException:
+            await self._release(entry)
+            raise
+        if not fresh:
+            await self._release(entry)
+        return fresh
+
+    async def _fresh(self, entry: _Entry) -> bool:
+        collection = entry.collection
+        generation = await collection.generation()
+        if generation == entry.generation:
+            return True
+        if collection.embedder is not None:
+            return False  # its vector handle may predate the write
+        if await collection.store.read_manifest() is not None:
+            return False  # bound to an embedder since it was opened
+        entry.generation = generation  # the Collection rebuilds its own Retriever
+        return True
+
+    async def _check_known(self, name: str) -> None:
+        names = await self.names()
+        if name not in names:
+            have = ", ".join(names) if names else "none"
+            raise StorageError(f"unknown collection {name!r} (this server has: {have})")
+
+    async def _open(self, name: str) -> _Entry:
+        await self._check_known(name)
+        path = self.index_dir / f"{name}{_SUFFIX}"
+        store = await SQLiteMetadataStore.open(path, create=False)
+        try:
+            # Read before the collection opens its vector handle: a write landing
+            # in between then shows up as a newer generation, never a missed one.
+            generation = await store.generation()
+            manifest = await store.read_manifest()
+        finally:
+            await store.close()
+        embedder = None if manifest is None else self._embedder(manifest)
+        collection = await Collection.open(
+            self.index_dir,
+            name,
+            base_dir=self.base_dir,
+            retrieval=self._retrieval,
+            embedder=embedder,
+            reranker=self.reranker,
+        )
+        logger.info("opened collection %s (dense: %s)", name, embedder is not None)
+        return _Entry(collection, generation)
+
+    def _embedder(self, manifest: CollectionManifest) -> EmbeddingProtocol | None:
+        key = (manifest.provider, manifest.model_name)
+        if key not in self._embedders:
+            self._embedders[key] = self._embedder_for(manifest)
+        return self._embedders[key]
+
+    async def _close_entry(self, entry: _Entry) -> None:
+        try:
+            await entry.collection.close()
+        except Exception:  # best effort: the replacement is already open
+            logger.debug("closing a replaced collection failed", exc_info=True)

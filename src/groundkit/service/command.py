@@ -1,0 +1,117 @@
+"""``grk serve``: its options and how it runs (kept here so cli.py stays small)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+
+from groundkit.errors import ConfigurationError
+from groundkit.retrieval.rerank import CrossEncoderReranker
+from groundkit.service.collections import CollectionRegistry
+from groundkit.service.transport import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    TOKEN_ENV,
+    Transport,
+    check_binding,
+    run_server,
+)
+
+__all__ = ["add_serve_parser", "run_serve"]
+
+
+def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``serve`` on the ``grk`` sub-command parser."""
+    serve = sub.add_parser(
+        "serve",
+        help="serve an index directory's collections to LLM hosts over MCP",
+        description="Serve every collection in --index-dir over the Model Context Protocol: "
+        "tools search, fetch_chunk and list_collections.",
+    )
+    serve.add_argument(
+        "--index-dir", default=".groundkit", type=Path, help="index directory (./.groundkit)"
+    )
+    serve.add_argument(
+        "--base-dir",
+        type=Path,
+        default=None,
+        help="directory sources are relative to (default: the one stored with each collection)",
+    )
+    serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
+    serve.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP address ({DEFAULT_HOST})")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
+    serve.add_argument(
+        "--token",
+        default=None,
+        help=f"bearer token every HTTP request must carry; required off loopback. Prefer "
+        f"{TOKEN_ENV}: command lines are visible to other users of the machine",
+    )
+    serve.add_argument(
+        "--rerank",
+        metavar="MODEL_OR_PATH",
+        default=None,
+        help="local cross-encoder for search(rerank=true); loaded on first use",
+    )
+    serve.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
+    serve.add_argument("-q", "--quiet", action="store_true", help="errors only")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve until stdin closes (stdio) or the process is stopped (http); 0 on a clean end."""
+    transport: Transport = args.transport
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+    check_binding(transport, args.host, token)
+    if not 1 <= args.port <= 65535:
+        raise ConfigurationError(f"--port must be from 1 to 65535, got {args.port}")
+    registry = CollectionRegistry(
+        args.index_dir,
+        base_dir=args.base_dir,
+        reranker=CrossEncoderReranker(args.rerank) if args.rerank else None,
+    )
+    _route_third_party_logs()
+    asyncio.run(_serve(registry, transport, args.host, args.port, token, quiet=args.quiet))
+    return 0
+
+
+async def _serve(
+    registry: CollectionRegistry,
+    transport: Transport,
+    host: str,
+    port: int,
+    token: str | None,
+    *,
+    quiet: bool,
+) -> None:
+    names = await registry.names()
+    if not names:
+        raise ConfigurationError(
+            f"no collections in {str(registry.index_dir)!r}; run 'grk ingest PATH' first"
+        )
+
+    def ready(where: str) -> None:
+        if not quiet:
+            # stderr: on stdio, stdout carries the protocol.
+            print(
+                f"grk: serving {len(names)} collection(s) ({', '.join(names)}) over MCP: {where}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    try:
+        await run_server(
+            registry, transport=transport, host=host, port=port, token=token, ready=ready
+        )
+    finally:
+        await registry.close()
+
+
+def _route_third_party_logs() -> None:
+    """Let the MCP SDK's and uvicorn's records out through grk's handler and level."""
+    ours = logging.getLogger("groundkit")
+    root = logging.getLogger()
+    root.handlers[:] = list(ours.handlers)
+    root.setLevel(ours.level)

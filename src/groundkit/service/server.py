@@ -1,0 +1,291 @@
+"""The MCP server: ``search``, ``fetch_chunk`` and ``list_collections`` over one index directory.
+
+Built on the official ``mcp`` SDK (2.x, ``MCPServer``), imported only when a
+server is built so that ``import groundkit`` stays light; without the
+``serve`` extra, building one raises ``ConfigurationError``.
+
+Arguments have typed schemas. A call that does not fit them, names an unknown
+collection, or fails inside groundkit comes back as a tool error (``isError``)
+with a one-line reason, never as a protocol error or a traceback. Reasons are
+written for the caller, who sent the query, but the SDK also logs them at
+INFO, so the query text is cut out of every message before it leaves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+
+from groundkit.config import MAX_TOP_K
+from groundkit.contracts import (
+    Citation,
+    SearchMode,
+    SearchResponse,
+    Verification,
+)
+from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError
+from groundkit.index.metadata import COLLECTION_NAME_PATTERN
+from groundkit.retrieval.search import MAX_QUERY_CHARS
+from groundkit.service.collections import CollectionInfo, CollectionRegistry
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = [
+    "CitedResult",
+    "CollectionList",
+    "FetchedChunk",
+    "SearchOutput",
+    "build_server",
+]
+
+logger = logging.getLogger("groundkit.service")
+
+SERVE_EXTRA_HINT = "the MCP server needs the serve extra: pip install groundkit[serve]"
+_INSTRUCTIONS = (
+    "Search document collections and quote them with verifiable citations. Call search, "
+    "then fetch_chunk on the chunk you intend to quote: its verification says whether the "
+    "source still holds that text at the cited offsets (verified, drifted, unresolvable)."
+)
+
+# -- argument types (module level: the SDK resolves annotations by name) -----
+
+QueryArg = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for"),
+]
+CollectionArg = Annotated[
+    str,
+    Field(
+        pattern=COLLECTION_NAME_PATTERN.pattern,
+        description="collection name; list_collections shows them",
+    ),
+]
+ModeArg = Annotated[
+    SearchMode,
+    Field(description="bm25 (lexical), dense (embeddings) or hybrid (both, fused)"),
+]
+TopKArg = Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K, description="how many results")]
+RerankArg = Annotated[
+    StrictBool,
+    Field(description="reorder the best candidates with the server's cross-encoder"),
+]
+ChunkIdArg = Annotated[
+    str,
+    Field(min_length=1, max_length=256, description="chunk_id from a search result"),
+]
+
+
+# -- results ----------------------------------------------------------------
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CitedResult(_Wire):
+    """One search hit: its text and exactly where in which source it lives."""
+
+    rank: int
+    score: float
+    content: str
+    chunk_index: int
+    citation: Citation
+    metadata: dict[str, Any]
+
+
+class SearchOutput(_Wire):
+    """What the ``search`` tool returns."""
+
+    collection: str
+    mode: SearchMode
+    stage: str
+    total_results: int
+    generation: int
+    latency_ms: float
+    results: list[CitedResult]
+
+
+class FetchedChunk(_Wire):
+    """What ``fetch_chunk`` returns: the stored text and whether its source still holds it."""
+
+    collection: str
+    content: str
+    citation: Citation
+    verification: Verification
+    detail: str
+
+
+class CollectionList(_Wire):
+    """What ``list_collections`` returns."""
+
+    collections: list[CollectionInfo]
+
+
+def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
+    meta = response.metadata
+    return SearchOutput(
+        collection=collection,
+        mode=response.mode,
+        stage=str(meta.get("stage", response.mode)),
+        total_results=response.total_results,
+        generation=int(meta.get("generation", 0)),
+        latency_ms=float(meta.get("latency_ms", 0.0)),
+        results=[
+            CitedResult(
+                rank=rank,
+                score=r.score,
+                content=r.content,
+                chunk_index=r.chunk_index,
+                citation=r.citation,
+                metadata=r.metadata,
+            )
+            for rank, r in enumerate(response.results, start=1)
+        ],
+    )
+
+
+def _without(text: str, secret: str | None) -> str:
+    """``text`` with ``secret`` cut out (the SDK logs tool errors at INFO)."""
+    if secret and secret.strip() and secret in text:
+        return text.replace(secret, "<query>")
+    return text
+
+
+def _describe_invalid(tool: str, exc: ValidationError) -> str:
+    """A one-line account of rejected arguments, naming fields but never echoing values."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        problems.append(f"{where}: {error['msg']}")
+    return f"invalid arguments for {tool}: " + "; ".join(problems)
+
+
+_T = TypeVar("_T")
+
+
+def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MCPServer:
+    """An MCP server answering from ``registry``'s collections (not started)."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+        from mcp.server.mcpserver.tools import Tool
+    except ImportError as exc:
+        raise ConfigurationError(SERVE_EXTRA_HINT) from exc
+    from groundkit import __version__
+
+    class _Tool(Tool):
+        """Rejects unknown arguments and reports invalid ones in one plain line."""
+
+        async def run(
+            self, arguments: dict[str, Any], context: Any, convert_result: bool = False
+        ) -> Any:
+            known = set(self.parameters.get("properties", {}))
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                raise ToolError(
+                    f"unknown argument(s) for {self.name}: {', '.join(map(repr, unknown))}; "
+                    f"expected {', '.join(sorted(known))}"
+                )
+            try:
+                return await super().run(arguments, context, convert_result)
+            except UnexpectedToolError:
+                raise
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):
+                    raise ToolError(_describe_invalid(self.name, exc.__cause__)) from exc.__cause__
+                raise
+
+    async def guarded(action: Callable[[], Awaitable[_T]], tool: str, secret: str | None) -> _T:
+        """Run ``action``; any failure becomes a ToolError with a message safe to log."""
+        try:
+            return await action()
+        except ToolError:
+            raise
+        except GroundkitError as exc:
+            raise ToolError(_without(str(exc), secret)) from None
+        except Exception as exc:
+            kind = type(exc).__name__
+            # Messages of unexpected errors may quote user text: type name only,
+            # the rest at DEBUG for whoever runs the server.
+            logger.error("%s failed unexpectedly (%s)", tool, kind)
+            logger.debug("%s failure detail", tool, exc_info=True)
+            raise ToolError(f"{tool} failed unexpectedly ({kind})") from None
+
+    async def search(
+        query: QueryArg,
+        collection: CollectionArg = "default",
+        mode: ModeArg = "bm25",
+        top_k: TopKArg = 10,
+        rerank: RerankArg = False,
+    ) -> SearchOutput:
+        """Search one collection. Every result carries a citation: source, chunk_id and
+        character offsets. Call fetch_chunk on a result before quoting it."""
+
+        async def run() -> SearchOutput:
+            async with registry.lease(collection) as col:
+                try:
+                    response = await col.search(query, top_k, mode=mode, rerank=rerank)
+                except RerankerNotConfiguredError:
+                    raise ToolError(
+                        "rerank=true: this server has no reranker (start it with --rerank)"
+                    ) from None
+                except ConfigurationError:
+                    if mode == "bm25" or col.embedder is not None:
+                        raise
+                    manifest = await col.store.read_manifest()
+                    if manifest is None:
+                        raise ToolError(
+                            f"mode {mode!r} needs vectors and collection {collection!r} has "
+                            "none; ingest it with an embedder (grk ingest --embedder MODEL)"
+                        ) from None
+                    raise ToolError(
+                        f"collection {collection!r} uses {manifest.provider} model "
+                        f"{manifest.model_name!r}, which this server cannot load; "
+                        "only mode='bm25' is available"
+                    ) from None
+            return _search_output(collection, response)
+
+        return await guarded(run, "search", query)
+
+    async def fetch_chunk(
+        chunk_id: ChunkIdArg, collection: CollectionArg = "default"
+    ) -> FetchedChunk:
+        """One chunk with its citation, re-checked against its source now: verification is
+        verified (the source holds this text at these offsets), drifted or unresolvable."""
+
+        async def run() -> FetchedChunk:
+            async with registry.lease(collection) as col:
+                result = await col.fetch_chunk(chunk_id)
+            return FetchedChunk(
+                collection=collection,
+                content=result.content,
+                citation=result.citation,
+                verification=result.verification,
+                detail=result.detail,
+            )
+
+        return await guarded(run, "fetch_chunk", None)
+
+    async def list_collections() -> CollectionList:
+        """The collections this server can search, with their sizes and embedding model."""
+
+        async def run() -> CollectionList:
+            names = await registry.names()
+            return CollectionList(collections=[await registry.describe(n) for n in names])
+
+        return await guarded(run, "list_collections", None)
+
+    tools = [_Tool.from_function(fn) for fn in (search, fetch_chunk, list_collections)]
+    # MCPServer's constructor calls logging.basicConfig, which would install a
+    # handler on the root logger; a library must leave that to the application.
+    root = logging.getLogger()
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        return MCPServer(name, version=__version__, instructions=_INSTRUCTIONS, tools=tools)
+    finally:
+        root.removeHandler(placeholder)

@@ -1,0 +1,160 @@
+"""Running the MCP server: stdio, or streamable HTTP behind an optional bearer token.
+
+HTTP binds to 127.0.0.1 unless told otherwise. Any address that is not a
+loopback address needs a token (adr/0014-serve-auth-and-telemetry.md): every
+request must then carry ``Authorization: Bearer <token>`` or it gets 401 and
+no data. Tokens are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any, Literal
+
+from groundkit.errors import ConfigurationError
+from groundkit.service.collections import CollectionRegistry
+from groundkit.service.server import SERVE_EXTRA_HINT, build_server
+
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "MIN_TOKEN_CHARS",
+    "TOKEN_ENV",
+    "BearerTokenGate",
+    "check_binding",
+    "is_loopback",
+    "run_server",
+]
+
+logger = logging.getLogger("groundkit.service")
+
+Transport = Literal["stdio", "http"]
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+TOKEN_ENV = "GROUNDKIT_SERVE_TOKEN"
+MIN_TOKEN_CHARS = 16
+MCP_PATH = "/mcp"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_binding(transport: Transport, host: str, token: str | None) -> None:
+    """Refuse settings that would expose the index: no token off loopback, a weak token."""
+    if transport not in ("stdio", "http"):
+        raise ConfigurationError(f"unknown transport {transport!r}; use 'stdio' or 'http'")
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise ConfigurationError(f"the bearer token must be at least {MIN_TOKEN_CHARS} characters")
+    if transport == "http" and not is_loopback(host) and token is None:
+        raise ConfigurationError(
+            f"serving HTTP on {host!r} exposes the index beyond this machine; "
+            f"set a bearer token (--token or {TOKEN_ENV})"
+        )
+
+
+class BearerTokenGate:
+    """ASGI middleware: without ``Authorization: Bearer <token>``, 401 and nothing else."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self._app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket") and not self._authorised(scope):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b'Bearer realm="groundkit"'),
+                    ],
+                }
+            )
+            await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
+            return
+        await self._app(scope, receive, send)
+
+    def _authorised(self, scope: Scope) -> bool:
+        supplied = b""
+        for key, value in scope.get("headers", ()):
+            if key.lower() == b"authorization":
+                supplied = bytes(value)
+                break
+        return hmac.compare_digest(supplied, self._expected)
+
+
+async def run_server(
+    registry: CollectionRegistry,
+    *,
+    transport: Transport = "stdio",
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    token: str | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``registry`` until the transport closes (stdio) or the process is stopped.
+
+    ``ready`` is called with a description of the endpoint once it accepts
+    requests. The registry is left open; the caller closes it.
+    """
+    check_binding(transport, host, token)
+    server = build_server(registry)
+    if transport == "stdio":
+        if ready is not None:
+            ready("stdio")
+        await server.run_stdio_async()
+        return
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise ConfigurationError(SERVE_EXTRA_HINT) from exc
+    app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    if token is not None:
+        app = BearerTokenGate(app, token)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        # Handlers belong to the application (grk configures them): none from uvicorn,
+        # and no access log, whose request lines could carry query strings.
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+    )
+    url = f"http://{_netloc(host, port)}{MCP_PATH}"
+
+    class _Announcing(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                logger.info("serving MCP at %s", url)
+                if ready is not None:
+                    ready(url)
+
+    try:
+        await _Announcing(config).serve()
+    except SystemExit:  # uvicorn exits when it cannot bind
+        raise ConfigurationError(
+            f"cannot listen on {_netloc(host, port)} (address in use or not available)"
+        ) from None
+
+
+def _netloc(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

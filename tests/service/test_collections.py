@@ -1,0 +1,117 @@
+"""CollectionRegistry: lazy, reused, replaced when stale, never closed under a request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from groundkit import Collection, CollectionManifest, StorageError
+from groundkit.service import CollectionRegistry
+from tests.service.conftest import Served
+from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree
+
+
+def toy_embedders(manifest: CollectionManifest) -> ToyEmbedder:
+    return ToyEmbedder(manifest.dimensions, manifest.model_name)
+
+
+async def test_names_ignore_other_files(served: Served) -> None:
+    (served.index / "notes.lance").mkdir(exist_ok=True)
+    (served.index / "bad name.sqlite3").write_bytes(b"")
+    (served.index / "readme.txt").write_text("x", encoding="utf-8")
+    registry = CollectionRegistry(served.index)
+    assert await registry.names() == ["default", "notes"]
+    assert await CollectionRegistry(served.index / "missing").names() == []
+
+
+async def test_collections_open_lazily_and_are_reused(served: Served) -> None:
+    registry = CollectionRegistry(served.index)
+    try:
+        async with registry.lease("notes") as first:
+            pass
+        async with registry.lease("notes") as second:
+            assert second is first
+        with pytest.raises(StorageError, match="unknown collection 'nope'"):
+            async with registry.lease("nope"):
+                pass
+        with pytest.raises(StorageError, match="unknown collection"):
+            async with registry.lease("../default"):
+                pass
+    finally:
+        await registry.close()
+
+
+@pytest.fixture
+def closed(monkeypatch: pytest.MonkeyPatch) -> list[Collection]:
+    """Collections closed during the test, in order."""
+    seen: list[Collection] = []
+    original = Collection.close
+
+    async def recording(self: Collection) -> None:
+        seen.append(self)
+        await original(self)
+
+    monkeypatch.setattr(Collection, "close", recording)
+    return seen
+
+
+async def test_a_stale_dense_collection_is_replaced_after_its_last_request(
+    served: Served, closed: list[Collection]
+) -> None:
+    async with Collection.open(
+        served.index, "vec", base_dir=served.base, chunking=SMALL_CHUNKS, embedder=ToyEmbedder()
+    ) as writer:
+        await writer.ingest(served.base / "docs")
+        registry = CollectionRegistry(served.index, embedder_for=toy_embedders)
+        try:
+            async with registry.lease("vec") as old:
+                assert old.embedder is not None
+                write_tree(served.base, {"docs/new.txt": "A brand new document.\n"})
+                await writer.ingest(served.base / "docs")
+                async with registry.lease("vec") as new:
+                    assert new is not old
+                    # The old one still serves the request holding it.
+                    assert old not in closed
+                    assert (await old.search("wind", 1)).results
+                    assert (await new.search("brand new", 1)).results
+            assert closed == [old]
+            async with registry.lease("vec") as again:
+                assert again is new
+        finally:
+            await registry.close()
+        assert closed == [old, new]
+
+
+async def test_a_bm25_collection_is_kept_across_writes(served: Served) -> None:
+    registry = CollectionRegistry(served.index)
+    try:
+        async with registry.lease("default") as before:
+            pass
+        write_tree(served.base, {"docs/extra.txt": "Extra words about kites.\n"})
+        async with Collection.open(served.index, base_dir=served.base) as writer:
+            await writer.ingest(served.base / "docs")
+        async with registry.lease("default") as after:
+            assert after is before  # its Retriever is rebuilt on the next search
+            assert (await after.search("kites")).results
+    finally:
+        await registry.close()
+
+
+async def test_close_waits_for_running_requests(served: Served, closed: list[Collection]) -> None:
+    registry = CollectionRegistry(served.index)
+    async with registry.lease("notes") as col:
+        await registry.close()
+        assert closed == []
+        assert (await col.search("centrifuge")).results
+    assert closed == [col]
+    with pytest.raises(StorageError, match="registry is closed"):
+        async with registry.lease("notes"):
+            pass
+
+
+async def test_describe_reads_without_opening_for_search(served: Served, tmp_path: Path) -> None:
+    registry = CollectionRegistry(served.index)
+    info = await registry.describe("notes")
+    assert (info.name, info.documents, info.embedding) == ("notes", 1, None)
+    assert registry._entries == {}

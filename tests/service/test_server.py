@@ -1,0 +1,266 @@
+"""The MCP tools, driven in-process by the SDK's own client."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult, TextContent
+
+from groundkit import Collection, CollectionManifest, ConfigurationError
+from groundkit.service import CollectionRegistry, build_server
+from groundkit.service.collections import sentence_transformer_embedder
+from tests.otel_support import capture
+from tests.service.conftest import Served, ingest
+from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree
+from tests.test_telemetry import EchoingFailingReranker, ReversingReranker
+
+SENTINEL = "qqsentinelzz"
+
+
+def toy_embedders(manifest: CollectionManifest) -> ToyEmbedder:
+    return ToyEmbedder(manifest.dimensions, manifest.model_name)
+
+
+@asynccontextmanager
+async def connected(registry: CollectionRegistry) -> AsyncIterator[Client]:
+    try:
+        async with Client(build_server(registry)) as client:
+            yield client
+    finally:
+        await registry.close()
+
+
+def text_of(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content
+
+
+async def refused(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result
+    message = text_of(result)
+    assert "Traceback" not in message and "\n" not in message
+    return message
+
+
+async def test_tools_have_typed_schemas(served: Served) -> None:
+    async with connected(CollectionRegistry(served.index)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"search", "fetch_chunk", "list_collections"}
+    search = tools["search"].input_schema
+    assert search["required"] == ["query"]
+    props = search["properties"]
+    assert props["top_k"]["type"] == "integer"
+    assert (props["top_k"]["minimum"], props["top_k"]["maximum"]) == (1, 1000)
+    assert props["mode"]["enum"] == ["bm25", "dense", "hybrid"]
+    assert props["rerank"]["type"] == "boolean"
+    assert tools["fetch_chunk"].input_schema["required"] == ["chunk_id"]
+    assert tools["search"].output_schema is not None
+
+
+async def test_search_then_fetch_verified_then_drifted(served: Served) -> None:
+    async with connected(CollectionRegistry(served.index)) as client:
+        found = await call(client, "search", query="solar panels electricity", top_k=3)
+        assert found["collection"] == "default" and found["mode"] == "bm25"
+        assert 0 < found["total_results"] <= 3
+        top = found["results"][0]
+        citation = top["citation"]
+        assert citation["source"] == "docs/energy/solar.md"
+        text = served.source(citation["source"]).read_text(encoding="utf-8")
+        assert text[citation["start_offset"] : citation["end_offset"]] == top["content"]
+
+        fetched = await call(client, "fetch_chunk", chunk_id=citation["chunk_id"])
+        assert fetched["verification"] == "verified"
+        assert fetched["content"] == top["content"]
+        assert fetched["citation"] == citation
+
+        served.source(citation["source"]).write_text("Solar panels were removed.\n", "utf-8")
+        drifted = await call(client, "fetch_chunk", chunk_id=citation["chunk_id"])
+        assert drifted["verification"] == "drifted"
+        assert "docs/energy/solar.md" in drifted["detail"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "needle"),
+    [
+        ({"query": "tea", "top_k": 0}, "top_k: Input should be greater than or equal to 1"),
+        ({"query": "tea", "top_k": 5000}, "top_k: Input should be less than or equal to 1000"),
+        ({"query": "tea", "top_k": "many"}, "top_k"),
+        ({"query": "tea", "top_k": True}, "top_k: Input should be a valid integer"),
+        ({"query": "tea", "mode": "fuzzy"}, "mode"),
+        ({"query": "tea", "rerank": "sometimes"}, "rerank"),
+        ({"query": ""}, "query: String should have at least 1 character"),
+        ({"query": "   "}, "query must be a non-empty string"),
+        ({"query": "x" * 10_001}, "query: String should have at most 10000 characters"),
+        ({"top_k": 3}, "query: Field required"),
+        ({"query": "tea", "topk": 3}, "unknown argument(s) for search: 'topk'"),
+        ({"query": "tea", "collection": "../etc"}, "collection: String should match pattern"),
+        ({"query": "tea", "mode": "dense"}, "mode 'dense' needs vectors"),
+        ({"query": "tea", "rerank": True}, "no reranker"),
+    ],
+)
+async def test_bad_search_arguments_are_tool_errors(
+    served: Served, arguments: dict[str, Any], needle: str
+) -> None:
+    async with connected(CollectionRegistry(served.index)) as client:
+        message = await refused(client, "search", **arguments)
+    assert needle in message
+    # Rejected values are not echoed back.
+    assert "x" * 100 not in message and "many" not in message
+
+
+async def test_unknown_collection_is_named(served: Served) -> None:
+    async with connected(CollectionRegistry(served.index)) as client:
+        message = await refused(client, "search", query="tea", collection="recipes")
+        assert "unknown collection 'recipes'" in message
+        assert "default, notes" in message
+        message = await refused(client, "fetch_chunk", chunk_id="abc", collection="recipes")
+        assert "'recipes'" in message
+        message = await refused(client, "fetch_chunk", chunk_id="no-such-chunk")
+        assert "no chunk 'no-such-chunk'" in message
+
+
+async def test_list_collections(served: Served) -> None:
+    async with connected(CollectionRegistry(served.index)) as client:
+        listed = await call(client, "list_collections")
+    names = [c["name"] for c in listed["collections"]]
+    assert names == ["default", "notes"]
+    notes = listed["collections"][1]
+    assert (notes["documents"], notes["embedding"]) == (1, None)
+    assert notes["chunks"] >= 1 and notes["generation"] >= 1
+
+
+async def test_a_reingest_is_seen_by_the_next_request(served: Served) -> None:
+    registry = CollectionRegistry(served.index)
+    async with connected(registry) as client:
+        assert (await call(client, "search", query="centrifuge", collection="notes"))[
+            "results"
+        ] != []
+        assert (await call(client, "search", query="pipette"))["total_results"] == 0
+        write_tree(served.base, {"docs/lab/pipette.txt": "A pipette moves small volumes.\n"})
+        # Another writer (as another process would be): the server's copy is not told.
+        await ingest(served.index, served.base, "default", served.base / "docs")
+        hits = (await call(client, "search", query="pipette"))["results"]
+        assert [h["citation"]["source"] for h in hits] == ["docs/lab/pipette.txt"]
+
+
+async def test_dense_and_hybrid_follow_reingests_and_new_bindings(served: Served) -> None:
+    registry = CollectionRegistry(served.index, embedder_for=toy_embedders)
+    async with connected(registry) as client:
+        # Opened while BM25-only: dense is refused with the remedy.
+        assert "needs vectors" in await refused(client, "search", query="lab", mode="dense")
+        async with Collection.open(
+            served.index, base_dir=served.base, chunking=SMALL_CHUNKS, embedder=ToyEmbedder()
+        ) as writer:
+            await writer.ingest(served.base / "docs")
+            for mode in ("dense", "hybrid"):
+                found = await call(client, "search", query="wind turbines air", mode=mode)
+                assert found["results"]
+                assert found["stage"] == ("fusion" if mode == "hybrid" else mode)
+            write_tree(served.base, {"docs/lab/gauge.txt": "zeta gauge calibration omega\n"})
+            await writer.ingest(served.base / "docs")
+        found = await call(client, "search", query="zeta gauge calibration omega", mode="dense")
+        assert found["results"][0]["citation"]["source"] == "docs/lab/gauge.txt"
+
+
+async def test_recorded_sentence_transformers_model_is_rebuilt(served: Served) -> None:
+    manifest = CollectionManifest(
+        provider="sentence-transformers",
+        model_name="sentence-transformers/all-MiniLM-L6-v2",
+        dimensions=384,
+        created_at="2026-01-01T00:00:00+00:00",
+    )
+    embedder = sentence_transformer_embedder(manifest)
+    assert embedder is not None and embedder.model_name == manifest.model_name
+    other = manifest.model_copy(update={"provider": "ollama"})
+    assert sentence_transformer_embedder(other) is None
+
+
+async def test_concurrent_requests_share_one_open_collection(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened: list[str] = []
+    original = Collection.open
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append(str(args[1]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(Collection, "open", counting)
+    async with connected(CollectionRegistry(served.index)) as client:
+        queries = ["solar", "tea", "wind", "bread", "rocket"] * 10
+        results = await asyncio.gather(*(call(client, "search", query=q) for q in queries))
+    assert all(r["total_results"] > 0 for r in results)
+    assert opened == ["default"]
+
+
+async def test_missing_serve_extra_names_the_install(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)
+    with pytest.raises(ConfigurationError, match=r"pip install groundkit\[serve\]"):
+        build_server(CollectionRegistry(served.index))
+
+
+async def test_rerank_uses_the_servers_reranker(served: Served) -> None:
+    async with connected(CollectionRegistry(served.index, reranker=ReversingReranker())) as client:
+        found = await call(client, "search", query="tea water", top_k=2, rerank=True)
+    assert found["stage"] == "rerank" and len(found["results"]) == 2
+
+
+async def test_sentinel_reaches_no_span_and_no_log_through_the_server(
+    served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_tree(served.base, {"docs/sentinel.md": f"The {SENTINEL} keeps green tea warm.\n"})
+    async with Collection.open(
+        served.index, "dense", base_dir=served.base, chunking=SMALL_CHUNKS, embedder=ToyEmbedder()
+    ) as col:
+        await col.ingest(served.base / "docs")
+    query = f"{SENTINEL} green tea"
+    with capture() as captured:
+        registry = CollectionRegistry(
+            served.index, embedder_for=toy_embedders, reranker=EchoingFailingReranker()
+        )
+        async with connected(registry) as client:
+            for mode in ("bm25", "dense", "hybrid"):
+                found = await call(client, "search", query=query, collection="dense", mode=mode)
+                assert any(SENTINEL in r["content"] for r in found["results"])
+                chunk = found["results"][0]["citation"]["chunk_id"]
+                fetched = await call(client, "fetch_chunk", chunk_id=chunk, collection="dense")
+                assert SENTINEL in fetched["content"]
+            empty = await call(client, "search", query=f"{SENTINEL}nothing", collection="dense")
+            assert empty["total_results"] == 0
+            assert "top_k" in await refused(client, "search", query=query, top_k=0)
+            assert "unexpectedly (RuntimeError)" in await refused(
+                client, "search", query=query, rerank=True
+            )
+            assert "mode" in await refused(client, "search", query=query, mode=SENTINEL)
+            assert "collection" in await refused(client, "search", query=query, collection="x y")
+            assert "'zzz'" in await refused(client, "search", query=query, collection="zzz")
+        # The dense extra missing: the bound collection cannot open its vectors.
+        monkeypatch.setitem(sys.modules, "lancedb", None)
+        registry = CollectionRegistry(served.index, embedder_for=toy_embedders)
+        async with connected(registry) as client:
+            message = await refused(client, "search", query=query, collection="dense")
+            assert "groundkit[dense]" in message
+    names = {s.name for s in captured.spans}
+    assert {"groundkit.retrieve.search", "groundkit.fetch_chunk", "groundkit.rerank"} <= names
+    assert any(s.name.startswith("tools/call") for s in captured.spans), names
+    assert any(r.name.startswith("mcp") for r in captured.records)
+    assert captured.leaks(SENTINEL) == []
