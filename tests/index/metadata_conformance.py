@@ -389,3 +389,54 @@ class MetadataStoreConformance:
         assert by_id[chunks[2].chunk_id].content == "three"
         assert await store.get_document_chunks("no-such-document") == []
         assert await store.get_chunks_by_ids([]) == {}
+
+    async def test_replace_documents_is_one_transaction(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha"])
+        generation = await store.generation()
+        a2 = make_document("a.txt", ["alpha two", "beta"])
+        b = make_document("b.txt", ["gamma delta"])
+        await store.replace_documents([a2, b])
+        assert await store.generation() == generation + 1
+        assert await store.document_hashes() == {
+            "a.txt": a2[0].content_hash,
+            "b.txt": b[0].content_hash,
+        }
+        listed = await store.get_document_chunks(a2[0].document_id)
+        assert [s.content for s in listed] == ["alpha two", "beta"]
+        postings = dict(await decoded_postings(store))
+        async for batch in store.iter_chunks():
+            for s in batch:
+                assert postings[s.key] == dict(Counter(s.chunk.content.split()))
+
+    async def test_replace_documents_all_or_nothing(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha"])
+        before = await snapshot(store)
+        vocab_before = await store.vocabulary()
+        good = make_document("c.txt", ["novel words"])
+        bad = make_document("d.txt", ["more", "unseen"], chunk_ids=["dup", "dup"])
+        with pytest.raises(StorageError):
+            await store.replace_documents([good, bad])
+        assert await snapshot(store) == before
+        assert await store.vocabulary() == vocab_before
+        with pytest.raises(ValueError, match="twice"):
+            await store.replace_documents([good, good])
+        assert await snapshot(store) == before
+        await store.replace_documents([])
+        assert await snapshot(store) == before
+
+    async def test_batched_vector_bookkeeping(self, store: Store) -> None:
+        docs = [make_document(f"{name}.txt", [f"{name} one", f"{name} two"]) for name in "xyz"]
+        await store.replace_documents(docs)
+        ids = [d.document_id for d, _, _ in docs]
+        generation = await store.generation()
+        await store.mark_vectors_stored_many(
+            [(ids[0], docs[0][0].content_hash), (ids[1], "stale-hash")]
+        )
+        assert await store.documents_missing_vectors() == ids[1:]
+        assert await store.generation() == generation
+        await store.mark_vectors_stored_many([])
+        grouped = await store.get_chunks_for_documents([ids[2], "missing", ids[0], ids[2]])
+        assert list(grouped) != [] and set(grouped) == {ids[0], ids[2]}
+        assert [s.content for s in grouped[ids[2]]] == ["z one", "z two"]
+        assert [s.chunk_index for s in grouped[ids[0]]] == [0, 1]
+        assert await store.get_chunks_for_documents([]) == {}

@@ -17,7 +17,7 @@ from groundkit.index.dense import (
     LanceDBVectorStore,
     VectorStoreProtocol,
 )
-from tests.index.vector_conformance import DIM, VectorStoreConformance, basis, random_rows
+from tests.index.vector_conformance import DIM, VectorStoreConformance, basis, random_rows, unit
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 
@@ -211,5 +211,31 @@ async def test_scores_are_exact_on_the_ann_path(tmp_path: Path) -> None:
         cos = unit_rows @ (q / np.linalg.norm(q))
         for hit in hits:
             assert hit.score == pytest.approx((1 + cos[int(hit.chunk_id)]) / 2, abs=1e-5)
+    finally:
+        await store.close()
+
+
+async def test_table_without_content_hashes_still_works(tmp_path: Path) -> None:
+    """A table from before the content_hash column: writes go on, reuse is simply empty."""
+    import lancedb
+    import pyarrow as pa
+
+    conn = await lancedb.connect_async(str(tmp_path))
+    schema = pa.schema(
+        [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("document_id", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), DIM), nullable=False),
+        ]
+    )
+    table = await conn.create_table("old", schema=schema)
+    table.close()  # type: ignore[no-untyped-call]
+    store = await LanceDBVectorStore.open(tmp_path, "old", DIM)
+    try:
+        await store.upsert("d1", ["d1#0"], [unit(1.0)], content_hashes=["h"])
+        assert await store.count() == 1
+        assert await store.vectors_by_content(["h"]) == {}
+        hits = await store.query(unit(1.0), 1)
+        assert [h.chunk_id for h in hits] == ["d1#0"]
     finally:
         await store.close()

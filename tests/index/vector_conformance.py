@@ -277,3 +277,33 @@ class VectorStoreConformance:
         with pytest.raises(RetrievalError):
             await vector_store.query(basis(0), 5, document_ids=["d1", bad])
         assert await snapshot(vector_store) == before
+
+    async def test_vectors_by_content_hands_back_stored_rows(self, vector_store: VStore) -> None:
+        rows = random_rows(3, seed=11)
+        await vector_store.upsert_documents(
+            [("d1", ["d1#0", "d1#1"], rows[:2]), ("d2", ["d2#0"], rows[2:])],
+            content_hashes={"d1": ["h-a", "h-b"]},
+        )
+        found = await vector_store.vectors_by_content(["h-b", "h-a", "absent", "h-a"])
+        assert set(found) == {"h-a", "h-b"}  # d2 was written without hashes
+        for key, row in (("h-a", rows[0]), ("h-b", rows[1])):
+            expected = row / np.linalg.norm(row)
+            np.testing.assert_allclose(found[key], expected, rtol=1e-6, atol=1e-7)
+        assert await vector_store.vectors_by_content([]) == {}
+        # The same text under another document is found by its hash too.
+        await vector_store.upsert("d3", ["d3#0"], rows[:1], content_hashes=["h-a"])
+        await vector_store.upsert("d1", ["d1#0"], rows[2:], content_hashes=["h-c"])
+        assert set(await vector_store.vectors_by_content(["h-a", "h-b", "h-c"])) == {"h-a", "h-c"}
+        await vector_store.delete_documents(["d1", "d3"])
+        assert await vector_store.vectors_by_content(["h-a", "h-c"]) == {}
+
+    async def test_bad_content_hashes_are_refused(self, vector_store: VStore) -> None:
+        rows = random_rows(2, seed=12)
+        for hashes in ({"d1": ["only-one"]}, {"d1": ["a", ""]}, {"other": ["a", "b"]}):
+            with pytest.raises(IngestionError):
+                await vector_store.upsert_documents(
+                    [("d1", ["d1#0", "d1#1"], rows)], content_hashes=hashes
+                )
+        assert await vector_store.count() == 0
+        with pytest.raises(IngestionError):
+            await vector_store.vectors_by_content(["x' OR '1'='1"])

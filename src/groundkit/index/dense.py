@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -114,15 +114,38 @@ class VectorStoreProtocol(Protocol):
     def dimensions(self) -> int: ...
 
     async def upsert(
-        self, document_id: str, chunk_ids: Sequence[str], vectors: npt.ArrayLike
+        self,
+        document_id: str,
+        chunk_ids: Sequence[str],
+        vectors: npt.ArrayLike,
+        *,
+        content_hashes: Sequence[str] | None = None,
     ) -> None:
         """Make ``chunk_ids``/``vectors`` the document's only rows (old ones are removed)."""
         ...
 
     async def upsert_documents(
-        self, items: Sequence[tuple[str, Sequence[str], npt.ArrayLike]]
+        self,
+        items: Sequence[tuple[str, Sequence[str], npt.ArrayLike]],
+        *,
+        content_hashes: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
-        """``upsert`` for several documents at once (one write, for bulk ingest)."""
+        """``upsert`` for several documents at once (one write, for bulk ingest).
+
+        ``content_hashes`` maps a document id to the hash of each chunk's text,
+        in ``chunk_ids`` order; ``vectors_by_content`` finds the rows by it later.
+        """
+        ...
+
+    async def vectors_by_content(
+        self, content_hashes: Sequence[str]
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """``{content hash: vector}`` for the hashes that some stored row carries.
+
+        The collection has one embedder, so a chunk text embedded once never
+        needs embedding again: a re-ingest keeps the vectors of unchanged chunks.
+        Rows written without a hash are never returned.
+        """
         ...
 
     async def delete_documents(self, document_ids: Sequence[str]) -> int:
@@ -177,11 +200,13 @@ def _storage_error(action: str, where: Path, exc: BaseException) -> NoReturn:
     ) from None
 
 
-def _quote_ids(ids: Sequence[str], error: type[GroundkitError]) -> str:
+def _quote_ids(
+    ids: Sequence[str], error: type[GroundkitError], *, what: str = "document id"
+) -> str:
     for doc_id in ids:
         if not isinstance(doc_id, str) or not DOCUMENT_ID_PATTERN.fullmatch(doc_id):
             raise error(
-                f"document id {doc_id!r} is not allowed in a vector filter: "
+                f"{what} {doc_id!r} is not allowed in a vector filter: "
                 "use letters, digits and '_.:#/-' (1-256 characters)"
             )
     return ", ".join(f"'{doc_id}'" for doc_id in ids)
@@ -231,6 +256,7 @@ class LanceDBVectorStore:
         self.ann_threshold = ann_threshold
         self._indexed: bool | None = None  # unknown until checked
         self._doc_cache: tuple[int, frozenset[str]] | None = None
+        self._hash_column = True  # settled by _check_schema for an existing table
         # Serialises this handle's writes, so two first upserts cannot both create the table.
         self._write_lock = asyncio.Lock()
         # Search-time ANN knobs; they change latency and recall, not the index.
@@ -303,6 +329,9 @@ class LanceDBVectorStore:
                 f"{str(self.path)!r} has columns {sorted(names)}, not a groundkit vector "
                 "table: delete it and ingest again"
             )
+        # Tables written before content hashes existed still work; they just
+        # cannot hand vectors back for reuse.
+        self._hash_column = "content_hash" in names
         vector_type = schema.field("vector").type
         if not pa.types.is_fixed_size_list(vector_type) or not pa.types.is_float32(
             vector_type.value_type
@@ -320,13 +349,14 @@ class LanceDBVectorStore:
 
     def _schema(self) -> Any:
         _, pa = _import_lancedb()
-        return pa.schema(
-            [
-                pa.field("chunk_id", pa.string(), nullable=False),
-                pa.field("document_id", pa.string(), nullable=False),
-                pa.field("vector", pa.list_(pa.float32(), self._dimensions), nullable=False),
-            ]
-        )
+        fields = [
+            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("document_id", pa.string(), nullable=False),
+            pa.field("vector", pa.list_(pa.float32(), self._dimensions), nullable=False),
+        ]
+        if self._hash_column:
+            fields.append(pa.field("content_hash", pa.string(), nullable=True))
+        return pa.schema(fields)
 
     async def close(self) -> None:
         """Release the table handle; idempotent."""
@@ -345,13 +375,24 @@ class LanceDBVectorStore:
     # -- writes --------------------------------------------------------------
 
     async def upsert(
-        self, document_id: str, chunk_ids: Sequence[str], vectors: npt.ArrayLike
+        self,
+        document_id: str,
+        chunk_ids: Sequence[str],
+        vectors: npt.ArrayLike,
+        *,
+        content_hashes: Sequence[str] | None = None,
     ) -> None:
         """Replace one document's rows; see ``upsert_documents``."""
-        await self.upsert_documents([(document_id, chunk_ids, vectors)])
+        await self.upsert_documents(
+            [(document_id, chunk_ids, vectors)],
+            content_hashes=None if content_hashes is None else {document_id: content_hashes},
+        )
 
     async def upsert_documents(
-        self, items: Sequence[tuple[str, Sequence[str], npt.ArrayLike]]
+        self,
+        items: Sequence[tuple[str, Sequence[str], npt.ArrayLike]],
+        *,
+        content_hashes: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         """Replace the rows of several documents: one delete, then one add.
 
@@ -364,8 +405,12 @@ class LanceDBVectorStore:
         if len(set(doc_ids)) != len(doc_ids):
             raise IngestionError("a document appears twice in one upsert")
         quoted = _quote_ids(doc_ids, IngestionError)
+        hashes_of = content_hashes or {}
+        if unknown := set(hashes_of) - set(doc_ids):
+            raise IngestionError(f"content hashes given for documents not upserted: {unknown}")
         all_ids: list[str] = []
         owners: list[str] = []
+        hashes: list[str | None] = []
         matrices: list[npt.NDArray[np.float32]] = []
         for document_id, chunk_ids, vectors in items:
             ids = list(chunk_ids)
@@ -374,6 +419,15 @@ class LanceDBVectorStore:
             if len(set(ids)) != len(ids):
                 raise IngestionError(f"{document_id!r}: chunk ids repeat")
             matrices.append(_as_matrix(vectors, len(ids), self._dimensions, IngestionError))
+            given = hashes_of.get(document_id)
+            if given is None:
+                hashes.extend([None] * len(ids))
+            else:
+                if len(given) != len(ids) or not all(isinstance(h, str) and h for h in given):
+                    raise IngestionError(
+                        f"{document_id!r}: one non-empty content hash per chunk is required"
+                    )
+                hashes.extend(given)
             all_ids.extend(ids)
             owners.extend([document_id] * len(ids))
         if len(set(all_ids)) != len(all_ids):
@@ -384,20 +438,20 @@ class LanceDBVectorStore:
         _, pa = _import_lancedb()
         async with self._write_lock:
             try:
-                data = pa.table(
-                    {
-                        "chunk_id": pa.array(all_ids, pa.string()),
-                        "document_id": pa.array(owners, pa.string()),
-                        "vector": pa.FixedSizeListArray.from_arrays(
-                            pa.array(matrix.reshape(-1), pa.float32()), self._dimensions
-                        ),
-                    },
-                    schema=self._schema(),
-                )
                 if self._table is None and self.path.is_dir():
                     # Another handle created the table after this one opened.
                     self._table = await conn.open_table(self._name)
                     await self._check_schema()
+                columns = {
+                    "chunk_id": pa.array(all_ids, pa.string()),
+                    "document_id": pa.array(owners, pa.string()),
+                    "vector": pa.FixedSizeListArray.from_arrays(
+                        pa.array(matrix.reshape(-1), pa.float32()), self._dimensions
+                    ),
+                }
+                if self._hash_column:
+                    columns["content_hash"] = pa.array(hashes, pa.string())
+                data = pa.table(columns, schema=self._schema())
                 if self._table is None:
                     if not all_ids:
                         return
@@ -476,6 +530,37 @@ class LanceDBVectorStore:
         return any("vector" in index.columns for index in indices)
 
     # -- reads ---------------------------------------------------------------
+
+    async def vectors_by_content(
+        self, content_hashes: Sequence[str]
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """Stored vectors keyed by chunk content hash (one scan per batch of hashes)."""
+        self._live_conn()
+        wanted = sorted(set(content_hashes))
+        batches = [
+            _quote_ids(wanted[i : i + _IN_BATCH], IngestionError, what="content hash")
+            for i in range(0, len(wanted), _IN_BATCH)
+        ]
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        if self._table is None or not self._hash_column:
+            return found
+        for quoted in batches:
+            try:
+                table = await (
+                    self._table.query()
+                    .where(f"content_hash IN ({quoted})")
+                    .select(["content_hash", "vector"])
+                    .to_arrow()
+                )
+            except Exception as exc:
+                _storage_error("read stored vectors", self.path, exc)
+            if table.num_rows == 0:
+                continue
+            flat = table["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            matrix = np.asarray(flat, dtype=np.float32).reshape(-1, self._dimensions)
+            for content_hash, row in zip(table["content_hash"].to_pylist(), matrix, strict=True):
+                found.setdefault(str(content_hash), row.copy())
+        return found
 
     async def count(self) -> int:
         self._live_conn()

@@ -17,6 +17,7 @@ from groundkit.contracts import (
     DocumentRecord,
     EmbeddingIdentity,
     SourceClass,
+    page_at,
 )
 
 __all__ = [
@@ -83,6 +84,7 @@ class StoredChunk:
             extractor=self.extractor,
             start_offset=self.start_offset,
             end_offset=self.end_offset,
+            page=page_at(self.metadata, self.start_offset),
         )
 
 
@@ -149,6 +151,12 @@ class MetadataStoreProtocol(Protocol):
         """Store ``document`` and its chunks (with their analysed terms) in one transaction."""
         ...
 
+    async def replace_documents(
+        self, items: Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
+    ) -> None:
+        """``replace_document`` for several documents, all in one transaction."""
+        ...
+
     async def delete_documents(self, sources: Sequence[str]) -> int:
         """Delete documents (and chunks) by source in one transaction; returns how many."""
         ...
@@ -165,7 +173,17 @@ class MetadataStoreProtocol(Protocol):
         """Confirm vectors for this content; ignored if the content changed meanwhile."""
         ...
 
+    async def mark_vectors_stored_many(self, items: Sequence[tuple[str, str]]) -> None:
+        """``mark_vectors_stored`` for ``(document_id, content_hash)`` pairs at once."""
+        ...
+
     async def get_document_chunks(self, document_id: str) -> list[StoredChunk]: ...
+
+    async def get_chunks_for_documents(
+        self, document_ids: Sequence[str]
+    ) -> dict[str, list[StoredChunk]]:
+        """``{document_id: chunks in order}``; ids with no chunks are absent."""
+        ...
 
     async def get_chunks_by_ids(self, chunk_ids: Sequence[str]) -> Mapping[str, StoredChunk]: ...
 
