@@ -38,6 +38,7 @@ from typing import Any
 from evals.beir import load_beir, percentile, write_corpus
 from evals.machine import (
     REPO_ROOT,
+    carried_sections,
     command_line,
     default_scifact_dir,
     machine_lines,
@@ -606,7 +607,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text), encoding="utf-8")
+    # Sections other benchmarks keep in the same file (bench_serve) survive.
+    args.out.write_text("\n".join(text) + carried_sections(args.out), encoding="utf-8")
     print(f"\nwrote {args.out}")
     if summary:
         print("\n".join(summary))

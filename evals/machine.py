@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -11,11 +12,13 @@ from pathlib import Path
 
 __all__ = [
     "REPO_ROOT",
+    "carried_sections",
     "command_line",
     "default_scifact_dir",
     "machine_lines",
     "markdown_table",
     "source_state",
+    "write_section",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -85,3 +88,34 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines.extend("| " + " | ".join(row) + " |" for row in rows)
     return "\n".join(lines)
+
+
+# A report that is regenerated whole (docs/benchmarks.md) can also hold sections
+# written by other benchmarks; they sit between these markers and are carried over.
+_SECTION = re.compile(r"<!-- section:([\w-]+) -->\n.*?<!-- /section:\1 -->\n", re.S)
+
+
+def write_section(path: Path, name: str, lines: list[str]) -> None:
+    """Put ``lines`` into ``path`` as the marked section ``name``, replacing an earlier one."""
+    block = (
+        f"<!-- section:{name} -->\n"
+        + "\n".join(lines).rstrip("\n")
+        + f"\n<!-- /section:{name} -->\n"
+    )
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    for match in _SECTION.finditer(text):
+        if match.group(1) == name:
+            text = text[: match.start()] + block + text[match.end() :]
+            break
+    else:
+        text = (text.rstrip("\n") + "\n\n" if text.strip() else "") + block
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def carried_sections(path: Path) -> str:
+    """The marked sections of ``path``, to append when the rest of it is rewritten."""
+    if not path.exists():
+        return ""
+    blocks = [m.group(0) for m in _SECTION.finditer(path.read_text(encoding="utf-8"))]
+    return "\n" + "\n".join(blocks) if blocks else ""

@@ -1,7 +1,7 @@
 """Running the MCP server: stdio, or streamable HTTP behind an optional bearer token.
 
 HTTP binds to 127.0.0.1 unless told otherwise. Any address that is not a
-loopback address needs a token (adr/0014-serve-auth-and-telemetry.md): every
+loopback address needs a token (adr/0015-serve-auth-and-telemetry.md): every
 request must then carry ``Authorization: Bearer <token>`` or it gets 401 and
 no data. Tokens are compared in constant time.
 """
