@@ -9,6 +9,8 @@ extractor's output for ``extracted``, the stored copy for ``snapshot``.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -16,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from groundkit.utils.hashing import sha256_text
 
 __all__ = [
+    "PAGE_STARTS_KEY",
     "Chunk",
     "Citation",
     "CollectionManifest",
@@ -30,11 +33,27 @@ __all__ = [
     "SearchResponse",
     "SourceClass",
     "Verification",
+    "page_at",
 ]
 
 SourceClass = Literal["text", "extracted", "snapshot"]
 SearchMode = Literal["bm25", "dense", "hybrid"]
 Verification = Literal["verified", "drifted", "unresolvable"]
+
+
+# Document metadata key holding the offset where each page of the text begins
+# (PDFs). Citations derive their 1-based page from it.
+PAGE_STARTS_KEY = "page_starts"
+
+
+def page_at(metadata: Mapping[str, Any], offset: int) -> int | None:
+    """1-based page holding ``offset``, when the document records page starts."""
+    starts = metadata.get(PAGE_STARTS_KEY)
+    if not isinstance(starts, list) or not starts or starts[0] != 0:
+        return None
+    if not all(type(s) is int for s in starts):
+        return None
+    return bisect_right(starts, offset)
 
 
 class _Frozen(BaseModel):
@@ -122,7 +141,11 @@ class DocumentRecord(_Frozen):
 
 
 class Citation(_Frozen):
-    """Where a passage came from, precisely enough to read it back."""
+    """Where a passage came from, precisely enough to read it back.
+
+    ``page`` (1-based) is the page the span starts on, for sources that have
+    pages; it helps a reader find the passage and plays no part in verifying it.
+    """
 
     document_id: str
     chunk_id: str
@@ -131,6 +154,7 @@ class Citation(_Frozen):
     extractor: str | None
     start_offset: int = Field(ge=0)
     end_offset: int = Field(ge=0)
+    page: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _validate(self) -> Citation:
@@ -175,6 +199,7 @@ class RetrievalResult(_Frozen):
             extractor=self.extractor,
             start_offset=self.start_offset,
             end_offset=self.end_offset,
+            page=page_at(self.metadata, self.start_offset),
         )
 
 
