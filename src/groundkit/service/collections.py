@@ -100,6 +100,7 @@ class CollectionRegistry:
         self._retrieval = retrieval
         self._embedder_for = embedder_for
         self._embedders: dict[tuple[str, str], EmbeddingProtocol | None] = {}
+        self._embedder_lock = asyncio.Lock()
         self._entries: dict[str, _Entry] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
@@ -231,7 +232,7 @@ class CollectionRegistry:
             manifest = await store.read_manifest()
         finally:
             await store.close()
-        embedder = None if manifest is None else self._embedder(manifest)
+        embedder = None if manifest is None else await self._embedder(manifest)
         collection = await Collection.open(
             self.index_dir,
             name,
@@ -243,11 +244,13 @@ class CollectionRegistry:
         logger.info("opened collection %s (dense: %s)", name, embedder is not None)
         return _Entry(collection, generation)
 
-    def _embedder(self, manifest: CollectionManifest) -> EmbeddingProtocol | None:
+    async def _embedder(self, manifest: CollectionManifest) -> EmbeddingProtocol | None:
         key = (manifest.provider, manifest.model_name)
-        if key not in self._embedders:
-            self._embedders[key] = self._embedder_for(manifest)
-        return self._embedders[key]
+        async with self._embedder_lock:
+            if key not in self._embedders:
+                # Building one may read model files: off the event loop.
+                self._embedders[key] = await asyncio.to_thread(self._embedder_for, manifest)
+            return self._embedders[key]
 
     async def _close_entry(self, entry: _Entry) -> None:
         try:
