@@ -10,6 +10,7 @@ import sys
 import groundkit
 
 EXPECTED_ALL = [
+    "AddressPolicy",
     "Analyzer",
     "AnalyzerConfig",
     "BM25Index",
@@ -26,10 +27,14 @@ EXPECTED_ALL = [
     "DocumentRecord",
     "EmbeddingIdentity",
     "EmbeddingProtocol",
+    "Extraction",
+    "ExtractorProtocol",
     "FetchResult",
     "FileLoader",
     "FusedHit",
     "GroundkitError",
+    "HtmlExtractor",
+    "HtmlLoader",
     "IndexIdentityError",
     "Indexer",
     "IngestConfig",
@@ -43,12 +48,15 @@ EXPECTED_ALL = [
     "MetadataStoreProtocol",
     "OllamaEmbedder",
     "OpenAICompatibleEmbedder",
+    "PdfExtractor",
+    "PdfLoader",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
     "RetrievalConfig",
     "RetrievalError",
     "RetrievalResult",
     "Retriever",
+    "RoutingLoader",
     "SPAN_ATTRIBUTES",
     "SPAN_NAMES",
     "SQLiteMetadataStore",
@@ -57,11 +65,13 @@ EXPECTED_ALL = [
     "SentenceTransformerEmbedder",
     "SourceClass",
     "StorageError",
+    "UrlLoader",
     "VectorHit",
     "VectorStoreProtocol",
     "Verification",
     "VerifyReport",
     "__version__",
+    "active_extractors",
     "build_server",
     "chunk_document",
     "chunk_spans",
@@ -99,7 +109,7 @@ def test_importing_groundkit_loads_no_optional_dependency() -> None:
     code = (
         "import sys, groundkit; "
         "heavy = {'torch', 'sentence_transformers', 'transformers', 'lancedb', 'pyarrow', "
-        "'mcp', 'uvicorn', 'starlette', 'opentelemetry.sdk'}; "
+        "'mcp', 'uvicorn', 'starlette', 'opentelemetry.sdk', 'pypdf', 'bs4'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -37,15 +37,25 @@ from groundkit.errors import (
     RetrievalError,
     StorageError,
 )
+from groundkit.extraction import (
+    Extraction,
+    ExtractorProtocol,
+    HtmlExtractor,
+    PdfExtractor,
+    active_extractors,
+)
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.bm25 import BM25Index
 from groundkit.index.dense import LanceDBVectorStore, VectorHit, VectorStoreProtocol
 from groundkit.index.metadata import SQLiteMetadataStore
 from groundkit.index.protocols import LexicalIndexProtocol, MetadataStoreProtocol
 from groundkit.ingestion.chunking import chunk_document, chunk_spans
+from groundkit.ingestion.dispatch import RoutingLoader
+from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
 from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.providers import (
     EmbeddingProtocol,
     OllamaEmbedder,
@@ -61,6 +71,7 @@ from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.service import CollectionInfo, CollectionRegistry, build_server, run_server
 from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
+from groundkit.utils.url_safety import AddressPolicy
 
 __version__ = "0.1.0"
 
@@ -71,6 +82,7 @@ __all__ = [
     "MAX_TOP_K",
     "SPAN_ATTRIBUTES",
     "SPAN_NAMES",
+    "AddressPolicy",
     "Analyzer",
     "AnalyzerConfig",
     "BM25Index",
@@ -87,10 +99,14 @@ __all__ = [
     "DocumentRecord",
     "EmbeddingIdentity",
     "EmbeddingProtocol",
+    "Extraction",
+    "ExtractorProtocol",
     "FetchResult",
     "FileLoader",
     "FusedHit",
     "GroundkitError",
+    "HtmlExtractor",
+    "HtmlLoader",
     "IndexIdentityError",
     "Indexer",
     "IngestConfig",
@@ -103,23 +119,28 @@ __all__ = [
     "MetadataStoreProtocol",
     "OllamaEmbedder",
     "OpenAICompatibleEmbedder",
+    "PdfExtractor",
+    "PdfLoader",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
     "RetrievalConfig",
     "RetrievalError",
     "RetrievalResult",
     "Retriever",
+    "RoutingLoader",
     "SQLiteMetadataStore",
     "SearchMode",
     "SearchResponse",
     "SentenceTransformerEmbedder",
     "SourceClass",
     "StorageError",
+    "UrlLoader",
     "VectorHit",
     "VectorStoreProtocol",
     "Verification",
     "VerifyReport",
     "__version__",
+    "active_extractors",
     "build_server",
     "chunk_document",
     "chunk_spans",

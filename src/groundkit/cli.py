@@ -58,8 +58,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="grk", description="Citation-verifiable retrieval over your documents."
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    ingest = sub.add_parser("ingest", parents=[common], help="ingest a file or folder")
-    ingest.add_argument("path", type=Path)
+    ingest = sub.add_parser(
+        "ingest", parents=[common], help="ingest a file, a folder or an http(s) URL"
+    )
+    # A string: Path() would fold the '//' of a URL.
+    ingest.add_argument("path", help="file or folder inside the base directory, or a URL")
     search = sub.add_parser("search", parents=[common], help="search a collection")
     search.add_argument("query")
     search.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
@@ -146,7 +149,7 @@ def _print_search(response: SearchResponse, as_json: bool) -> int:
                 "total_results": response.total_results,
                 "metadata": response.metadata,
                 "results": [
-                    {"rank": rank, **r.model_dump(mode="json")}
+                    {"rank": rank, "page": r.citation.page, **r.model_dump(mode="json")}
                     for rank, r in enumerate(response.results, start=1)
                 ],
             }
@@ -155,7 +158,8 @@ def _print_search(response: SearchResponse, as_json: bool) -> int:
     if not response.results:
         print("no results")
     for rank, r in enumerate(response.results, start=1):
-        print(f"{rank:>3}. {r.source} [{r.start_offset}:{r.end_offset}]  score {r.score:.4f}")
+        page = f" p. {r.citation.page}" if r.citation.page else ""
+        print(f"{rank:>3}. {r.source} [{r.start_offset}:{r.end_offset}]{page}  score {r.score:.4f}")
         print(f"     chunk {r.chunk_id}")
         print(f"     {_snippet(r.content)}")
     return EXIT_OK
@@ -166,7 +170,8 @@ def _print_fetch(result: FetchResult, as_json: bool) -> int:
         _emit(result.model_dump(mode="json"))
     else:
         c = result.citation
-        print(f"{c.source} [{c.start_offset}:{c.end_offset}]  {result.verification}")
+        page = f" p. {c.page}" if c.page else ""
+        print(f"{c.source} [{c.start_offset}:{c.end_offset}]{page}  {result.verification}")
         print(f"  {result.detail}")
         print(result.content)
     return EXIT_OK if result.verification == "verified" else EXIT_PROBLEM

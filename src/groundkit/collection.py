@@ -24,12 +24,15 @@ from groundkit.index.dense import LanceDBVectorStore, VectorStoreProtocol
 from groundkit.index.metadata import SQLiteMetadataStore
 from groundkit.index.protocols import StoredChunk
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
+from groundkit.ingestion.snapshots import snapshot_dir_for
+from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.citations import read_source, slice_span
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
+from groundkit.utils.url_safety import looks_like_url
 
 __all__ = ["Collection", "VerifyReport"]
 
@@ -88,8 +91,13 @@ class Collection:
         embedder: EmbeddingProtocol | None = None,
         vector_store: VectorStoreProtocol | None = None,
         reranker: RerankerProtocol | None = None,
+        snapshot_dir: Path | None = None,
+        url_loader: UrlLoader | None = None,
     ) -> None:
         self.reranker = reranker
+        # Where URL documents keep the text they were indexed from.
+        self.snapshot_dir = snapshot_dir
+        self._url_loader = url_loader or UrlLoader()
         self.name = name
         self.store = store
         self.base_dir = base_dir
@@ -106,6 +114,7 @@ class Collection:
             embedder=embedder,
             vector_store=vector_store,
             collection=name,
+            snapshot_dir=snapshot_dir,
         )
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
@@ -123,6 +132,7 @@ class Collection:
         ingest: IngestConfig | None = None,
         embedder: EmbeddingProtocol | None = None,
         reranker: RerankerProtocol | None = None,
+        url_loader: UrlLoader | None = None,
     ) -> _Opener:
         """Open or create a collection; ``await`` it or use ``async with``.
 
@@ -130,7 +140,9 @@ class Collection:
         current directory for a new collection. With an ``embedder`` the
         collection keeps vectors in ``<index_dir>/<name>.lance`` (LanceDB) and
         can search in ``dense`` and ``hybrid`` modes; it is bound to that
-        embedder's identity from its first dense ingest on.
+        embedder's identity from its first dense ingest on. ``url_loader``
+        fetches URL ingests (default: ``UrlLoader()``, public addresses only);
+        their snapshots live in ``<index_dir>/<name>.snapshots``.
         """
 
         async def factory() -> Collection:
@@ -164,6 +176,8 @@ class Collection:
                 embedder=embedder,
                 vector_store=vector_store,
                 reranker=reranker,
+                snapshot_dir=snapshot_dir_for(index, name),
+                url_loader=url_loader,
             )
 
         return _Opener(factory)
@@ -180,7 +194,14 @@ class Collection:
     async def ingest(
         self, path: str | Path, *, progress: ProgressCallback | None = None
     ) -> IngestReport:
-        """Add, update and prune documents under ``path`` (inside the base directory)."""
+        """Add, update and prune documents under ``path`` (inside the base directory).
+
+        An ``http://`` or ``https://`` string is fetched instead, through this
+        collection's ``UrlLoader`` (public addresses only unless it was opened
+        with another policy), and kept as a snapshot document.
+        """
+        if isinstance(path, str) and looks_like_url(path.strip()):
+            return await self._indexer.ingest_url(path.strip(), self._url_loader)
         return await self._indexer.ingest(path, progress=progress)
 
     async def retriever(self) -> Retriever:
@@ -221,7 +242,7 @@ class Collection:
                 )
             citation = stored.citation
             try:
-                text = await read_source(citation.source, citation.source_class, self.base_dir)
+                text = await read_source(citation, self.base_dir, snapshot_dir=self.snapshot_dir)
             except RetrievalError as exc:
                 result = _fetch_result(stored, citation, None, exc)
             else:
@@ -239,7 +260,7 @@ class Collection:
                 if current is None or current[0] != citation.source:
                     try:
                         text = await read_source(
-                            citation.source, citation.source_class, self.base_dir
+                            citation, self.base_dir, snapshot_dir=self.snapshot_dir
                         )
                         current = (citation.source, text, None)
                     except RetrievalError as exc:

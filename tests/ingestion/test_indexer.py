@@ -177,7 +177,7 @@ async def test_file_that_breaks_keeps_previous_version(
 
 async def test_skipped_and_progress(store: SQLiteMetadataStore, tmp_path: Path) -> None:
     base = tmp_path / "base"
-    write_tree(base, {"a.txt": "a text", "b.md": "b text", "c.pdf": b"%PDF", "d.png": b"\x89PNG"})
+    write_tree(base, {"a.txt": "a text", "b.md": "b text", "c.csv": b"1,2", "d.png": b"\x89PNG"})
     calls: list[tuple[int, int]] = []
     report = await Indexer(store, base).ingest(base, progress=lambda d, t: calls.append((d, t)))
     assert report.skipped == 2

@@ -130,7 +130,7 @@ async def test_other_source_classes_are_unresolvable(
 
 
 async def test_read_source_returns_whole_text(base: Path) -> None:
-    assert await read_source("doc.txt", "text", base) == TEXT
+    assert await read_source(cite(TEXT, "Intro"), base) == TEXT
 
 
 def test_slice_span() -> None:
@@ -140,3 +140,86 @@ def test_slice_span() -> None:
         slice_span(TEXT[: citation.end_offset - 1], citation)
     assert info.value.verdict == "drifted"
     assert slice_span(TEXT[: citation.end_offset], citation) == "dawn"
+
+
+# -- snapshot and extracted classes ------------------------------------------
+
+SNAPSHOT_ID = "0123456789abcdef0123456789abcdef"
+
+
+def snap(needle: str, document_id: str = SNAPSHOT_ID) -> Citation:
+    return cite(
+        TEXT,
+        needle,
+        source="https://example.com/page",
+        source_class="snapshot",
+        document_id=document_id,
+    )
+
+
+@pytest.fixture
+def snapshots(tmp_path: Path) -> Path:
+    root = tmp_path / "default.snapshots"
+    write_tree(root, {SNAPSHOT_ID: TEXT})
+    write_tree(tmp_path, {"secret": TEXT})
+    return root
+
+
+async def test_snapshot_verified_and_drifted(base: Path, snapshots: Path) -> None:
+    citation = snap("Rocket 🚀 launch")
+    assert await verify_citation(citation, "Rocket 🚀 launch", base, snapshot_dir=snapshots)
+    (snapshots / SNAPSHOT_ID).write_text(TEXT.replace("Rocket", "Racket"), encoding="utf-8")
+    assert not await verify_citation(citation, "Rocket 🚀 launch", base, snapshot_dir=snapshots)
+    (snapshots / SNAPSHOT_ID).write_text("short", encoding="utf-8")
+    with pytest.raises(RetrievalError) as info:
+        await resolve_citation(citation, base, snapshot_dir=snapshots)
+    assert info.value.verdict == "drifted"
+
+
+async def test_snapshot_without_snapshot_dir(base: Path) -> None:
+    with pytest.raises(RetrievalError, match="no snapshot_dir argument") as info:
+        await resolve_citation(snap("Intro line."), base)
+    assert info.value.verdict == "unresolvable"
+
+
+@pytest.mark.parametrize(
+    "document_id", ["../secret", "..", ".", "sub/x", "/etc/passwd", "a\\b", "x\x00", ""]
+)
+async def test_snapshot_document_id_is_not_a_path(
+    base: Path, snapshots: Path, document_id: str
+) -> None:
+    citation = snap("Intro line.", document_id=document_id)
+    with pytest.raises(RetrievalError, match="cannot name a snapshot") as info:
+        await resolve_citation(citation, base, snapshot_dir=snapshots)
+    assert info.value.verdict == "unresolvable"
+
+
+async def test_snapshot_symlinked_out_is_refused(base: Path, snapshots: Path) -> None:
+    (snapshots / SNAPSHOT_ID).unlink()
+    (snapshots / SNAPSHOT_ID).symlink_to(snapshots.parent / "secret")
+    with pytest.raises(RetrievalError, match="outside") as info:
+        await resolve_citation(snap("Intro line."), base, snapshot_dir=snapshots)
+    assert info.value.verdict == "unresolvable"
+
+
+async def test_snapshot_missing_or_not_utf8(base: Path, snapshots: Path) -> None:
+    (snapshots / SNAPSHOT_ID).write_bytes(b"\xff\xfe\xfa")
+    with pytest.raises(RetrievalError, match="UTF-8") as info:
+        await resolve_citation(snap("Intro line."), base, snapshot_dir=snapshots)
+    assert info.value.verdict == "unresolvable"
+    (snapshots / SNAPSHOT_ID).unlink()
+    with pytest.raises(RetrievalError, match="cannot read") as info:
+        await resolve_citation(snap("Intro line."), base, snapshot_dir=snapshots)
+    assert info.value.verdict == "unresolvable"
+
+
+async def test_extracted_with_an_inactive_identity(base: Path) -> None:
+    from groundkit.extraction import active_extractors
+
+    citation = cite(TEXT, "Intro line.", source_class="extracted", extractor="pypdf/0.0.1")
+    with pytest.raises(RetrievalError) as info:
+        await resolve_citation(citation, base)
+    assert info.value.verdict == "unresolvable"
+    assert "pypdf/0.0.1" in str(info.value)
+    for identity in active_extractors():
+        assert identity in str(info.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from groundkit import (
     MAX_TOP_K,
@@ -15,6 +16,7 @@ from groundkit import (
     IndexIdentityError,
     RetrievalConfig,
     RetrievalError,
+    RetrievalResult,
     Retriever,
     SQLiteMetadataStore,
 )
@@ -214,3 +216,28 @@ async def test_stale_rows_never_served_with_or_without_preload(
     response = await retriever.search("offshore wind farms turbines")
     assert all(r.source != "energy/wind.txt" for r in response.results)
     await assert_all_verify(response.results, corpus_dir)
+
+
+def test_rescored_result_equals_a_pydantic_copy() -> None:
+    from groundkit.retrieval.search import _rescored
+
+    template = RetrievalResult(
+        content="text",
+        score=0.0,
+        document_id="d",
+        chunk_id="c",
+        chunk_index=0,
+        source="a.txt",
+        source_class="text",
+        extractor=None,
+        start_offset=0,
+        end_offset=4,
+    )
+    fast = _rescored(template, 2.5)
+    slow = template.model_copy(update={"score": 2.5})
+    assert fast == slow and fast.score == 2.5 and template.score == 0.0
+    assert fast.model_dump() == slow.model_dump()
+    assert fast.citation == slow.citation
+    assert fast.model_fields_set == slow.model_fields_set
+    with pytest.raises(ValidationError):
+        fast.score = 1.0  # still frozen

@@ -14,7 +14,15 @@ from groundkit.errors import IngestionError
 from groundkit.utils.hashing import stable_id
 from groundkit.utils.path_safety import PathEscapeError, ensure_within, is_within, to_relative
 
-__all__ = ["Discovery", "FileLoader", "discover_files", "document_id_for", "read_utf8"]
+__all__ = [
+    "Discovery",
+    "FileLoader",
+    "contained_source",
+    "discover_files",
+    "document_id_for",
+    "read_capped",
+    "read_utf8",
+]
 
 
 def document_id_for(source: str) -> str:
@@ -22,14 +30,27 @@ def document_id_for(source: str) -> str:
     return stable_id("document", source)
 
 
-def read_utf8(path: Path, max_bytes: int | None = None) -> str:
-    """Strict UTF-8 decode of the raw bytes (no newline translation, so offsets hold)."""
+def read_capped(path: Path, max_bytes: int | None = None) -> bytes:
+    """The file's bytes; ``IngestionError`` when it is larger than ``max_bytes``."""
     if max_bytes is not None:
         size = path.stat().st_size
         if size > max_bytes:
             raise IngestionError(f"{path.name}: {size} bytes exceeds the cap of {max_bytes}")
-    data = path.read_bytes()
-    return data.decode("utf-8")
+    return path.read_bytes()
+
+
+def read_utf8(path: Path, max_bytes: int | None = None) -> str:
+    """Strict UTF-8 decode of the raw bytes (no newline translation, so offsets hold)."""
+    return read_capped(path, max_bytes).decode("utf-8")
+
+
+def contained_source(path: Path, base_dir: Path) -> tuple[Path, str]:
+    """The real path to read and the source to record; refuses a path leaving ``base_dir``."""
+    try:
+        real = ensure_within(path, base_dir)
+    except PathEscapeError as exc:
+        raise IngestionError(f"refused: {exc}") from None
+    return real, to_relative(path, base_dir)
 
 
 @dataclass(frozen=True)
@@ -99,11 +120,7 @@ class FileLoader:
         return path.suffix.lower() in self.config.extensions
 
     async def load(self, path: Path, *, base_dir: Path) -> Document:
-        try:
-            real = ensure_within(path, base_dir)
-        except PathEscapeError as exc:
-            raise IngestionError(f"refused: {exc}") from None
-        source = to_relative(path, base_dir)
+        real, source = contained_source(path, base_dir)
         try:
             text = await asyncio.to_thread(read_utf8, real, self.config.max_file_bytes)
         except UnicodeDecodeError as exc:

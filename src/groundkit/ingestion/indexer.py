@@ -12,6 +12,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from groundkit.config import ChunkingConfig, IngestConfig
 from groundkit.contracts import Chunk, Document, IngestFailure, IngestReport
@@ -20,12 +21,22 @@ from groundkit.index.analyzer import Analyzer
 from groundkit.index.dense import VectorStoreProtocol
 from groundkit.index.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.ingestion.chunking import chunk_document
-from groundkit.ingestion.files import FileLoader, discover_files
+from groundkit.ingestion.dispatch import RoutingLoader
+from groundkit.ingestion.files import discover_files
 from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.ingestion.snapshots import (
+    remove_stale_snapshots,
+    snapshot_matches,
+    snapshot_path,
+    write_snapshot,
+)
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.path_safety import is_within, to_relative
+
+if TYPE_CHECKING:
+    from groundkit.ingestion.url_loader import UrlLoader
 
 __all__ = ["Indexer", "ProgressCallback"]
 
@@ -50,6 +61,7 @@ class Indexer:
         vector_store: VectorStoreProtocol | None = None,
         embed_batch_chunks: int = 4096,
         collection: str | None = None,
+        snapshot_dir: Path | None = None,
     ) -> None:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
@@ -59,7 +71,8 @@ class Indexer:
         self._store = store
         self._base = Path(os.path.realpath(base_dir))
         self._ingest = ingest or IngestConfig()
-        self._loader: LoaderProtocol = loader or FileLoader(self._ingest)
+        self._loader: LoaderProtocol = loader or RoutingLoader(self._ingest)
+        self._snapshots = snapshot_dir
         self._chunking = chunking or ChunkingConfig()
         self._analyzer = analyzer or Analyzer()
         self._lock = asyncio.Lock()
@@ -127,7 +140,7 @@ class Indexer:
                 try:
                     document = await self._loader.load(file, base_dir=self._base)
                     span.set(source_class=document.source_class)
-                    if known.get(document.source) == document.content_hash:
+                    if await self._unchanged(document, known):
                         unchanged.append(document.source)
                         span.set(outcome="unchanged")
                     else:
@@ -230,12 +243,102 @@ class Indexer:
             raise IngestionError(f"{document.source}: no text to index")
         return chunks, [self._analyzer.terms(c.content) for c in chunks]
 
+    async def _unchanged(self, document: Document, known: dict[str, str]) -> bool:
+        """Same text, and for extracted text the same extractor (its offsets depend on it)."""
+        if known.get(document.source) != document.content_hash:
+            return False
+        if document.source_class == "text":
+            return True
+        record = await self._store.get_document(document.source)
+        return (
+            record is not None
+            and record.source_class == document.source_class
+            and record.extractor == document.extractor
+        )
+
     async def _prune(self, root: Path, known: dict[str, str], seen: set[str]) -> list[str]:
         prefix = to_relative(root, self._base)
         if root.is_file():
             return []
         under = (lambda s: True) if prefix == "." else (lambda s: s.startswith(prefix + "/"))
-        gone = sorted(s for s in known if under(s) and s not in seen)
+        gone = []
+        for source in sorted(s for s in known if under(s) and s not in seen):
+            # URL documents live beside the files, not under them: a folder
+            # scan has no say over them.
+            record = await self._store.get_document(source)
+            if record is None or record.source_class != "snapshot":
+                gone.append(source)
         if gone:
             await self._store.delete_documents(gone)
         return gone
+
+    async def ingest_url(self, url: str, loader: UrlLoader) -> IngestReport:
+        """Fetch ``url`` and store it as a ``snapshot`` document with its local copy.
+
+        A URL refused on its face (scheme, userinfo, credential-shaped query)
+        raises ``IngestionError`` and is never named in a report. Anything that
+        goes wrong from resolution on is a failure in the report, and a
+        previously stored version of the URL stays as it was. SQLite is written
+        before the snapshot; an interrupted write shows as drift and the next
+        ingest of the URL rewrites the snapshot.
+        """
+        if self._snapshots is None:
+            raise ConfigurationError("URL ingest needs a snapshot directory; use a Collection")
+        source = loader.check(url).source
+        failed: list[IngestFailure] = []
+        document: Document | None = None
+        try:
+            document = await loader.load(url)
+        except (IngestionError, ConfigurationError) as exc:
+            failed.append(IngestFailure(source=source, reason=str(exc)))
+            logger.debug("URL ingest failed: %s", exc)
+        async with self._lock:
+            await self._store.set_analyzer(self._analyzer.identity)
+            await self._bind_embedding()
+            known = await self._store.document_hashes()
+            status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
+            if document is not None:
+                try:
+                    outcome = await self._store_snapshot_document(document, known)
+                except IngestionError as exc:
+                    failed.append(IngestFailure(source=source, reason=str(exc)))
+                else:
+                    status[outcome].append(document.source)
+            embedded = await self._sync_vectors()
+            keep = [
+                r.document_id
+                async for r in self._store.iter_documents()
+                if r.source_class == "snapshot"
+            ]
+            await asyncio.to_thread(remove_stale_snapshots, self._snapshots, keep)
+            return IngestReport(
+                added=status["added"],
+                updated=status["updated"],
+                unchanged=status["unchanged"],
+                failed=failed,
+                embedded=embedded,
+                generation=await self._store.generation(),
+            )
+
+    async def _store_snapshot_document(self, document: Document, known: dict[str, str]) -> str:
+        """Write the document, then its snapshot; returns added/updated/unchanged."""
+        assert self._snapshots is not None
+        snapshots = self._snapshots
+        path = snapshot_path(snapshots, document.document_id)
+        if await self._unchanged(document, known):
+            outcome = "unchanged"
+        else:
+            outcome = "updated" if document.source in known else "added"
+            await self._store_document(document)
+        # Also for an unchanged document: repairs a snapshot an interrupted run
+        # left behind or that was edited since.
+        if not await asyncio.to_thread(snapshot_matches, path, document.content):
+            try:
+                await asyncio.to_thread(
+                    write_snapshot, snapshots, document.document_id, document.content
+                )
+            except OSError as exc:
+                raise IngestionError(
+                    f"{document.source}: cannot write its snapshot ({exc.strerror or exc})"
+                ) from None
+        return outcome

@@ -323,7 +323,7 @@ class Retriever:
                 if stored is None:
                     continue
                 template = templates[hit.key] = _result(stored, 0.0)
-            results.append(template.model_copy(update={"score": hit.score}))
+            results.append(_rescored(template, hit.score))
         return results, len(hits) - len(results)
 
     async def _join_ids(self, scored: list[tuple[str, float]]) -> tuple[list[RetrievalResult], int]:
@@ -387,6 +387,23 @@ def _result(stored: StoredChunk, score: float) -> RetrievalResult:
         end_offset=stored.end_offset,
         metadata=stored.metadata,
     )
+
+
+def _rescored(template: RetrievalResult, score: float) -> RetrievalResult:
+    """``template.model_copy(update={"score": score})`` at half the cost.
+
+    The same steps pydantic's ``__copy__`` takes, without its generic
+    handling of private attributes (results have none); a test pins the
+    equivalence.
+    """
+    result = RetrievalResult.__new__(RetrievalResult)
+    fields = template.__dict__.copy()
+    fields["score"] = score
+    object.__setattr__(result, "__dict__", fields)
+    object.__setattr__(result, "__pydantic_fields_set__", template.__pydantic_fields_set__)
+    object.__setattr__(result, "__pydantic_extra__", None)
+    object.__setattr__(result, "__pydantic_private__", None)
+    return result
 
 
 def _lap(timings: dict[str, float], name: str, since: float) -> float:

@@ -1,0 +1,101 @@
+"""PDF and HTML files: loaders whose documents are ``extracted`` text.
+
+The document records the extractor's identity; a citation into it is checked
+by running that same extractor again (retrieval/citations.py), so the text is
+never stored as a second source of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from groundkit.config import IngestConfig
+from groundkit.contracts import PAGE_STARTS_KEY, Document
+from groundkit.errors import IngestionError
+from groundkit.extraction import (
+    Extraction,
+    ExtractorProtocol,
+    html_extractor,
+    pdf_extractor,
+)
+from groundkit.ingestion.files import contained_source, document_id_for, read_capped
+
+__all__ = ["HtmlLoader", "PdfLoader", "extracted_metadata"]
+
+
+def extracted_metadata(extraction: Extraction) -> dict[str, Any]:
+    """Document metadata for an extraction: page offsets (for citation pages) and title."""
+    metadata: dict[str, Any] = {}
+    if extraction.page_starts:
+        metadata[PAGE_STARTS_KEY] = list(extraction.page_starts)
+        metadata["pages"] = len(extraction.page_starts)
+    if extraction.title:
+        metadata["title"] = extraction.title
+    return metadata
+
+
+class _ExtractedLoader:
+    """Reads a file, runs the extractor on its bytes, keeps only a complete result."""
+
+    def __init__(
+        self,
+        config: IngestConfig | None,
+        factory: Callable[[], ExtractorProtocol],
+        extensions: Callable[[IngestConfig], tuple[str, ...]],
+        empty_reason: str,
+    ) -> None:
+        self.config = config or IngestConfig()
+        self._factory = factory
+        self._extensions = extensions(self.config)
+        self._empty_reason = empty_reason
+
+    def accepts(self, path: Path) -> bool:
+        return path.suffix.lower() in self._extensions
+
+    async def load(self, path: Path, *, base_dir: Path) -> Document:
+        real, source = contained_source(path, base_dir)
+        # ConfigurationError (extra not installed) propagates: the caller decides
+        # whether that fails one file or the whole run.
+        extractor = self._factory()
+        try:
+            data = await asyncio.to_thread(read_capped, real, self.config.max_file_bytes)
+        except OSError as exc:
+            raise IngestionError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        try:
+            extraction = await extractor.extract_bytes(data)
+        except IngestionError as exc:
+            raise IngestionError(f"{source}: {exc}") from None
+        if not extraction.text.strip():
+            raise IngestionError(f"{source}: {self._empty_reason}")
+        return Document(
+            document_id=document_id_for(source),
+            source=source,
+            content=extraction.text,
+            source_class="extracted",
+            extractor=extractor.identity,
+            metadata=extracted_metadata(extraction),
+        )
+
+
+class PdfLoader(_ExtractedLoader):
+    """``.pdf`` through pypdf (the ``pdf`` extra); a citation names its 1-based page."""
+
+    def __init__(self, config: IngestConfig | None = None) -> None:
+        super().__init__(
+            config,
+            pdf_extractor,
+            lambda c: c.pdf_extensions,
+            "no extractable text (image-only or scanned PDF? run OCR on it first)",
+        )
+
+
+class HtmlLoader(_ExtractedLoader):
+    """``.html``/``.htm``/``.xhtml`` through BeautifulSoup (the ``html`` extra)."""
+
+    def __init__(self, config: IngestConfig | None = None) -> None:
+        super().__init__(
+            config, html_extractor, lambda c: c.html_extensions, "no text in this HTML page"
+        )

@@ -1,0 +1,209 @@
+"""Fetch one http(s) URL into a ``snapshot`` document, refusing anything unsafe.
+
+Every check in utils/url_safety.py runs before a request is made. The
+connection goes to the address that was checked (the name travels in the Host
+header and, for https, in SNI and certificate checking), so DNS rebinding has
+no second answer to use. Redirects are errors, the body is capped in bytes and
+the whole fetch in time. The body is routed by Content-Type to the HTML or PDF
+extractor or kept as text; the resulting text is the document's content and,
+written by the Indexer, its snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import ssl
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from groundkit.contracts import Document
+from groundkit.errors import IngestionError
+from groundkit.extraction import (
+    Extraction,
+    ExtractorProtocol,
+    decode_body,
+    html_extractor,
+    pdf_extractor,
+)
+from groundkit.ingestion.extracted import extracted_metadata
+from groundkit.ingestion.files import document_id_for
+from groundkit.utils.url_safety import (
+    PUBLIC_ONLY,
+    AddressPolicy,
+    CheckedURL,
+    Resolver,
+    check_url,
+    resolve_checked,
+)
+
+__all__ = ["DEFAULT_URL_MAX_BYTES", "DEFAULT_URL_TIMEOUT", "UrlLoader"]
+
+DEFAULT_URL_MAX_BYTES = 20 * 1024 * 1024
+DEFAULT_URL_TIMEOUT = 30.0
+
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_PDF_TYPES = frozenset({"application/pdf"})
+_ACCEPT = "text/html, application/xhtml+xml, application/pdf, text/plain;q=0.9, text/*;q=0.8"
+
+
+def _user_agent() -> str:
+    try:
+        version = importlib.metadata.version("groundkit")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"groundkit/{version} (+citation snapshot)"
+
+
+@dataclass(frozen=True)
+class _Body:
+    data: bytes
+    media_type: str
+    charset: str | None
+
+
+def _media_type(header: str | None) -> tuple[str, str | None]:
+    if not header:
+        return "", None
+    parts = [p.strip() for p in header.split(";")]
+    charset = None
+    for param in parts[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip("\"'") or None
+    return parts[0].lower(), charset
+
+
+class UrlLoader:
+    """Fetches http(s) URLs under an address policy (public addresses only by default).
+
+    ``resolver`` replaces the system resolver (tests use a stub); ``verify`` is
+    passed to httpx (an ``ssl.SSLContext`` to trust a private CA). Nothing is
+    read from the environment: no proxy, no certificate override.
+    """
+
+    def __init__(
+        self,
+        *,
+        policy: AddressPolicy = PUBLIC_ONLY,
+        resolver: Resolver | None = None,
+        max_bytes: int = DEFAULT_URL_MAX_BYTES,
+        timeout: float = DEFAULT_URL_TIMEOUT,
+        verify: ssl.SSLContext | bool = True,
+    ) -> None:
+        if max_bytes < 1 or not timeout > 0:
+            raise ValueError("max_bytes and timeout must be positive")
+        self.policy = policy
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self._resolver = resolver
+        self._verify = verify
+
+    def check(self, url: str) -> CheckedURL:
+        """The checks that need no network; ``IngestionError`` when the URL is refused."""
+        return check_url(url)
+
+    async def load(self, url: str) -> Document:
+        """Fetch ``url`` into a ``snapshot`` document; ``IngestionError`` with a reason otherwise.
+
+        A missing extra for the body's type raises ``ConfigurationError``.
+        """
+        checked = self.check(url)
+        try:
+            async with asyncio.timeout(self.timeout):
+                body = await self._fetch(checked)
+        except TimeoutError:
+            raise IngestionError(
+                f"{checked.source}: no complete answer within {self.timeout:g} s"
+            ) from None
+        extraction, extractor = await self._extract(checked, body)
+        if not extraction.text.strip():
+            raise IngestionError(f"{checked.source}: the response has no text")
+        metadata: dict[str, Any] = {"content_type": body.media_type}
+        metadata.update(extracted_metadata(extraction))
+        if extractor is not None:
+            # Provenance only: a snapshot verifies against its stored copy,
+            # never by running this extractor again.
+            metadata["extracted_with"] = extractor.identity
+        return Document(
+            document_id=document_id_for(checked.source),
+            source=checked.source,
+            content=extraction.text,
+            source_class="snapshot",
+            metadata=metadata,
+        )
+
+    async def _fetch(self, checked: CheckedURL) -> _Body:
+        address = await resolve_checked(checked, self.policy, self._resolver)
+        target = checked.url.copy_with(host=str(address).split("%", 1)[0])
+        extensions: dict[str, Any] = {}
+        if checked.url.scheme == "https" and checked.address is None:
+            # TLS to the pinned address, but SNI and the certificate check use the name.
+            extensions["sni_hostname"] = checked.host.rstrip(".")
+        headers = {"Host": checked.host_header, "Accept": _ACCEPT, "User-Agent": _user_agent()}
+        source = checked.source
+        try:
+            async with (
+                httpx.AsyncClient(
+                    follow_redirects=False,
+                    trust_env=False,
+                    verify=self._verify,
+                    timeout=httpx.Timeout(self.timeout),
+                ) as client,
+                client.stream("GET", target, headers=headers, extensions=extensions) as response,
+            ):
+                return await self._read(source, response)
+        except httpx.HTTPError as exc:
+            raise IngestionError(
+                f"{source}: request failed ({type(exc).__name__}: {exc})"
+            ) from None
+        except ssl.SSLError as exc:
+            raise IngestionError(f"{source}: TLS failed ({exc})") from None
+
+    async def _read(self, source: str, response: httpx.Response) -> _Body:
+        status = response.status_code
+        if 300 <= status < 400:
+            raise IngestionError(
+                f"{source}: answered with a redirect (HTTP {status}); redirects are never "
+                "followed, ingest the final URL itself if you trust it"
+            )
+        if status != 200:
+            raise IngestionError(f"{source}: answered HTTP {status}")
+        media_type, charset = _media_type(response.headers.get("content-type"))
+        if not (
+            media_type in _HTML_TYPES or media_type in _PDF_TYPES or media_type.startswith("text/")
+        ):
+            shown = media_type or "none"
+            raise IngestionError(
+                f"{source}: content type {shown!r} is not HTML, PDF or text; not ingested"
+            )
+        declared = response.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            raise IngestionError(
+                f"{source}: announces {int(declared)} bytes, over the cap of {self.max_bytes}"
+            )
+        data = bytearray()
+        async for part in response.aiter_bytes():
+            data += part
+            if len(data) > self.max_bytes:
+                # Counted after decompression, so a compressed bomb stops here too.
+                raise IngestionError(f"{source}: body exceeds the cap of {self.max_bytes} bytes")
+        return _Body(bytes(data), media_type, charset)
+
+    async def _extract(
+        self, checked: CheckedURL, body: _Body
+    ) -> tuple[Extraction, ExtractorProtocol | None]:
+        extractor: ExtractorProtocol | None = None
+        if body.media_type in _HTML_TYPES:
+            extractor = html_extractor()
+        elif body.media_type in _PDF_TYPES:
+            extractor = pdf_extractor()
+        if extractor is None:
+            text = await asyncio.to_thread(decode_body, body.data, body.charset, markup=False)
+            return Extraction(text=text), None
+        try:
+            return await extractor.extract_bytes(body.data, charset=body.charset), extractor
+        except IngestionError as exc:
+            raise IngestionError(f"{checked.source}: {exc}") from None

@@ -1,0 +1,306 @@
+"""URL ingest against a real HTTP server on 127.0.0.1: fetch, refuse, snapshot, verify."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from groundkit import (
+    Collection,
+    IngestionError,
+    RetrievalError,
+    RetrievalResult,
+    resolve_citation,
+    verify_citation,
+)
+from groundkit.extraction import html_extractor, pdf_extractor
+from groundkit.ingestion.snapshots import snapshot_dir_for
+from groundkit.ingestion.url_loader import UrlLoader
+from groundkit.utils.url_safety import AddressPolicy
+from tests.sources import HTML_PAGE, PAGES, Route, Site, make_pdf, self_signed, stub_resolver
+from tests.support import SMALL_CHUNKS, write_tree
+
+LOOPBACK = AddressPolicy.allowing("127.0.0.0/8")
+TEXT = "Tidal power uses the rise and fall of the sea.\n\nIt is predictable, unlike wind.\n"
+
+
+@pytest.fixture(scope="module")
+def _site() -> Iterator[Site]:
+    site = Site()
+    try:
+        yield site
+    finally:
+        site.close()
+
+
+@pytest.fixture
+def site(_site: Site) -> Site:
+    _site.seen.clear()
+    _site.routes.clear()
+    _site.routes.update(
+        {
+            "/guide.html": Route(
+                body=HTML_PAGE.encode("cp1252"),
+                headers={"Content-Type": "text/html"},  # charset only in the page
+            ),
+            "/latin.html": Route(
+                body="<p>Crème brûlée</p>".encode("cp1252"),
+                headers={"Content-Type": "text/html; charset=ISO-8859-1"},
+            ),
+            "/tidal.txt": Route(body=TEXT.encode(), headers={"Content-Type": "text/plain"}),
+            "/report.pdf": Route(body=make_pdf(), headers={"Content-Type": "application/pdf"}),
+            "/moved": Route(302, headers={"Location": "/tidal.txt"}),
+            "/big.txt": Route(body=b"x" * 5000, headers={"Content-Type": "text/plain"}),
+            "/big-chunked.txt": Route(
+                body=b"y" * 50_000, headers={"Content-Type": "text/plain"}, chunked=True
+            ),
+            "/stall.txt": Route(
+                body=b"partial body " * 10,
+                headers={"Content-Type": "text/plain"},
+                stall_after=13,
+                stall_seconds=3.0,
+            ),
+            "/image.png": Route(body=b"\x89PNG", headers={"Content-Type": "image/png"}),
+            "/blank.txt": Route(body=b"  \n ", headers={"Content-Type": "text/plain"}),
+        }
+    )
+    return _site
+
+
+def loader(**over: object) -> UrlLoader:
+    options: dict[str, object] = {"policy": LOOPBACK, "timeout": 5.0}
+    options.update(over)
+    return UrlLoader(**options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def col(tmp_path: Path) -> AsyncIterator[Collection]:
+    base = tmp_path / "corpus"
+    write_tree(base, {"local.md": "A local note about tidal lagoons.\n"})
+    async with Collection.open(
+        tmp_path / "index", base_dir=base, chunking=SMALL_CHUNKS, url_loader=loader()
+    ) as opened:
+        yield opened
+
+
+class TestLoader:
+    async def test_html(self, site: Site) -> None:
+        document = await loader().load(site.url("/guide.html#top"))
+        assert document.source == site.url("/guide.html")
+        assert document.source_class == "snapshot" and document.extractor is None
+        assert document.content.startswith("Café “Guide”\n\nEspresso basics")
+        assert "scriptword" not in document.content
+        assert document.metadata["title"] == "Café “Guide”"
+        assert document.metadata["content_type"] == "text/html"
+        assert document.metadata["extracted_with"] == html_extractor().identity
+
+    async def test_header_charset(self, site: Site) -> None:
+        document = await loader().load(site.url("/latin.html"))
+        assert document.content == "Crème brûlée"
+
+    async def test_text_kept_verbatim(self, site: Site) -> None:
+        document = await loader().load(site.url("/tidal.txt"))
+        assert document.content == TEXT
+        assert "extracted_with" not in document.metadata
+
+    async def test_pdf(self, site: Site) -> None:
+        document = await loader().load(site.url("/report.pdf"))
+        assert document.metadata["pages"] == len(PAGES)
+        assert document.metadata["extracted_with"] == pdf_extractor().identity
+        assert "Photovoltaic" in document.content
+
+    async def test_redirect_refused_not_followed(self, site: Site) -> None:
+        with pytest.raises(IngestionError, match=r"redirect \(HTTP 302\)"):
+            await loader().load(site.url("/moved"))
+        assert [s.path for s in site.seen] == ["/moved"]
+
+    async def test_declared_size_over_cap(self, site: Site) -> None:
+        with pytest.raises(IngestionError, match="announces 5000 bytes"):
+            await loader(max_bytes=1000).load(site.url("/big.txt"))
+
+    async def test_streamed_size_over_cap(self, site: Site) -> None:
+        with pytest.raises(IngestionError, match="exceeds the cap of 10000"):
+            await loader(max_bytes=10_000).load(site.url("/big-chunked.txt"))
+
+    async def test_stall_times_out(self, site: Site) -> None:
+        with pytest.raises(IngestionError, match=r"within 0\.5 s"):
+            await loader(timeout=0.5).load(site.url("/stall.txt"))
+
+    @pytest.mark.parametrize(
+        ("path", "reason"),
+        [
+            ("/image.png", "'image/png' is not HTML, PDF or text"),
+            ("/nothing-here", "HTTP 404"),
+            ("/blank.txt", "no text"),
+        ],
+    )
+    async def test_other_failures(self, site: Site, path: str, reason: str) -> None:
+        with pytest.raises(IngestionError, match=reason):
+            await loader().load(site.url(path))
+
+    async def test_default_policy_refuses_loopback_before_any_request(self, site: Site) -> None:
+        with pytest.raises(IngestionError, match="loopback"):
+            await UrlLoader().load(site.url("/tidal.txt"))
+        assert site.seen == []
+
+    async def test_connection_pinned_to_checked_address(self, site: Site) -> None:
+        # The name exists only in the stub resolver: the fetch must use the
+        # address it returned, asked once, with the name in the Host header.
+        calls: list[str] = []
+        resolver = stub_resolver({"docs.example": ["127.0.0.1"]}, calls)
+        document = await loader(resolver=resolver).load(
+            f"http://docs.example:{site.port}/tidal.txt"
+        )
+        assert document.content == TEXT
+        assert calls == ["docs.example"]
+        assert site.seen[-1].headers["Host"] == f"docs.example:{site.port}"
+
+    async def test_unreachable(self) -> None:
+        with pytest.raises(IngestionError, match="request failed"):
+            await loader(timeout=2.0).load("http://127.0.0.1:1/")
+
+
+async def test_https_pins_the_address_and_checks_the_name(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path, "secure.example")
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    server_ctx.sni_callback = lambda sock, name, ctx: names.append(name)
+    site = Site(wrap=lambda sock: server_ctx.wrap_socket(sock, server_side=True))
+    site.routes["/tidal.txt"] = Route(body=TEXT.encode(), headers={"Content-Type": "text/plain"})
+    try:
+        client_ctx = ssl.create_default_context(cafile=str(cert))
+        calls: list[str] = []
+        resolver = stub_resolver({"secure.example": ["127.0.0.1"]}, calls)
+        document = await loader(resolver=resolver, verify=client_ctx).load(
+            f"https://secure.example:{site.port}/tidal.txt"
+        )
+        assert document.content == TEXT
+        assert names == ["secure.example"]  # SNI carried the name, not the address
+        # The certificate names secure.example only: connecting by address fails.
+        with pytest.raises(IngestionError, match="request failed"):
+            await loader(verify=client_ctx).load(f"https://127.0.0.1:{site.port}/tidal.txt")
+    finally:
+        site.close()
+
+
+class TestCollection:
+    async def test_every_chunk_verifies_against_its_snapshot(
+        self, col: Collection, site: Site, tmp_path: Path
+    ) -> None:
+        snapshots = snapshot_dir_for(tmp_path / "index", "default")
+        assert col.snapshot_dir == snapshots
+        for path in ("/guide.html", "/tidal.txt", "/report.pdf"):
+            report = await col.ingest(site.url(path))
+            assert report.added == [site.url(path)], report.failed
+            record = await col.store.get_document(site.url(path))
+            assert record is not None and record.source_class == "snapshot"
+            stored = (snapshots / record.document_id).read_bytes().decode("utf-8")
+            chunks = await col.store.get_document_chunks(record.document_id)
+            # The snapshot is exactly the indexed text.
+            assert all(stored[c.start_offset : c.end_offset] == c.content for c in chunks)
+        await col.ingest(col.base_dir)  # the local folder too
+        checked = 0
+        for query in ("espresso crema", "tidal sea", "photovoltaic", "geothermal"):
+            response = await col.search(query, 10)
+            assert response.results, query
+            checked += await assert_all_verify_snapshots(col, response.results)
+        assert checked >= 4
+        verify = await col.verify()
+        assert verify.ok and verify.verified == await col.store.chunk_count()
+
+        # Snapshot PDFs keep their page numbers.
+        hits = (await col.search("geothermal", 5)).results
+        pdf_hits = [h for h in hits if h.source == site.url("/report.pdf")]
+        assert pdf_hits and pdf_hits[0].citation.page == 4
+
+    async def test_changed_or_missing_snapshot(self, col: Collection, site: Site) -> None:
+        await col.ingest(site.url("/tidal.txt"))
+        record = await col.store.get_document(site.url("/tidal.txt"))
+        assert record is not None and col.snapshot_dir is not None
+        chunk_ids = [c.chunk_id for c in await col.store.get_document_chunks(record.document_id)]
+        snapshot = col.snapshot_dir / record.document_id
+        snapshot.write_text(TEXT.replace("Tidal", "Solar"), encoding="utf-8")
+        assert (await col.fetch_chunk(chunk_ids[0])).verification == "drifted"
+        snapshot.write_bytes(b"\xff\xfe")
+        result = await col.fetch_chunk(chunk_ids[0])
+        assert result.verification == "unresolvable" and "UTF-8" in result.detail
+        snapshot.unlink()
+        result = await col.fetch_chunk(chunk_ids[0])
+        assert result.verification == "unresolvable" and "snapshot" in result.detail
+        # Ingesting the same URL again repairs the snapshot.
+        report = await col.ingest(site.url("/tidal.txt"))
+        assert report.unchanged == [site.url("/tidal.txt")]
+        assert (await col.fetch_chunk(chunk_ids[0])).verification == "verified"
+
+    async def test_snapshot_dir_is_required(self, col: Collection, site: Site) -> None:
+        await col.ingest(site.url("/tidal.txt"))
+        hit = (await col.search("tidal", 1)).results[0]
+        with pytest.raises(RetrievalError, match="snapshot_dir") as info:
+            await resolve_citation(hit.citation, col.base_dir)
+        assert info.value.verdict == "unresolvable"
+        assert col.snapshot_dir is not None
+        assert await resolve_citation(hit.citation, col.base_dir, snapshot_dir=col.snapshot_dir)
+
+    async def test_folder_ingest_never_prunes_urls(self, col: Collection, site: Site) -> None:
+        await col.ingest(site.url("/tidal.txt"))
+        await col.ingest(col.base_dir)
+        (col.base_dir / "local.md").unlink()
+        write_tree(col.base_dir, {"other.md": "Something else entirely.\n"})
+        report = await col.ingest(col.base_dir)
+        assert report.removed == ["local.md"]
+        assert site.url("/tidal.txt") in await col.store.get_document_sources()
+        assert (await col.verify()).ok
+
+    async def test_update_and_failure_keep_store_and_snapshot_in_step(
+        self, col: Collection, site: Site
+    ) -> None:
+        url = site.url("/tidal.txt")
+        await col.ingest(url)
+        site.routes["/tidal.txt"] = Route(
+            body=b"Tidal power, revised.\n", headers={"Content-Type": "text/plain"}
+        )
+        report = await col.ingest(url)
+        assert report.updated == [url]
+        assert (await col.verify()).ok
+        # A failed re-fetch keeps the stored version and its snapshot.
+        site.routes["/tidal.txt"] = Route(500, b"down")
+        report = await col.ingest(url)
+        assert report.failed[0].source == url and "HTTP 500" in report.failed[0].reason
+        assert (await col.search("revised", 1)).results
+        assert (await col.verify()).ok
+
+    async def test_stale_snapshot_files_are_removed(self, col: Collection, site: Site) -> None:
+        await col.ingest(site.url("/tidal.txt"))
+        assert col.snapshot_dir is not None
+        (col.snapshot_dir / "0123456789abcdef0123456789abcdef").write_text("orphan")
+        (col.snapshot_dir / "feedfacefeedfacefeedfacefeedface.partial").write_text("half")
+        await col.ingest(site.url("/guide.html"))
+        names = sorted(p.name for p in col.snapshot_dir.iterdir())
+        assert len(names) == 2 and all(len(n) == 32 for n in names)
+
+    async def test_refused_urls(self, col: Collection, site: Site) -> None:
+        with pytest.raises(IngestionError, match="credentials"):
+            await col.ingest(site.url("/tidal.txt?api_key=abc"))
+        with pytest.raises(IngestionError, match="scheme 'ftp'"):
+            await col.ingest("ftp://127.0.0.1/x")
+        index_dir = col.store.path.parent
+        async with Collection.open(index_dir, "strict", base_dir=col.base_dir) as strict:
+            report = await strict.ingest(site.url("/tidal.txt"))
+            assert "loopback" in report.failed[0].reason
+            assert await strict.store.get_document_sources() == []
+        assert site.seen == []
+        assert await col.store.get_document_sources() == []
+
+
+async def assert_all_verify_snapshots(col: Collection, results: list[RetrievalResult]) -> int:
+    """Like ``assert_all_verify``, with the collection's snapshot directory."""
+    for result in results:
+        ok = await verify_citation(
+            result.citation, result.content, col.base_dir, snapshot_dir=col.snapshot_dir
+        )
+        assert ok, result.citation
+    return len(results)

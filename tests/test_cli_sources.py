@@ -1,0 +1,74 @@
+"""grk with PDF, HTML and URL sources."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.sources import HTML_PAGE, Route, Site, make_pdf
+from tests.support import write_tree
+from tests.test_cli import common, run
+
+PAGE_WORDS = ("photovoltaic", "turbines", "hydroelectric", "geothermal")
+
+
+# Pages longer than the default chunk budget, so each page is its own chunks.
+LONG_PAGES = [f"{word} " + "Filler text about energy policy. " * 60 for word in PAGE_WORDS]
+
+
+def test_pdf_and_html_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pdf = make_pdf(LONG_PAGES)
+    write_tree(
+        tmp_path / "docs",
+        {"report.pdf": pdf, "guide.html": HTML_PAGE.encode("cp1252"), "x.bin": b"\0"},
+    )
+    code, out, _ = run(capsys, "ingest", str(tmp_path / "docs"), *common(tmp_path), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["added"] == ["docs/guide.html", "docs/report.pdf"]
+    assert report["skipped"] == 1
+
+    code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path), "--json")
+    hit = json.loads(out)["results"][0]
+    assert (hit["source"], hit["source_class"]) == ("docs/report.pdf", "extracted")
+    assert hit["extractor"].startswith("pypdf/")
+    # The word opens page 4; a chunk holding it starts there or runs in from page 3.
+    page = 4 if hit["content"].startswith("geothermal") else 3
+    assert hit["page"] == page
+
+    code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path))
+    assert f"] p. {page}  score" in out
+
+    code, out, _ = run(capsys, "fetch", hit["chunk_id"], *common(tmp_path), "--json")
+    fetched = json.loads(out)
+    assert code == 0 and fetched["verification"] == "verified"
+    assert fetched["citation"]["page"] == page
+
+    (tmp_path / "docs" / "report.pdf").write_bytes(make_pdf(["replaced"]))
+    code, out, _ = run(capsys, "verify", *common(tmp_path))
+    assert code == 1 and "drifted" in out
+
+
+def test_url_refused_by_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = Site()
+    site.routes["/a.txt"] = Route(body=b"hello", headers={"Content-Type": "text/plain"})
+    try:
+        code, out, _ = run(capsys, "ingest", site.url("/a.txt"), *common(tmp_path))
+        assert code == 1
+        assert "failed 1" in out and "loopback" in out
+        assert site.seen == []
+    finally:
+        site.close()
+
+
+def test_credential_url_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(
+        capsys, "ingest", "https://example.com/doc?access_token=SECRETVALUE", *common(tmp_path)
+    )
+    assert code == 2
+    assert "credentials" in err
+    assert "SECRETVALUE" not in err + out
