@@ -112,6 +112,11 @@ async def test_streamable_http_with_a_token(served: Served, tmp_path: Path) -> N
                 assert response.status_code == 401
                 assert response.json() == {"error": "unauthorized"}
         auth = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient() as raw:
+            # Token right, but the Host of another site (DNS rebinding): refused.
+            headers = {**accept, **auth, "Host": "attacker.example"}
+            response = await raw.post(url, json=initialize, headers=headers)
+            assert response.status_code == 421
         async with (
             httpx2.AsyncClient(headers=auth) as http,
             Client(streamable_http_client(url, http_client=http)) as client,

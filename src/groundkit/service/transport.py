@@ -123,9 +123,22 @@ async def run_server(
         return
     try:
         import uvicorn
+        from mcp.server.transport_security import TransportSecuritySettings
     except ImportError as exc:
         raise ConfigurationError(SERVE_EXTRA_HINT) from exc
-    app: ASGIApp = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    security = None
+    if is_loopback(host):
+        # Refuse Host/Origin headers naming other sites (DNS rebinding), for every
+        # loopback spelling, not only the three the SDK knows.
+        names = sorted({_bracketed(host), "127.0.0.1", "localhost", "[::1]"})
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{n}:*" for n in names],
+            allowed_origins=[f"http://{n}:*" for n in names],
+        )
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, transport_security=security
+    )
     if token is not None:
         app = BearerTokenGate(app, token)
     config = uvicorn.Config(
@@ -156,5 +169,11 @@ async def run_server(
         ) from None
 
 
+def _bracketed(host: str) -> str:
+    """``host`` as it appears in a URL or Host header (IPv6 in brackets)."""
+    bare = host.strip("[]")
+    return f"[{bare}]" if ":" in bare else bare
+
+
 def _netloc(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return f"{_bracketed(host)}:{port}"
