@@ -10,7 +10,9 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from groundkit import (
     StorageError,
 )
 from groundkit.index.dense import LanceDBVectorStore
+from groundkit.utils.hashing import sha256_text
 from tests.support import CORPUS, QUERIES, SMALL_CHUNKS, ToyEmbedder, assert_all_verify, write_tree
 
 os.environ.setdefault("LANCEDB_LOG", "error")
@@ -266,5 +269,96 @@ async def test_vector_table_lives_beside_the_sqlite_file(index_dir: Path, corpus
         assert isinstance(col.vector_store, LanceDBVectorStore)
         assert (index_dir / "default.lance").is_dir()
         assert (index_dir / "default.sqlite3").is_file()
+    finally:
+        await col.close()
+
+
+class RecordingEmbedder(ToyEmbedder):
+    """Remembers every text it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    async def embed_documents(self, texts: Sequence[str]) -> Any:
+        self.seen.extend(texts)
+        return await super().embed_documents(texts)
+
+
+async def test_only_new_or_changed_chunks_are_embedded(index_dir: Path, tmp_path: Path) -> None:
+    base = tmp_path / "docs"
+    paragraphs = [f"Paragraph {i} is about subject {i} in some detail." for i in range(6)]
+    write_tree(base, {"long.txt": "\n\n".join(paragraphs) + "\n", "other.txt": "Unrelated.\n"})
+    embedder = RecordingEmbedder()
+    col = await open_dense(index_dir, base, embedder)
+    try:
+        first = await col.ingest(base)
+        stored_before = {s.content for b in [x async for x in col.store.iter_chunks()] for s in b}
+        assert first.chunks_reused == 0
+        assert first.chunks_embedded == len(embedder.seen) == len(set(embedder.seen))
+        assert col.vector_store is not None
+        before = await col.vector_store.vectors_by_content([sha256_text(t) for t in stored_before])
+        embedder.seen.clear()
+        # Change the last paragraph only: every earlier chunk keeps its text.
+        edited = [*paragraphs[:-1], "The final paragraph now says something new."]
+        (base / "long.txt").write_text("\n\n".join(edited) + "\n", encoding="utf-8")
+        report = await col.ingest(base)
+        assert report.updated == ["long.txt"] and report.embedded == 1
+        stored = [s async for b in col.store.iter_chunks() for s in b if s.source == "long.txt"]
+        new_texts = {s.content for s in stored} - stored_before
+        assert new_texts and set(embedder.seen) == new_texts
+        assert report.chunks_embedded == len(new_texts)
+        assert report.chunks_reused == len(stored) - len(new_texts) > 0
+        after = await col.vector_store.vectors_by_content([sha256_text(s.content) for s in stored])
+        for s in stored:
+            if s.content in stored_before:  # reused, not recomputed
+                assert np.array_equal(after[sha256_text(s.content)], before[sha256_text(s.content)])
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
+        response = await col.search("subject 2 detail", 3, mode="dense")
+        assert response.results
+        await assert_all_verify(response.results, base)
+    finally:
+        await col.close()
+
+
+async def test_renamed_file_reuses_its_vectors(index_dir: Path, tmp_path: Path) -> None:
+    base = tmp_path / "docs"
+    write_tree(base, {"a.txt": "Tides follow the moon.\n\nSpring tides are the strongest.\n"})
+    embedder = RecordingEmbedder()
+    col = await open_dense(index_dir, base, embedder)
+    try:
+        await col.ingest(base)
+        embedder.seen.clear()
+        (base / "a.txt").rename(base / "b.txt")
+        report = await col.ingest(base)
+        assert report.added == ["b.txt"] and report.removed == ["a.txt"]
+        assert embedder.seen == [] and report.chunks_embedded == 0 and report.chunks_reused > 0
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
+    finally:
+        await col.close()
+
+
+async def test_bulk_ingest_writes_in_groups_and_embeds_from_memory(
+    index_dir: Path, tmp_path: Path
+) -> None:
+    base = tmp_path / "many"
+    write_tree(base, {f"n{i:03}.txt": f"Note {i} on theme {i % 5}.\n" for i in range(120)})
+    col = await open_dense(index_dir, base)
+    reads = 0
+    real = col.store.get_document_chunks
+
+    async def counting(document_id: str) -> Any:
+        nonlocal reads
+        reads += 1
+        return await real(document_id)
+
+    col.store.get_document_chunks = counting  # type: ignore[method-assign]
+    try:
+        report = await col.ingest(base)
+        assert len(report.added) == 120 and report.embedded == 120
+        assert report.generation < 120  # grouped transactions, not one per file
+        assert reads == 0  # vectors came from the chunks in memory
+        assert await col.store.documents_missing_vectors() == []
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
     finally:
         await col.close()

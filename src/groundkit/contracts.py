@@ -262,6 +262,8 @@ class IngestReport(_Frozen):
     failed: list[IngestFailure] = Field(default_factory=list)
     skipped: int = Field(default=0, ge=0)
     embedded: int = Field(default=0, ge=0)
+    chunks_embedded: int = Field(default=0, ge=0)
+    chunks_reused: int = Field(default=0, ge=0)
     generation: int = Field(default=0, ge=0)
 
     @property

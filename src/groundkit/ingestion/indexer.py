@@ -11,15 +11,19 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
 
 from groundkit.config import ChunkingConfig, IngestConfig
 from groundkit.contracts import Chunk, Document, IngestFailure, IngestReport
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.dense import VectorStoreProtocol
-from groundkit.index.protocols import MetadataStoreProtocol, StoredChunk
+from groundkit.index.protocols import MetadataStoreProtocol
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.files import discover_files
@@ -33,6 +37,7 @@ from groundkit.ingestion.snapshots import (
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
+from groundkit.utils.hashing import sha256_text
 from groundkit.utils.path_safety import is_within, to_relative
 
 if TYPE_CHECKING:
@@ -60,6 +65,7 @@ class Indexer:
         embedder: EmbeddingProtocol | None = None,
         vector_store: VectorStoreProtocol | None = None,
         embed_batch_chunks: int = 4096,
+        write_batch_chunks: int = 512,
         collection: str | None = None,
         snapshot_dir: Path | None = None,
     ) -> None:
@@ -68,6 +74,7 @@ class Indexer:
         self._embedder = embedder
         self._vectors = vector_store
         self._embed_batch = max(1, embed_batch_chunks)
+        self._write_batch = max(1, write_batch_chunks)
         self._store = store
         self._base = Path(os.path.realpath(base_dir))
         self._ingest = ingest or IngestConfig()
@@ -133,6 +140,7 @@ class Indexer:
         failed: list[IngestFailure] = []
         seen: set[str] = set()
         total = len(discovery.files)
+        writer = _Writer(self, reuse=await self._vectors_present())
         for done, file in enumerate(discovery.files, start=1):
             source = to_relative(file, self._base)
             seen.add(source)
@@ -144,7 +152,7 @@ class Indexer:
                         unchanged.append(document.source)
                         span.set(outcome="unchanged")
                     else:
-                        chunk_count = await self._store_document(document)
+                        chunk_count = await writer.add(document)
                         outcome = "updated" if document.source in known else "added"
                         (updated if outcome == "updated" else added).append(document.source)
                         span.set(outcome=outcome, chunk_count=chunk_count)
@@ -157,8 +165,9 @@ class Indexer:
                     logger.debug("ingest failed: %s", exc)
             if progress is not None:
                 progress(done, total)
+        await writer.finish()
         removed = await self._prune(root, known, seen)
-        embedded = await self._sync_vectors()
+        await self._sync_vectors(writer)
         return IngestReport(
             added=sorted(added),
             updated=sorted(updated),
@@ -166,7 +175,9 @@ class Indexer:
             removed=removed,
             failed=sorted(failed, key=lambda f: f.source),
             skipped=discovery.skipped,
-            embedded=embedded,
+            embedded=writer.documents_embedded,
+            chunks_embedded=writer.chunks_embedded,
+            chunks_reused=writer.chunks_reused,
             generation=await self._store.generation(),
         )
 
@@ -188,53 +199,85 @@ class Indexer:
             )
         await self._store.write_manifest(identity)
 
-    async def _sync_vectors(self) -> int:
-        """Embed every document whose content has no confirmed vectors; drop orphans.
+    async def _vectors_present(self) -> bool:
+        """Whether stored vectors may be reused (skips the lookups on a first ingest)."""
+        return self._vectors is not None and await self._vectors.count() > 0
 
-        SQLite is written first and vectors are confirmed per document after
-        they are stored, so a crash anywhere leaves documents this pass repairs
-        and never a vector that hydrates to the wrong text.
+    async def _sync_vectors(self, writer: _Writer) -> None:
+        """Embed documents still without confirmed vectors; drop orphan vectors.
+
+        The ingest loop embeds what it writes as it goes. What remains here is
+        repair: documents left without vectors by an interrupted earlier run
+        (SQLite is written first, vectors are confirmed after they are stored),
+        and vectors whose document is gone (ADR 0011).
         """
-        if self._embedder is None or self._vectors is None:
-            return 0
+        if self._vectors is None:
+            return
         missing = await self._store.documents_missing_vectors()
-        batch: list[tuple[str, str, list[StoredChunk]]] = []
-        size = 0
-        for document_id in missing:
-            chunks = await self._store.get_document_chunks(document_id)
-            if not chunks:
-                continue
-            batch.append((document_id, chunks[0].document_hash, chunks))
-            size += len(chunks)
-            if size >= self._embed_batch:
-                await self._embed(batch)
-                batch, size = [], 0
-        if batch:
-            await self._embed(batch)
+        for i in range(0, len(missing), _REPAIR_DOCUMENTS):
+            part = missing[i : i + _REPAIR_DOCUMENTS]
+            grouped = await self._store.get_chunks_for_documents(part)
+            for document_id in part:
+                rows = grouped.get(document_id)
+                if rows:
+                    await writer.queue_vectors(
+                        _VectorJob(
+                            document_id,
+                            rows[0].document_hash,
+                            [r.chunk_id for r in rows],
+                            [sha256_text(r.content) for r in rows],
+                            [r.content for r in rows],
+                        )
+                    )
+        await writer.flush_vectors()
         orphans = await self._vectors.document_ids() - await self._store.document_ids()
         if orphans:
             await self._vectors.delete_documents(sorted(orphans))
-        if missing or orphans:
+        if writer.documents_embedded or orphans:
             await self._vectors.optimize()
-        return len(missing)
 
-    async def _embed(self, batch: list[tuple[str, str, list[StoredChunk]]]) -> None:
+    async def _write(self, items: list[tuple[Document, list[Chunk], list[list[str]]]]) -> None:
+        await self._store.replace_documents(items)
+
+    async def _embed_and_store(self, jobs: list[_VectorJob], reuse: bool) -> tuple[int, int]:
+        """Vectors for ``jobs``: reused by chunk content hash where stored, else embedded.
+
+        Returns ``(chunks embedded, chunks reused)``. Vectors are stored before
+        the documents are marked, so a crash in between only costs a re-embed.
+        """
         assert self._embedder is not None and self._vectors is not None
-        texts = [c.content for _, _, chunks in batch for c in chunks]
-        vectors = await self._embedder.embed_documents(texts)
-        items = []
-        start = 0
-        for document_id, _, chunks in batch:
-            end = start + len(chunks)
-            items.append((document_id, [c.chunk_id for c in chunks], vectors[start:end]))
-            start = end
-        await self._vectors.upsert_documents(items)
-        for document_id, content_hash, _ in batch:
-            await self._store.mark_vectors_stored(document_id, content_hash)
+        by_hash: dict[str, npt.NDArray[np.float32]] = {}
+        if reuse:
+            by_hash.update(
+                await self._vectors.vectors_by_content([h for j in jobs for h in j.chunk_hashes])
+            )
+        todo: dict[str, str] = {}  # hash -> text, first occurrence order
+        reused = 0
+        for job in jobs:
+            for content_hash, text in zip(job.chunk_hashes, job.texts, strict=True):
+                if content_hash in by_hash:
+                    reused += 1
+                elif content_hash not in todo:
+                    todo[content_hash] = text
+        if todo:
+            vectors = await self._embedder.embed_documents(list(todo.values()))
+            by_hash.update(zip(todo, vectors, strict=True))
+        await self._vectors.upsert_documents(
+            [
+                (job.document_id, job.chunk_ids, np.stack([by_hash[h] for h in job.chunk_hashes]))
+                for job in jobs
+            ],
+            content_hashes={job.document_id: job.chunk_hashes for job in jobs},
+        )
+        await self._store.mark_vectors_stored_many(
+            [(job.document_id, job.document_hash) for job in jobs]
+        )
+        return len(todo), reused
 
     async def _store_document(self, document: Document) -> int:
+        """Prepare and write one document on its own (no batching, no vectors)."""
         chunks, terms = await asyncio.to_thread(self._prepare, document)
-        await self._store.replace_document(document, chunks, terms)
+        await self._write([(document, chunks, terms)])
         return len(chunks)
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[str]]]:
@@ -296,6 +339,7 @@ class Indexer:
             await self._store.set_analyzer(self._analyzer.identity)
             await self._bind_embedding()
             known = await self._store.document_hashes()
+            writer = _Writer(self, reuse=await self._vectors_present())
             status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
             if document is not None:
                 try:
@@ -304,7 +348,7 @@ class Indexer:
                     failed.append(IngestFailure(source=source, reason=str(exc)))
                 else:
                     status[outcome].append(document.source)
-            embedded = await self._sync_vectors()
+            await self._sync_vectors(writer)
             keep = [
                 r.document_id
                 async for r in self._store.iter_documents()
@@ -316,7 +360,9 @@ class Indexer:
                 updated=status["updated"],
                 unchanged=status["unchanged"],
                 failed=failed,
-                embedded=embedded,
+                embedded=writer.documents_embedded,
+                chunks_embedded=writer.chunks_embedded,
+                chunks_reused=writer.chunks_reused,
                 generation=await self._store.generation(),
             )
 
@@ -342,3 +388,86 @@ class Indexer:
                     f"{document.source}: cannot write its snapshot ({exc.strerror or exc})"
                 ) from None
         return outcome
+
+
+# Documents whose chunks one repair read fetches.
+_REPAIR_DOCUMENTS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _VectorJob:
+    """One document's chunks waiting for vectors."""
+
+    document_id: str
+    document_hash: str
+    chunk_ids: list[str]
+    chunk_hashes: list[str]
+    texts: list[str]
+
+
+class _Writer:
+    """Batches one ingest's writes: documents into SQLite, then their vectors.
+
+    Documents are written a group at a time (one transaction each) and their
+    chunks embedded once enough have gathered, straight from memory, so a
+    bulk ingest neither pays a transaction per file nor reads its own chunks
+    back. Everything pending is written by ``finish``.
+    """
+
+    def __init__(self, indexer: Indexer, *, reuse: bool) -> None:
+        self._indexer = indexer
+        self._reuse = reuse
+        self._docs: list[tuple[Document, list[Chunk], list[list[str]]]] = []
+        self._doc_chunks = 0
+        self._jobs: list[_VectorJob] = []
+        self._job_chunks = 0
+        self.documents_embedded = 0
+        self.chunks_embedded = 0
+        self.chunks_reused = 0
+
+    async def add(self, document: Document) -> int:
+        """Prepare ``document`` (chunk and analyse) and queue it; returns its chunk count."""
+        chunks, terms = await asyncio.to_thread(self._indexer._prepare, document)
+        self._docs.append((document, chunks, terms))
+        self._doc_chunks += len(chunks)
+        if self._doc_chunks >= self._indexer._write_batch:
+            await self._flush_documents()
+        return len(chunks)
+
+    async def finish(self) -> None:
+        await self._flush_documents()
+        await self.flush_vectors()
+
+    async def _flush_documents(self) -> None:
+        docs, self._docs, self._doc_chunks = self._docs, [], 0
+        if not docs:
+            return
+        await self._indexer._write(docs)
+        if self._indexer._embedder is None:
+            return
+        for document, chunks, _ in docs:
+            await self.queue_vectors(
+                _VectorJob(
+                    document.document_id,
+                    document.content_hash,
+                    [c.chunk_id for c in chunks],
+                    [c.content_hash for c in chunks],
+                    [c.content for c in chunks],
+                )
+            )
+
+    async def queue_vectors(self, job: _VectorJob) -> None:
+        self._jobs.append(job)
+        self._job_chunks += len(job.chunk_ids)
+        if self._job_chunks >= self._indexer._embed_batch:
+            await self.flush_vectors()
+
+    async def flush_vectors(self) -> None:
+        jobs, self._jobs, self._job_chunks = self._jobs, [], 0
+        if not jobs:
+            return
+        embedded, reused = await self._indexer._embed_and_store(jobs, self._reuse)
+        self._reuse = True  # this ingest's own vectors are now there to reuse
+        self.documents_embedded += len(jobs)
+        self.chunks_embedded += embedded
+        self.chunks_reused += reused
