@@ -304,3 +304,31 @@ async def assert_all_verify_snapshots(col: Collection, results: list[RetrievalRe
         )
         assert ok, result.citation
     return len(results)
+
+
+async def test_dense_and_hybrid_over_every_source_class(site: Site, tmp_path: Path) -> None:
+    pytest.importorskip("lancedb")
+    from tests.support import ToyEmbedder
+
+    base = tmp_path / "corpus"
+    write_tree(base, {"notes.md": "Tidal lagoons hold water behind a wall.\n"})
+    write_tree(base, {"report.pdf": make_pdf(), "guide.html": HTML_PAGE.encode("cp1252")})
+    async with Collection.open(
+        tmp_path / "index",
+        base_dir=base,
+        chunking=SMALL_CHUNKS,
+        embedder=ToyEmbedder(),
+        url_loader=loader(),
+    ) as dense:
+        await dense.ingest(base)
+        report = await dense.ingest(site.url("/tidal.txt"))
+        assert report.added == [site.url("/tidal.txt")] and report.embedded == 1
+        classes = set()
+        for mode in ("dense", "hybrid"):
+            for query in ("tidal sea", "geothermal heat", "espresso"):
+                results = (await dense.search(query, 10, mode=mode)).results
+                assert results
+                classes |= {r.source_class for r in results}
+                await assert_all_verify_snapshots(dense, results)
+        assert classes == {"text", "extracted", "snapshot"}
+        assert (await dense.verify()).ok
