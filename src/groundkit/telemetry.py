@@ -30,12 +30,9 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
-__all__ = [
-    "SPAN_ATTRIBUTES",
-    "SPAN_NAMES",
-    "span_attributes",
-    "traced",
-]
+# Public: what spans may be named and carry. ``traced`` and ``span_attributes``
+# are for groundkit's own modules.
+__all__ = ["SPAN_ATTRIBUTES", "SPAN_NAMES"]
 
 SPAN_SEARCH: Final = "groundkit.retrieve.search"
 SPAN_RERANK: Final = "groundkit.rerank"

@@ -8,8 +8,14 @@ import httpx
 import pytest
 
 from groundkit import ConfigurationError
-from groundkit.service import BearerTokenGate, check_binding
-from groundkit.service.transport import Receive, Scope, Send, is_loopback
+from groundkit.service.transport import (
+    BearerTokenGate,
+    Receive,
+    Scope,
+    Send,
+    check_binding,
+    is_loopback,
+)
 
 TOKEN = "s3cret-token-0123456789"
 
