@@ -246,3 +246,30 @@ async def test_sentinel_leaks_nowhere_on_failure_paths(tmp_path: Path) -> None:
     (fetch,) = captured.named("groundkit.fetch_chunk")
     assert (fetch.attributes or {})["groundkit.failure_kind"] == "RetrievalError"
     assert_no_leak(captured)
+
+
+async def test_url_ingest_puts_no_url_on_a_span_or_in_a_log(tmp_path: Path) -> None:
+    from groundkit.ingestion.url_loader import UrlLoader
+    from groundkit.utils.url_safety import AddressPolicy
+    from tests.sources import Route, Site
+
+    site = Site()
+    site.routes["/page.txt"] = Route(
+        body=b"Tidal lagoons store the sea.\n", headers={"Content-Type": "text/plain"}
+    )
+    loader = UrlLoader(policy=AddressPolicy.allowing("127.0.0.0/8"), timeout=5.0)
+    try:
+        with capture() as captured:
+            async with Collection.open(
+                tmp_path / "idx", base_dir=tmp_path, url_loader=loader
+            ) as col:
+                added = await col.ingest(site.url(f"/page.txt?topic={SENTINEL}"))
+                failed = await col.ingest(site.url(f"/{SENTINEL}.txt?q={SENTINEL}"))
+    finally:
+        site.close()
+    assert len(added.added) == 1 and SENTINEL in added.added[0]
+    assert len(failed.failed) == 1
+    runs = captured.named("groundkit.ingest")
+    assert [(r.attributes or {}).get("groundkit.documents.added") for r in runs] == [1, 0]
+    assert (runs[1].attributes or {})["groundkit.documents.failed"] == 1
+    assert_no_leak(captured)

@@ -100,18 +100,7 @@ class Indexer:
         """
         with traced(SPAN_INGEST, collection=self.collection) as span:
             report = await self._ingest_path(path, progress)
-            span.set(
-                **{
-                    "documents.added": len(report.added),
-                    "documents.updated": len(report.updated),
-                    "documents.unchanged": len(report.unchanged),
-                    "documents.removed": len(report.removed),
-                    "documents.failed": len(report.failed),
-                    "documents.skipped": report.skipped,
-                    "documents.embedded": report.embedded,
-                    "generation": report.generation,
-                }
-            )
+            span.set(**_report_counts(report))
             return report
 
     async def _ingest_path(
@@ -324,7 +313,15 @@ class Indexer:
         previously stored version of the URL stays as it was. SQLite is written
         before the snapshot; an interrupted write shows as drift and the next
         ingest of the URL rewrites the snapshot.
+
+        Traced as ``groundkit.ingest`` with document counts, never the URL.
         """
+        with traced(SPAN_INGEST, collection=self.collection) as span:
+            report = await self._ingest_url(url, loader)
+            span.set(**_report_counts(report))
+            return report
+
+    async def _ingest_url(self, url: str, loader: UrlLoader) -> IngestReport:
         if self._snapshots is None:
             raise ConfigurationError("URL ingest needs a snapshot directory; use a Collection")
         source = loader.check(url).source
@@ -471,3 +468,17 @@ class _Writer:
         self.documents_embedded += len(jobs)
         self.chunks_embedded += embedded
         self.chunks_reused += reused
+
+
+def _report_counts(report: IngestReport) -> dict[str, int]:
+    """An ingest report as span attributes (counts only, never sources)."""
+    return {
+        "documents.added": len(report.added),
+        "documents.updated": len(report.updated),
+        "documents.unchanged": len(report.unchanged),
+        "documents.removed": len(report.removed),
+        "documents.failed": len(report.failed),
+        "documents.skipped": report.skipped,
+        "documents.embedded": report.embedded,
+        "generation": report.generation,
+    }

@@ -144,17 +144,18 @@ class UrlLoader:
             extensions["sni_hostname"] = checked.host.rstrip(".")
         headers = {"Host": checked.host_header, "Accept": _ACCEPT, "User-Agent": _user_agent()}
         source = checked.source
+        extensions["timeout"] = httpx.Timeout(self.timeout).as_dict()
+        request = httpx.Request("GET", target, headers=headers, extensions=extensions)
         try:
-            async with (
-                httpx.AsyncClient(
-                    follow_redirects=False,
-                    trust_env=False,
-                    verify=self._verify,
-                    timeout=httpx.Timeout(self.timeout),
-                ) as client,
-                client.stream("GET", target, headers=headers, extensions=extensions) as response,
-            ):
-                return await self._read(source, response)
+            # The transport itself, not a Client: a Client logs every request's
+            # full URL (query string included) at INFO on the "httpx" logger.
+            # A transport never follows redirects.
+            async with httpx.AsyncHTTPTransport(verify=self._verify, trust_env=False) as transport:
+                response = await transport.handle_async_request(request)
+                try:
+                    return await self._read(source, response)
+                finally:
+                    await response.aclose()
         except httpx.HTTPError as exc:
             raise IngestionError(
                 f"{source}: request failed ({type(exc).__name__}: {exc})"
