@@ -273,3 +273,22 @@ async def test_url_ingest_puts_no_url_on_a_span_or_in_a_log(tmp_path: Path) -> N
     assert [(r.attributes or {}).get("groundkit.documents.added") for r in runs] == [1, 0]
     assert (runs[1].attributes or {})["groundkit.documents.failed"] == 1
     assert_no_leak(captured)
+
+
+async def test_embedding_requests_log_no_url_credentials() -> None:
+    from groundkit import OllamaEmbedder
+    from tests.providers.embedding_server import EmbeddingServer
+
+    server = EmbeddingServer()
+    password = "hunter2-" + SENTINEL
+    try:
+        url = server.url.replace("http://", f"http://user:{password}@")
+        with capture() as captured:
+            async with OllamaEmbedder("m", base_url=url, dimensions=8) as embedder:
+                await embedder.embed_query(f"what is {SENTINEL}")
+        sent = server.requests[0].headers.get("Authorization", "")
+    finally:
+        server.close()
+    assert sent.startswith("Basic ")  # the credentials still reach the server
+    assert any(r.name == "httpx" for r in captured.records)  # httpx did log the request
+    assert captured.leaks(password) == [] and captured.leaks(SENTINEL) == []

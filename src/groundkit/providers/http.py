@@ -156,6 +156,14 @@ class _HTTPEmbedder:
         self._url = self._endpoint(self._base)
         # Shown in messages: no userinfo, which may carry a password.
         self._shown_url = str(self._url.copy_with(username=None, password=None))
+        # Requested without userinfo too, its credentials sent as Basic auth (what
+        # httpx would do with them): httpx logs every request's URL at INFO.
+        self._request_url = self._url.copy_with(username=None, password=None)
+        self._url_auth: httpx.Auth = (
+            httpx.BasicAuth(self._url.username, self._url.password)
+            if self._url.username or self._url.password
+            else httpx.Auth()  # no authentication
+        )
         self._key = _Secret(api_key) if api_key is not None else None
         self._dimensions = dimensions
         self._batch_size = _positive_int("batch_size", batch_size)
@@ -285,7 +293,9 @@ class _HTTPEmbedder:
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
-                response = await client.post(self._url, json=payload, headers=headers)
+                response = await client.post(
+                    self._request_url, json=payload, headers=headers, auth=self._url_auth
+                )
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {self._redact(str(exc)) or 'no detail'}"
             except httpx.HTTPError as exc:
