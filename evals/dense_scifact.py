@@ -1,44 +1,46 @@
-"""SciFact through the real pipeline with a local embedder: bm25, dense, hybrid.
+"""SciFact hybrid fusion settings side by side (the evidence behind ADR 0012).
 
 python -m evals.dense_scifact [--data DIR] [--limit-queries N] [--out docs/quality-dense.md]
 
-Ingests one file per abstract with ``SentenceTransformerEmbedder("all-MiniLM-L6-v2")``
-(the packaged copy, offline), then evaluates each mode and several hybrid
-fusion settings on the same collection, ranking documents by their best chunk.
-Every cited span of the ranked documents is read back with ``verify_citation``.
+One ingest with ``SentenceTransformerEmbedder("all-MiniLM-L6-v2")`` (the packaged
+copy, offline), then bm25, dense and several hybrid fusion settings on the same
+collection, each through its own ``Retriever``. The per-mode figures with the
+default settings come from ``evals.beir_run``; this module exists to compare
+fusion choices. The top ten ranked documents' cited spans are read back.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from evals.beir import (
     DEFAULT_MEASURES,
     BeirDataset,
-    _doc_id,
+    VerifyTally,
+    ingest_dataset,
     load_beir,
+    offline_models,
     percentile,
-    rank_documents,
-    write_corpus,
+    rank_queries,
+    verify_results,
 )
 from evals.machine import command_line, default_scifact_dir, machine_lines
 from evals.metrics import evaluate
 from groundkit import (
     MAX_TOP_K,
-    Collection,
     RetrievalConfig,
     Retriever,
+    SearchMode,
     SentenceTransformerEmbedder,
-    verify_citation,
 )
 
-SETTINGS: list[tuple[str, str, RetrievalConfig]] = [
+Setting = tuple[str, SearchMode, RetrievalConfig]
+
+SETTINGS: list[Setting] = [
     ("bm25", "bm25", RetrievalConfig()),
     ("dense", "dense", RetrievalConfig()),
     (
@@ -74,49 +76,37 @@ class ModeResult:
 
 
 async def run(
-    data: BeirDataset,
-    limit: int | None,
-    settings: list[tuple[str, str, RetrievalConfig]] | None = None,
+    data: BeirDataset, limit: int | None, settings: list[Setting] | None = None
 ) -> tuple[list[ModeResult], float, int]:
     """Ingest once with vectors, then evaluate each ``(label, mode, config)``."""
     queries = data.judged_queries(limit)
     qrels = {q: data.qrels[q] for q in queries}
     out: list[ModeResult] = []
+    embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
     with tempfile.TemporaryDirectory(prefix="groundkit-dense-") as tmp:
-        root = Path(tmp)
-        corpus_dir = write_corpus(data.corpus, root)
-        embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
-        async with Collection.open(root / "index", "beir", base_dir=root, embedder=embedder) as col:
-            started = time.perf_counter()
-            report = await col.ingest(corpus_dir)
-            ingest_s = time.perf_counter() - started
-            assert not report.failed, report.failed[:3]
-            chunks = await col.store.chunk_count()
+        async with ingest_dataset(data, Path(tmp), embedder=embedder) as ing:
+            col = ing.collection
             for label, mode, cfg in settings or SETTINGS:
                 cfg = cfg.model_copy(update={"hybrid_candidates": MAX_TOP_K})
                 retriever = await Retriever.open(
                     col.store, cfg, embedder=col.embedder, vector_store=col.vector_store
                 )
-                rankings: dict[str, list[str]] = {}
-                latencies: list[float] = []
-                verified = failed = 0
-                for qid, text in queries.items():
-                    t0 = time.perf_counter()
-                    response = await retriever.search(text, MAX_TOP_K, mode=mode)  # type: ignore[arg-type]
-                    latencies.append((time.perf_counter() - t0) * 1000)
-                    best = rank_documents(response.results, 100)
-                    rankings[qid] = [_doc_id(r) for r in best]
-                    for r in best[:10]:
-                        if await verify_citation(r.citation, r.content, col.base_dir):
-                            verified += 1
-                        else:
-                            failed += 1
-                means = evaluate(qrels, rankings, DEFAULT_MEASURES).means
+                qpass = await rank_queries(retriever, queries, mode=mode, top_k=MAX_TOP_K)
+                tally = VerifyTally()
+                for best in qpass.ranked.values():
+                    await verify_results(best[:10], col.base_dir, tally)
+                means = evaluate(qrels, qpass.rankings, DEFAULT_MEASURES).means
                 out.append(
-                    ModeResult(label, dict(means), percentile(latencies, 50), verified, failed)
+                    ModeResult(
+                        label,
+                        dict(means),
+                        percentile(qpass.latencies_ms, 50),
+                        tally.verified,
+                        tally.failed,
+                    )
                 )
                 print(_row(out[-1]), flush=True)
-    return out, ingest_s, chunks
+    return out, ing.ingest_s, ing.chunks
 
 
 def _row(r: ModeResult) -> str:
@@ -128,9 +118,7 @@ def _row(r: ModeResult) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("LANCEDB_LOG", "error")
+    offline_models()
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=default_scifact_dir())
     parser.add_argument("--limit-queries", type=int, default=None)
