@@ -437,38 +437,23 @@ async def run_bm25(
     ``"all"`` every chunk returned, ``"none"`` skips the check.
     """
     with work_dir(workdir) as root:
-        return await _bm25_run(
-            dataset, root, chunking, analyzer, limit_queries, depth, verify, latency_pass
-        )
-
-
-async def _bm25_run(
-    dataset: BeirDataset,
-    root: Path,
-    chunking: ChunkingConfig | None,
-    analyzer: AnalyzerConfig | None,
-    limit_queries: int | None,
-    depth: int,
-    verify: VerifyMode,
-    latency_pass: bool,
-) -> RunResult:
-    queries = dataset.judged_queries(limit_queries)
-    tally = VerifyTally()
-    async with ingest_dataset(dataset, root, chunking=chunking, analyzer=analyzer) as ing:
-        top_k = chunk_top_k(ing.chunks, ing.documents, depth)
-        qpass = await rank_queries(
-            ing.collection,
-            queries,
-            mode="bm25",
-            top_k=top_k,
-            depth=depth,
-            keep_returned=verify == "all",
-        )
-        k10 = await time_queries(ing.collection, queries, mode="bm25") if latency_pass else []
-        if verify != "none":
-            checked = qpass.returned if verify == "all" else qpass.ranked
-            for results in checked.values():
-                await verify_results(results, ing.collection.base_dir, tally)
+        queries = dataset.judged_queries(limit_queries)
+        tally = VerifyTally()
+        async with ingest_dataset(dataset, root, chunking=chunking, analyzer=analyzer) as ing:
+            top_k = chunk_top_k(ing.chunks, ing.documents, depth)
+            qpass = await rank_queries(
+                ing.collection,
+                queries,
+                mode="bm25",
+                top_k=top_k,
+                depth=depth,
+                keep_returned=verify == "all",
+            )
+            k10 = await time_queries(ing.collection, queries, mode="bm25") if latency_pass else []
+            if verify != "none":
+                checked = qpass.returned if verify == "all" else qpass.ranked
+                for results in checked.values():
+                    await verify_results(results, ing.collection.base_dir, tally)
     return RunResult(
         report=evaluate({q: dataset.qrels[q] for q in queries}, qpass.rankings, DEFAULT_MEASURES),
         documents=ing.documents,

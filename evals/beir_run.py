@@ -199,63 +199,40 @@ async def run_modes(
         raise ValueError("dense, hybrid and hybrid+rerank need an embedder")
     if "hybrid+rerank" in modes and reranker is None:
         raise ValueError("hybrid+rerank needs a reranker")
+    embedder = embedder if dense else None
     with work_dir(workdir) as root:
-        return await _run_in(
-            root,
-            dataset,
-            modes,
-            name,
-            embedder if dense else None,
-            reranker,
-            limit_queries,
-            depth,
-            rerank_depth,
-            echo,
-            echo_top_k,
-        )
-
-
-async def _run_in(
-    root: Path,
-    dataset: BeirDataset,
-    modes: Sequence[RunMode],
-    name: str,
-    embedder: EmbeddingProtocol | None,
-    reranker: RerankerProtocol | None,
-    limit_queries: int | None,
-    depth: int,
-    rerank_depth: int,
-    echo: bool,
-    echo_top_k: int,
-) -> BeirRun:
-    queries = dataset.judged_queries(limit_queries)
-    retrieval = RetrievalConfig(rerank_depth=rerank_depth)
-    results: list[ModeResult] = []
-    echo_report: EchoReport | None = None
-    async with ingest_dataset(
-        dataset, root, retrieval=retrieval, embedder=embedder, reranker=reranker
-    ) as ing:
-        for mode in modes:
-            top_k = (
-                rerank_depth
-                if mode == "hybrid+rerank"
-                else chunk_top_k(ing.chunks, ing.documents, depth)
-            )
-            result = await evaluate_mode(
-                ing.collection,
-                queries,
-                dataset.qrels,
-                mode,
-                top_k=top_k,
-                base_dir=ing.collection.base_dir,
-                depth=depth,
-            )
-            results.append(result)
-            print(f"{name} {mode}: nDCG@10 {result.ndcg10:.4f}", flush=True)
-        if echo:
-            echo_report = await echo_collection(
-                ing.collection, queries, modes=modes, tamper_dir=root / "tampered", top_k=echo_top_k
-            )
+        queries = dataset.judged_queries(limit_queries)
+        retrieval = RetrievalConfig(rerank_depth=rerank_depth)
+        results: list[ModeResult] = []
+        echo_report: EchoReport | None = None
+        async with ingest_dataset(
+            dataset, root, retrieval=retrieval, embedder=embedder, reranker=reranker
+        ) as ing:
+            for mode in modes:
+                top_k = (
+                    rerank_depth
+                    if mode == "hybrid+rerank"
+                    else chunk_top_k(ing.chunks, ing.documents, depth)
+                )
+                result = await evaluate_mode(
+                    ing.collection,
+                    queries,
+                    dataset.qrels,
+                    mode,
+                    top_k=top_k,
+                    base_dir=ing.collection.base_dir,
+                    depth=depth,
+                )
+                results.append(result)
+                print(f"{name} {mode}: nDCG@10 {result.ndcg10:.4f}", flush=True)
+            if echo:
+                echo_report = await echo_collection(
+                    ing.collection,
+                    queries,
+                    modes=modes,
+                    tamper_dir=root / "tampered",
+                    top_k=echo_top_k,
+                )
     return BeirRun(
         name=name,
         documents=ing.documents,

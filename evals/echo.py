@@ -234,26 +234,15 @@ async def run_echo(
     picked = list(modes) if modes is not None else default_echo_modes()
     if "hybrid+rerank" in picked:
         raise ValueError("the echo command has no reranker; use evals.beir_run --reranker")
-    if any(m != "bm25" for m in picked) and embedder is None:
+    dense = any(m != "bm25" for m in picked)
+    if dense and embedder is None:
         embedder = SentenceTransformerEmbedder(DEFAULT_EMBEDDER)
     queries = dataset.judged_queries(limit_queries)
-    wanted = embedder if any(m != "bm25" for m in picked) else None
     with work_dir(workdir, "groundkit-echo-") as root:
-        return await _echo_in(root, dataset, queries, picked, top_k, wanted)
-
-
-async def _echo_in(
-    root: Path,
-    dataset: BeirDataset,
-    queries: Mapping[str, str],
-    modes: Sequence[RunMode],
-    top_k: int,
-    embedder: EmbeddingProtocol | None,
-) -> EchoReport:
-    async with ingest_dataset(dataset, root, embedder=embedder) as ing:
-        return await echo_collection(
-            ing.collection, queries, modes=modes, tamper_dir=root / "tampered", top_k=top_k
-        )
+        async with ingest_dataset(dataset, root, embedder=embedder if dense else None) as ing:
+            return await echo_collection(
+                ing.collection, queries, modes=picked, tamper_dir=root / "tampered", top_k=top_k
+            )
 
 
 def summary_rows(report: EchoReport) -> list[list[str]]:
