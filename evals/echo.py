@@ -10,7 +10,8 @@ Two checks over every result of every query, per mode:
 * negative: every cited file is copied with one character replaced inside each
   cited span (by another single character, so the text keeps its length and
   the comparison itself is what has to notice); ``verify_citation`` against
-  the copy must answer drifted.
+  the copy must answer drifted, and so must ``fetch_chunk`` of the same index
+  opened with the copy as its base directory.
 
 A citation that failed either check would let an application quote text its
 source does not hold, so any failure is a bug and the command exits 1.
@@ -159,20 +160,24 @@ async def _echoes(collection: Collection, result: RetrievalResult, report: EchoR
     return True
 
 
-async def _drift_caught(result: RetrievalResult, tampered: Path, report: EchoReport) -> bool:
+async def _drift_caught(result: RetrievalResult, tampered: Collection, report: EchoReport) -> bool:
     label = _label(result)
     if result.source_class != "text":
         report.fail(f"{label}: a {result.source_class!r} source cannot be tampered with here")
         return False
     try:
-        still_verifies = await verify_citation(result.citation, result.content, tampered)
+        still_verifies = await verify_citation(result.citation, result.content, tampered.base_dir)
     except RetrievalError as exc:
-        if exc.verdict == "drifted":
-            return True
-        report.fail(f"{label}: the tampered copy gave {exc.verdict!r}, not drifted: {exc}")
-        return False
-    if still_verifies:
-        report.fail(f"{label}: a changed character inside the span went unnoticed")
+        if exc.verdict != "drifted":
+            report.fail(f"{label}: the tampered copy gave {exc.verdict!r}, not drifted: {exc}")
+            return False
+    else:
+        if still_verifies:
+            report.fail(f"{label}: a changed character inside the span went unnoticed")
+            return False
+    fetched = await tampered.fetch_chunk(result.chunk_id)
+    if fetched.verification != "drifted":
+        report.fail(f"{label}: fetch_chunk against the tampered copy says {fetched.verification}")
         return False
     return True
 
@@ -207,9 +212,13 @@ async def echo_collection(
     report.tampered_files, report.tampered_spans = await asyncio.to_thread(
         tamper_copy, collection.base_dir, checked, tamper_dir
     )
-    for result in checked:
-        if await _drift_caught(result, tamper_dir, report):
-            report.drift_detected += 1
+    # The same index read against the tampered copy: what an application would be told.
+    async with Collection.open(
+        collection.store.path.parent, collection.name, base_dir=tamper_dir
+    ) as tampered:
+        for result in checked:
+            if await _drift_caught(result, tampered, report):
+                report.drift_detected += 1
     return report
 
 

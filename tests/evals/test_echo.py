@@ -10,7 +10,7 @@ import pytest
 from evals import echo
 from evals.beir import ingest_dataset, load_beir
 from evals.echo import echo_collection, run_echo, tamper_copy
-from groundkit import RetrievalResult, SearchResponse
+from groundkit import Collection, FetchResult, RetrievalResult, SearchResponse
 from tests.evals.beir_data import QUERIES, write_beir
 from tests.support import ToyEmbedder
 
@@ -143,3 +143,20 @@ def test_echo_command_exit_codes(
     with pytest.raises(SystemExit) as exc:
         echo.main(["--data", str(data), "--modes", "hybrid+rerank"])
     assert exc.value.code == 2
+
+
+async def test_echo_fails_when_fetch_chunk_misses_the_drift(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_fetch = Collection.fetch_chunk
+
+    async def always_verified(self: Collection, chunk_id: str) -> FetchResult:
+        fetched = await real_fetch(self, chunk_id)
+        return fetched.model_copy(update={"verification": "verified"})
+
+    monkeypatch.setattr(Collection, "fetch_chunk", always_verified)
+    data = load_beir(write_beir(tmp_path / "data"))
+    report = await run_echo(data, modes=["bm25"], workdir=tmp_path / "work")
+    assert report.echoed == report.results > 0
+    assert report.drift_detected == 0 and not report.ok
+    assert "fetch_chunk against the tampered copy says verified" in report.failures[0]
