@@ -367,24 +367,33 @@ def render(
         f"(`max_chars={chunking.max_chars}`, `overlap_chars={chunking.overlap_chars}`;",
         f"`{analyzer!r}`; BM25 k1={retrieval.bm25_k1}, b={retrieval.bm25_b}).",
         f"Embedder: {f'`{run.embedder}` (packaged copy, CPU)' if run.embedder else 'none'}.",
-        f"Every mode searches that one collection with the default `RetrievalConfig`"
-        f" (hybrid: {retrieval.hybrid_fusion}, BM25 weight {retrieval.hybrid_bm25_weight}).",
-        "Documents are ranked by their best chunk; metrics are trec_eval-style means over",
-        f"{run.queries} judged test queries (linear-gain nDCG). Latency is per `search` call,",
-        "query embedding included; the top ten ranked documents' cited spans are read back",
-        "with `verify_citation`.",
+        "Every mode searches that one collection with the default `RetrievalConfig`",
+        f"(hybrid: {retrieval.hybrid_fusion} fusion, BM25 weight {retrieval.hybrid_bm25_weight},"
+        f" max(top_k, {retrieval.hybrid_candidates}) candidates from each side).",
+        "Documents are ranked by their best chunk out of the chunks fetched; metrics are",
+        f"trec_eval-style means over {run.queries} judged test queries (linear-gain nDCG).",
+        "Latency is per `search` call, query embedding included; the top ten ranked",
+        "documents' cited spans are read back with `verify_citation`.",
         "",
         markdown_table(QUALITY_HEADER, quality_rows(run)),
         "",
     ]
+    shallow = [f"{r.mode} {r.short_queries}" for r in run.modes if r.short_queries]
+    if shallow:
+        lines += [
+            "Queries whose fetched chunks held fewer than 100 distinct documents: "
+            + ", ".join(shallow)
+            + ".",
+            "",
+        ]
     if plot is not None:
         lines += [f"![nDCG@10 per mode against published figures]({plot})", ""]
     if "hybrid+rerank" not in {r.mode for r in run.modes}:
         lines += [
-            "**hybrid+rerank is not measured here**: no cross-encoder weights are available",
-            "offline on this machine. The mode runs with `--reranker PATH`; the tests exercise",
-            "it end to end with a tiny randomly initialised cross-encoder, which checks the",
-            "plumbing, not ranking quality.",
+            "**hybrid+rerank is not measured**: this run had no `--reranker`, and no trained",
+            "cross-encoder weights are available offline where these figures were taken. The",
+            "mode runs with `--reranker PATH`; the tests exercise it end to end with a tiny",
+            "randomly initialised cross-encoder, which checks the plumbing, not ranking quality.",
             "",
         ]
     else:

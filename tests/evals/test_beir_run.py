@@ -140,6 +140,10 @@ def test_page_says_rerank_is_not_measured_and_shows_the_guard() -> None:
     assert "below the floor" in page
     assert "0.665" in page  # a published anchor for SciFact
     assert "![" not in page
+    assert "fewer than 100 distinct documents" not in page
+    shallow = _run("scifact", bm25=0.7)
+    shallow.modes[0].short_queries = 4
+    assert "fewer than 100 distinct documents: bm25 4." in render(shallow, recorded={}, plot=None)
 
 
 def test_command_writes_page_plot_and_record_and_checks(
