@@ -218,26 +218,45 @@ async def test_stale_rows_never_served_with_or_without_preload(
     await assert_all_verify(response.results, corpus_dir)
 
 
-def test_rescored_result_equals_a_pydantic_copy() -> None:
-    from groundkit.retrieval.search import _rescored
+def test_unvalidated_result_equals_a_validated_one() -> None:
+    from groundkit.index.protocols import StoredChunk
+    from groundkit.retrieval.search import _result
 
-    template = RetrievalResult(
+    stored = StoredChunk(
+        key=7,
+        chunk_id="c",
+        chunk_index=2,
         content="text",
-        score=0.0,
+        start_offset=10,
+        end_offset=14,
+        document_id="d",
+        source="a.pdf",
+        document_hash="h",
+        ingested_at="2026-01-01T00:00:00+00:00",
+        source_class="extracted",
+        extractor="pypdf/9",
+        metadata={"page_starts": [0, 12]},
+    )
+    fast = _result(stored, 2.5)
+    checked = RetrievalResult(
+        content="text",
+        score=2.5,
         document_id="d",
         chunk_id="c",
-        chunk_index=0,
-        source="a.txt",
-        source_class="text",
-        extractor=None,
-        start_offset=0,
-        end_offset=4,
+        chunk_index=2,
+        source="a.pdf",
+        source_class="extracted",
+        extractor="pypdf/9",
+        start_offset=10,
+        end_offset=14,
+        metadata={"page_starts": [0, 12]},
     )
-    fast = _rescored(template, 2.5)
-    slow = template.model_copy(update={"score": 2.5})
-    assert fast == slow and fast.score == 2.5 and template.score == 0.0
-    assert fast.model_dump() == slow.model_dump()
-    assert fast.citation == slow.citation
-    assert fast.model_fields_set == slow.model_fields_set
+    assert set(fast.__dict__) == set(RetrievalResult.model_fields)
+    assert fast == checked
+    assert fast.model_dump() == checked.model_dump()
+    assert fast.model_dump_json() == checked.model_dump_json()
+    assert fast.citation == checked.citation and fast.citation.page == 1
+    assert fast.model_fields_set == checked.model_fields_set
+    assert repr(fast) == repr(checked)
     with pytest.raises(ValidationError):
         fast.score = 1.0  # still frozen
