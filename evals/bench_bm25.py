@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import json
 import shutil
 import statistics
@@ -507,7 +508,7 @@ HEADER = [
 ]
 
 
-def _targets(results: list[Measured]) -> list[str]:
+def _targets(results: list[Measured], *, rss: bool = False) -> list[str]:
     by = {m.system: m for m in results if m.error is None}
     out: list[str] = []
     gk, ref, slow = by.get("groundkit"), by.get("bm25s"), by.get("rank_bm25")
@@ -516,6 +517,9 @@ def _targets(results: list[Measured]) -> list[str]:
         out.append(f"- groundkit open ≤ 1.5× bm25s analyse+index: {r:.2f}× → {_verdict(r <= 1.5)}")
         r = gk.p50_ms / ref.p50_ms
         out.append(f"- groundkit search p50 ≤ 1.5× bm25s: {r:.2f}× → {_verdict(r <= 1.5)}")
+        if rss:
+            r = gk.rss_peak_mb / ref.rss_peak_mb
+            out.append(f"- groundkit peak RSS ≤ 1.5× bm25s: {r:.2f}× → {_verdict(r <= 1.5)}")
     if gk and slow:
         r = slow.p50_ms / gk.p50_ms
         out.append(f"- groundkit ≥ 30× faster than rank-bm25 (p50): {r:.0f}× → {_verdict(r >= 30)}")
@@ -548,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     sections: list[str] = []
     summary: list[str] = []
+    scale: list[tuple[Prepared, list[Measured]]] = []
     args.workdir.mkdir(parents=True, exist_ok=True)
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
         if size == "scifact":
@@ -563,7 +568,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 results.append(_measure(system, prepared, args.repeat, args.queries))
         table = markdown_table(HEADER, _rows(results))
-        targets = _targets(results)
+        targets = _targets(results, rss=size != "scifact")
+        if size != "scifact":
+            scale.append((prepared, results))
         print(f"\n{prepared.description}; groundkit ingest {prepared.ingest_note}\n")
         print(table)
         print("\n".join(targets), flush=True)
@@ -571,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:
             f"## {prepared.name}",
             "",
             f"{prepared.description}. One-off groundkit ingest (files → chunks → terms → SQLite): "
-            f"{prepared.ingest_note}; not part of open.",
+            f"{prepared.ingest_note}, {prepared.chunks / prepared.ingest_s:,.0f} chunks/s; "
+            "not part of open.",
             "",
             table,
             "",
@@ -600,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
         "that the system also returned, a check that all of them score the same thing.",
         "",
         *sections,
-        *_MISSED_TARGETS_NOTE,
+        *_scale_section(scale, args.out.parent / "img" / "bm25-scale.png"),
+        *(_MISSED_TARGETS_NOTE if any("missed" in t for t in summary) else []),
         "Machine (2 cores; other work may share them, so treat small differences as noise):",
         "",
         *machine_lines(),
@@ -613,6 +622,68 @@ def main(argv: list[str] | None = None) -> int:
     if summary:
         print("\n".join(summary))
     return 0
+
+
+def _scale_section(scale: list[tuple[Prepared, list[Measured]]], png: Path) -> list[str]:
+    """Every system against corpus size: a table of p50 and open, and a plot of both."""
+    if len(scale) < 2:
+        return []
+    systems = [m.system for m in scale[0][1]]
+    rows = []
+    for prepared, results in scale:
+        by = {m.system: m for m in results if m.error is None}
+        row = [f"{prepared.chunks:,}"]
+        for system in systems:
+            m = by.get(system)
+            row.append(f"{m.p50_ms:.2f} / {m.build_s:.2f} / {m.rss_peak_mb:,.0f}" if m else "–")
+        rows.append(row)
+    _plot_scale(scale, systems, png)
+    return [
+        "## Against corpus size",
+        "",
+        "Query p50 ms / open or build s / peak RSS MB, per system and synthetic corpus size",
+        f"(from the sections above). Plot: `{png.parent.name}/{png.name}`.",
+        "",
+        markdown_table(["chunks", *systems], rows),
+        "",
+        f"![query p50 and open time against corpus size]({png.parent.name}/{png.name})",
+        "",
+    ]
+
+
+def _plot_scale(
+    scale: list[tuple[Prepared, list[Measured]]], systems: list[str], png: Path
+) -> None:
+    matplotlib = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    plt = importlib.import_module("matplotlib.pyplot")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4))
+    panels: tuple[tuple[str, Callable[[Measured], float]], ...] = (
+        ("query p50 (ms)", lambda m: m.p50_ms),
+        ("open / build (s)", lambda m: m.build_s),
+        ("peak RSS (MB)", lambda m: m.rss_peak_mb),
+    )
+    for ax, (label, value) in zip(axes, panels, strict=True):
+        for system in systems:
+            points = [
+                (p.chunks, value(m))
+                for p, results in scale
+                for m in results
+                if m.system == system and m.error is None
+            ]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, marker="o", label=system)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("chunks")
+        ax.set_title(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend()
+    fig.tight_layout()
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
 
 
 _MISSED_TARGETS_NOTE = [
