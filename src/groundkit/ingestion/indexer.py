@@ -463,8 +463,10 @@ class _Writer:
         jobs, self._jobs, self._job_chunks = self._jobs, [], 0
         if not jobs:
             return
+        # Reuse is looked up only when the table had vectors before this ingest:
+        # on a bulk first ingest every lookup would scan a growing table for
+        # nothing but the odd repeated chunk.
         embedded, reused = await self._indexer._embed_and_store(jobs, self._reuse)
-        self._reuse = True  # this ingest's own vectors are now there to reuse
         self.documents_embedded += len(jobs)
         self.chunks_embedded += embedded
         self.chunks_reused += reused
