@@ -55,9 +55,20 @@ def _font_pdf() -> Any:
     return pdf
 
 
-def make_pdf(pages: Sequence[str] = PAGES, *, user_password: str | None = None) -> bytes:
-    """A PDF with one page per string; encrypted (RC4) when a user password is given."""
+def make_pdf(
+    pages: Sequence[str] = PAGES,
+    *,
+    user_password: str | None = None,
+    info: dict[str, Any] | None = None,
+) -> bytes:
+    """A PDF with one page per string; encrypted (RC4) when a user password is given.
+
+    ``info`` sets document info: ``title``, ``author``, ``subject`` (strings),
+    ``creation_date`` (a datetime).
+    """
     pdf = _font_pdf()
+    for name, value in (info or {}).items():
+        getattr(pdf, f"set_{name}")(value)
     if user_password is not None:
         pdf.set_encryption(owner_password="owner", user_password=user_password)
     for text in pages:

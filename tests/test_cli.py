@@ -117,6 +117,45 @@ def test_errors_are_one_line_and_exit_2(
     assert "Traceback" not in err
 
 
+def test_ingest_meta_sets_typed_fields(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["ingest", str(corpus), *common(tmp_path), "--meta", "year=2024"]
+    argv += ["--meta", 'code="007"', "--meta", "tags=[a, b]", "--meta", "draft=false"]
+    code, _, _ = run(capsys, *argv)
+    assert code == 0
+    code, out, _ = run(capsys, "search", "inflation", *common(tmp_path), "--json")
+    assert code == 0
+    fields = json.loads(out)["results"][0]["metadata"]["fields"]
+    assert fields == {"code": "007", "draft": False, "tags": ["a", "b"], "year": 2024}
+
+
+@pytest.mark.parametrize(
+    ("meta", "needle"),
+    [
+        (["novalue"], "expected KEY=VALUE"),
+        (["=1"], "expected KEY=VALUE"),
+        (["a=1", "a=2"], "'a' is given twice"),
+        (["a=null"], "--meta a: null is not a field value"),
+        (["a="], "--meta a: empty value"),
+        (["a=[1, x]"], "mixes value types"),
+        (["bad key=1"], "not allowed"),
+    ],
+)
+def test_bad_meta_is_a_usage_error(
+    tmp_path: Path,
+    corpus: Path,
+    capsys: pytest.CaptureFixture[str],
+    meta: list[str],
+    needle: str,
+) -> None:
+    options = [part for item in meta for part in ("--meta", item)]
+    code, _, err = run(capsys, "ingest", str(corpus), *common(tmp_path), *options)
+    assert code == 2
+    assert err.startswith("grk: error:") and needle in err
+    assert not (tmp_path / "idx" / "default.sqlite3").exists()
+
+
 def test_missing_collection_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "search", "x", "--index-dir", str(tmp_path / "none"))
     assert code == 2

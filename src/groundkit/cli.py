@@ -19,9 +19,10 @@ from typing import Any, TextIO
 
 from groundkit.collection import Collection, VerifyReport
 from groundkit.config import MAX_TOP_K
-from groundkit.contracts import FetchResult, IngestReport, SearchResponse
-from groundkit.errors import ConfigurationError, GroundkitError
+from groundkit.contracts import FetchResult, FieldValue, IngestReport, SearchResponse
+from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.index.metadata import SQLiteMetadataStore
+from groundkit.ingestion.fields import check_fields, parse_field_value
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.search import SEARCH_MODES
 from groundkit.service.command import add_serve_parser, run_serve
@@ -63,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     # A string: Path() would fold the '//' of a URL.
     ingest.add_argument("path", help="file or folder inside the base directory, or a URL")
+    ingest.add_argument(
+        "--meta",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a field for every document of this ingest (repeatable); the value is typed "
+        'as in front matter: 2024 is a number, true a boolean, [a, b] a list, "2024" text',
+    )
     search = sub.add_parser("search", parents=[common], help="search a collection")
     search.add_argument("query")
     search.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
@@ -198,6 +207,29 @@ def _print_verify(report: VerifyReport, as_json: bool) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
+def _meta_fields(items: Sequence[str]) -> dict[str, FieldValue] | None:
+    """``--meta KEY=VALUE`` options as fields; a malformed one is a usage error."""
+    if not items:
+        return None
+    fields: dict[str, FieldValue] = {}
+    for item in items:
+        key, equals, raw = item.partition("=")
+        key = key.strip()
+        if not equals or not key:
+            raise ConfigurationError(f"--meta {item!r}: expected KEY=VALUE")
+        if key in fields:
+            raise ConfigurationError(f"--meta: {key!r} is given twice")
+        try:
+            fields[key] = parse_field_value(raw, f"--meta {key}")
+        except IngestionError as exc:
+            raise ConfigurationError(str(exc)) from None
+    try:
+        # Checked here too, so a bad field stops grk before a collection is created.
+        return check_fields(fields, "--meta")
+    except IngestionError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
 async def _embedder_for(args: argparse.Namespace) -> EmbeddingProtocol | None:
     """The embedder named on the command line, else the one the collection records."""
     from groundkit.providers.local import SentenceTransformerEmbedder
@@ -225,6 +257,7 @@ async def _embedder_for(args: argparse.Namespace) -> EmbeddingProtocol | None:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    meta = _meta_fields(args.meta) if args.command == "ingest" else None
     embedder = None if args.command in ("fetch", "verify") else await _embedder_for(args)
     reranker = None
     if args.command == "search" and args.rerank:
@@ -242,7 +275,7 @@ async def _run(args: argparse.Namespace) -> int:
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
             try:
-                report = await col.ingest(args.path, progress=progress)
+                report = await col.ingest(args.path, metadata=meta, progress=progress)
             finally:
                 progress.finish()
             return _print_ingest(report, args.json)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -192,17 +192,28 @@ class Collection:
         return await self.store.generation()
 
     async def ingest(
-        self, path: str | Path, *, progress: ProgressCallback | None = None
+        self,
+        path: str | Path,
+        *,
+        metadata: Mapping[str, object] | None = None,
+        progress: ProgressCallback | None = None,
     ) -> IngestReport:
         """Add, update and prune documents under ``path`` (inside the base directory).
 
         An ``http://`` or ``https://`` string is fetched instead, through this
         collection's ``UrlLoader`` (public addresses only unless it was opened
         with another policy), and kept as a snapshot document.
+
+        ``metadata`` gives every document of this call these fields, over the
+        ones its file states (front matter, PDF info, HTML meta). Values are
+        ``str``, ``int``, ``float``, ``bool`` or lists of one of them, dates as
+        ISO strings; anything else raises ``IngestionError`` before any file is
+        read. Fields are not sticky: the next ingest of a file stores the
+        fields that call gives it.
         """
         if isinstance(path, str) and looks_like_url(path.strip()):
-            return await self._indexer.ingest_url(path.strip(), self._url_loader)
-        return await self._indexer.ingest(path, progress=progress)
+            return await self._indexer.ingest_url(path.strip(), self._url_loader, metadata=metadata)
+        return await self._indexer.ingest(path, progress=progress, metadata=metadata)
 
     async def retriever(self) -> Retriever:
         """The current Retriever, rebuilt if the store changed since it was opened."""

@@ -119,12 +119,16 @@ class IngestConfig(_Settings):
 
     ``extensions`` are read as UTF-8 text; ``pdf_extensions`` and
     ``html_extensions`` go through an extractor (an empty tuple turns one off).
+    ``read_fields`` reads document fields from the files themselves (Markdown
+    front matter, PDF document info, HTML title and meta tags); with it off,
+    only the fields given to ``ingest`` are stored.
     """
 
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     pdf_extensions: tuple[str, ...] = PDF_EXTENSIONS
     html_extensions: tuple[str, ...] = HTML_EXTENSIONS
     max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    read_fields: bool = True
 
     @field_validator("extensions")
     @classmethod

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from groundkit.utils.hashing import sha256_text
 
 __all__ = [
+    "FIELDS_KEY",
     "PAGE_STARTS_KEY",
     "Chunk",
     "Citation",
@@ -26,6 +27,8 @@ __all__ = [
     "DocumentRecord",
     "EmbeddingIdentity",
     "FetchResult",
+    "FieldScalar",
+    "FieldValue",
     "IngestFailure",
     "IngestReport",
     "RetrievalResult",
@@ -33,6 +36,7 @@ __all__ = [
     "SearchResponse",
     "SourceClass",
     "Verification",
+    "fields_of",
     "page_at",
 ]
 
@@ -44,6 +48,21 @@ Verification = Literal["verified", "drifted", "unresolvable"]
 # Document metadata key holding the offset where each page of the text begins
 # (PDFs). Citations derive their 1-based page from it.
 PAGE_STARTS_KEY = "page_starts"
+
+# Document metadata key holding the document's fields: typed, descriptive
+# values (front matter, PDF info, HTML meta, the ingest call's metadata) kept
+# apart from the keys groundkit records for itself (adr/0016-document-fields.md).
+FIELDS_KEY = "fields"
+
+FieldScalar = str | int | float | bool
+# Lists hold one type of scalar; ingestion/fields.py enforces the rules.
+FieldValue = FieldScalar | list[FieldScalar]
+
+
+def fields_of(metadata: Mapping[str, Any]) -> dict[str, FieldValue]:
+    """The fields recorded in a document's ``metadata`` (``{}`` when it has none)."""
+    fields = metadata.get(FIELDS_KEY)
+    return dict(fields) if isinstance(fields, Mapping) else {}
 
 
 def page_at(metadata: Mapping[str, Any], offset: int) -> int | None:
@@ -94,6 +113,11 @@ class Document(_Frozen):
         """SHA-256 of ``content`` (computed on access; the model is frozen)."""
         return sha256_text(self.content)
 
+    @property
+    def fields(self) -> dict[str, FieldValue]:
+        """The document's fields (``metadata["fields"]``), a copy."""
+        return fields_of(self.metadata)
+
 
 class Chunk(_Frozen):
     """An exact slice ``document.content[start_offset:end_offset]``."""
@@ -138,6 +162,11 @@ class DocumentRecord(_Frozen):
     def _validate(self) -> DocumentRecord:
         _check_extractor(self.source_class, self.extractor)
         return self
+
+    @property
+    def fields(self) -> dict[str, FieldValue]:
+        """The document's fields (``metadata["fields"]``), a copy."""
+        return fields_of(self.metadata)
 
 
 class Citation(_Frozen):
@@ -187,6 +216,11 @@ class RetrievalResult(_Frozen):
         if self.end_offset - self.start_offset != len(self.content):
             raise ValueError("span length does not match content length")
         return self
+
+    @property
+    def fields(self) -> dict[str, FieldValue]:
+        """The fields of the result's document (``metadata["fields"]``), a copy."""
+        return fields_of(self.metadata)
 
     @property
     def citation(self) -> Citation:

@@ -17,7 +17,7 @@ import io
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -50,6 +50,13 @@ class Extraction:
     # Offset in ``text`` where each page begins (PDF only; empty otherwise).
     page_starts: tuple[int, ...] = ()
     title: str | None = None
+    # Descriptive values as the file states them, for document fields: PDF
+    # title/author/subject/creation_date, HTML <meta> description/author/keywords.
+    # Never part of the text, so citations do not depend on them.
+    info: Mapping[str, str] = field(default_factory=dict)
+    # Why the descriptive values could not be read (the text still was); an
+    # ingest that reads fields fails the file on it.
+    info_error: str | None = None
 
 
 @runtime_checkable
@@ -167,7 +174,43 @@ class PdfExtractor(_Extractor):
         for page in pages:
             starts.append(offset)
             offset += len(page) + len(PAGE_SEPARATOR)
-        return Extraction(text=PAGE_SEPARATOR.join(pages), page_starts=tuple(starts))
+        info, info_error = _pdf_info(reader)
+        return Extraction(
+            text=PAGE_SEPARATOR.join(pages),
+            page_starts=tuple(starts),
+            info=info,
+            info_error=info_error,
+        )
+
+
+_PDF_INFO = {
+    "title": "/Title",
+    "author": "/Author",
+    "subject": "/Subject",
+    "creation_date": "/CreationDate",
+}
+
+
+def _pdf_info(reader: Any) -> tuple[dict[str, str], str | None]:
+    """The document info strings fields are made from, or why they could not be read."""
+    try:
+        document_info = reader.metadata
+        if document_info is None:
+            return {}, None
+        info: dict[str, str] = {}
+        for name, key in _PDF_INFO.items():
+            value = document_info.get(key)
+            value = value.get_object() if value is not None else None
+            if value is None:
+                continue
+            if isinstance(value, bytes):
+                value = value.decode("latin-1")  # a byte string: PDFDocEncoding, near enough
+            if not isinstance(value, str):
+                return {}, f"document info {key} is a {type(value).__name__}, not text"
+            info[name] = str(value)
+        return info, None
+    except Exception as exc:  # pypdf raises many types on a damaged info dictionary
+        return {}, f"unreadable document info: {type(exc).__name__}: {exc}"
 
 
 @cache
@@ -257,6 +300,7 @@ _BLOCKS = frozenset({
 })
 # fmt: on
 _CELLS = frozenset({"td", "th"})
+_HTML_META = frozenset({"description", "author", "keywords"})
 
 
 class _TextBuilder:
@@ -313,6 +357,13 @@ class HtmlExtractor(_Extractor):
             raise IngestionError(f"cannot parse HTML: {type(exc).__name__}: {exc}") from None
         title_tag = soup.find("title")
         title = " ".join(title_tag.get_text().split()) if title_tag is not None else ""
+        info: dict[str, str] = {}
+        for meta in soup.find_all("meta"):
+            name = str(meta.get("name") or "").strip().lower()
+            content = meta.get("content")
+            # The first tag of a name counts, as it does for the <title>.
+            if name in _HTML_META and content and name not in info:
+                info[name] = str(content)
         builder = _TextBuilder()
         for event, node, pre in _walk(soup, bs4):
             if event == "text":
@@ -324,7 +375,7 @@ class HtmlExtractor(_Extractor):
             elif node == "br" and event == "start":
                 builder.end_line()
         builder.end_block()
-        return Extraction(text="\n\n".join(builder.blocks), title=title or None)
+        return Extraction(text="\n\n".join(builder.blocks), title=title or None, info=info)
 
 
 def _walk(soup: Any, bs4: Any) -> Iterator[tuple[str, str, bool]]:

@@ -26,6 +26,7 @@ from groundkit import (
     MetadataStoreProtocol,
     StorageError,
 )
+from groundkit.index.protocols import DocumentState
 from groundkit.utils.hashing import sha256_text
 from tests.support import make_document
 
@@ -74,6 +75,21 @@ async def put(store: Store, source: str, pieces: list[str], **kwargs: Any) -> Do
     return document
 
 
+async def put_extracted(store: Store, metadata: dict[str, Any]) -> Document:
+    """One extracted document ``r.pdf`` with ``metadata``, stored."""
+    doc = Document(
+        document_id="pdf1",
+        source="r.pdf",
+        content="extracted words",
+        source_class="extracted",
+        extractor="pdf-text@1",
+        metadata=metadata,
+    )
+    _, chunks, terms = make_document("r.pdf", ["extracted words"], document_id="pdf1")
+    await store.replace_document(doc, chunks, terms)
+    return doc
+
+
 class MetadataStoreConformance:
     """Behaviour shared by every metadata store."""
 
@@ -116,16 +132,7 @@ class MetadataStoreConformance:
         )
 
     async def test_source_class_and_metadata_round_trip(self, store: Store) -> None:
-        doc = Document(
-            document_id="pdf1",
-            source="r.pdf",
-            content="extracted words",
-            source_class="extracted",
-            extractor="pdf-text@1",
-            metadata={"pages": 3, "title": "Report"},
-        )
-        _, chunks, terms = make_document("r.pdf", ["extracted words"], document_id="pdf1")
-        await store.replace_document(doc, chunks, terms)
+        await put_extracted(store, {"pages": 3, "title": "Report"})
         record = await store.get_document("r.pdf")
         assert record is not None
         assert (record.source_class, record.extractor) == ("extracted", "pdf-text@1")
@@ -133,6 +140,17 @@ class MetadataStoreConformance:
         stored = await store.get_chunk("pdf1#0")
         assert stored is not None
         assert stored.document.extractor == "pdf-text@1"
+
+    async def test_document_states(self, store: Store) -> None:
+        assert await store.document_states() == {}
+        text = await put(store, "a.txt", ["alpha beta"])
+        fields = {"year": 2024, "tags": ["x", "y"], "ok": True}
+        doc = await put_extracted(store, {"pages": 1, "fields": fields})
+        states = await store.document_states()
+        assert states == {
+            "a.txt": DocumentState(text.content_hash, "text", None, {}),
+            "r.pdf": DocumentState(doc.content_hash, "extracted", "pdf-text@1", doc.metadata),
+        }
 
     async def test_replace_swaps_the_whole_document(self, store: Store) -> None:
         await put(store, "a.txt", ["one two", "three"], chunk_ids=["old0", "old1"])

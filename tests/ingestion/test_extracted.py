@@ -79,7 +79,7 @@ async def test_one_folder_one_collection(mixed: Collection) -> None:
     assert (html.source_class, html.extractor) == ("extracted", html_extractor().identity)
     assert (notes.source_class, notes.extractor) == ("text", None)
     assert pdf.metadata["pages"] == len(PAGES)
-    assert html.metadata["title"] == "Café “Guide”"
+    assert html.fields["title"] == "Café “Guide”"
 
     # Every chunk of every class verifies: by search, by fetch, and all at once.
     checked = 0

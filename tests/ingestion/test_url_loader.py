@@ -93,7 +93,7 @@ class TestLoader:
         assert document.source_class == "snapshot" and document.extractor is None
         assert document.content.startswith("Café “Guide”\n\nEspresso basics")
         assert "scriptword" not in document.content
-        assert document.metadata["title"] == "Café “Guide”"
+        assert document.fields == {"title": "Café “Guide”"}
         assert document.metadata["content_type"] == "text/html"
         assert document.metadata["extracted_with"] == html_extractor().identity
 
@@ -244,6 +244,20 @@ class TestCollection:
         assert info.value.verdict == "unresolvable"
         assert col.snapshot_dir is not None
         assert await resolve_citation(hit.citation, col.base_dir, snapshot_dir=col.snapshot_dir)
+
+    async def test_fields_from_the_page_and_the_call(self, col: Collection, site: Site) -> None:
+        url = site.url("/guide.html")
+        report = await col.ingest(url, metadata={"team": "cafe"})
+        assert report.added == [url]
+        record = await col.store.get_document(url)
+        assert record is not None
+        assert record.fields == {"team": "cafe", "title": "Café “Guide”"}
+        assert record.metadata["content_type"] == "text/html"
+        assert (await col.ingest(url, metadata={"team": "cafe"})).unchanged == [url]
+        assert (await col.ingest(url, metadata={"team": "bar"})).updated == [url]
+        with pytest.raises(IngestionError, match="metadata argument"):
+            await col.ingest(url, metadata={"team": ["a", 1]})
+        assert site.seen[-1].path == "/guide.html" and len(site.seen) == 3
 
     async def test_folder_ingest_never_prunes_urls(self, col: Collection, site: Site) -> None:
         await col.ingest(site.url("/tidal.txt"))

@@ -22,13 +22,14 @@ from groundkit.contracts import (
     EmbeddingIdentity,
 )
 from groundkit.errors import ConfigurationError, IndexIdentityError, StorageError
-from groundkit.index.protocols import ChunkPostings, StoredChunk
+from groundkit.index.protocols import ChunkPostings, DocumentState, StoredChunk
 
 __all__ = [
     "COLLECTION_NAME_PATTERN",
     "SCHEMA_VERSION",
     "SQLiteMetadataStore",
     "check_collection_name",
+    "metadata_json",
 ]
 
 SCHEMA_VERSION = 1
@@ -92,6 +93,11 @@ def check_collection_name(name: str) -> str:
             "starting with a letter or digit"
         )
     return name
+
+
+def metadata_json(metadata: Mapping[str, Any]) -> str:
+    """Document metadata as stored: JSON with sorted keys (anything else as its str)."""
+    return json.dumps(metadata, sort_keys=True, default=str)
 
 
 def _now() -> str:
@@ -293,6 +299,15 @@ class SQLiteMetadataStore:
         async with self._conn.execute("SELECT source, content_hash FROM documents") as cur:
             return {row[0]: row[1] async for row in cur}
 
+    async def document_states(self) -> dict[str, DocumentState]:
+        async with self._conn.execute(
+            "SELECT source, content_hash, source_class, extractor, metadata FROM documents"
+        ) as cur:
+            return {
+                row[0]: DocumentState(row[1], row[2], row[3], _metadata(row[4]))
+                async for row in cur
+            }
+
     async def get_document_sources(self) -> list[str]:
         async with self._conn.execute("SELECT source FROM documents ORDER BY source") as cur:
             return [row[0] async for row in cur]
@@ -381,7 +396,7 @@ class SQLiteMetadataStore:
                         now,
                         document.source_class,
                         document.extractor,
-                        json.dumps(document.metadata, sort_keys=True, default=str),
+                        metadata_json(document.metadata),
                     )
                     for document, _, _ in items
                 ],

@@ -22,6 +22,7 @@ from groundkit.contracts import (
 
 __all__ = [
     "ChunkPostings",
+    "DocumentState",
     "LexicalHit",
     "LexicalIndexProtocol",
     "MetadataStoreProtocol",
@@ -89,6 +90,16 @@ class StoredChunk:
 
 
 @dataclass(frozen=True, slots=True)
+class DocumentState:
+    """What an ingest compares to decide whether a document changed."""
+
+    content_hash: str
+    source_class: SourceClass
+    extractor: str | None
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkPostings:
     """Term statistics of a batch of chunks, as written at ingest time.
 
@@ -134,6 +145,10 @@ class MetadataStoreProtocol(Protocol):
 
     async def document_hashes(self) -> dict[str, str]:
         """``{source: content_hash}`` of every stored document."""
+        ...
+
+    async def document_states(self) -> dict[str, DocumentState]:
+        """``{source: state}`` of every stored document, metadata as stored (JSON types)."""
         ...
 
     async def get_document_sources(self) -> list[str]: ...

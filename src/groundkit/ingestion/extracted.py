@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from groundkit.config import IngestConfig
-from groundkit.contracts import PAGE_STARTS_KEY, Document
+from groundkit.contracts import FIELDS_KEY, PAGE_STARTS_KEY, Document
 from groundkit.errors import IngestionError
 from groundkit.extraction import (
     Extraction,
@@ -21,19 +21,30 @@ from groundkit.extraction import (
     html_extractor,
     pdf_extractor,
 )
+from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source, document_id_for, read_capped
 
 __all__ = ["HtmlLoader", "PdfLoader", "extracted_metadata"]
 
 
-def extracted_metadata(extraction: Extraction) -> dict[str, Any]:
-    """Document metadata for an extraction: page offsets (for citation pages) and title."""
+def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> dict[str, Any]:
+    """Document metadata for an extraction: page offsets (for citation pages) and,
+    with ``read_fields``, the fields its title and info give.
+
+    ``IngestionError`` when the info could not be read or does not make valid fields.
+    """
     metadata: dict[str, Any] = {}
     if extraction.page_starts:
         metadata[PAGE_STARTS_KEY] = list(extraction.page_starts)
         metadata["pages"] = len(extraction.page_starts)
-    if extraction.title:
-        metadata["title"] = extraction.title
+    if read_fields:
+        if extraction.info_error is not None:
+            raise IngestionError(
+                f"{extraction.info_error}; ingest with IngestConfig(read_fields=False) to skip it"
+            )
+        fields = extraction_fields(extraction.title, extraction.info)
+        if fields:
+            metadata[FIELDS_KEY] = fields
     return metadata
 
 
@@ -70,13 +81,17 @@ class _ExtractedLoader:
             raise IngestionError(f"{source}: {exc}") from None
         if not extraction.text.strip():
             raise IngestionError(f"{source}: {self._empty_reason}")
+        try:
+            metadata = extracted_metadata(extraction, read_fields=self.config.read_fields)
+        except IngestionError as exc:
+            raise IngestionError(f"{source}: {exc}") from None
         return Document(
             document_id=document_id_for(source),
             source=source,
             content=extraction.text,
             source_class="extracted",
             extractor=extractor.identity,
-            metadata=extracted_metadata(extraction),
+            metadata=metadata,
         )
 
 

@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groundkit.config import IngestConfig
-from groundkit.contracts import Document
+from groundkit.contracts import FIELDS_KEY, Document
 from groundkit.errors import IngestionError
+from groundkit.ingestion.fields import front_matter_fields
 from groundkit.utils.hashing import stable_id
 from groundkit.utils.path_safety import PathEscapeError, ensure_within, is_within, to_relative
 
 __all__ = [
+    "FRONT_MATTER_EXTENSIONS",
     "Discovery",
     "FileLoader",
     "contained_source",
@@ -110,8 +112,16 @@ def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]
     return Discovery(tuple(found), skipped)
 
 
+# Where a leading '---' block is front matter rather than text that happens to start so.
+FRONT_MATTER_EXTENSIONS = frozenset({".md", ".markdown"})
+
+
 class FileLoader:
-    """Loads UTF-8 text files (``.txt``, ``.md``, ``.markdown``, ``.rst`` by default)."""
+    """Loads UTF-8 text files (``.txt``, ``.md``, ``.markdown``, ``.rst`` by default).
+
+    A Markdown file's front matter becomes the document's fields and stays in
+    its text, so offsets still count from the top of the file.
+    """
 
     def __init__(self, config: IngestConfig | None = None) -> None:
         self.config = config or IngestConfig()
@@ -131,9 +141,18 @@ class FileLoader:
             raise IngestionError(f"{source}: cannot read ({exc.strerror or exc})") from None
         if not text.strip():
             raise IngestionError(f"{source}: empty (no text to index)")
+        metadata = {}
+        if self.config.read_fields and path.suffix.lower() in FRONT_MATTER_EXTENSIONS:
+            try:
+                fields = front_matter_fields(text)
+            except IngestionError as exc:
+                raise IngestionError(f"{source}: front matter {exc}") from None
+            if fields:
+                metadata[FIELDS_KEY] = fields
         return Document(
             document_id=document_id_for(source),
             source=source,
             content=text,
             source_class="text",
+            metadata=metadata,
         )

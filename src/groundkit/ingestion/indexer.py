@@ -8,9 +8,10 @@ succeeded, and only for sources under the scanned root.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,13 +20,22 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.config import ChunkingConfig, IngestConfig
-from groundkit.contracts import Chunk, Document, IngestFailure, IngestReport
+from groundkit.contracts import (
+    FIELDS_KEY,
+    Chunk,
+    Document,
+    FieldValue,
+    IngestFailure,
+    IngestReport,
+)
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.dense import VectorStoreProtocol
-from groundkit.index.protocols import MetadataStoreProtocol
+from groundkit.index.metadata import metadata_json
+from groundkit.index.protocols import DocumentState, MetadataStoreProtocol
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.dispatch import RoutingLoader
+from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.ingestion.snapshots import (
@@ -48,6 +58,8 @@ __all__ = ["Indexer", "ProgressCallback"]
 logger = logging.getLogger("groundkit.ingest")
 
 ProgressCallback = Callable[[int, int], None]
+# Fields given to an ingest call, as the caller passes them (checked before use).
+FieldsArgument = Mapping[str, object]
 
 
 class Indexer:
@@ -91,20 +103,30 @@ class Indexer:
         return self._base
 
     async def ingest(
-        self, path: str | Path, *, progress: ProgressCallback | None = None
+        self,
+        path: str | Path,
+        *,
+        progress: ProgressCallback | None = None,
+        metadata: FieldsArgument | None = None,
     ) -> IngestReport:
         """Bring the collection in line with ``path`` (a file or a directory).
 
-        Traced as ``groundkit.ingest`` (document counts) with one
-        ``groundkit.ingest.document`` span per file; paths never reach a span.
+        ``metadata`` adds fields to every document of this run, over the ones
+        its file states; invalid fields raise ``IngestionError`` before
+        anything is read. Traced as ``groundkit.ingest`` (document counts) with
+        one ``groundkit.ingest.document`` span per file; paths never reach a span.
         """
+        fields = _argument_fields(metadata)
         with traced(SPAN_INGEST, collection=self.collection) as span:
-            report = await self._ingest_path(path, progress)
+            report = await self._ingest_path(path, progress, fields)
             span.set(**_report_counts(report))
             return report
 
     async def _ingest_path(
-        self, path: str | Path, progress: ProgressCallback | None
+        self,
+        path: str | Path,
+        progress: ProgressCallback | None,
+        fields: dict[str, FieldValue],
     ) -> IngestReport:
         root = Path(path)
         if not root.is_absolute():
@@ -116,13 +138,15 @@ class Indexer:
                 f"{str(path)!r} is outside the collection's base directory {str(self._base)!r}"
             )
         async with self._lock:
-            return await self._ingest_root(root, progress)
+            return await self._ingest_root(root, progress, fields)
 
-    async def _ingest_root(self, root: Path, progress: ProgressCallback | None) -> IngestReport:
+    async def _ingest_root(
+        self, root: Path, progress: ProgressCallback | None, fields: dict[str, FieldValue]
+    ) -> IngestReport:
         await self._store.set_analyzer(self._analyzer.identity)
         await self._bind_embedding()
         discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
-        known = await self._store.document_hashes()
+        known = await self._store.document_states()
         added: list[str] = []
         updated: list[str] = []
         unchanged: list[str] = []
@@ -135,9 +159,11 @@ class Indexer:
             seen.add(source)
             with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
                 try:
-                    document = await self._loader.load(file, base_dir=self._base)
+                    document = _with_fields(
+                        await self._loader.load(file, base_dir=self._base), fields
+                    )
                     span.set(source_class=document.source_class)
-                    if await self._unchanged(document, known):
+                    if _unchanged(document, known):
                         unchanged.append(document.source)
                         span.set(outcome="unchanged")
                     else:
@@ -275,37 +301,30 @@ class Indexer:
             raise IngestionError(f"{document.source}: no text to index")
         return chunks, [self._analyzer.terms(c.content) for c in chunks]
 
-    async def _unchanged(self, document: Document, known: dict[str, str]) -> bool:
-        """Same text, and for extracted text the same extractor (its offsets depend on it)."""
-        if known.get(document.source) != document.content_hash:
-            return False
-        if document.source_class == "text":
-            return True
-        record = await self._store.get_document(document.source)
-        return (
-            record is not None
-            and record.source_class == document.source_class
-            and record.extractor == document.extractor
-        )
-
-    async def _prune(self, root: Path, known: dict[str, str], seen: set[str]) -> list[str]:
+    async def _prune(
+        self, root: Path, known: dict[str, DocumentState], seen: set[str]
+    ) -> list[str]:
         prefix = to_relative(root, self._base)
         if root.is_file():
             return []
         under = (lambda s: True) if prefix == "." else (lambda s: s.startswith(prefix + "/"))
-        gone = []
-        for source in sorted(s for s in known if under(s) and s not in seen):
-            # URL documents live beside the files, not under them: a folder
-            # scan has no say over them.
-            record = await self._store.get_document(source)
-            if record is None or record.source_class != "snapshot":
-                gone.append(source)
+        # URL documents live beside the files, not under them: a folder scan
+        # has no say over them.
+        gone = sorted(
+            s
+            for s, state in known.items()
+            if under(s) and s not in seen and state.source_class != "snapshot"
+        )
         if gone:
             await self._store.delete_documents(gone)
         return gone
 
-    async def ingest_url(self, url: str, loader: UrlLoader) -> IngestReport:
+    async def ingest_url(
+        self, url: str, loader: UrlLoader, *, metadata: FieldsArgument | None = None
+    ) -> IngestReport:
         """Fetch ``url`` and store it as a ``snapshot`` document with its local copy.
+
+        ``metadata`` adds fields as for ``ingest``.
 
         A URL refused on its face (scheme, userinfo, credential-shaped query)
         raises ``IngestionError`` and is never named in a report. Anything that
@@ -316,26 +335,29 @@ class Indexer:
 
         Traced as ``groundkit.ingest`` with document counts, never the URL.
         """
+        fields = _argument_fields(metadata)
         with traced(SPAN_INGEST, collection=self.collection) as span:
-            report = await self._ingest_url(url, loader)
+            report = await self._ingest_url(url, loader, fields)
             span.set(**_report_counts(report))
             return report
 
-    async def _ingest_url(self, url: str, loader: UrlLoader) -> IngestReport:
+    async def _ingest_url(
+        self, url: str, loader: UrlLoader, fields: dict[str, FieldValue]
+    ) -> IngestReport:
         if self._snapshots is None:
             raise ConfigurationError("URL ingest needs a snapshot directory; use a Collection")
         source = loader.check(url).source
         failed: list[IngestFailure] = []
         document: Document | None = None
         try:
-            document = await loader.load(url)
+            document = _with_fields(await loader.load(url), fields)
         except (IngestionError, ConfigurationError) as exc:
             failed.append(IngestFailure(source=source, reason=str(exc)))
             logger.debug("URL ingest failed: %s", exc)
         async with self._lock:
             await self._store.set_analyzer(self._analyzer.identity)
             await self._bind_embedding()
-            known = await self._store.document_hashes()
+            known = await self._store.document_states()
             writer = _Writer(self, reuse=await self._vectors_present())
             status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
             if document is not None:
@@ -363,12 +385,14 @@ class Indexer:
                 generation=await self._store.generation(),
             )
 
-    async def _store_snapshot_document(self, document: Document, known: dict[str, str]) -> str:
+    async def _store_snapshot_document(
+        self, document: Document, known: dict[str, DocumentState]
+    ) -> str:
         """Write the document, then its snapshot; returns added/updated/unchanged."""
         assert self._snapshots is not None
         snapshots = self._snapshots
         path = snapshot_path(snapshots, document.document_id)
-        if await self._unchanged(document, known):
+        if _unchanged(document, known):
             outcome = "unchanged"
         else:
             outcome = "updated" if document.source in known else "added"
@@ -470,6 +494,40 @@ class _Writer:
         self.documents_embedded += len(jobs)
         self.chunks_embedded += embedded
         self.chunks_reused += reused
+
+
+def _argument_fields(metadata: FieldsArgument | None) -> dict[str, FieldValue]:
+    """The ingest call's fields, checked before anything is read."""
+    return {} if metadata is None else check_fields(metadata, "metadata argument")
+
+
+def _with_fields(document: Document, fields: dict[str, FieldValue]) -> Document:
+    """``document`` with ``fields`` over its own, all checked; ``IngestionError`` otherwise.
+
+    Checked here as well as in the loaders, so a custom loader's document
+    cannot store what a built-in one would refuse.
+    """
+    own = document.metadata.get(FIELDS_KEY, {})
+    merged = check_fields({**own, **fields} if isinstance(own, Mapping) else own, document.source)
+    metadata = {k: v for k, v in document.metadata.items() if k != FIELDS_KEY}
+    if merged:
+        metadata[FIELDS_KEY] = merged
+    if metadata == document.metadata:
+        return document
+    return document.model_copy(update={"metadata": metadata})
+
+
+def _unchanged(document: Document, known: dict[str, DocumentState]) -> bool:
+    """Same text, same metadata (fields included) and, for extracted text, the same
+    extractor, whose offsets the stored chunks depend on."""
+    state = known.get(document.source)
+    return (
+        state is not None
+        and state.content_hash == document.content_hash
+        and state.source_class == document.source_class
+        and state.extractor == document.extractor
+        and state.metadata == json.loads(metadata_json(document.metadata))
+    )
 
 
 def _report_counts(report: IngestReport) -> dict[str, int]:

@@ -82,6 +82,8 @@ class UrlLoader:
     ``resolver`` replaces the system resolver (tests use a stub); ``verify`` is
     passed to httpx (an ``ssl.SSLContext`` to trust a private CA). Nothing is
     read from the environment: no proxy, no certificate override.
+    ``read_fields`` takes document fields from an HTML page's title and meta
+    tags or a PDF's document info.
     """
 
     def __init__(
@@ -92,9 +94,11 @@ class UrlLoader:
         max_bytes: int = DEFAULT_URL_MAX_BYTES,
         timeout: float = DEFAULT_URL_TIMEOUT,
         verify: ssl.SSLContext | bool = True,
+        read_fields: bool = True,
     ) -> None:
         if max_bytes < 1 or not timeout > 0:
             raise ValueError("max_bytes and timeout must be positive")
+        self.read_fields = read_fields
         self.policy = policy
         self.max_bytes = max_bytes
         self.timeout = timeout
@@ -122,7 +126,10 @@ class UrlLoader:
         if not extraction.text.strip():
             raise IngestionError(f"{checked.source}: the response has no text")
         metadata: dict[str, Any] = {"content_type": body.media_type}
-        metadata.update(extracted_metadata(extraction))
+        try:
+            metadata.update(extracted_metadata(extraction, read_fields=self.read_fields))
+        except IngestionError as exc:
+            raise IngestionError(f"{checked.source}: {exc}") from None
         if extractor is not None:
             # Provenance only: a snapshot verifies against its stored copy,
             # never by running this extractor again.
