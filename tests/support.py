@@ -6,7 +6,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from groundkit import Chunk, ChunkingConfig, Document, RetrievalResult, verify_citation
+from groundkit import (
+    Analyzer,
+    Chunk,
+    ChunkingConfig,
+    Document,
+    RetrievalResult,
+    verify_citation,
+)
 
 # Small chunks so every document yields several spans with non-trivial offsets.
 SMALL_CHUNKS = ChunkingConfig(max_chars=80, overlap_chars=20)
@@ -87,6 +94,22 @@ async def assert_all_verify(results: Iterable[RetrievalResult], base_dir: Path) 
         assert await verify_citation(result.citation, result.content, base_dir), result.citation
         count += 1
     return count
+
+
+def assert_highlighted(results: Iterable[RetrievalResult], query: str, base_dir: Path) -> None:
+    """Each result's highlights mark query terms of its content, and the same text in its file.
+
+    Results of a BM25 search matched at least one term, so each has a highlight.
+    """
+    analyzer = Analyzer()
+    wanted = set(analyzer.terms(query))
+    for result in results:
+        assert result.highlights is not None and len(result.highlights) > 0, result.chunk_id
+        text = (base_dir / result.source).read_bytes().decode("utf-8")  # CRLF kept
+        pairs = zip(result.highlights, result.source_highlights, strict=True)
+        for (a, b), (source_a, source_b) in pairs:
+            assert set(analyzer.terms(result.content[a:b])) & wanted, result.content[a:b]
+            assert text[source_a:source_b] == result.content[a:b]
 
 
 class ToyEmbedder:

@@ -53,6 +53,7 @@ def test_ingest_search_fetch_verify_round_trip(
     hit = payload["results"][0]
     assert hit["rank"] == 1 and hit["source"] == "corpus/sub/b.txt"
     assert set(hit) >= {"chunk_id", "start_offset", "end_offset", "content", "score"}
+    assert [hit["content"][a:b] for a, b in hit["highlights"]] == ["market", "inflation"]
 
     code, out, _ = run(capsys, "fetch", hit["chunk_id"], *common(tmp_path), "--json")
     assert code == 0

@@ -30,7 +30,15 @@ from groundkit import (
 )
 from groundkit.index.dense import LanceDBVectorStore
 from groundkit.utils.hashing import sha256_text
-from tests.support import CORPUS, QUERIES, SMALL_CHUNKS, ToyEmbedder, assert_all_verify, write_tree
+from tests.support import (
+    CORPUS,
+    QUERIES,
+    SMALL_CHUNKS,
+    ToyEmbedder,
+    assert_all_verify,
+    assert_highlighted,
+    write_tree,
+)
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 
@@ -66,6 +74,15 @@ async def test_dense_and_hybrid_results_verify(index_dir: Path, corpus_dir: Path
                 assert response.results
                 assert all(r.score >= 0 for r in response.results)
                 await assert_all_verify(response.results, corpus_dir)
+                if mode == "dense":
+                    assert all(r.highlights is None for r in response.results)
+                else:
+                    lexical = {r.chunk_id for r in (await col.search(query, 100)).results}
+                    assert_highlighted(
+                        [r for r in response.results if r.chunk_id in lexical], query, corpus_dir
+                    )
+                    others = [r for r in response.results if r.chunk_id not in lexical]
+                    assert all(r.highlights == [] for r in others)
         again = await col.ingest(corpus_dir)
         assert again.embedded == 0 and again.unchanged == sorted(CORPUS)
     finally:

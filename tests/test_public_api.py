@@ -33,6 +33,7 @@ EXPECTED_ALL = [
     "FileLoader",
     "FusedHit",
     "GroundkitError",
+    "Highlights",
     "HtmlExtractor",
     "HtmlLoader",
     "IndexIdentityError",

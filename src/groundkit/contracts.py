@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
+from pydantic_core import CoreSchema, core_schema
 
 from groundkit.utils.hashing import sha256_text
 
@@ -29,6 +30,7 @@ __all__ = [
     "FetchResult",
     "FieldScalar",
     "FieldValue",
+    "Highlights",
     "IngestFailure",
     "IngestReport",
     "RetrievalResult",
@@ -75,6 +77,101 @@ def page_at(metadata: Mapping[str, Any], offset: int) -> int | None:
     return bisect_right(starts, offset)
 
 
+Span = tuple[int, int]
+
+
+class Highlights(Sequence[Span]):
+    """Where a result's query terms occur in its content: sorted ``(start, end)`` pairs.
+
+    Offsets are relative to ``RetrievalResult.content``; add the result's
+    ``start_offset`` for offsets into the source. A search hands each result a
+    deferred computation, so only highlights that are read (or serialised)
+    cost a pass over the text: the BM25 path stays as fast as without them.
+    Compares equal to any sequence of the same pairs.
+    """
+
+    __slots__ = ("_args", "_compute", "_spans")
+
+    def __init__(self, spans: Iterable[Span] = ()) -> None:
+        self._spans: tuple[Span, ...] | None = tuple((int(a), int(b)) for a, b in spans)
+        self._compute: Callable[..., Sequence[Span]] | None = None
+        self._args: tuple[Any, ...] = ()
+
+    @classmethod
+    def deferred(cls, compute: Callable[..., Sequence[Span]], *args: Any) -> Highlights:
+        """Highlights that ``compute(*args)`` produces on first use."""
+        lazy = cls.__new__(cls)
+        lazy._spans = None
+        lazy._compute = compute
+        lazy._args = args
+        return lazy
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the spans are known yet (nothing is computed to answer)."""
+        return self._spans is not None
+
+    def _resolve(self) -> tuple[Span, ...]:
+        if self._spans is None:
+            assert self._compute is not None
+            self._spans = tuple(self._compute(*self._args))
+            self._compute, self._args = None, ()
+        return self._spans
+
+    @overload
+    def __getitem__(self, index: int) -> Span: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Span]: ...
+
+    def __getitem__(self, index: int | slice) -> Span | Sequence[Span]:
+        return self._resolve()[index]
+
+    def __len__(self) -> int:
+        return len(self._resolve())
+
+    def __iter__(self) -> Iterator[Span]:
+        return iter(self._resolve())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Highlights):
+            return self._resolve() == other._resolve()
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return list(self._resolve()) == [tuple(pair) for pair in other]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Highlights({list(self._resolve())!r})"
+
+    def __reduce__(self) -> tuple[type[Highlights], tuple[tuple[Span, ...]]]:
+        return (Highlights, (self._resolve(),))
+
+    def __copy__(self) -> Highlights:
+        return Highlights(self._resolve())
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Highlights:
+        return Highlights(self._resolve())
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        pair = core_schema.tuple_schema([core_schema.int_schema(ge=0)] * 2)
+        from_pairs = core_schema.no_info_after_validator_function(
+            cls, core_schema.list_schema(pair)
+        )
+        return core_schema.json_or_python_schema(
+            json_schema=from_pairs,
+            python_schema=core_schema.union_schema(
+                [core_schema.is_instance_schema(cls), from_pairs]
+            ),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda h: [list(pair) for pair in h],
+                return_schema=core_schema.list_schema(core_schema.list_schema()),
+            ),
+        )
+
+
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
 
@@ -86,6 +183,16 @@ def _check_extractor(source_class: SourceClass, extractor: str | None) -> None:
         raise ValueError("an 'extracted' source needs the identity of its extractor")
     if source_class != "extracted" and extractor is not None:
         raise ValueError(f"a {source_class!r} source must not name an extractor")
+
+
+def _check_highlights(highlights: Sequence[Span], length: int) -> None:
+    end = 0
+    for a, b in highlights:
+        if not end <= a < b <= length:
+            raise ValueError(
+                f"highlight {a}..{b} is empty, out of order or outside content of length {length}"
+            )
+        end = b
 
 
 def _check_span(start: int, end: int) -> None:
@@ -206,6 +313,8 @@ class RetrievalResult(_Frozen):
     start_offset: int = Field(ge=0)
     end_offset: int = Field(ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Query-term spans in ``content`` (lexical matches); None for dense hits.
+    highlights: Highlights | None = None
 
     @model_validator(mode="after")
     def _validate(self) -> RetrievalResult:
@@ -215,7 +324,16 @@ class RetrievalResult(_Frozen):
         _check_extractor(self.source_class, self.extractor)
         if self.end_offset - self.start_offset != len(self.content):
             raise ValueError("span length does not match content length")
+        if self.highlights is not None and self.highlights.resolved:
+            # Deferred highlights come from this content and are not forced here.
+            _check_highlights(self.highlights, len(self.content))
         return self
+
+    @property
+    def source_highlights(self) -> list[Span]:
+        """``highlights`` as offsets into the source (empty for dense hits)."""
+        base = self.start_offset
+        return [(base + a, base + b) for a, b in self.highlights or ()]
 
     @property
     def fields(self) -> dict[str, FieldValue]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -125,3 +127,61 @@ def test_deterministic_and_cache_independent(text: str) -> None:
     assert warm.terms(text) == Analyzer().terms(text)
     assert all(term and term == term.lower() for term in warm.terms(text))
     assert warm.terms_many([text, text]) == [warm.terms(text)] * 2
+
+
+# -- spans: where the terms of a query occur ---------------------------------------
+
+
+def _marked(text: str, spans: list[tuple[int, int]]) -> list[str]:
+    return [text[a:b] for a, b in spans]
+
+
+def test_spans_mark_what_the_terms_match() -> None:
+    analyzer = Analyzer()
+    text = "Running, the runner RUNS; a run-off. Connections connected."
+    wanted = set(analyzer.terms("runs connection"))
+    spans = analyzer.spans(text, wanted)
+    assert _marked(text, spans) == ["Running", "RUNS", "run", "Connections", "connected"]
+    # Stop words and absent terms mark nothing.
+    assert analyzer.spans(text, set(analyzer.terms("the a"))) == []
+    assert analyzer.spans(text, set()) == []
+    assert analyzer.spans("", {"run"}) == []
+
+
+def test_spans_of_cjk_grams_are_merged() -> None:
+    analyzer = Analyzer()
+    text = "東京は日本の首都です。京都も。"
+    spans = analyzer.spans(text, set(analyzer.terms("東京")))
+    assert _marked(text, spans) == ["東京", "京"]
+    assert analyzer.spans(text, {"日本", "本の"}) == [(3, 6)]
+
+
+def test_spans_when_lowercasing_changes_the_length() -> None:
+    analyzer = Analyzer()
+    text = "İzmir hosts the Istanbul ferry, İ."
+    assert len(text.lower()) != len(text)
+    spans = analyzer.spans(text, set(analyzer.terms("ferry hosts")))
+    assert _marked(text, spans) == ["hosts", "ferry"]
+
+
+_WORDS = st.sampled_from(
+    ["Running", "runs", "the", "Cat", "cats", "東京", "日本", "x", "İ", "connected", "a", "42"]
+)
+
+
+@given(
+    st.lists(st.tuples(_WORDS, st.sampled_from([" ", ", ", "\n", "-", ""])), max_size=12),
+    st.lists(_WORDS, min_size=1, max_size=3),
+)
+def test_spans_cover_exactly_the_matching_terms(
+    pieces: list[tuple[str, str]], query: list[str]
+) -> None:
+    analyzer = Analyzer()
+    text = "".join(word + sep for word, sep in pieces)
+    wanted = set(analyzer.terms(" ".join(query)))
+    spans = analyzer.spans(text, wanted)
+    assert spans == sorted(spans)
+    assert all(0 <= a < b <= len(text) for a, b in spans)
+    assert all(b1 < a2 for (_, b1), (a2, _) in itertools.pairwise(spans))
+    marked = {t for a, b in spans for t in analyzer.terms(text[a:b])} & wanted
+    assert marked == set(analyzer.terms(text)) & wanted

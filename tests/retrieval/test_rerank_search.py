@@ -40,6 +40,9 @@ async def test_rerank_reorders_candidates_and_citations_hold(
                 assert scores == sorted(scores, reverse=True)
                 assert all(0.0 <= s <= 1.0 for s in scores)
                 await assert_all_verify(ranked.results, corpus_dir)
+                # Reordering keeps each result's highlights (none for dense hits).
+                before = {r.chunk_id: r.highlights for r in plain.results}
+                assert all(r.highlights == before[r.chunk_id] for r in ranked.results)
 
 
 async def test_rerank_without_a_reranker_is_refused(index_dir: Path, corpus_dir: Path) -> None:

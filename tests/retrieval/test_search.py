@@ -12,6 +12,7 @@ from groundkit import (
     Analyzer,
     AnalyzerConfig,
     ConfigurationError,
+    Highlights,
     Indexer,
     IndexIdentityError,
     RetrievalConfig,
@@ -20,7 +21,7 @@ from groundkit import (
     Retriever,
     SQLiteMetadataStore,
 )
-from tests.support import QUERIES, SMALL_CHUNKS, assert_all_verify
+from tests.support import QUERIES, SMALL_CHUNKS, assert_all_verify, assert_highlighted
 
 
 @pytest.fixture
@@ -48,6 +49,29 @@ async def test_results_carry_verifiable_citations(retriever: Retriever, corpus_d
     assert checked >= len(QUERIES)
 
 
+async def test_results_carry_highlights(retriever: Retriever, corpus_dir: Path) -> None:
+    for query in QUERIES:
+        response = await retriever.search(query)
+        assert_highlighted(response.results, query, corpus_dir)
+    response = await retriever.search("Boiling the water for tea")
+    top = response.results[0]
+    assert top.source == "kitchen/tea.rst"
+    marked = [top.content[a:b] for a, b in top.highlights or ()]
+    assert "Boiling" in marked and "water" in marked and "the" not in marked
+
+
+async def test_highlights_are_computed_on_first_use(retriever: Retriever) -> None:
+    response = await retriever.search("electricity")
+    highlights = [r.highlights for r in response.results]
+    assert highlights and all(h is not None and not h.resolved for h in highlights)
+    first = highlights[0]
+    assert first is not None and len(first) == 1 and first.resolved
+    # Serialising resolves the rest, and the JSON carries plain pairs.
+    dumped = response.model_dump(mode="json")
+    assert all(h is not None and h.resolved for h in highlights)
+    assert dumped["results"][0]["highlights"] == [list(first[0])]
+
+
 async def test_ranking(retriever: Retriever) -> None:
     response = await retriever.search("green tea boiling water")
     assert response.results[0].source == "kitchen/tea.rst"
@@ -58,8 +82,10 @@ async def test_ranking(retriever: Retriever) -> None:
 
 async def test_cjk_query(retriever: Retriever) -> None:
     response = await retriever.search("富士山")
-    assert response.results[0].source == "notes/东京.txt"
-    assert "富士山" in response.results[0].content
+    top = response.results[0]
+    assert top.source == "notes/东京.txt"
+    assert "富士山" in top.content
+    assert [top.content[a:b] for a, b in top.highlights or ()] == ["富士山", "山"]
 
 
 async def test_metadata(retriever: Retriever, store: SQLiteMetadataStore) -> None:
@@ -218,7 +244,10 @@ async def test_stale_rows_never_served_with_or_without_preload(
     await assert_all_verify(response.results, corpus_dir)
 
 
-def test_unvalidated_result_equals_a_validated_one() -> None:
+@pytest.mark.parametrize("highlights", [None, [(0, 4)]])
+def test_unvalidated_result_equals_a_validated_one(
+    highlights: list[tuple[int, int]] | None,
+) -> None:
     from groundkit.index.protocols import StoredChunk
     from groundkit.retrieval.search import _result
 
@@ -237,7 +266,9 @@ def test_unvalidated_result_equals_a_validated_one() -> None:
         extractor="pypdf/9",
         metadata={"page_starts": [0, 12]},
     )
-    fast = _result(stored, 2.5)
+    deferred = None if highlights is None else Highlights.deferred(lambda: highlights)
+    fast = _result(stored, 2.5, deferred)
+    extra = {} if highlights is None else {"highlights": highlights}
     checked = RetrievalResult(
         content="text",
         score=2.5,
@@ -250,6 +281,7 @@ def test_unvalidated_result_equals_a_validated_one() -> None:
         start_offset=10,
         end_offset=14,
         metadata={"page_starts": [0, 12]},
+        **extra,  # type: ignore[arg-type]
     )
     assert set(fast.__dict__) == set(RetrievalResult.model_fields)
     assert fast == checked

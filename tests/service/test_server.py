@@ -86,6 +86,8 @@ async def test_search_then_fetch_verified_then_drifted(served: Served) -> None:
         assert citation["source"] == "docs/energy/solar.md"
         text = served.source(citation["source"]).read_text(encoding="utf-8")
         assert text[citation["start_offset"] : citation["end_offset"]] == top["content"]
+        marked = [top["content"][a:b].lower() for a, b in top["highlights"]]
+        assert "solar" in marked and "electricity" in marked
 
         fetched = await call(client, "fetch_chunk", chunk_id=citation["chunk_id"])
         assert fetched["verification"] == "verified"

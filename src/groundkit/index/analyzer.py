@@ -9,7 +9,7 @@ collection is never queried with terms produced by a different analyzer.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 from groundkit.config import AnalyzerConfig
@@ -103,14 +103,81 @@ class Analyzer:
                 continue
             term = cache.get(token)
             if term is None:
-                term = self._stem(token) if _LATIN.fullmatch(token) else token
-                if len(cache) < 500_000:
-                    cache[token] = term
+                term = self._learn(token)
             append(term)
         return out
 
+    def _learn(self, token: str) -> str:
+        """The term of a lowercase, non-CJK token, remembered (up to a cap) for next time."""
+        term = self._stem(token) if _LATIN.fullmatch(token) else token
+        if len(self._cache) < 500_000:
+            self._cache[token] = term
+        return term
+
     def terms_many(self, texts: Iterable[str]) -> list[list[str]]:
         return [self.terms(t) for t in texts]
+
+    def spans(self, text: str, wanted: Collection[str]) -> list[tuple[int, int]]:
+        """``(start, end)`` offsets in ``text`` of the tokens whose terms are in ``wanted``.
+
+        Tokens are found and turned into terms exactly as ``terms`` does, so a
+        span marks what a search matched: "Running" for the query "runs".
+        A CJK gram marks its characters. Sorted; overlapping or touching spans
+        are merged.
+        """
+        if not wanted:
+            return []
+        lowered = text.lower()
+        if len(lowered) != len(text):
+            # Lowercasing changed the length (a dotted capital I, say), so offsets
+            # into the lowered text would be wrong: tokenise the original instead.
+            return self._spans_by_token(text, wanted)
+        found: list[tuple[int, int]] = []
+        cache = self._cache
+        stop = self._stopwords
+        minimum = self.config.min_token_chars
+        for match in _TOKEN.finditer(lowered):
+            token = match.group()
+            # Every CJK range starts at or above U+3040: most tokens skip the regex.
+            if token[0] >= "\u3040" and _CJK_RUN.match(token):
+                found.extend(_gram_spans(token, match.start(), wanted))
+            elif (
+                len(token) >= minimum
+                and token not in stop
+                and (cache.get(token) or self._learn(token)) in wanted
+            ):
+                found.append(match.span())
+        return _merged(found)
+
+    def _spans_by_token(self, text: str, wanted: Collection[str]) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        for match in _TOKEN.finditer(text):
+            token = match.group()
+            if _CJK_RUN.match(token):
+                found.extend(_gram_spans(token, match.start(), wanted))
+            elif any(term in wanted for term in self.terms(token)):
+                found.append((match.start(), match.end()))
+        return _merged(found)
+
+
+def _gram_spans(run: str, start: int, wanted: Collection[str]) -> list[tuple[int, int]]:
+    """Spans of the unigrams and bigrams of a CJK ``run`` (at ``start``) that are wanted."""
+    found = [(start + i, start + i + 1) for i, char in enumerate(run) if char in wanted]
+    found.extend(
+        (start + i, start + i + 2) for i in range(len(run) - 1) if run[i : i + 2] in wanted
+    )
+    return found
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
 
 
 def _cjk_grams(run: str) -> list[str]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
-from groundkit.contracts import RetrievalResult, SearchMode, SearchResponse
+from groundkit.contracts import Highlights, RetrievalResult, SearchMode, SearchResponse
 from groundkit.errors import (
     ConfigurationError,
     IndexIdentityError,
@@ -190,8 +190,9 @@ class Retriever:
         stale = 0
         timings: dict[str, float] = {}
         if mode == "bm25":
-            hits = await self._lexical_hits(query, k, self._config.score_threshold)
-            results, stale = await self._join(hits)
+            terms = self._analyzer.terms(query)
+            hits = await self._lexical_hits(terms, k, self._config.score_threshold)
+            results, stale = await self._join(hits, frozenset(terms))
         elif mode == "dense":
             dense = await self._dense_hits(query, k, timings)
             threshold = self._config.score_threshold
@@ -235,8 +236,9 @@ class Retriever:
                 f"mode {mode!r}: this collection has no vectors yet; ingest it with an embedder"
             )
 
-    async def _lexical_hits(self, query: str, k: int, threshold: float | None) -> list[LexicalHit]:
-        terms = self._analyzer.terms(query)
+    async def _lexical_hits(
+        self, terms: list[str], k: int, threshold: float | None
+    ) -> list[LexicalHit]:
         if not terms:
             return []
         if self._lexical.size > _THREAD_THRESHOLD:
@@ -260,10 +262,11 @@ class Retriever:
         cfg = self._config
         depth = max(k, cfg.hybrid_candidates)
         clock = time.perf_counter()
+        terms = self._analyzer.terms(query)
 
         async def lexical_side() -> list[LexicalHit]:
             started = time.perf_counter()
-            hits = await self._lexical_hits(query, depth, None)
+            hits = await self._lexical_hits(terms, depth, None)
             timings["bm25_ms"] = (time.perf_counter() - started) * 1000
             return hits
 
@@ -291,7 +294,14 @@ class Retriever:
         missing = [h.key for h in top if h.key not in known]
         if missing:
             known.update(await self._store.get_chunks_by_ids(missing))
-        results = [_result(known[h.key], h.score) for h in top if h.key in known]
+        # Every fused result gets highlights: a dense-only survivor may still
+        # contain query terms (it ranked below the lexical candidate depth).
+        spans, wanted = self._analyzer.spans, frozenset(terms)
+        results = [
+            _result(known[h.key], h.score, Highlights.deferred(spans, known[h.key].content, wanted))
+            for h in top
+            if h.key in known
+        ]
         _lap(timings, "hydrate_ms", clock)
         return results, len(top) - len(results)
 
@@ -302,10 +312,15 @@ class Retriever:
             return self._rows  # the snapshot is still the store: no read needed
         return await self._store.get_chunks_by_keys(keys)
 
-    async def _join(self, hits: list[LexicalHit]) -> tuple[list[RetrievalResult], int]:
+    async def _join(
+        self, hits: list[LexicalHit], wanted: frozenset[str]
+    ) -> tuple[list[RetrievalResult], int]:
         rows = await self._rows_for_keys([h.key for h in hits])
+        spans = self._analyzer.spans
         results = [
-            _result(stored, hit.score) for hit in hits if (stored := rows.get(hit.key)) is not None
+            _result(stored, hit.score, Highlights.deferred(spans, stored.content, wanted))
+            for hit in hits
+            if (stored := rows.get(hit.key)) is not None
         ]
         return results, len(hits) - len(results)
 
@@ -354,9 +369,13 @@ def _validate(query: object, top_k: object, mode: object, config: RetrievalConfi
 
 
 _RESULT_FIELDS = frozenset(RetrievalResult.model_fields)
+# A dense hit has no highlights; left unset, as the constructor would leave it.
+_UNHIGHLIGHTED_FIELDS = _RESULT_FIELDS - {"highlights"}
 
 
-def _result(stored: StoredChunk, score: float) -> RetrievalResult:
+def _result(
+    stored: StoredChunk, score: float, highlights: Highlights | None = None
+) -> RetrievalResult:
     """A result from a stored row, built without validation.
 
     Rows were validated as Chunks when written, and BM25, cosine-derived and
@@ -382,9 +401,14 @@ def _result(stored: StoredChunk, score: float) -> RetrievalResult:
             "start_offset": stored.start_offset,
             "end_offset": stored.end_offset,
             "metadata": stored.metadata,
+            "highlights": highlights,
         },
     )
-    object.__setattr__(result, "__pydantic_fields_set__", _RESULT_FIELDS)
+    object.__setattr__(
+        result,
+        "__pydantic_fields_set__",
+        _UNHIGHLIGHTED_FIELDS if highlights is None else _RESULT_FIELDS,
+    )
     object.__setattr__(result, "__pydantic_extra__", None)
     object.__setattr__(result, "__pydantic_private__", None)
     return result

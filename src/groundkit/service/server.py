@@ -95,6 +95,8 @@ class CitedResult(_Wire):
     chunk_index: int
     citation: Citation
     metadata: dict[str, Any]
+    # Query-term spans relative to ``content``; null for dense hits.
+    highlights: list[tuple[int, int]] | None = None
 
 
 class SearchOutput(_Wire):
@@ -142,6 +144,7 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
                 chunk_index=r.chunk_index,
                 citation=r.citation,
                 metadata=r.metadata,
+                highlights=None if r.highlights is None else list(r.highlights),
             )
             for rank, r in enumerate(response.results, start=1)
         ],
