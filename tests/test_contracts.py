@@ -21,6 +21,7 @@ from groundkit import (
     FetchResult,
     IngestFailure,
     IngestReport,
+    QuoteCheck,
     RetrievalResult,
     SearchResponse,
 )
@@ -261,3 +262,15 @@ def test_search_response_and_fetch_result_literals() -> None:
             verification="maybe",  # type: ignore[arg-type]
             detail="",
         )
+
+
+def test_quote_check_offsets_only_when_verified() -> None:
+    citation = Citation(**_citation())
+    found = {"start_offset": 0, "end_offset": 1}
+    check = QuoteCheck(quote="x", verdict="verified", detail="", citation=citation, **found)
+    assert check.ok
+    with pytest.raises(ValidationError):
+        QuoteCheck(quote="x", verdict="verified", detail="", citation=citation)
+    with pytest.raises(ValidationError):
+        QuoteCheck(quote="x", verdict="drifted", detail="", citation=citation, **found)
+    assert not QuoteCheck(quote="x", verdict="not_in_span", detail="", citation=citation).ok

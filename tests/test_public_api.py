@@ -51,6 +51,8 @@ EXPECTED_ALL = [
     "OpenAICompatibleEmbedder",
     "PdfExtractor",
     "PdfLoader",
+    "QuoteCheck",
+    "QuoteVerdict",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
     "RetrievalConfig",
@@ -74,6 +76,7 @@ EXPECTED_ALL = [
     "__version__",
     "active_extractors",
     "build_server",
+    "check_quote",
     "chunk_document",
     "chunk_spans",
     "convex_combination",
@@ -84,6 +87,7 @@ EXPECTED_ALL = [
     "resolve_model",
     "run_server",
     "verify_citation",
+    "verify_quote",
 ]
 
 

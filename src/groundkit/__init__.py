@@ -23,6 +23,8 @@ from groundkit.contracts import (
     Highlights,
     IngestFailure,
     IngestReport,
+    QuoteCheck,
+    QuoteVerdict,
     RetrievalResult,
     SearchMode,
     SearchResponse,
@@ -68,6 +70,7 @@ from groundkit.providers import (
 )
 from groundkit.retrieval.citations import resolve_citation, verify_citation
 from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.quotes import check_quote, verify_quote
 from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.service import CollectionInfo, CollectionRegistry, build_server, run_server
@@ -123,6 +126,8 @@ __all__ = [
     "OpenAICompatibleEmbedder",
     "PdfExtractor",
     "PdfLoader",
+    "QuoteCheck",
+    "QuoteVerdict",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
     "RetrievalConfig",
@@ -144,6 +149,7 @@ __all__ = [
     "__version__",
     "active_extractors",
     "build_server",
+    "check_quote",
     "chunk_document",
     "chunk_spans",
     "convex_combination",
@@ -154,4 +160,5 @@ __all__ = [
     "resolve_model",
     "run_server",
     "verify_citation",
+    "verify_quote",
 ]

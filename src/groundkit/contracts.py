@@ -33,6 +33,8 @@ __all__ = [
     "Highlights",
     "IngestFailure",
     "IngestReport",
+    "QuoteCheck",
+    "QuoteVerdict",
     "RetrievalResult",
     "SearchMode",
     "SearchResponse",
@@ -45,6 +47,8 @@ __all__ = [
 SourceClass = Literal["text", "extracted", "snapshot"]
 SearchMode = Literal["bm25", "dense", "hybrid"]
 Verification = Literal["verified", "drifted", "unresolvable"]
+# A quote check adds one outcome: the span is intact but does not hold the quote.
+QuoteVerdict = Literal["verified", "not_in_span", "drifted", "unresolvable"]
 
 
 # Document metadata key holding the offset where each page of the text begins
@@ -372,6 +376,34 @@ class FetchResult(_Frozen):
     citation: Citation
     verification: Verification
     detail: str
+
+
+class QuoteCheck(_Frozen):
+    """Whether a quote lies in a cited span that still reads as indexed, and why not.
+
+    ``start_offset``/``end_offset`` locate the quote in the source (not the
+    span) when the verdict is ``verified``; they are None otherwise.
+    """
+
+    quote: str
+    verdict: QuoteVerdict
+    detail: str
+    citation: Citation
+    start_offset: int | None = Field(default=None, ge=0)
+    end_offset: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _validate(self) -> QuoteCheck:
+        located = self.start_offset is not None and self.end_offset is not None
+        if located != (self.verdict == "verified"):
+            raise ValueError("a verified quote, and only a verified one, has offsets")
+        if self.start_offset is not None and self.end_offset is not None:
+            _check_span(self.start_offset, self.end_offset)
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "verified"
 
 
 class EmbeddingIdentity(_Frozen):

@@ -1,0 +1,248 @@
+"""Is a quoted passage really in the span its citation points at, as the source reads now?
+
+An answer that quotes its sources can be checked mechanically: the quote must
+lie inside the cited span, and the span must still be the text that was
+indexed (``verify_citation``). Quotes and spans are compared after a fixed,
+documented normalisation (``normalize_quote``), so typography an LLM tends to
+change (curly quotes, dashes, line breaks) does not fail a faithful quote,
+while any change of words, digits, letters or their case still does.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+from typing import TypedDict, Unpack
+
+from groundkit.contracts import Citation, FetchResult, QuoteCheck, QuoteVerdict, RetrievalResult
+from groundkit.errors import RetrievalError
+from groundkit.retrieval.citations import read_source, slice_span
+
+__all__ = ["QuoteChecker", "QuoteOptions", "check_quote", "normalize_quote", "verify_quote"]
+
+Cited = RetrievalResult | FetchResult | Citation
+
+_QUOTE_FORMS: dict[int, str] = {}
+for _chars, _plain in (
+    ("\u2018\u2019\u201a\u201b\u2032\u2039\u203a\uff07", "'"),
+    ("\u201c\u201d\u201e\u201f\u2033\u00ab\u00bb\uff02", '"'),
+    ("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d", "-"),
+    ("\u2026", "..."),
+    # Invisible: soft hyphen, zero-width space/non-joiner/joiner, word joiner, BOM.
+    ("\u00ad\u200b\u200c\u200d\u2060\ufeff", ""),
+):
+    _QUOTE_FORMS.update({ord(c): _plain for c in _chars})
+
+
+def normalize_quote(text: str) -> str:
+    """The form quotes and spans are compared in.
+
+    1. Unicode NFC (composed accents), applied to each character together with
+       the combining marks that follow it.
+    2. Single quotes and primes ``‘ ’ ‚ ‛ ′ ‹ › ＇`` become ``'``; double quotes
+       ``“ ” „ ‟ ″ « » ＂`` become ``"``; hyphens, dashes and minus signs
+       (U+2010-U+2015, U+2212, U+FE58, U+FE63, U+FF0D) become ``-``; ``…``
+       becomes ``...``; soft hyphens, zero-width characters and BOMs vanish.
+    3. Every run of whitespace (``str.isspace``) becomes one space, and leading
+       and trailing whitespace is dropped.
+
+    Nothing else changes: case, digits, letters and other punctuation must match.
+    """
+    return _normalized(text)[0]
+
+
+def _clusters(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each character with the combining marks after it."""
+    out: list[tuple[int, int]] = []
+    for i, char in enumerate(text):
+        if out and unicodedata.combining(char):
+            out[-1] = (out[-1][0], i + 1)
+        else:
+            out.append((i, i + 1))
+    return out
+
+
+def _normalized(text: str) -> tuple[str, list[tuple[int, int]]]:
+    """``normalize_quote(text)`` and, per output character, the ``text`` range it came from."""
+    if unicodedata.is_normalized("NFC", text):
+        pieces = [(text[i], i, i + 1) for i in range(len(text))]
+    else:
+        pieces = []
+        for start, end in _clusters(text):
+            pieces.extend((c, start, end) for c in unicodedata.normalize("NFC", text[start:end]))
+    chars: list[str] = []
+    origin: list[tuple[int, int]] = []
+    for char, start, end in pieces:
+        if char.isspace():
+            if chars and chars[-1] == " ":
+                origin[-1] = (origin[-1][0], end)
+            else:
+                chars.append(" ")
+                origin.append((start, end))
+            continue
+        for out in char.translate(_QUOTE_FORMS):
+            chars.append(out)
+            origin.append((start, end))
+    if chars and chars[0] == " ":
+        del chars[0], origin[0]
+    if chars and chars[-1] == " ":
+        del chars[-1], origin[-1]
+    return "".join(chars), origin
+
+
+def _cited(cited: Cited, content: str | None) -> tuple[Citation, str]:
+    if isinstance(cited, Citation):
+        if content is None:
+            raise TypeError(
+                "a bare Citation carries no text to compare with its source; pass content= "
+                "(the text it was indexed with) or the RetrievalResult / FetchResult itself"
+            )
+        return cited, content
+    if content is not None:
+        raise TypeError("content= is only for a bare Citation; a result carries its own")
+    return cited.citation, cited.content
+
+
+def _source_key(citation: Citation) -> tuple[str, str, str | None, str]:
+    snapshot = citation.document_id if citation.source_class == "snapshot" else ""
+    return (citation.source_class, citation.source, citation.extractor, snapshot)
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+class QuoteChecker:
+    """Checks quotes against citations, reading (or extracting) each source once.
+
+    For many quotes over the same results, as an answer's test does; a checker
+    holds what it read, so make a new one to see later edits of the sources.
+    """
+
+    def __init__(self, allowed_base_dir: Path | str, *, snapshot_dir: Path | None = None) -> None:
+        self.allowed_base_dir = Path(allowed_base_dir)
+        self.snapshot_dir = snapshot_dir
+        self._sources: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
+
+    async def _source(self, citation: Citation) -> str:
+        key = _source_key(citation)
+        if key not in self._sources:
+            try:
+                self._sources[key] = await read_source(
+                    citation, self.allowed_base_dir, snapshot_dir=self.snapshot_dir
+                )
+            except RetrievalError as exc:
+                self._sources[key] = exc
+        found = self._sources[key]
+        if isinstance(found, RetrievalError):
+            raise found
+        return found
+
+    async def span(self, citation: Citation) -> str:
+        """The cited span as the source reads now; raises like ``resolve_citation``."""
+        return slice_span(await self._source(citation), citation)
+
+    async def check(self, quote: str, cited: Cited, *, content: str | None = None) -> QuoteCheck:
+        """The verdict on one quote; see ``check_quote``."""
+        citation, expected = _cited(cited, content)
+        wanted = normalize_quote(quote)
+
+        def verdict(
+            name: QuoteVerdict, detail: str, found: tuple[int, int] | None = None
+        ) -> QuoteCheck:
+            start, end = (None, None) if found is None else found
+            return QuoteCheck(
+                quote=quote,
+                verdict=name,
+                detail=detail,
+                citation=citation,
+                start_offset=start,
+                end_offset=end,
+            )
+
+        where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"
+        try:
+            span = await self.span(citation)
+        except RetrievalError as exc:
+            return verdict(exc.verdict or "unresolvable", str(exc))
+        if span != expected:
+            indexed = "is" if wanted and wanted in normalize_quote(expected) else "is not"
+            return verdict(
+                "drifted",
+                f"{where} no longer holds the text it was indexed with (the quote {indexed} "
+                "in the indexed text); re-ingest and re-check",
+            )
+        if not wanted:
+            return verdict("not_in_span", "the quote is empty (nothing but whitespace)")
+        text, origin = _normalized(span)
+        at = text.find(wanted)
+        if at < 0:
+            return verdict("not_in_span", f"not in {where}; {_closest(wanted, text)}")
+        base = citation.start_offset
+        found = (base + origin[at][0], base + origin[at + len(wanted) - 1][1])
+        return verdict("verified", f"found in {where} at {found[0]}..{found[1]}", found)
+
+
+def _closest(wanted: str, text: str) -> str:
+    """Where the quote parts from the span: its longest prefix the span contains."""
+    lo, hi = 0, len(wanted)
+    while lo < hi:  # the longest prefix found (prefixes of a found prefix are found too)
+        mid = (lo + hi + 1) // 2
+        if wanted[:mid] in text:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo < 3:
+        return f"the span has no part of it ({_shown(wanted)})"
+    at = text.find(wanted[:lo])
+    return (
+        f"the span matches its first {lo} characters ({_shown(wanted[:lo])}), then reads "
+        f"{_shown(text[at + lo : at + lo + 30], 40)} where the quote has "
+        f"{_shown(wanted[lo : lo + 30], 40)}"
+    )
+
+
+class QuoteOptions(TypedDict, total=False):
+    """Keywords of ``check_quote`` and ``verify_quote``."""
+
+    # <index_dir>/<collection>.snapshots: needed for URL (``snapshot``) citations.
+    snapshot_dir: Path | None
+    # The text a bare ``Citation`` was indexed with (results carry their own).
+    content: str | None
+
+
+async def check_quote(
+    quote: str, cited: Cited, allowed_base_dir: Path | str, **options: Unpack[QuoteOptions]
+) -> QuoteCheck:
+    """Check ``quote`` against a cited span, reading its source now; never raises for
+    a source problem.
+
+    ``cited`` is a ``RetrievalResult`` or ``FetchResult``, or a ``Citation``
+    with ``content=`` (the text it was indexed with). The verdict is
+    ``verified`` when the span still reads as indexed and holds the quote
+    (compared after ``normalize_quote``; ``start_offset``/``end_offset`` then
+    say where, in source offsets), ``not_in_span`` when the span is intact but
+    does not hold it, ``drifted`` when the source no longer holds the indexed
+    text there, and ``unresolvable`` when the source cannot be read.
+    ``snapshot_dir`` is needed for URL (``snapshot``) citations.
+    """
+    checker = QuoteChecker(allowed_base_dir, snapshot_dir=options.get("snapshot_dir"))
+    return await checker.check(quote, cited, content=options.get("content"))
+
+
+async def verify_quote(
+    quote: str, cited: Cited, allowed_base_dir: Path | str, **options: Unpack[QuoteOptions]
+) -> bool:
+    """True when ``quote`` is inside the cited span and the span verifies against its
+    source now: ``verify_citation`` plus the quote (after ``normalize_quote``).
+
+    False when the span drifted or does not hold the quote (an empty quote
+    included). Like ``verify_citation``, a source that cannot be checked raises
+    ``RetrievalError`` with ``verdict="unresolvable"`` (or ``"drifted"`` when it
+    is now shorter than the span); ``check_quote`` gives the verdict instead.
+    """
+    citation, expected = _cited(cited, options.get("content"))
+    checker = QuoteChecker(allowed_base_dir, snapshot_dir=options.get("snapshot_dir"))
+    span = await checker.span(citation)
+    wanted = normalize_quote(quote)
+    return span == expected and bool(wanted) and wanted in normalize_quote(span)
