@@ -13,6 +13,7 @@ from groundkit.errors import (
     GroundkitError,
     IndexIdentityError,
     IngestionError,
+    NotGroundedError,
     RerankerNotConfiguredError,
     RetrievalError,
     StorageError,
@@ -25,6 +26,7 @@ ERROR_CLASSES = [
     IndexIdentityError,
     RetrievalError,
     RerankerNotConfiguredError,
+    NotGroundedError,
 ]
 
 
@@ -52,6 +54,8 @@ def test_tree_shape() -> None:
         assert not issubclass(cls, RetrievalError)
         assert cls.__bases__ == (GroundkitError,)
     assert RetrievalError.__bases__ == (GroundkitError,)
+    # A failed grounding assertion is a failed assertion to any test runner.
+    assert NotGroundedError.__bases__ == (GroundkitError, AssertionError)
 
 
 def test_public_api_exports_the_same_classes() -> None:

@@ -47,6 +47,7 @@ EXPECTED_ALL = [
     "LoaderProtocol",
     "MAX_TOP_K",
     "MetadataStoreProtocol",
+    "NotGroundedError",
     "OllamaEmbedder",
     "OpenAICompatibleEmbedder",
     "PdfExtractor",
@@ -111,8 +112,9 @@ def test_version_matches_distribution() -> None:
 
 
 def test_importing_groundkit_loads_no_optional_dependency() -> None:
+    # groundkit.testing too: pytest loads it in every run where groundkit is installed.
     code = (
-        "import sys, groundkit; "
+        "import sys, groundkit, groundkit.testing; "
         "heavy = {'torch', 'sentence_transformers', 'transformers', 'lancedb', 'pyarrow', "
         "'mcp', 'uvicorn', 'starlette', 'opentelemetry.sdk', 'pypdf', 'bs4'}; "
         "print(sorted(heavy & set(sys.modules)))"

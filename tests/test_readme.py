@@ -13,7 +13,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def test_readme_python_examples_run(tmp_path: Path) -> None:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-    assert len(blocks) == 2, "README has the BM25 and the dense example"
+    assert len(blocks) == 3, "README has the BM25, the dense and the answer-checking example"
     outputs = []
     for number, block in enumerate(blocks):
         script = tmp_path / f"example{number}.py"
@@ -33,3 +33,7 @@ def test_readme_python_examples_run(tmp_path: Path) -> None:
     assert "verified=True" in outputs[0]
     assert outputs[0].rstrip().endswith("verified")
     assert outputs[1].startswith("notes/tea.md ")
+    fields, highlights, check = outputs[2].splitlines()
+    assert fields == "{'team': 'kitchen', 'title': 'Oolong', 'year': 2024}"
+    assert highlights == "['Oolong', 'Oolong', 'roasted']"
+    assert check.startswith("verified ")

@@ -9,6 +9,7 @@
     ├── IndexIdentityError          index built with another analyzer/embedder
     ├── RetrievalError              bad query, or a citation that does not check out
     │   └── RerankerNotConfiguredError
+    ├── NotGroundedError            (also an AssertionError) groundkit.testing's verdict
     └── (nothing else crosses the public API)
 
 ``RetrievalError.verdict`` is ``"drifted"`` when a source was read and no longer
@@ -27,6 +28,7 @@ __all__ = [
     "GroundkitError",
     "IndexIdentityError",
     "IngestionError",
+    "NotGroundedError",
     "RerankerNotConfiguredError",
     "RetrievalError",
     "StorageError",
@@ -64,3 +66,10 @@ class RetrievalError(GroundkitError):
 
 class RerankerNotConfiguredError(RetrievalError):
     """``rerank=True`` was asked of a retriever that has no reranker."""
+
+
+class NotGroundedError(GroundkitError, AssertionError):
+    """An answer's quotes are not all grounded in its results (``groundkit.testing``).
+
+    An ``AssertionError`` too, so a test runner reports it as a failed assertion.
+    """

@@ -18,7 +18,14 @@ from groundkit.contracts import Citation, FetchResult, QuoteCheck, QuoteVerdict,
 from groundkit.errors import RetrievalError
 from groundkit.retrieval.citations import read_source, slice_span
 
-__all__ = ["QuoteChecker", "QuoteOptions", "check_quote", "normalize_quote", "verify_quote"]
+__all__ = [
+    "QuoteChecker",
+    "QuoteOptions",
+    "check_quote",
+    "matched_prefix",
+    "normalize_quote",
+    "verify_quote",
+]
 
 Cited = RetrievalResult | FetchResult | Citation
 
@@ -183,15 +190,25 @@ class QuoteChecker:
         return verdict("verified", f"found in {where} at {found[0]}..{found[1]}", found)
 
 
-def _closest(wanted: str, text: str) -> str:
-    """Where the quote parts from the span: its longest prefix the span contains."""
+def matched_prefix(quote: str, span: str) -> int:
+    """How many leading characters of ``quote`` the ``span`` contains, both normalised."""
+    return _prefix(normalize_quote(quote), normalize_quote(span))
+
+
+def _prefix(wanted: str, text: str) -> int:
     lo, hi = 0, len(wanted)
-    while lo < hi:  # the longest prefix found (prefixes of a found prefix are found too)
+    while lo < hi:  # binary search: every prefix of a contained prefix is contained too
         mid = (lo + hi + 1) // 2
         if wanted[:mid] in text:
             lo = mid
         else:
             hi = mid - 1
+    return lo
+
+
+def _closest(wanted: str, text: str) -> str:
+    """Where the quote parts from the span: its longest prefix the span contains."""
+    lo = _prefix(wanted, text)
     if lo < 3:
         return f"the span has no part of it ({_shown(wanted)})"
     at = text.find(wanted[:lo])

@@ -1,0 +1,289 @@
+"""``groundkit.testing``: assert in your own tests that an answer is grounded in its results.
+
+A pytest plugin, registered through the ``pytest11`` entry point, so installing
+groundkit makes it available (``-p no:groundkit`` turns it off). It adds:
+
+- ``assert_grounded(answer_quotes, results, base_dir=...)``: every quote must
+  lie inside a result's span, and that span must still read as indexed, now.
+  A failure raises ``NotGroundedError`` (an ``AssertionError``) whose message
+  names each quote that failed and why: not found in the span, span drifted,
+  source unresolvable, or a cited chunk missing from the results.
+- ``check_grounded``: the same check, awaited, returning one ``GroundedQuote``
+  per quote instead of raising.
+- The ``grounded`` fixture: ``assert_grounded`` with ``base_dir`` and
+  ``snapshot_dir`` taken from the ini options ``groundkit_base_dir`` and
+  ``groundkit_snapshot_dir`` (relative to the ini file; default: the rootdir
+  and none), plus the ``groundkit_base_dir`` and ``groundkit_snapshot_dir``
+  fixtures themselves.
+
+A quote is a string, grounded when any result holds it, or a ``(quote,
+chunk_id)`` pair, grounded only by that chunk. Only groundkit's own core is
+imported: no model, vector store or extractor library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundkit.contracts import FetchResult, QuoteCheck, RetrievalResult, SearchResponse
+from groundkit.errors import NotGroundedError
+from groundkit.retrieval.quotes import QuoteChecker, matched_prefix, normalize_quote
+
+__all__ = [
+    "GroundedQuote",
+    "Grounding",
+    "NotGroundedError",
+    "assert_grounded",
+    "check_grounded",
+]
+
+AnswerQuote = str | tuple[str, str]
+Results = SearchResponse | Iterable[RetrievalResult | FetchResult]
+
+_PROBLEMS = {
+    "not_in_span": "not found in the cited span",
+    "drifted": "span drifted",
+    "unresolvable": "source unresolvable",
+}
+
+
+@dataclass(frozen=True)
+class GroundedQuote:
+    """How one quote of an answer fared.
+
+    ``check`` is the decisive ``QuoteCheck`` (the one that verified it, or the
+    most telling failure); None when no result could be checked for it.
+    ``problem`` is None when the quote is grounded, else one readable line.
+    """
+
+    number: int
+    quote: str
+    chunk_id: str | None
+    check: QuoteCheck | None
+    problem: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+
+def _results(results: Results) -> list[RetrievalResult | FetchResult]:
+    if isinstance(results, SearchResponse):
+        return list(results.results)
+    return list(results)
+
+
+def _split(item: AnswerQuote) -> tuple[str, str | None]:
+    if isinstance(item, str):
+        return item, None
+    quote, chunk_id = item
+    return quote, chunk_id
+
+
+def _problem(check: QuoteCheck) -> str:
+    return f"{_PROBLEMS[check.verdict]}: {check.detail}"
+
+
+async def _one(
+    checker: QuoteChecker,
+    number: int,
+    item: AnswerQuote,
+    results: Sequence[RetrievalResult | FetchResult],
+) -> GroundedQuote:
+    quote, chunk_id = _split(item)
+    if chunk_id is not None:
+        cited = [r for r in results if r.citation.chunk_id == chunk_id]
+        if not cited:
+            problem = f"cites chunk {chunk_id!r}, which is not among the {len(results)} results"
+            return GroundedQuote(number, quote, chunk_id, None, problem)
+        check = await checker.check(quote, cited[0])
+        return GroundedQuote(number, quote, chunk_id, check, None if check.ok else _problem(check))
+    if not results:
+        return GroundedQuote(number, quote, None, None, "there are no results to ground it in")
+    failures: list[QuoteCheck] = []
+    for result in results:
+        check = await checker.check(quote, result)
+        if check.ok:
+            return GroundedQuote(number, quote, None, check, None)
+        failures.append(check)
+    # A broken span whose indexed text held the quote says more than "not found".
+    wanted = normalize_quote(quote)
+    for check, result in zip(failures, results, strict=True):
+        if check.verdict != "not_in_span" and wanted and wanted in normalize_quote(result.content):
+            return GroundedQuote(number, quote, None, check, _problem(check))
+    problem = f"not found in any of the {len(results)} results"
+    # Point at the span that came closest, so the message shows where the quote went wrong.
+    nearest = max(zip(failures, results, strict=True), key=lambda f: _reach(quote, *f))
+    if _reach(quote, *nearest) >= _NEAREST_MIN:
+        return GroundedQuote(
+            number, quote, None, nearest[0], f"{problem}; nearest: {nearest[0].detail}"
+        )
+    return GroundedQuote(number, quote, None, None, problem)
+
+
+# A shared prefix shorter than this is chance ("the "), not a near miss worth showing.
+_NEAREST_MIN = 8
+
+
+def _reach(quote: str, check: QuoteCheck, result: RetrievalResult | FetchResult) -> int:
+    return matched_prefix(quote, result.content) if check.verdict == "not_in_span" else -1
+
+
+async def check_grounded(
+    answer_quotes: Iterable[AnswerQuote],
+    results: Results,
+    *,
+    base_dir: Path | str,
+    snapshot_dir: Path | None = None,
+) -> list[GroundedQuote]:
+    """One ``GroundedQuote`` per quote, in order; each source is read once."""
+    listed = _results(results)
+    checker = QuoteChecker(base_dir, snapshot_dir=snapshot_dir)
+    return [
+        await _one(checker, number, item, listed)
+        for number, item in enumerate(answer_quotes, start=1)
+    ]
+
+
+def _shown(quote: str) -> str:
+    flat = " ".join(quote.split())
+    return repr(flat if len(flat) <= 80 else flat[:79] + "…")
+
+
+def failure_message(outcomes: Sequence[GroundedQuote], result_count: int) -> str | None:
+    """The assertion message for ``outcomes``, or None when every quote is grounded."""
+    failed = [o for o in outcomes if not o.ok]
+    if not outcomes:
+        return "the answer has no quotes to check"
+    if not failed:
+        return None
+    lines = [f"{len(failed)} of {len(outcomes)} quotes not grounded in the {result_count} results:"]
+    for outcome in failed:
+        cited = f" (chunk {outcome.chunk_id})" if outcome.chunk_id else ""
+        lines.append(f"  quote {outcome.number} {_shown(outcome.quote)}{cited}")
+        lines.append(f"    {outcome.problem}")
+    return "\n".join(lines)
+
+
+def _run(coroutine_factory: Any) -> Any:
+    """Run a coroutine to completion from synchronous code, inside a running loop or not."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine_factory())
+    # Called from async code (an async test): the running loop cannot be
+    # re-entered, so the check gets its own loop in a worker thread.
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = asyncio.run(coroutine_factory())
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="groundkit-assert-grounded")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def assert_grounded(
+    answer_quotes: Iterable[AnswerQuote],
+    results: Results,
+    *,
+    base_dir: Path | str,
+    snapshot_dir: Path | None = None,
+) -> list[GroundedQuote]:
+    """Fail unless every quote lies in a result's span that still reads as indexed.
+
+    ``results`` is a ``SearchResponse`` or the results (or fetched chunks)
+    the answer was given. Raises ``NotGroundedError`` listing each failed
+    quote and why; an answer with no quotes fails too. Works from plain and
+    async tests alike; returns the outcomes when all is well.
+    """
+    __tracebackhide__ = True
+    quotes = list(answer_quotes)
+    listed = _results(results)
+    outcomes: list[GroundedQuote] = _run(
+        lambda: check_grounded(quotes, listed, base_dir=base_dir, snapshot_dir=snapshot_dir)
+    )
+    message = failure_message(outcomes, len(listed))
+    if message is not None:
+        raise NotGroundedError(message)
+    return outcomes
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """``assert_grounded`` with the directories bound (the ``grounded`` fixture)."""
+
+    base_dir: Path
+    snapshot_dir: Path | None = None
+
+    def __call__(
+        self, answer_quotes: Iterable[AnswerQuote], results: Results
+    ) -> list[GroundedQuote]:
+        __tracebackhide__ = True
+        return assert_grounded(
+            answer_quotes, results, base_dir=self.base_dir, snapshot_dir=self.snapshot_dir
+        )
+
+    async def check(
+        self, answer_quotes: Iterable[AnswerQuote], results: Results
+    ) -> list[GroundedQuote]:
+        """The outcomes without asserting (for async tests that inspect them)."""
+        return await check_grounded(
+            answer_quotes, results, base_dir=self.base_dir, snapshot_dir=self.snapshot_dir
+        )
+
+
+# -- the plugin ------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(
+        "groundkit_base_dir",
+        "directory citation sources are relative to, for the 'grounded' fixture "
+        "(relative to the ini file; default: the rootdir)",
+        default="",
+    )
+    parser.addini(
+        "groundkit_snapshot_dir",
+        "<index_dir>/<collection>.snapshots, for URL citations (relative to the ini file)",
+        default="",
+    )
+
+
+def _ini_path(config: pytest.Config, name: str) -> Path | None:
+    value = str(config.getini(name)).strip()
+    if not value:
+        return None
+    anchor = config.inipath.parent if config.inipath is not None else config.rootpath
+    return (anchor / value).resolve()
+
+
+@pytest.fixture
+def groundkit_base_dir(pytestconfig: pytest.Config) -> Path:
+    """The ``groundkit_base_dir`` ini option as a path (default: the rootdir)."""
+    return _ini_path(pytestconfig, "groundkit_base_dir") or pytestconfig.rootpath
+
+
+@pytest.fixture
+def groundkit_snapshot_dir(pytestconfig: pytest.Config) -> Path | None:
+    """The ``groundkit_snapshot_dir`` ini option as a path, or None."""
+    return _ini_path(pytestconfig, "groundkit_snapshot_dir")
+
+
+@pytest.fixture
+def grounded(groundkit_base_dir: Path, groundkit_snapshot_dir: Path | None) -> Grounding:
+    """``grounded(answer_quotes, results)`` asserts the answer is grounded."""
+    return Grounding(groundkit_base_dir, groundkit_snapshot_dir)
