@@ -355,6 +355,22 @@ async def test_renamed_file_reuses_its_vectors(index_dir: Path, tmp_path: Path) 
         await col.close()
 
 
+async def test_a_fields_change_reuses_every_vector(index_dir: Path, tmp_path: Path) -> None:
+    """A document re-stored for its fields alone takes its vectors back by chunk text."""
+    base = tmp_path / "docs"
+    write_tree(base, {"a.md": "---\nteam: a\n---\nTides follow the moon.\n\nNeap tides.\n"})
+    embedder = RecordingEmbedder()
+    async with Collection.open(index_dir, base_dir=base, embedder=embedder) as col:
+        await col.ingest(base)
+        embedder.seen.clear()
+        report = await col.ingest(base, metadata={"team": "b"})
+        assert (report.updated, embedder.seen, report.chunks_embedded) == (["a.md"], [], 0)
+        assert report.chunks_reused > 0
+        assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
+        [hit, *_] = (await col.search("moon tides", 3, mode="dense")).results
+        assert hit.fields == {"team": "b"}
+
+
 async def test_bulk_ingest_writes_in_groups_and_embeds_from_memory(
     index_dir: Path, tmp_path: Path
 ) -> None:
