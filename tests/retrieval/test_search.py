@@ -289,6 +289,10 @@ def test_unvalidated_result_equals_a_validated_one(
     assert fast.model_dump_json() == checked.model_dump_json()
     assert fast.citation == checked.citation and fast.citation.page == 1
     assert fast.model_fields_set == checked.model_fields_set
+    moved = fast.model_copy(update={"score": 1.0})
+    assert moved.score == 1.0 and "score" in moved.model_fields_set
+    assert fast.score == 2.5 and fast.model_fields_set == checked.model_fields_set
+    assert fast.model_fields_set == checked.model_fields_set
     assert repr(fast) == repr(checked)
     with pytest.raises(ValidationError):
         fast.score = 1.0  # still frozen

@@ -404,10 +404,11 @@ def _result(
             "highlights": highlights,
         },
     )
+    # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.
     object.__setattr__(
         result,
         "__pydantic_fields_set__",
-        _UNHIGHLIGHTED_FIELDS if highlights is None else _RESULT_FIELDS,
+        set(_UNHIGHLIGHTED_FIELDS if highlights is None else _RESULT_FIELDS),
     )
     object.__setattr__(result, "__pydantic_extra__", None)
     object.__setattr__(result, "__pydantic_private__", None)
