@@ -251,9 +251,6 @@ class Indexer:
         if writer.documents_embedded or orphans:
             await self._vectors.optimize()
 
-    async def _write(self, items: list[tuple[Document, list[Chunk], list[list[str]]]]) -> None:
-        await self._store.replace_documents(items)
-
     async def _embed_and_store(self, jobs: list[_VectorJob], reuse: bool) -> tuple[int, int]:
         """Vectors for ``jobs``: reused by chunk content hash where stored, else embedded.
 
@@ -288,12 +285,6 @@ class Indexer:
             [(job.document_id, job.document_hash) for job in jobs]
         )
         return len(todo), reused
-
-    async def _store_document(self, document: Document) -> int:
-        """Prepare and write one document on its own (no batching, no vectors)."""
-        chunks, terms = await asyncio.to_thread(self._prepare, document)
-        await self._write([(document, chunks, terms)])
-        return len(chunks)
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[str]]]:
         chunks = chunk_document(document, self._chunking)
@@ -362,7 +353,7 @@ class Indexer:
             status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
             if document is not None:
                 try:
-                    outcome = await self._store_snapshot_document(document, known)
+                    outcome = await self._store_snapshot_document(document, known, writer)
                 except IngestionError as exc:
                     failed.append(IngestFailure(source=source, reason=str(exc)))
                 else:
@@ -386,9 +377,9 @@ class Indexer:
             )
 
     async def _store_snapshot_document(
-        self, document: Document, known: dict[str, DocumentState]
+        self, document: Document, known: dict[str, DocumentState], writer: _Writer
     ) -> str:
-        """Write the document, then its snapshot; returns added/updated/unchanged."""
+        """Write the document (and its vectors), then its snapshot; returns the outcome."""
         assert self._snapshots is not None
         snapshots = self._snapshots
         path = snapshot_path(snapshots, document.document_id)
@@ -396,7 +387,8 @@ class Indexer:
             outcome = "unchanged"
         else:
             outcome = "updated" if document.source in known else "added"
-            await self._store_document(document)
+            await writer.add(document)
+            await writer.finish()
         # Also for an unchanged document: repairs a snapshot an interrupted run
         # left behind or that was edited since.
         if not await asyncio.to_thread(snapshot_matches, path, document.content):
@@ -463,7 +455,7 @@ class _Writer:
         docs, self._docs, self._doc_chunks = self._docs, [], 0
         if not docs:
             return
-        await self._indexer._write(docs)
+        await self._indexer._store.replace_documents(docs)
         if self._indexer._embedder is None:
             return
         for document, chunks, _ in docs:
