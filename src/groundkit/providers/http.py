@@ -135,13 +135,13 @@ class _HTTPEmbedder:
         model: str,
         *,
         base_url: str,
-        api_key: str | None,
-        dimensions: int | None,
-        batch_size: int,
-        timeout: float,
-        max_retries: int,
-        retry_backoff: float,
-        max_backoff: float,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        retry_backoff: float = 0.5,
+        max_backoff: float = 10.0,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError("model must be a non-empty model name")
@@ -439,31 +439,6 @@ class OpenAICompatibleEmbedder(_HTTPEmbedder):
 
     _provider = "openai-compatible"
     _path = "/v1/embeddings"
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str,
-        api_key: str | None = None,
-        dimensions: int | None = None,
-        batch_size: int = 64,
-        timeout: float = 60.0,
-        max_retries: int = 3,
-        retry_backoff: float = 0.5,
-        max_backoff: float = 10.0,
-    ) -> None:
-        super().__init__(
-            model,
-            base_url=base_url,
-            api_key=api_key,
-            dimensions=dimensions,
-            batch_size=batch_size,
-            timeout=timeout,
-            max_retries=max_retries,
-            retry_backoff=retry_backoff,
-            max_backoff=max_backoff,
-        )
 
     def _endpoint(self, base: httpx.URL) -> httpx.URL:
         path = base.path.rstrip("/").removesuffix("/v1")
