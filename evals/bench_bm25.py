@@ -45,7 +45,7 @@ from evals.machine import (
     machine_lines,
     markdown_table,
 )
-from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate
+from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from evals.synthetic import write_corpus as write_synthetic
 from groundkit import Analyzer, ChunkingConfig, Collection
 from groundkit.index.metadata import SCHEMA_VERSION
@@ -86,12 +86,6 @@ class Prepared:
     def ingest_note(self) -> str:
         when = f"cached, ingested {self.ingested_at}" if self.cached else "ingested in this run"
         return f"{self.ingest_s:.1f} s ({when})"
-
-
-def _parse_size(token: str) -> int:
-    token = token.strip().lower()
-    scale = {"k": 1_000, "m": 1_000_000}.get(token[-1:], 1)
-    return int(float(token[:-1] if scale > 1 else token) * scale)
 
 
 async def _ingest(root: Path, corpus_dir: Path, chunking: ChunkingConfig) -> tuple[float, int]:
@@ -166,7 +160,7 @@ def prepare_synthetic(workdir: Path, passages: int, n_queries: int, fresh: bool)
     """The seeded synthetic corpus with one chunk per passage."""
     spec = SyntheticSpec(passages=passages)
     fingerprint = f"{_CACHE_VERSION}:{spec.fingerprint()}:{Analyzer().identity}:{n_queries}"
-    label = _size_label(passages)
+    label = size_label(passages)
 
     def make(corpus_dir: Path) -> list[str]:
         corpus = generate(spec, n_queries)
@@ -181,14 +175,6 @@ def prepare_synthetic(workdir: Path, passages: int, n_queries: int, fresh: bool)
         BENCH_CHUNKING,
         fresh,
     )
-
-
-def _size_label(n: int) -> str:
-    if n % 1_000_000 == 0:
-        return f"{n // 1_000_000}m"
-    if n % 1_000 == 0:
-        return f"{n // 1_000}k"
-    return str(n)
 
 
 # -- measuring one system (worker subprocess) ----------------------------------
@@ -558,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
         if size == "scifact":
             prepared = prepare_scifact(args.workdir, args.data, args.queries, args.fresh)
         else:
-            prepared = prepare_synthetic(args.workdir, _parse_size(size), args.queries, args.fresh)
+            prepared = prepare_synthetic(args.workdir, parse_size(size), args.queries, args.fresh)
         results: list[Measured] = []
         for system in systems:
             if system == "rank_bm25":

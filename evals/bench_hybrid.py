@@ -54,7 +54,7 @@ from evals.machine import (
     machine_lines,
     markdown_table,
 )
-from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate
+from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from evals.synthetic import write_corpus as write_synthetic
 from groundkit import (
     Analyzer,
@@ -181,20 +181,6 @@ def _load_avg() -> str:
 
 def _verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
-
-
-def _parse_size(token: str) -> int:
-    token = token.strip().lower()
-    scale = {"k": 1_000, "m": 1_000_000}.get(token[-1:], 1)
-    return int(float(token[:-1] if scale > 1 else token) * scale)
-
-
-def _size_label(n: int) -> str:
-    if n % 1_000_000 == 0:
-        return f"{n // 1_000_000}m"
-    if n % 1_000 == 0:
-        return f"{n // 1_000}k"
-    return str(n)
 
 
 def _log(message: str) -> None:
@@ -689,7 +675,7 @@ def _fingerprint(spec: SyntheticSpec, n_queries: int) -> str:
 async def prepare_synthetic(workdir: Path, passages: int, n_queries: int, fresh: bool) -> Prepared:
     """Generate and ingest the synthetic corpus with ``HashEmbedder`` vectors, or reuse it."""
     spec = SyntheticSpec(passages=passages)
-    name = f"synthetic-{_size_label(passages)}"
+    name = f"synthetic-{size_label(passages)}"
     root = workdir / name
     meta_path = root / "meta.json"
     fingerprint = _fingerprint(spec, n_queries)
@@ -1131,9 +1117,7 @@ async def _run(args: argparse.Namespace) -> list[str]:
     args.workdir.mkdir(parents=True, exist_ok=True)
     measured: list[LatencyResult] = []
     for size in [s.strip() for s in args.sizes.split(",") if s.strip()]:
-        prepared = await prepare_synthetic(
-            args.workdir, _parse_size(size), args.queries, args.fresh
-        )
+        prepared = await prepare_synthetic(args.workdir, parse_size(size), args.queries, args.fresh)
         _log(f"part 2: {prepared.name}: queries")
         latency = await run_latency(prepared, args.queries, embedder)
         measured.append(latency)

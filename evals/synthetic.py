@@ -31,11 +31,29 @@ __all__ = [
     "SyntheticCorpus",
     "SyntheticSpec",
     "generate",
+    "parse_size",
+    "size_label",
     "write_corpus",
 ]
 
 # Passages are capped below this, so one passage always fits in one chunk.
 BENCH_CHUNKING = ChunkingConfig(max_chars=900, overlap_chars=100)
+
+
+def parse_size(token: str) -> int:
+    """``"10k"`` → 10000, ``"1m"`` → 1000000, ``"2500"`` → 2500."""
+    token = token.strip().lower()
+    scale = {"k": 1_000, "m": 1_000_000}.get(token[-1:], 1)
+    return int(float(token[:-1] if scale > 1 else token) * scale)
+
+
+def size_label(n: int) -> str:
+    """The short name of a corpus size, as in cache directory names (``100k``)."""
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000}m"
+    if n % 1_000 == 0:
+        return f"{n // 1_000}k"
+    return str(n)
 
 
 def _words(text: str) -> tuple[str, ...]:
