@@ -424,9 +424,9 @@ _FACTORIES: tuple[Callable[[], ExtractorProtocol], ...] = (pdf_extractor, html_e
 
 @cache
 def active_extractors() -> Mapping[str, ExtractorProtocol]:
-    """Every extractor this process can run, by identity; built on first call.
+    """The extractors installed here, keyed by identity (memoised).
 
-    Each one is probed on its own, so a missing extra hides only itself.
+    Probed one at a time: a missing ``pdf`` extra must not hide HTML, nor the reverse.
     """
     found: dict[str, ExtractorProtocol] = {}
     for factory in _FACTORIES:
