@@ -9,6 +9,7 @@ import pytest
 from hypothesis import settings
 
 from groundkit import Collection, SQLiteMetadataStore
+from tests.pg_support import postgres_dsn  # noqa: F401  (a session fixture, shared)
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree
 
 settings.register_profile("groundkit", deadline=None, print_blob=True)

@@ -14,6 +14,7 @@ exactly as it was before the write.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,26 @@ async def put_extracted(store: Store, metadata: dict[str, Any]) -> Document:
     _, chunks, terms = make_document("r.pdf", ["extracted words"], document_id="pdf1")
     await store.replace_document(doc, chunks, terms)
     return doc
+
+
+async def check_reopen(store: Store, reopen: Callable[[], Awaitable[Store]]) -> None:
+    """Write, close ``store``, ``reopen`` it: everything is still there, and a fresh
+    store's empty vocabulary cache does not hand out ids already taken."""
+    await put(store, "a.txt", ["alpha beta", "gamma"])
+    await store.set_analyzer("an")
+    await store.set_base_dir("..")
+    before = await snapshot(store)
+    await store.close()
+    reopened = await reopen()
+    try:
+        assert await snapshot(reopened) == before
+        assert await reopened.get_analyzer() == "an"
+        assert await reopened.get_base_dir() == ".."
+        await put(reopened, "b.txt", ["gamma delta"])
+        vocab = await reopened.vocabulary()
+        assert len(set(vocab.values())) == len(vocab) == 4
+    finally:
+        await reopened.close()
 
 
 class MetadataStoreConformance:

@@ -10,7 +10,7 @@ import pytest
 
 from groundkit import ConfigurationError, SQLiteMetadataStore, StorageError
 from groundkit.index.metadata import SCHEMA_VERSION
-from tests.index.metadata_conformance import MetadataStoreConformance, put, snapshot
+from tests.index.metadata_conformance import MetadataStoreConformance, check_reopen, put
 
 
 class TestSQLiteConformance(MetadataStoreConformance):
@@ -26,22 +26,7 @@ class TestSQLiteConformance(MetadataStoreConformance):
 async def test_persists_across_reopen(tmp_path: Path) -> None:
     path = tmp_path / "nested" / "dir" / "c.sqlite3"
     store = await SQLiteMetadataStore.open(path)
-    await put(store, "a.txt", ["alpha beta", "gamma"])
-    await store.set_analyzer("an")
-    await store.set_base_dir("..")
-    before = await snapshot(store)
-    await store.close()
-    reopened = await SQLiteMetadataStore.open(path, create=False)
-    try:
-        assert await snapshot(reopened) == before
-        assert await reopened.get_analyzer() == "an"
-        assert await reopened.get_base_dir() == ".."
-        # A fresh connection has no vocabulary cache; new terms must not collide.
-        await put(reopened, "b.txt", ["gamma delta"])
-        vocab = await reopened.vocabulary()
-        assert len(set(vocab.values())) == len(vocab) == 4
-    finally:
-        await reopened.close()
+    await check_reopen(store, lambda: SQLiteMetadataStore.open(path, create=False))
 
 
 async def test_two_connections_share_vocabulary(tmp_path: Path) -> None:

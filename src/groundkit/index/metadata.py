@@ -368,14 +368,7 @@ class SQLiteMetadataStore:
         """
         if not items:
             return
-        sources = [document.source for document, _, _ in items]
-        if len(set(sources)) != len(sources):
-            raise ValueError("a source appears twice in one replace_documents call")
-        counts: list[list[Counter[str]]] = []
-        for _, chunks, chunk_terms in items:
-            if len(chunks) != len(chunk_terms):
-                raise ValueError("one term list per chunk is required")
-            counts.append([Counter(terms) for terms in chunk_terms])
+        sources, counts = _term_counts(items)
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
@@ -384,28 +377,12 @@ class SQLiteMetadataStore:
                 part = sources[i : i + _IN_BATCH]
                 marks = ",".join("?" * len(part))
                 await self._conn.execute(f"DELETE FROM documents WHERE source IN ({marks})", part)
-            now = _now()
             await self._conn.executemany(
                 "INSERT INTO documents (id, source, content_hash, ingested_at, source_class,"
                 " extractor, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        document.document_id,
-                        document.source,
-                        document.content_hash,
-                        now,
-                        document.source_class,
-                        document.extractor,
-                        metadata_json(document.metadata),
-                    )
-                    for document, _, _ in items
-                ],
+                _document_rows(items),
             )
-            rows = [
-                _chunk_row(document.document_id, chunk, counter, vocab)
-                for (document, chunks, _), group in zip(items, counts, strict=True)
-                for chunk, counter in zip(chunks, group, strict=True)
-            ]
+            rows = _chunk_rows(items, counts, vocab)
             await self._conn.executemany(
                 "INSERT INTO chunks (id, document_id, chunk_index, content, start_offset,"
                 " end_offset, content_hash, term_ids, tfs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -587,6 +564,54 @@ class SQLiteMetadataStore:
                     term_ids=term_ids.astype(np.int32),
                     tfs=tfs.astype(np.int32),
                 )
+
+
+_WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
+
+
+def _term_counts(items: _WriteItems) -> tuple[list[str], list[list[Counter[str]]]]:
+    """The sources of a ``replace_documents`` batch and each chunk's term counts.
+
+    Checked before any transaction opens, so a malformed batch writes nothing.
+    """
+    sources = [document.source for document, _, _ in items]
+    if len(set(sources)) != len(sources):
+        raise ValueError("a source appears twice in one replace_documents call")
+    counts: list[list[Counter[str]]] = []
+    for _, chunks, chunk_terms in items:
+        if len(chunks) != len(chunk_terms):
+            raise ValueError("one term list per chunk is required")
+        counts.append([Counter(terms) for terms in chunk_terms])
+    return sources, counts
+
+
+def _document_rows(items: _WriteItems) -> list[tuple[Any, ...]]:
+    """``documents`` rows in column order ``id, source, content_hash, ingested_at,
+    source_class, extractor, metadata``; one timestamp for the whole batch."""
+    now = _now()
+    return [
+        (
+            document.document_id,
+            document.source,
+            document.content_hash,
+            now,
+            document.source_class,
+            document.extractor,
+            metadata_json(document.metadata),
+        )
+        for document, _, _ in items
+    ]
+
+
+def _chunk_rows(
+    items: _WriteItems, counts: list[list[Counter[str]]], vocab: dict[str, int]
+) -> list[tuple[Any, ...]]:
+    """Every ``chunks`` row of a batch (see ``_chunk_row``)."""
+    return [
+        _chunk_row(document.document_id, chunk, counter, vocab)
+        for (document, chunks, _), group in zip(items, counts, strict=True)
+        for chunk, counter in zip(chunks, group, strict=True)
+    ]
 
 
 def _chunk_row(

@@ -1,0 +1,382 @@
+"""PostgresMetadataStore: the shared conformance suite plus what is specific to PostgreSQL.
+
+Every test runs against a real server (``tests.pg_support``): a private one started for the
+session, or the one ``GROUNDKIT_TEST_POSTGRES_DSN`` names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from groundkit import (
+    BM25Index,
+    ConfigurationError,
+    Document,
+    MetadataStoreProtocol,
+    SQLiteMetadataStore,
+    StorageError,
+)
+from groundkit.index.postgres import (
+    SCHEMA_VERSION,
+    PostgresMetadataStore,
+    redact_dsn,
+    schema_name,
+)
+from tests.index.metadata_conformance import (
+    MetadataStoreConformance,
+    check_reopen,
+    decoded_postings,
+    put,
+    snapshot,
+)
+from tests.support import make_document
+
+
+def _name() -> str:
+    return f"t{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+async def fresh(postgres_dsn: str) -> AsyncIterator[str]:
+    """A collection name no other test uses; its schema is dropped afterwards."""
+    name = _name()
+    yield name
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema_name(name)}" CASCADE')
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def pg(postgres_dsn: str, fresh: str) -> AsyncIterator[PostgresMetadataStore]:
+    """An open store on a fresh collection."""
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh, max_connections=2)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+class TestPostgresConformance(MetadataStoreConformance):
+    @pytest.fixture
+    def store(self, pg: PostgresMetadataStore) -> PostgresMetadataStore:
+        return pg
+
+
+def _with_password(dsn: str, password: str) -> str:
+    parts = urlsplit(dsn)
+    user = parts.username or "postgres"
+    host = parts.hostname or "127.0.0.1"
+    netloc = f"{user}:{password}@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+async def test_persists_across_reopen(postgres_dsn: str, fresh: str) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    await check_reopen(store, lambda: PostgresMetadataStore.open(postgres_dsn, fresh, create=False))
+
+
+async def test_open_missing_without_create(postgres_dsn: str, fresh: str) -> None:
+    with pytest.raises(StorageError, match="ingest something first"):
+        await PostgresMetadataStore.open(postgres_dsn, fresh, create=False)
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        assert await conn.fetchval("SELECT to_regnamespace($1)", schema_name(fresh)) is None
+    finally:
+        await conn.close()
+
+
+async def test_collections_are_isolated(postgres_dsn: str, fresh: str) -> None:
+    other_name = _name()
+    first = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    second = await PostgresMetadataStore.open(postgres_dsn, other_name)
+    try:
+        await put(first, "a.txt", ["alpha"])
+        assert await second.document_hashes() == {}
+        assert await second.generation() == 0
+        await put(second, "a.txt", ["beta"])
+        assert (await first.vocabulary()).keys() == {"alpha"}
+        assert (await second.vocabulary()) == {"beta": 1}
+    finally:
+        await first.close()
+        await second.drop()
+
+
+async def test_schema_version_mismatch_names_the_remedy(postgres_dsn: str, fresh: str) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    await store.close()
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute(
+            f'UPDATE "{schema_name(fresh)}".state SET schema_version = $1', SCHEMA_VERSION + 1
+        )
+    finally:
+        await conn.close()
+    with pytest.raises(StorageError, match="drop the schema and ingest again") as info:
+        await PostgresMetadataStore.open(postgres_dsn, fresh)
+    message = str(info.value)
+    assert f"schema version {SCHEMA_VERSION + 1}" in message
+    assert schema_name(fresh) in message
+
+
+async def test_schema_of_another_collection_is_refused(postgres_dsn: str, fresh: str) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    await store.close()
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute(f'UPDATE "{schema_name(fresh)}".state SET collection = $1', "other")
+    finally:
+        await conn.close()
+    with pytest.raises(StorageError, match="holds collection 'other'"):
+        await PostgresMetadataStore.open(postgres_dsn, fresh)
+
+
+async def test_drop_removes_the_collection(postgres_dsn: str, fresh: str) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    await put(store, "a.txt", ["alpha"])
+    await store.drop()
+    with pytest.raises(StorageError, match="ingest"):
+        await PostgresMetadataStore.open(postgres_dsn, fresh, create=False)
+
+
+def test_schema_names() -> None:
+    assert schema_name("default") == "gk_default"
+    assert schema_name("My_Coll-2") == "gk_My_Coll-2"
+    long_a, long_b = "a" * 63 + "1", "a" * 63 + "2"
+    for name in (long_a, long_b, "9" * 64):
+        assert len(schema_name(name)) <= 63
+    assert schema_name(long_a) != schema_name(long_b)
+    assert schema_name(long_a) == schema_name(long_a)
+    for bad in ("", '"; DROP SCHEMA public; --', "a/b", "x" * 65):
+        with pytest.raises(ConfigurationError, match="invalid collection name"):
+            schema_name(bad)
+
+
+async def test_long_collection_names(postgres_dsn: str) -> None:
+    names = ["L" * 63 + "1", "L" * 63 + "2"]
+    stores = [await PostgresMetadataStore.open(postgres_dsn, n) for n in names]
+    try:
+        await put(stores[0], "a.txt", ["only in the first"])
+        assert await stores[1].document_hashes() == {}
+    finally:
+        for s in stores:
+            await s.drop()
+
+
+async def test_order_is_bytewise_whatever_the_database_collation(
+    pg: PostgresMetadataStore,
+) -> None:
+    # The test server's default collation is ICU en-US, which sorts "B" after "a".
+    sources = ["b.txt", "B.txt", "a.txt", "_x.txt", "a-b.txt", "ab.txt", "é.txt", "Z.txt"]
+    for source in sources:
+        await put(pg, source, [f"text of {source}"], document_id=f"id {source}")
+    assert await pg.get_document_sources() == sorted(sources)
+    flat = [s async for batch in pg.iter_chunks() for s in batch]
+    assert [s.source for s in flat] == sorted(sources)
+    # Canonical order ties on content_hash/chunk_index fall to document_id, bytewise.
+    for source in sources:
+        await put(pg, source, ["same text"], document_id=f"id {source}")
+    keys = [k for k, _ in await decoded_postings(pg)]
+    by_key = {s.key: s for batch in [b async for b in pg.iter_chunks()] for s in batch}
+    assert [by_key[k].document_id for k in keys] == sorted(f"id {s}" for s in sources)
+
+
+async def test_same_postings_and_scores_as_sqlite(
+    pg: PostgresMetadataStore, tmp_path: Path
+) -> None:
+    lite = await SQLiteMetadataStore.open(tmp_path / "same.sqlite3")
+    try:
+        docs = [
+            make_document(f"{n}.txt", [f"{n} shared words", "shared tail", f"{n} {n} end"])
+            for n in ("delta", "alpha", "charlie", "bravo")
+        ]
+        for store in (pg, lite):
+            assert isinstance(store, MetadataStoreProtocol)
+            await store.replace_documents(docs[:2])
+            await store.replace_documents(docs[2:])
+            await store.delete_documents(["alpha.txt"])
+        pg_post, lite_post = await decoded_postings(pg), await decoded_postings(lite)
+        assert [p for _, p in pg_post] == [p for _, p in lite_post]
+        pg_index, lite_index = await BM25Index.from_store(pg), await BM25Index.from_store(lite)
+        for query in (["shared"], ["charlie", "end"], ["tail", "bravo"]):
+            pg_hits = pg_index.search(query, 10)
+            lite_hits = lite_index.search(query, 10)
+            pg_ids = [(await pg.get_chunks_by_keys([h.key]))[h.key].chunk_id for h in pg_hits]
+            lite_ids = [(await lite.get_chunks_by_keys([h.key]))[h.key].chunk_id for h in lite_hits]
+            assert pg_ids == lite_ids
+            assert [h.score for h in pg_hits] == pytest.approx([h.score for h in lite_hits])
+    finally:
+        await lite.close()
+
+
+async def test_nul_in_text_is_a_storage_error(pg: PostgresMetadataStore) -> None:
+    await put(pg, "a.txt", ["fine"])
+    before = await snapshot(pg)
+    document, chunks, terms = make_document("b.txt", ["nul \x00 inside"])
+    with pytest.raises(StorageError, match=r"could not store 'b\.txt'"):
+        await pg.replace_document(document, chunks, terms)
+    assert await snapshot(pg) == before
+
+
+# -- credentials -------------------------------------------------------------
+
+
+def test_redact_dsn() -> None:
+    assert redact_dsn("postgresql://u:s3cret@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert redact_dsn("postgres://u@h/db") == "postgres://u@h/db"
+    assert redact_dsn("postgresql://h/db?user=u&password=s3cret&sslmode=require") == (
+        "postgresql://h/db?user=u&password=***&sslmode=require"
+    )
+    assert redact_dsn("postgresql://u:p%40ss@h1,h2:5433/db") == "postgresql://u:***@h1,h2:5433/db"
+    assert redact_dsn("host=h user=u password=s3cret dbname=d") == (
+        "host=h user=u password=*** dbname=d"
+    )
+
+
+async def test_wrong_password_never_shows_it(postgres_dsn: str) -> None:
+    secret = "Wr0ng-" + uuid.uuid4().hex
+    dsn = _with_password(postgres_dsn, secret)
+    with pytest.raises(ConfigurationError) as info:
+        await PostgresMetadataStore.open(dsn, "default")
+    message = str(info.value)
+    assert "password authentication failed" in message
+    assert ":***@" in message
+    assert secret not in message
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+async def test_unreachable_server_never_shows_the_password() -> None:
+    secret = "S3cret-" + uuid.uuid4().hex
+    with pytest.raises(StorageError) as info:
+        await PostgresMetadataStore.open(
+            f"postgresql://u:{secret}@127.0.0.1:1/db", "default", connect_timeout=5
+        )
+    assert secret not in str(info.value)
+    assert "cannot connect to postgresql://u:***@127.0.0.1:1/db" in str(info.value)
+
+
+async def test_malformed_dsn_is_a_configuration_error() -> None:
+    secret = "S3cret-" + uuid.uuid4().hex
+    with pytest.raises(ConfigurationError) as info:
+        await PostgresMetadataStore.open(f"postgresql://u:{secret}@127.0.0.1:notaport/db")
+    assert secret not in str(info.value)
+
+
+def test_store_repr_and_dsn_hide_the_password(postgres_dsn: str, pg: PostgresMetadataStore) -> None:
+    password = urlsplit(postgres_dsn).password
+    assert password and password not in pg.dsn and password not in repr(pg)
+
+
+def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "asyncpg", None)
+    with pytest.raises(ConfigurationError, match=r"pip install groundkit\[postgres\]"):
+        asyncio.run(PostgresMetadataStore.open("postgresql://u@127.0.0.1/db"))
+
+
+def test_base_import_does_not_load_the_driver() -> None:
+    import subprocess
+
+    code = (
+        "import sys, groundkit, groundkit.index.postgres; "
+        "assert 'asyncpg' not in sys.modules, 'asyncpg imported eagerly'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+# -- concurrency -------------------------------------------------------------
+
+
+async def test_concurrent_writers_share_one_vocabulary(postgres_dsn: str, fresh: str) -> None:
+    """Two stores (two pools: as two processes would) write one collection at once."""
+    first = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    second = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    reader = await PostgresMetadataStore.open(postgres_dsn, fresh, max_connections=1)
+    rounds = 25
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    async def write(store: PostgresMetadataStore, tag: str) -> None:
+        for i in range(rounds):
+            # Both writers mint the same new terms in the same round, and some of their own.
+            words = [f"new{i}", f"new{i + 1}", f"{tag}{i}", "common"]
+            doc = make_document(f"{tag}/{i}.txt", [" ".join(words), f"new{i} {tag}"])
+            again = make_document(f"{tag}/{i}.txt", [" ".join(reversed(words))])
+            await store.replace_documents([doc])
+            await store.replace_document(*again)
+
+    async def watch() -> None:
+        while not done.is_set():
+            seen.append(await reader.generation())
+            await asyncio.sleep(0)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        await asyncio.gather(write(first, "x"), write(second, "y"))
+        done.set()
+        await watcher
+        assert seen == sorted(seen), "generation went backwards"
+        assert await reader.generation() == 4 * rounds
+        vocab = await reader.vocabulary()
+        expected = {f"new{i}" for i in range(rounds + 1)} | {"common", "x", "y"}
+        expected |= {f"{t}{i}" for t in "xy" for i in range(rounds)}
+        assert set(vocab) == expected
+        assert sorted(vocab.values()) == list(range(1, len(vocab) + 1)), "ids not dense"
+        assert await reader.chunk_count() == 2 * rounds
+        postings = dict(await decoded_postings(reader))
+        async for batch in reader.iter_chunks():
+            for s in batch:
+                assert postings[s.key] == dict(Counter(s.content.split()))
+    finally:
+        done.set()
+        watcher.cancel()
+        for opened in (first, second, reader):
+            await opened.close()
+
+
+async def test_stale_vocabulary_cache_reads_back_ids(postgres_dsn: str, fresh: str) -> None:
+    first = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    second = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    try:
+        await put(first, "a.txt", ["alpha"])
+        await put(second, "b.txt", ["beta alpha"])
+        await put(first, "c.txt", ["beta gamma"])  # first's cache has never seen "beta"
+        vocab = await first.vocabulary()
+        assert vocab == {"alpha": 1, "beta": 2, "gamma": 3}
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_concurrent_first_open_creates_once(postgres_dsn: str, fresh: str) -> None:
+    stores = await asyncio.gather(
+        *(PostgresMetadataStore.open(postgres_dsn, fresh, max_connections=1) for _ in range(4))
+    )
+    try:
+        for opened in stores:
+            assert await opened.generation() == 0
+    finally:
+        for opened in stores:
+            await opened.close()
+
+
+async def test_write_after_collection_dropped_is_a_storage_error(
+    postgres_dsn: str, fresh: str
+) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    other = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    await other.drop()
+    try:
+        with pytest.raises(StorageError, match=repr(fresh)):
+            await store.replace_document(Document(document_id="d", source="d", content="x"), [], [])
+    finally:
+        await store.close()
