@@ -86,7 +86,11 @@ def start_postgres() -> PostgresServer:
     bindir = find_pg_bin()
     if bindir is None:
         raise RuntimeError("PostgreSQL server binaries (initdb, pg_ctl) not found")
-    workdir = Path(tempfile.mkdtemp(prefix="groundkit-pg-"))
+    # As root the server runs as another user, who must be able to reach the directory:
+    # /tmp rather than a TMPDIR that may sit in root's home.
+    workdir = Path(
+        tempfile.mkdtemp(prefix="groundkit-pg-", dir="/tmp" if os.geteuid() == 0 else None)
+    )
     try:
         password = secrets.token_urlsafe(16)
         (workdir / "pw").write_text(password)
