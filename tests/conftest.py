@@ -10,6 +10,7 @@ from hypothesis import settings
 
 from groundkit import Collection, SQLiteMetadataStore
 from tests.pg_support import postgres_dsn  # noqa: F401  (a session fixture, shared)
+from tests.s3_support import s3_server  # noqa: F401  (a session fixture, shared)
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree
 
 settings.register_profile("groundkit", deadline=None, print_blob=True)

@@ -16,7 +16,6 @@ import os
 import pwd
 import secrets
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -25,6 +24,8 @@ from glob import glob
 from pathlib import Path
 
 import pytest
+
+from tests.services import free_port, unavailable
 
 __all__ = ["DSN_ENV", "PostgresServer", "find_pg_bin", "postgres_dsn", "start_postgres"]
 
@@ -60,12 +61,6 @@ def find_pg_bin() -> Path | None:
         glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4])
     )
     return Path(candidates[-1]).parent if candidates else None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _unprivileged(workdir: Path) -> list[str]:
@@ -121,7 +116,7 @@ def start_postgres() -> PostgresServer:
             shutil.rmtree(data, ignore_errors=True)
             subprocess.run(base, capture_output=True, text=True, check=True)
         (workdir / "pw").unlink()
-        port = _free_port()
+        port = free_port()
         options = " ".join(
             ["-c listen_addresses=127.0.0.1", f"-c port={port}", f"-k {workdir}", *_FAST]
         )
@@ -164,10 +159,7 @@ def postgres_dsn() -> Iterator[str]:
     try:
         server = start_postgres()
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-        reason = f"no PostgreSQL server for the tests: {exc}"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        unavailable(f"no PostgreSQL server for the tests: {exc}")
     try:
         yield server.dsn
     finally:
