@@ -1,14 +1,21 @@
-"""What the fixtures that start a server for the tests share (PostgreSQL, S3)."""
+"""What tests that start servers or other processes share (PostgreSQL, S3, writers)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 
-__all__ = ["free_port", "unavailable"]
+__all__ = ["REPO_ROOT", "free_port", "run_pythons", "unavailable"]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_SUBPROCESS_LIMIT = 300.0  # seconds
 
 
 def free_port() -> int:
@@ -23,3 +30,17 @@ def unavailable(reason: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(reason)
     pytest.skip(reason)
+
+
+async def run_pythons(code: str, argv: Sequence[Sequence[str]]) -> list[int]:
+    """Run ``python -c code`` once per argument list, all at the same time; their exit codes.
+
+    From the repository root, so ``code`` can import ``tests``. Five minutes at most.
+    """
+    procs = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", code, *args, cwd=REPO_ROOT)
+        for args in argv
+    ]
+    return list(
+        await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), _SUBPROCESS_LIMIT)
+    )

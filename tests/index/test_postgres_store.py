@@ -38,6 +38,7 @@ from tests.index.metadata_conformance import (
     put,
     snapshot,
 )
+from tests.services import run_pythons
 from tests.support import make_document
 
 
@@ -296,23 +297,39 @@ def test_base_import_does_not_load_the_driver() -> None:
 # -- concurrency -------------------------------------------------------------
 
 
+async def write_rounds(store: PostgresMetadataStore, tag: str, rounds: int) -> None:
+    """Two writes a round; writers with other tags mint the same new terms in the same round."""
+    for i in range(rounds):
+        words = [f"new{i}", f"new{i + 1}", f"{tag}{i}", "common"]
+        doc = make_document(f"{tag}/{i}.txt", [" ".join(words), f"new{i} {tag}"])
+        again = make_document(f"{tag}/{i}.txt", [" ".join(reversed(words))])
+        await store.replace_documents([doc])
+        await store.replace_document(*again)
+
+
+async def check_rounds(store: PostgresMetadataStore, tags: str, rounds: int) -> None:
+    """What ``write_rounds`` by each of ``tags`` must leave, whatever the interleaving."""
+    assert await store.generation() == 2 * len(tags) * rounds
+    vocab = await store.vocabulary()
+    expected = {f"new{i}" for i in range(rounds + 1)} | {"common", *tags}
+    expected |= {f"{t}{i}" for t in tags for i in range(rounds)}
+    assert set(vocab) == expected
+    assert sorted(vocab.values()) == list(range(1, len(vocab) + 1)), "ids not dense"
+    assert await store.chunk_count() == len(tags) * rounds
+    postings = dict(await decoded_postings(store))
+    async for batch in store.iter_chunks():
+        for s in batch:
+            assert postings[s.key] == dict(Counter(s.content.split()))
+
+
 async def test_concurrent_writers_share_one_vocabulary(postgres_dsn: str, fresh: str) -> None:
-    """Two stores (two pools: as two processes would) write one collection at once."""
+    """Two stores (two pools) write one collection at once; a reader sees no step back."""
     first = await PostgresMetadataStore.open(postgres_dsn, fresh)
     second = await PostgresMetadataStore.open(postgres_dsn, fresh)
     reader = await PostgresMetadataStore.open(postgres_dsn, fresh, max_connections=1)
     rounds = 25
     seen: list[int] = []
     done = asyncio.Event()
-
-    async def write(store: PostgresMetadataStore, tag: str) -> None:
-        for i in range(rounds):
-            # Both writers mint the same new terms in the same round, and some of their own.
-            words = [f"new{i}", f"new{i + 1}", f"{tag}{i}", "common"]
-            doc = make_document(f"{tag}/{i}.txt", [" ".join(words), f"new{i} {tag}"])
-            again = make_document(f"{tag}/{i}.txt", [" ".join(reversed(words))])
-            await store.replace_documents([doc])
-            await store.replace_document(*again)
 
     async def watch() -> None:
         while not done.is_set():
@@ -321,26 +338,44 @@ async def test_concurrent_writers_share_one_vocabulary(postgres_dsn: str, fresh:
 
     watcher = asyncio.create_task(watch())
     try:
-        await asyncio.gather(write(first, "x"), write(second, "y"))
+        await asyncio.gather(write_rounds(first, "x", rounds), write_rounds(second, "y", rounds))
         done.set()
         await watcher
         assert seen == sorted(seen), "generation went backwards"
-        assert await reader.generation() == 4 * rounds
-        vocab = await reader.vocabulary()
-        expected = {f"new{i}" for i in range(rounds + 1)} | {"common", "x", "y"}
-        expected |= {f"{t}{i}" for t in "xy" for i in range(rounds)}
-        assert set(vocab) == expected
-        assert sorted(vocab.values()) == list(range(1, len(vocab) + 1)), "ids not dense"
-        assert await reader.chunk_count() == 2 * rounds
-        postings = dict(await decoded_postings(reader))
-        async for batch in reader.iter_chunks():
-            for s in batch:
-                assert postings[s.key] == dict(Counter(s.content.split()))
+        await check_rounds(reader, "xy", rounds)
     finally:
         done.set()
         watcher.cancel()
         for opened in (first, second, reader):
             await opened.close()
+
+
+_WRITER = """
+import asyncio, sys
+from groundkit.index.postgres import PostgresMetadataStore
+from tests.index.test_postgres_store import write_rounds
+
+async def main(dsn: str, name: str, tag: str, rounds: int) -> None:
+    store = await PostgresMetadataStore.open(dsn, name)
+    try:
+        await write_rounds(store, tag, rounds)
+    finally:
+        await store.close()
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])))
+"""
+
+
+async def test_writer_processes_share_one_vocabulary(postgres_dsn: str, fresh: str) -> None:
+    """Three processes, each with its own cache, ingest one collection at the same time."""
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)  # created before they start
+    try:
+        rounds = 20
+        argv = [[postgres_dsn, fresh, tag, str(rounds)] for tag in "pqr"]
+        assert await run_pythons(_WRITER, argv) == [0, 0, 0]
+        await check_rounds(store, "pqr", rounds)
+    finally:
+        await store.close()
 
 
 async def test_stale_vocabulary_cache_reads_back_ids(postgres_dsn: str, fresh: str) -> None:

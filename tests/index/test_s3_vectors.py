@@ -7,9 +7,7 @@ runs unchanged, and passes the same conformance suite as on a local directory.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 import textwrap
 import uuid
 from collections.abc import AsyncIterator
@@ -21,6 +19,7 @@ import pytest
 from groundkit.index.dense import LanceDBVectorStore
 from tests.index.vector_conformance import DIM, VectorStoreConformance, basis, random_rows
 from tests.s3_support import S3Server, open_s3_vector_store
+from tests.services import run_pythons
 
 
 @pytest.fixture(scope="module")
@@ -137,12 +136,7 @@ async def test_two_processes_upsert_one_table(s3_server: S3Server, prefix: str) 
     await seed.close()
     rounds = 8
     args = [prefix, json.dumps(s3_server.storage_options)]
-    procs = [
-        await asyncio.create_subprocess_exec(sys.executable, "-c", _WRITER, *args, tag, str(rounds))
-        for tag in ("p", "q")
-    ]
-    codes = await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), 300)
-    assert codes == [0, 0]
+    assert await run_pythons(_WRITER, [[*args, tag, str(rounds)] for tag in "pq"]) == [0, 0]
     store = await open_s3_vector_store(
         prefix, "shared", DIM, storage_options=s3_server.storage_options
     )
