@@ -13,8 +13,10 @@ from groundkit.config import (
     RetrievalConfig,
 )
 from groundkit.contracts import (
+    SENSITIVITY_LEVELS,
     Chunk,
     Citation,
+    CollectionFailure,
     CollectionManifest,
     Document,
     DocumentRecord,
@@ -23,6 +25,7 @@ from groundkit.contracts import (
     Highlights,
     IngestFailure,
     IngestReport,
+    MultiSearchResponse,
     QuoteCheck,
     QuoteVerdict,
     RetrievalResult,
@@ -70,7 +73,9 @@ from groundkit.providers import (
     resolve_model,
 )
 from groundkit.retrieval.citations import resolve_citation, verify_citation
+from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.quotes import check_quote, verify_quote
 from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
 from groundkit.retrieval.search import Retriever
@@ -84,7 +89,9 @@ __version__ = "0.1.0"
 _logging.getLogger("groundkit").addHandler(_logging.NullHandler())
 
 __all__ = [
+    "FILTER_OPERATORS",
     "MAX_TOP_K",
+    "SENSITIVITY_LEVELS",
     "SPAN_ATTRIBUTES",
     "SPAN_NAMES",
     "AddressPolicy",
@@ -95,6 +102,7 @@ __all__ = [
     "ChunkingConfig",
     "Citation",
     "Collection",
+    "CollectionFailure",
     "CollectionInfo",
     "CollectionManifest",
     "CollectionRegistry",
@@ -123,6 +131,7 @@ __all__ = [
     "LexicalIndexProtocol",
     "LoaderProtocol",
     "MetadataStoreProtocol",
+    "MultiSearchResponse",
     "NotGroundedError",
     "OllamaEmbedder",
     "OpenAICompatibleEmbedder",
@@ -161,6 +170,7 @@ __all__ = [
     "resolve_citation",
     "resolve_model",
     "run_server",
+    "search_collections",
     "verify_citation",
     "verify_quote",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -19,11 +20,21 @@ from typing import Any, TextIO
 
 from groundkit.collection import Collection, VerifyReport
 from groundkit.config import MAX_TOP_K
-from groundkit.contracts import FetchResult, FieldValue, IngestReport, SearchResponse
+from groundkit.contracts import (
+    SENSITIVITY_LEVELS,
+    FetchResult,
+    FieldValue,
+    IngestReport,
+    MultiSearchResponse,
+    SearchResponse,
+)
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.index.metadata import SQLiteMetadataStore
 from groundkit.ingestion.fields import check_fields, parse_field_value
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval.filters import FILTER_OPERATORS
+from groundkit.retrieval.multi import search_collections
+from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import SEARCH_MODES
 from groundkit.service.command import add_serve_parser, run_serve
 
@@ -38,7 +49,18 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--index-dir", default=".groundkit", type=Path, help="index directory (./.groundkit)"
     )
-    common.add_argument("--collection", default="default", help="collection name (default)")
+    common.add_argument(
+        "--collection",
+        action="append",
+        default=None,
+        help="collection name (default); search takes it more than once to search several",
+    )
+    common.add_argument(
+        "--clearance",
+        choices=SENSITIVITY_LEVELS,
+        default=None,
+        help="hide documents labelled above this sensitivity (search, fetch, verify)",
+    )
     common.add_argument(
         "--base-dir",
         type=Path,
@@ -76,6 +98,14 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("query")
     search.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
     search.add_argument("--top-k", type=int, default=None, help=f"1..{MAX_TOP_K} (10)")
+    search.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="FILTER",
+        help="only documents whose fields match (repeatable, AND): FIELD=VALUE, "
+        "FIELD.OP=VALUE with OP one of " + ", ".join(FILTER_OPERATORS) + ", or a JSON object",
+    )
     search.add_argument(
         "--rerank",
         metavar="MODEL_OR_PATH",
@@ -149,29 +179,39 @@ def _print_ingest(report: IngestReport, as_json: bool) -> int:
     return EXIT_PROBLEM if report.failed else EXIT_OK
 
 
-def _print_search(response: SearchResponse, as_json: bool) -> int:
+def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool) -> int:
+    multi = isinstance(response, MultiSearchResponse)
+    failures = response.failures if isinstance(response, MultiSearchResponse) else []
     if as_json:
-        _emit(
-            {
-                "query": response.query,
-                "mode": response.mode,
-                "total_results": response.total_results,
-                "metadata": response.metadata,
-                "results": [
-                    {"rank": rank, "page": r.citation.page, **r.model_dump(mode="json")}
-                    for rank, r in enumerate(response.results, start=1)
-                ],
-            }
-        )
-        return EXIT_OK
+        data: dict[str, Any] = {
+            "query": response.query,
+            "mode": response.mode,
+            "total_results": response.total_results,
+            "metadata": response.metadata,
+            "results": [
+                {"rank": rank, "page": r.citation.page, **r.model_dump(mode="json")}
+                for rank, r in enumerate(response.results, start=1)
+            ],
+        }
+        if isinstance(response, MultiSearchResponse):
+            data["collections"] = response.collections
+            data["failures"] = [f.model_dump(mode="json") for f in failures]
+        _emit(data)
+        return EXIT_PROBLEM if failures else EXIT_OK
     if not response.results:
         print("no results")
     for rank, r in enumerate(response.results, start=1):
         page = f" p. {r.citation.page}" if r.citation.page else ""
-        print(f"{rank:>3}. {r.source} [{r.start_offset}:{r.end_offset}]{page}  score {r.score:.4f}")
+        where = f"{r.collection}: " if multi else ""
+        print(
+            f"{rank:>3}. {where}{r.source} [{r.start_offset}:{r.end_offset}]{page}"
+            f"  score {r.score:.4f}"
+        )
         print(f"     chunk {r.chunk_id}")
         print(f"     {_snippet(r.content)}")
-    return EXIT_OK
+    for failure in failures:
+        print(f"  failed: collection {failure.collection!r}: {failure.error}: {failure.detail}")
+    return EXIT_PROBLEM if failures else EXIT_OK
 
 
 def _print_fetch(result: FetchResult, as_json: bool) -> int:
@@ -230,7 +270,43 @@ def _meta_fields(items: Sequence[str]) -> dict[str, FieldValue] | None:
         raise ConfigurationError(str(exc)) from None
 
 
-async def _embedder_for(args: argparse.Namespace) -> EmbeddingProtocol | None:
+def _where(items: Sequence[str]) -> dict[str, Any] | None:
+    """``--where`` options as one filter mapping; a malformed one is a usage error."""
+    if not items:
+        return None
+    out: dict[str, Any] = {}
+
+    def add(name: str, op: str, value: object) -> None:
+        conditions = out.setdefault(name, {})
+        if op in conditions:
+            raise ConfigurationError(f"--where: {name}.{op} is given twice")
+        conditions[op] = value
+
+    for item in items:
+        if item.lstrip().startswith("{"):
+            try:
+                given = json.loads(item)
+            except json.JSONDecodeError as exc:
+                raise ConfigurationError(f"--where {item!r}: not valid JSON ({exc.msg})") from None
+            if not isinstance(given, dict):
+                raise ConfigurationError(f"--where {item!r}: a JSON filter is an object")
+            for name, spec in given.items():
+                for op, value in (spec if isinstance(spec, dict) else {"eq": spec}).items():
+                    add(name, op, value)
+            continue
+        target, equals, raw = item.partition("=")
+        name, _, op = target.strip().partition(".")
+        if not equals or not name:
+            raise ConfigurationError(f"--where {item!r}: expected FIELD=VALUE or FIELD.OP=VALUE")
+        try:
+            value = parse_field_value(raw, f"--where {target.strip()}")
+        except IngestionError as exc:
+            raise ConfigurationError(str(exc)) from None
+        add(name, op or "eq", value)
+    return out
+
+
+async def _embedder_for(args: argparse.Namespace, name: str) -> EmbeddingProtocol | None:
     """The embedder named on the command line, else the one the collection records."""
     from groundkit.providers.local import SentenceTransformerEmbedder
 
@@ -238,7 +314,7 @@ async def _embedder_for(args: argparse.Namespace) -> EmbeddingProtocol | None:
         return SentenceTransformerEmbedder(args.embedder)
     if args.command == "search" and args.mode == "bm25":
         return None
-    path = args.index_dir / f"{args.collection}.sqlite3"
+    path = args.index_dir / f"{name}.sqlite3"
     if not path.exists():
         return None
     store = await SQLiteMetadataStore.open(path, create=False)
@@ -256,22 +332,55 @@ async def _embedder_for(args: argparse.Namespace) -> EmbeddingProtocol | None:
     return SentenceTransformerEmbedder(manifest.model_name)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    meta = _meta_fields(args.meta) if args.command == "ingest" else None
-    embedder = None if args.command in ("fetch", "verify") else await _embedder_for(args)
-    reranker = None
-    if args.command == "search" and args.rerank:
-        from groundkit.retrieval.rerank import CrossEncoderReranker
-
-        reranker = CrossEncoderReranker(args.rerank)
-    opener = Collection.open(
+def _open(
+    args: argparse.Namespace,
+    name: str,
+    embedder: EmbeddingProtocol | None,
+    reranker: RerankerProtocol | None,
+) -> Any:
+    return Collection.open(
         args.index_dir,
-        args.collection,
+        name,
         base_dir=args.base_dir,
         embedder=embedder,
         reranker=reranker,
+        clearance=args.clearance,
     )
-    async with opener as col:
+
+
+async def _run_search(args: argparse.Namespace) -> int:
+    filters = _where(args.where)
+    reranker: RerankerProtocol | None = None
+    if args.rerank:
+        from groundkit.retrieval.rerank import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(args.rerank)
+    async with contextlib.AsyncExitStack() as stack:
+        collections = [
+            await stack.enter_async_context(
+                _open(args, name, await _embedder_for(args, name), reranker)
+            )
+            for name in args.collections
+        ]
+        rerank = reranker is not None
+        if len(collections) == 1:
+            response: SearchResponse | MultiSearchResponse = await collections[0].search(
+                args.query, args.top_k, mode=args.mode, rerank=rerank, filters=filters
+            )
+        else:
+            response = await search_collections(
+                collections, args.query, args.top_k, mode=args.mode, rerank=rerank, filters=filters
+            )
+    return _print_search(response, args.json)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    if args.command == "search":
+        return await _run_search(args)
+    meta = _meta_fields(args.meta) if args.command == "ingest" else None
+    (name,) = args.collections
+    embedder = None if args.command in ("fetch", "verify") else await _embedder_for(args, name)
+    async with _open(args, name, embedder, None) as col:
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
             try:
@@ -279,11 +388,6 @@ async def _run(args: argparse.Namespace) -> int:
             finally:
                 progress.finish()
             return _print_ingest(report, args.json)
-        if args.command == "search":
-            response = await col.search(
-                args.query, args.top_k, mode=args.mode, rerank=reranker is not None
-            )
-            return _print_search(response, args.json)
         if args.command == "fetch":
             return _print_fetch(await col.fetch_chunk(args.chunk_id), args.json)
         return _print_verify(await col.verify(), args.json)
@@ -292,18 +396,21 @@ async def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     # Model loading draws progress bars on stderr; the CLI has its own output.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     _configure_logging(args.verbose, args.quiet)
-    if (
-        args.command not in ("ingest", "serve")
-        and not (args.index_dir / f"{args.collection}.sqlite3").exists()
-    ):
-        print(
-            f"grk: error: no collection {args.collection!r} in {str(args.index_dir)!r}; "
-            "run 'grk ingest PATH' first",
-            file=sys.stderr,
-        )
-        return EXIT_ERROR
+    if args.command != "serve":
+        args.collections = list(dict.fromkeys(args.collection or ["default"]))
+        if len(args.collections) > 1 and args.command != "search":
+            parser.error(f"{args.command} takes one --collection")
+    for name in args.collections if args.command not in ("ingest", "serve") else ():
+        if not (args.index_dir / f"{name}.sqlite3").exists():
+            print(
+                f"grk: error: no collection {name!r} in {str(args.index_dir)!r}; "
+                "run 'grk ingest PATH' first",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
     try:
         return run_serve(args) if args.command == "serve" else asyncio.run(_run(args))
     except GroundkitError as exc:

@@ -17,7 +17,14 @@ from types import TracebackType
 from typing import Any
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
-from groundkit.contracts import Citation, FetchResult, IngestReport, SearchMode, SearchResponse
+from groundkit.contracts import (
+    Citation,
+    FetchResult,
+    IngestReport,
+    SearchMode,
+    SearchResponse,
+    fields_of,
+)
 from groundkit.errors import IndexIdentityError, RetrievalError
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.dense import LanceDBVectorStore, VectorStoreProtocol
@@ -31,6 +38,7 @@ from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.citations import read_source, slice_span
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import Retriever
+from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.url_safety import looks_like_url
 
@@ -93,8 +101,11 @@ class Collection:
         reranker: RerankerProtocol | None = None,
         snapshot_dir: Path | None = None,
         url_loader: UrlLoader | None = None,
+        clearance: str | None = None,
     ) -> None:
         self.reranker = reranker
+        # The most restricted label this collection object may return (None: all).
+        self.clearance = check_clearance(clearance)
         # Where URL documents keep the text they were indexed from.
         self.snapshot_dir = snapshot_dir
         self._url_loader = url_loader or UrlLoader()
@@ -133,6 +144,7 @@ class Collection:
         embedder: EmbeddingProtocol | None = None,
         reranker: RerankerProtocol | None = None,
         url_loader: UrlLoader | None = None,
+        clearance: str | None = None,
     ) -> _Opener:
         """Open or create a collection; ``await`` it or use ``async with``.
 
@@ -143,7 +155,12 @@ class Collection:
         embedder's identity from its first dense ingest on. ``url_loader``
         fetches URL ingests (default: ``UrlLoader()``, public addresses only);
         their snapshots live in ``<index_dir>/<name>.snapshots``.
+
+        ``clearance`` (one of ``SENSITIVITY_LEVELS``) hides every document
+        labelled above it from search, ``fetch_chunk`` and ``verify``
+        (adr/0021-sensitivity.md).
         """
+        check_clearance(clearance)
 
         async def factory() -> Collection:
             index = Path(os.path.realpath(index_dir))
@@ -178,6 +195,7 @@ class Collection:
                 reranker=reranker,
                 snapshot_dir=snapshot_dir_for(index, name),
                 url_loader=url_loader,
+                clearance=clearance,
             )
 
         return _Opener(factory)
@@ -228,6 +246,7 @@ class Collection:
                     vector_store=self.vector_store,
                     reranker=self.reranker,
                     collection=self.name,
+                    clearance=self.clearance,
                 )
             return self._retriever
 
@@ -238,16 +257,19 @@ class Collection:
         *,
         mode: SearchMode = "bm25",
         rerank: bool = False,
+        filters: Mapping[str, Any] | None = None,
     ) -> SearchResponse:
+        """See ``Retriever.search``; reopens the retriever first if the store moved on."""
         retriever = await self.retriever()
-        return await retriever.search(query, top_k, mode=mode, rerank=rerank)
+        return await retriever.search(query, top_k, mode=mode, rerank=rerank, filters=filters)
 
     async def fetch_chunk(self, chunk_id: str) -> FetchResult:
         """A stored chunk and whether its source still holds it (traced as
         ``groundkit.fetch_chunk``, with the verdict but never the text)."""
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             stored = await self.store.get_chunk(chunk_id)
-            if stored is None:
+            if stored is None or not self._visible(stored):
+                # Above the clearance reads exactly like absent: no existence leak.
                 raise RetrievalError(
                     f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
                 )
@@ -267,6 +289,8 @@ class Collection:
         current: tuple[str, str | None, RetrievalError | None] | None = None
         async for batch in self.store.iter_chunks():
             for stored in batch:
+                if not self._visible(stored):
+                    continue
                 citation = stored.citation
                 if current is None or current[0] != citation.source:
                     try:
@@ -286,6 +310,9 @@ class Collection:
                         report.unresolvable += 1
                     report.problems.append(result)
         return report
+
+    def _visible(self, stored: StoredChunk) -> bool:
+        return visible(fields_of(stored.metadata), self.clearance)
 
 
 def _fetch_result(

@@ -21,8 +21,11 @@ from groundkit.utils.hashing import sha256_text
 __all__ = [
     "FIELDS_KEY",
     "PAGE_STARTS_KEY",
+    "SENSITIVITY_FIELD",
+    "SENSITIVITY_LEVELS",
     "Chunk",
     "Citation",
+    "CollectionFailure",
     "CollectionManifest",
     "Document",
     "DocumentRecord",
@@ -33,6 +36,7 @@ __all__ = [
     "Highlights",
     "IngestFailure",
     "IngestReport",
+    "MultiSearchResponse",
     "QuoteCheck",
     "QuoteVerdict",
     "RetrievalResult",
@@ -59,6 +63,12 @@ PAGE_STARTS_KEY = "page_starts"
 # values (front matter, PDF info, HTML meta, the ingest call's metadata) kept
 # apart from the keys groundkit records for itself (adr/0016-document-fields.md).
 FIELDS_KEY = "fields"
+
+# The document field holding a sensitivity label, and the labels from least to
+# most restricted. A fixed scale, so a label means the same thing at ingest, in
+# every collection and at every server (adr/0021-sensitivity.md).
+SENSITIVITY_FIELD = "sensitivity"
+SENSITIVITY_LEVELS: tuple[str, ...] = ("public", "internal", "confidential", "restricted")
 
 FieldScalar = str | int | float | bool
 # Lists hold one type of scalar; ingestion/fields.py enforces the rules.
@@ -319,6 +329,8 @@ class RetrievalResult(_Frozen):
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Query-term spans in ``content`` (lexical matches); None for dense hits.
     highlights: Highlights | None = None
+    # The collection the result came from, when the search knew its name.
+    collection: str | None = None
 
     @model_validator(mode="after")
     def _validate(self) -> RetrievalResult:
@@ -367,6 +379,36 @@ class SearchResponse(_Frozen):
     results: list[RetrievalResult]
     total_results: int = Field(ge=0)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class CollectionFailure(_Frozen):
+    """A collection a multi-collection search could not search, and why."""
+
+    collection: str
+    error: str  # the groundkit error class name
+    detail: str
+
+
+class MultiSearchResponse(_Frozen):
+    """Results fused across collections; each result names its collection.
+
+    ``score`` of each result is its fused (reciprocal-rank) score. Collections
+    that failed are listed in ``failures``; their absence from ``results`` is
+    never silent.
+    """
+
+    query: str
+    mode: SearchMode
+    collections: list[str]
+    results: list[RetrievalResult]
+    total_results: int = Field(ge=0)
+    failures: list[CollectionFailure] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        """True when every collection answered."""
+        return not self.failures
 
 
 class FetchResult(_Frozen):

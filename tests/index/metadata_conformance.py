@@ -479,3 +479,26 @@ class MetadataStoreConformance:
         assert [s.content for s in grouped[ids[2]]] == ["z one", "z two"]
         assert [s.chunk_index for s in grouped[ids[0]]] == [0, 1]
         assert await store.get_chunks_for_documents([]) == {}
+
+    async def test_chunk_owners(self, store: Store) -> None:
+        empty = await store.chunk_owners()
+        assert empty.keys.shape == empty.owners.shape == (0,)
+        assert empty.document_ids == [] and empty.fields == []
+        fielded = {"fields": {"team": "red", "year": 2020, "tags": ["a", "b"]}, "pages": 3}
+        doc, chunks, terms = make_document("a.md", ["alpha one", "alpha two"])
+        await store.replace_document(doc.model_copy(update={"metadata": fielded}), chunks, terms)
+        await put(store, "b.txt", ["beta"])
+        await put(store, "c.txt", ["gamma", "delta", "epsilon"])
+        await store.delete_documents(["c.txt"])
+        owners = await store.chunk_owners()
+        assert owners.keys.dtype == np.int64 and owners.owners.dtype == np.int64
+        assert sorted(owners.document_ids) == ["doc:a.md", "doc:b.txt"]
+        by_id = dict(zip(owners.document_ids, owners.fields, strict=True))
+        # Only the fields, as stored: other metadata keys are not fields.
+        assert by_id == {"doc:a.md": fielded["fields"], "doc:b.txt": {}}
+        stored = {s.key: s.document_id async for batch in store.iter_chunks() for s in batch}
+        got = {
+            int(k): owners.document_ids[int(o)]
+            for k, o in zip(owners.keys, owners.owners, strict=True)
+        }
+        assert got == stored and len(got) == 3

@@ -172,6 +172,25 @@ class LexicalIndexConformance:
         assert built.index.size == 0
         assert built.index.search(["solar"], 10) == []
 
+    async def test_keys_line_up_with_positions(self, build: Builder) -> None:
+        built = await build(self.CORPUS)
+        keys = built.index.keys
+        assert keys.dtype == np.int64 and sorted(keys.tolist()) == sorted(built.keys)
+        assert len(set(keys.tolist())) == built.index.size
+
+    async def test_mask_applies_before_the_cut(self, build: Builder) -> None:
+        built = await build(self.CORPUS)
+        query = ["solar", "panel", "wind"]
+        full = built.index.search(query, 10)
+        best = full[0].key
+        mask = built.index.keys != best
+        assert built.index.search(query, 2, mask=mask) == [h for h in full if h.key != best][:2]
+        assert built.index.search(query, 10, mask=np.zeros(built.index.size, np.bool_)) == []
+        everything = np.ones(built.index.size, np.bool_)
+        assert built.index.search(query, 10, mask=everything) == full
+        with pytest.raises(ValueError, match="mask has shape"):
+            built.index.search(query, 10, mask=np.ones(built.index.size + 1, np.bool_))
+
 
 class TestBM25FromPostings(LexicalIndexConformance):
     @pytest.fixture
@@ -329,3 +348,21 @@ def test_ranking_properties(corpus: Corpus, query: list[str], top_k: int, seed: 
     assert hits == full[:top_k]
     again, _ = build_from_postings(corpus, seed=seed)
     assert again.search(query, top_k) == hits
+
+
+@settings(max_examples=150)
+@given(
+    corpus=st.lists(st.lists(TOKENS, max_size=12), min_size=1, max_size=40),
+    query=st.lists(TOKENS, min_size=1, max_size=4),
+    top_k=st.integers(min_value=1, max_value=45),
+    allowed=st.lists(st.booleans(), min_size=40, max_size=40),
+)
+def test_mask_equals_filtering_the_full_ranking(
+    corpus: Corpus, query: list[str], top_k: int, allowed: list[bool]
+) -> None:
+    index, _ = build_from_postings(corpus)
+    mask = np.asarray(allowed[: index.size], dtype=np.bool_)
+    position = {int(k): i for i, k in enumerate(index.keys)}
+    full = index.search(query, len(corpus))
+    expected = [h for h in full if mask[position[h.key]]][:top_k]
+    assert index.search(query, top_k, mask=mask) == expected

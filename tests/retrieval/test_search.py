@@ -245,8 +245,9 @@ async def test_stale_rows_never_served_with_or_without_preload(
 
 
 @pytest.mark.parametrize("highlights", [None, [(0, 4)]])
+@pytest.mark.parametrize("collection", [None, "docs"])
 def test_unvalidated_result_equals_a_validated_one(
-    highlights: list[tuple[int, int]] | None,
+    highlights: list[tuple[int, int]] | None, collection: str | None
 ) -> None:
     from groundkit.index.protocols import StoredChunk
     from groundkit.retrieval.search import _result
@@ -267,8 +268,10 @@ def test_unvalidated_result_equals_a_validated_one(
         metadata={"page_starts": [0, 12]},
     )
     deferred = None if highlights is None else Highlights.deferred(lambda: highlights)
-    fast = _result(stored, 2.5, deferred)
-    extra = {} if highlights is None else {"highlights": highlights}
+    fast = _result(stored, 2.5, deferred, collection)
+    extra: dict[str, object] = {} if highlights is None else {"highlights": highlights}
+    if collection is not None:
+        extra["collection"] = collection
     checked = RetrievalResult(
         content="text",
         score=2.5,

@@ -64,7 +64,7 @@ async def refused(client: Client, tool: str, **arguments: Any) -> str:
 async def test_tools_have_typed_schemas(served: Served) -> None:
     async with connected(CollectionRegistry(served.index)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"search", "fetch_chunk", "list_collections"}
+    assert set(tools) == {"search", "search_collections", "fetch_chunk", "list_collections"}
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     props = search["properties"]
@@ -72,6 +72,10 @@ async def test_tools_have_typed_schemas(served: Served) -> None:
     assert (props["top_k"]["minimum"], props["top_k"]["maximum"]) == (1, 1000)
     assert props["mode"]["enum"] == ["bm25", "dense", "hybrid"]
     assert props["rerank"]["type"] == "boolean"
+    assert "filters" in props and "filters" not in search["required"]
+    multi = tools["search_collections"].input_schema
+    assert sorted(multi["required"]) == ["collections", "query"]
+    assert multi["properties"]["collections"]["type"] == "array"
     assert tools["fetch_chunk"].input_schema["required"] == ["chunk_id"]
     assert tools["search"].output_schema is not None
 

@@ -43,6 +43,10 @@ class BM25Index:
     def size(self) -> int:
         return int(self._keys.shape[0])
 
+    @property
+    def keys(self) -> npt.NDArray[np.int64]:
+        return self._keys
+
     @classmethod
     async def from_store(
         cls, store: MetadataStoreProtocol, *, k1: float = 1.5, b: float = 0.75
@@ -111,9 +115,12 @@ class BM25Index:
         top_k: int,
         *,
         score_threshold: float | None = None,
+        mask: npt.NDArray[np.bool_] | None = None,
     ) -> list[LexicalHit]:
         if top_k < 1 or self.size == 0:
             return []
+        if mask is not None and mask.shape != (self.size,):
+            raise ValueError(f"mask has shape {mask.shape}, expected ({self.size},)")
         n_terms = self._indptr.shape[0] - 1
         vocab = self._vocab
         wanted = Counter(vocab[t] for t in query_terms if t in vocab and vocab[t] < n_terms)
@@ -135,9 +142,12 @@ class BM25Index:
         # A boolean mask lists candidates several times faster than nonzero() on
         # floats; partitioning the whole score array instead degrades on zeros.
         if score_threshold is not None and score_threshold > 0:
-            candidates = np.flatnonzero(scores >= score_threshold)
+            matched = scores >= score_threshold
         else:
-            candidates = np.flatnonzero(scores > 0)
+            matched = scores > 0
+        if mask is not None:
+            matched &= mask  # before the cut: filtered-out chunks never take a place
+        candidates = np.flatnonzero(matched)
         if candidates.size == 0:
             return []
         cand_scores = scores[candidates]

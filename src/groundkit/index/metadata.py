@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import re
 import sqlite3
@@ -20,9 +22,16 @@ from groundkit.contracts import (
     Document,
     DocumentRecord,
     EmbeddingIdentity,
+    FieldValue,
 )
 from groundkit.errors import ConfigurationError, IndexIdentityError, StorageError
-from groundkit.index.protocols import ChunkPostings, DocumentState, StoredChunk
+from groundkit.index.protocols import (
+    ChunkOwners,
+    ChunkPostings,
+    DocumentState,
+    MetadataStoreProtocol,
+    StoredChunk,
+)
 
 __all__ = [
     "COLLECTION_NAME_PATTERN",
@@ -143,7 +152,7 @@ class SQLiteMetadataStore:
     """``MetadataStoreProtocol`` on one SQLite file; create with ``await .open(path)``."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
-        self._conn = conn
+        self._db: aiosqlite.Connection | None = conn
         self.path = path
         self._vocab: dict[str, int] | None = None
         self._reader: sqlite3.Connection | None = None
@@ -204,14 +213,25 @@ class SQLiteMetadataStore:
                 f"{str(self.path)!r} is not a usable groundkit index: {exc}"
             ) from None
 
+    @property
+    def _conn(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StorageError(f"the metadata store {self.path.name!r} is closed")
+        return self._db
+
     async def close(self) -> None:
+        """Close the connections; later calls raise ``StorageError``. Idempotent."""
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        await self._conn.close()
+        db, self._db = self._db, None
+        if db is not None:
+            await db.close()
 
     def _read_inline(self, sql: str, params: Sequence[Any]) -> list[Any] | None:
         """Run a small read on the read-only connection; None if it would have to wait."""
+        if self._db is None:
+            raise StorageError(f"the metadata store {self.path.name!r} is closed")
         if self._reader is None:
             self._reader = sqlite3.connect(
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
@@ -545,6 +565,36 @@ class SQLiteMetadataStore:
             rows = await cur.fetchall()
         return {term: int(term_id) for term, term_id in rows}
 
+    async def chunk_owners(self) -> ChunkOwners:
+        # One statement, so documents and chunks come from the same snapshot.
+        document_ids: list[str] = []
+        fields: list[dict[str, FieldValue]] = []
+        position: dict[int, int] = {}
+        keys: list[int] = []
+        owner_rowids: list[int] = []
+        async with self._conn.execute(
+            "SELECT 0, rowid, id, json_extract(metadata, '$.fields') FROM documents"
+            " UNION ALL SELECT 1, c.key, d.rowid, NULL"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+        ) as cur:
+            while batch := await cur.fetchmany(50_000):
+                for kind, a, b, raw in batch:
+                    if kind == 0:
+                        position[a] = len(document_ids)
+                        document_ids.append(b)
+                        fields.append(dict(json.loads(raw)) if raw else {})
+                    else:
+                        keys.append(a)
+                        owner_rowids.append(b)
+        return ChunkOwners(
+            keys=np.asarray(keys, dtype=np.int64),
+            owners=np.fromiter(
+                (position[r] for r in owner_rowids), dtype=np.int64, count=len(owner_rowids)
+            ),
+            document_ids=document_ids,
+            fields=fields,
+        )
+
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
         async with self._conn.execute(
             "SELECT key, term_ids, tfs FROM chunks ORDER BY content_hash, chunk_index, document_id"
@@ -564,6 +614,55 @@ class SQLiteMetadataStore:
                     term_ids=term_ids.astype(np.int32),
                     tfs=tfs.astype(np.int32),
                 )
+
+
+def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
+    """Wrap every protocol method so a SQLite failure surfaces as ``StorageError``.
+
+    Reads meet damaged or vanished files too (a collection replaced under a
+    running server); the driver's exception must not cross the public API.
+    """
+
+    def message(store: SQLiteMetadataStore, exc: Exception) -> str:
+        return (
+            f"metadata store {store.path.name!r} failed: {exc}; if the file is damaged, "
+            "restore it or ingest again into a new index directory"
+        )
+
+    for name in dir(MetadataStoreProtocol):
+        if name.startswith("_") or name == "close":
+            continue
+        method = getattr(cls, name)
+        if inspect.isasyncgenfunction(method):
+
+            def gen_wrapper(method: Any) -> Any:
+                @functools.wraps(method)
+                async def wrapped(self: SQLiteMetadataStore, *a: Any, **k: Any) -> Any:
+                    try:
+                        async for item in method(self, *a, **k):
+                            yield item
+                    except sqlite3.Error as exc:
+                        raise StorageError(message(self, exc)) from None
+
+                return wrapped
+
+            setattr(cls, name, gen_wrapper(method))
+        elif inspect.iscoroutinefunction(method):
+
+            def coro_wrapper(method: Any) -> Any:
+                @functools.wraps(method)
+                async def wrapped(self: SQLiteMetadataStore, *a: Any, **k: Any) -> Any:
+                    try:
+                        return await method(self, *a, **k)
+                    except sqlite3.Error as exc:
+                        raise StorageError(message(self, exc)) from None
+
+                return wrapped
+
+            setattr(cls, name, coro_wrapper(method))
+
+
+_guard_sqlite_errors(SQLiteMetadataStore)
 
 
 _WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]

@@ -16,11 +16,13 @@ from groundkit.contracts import (
     Document,
     DocumentRecord,
     EmbeddingIdentity,
+    FieldValue,
     SourceClass,
     page_at,
 )
 
 __all__ = [
+    "ChunkOwners",
     "ChunkPostings",
     "DocumentState",
     "LexicalHit",
@@ -111,6 +113,21 @@ class ChunkPostings:
     offsets: npt.NDArray[np.int64]
     term_ids: npt.NDArray[np.int32]
     tfs: npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkOwners:
+    """Which document owns each chunk, and every document's fields.
+
+    What filters and clearances read: they decide per document, then mask
+    chunks. ``owners[i]`` indexes ``document_ids`` and ``fields`` for chunk
+    ``keys[i]``. One consistent snapshot of the store.
+    """
+
+    keys: npt.NDArray[np.int64]
+    owners: npt.NDArray[np.int64]
+    document_ids: list[str]
+    fields: list[dict[str, FieldValue]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +233,10 @@ class MetadataStoreProtocol(Protocol):
         """Postings in canonical order: ``(content_hash, chunk_index, document_id)``."""
         ...
 
+    async def chunk_owners(self) -> ChunkOwners:
+        """Every chunk's owning document and every document's fields, read at once."""
+        ...
+
 
 @runtime_checkable
 class LexicalIndexProtocol(Protocol):
@@ -224,15 +245,24 @@ class LexicalIndexProtocol(Protocol):
     @property
     def size(self) -> int: ...
 
+    @property
+    def keys(self) -> npt.NDArray[np.int64]:
+        """Store keys of the indexed chunks, by position (what a mask lines up with)."""
+        ...
+
     def search(
         self,
         query_terms: Sequence[str],
         top_k: int,
         *,
         score_threshold: float | None = None,
+        mask: npt.NDArray[np.bool_] | None = None,
     ) -> list[LexicalHit]:
         """Best ``top_k`` chunks, ordered by ``(-score, canonical position)``.
 
-        Chunks matching none of the terms are never returned.
+        Chunks matching none of the terms are never returned; with ``mask``
+        (one flag per position) neither are chunks whose flag is False. The
+        mask applies before the cut, so ``top_k`` hits come back whenever that
+        many allowed chunks match.
         """
         ...

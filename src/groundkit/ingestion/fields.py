@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from groundkit.contracts import FieldScalar, FieldValue
+from groundkit.contracts import SENSITIVITY_FIELD, SENSITIVITY_LEVELS, FieldScalar, FieldValue
 from groundkit.errors import IngestionError
 
 __all__ = [
@@ -103,6 +103,13 @@ def check_fields(fields: Mapping[Any, object], where: str) -> dict[str, FieldVal
             out[key] = items
         else:
             out[key] = _scalar(value, key, where)
+    label = out.get(SENSITIVITY_FIELD)
+    if label is not None and label not in SENSITIVITY_LEVELS:
+        # A label outside the scale could be neither shown nor hidden correctly.
+        raise IngestionError(
+            f"{where}: field {SENSITIVITY_FIELD!r} is {label!r}; use one of "
+            f"{', '.join(SENSITIVITY_LEVELS)}"
+        )
     return out
 
 

@@ -17,7 +17,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
-from groundkit.contracts import Highlights, RetrievalResult, SearchMode, SearchResponse
+from groundkit.contracts import (
+    Highlights,
+    RetrievalResult,
+    SearchMode,
+    SearchResponse,
+    fields_of,
+)
 from groundkit.errors import (
     ConfigurationError,
     IndexIdentityError,
@@ -36,11 +42,14 @@ from groundkit.index.protocols import (
 )
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval.filters import Filter, parse_filters
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.scope import Allowed, Scope
+from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 
-__all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever"]
+__all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_request"]
 
 logger = logging.getLogger("groundkit.retrieval")
 
@@ -67,8 +76,12 @@ class Retriever:
         dense_bound: bool = False,
         reranker: RerankerProtocol | None = None,
         collection: str | None = None,
+        clearance: str | None = None,
     ) -> None:
         self._reranker = reranker
+        self.clearance = check_clearance(clearance)
+        self._scope: Scope | None = None
+        self._scope_lock = asyncio.Lock()
         # A label for telemetry only: the store does not know its own name.
         self.collection = collection
         self._store = store
@@ -92,14 +105,19 @@ class Retriever:
         vector_store: VectorStoreProtocol | None = None,
         reranker: RerankerProtocol | None = None,
         collection: str | None = None,
+        clearance: str | None = None,
     ) -> Retriever:
         """Rebuild the lexical index from ``store``; refuse a foreign analyzer or embedder.
+
+        With a ``clearance`` (a level of ``SENSITIVITY_LEVELS``) no chunk of a
+        document labelled above it is ever returned.
 
         With an embedder, the collection's manifest is checked first: another
         embedding identity is an ``IndexIdentityError``; a bound collection whose
         vector side is empty while it holds chunks is a ``StorageError``.
         """
         cfg = config or RetrievalConfig()
+        check_clearance(clearance)
         analyzer = analyzer or Analyzer()
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
@@ -137,6 +155,7 @@ class Retriever:
             dense_bound=dense_bound,
             reranker=reranker,
             collection=collection,
+            clearance=clearance,
         )
 
     @property
@@ -154,16 +173,21 @@ class Retriever:
         *,
         mode: SearchMode = "bm25",
         rerank: bool = False,
+        filters: Mapping[str, Any] | None = None,
     ) -> SearchResponse:
         """Rank chunks for ``query``; with ``rerank`` the cross-encoder reorders the
         best ``rerank_depth`` candidates of the chosen mode.
+
+        ``filters`` (``{field: {op: value}}``, groundkit/retrieval/filters.py)
+        restrict the candidates before ranking on every path, so ``top_k``
+        results come back whenever that many chunks match.
 
         Traced as ``groundkit.retrieve.search``; the query never reaches the span
         (groundkit/telemetry.py).
         """
         k = self._config.top_k if top_k is None else top_k
         with traced(SPAN_SEARCH, collection=self.collection, mode=mode, top_k=k) as span:
-            response = await self._search(query, top_k, mode=mode, rerank=rerank)
+            response = await self._search(query, top_k, mode=mode, rerank=rerank, filters=filters)
             if span.recording:
                 meta = response.metadata
                 span.set(
@@ -176,10 +200,17 @@ class Retriever:
             return response
 
     async def _search(
-        self, query: str, top_k: int | None, *, mode: SearchMode, rerank: bool
+        self,
+        query: str,
+        top_k: int | None,
+        *,
+        mode: SearchMode,
+        rerank: bool,
+        filters: Mapping[str, Any] | None,
     ) -> SearchResponse:
         started = time.perf_counter()
-        final_k = _validate(query, top_k, mode, self._config)
+        final_k = validate_request(query, top_k, mode, self._config)
+        flt = parse_filters(filters)
         if mode != "bm25":
             self._require_dense(mode)
         if rerank and self._reranker is None:
@@ -189,18 +220,27 @@ class Retriever:
         k = max(final_k, self._config.rerank_depth) if rerank else final_k
         stale = 0
         timings: dict[str, float] = {}
-        if mode == "bm25":
+        allowed = await self._allowed(flt)
+        if allowed.empty:
+            results: list[RetrievalResult] = []
+        elif mode == "bm25":
             terms = self._analyzer.terms(query)
-            hits = await self._lexical_hits(terms, k, self._config.score_threshold)
+            hits = await self._lexical_hits(terms, k, self._config.score_threshold, allowed)
             results, stale = await self._join(hits, frozenset(terms))
         elif mode == "dense":
-            dense = await self._dense_hits(query, k, timings)
+            dense = await self._dense_hits(query, k, timings, allowed)
             threshold = self._config.score_threshold
             if threshold is not None:
                 dense = [h for h in dense if h.score >= threshold]
             results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense])
         else:
-            results, stale = await self._hybrid(query, k, timings)
+            results, stale = await self._hybrid(query, k, timings, allowed)
+        if flt is not None or self.clearance is not None:
+            # The masks were decided at the first filtered search; a document
+            # written since is judged here, on the row that is being returned.
+            kept = [r for r in results if self._admits(r.metadata, flt)]
+            stale += len(results) - len(kept)
+            results = kept
         stage: str = "fusion" if mode == "hybrid" else mode
         if rerank and self._reranker is not None:
             with traced(
@@ -214,6 +254,7 @@ class Retriever:
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
             "generation": self.generation,
             "stale_dropped": stale,
+            "filtered": flt is not None,
         }
         if timings:
             meta["timings_ms"] = {name: round(ms, 3) for name, ms in timings.items()}
@@ -236,28 +277,46 @@ class Retriever:
                 f"mode {mode!r}: this collection has no vectors yet; ingest it with an embedder"
             )
 
+    async def _allowed(self, flt: Filter | None) -> Allowed:
+        """Where this search may look: everything, unless a filter or clearance says not."""
+        if flt is None and self.clearance is None:
+            return Allowed(None, None)
+        async with self._scope_lock:
+            if self._scope is None:
+                self._scope = await Scope.load(self._store, self._lexical.keys, self.clearance)
+        return self._scope.allowed(flt)
+
+    def _admits(self, metadata: Mapping[str, Any], flt: Filter | None) -> bool:
+        fields = fields_of(metadata)
+        return visible(fields, self.clearance) and (flt is None or flt.matches(fields))
+
     async def _lexical_hits(
-        self, terms: list[str], k: int, threshold: float | None
+        self, terms: list[str], k: int, threshold: float | None, allowed: Allowed
     ) -> list[LexicalHit]:
         if not terms:
             return []
+        mask = allowed.mask
         if self._lexical.size > _THREAD_THRESHOLD:
             return await asyncio.to_thread(
-                self._lexical.search, terms, k, score_threshold=threshold
+                self._lexical.search, terms, k, score_threshold=threshold, mask=mask
             )
-        return self._lexical.search(terms, k, score_threshold=threshold)
+        return self._lexical.search(terms, k, score_threshold=threshold, mask=mask)
 
-    async def _dense_hits(self, query: str, k: int, timings: dict[str, float]) -> list[VectorHit]:
+    async def _dense_hits(
+        self, query: str, k: int, timings: dict[str, float], allowed: Allowed
+    ) -> list[VectorHit]:
         assert self._embedder is not None and self._vectors is not None
         clock = time.perf_counter()
         vector = await self._embedder.embed_query(query)
         clock = _lap(timings, "embed_ms", clock)
-        hits = await self._vectors.query(vector, k)
+        # Pushed into the vector store's where clause, so k hits come back
+        # whenever k allowed chunks exist.
+        hits = await self._vectors.query(vector, k, document_ids=allowed.document_ids)
         _lap(timings, "vector_ms", clock)
         return hits
 
     async def _hybrid(
-        self, query: str, k: int, timings: dict[str, float]
+        self, query: str, k: int, timings: dict[str, float], allowed: Allowed
     ) -> tuple[list[RetrievalResult], int]:
         cfg = self._config
         depth = max(k, cfg.hybrid_candidates)
@@ -266,12 +325,12 @@ class Retriever:
 
         async def lexical_side() -> list[LexicalHit]:
             started = time.perf_counter()
-            hits = await self._lexical_hits(terms, depth, None)
+            hits = await self._lexical_hits(terms, depth, None, allowed)
             timings["bm25_ms"] = (time.perf_counter() - started) * 1000
             return hits
 
         lexical, dense = await asyncio.gather(
-            lexical_side(), self._dense_hits(query, depth, timings)
+            lexical_side(), self._dense_hits(query, depth, timings, allowed)
         )
         clock = _lap(timings, "candidates_ms", clock)
         lex_rows = await self._rows_for_keys([h.key for h in lexical])
@@ -298,7 +357,12 @@ class Retriever:
         # contain query terms (it ranked below the lexical candidate depth).
         spans, wanted = self._analyzer.spans, frozenset(terms)
         results = [
-            _result(known[h.key], h.score, Highlights.deferred(spans, known[h.key].content, wanted))
+            _result(
+                known[h.key],
+                h.score,
+                Highlights.deferred(spans, known[h.key].content, wanted),
+                self.collection,
+            )
             for h in top
             if h.key in known
         ]
@@ -316,9 +380,9 @@ class Retriever:
         self, hits: list[LexicalHit], wanted: frozenset[str]
     ) -> tuple[list[RetrievalResult], int]:
         rows = await self._rows_for_keys([h.key for h in hits])
-        spans = self._analyzer.spans
+        spans, name = self._analyzer.spans, self.collection
         results = [
-            _result(stored, hit.score, Highlights.deferred(spans, stored.content, wanted))
+            _result(stored, hit.score, Highlights.deferred(spans, stored.content, wanted), name)
             for hit in hits
             if (stored := rows.get(hit.key)) is not None
         ]
@@ -328,7 +392,7 @@ class Retriever:
         if not scored:
             return [], 0
         rows = await self._store.get_chunks_by_ids([c for c, _ in scored])
-        results = [_result(rows[c], s) for c, s in scored if c in rows]
+        results = [_result(rows[c], s, None, self.collection) for c, s in scored if c in rows]
         return results, len(scored) - len(results)
 
 
@@ -355,7 +419,8 @@ async def _check_dense_side(
     return True
 
 
-def _validate(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
+def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
+    """The effective top_k; ``RetrievalError`` for an empty or long query, bad mode or top_k."""
     if not isinstance(query, str) or not query.strip():
         raise RetrievalError("query must be a non-empty string")
     if len(query) > MAX_QUERY_CHARS:
@@ -369,12 +434,22 @@ def _validate(query: object, top_k: object, mode: object, config: RetrievalConfi
 
 
 _RESULT_FIELDS = frozenset(RetrievalResult.model_fields)
-# A dense hit has no highlights; left unset, as the constructor would leave it.
-_UNHIGHLIGHTED_FIELDS = _RESULT_FIELDS - {"highlights"}
+# Fields left unset (as the constructor would leave them) when their value is None.
+_OPTIONAL_FIELDS = ("highlights", "collection")
+# The field sets a result can have, by (highlights given, collection given).
+_FIELDS_SET = {
+    (h, c): _RESULT_FIELDS
+    - {n for n, given in zip(_OPTIONAL_FIELDS, (h, c), strict=True) if not given}
+    for h in (False, True)
+    for c in (False, True)
+}
 
 
 def _result(
-    stored: StoredChunk, score: float, highlights: Highlights | None = None
+    stored: StoredChunk,
+    score: float,
+    highlights: Highlights | None = None,
+    collection: str | None = None,
 ) -> RetrievalResult:
     """A result from a stored row, built without validation.
 
@@ -402,14 +477,12 @@ def _result(
             "end_offset": stored.end_offset,
             "metadata": stored.metadata,
             "highlights": highlights,
+            "collection": collection,
         },
     )
     # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.
-    object.__setattr__(
-        result,
-        "__pydantic_fields_set__",
-        set(_UNHIGHLIGHTED_FIELDS if highlights is None else _RESULT_FIELDS),
-    )
+    fields_set = _FIELDS_SET[highlights is not None, collection is not None]
+    object.__setattr__(result, "__pydantic_fields_set__", set(fields_set))
     object.__setattr__(result, "__pydantic_extra__", None)
     object.__setattr__(result, "__pydantic_private__", None)
     return result

@@ -33,6 +33,7 @@ from groundkit.errors import StorageError
 from groundkit.index.metadata import COLLECTION_NAME_PATTERN, SQLiteMetadataStore
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.sensitivity import check_clearance
 
 __all__ = [
     "CollectionInfo",
@@ -93,7 +94,10 @@ class CollectionRegistry:
         retrieval: RetrievalConfig | None = None,
         reranker: RerankerProtocol | None = None,
         embedder_for: EmbedderFactory = sentence_transformer_embedder,
+        clearance: str | None = None,
     ) -> None:
+        # Every collection is opened with it: nothing above it leaves the server.
+        self.clearance = check_clearance(clearance)
         self.index_dir = Path(os.path.realpath(index_dir))
         self.base_dir = Path(os.path.realpath(base_dir)) if base_dir is not None else None
         self.reranker = reranker
@@ -240,6 +244,7 @@ class CollectionRegistry:
             retrieval=self._retrieval,
             embedder=embedder,
             reranker=self.reranker,
+            clearance=self.clearance,
         )
         logger.info("opened collection %s (dense: %s)", name, embedder is not None)
         return _Entry(collection, generation)

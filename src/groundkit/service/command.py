@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from groundkit.contracts import SENSITIVITY_LEVELS
 from groundkit.errors import ConfigurationError
 from groundkit.retrieval.rerank import CrossEncoderReranker
 from groundkit.service.collections import CollectionRegistry
@@ -56,6 +57,12 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=None,
         help="local cross-encoder for search(rerank=true); loaded on first use",
     )
+    serve.add_argument(
+        "--clearance",
+        choices=SENSITIVITY_LEVELS,
+        default=None,
+        help="never return documents labelled above this sensitivity, from any tool",
+    )
     serve.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     serve.add_argument("-q", "--quiet", action="store_true", help="errors only")
 
@@ -71,6 +78,7 @@ def run_serve(args: argparse.Namespace) -> int:
         args.index_dir,
         base_dir=args.base_dir,
         reranker=CrossEncoderReranker(args.rerank) if args.rerank else None,
+        clearance=args.clearance,
     )
     _route_third_party_logs()
     asyncio.run(_serve(registry, transport, args.host, args.port, token, quiet=args.quiet))

@@ -1,4 +1,6 @@
-"""The MCP server: ``search``, ``fetch_chunk`` and ``list_collections`` over one index directory.
+"""The MCP server over one index directory.
+
+Tools: ``search``, ``search_collections``, ``fetch_chunk``, ``list_collections``.
 
 Built on the official ``mcp`` SDK (2.x, ``MCPServer``), imported only when a
 server is built so that ``import groundkit`` stays light; without the
@@ -22,12 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 from groundkit.config import MAX_TOP_K
 from groundkit.contracts import (
     Citation,
+    CollectionFailure,
+    MultiSearchResponse,
+    RetrievalResult,
     SearchMode,
     SearchResponse,
     Verification,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError
 from groundkit.index.metadata import COLLECTION_NAME_PATTERN
+from groundkit.retrieval.filters import FILTER_OPERATORS
+from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.search import MAX_QUERY_CHARS
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
 
@@ -38,6 +45,7 @@ __all__ = [
     "CitedResult",
     "CollectionList",
     "FetchedChunk",
+    "MultiSearchOutput",
     "SearchOutput",
     "build_server",
 ]
@@ -73,6 +81,18 @@ RerankArg = Annotated[
     StrictBool,
     Field(description="reorder the best candidates with the server's cross-encoder"),
 ]
+FiltersArg = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="only documents whose fields match, all conditions together: "
+        '{"field": {"op": value}} with op one of ' + ", ".join(FILTER_OPERATORS) + "; "
+        '{"field": value} means eq. Unknown fields are an error, never ignored.'
+    ),
+]
+CollectionsArg = Annotated[
+    list[CollectionArg],
+    Field(min_length=1, max_length=32, description="collections to search together"),
+]
 ChunkIdArg = Annotated[
     str,
     Field(min_length=1, max_length=256, description="chunk_id from a search result"),
@@ -91,6 +111,7 @@ class CitedResult(_Wire):
 
     rank: int
     score: float
+    collection: str
     content: str
     chunk_index: int
     citation: Citation
@@ -111,6 +132,17 @@ class SearchOutput(_Wire):
     results: list[CitedResult]
 
 
+class MultiSearchOutput(_Wire):
+    """What ``search_collections`` returns: one fused ranking, and who failed."""
+
+    collections: list[str]
+    mode: SearchMode
+    total_results: int
+    latency_ms: float
+    results: list[CitedResult]
+    failures: list[CollectionFailure]
+
+
 class FetchedChunk(_Wire):
     """What ``fetch_chunk`` returns: the stored text and whether its source still holds it."""
 
@@ -127,6 +159,22 @@ class CollectionList(_Wire):
     collections: list[CollectionInfo]
 
 
+def _cited(results: list[RetrievalResult], collection: str) -> list[CitedResult]:
+    return [
+        CitedResult(
+            rank=rank,
+            score=r.score,
+            collection=r.collection or collection,
+            content=r.content,
+            chunk_index=r.chunk_index,
+            citation=r.citation,
+            metadata=r.metadata,
+            highlights=None if r.highlights is None else list(r.highlights),
+        )
+        for rank, r in enumerate(results, start=1)
+    ]
+
+
 def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
     meta = response.metadata
     return SearchOutput(
@@ -136,19 +184,32 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
         total_results=response.total_results,
         generation=int(meta.get("generation", 0)),
         latency_ms=float(meta.get("latency_ms", 0.0)),
-        results=[
-            CitedResult(
-                rank=rank,
-                score=r.score,
-                content=r.content,
-                chunk_index=r.chunk_index,
-                citation=r.citation,
-                metadata=r.metadata,
-                highlights=None if r.highlights is None else list(r.highlights),
-            )
-            for rank, r in enumerate(response.results, start=1)
-        ],
+        results=_cited(response.results, collection),
     )
+
+
+def _multi_output(response: MultiSearchResponse) -> MultiSearchOutput:
+    return MultiSearchOutput(
+        collections=response.collections,
+        mode=response.mode,
+        total_results=response.total_results,
+        latency_ms=float(response.metadata.get("latency_ms", 0.0)),
+        results=_cited(response.results, ""),
+        failures=response.failures,
+    )
+
+
+class _Leased:
+    """A registry collection leased for each search only, so opening it can fail
+    inside ``search_collections`` and be reported there like any other failure."""
+
+    def __init__(self, registry: CollectionRegistry, name: str) -> None:
+        self._registry = registry
+        self.name = name
+
+    async def search(self, query: str, top_k: int | None = None, **options: Any) -> SearchResponse:
+        async with self._registry.lease(self.name) as col:
+            return await col.search(query, top_k, **options)
 
 
 def _without(text: str, secret: str | None) -> str:
@@ -224,6 +285,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         mode: ModeArg = "bm25",
         top_k: TopKArg = 10,
         rerank: RerankArg = False,
+        filters: FiltersArg = None,
     ) -> SearchOutput:
         """Search one collection. Every result carries a citation: source, chunk_id and
         character offsets. Call fetch_chunk on a result before quoting it."""
@@ -231,7 +293,9 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         async def run() -> SearchOutput:
             async with registry.lease(collection) as col:
                 try:
-                    response = await col.search(query, top_k, mode=mode, rerank=rerank)
+                    response = await col.search(
+                        query, top_k, mode=mode, rerank=rerank, filters=filters
+                    )
                 except RerankerNotConfiguredError:
                     raise ToolError(
                         "rerank=true: this server has no reranker (start it with --rerank)"
@@ -253,6 +317,35 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
             return _search_output(collection, response)
 
         return await guarded(run, "search", query)
+
+    async def search_collections_tool(
+        query: QueryArg,
+        collections: CollectionsArg,
+        mode: ModeArg = "bm25",
+        top_k: TopKArg = 10,
+        filters: FiltersArg = None,
+    ) -> MultiSearchOutput:
+        """Search several collections at once; one ranking fused by rank, each result
+        naming its collection. Collections that could not be searched are listed in
+        failures, never silently left out."""
+
+        async def run() -> MultiSearchOutput:
+            known = set(await registry.names())
+            unknown = [n for n in collections if n not in known]
+            if unknown:
+                raise ToolError(f"no collection(s) {', '.join(map(repr, unknown))}")
+            response = await search_collections(
+                [_Leased(registry, n) for n in collections],
+                query,
+                top_k,
+                mode=mode,
+                filters=filters,
+            )
+            return _multi_output(response)
+
+        return await guarded(run, "search_collections", query)
+
+    search_collections_tool.__name__ = "search_collections"
 
     async def fetch_chunk(
         chunk_id: ChunkIdArg, collection: CollectionArg = "default"
@@ -282,7 +375,10 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
 
         return await guarded(run, "list_collections", None)
 
-    tools = [_Tool.from_function(fn) for fn in (search, fetch_chunk, list_collections)]
+    tools = [
+        _Tool.from_function(fn)
+        for fn in (search, search_collections_tool, fetch_chunk, list_collections)
+    ]
     # MCPServer's constructor calls logging.basicConfig, which would install a
     # handler on the root logger; a library must leave that to the application.
     root = logging.getLogger()

@@ -1,0 +1,193 @@
+"""Metadata filters over document fields: parsed once, checked, evaluated per document.
+
+A filter is ``{field: {op: value, ...}, ...}``; every condition must hold.
+``{field: value}`` is short for ``{field: {"eq": value}}``. Conditions are
+decided per document (on its fields) and applied to chunks as a mask, so a
+filter narrows the candidates before ranking and never after it
+(adr/0020-filters.md).
+
+A document lacking the field matches no operator but ``{"exists": False}``;
+a list-valued field matches when any element does (``ne`` and ``nin``: when
+none does). Values compare only with values of the same kind: ``str``,
+number (``int`` or ``float``) or ``bool``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from groundkit.contracts import FieldScalar, FieldValue
+from groundkit.errors import RetrievalError
+from groundkit.ingestion.fields import FIELD_NAME_PATTERN
+
+__all__ = ["FILTER_OPERATORS", "Condition", "Filter", "field_kinds", "kind_of", "parse_filters"]
+
+Kind = Literal["str", "number", "bool"]
+FILTER_OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "between", "exists")
+_ORDERED = frozenset({"gt", "gte", "lt", "lte", "between"})
+_MAX_VALUES = 1024
+
+
+def kind_of(value: object) -> Kind | None:
+    """The comparison kind of a scalar, or None for anything that is not one."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "number"
+    if isinstance(value, float):
+        return "number" if math.isfinite(value) else None
+    if isinstance(value, str):
+        return "str"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One operator on one field; ``values`` holds its operand(s), already checked."""
+
+    field: str
+    op: str
+    values: tuple[FieldScalar, ...]
+    kind: Kind | None  # None for ``exists``
+
+    def matches(self, fields: Mapping[str, FieldValue]) -> bool:
+        if self.op == "exists":
+            return (self.field in fields) is self.values[0]
+        if self.field not in fields:
+            return False
+        value = fields[self.field]
+        items = [
+            v for v in (value if isinstance(value, list) else [value]) if kind_of(v) == self.kind
+        ]
+        op, operands = self.op, self.values
+        if op in ("eq", "in"):
+            return any(v == o for v in items for o in operands)
+        if op in ("ne", "nin"):
+            return not any(v == o for v in items for o in operands)
+        bound = operands[0]
+        if op == "gt":
+            return any(v > bound for v in items)  # type: ignore[operator]
+        if op == "gte":
+            return any(v >= bound for v in items)  # type: ignore[operator]
+        if op == "lt":
+            return any(v < bound for v in items)  # type: ignore[operator]
+        if op == "lte":
+            return any(v <= bound for v in items)  # type: ignore[operator]
+        low, high = operands
+        return any(low <= v <= high for v in items)  # type: ignore[operator]
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """AND of conditions; ``key`` is a canonical spelling, for caching and logs."""
+
+    conditions: tuple[Condition, ...]
+    key: str
+
+    @property
+    def fields(self) -> frozenset[str]:
+        return frozenset(c.field for c in self.conditions)
+
+    def matches(self, fields: Mapping[str, FieldValue]) -> bool:
+        return all(c.matches(fields) for c in self.conditions)
+
+    def check_schema(self, kinds: Mapping[str, frozenset[Kind]]) -> None:
+        """Refuse a field no document has, or a value no document's field can equal.
+
+        ``kinds`` is what ``field_kinds`` gives for the searchable documents.
+        """
+        for c in self.conditions:
+            if c.field not in kinds:
+                known = ", ".join(sorted(kinds)[:20]) or "none"
+                raise RetrievalError(
+                    f"filter on unknown field {c.field!r}; fields in this collection: {known}"
+                )
+            if c.kind is not None and c.kind not in kinds[c.field]:
+                have = " or ".join(sorted(kinds[c.field]))
+                raise RetrievalError(
+                    f"filter {c.field!r} {c.op}: a {c.kind} value for a field holding {have}"
+                )
+
+
+def field_kinds(documents: Iterable[Mapping[str, FieldValue]]) -> dict[str, frozenset[Kind]]:
+    """``{field: kinds of its values}`` over ``documents`` (list elements included)."""
+    seen: dict[str, set[Kind]] = {}
+    for fields in documents:
+        for name, value in fields.items():
+            bucket = seen.setdefault(name, set())
+            for item in value if isinstance(value, list) else [value]:
+                kind = kind_of(item)
+                if kind is not None:
+                    bucket.add(kind)
+    return {name: frozenset(kinds) for name, kinds in seen.items()}
+
+
+def parse_filters(filters: object) -> Filter | None:
+    """A checked ``Filter`` from the user's mapping; None for no filter.
+
+    ``RetrievalError`` names the first problem: a non-mapping, a bad field
+    name, an unknown operator, or an operand of the wrong shape or type.
+    """
+    if filters is None:
+        return None
+    if not isinstance(filters, Mapping):
+        raise RetrievalError(
+            f"filters must be a mapping of field to conditions, not {type(filters).__name__}"
+        )
+    conditions: list[Condition] = []
+    for name in sorted(filters, key=str):
+        if not isinstance(name, str) or not FIELD_NAME_PATTERN.fullmatch(name):
+            raise RetrievalError(f"filter field name {name!r} is not a valid field name")
+        spec = filters[name]
+        if not isinstance(spec, Mapping):
+            spec = {"eq": spec}
+        if not spec:
+            raise RetrievalError(f"filter {name!r} has no conditions")
+        for op in sorted(spec, key=str):
+            conditions.append(_condition(name, op, spec[op]))
+    if not conditions:
+        return None
+    key = json.dumps([[c.field, c.op, list(c.values)] for c in conditions], separators=(",", ":"))
+    return Filter(tuple(conditions), key)
+
+
+def _condition(name: str, op: object, operand: object) -> Condition:
+    if op not in FILTER_OPERATORS:
+        raise RetrievalError(
+            f"filter {name!r}: unknown operator {op!r}; use one of {', '.join(FILTER_OPERATORS)}"
+        )
+    assert isinstance(op, str)
+    where = f"filter {name!r} {op}"
+    if op == "exists":
+        if not isinstance(operand, bool):
+            raise RetrievalError(f"{where}: takes true or false, not {operand!r}")
+        return Condition(name, op, (operand,), None)
+    if op in ("in", "nin", "between"):
+        if not isinstance(operand, list | tuple):
+            raise RetrievalError(f"{where}: takes a list, not {type(operand).__name__}")
+        values = tuple(_scalar(v, where) for v in operand)
+        if not values or len(values) > _MAX_VALUES:
+            raise RetrievalError(f"{where}: takes 1 to {_MAX_VALUES} values, got {len(values)}")
+        kinds = {kind_of(v) for v in values}
+        if len(kinds) > 1:
+            raise RetrievalError(f"{where}: mixes value types; keep one type")
+        if op == "between" and len(values) != 2:
+            raise RetrievalError(f"{where}: takes [low, high], got {len(values)} values")
+    else:
+        values = (_scalar(operand, where),)
+    kind = kind_of(values[0])
+    if op in _ORDERED and kind == "bool":
+        raise RetrievalError(f"{where}: true and false have no order")
+    if op == "between" and values[0] > values[1]:  # type: ignore[operator]
+        raise RetrievalError(f"{where}: low {values[0]!r} is above high {values[1]!r}")
+    return Condition(name, op, values, kind)
+
+
+def _scalar(value: object, where: str) -> FieldScalar:
+    if kind_of(value) is None:
+        raise RetrievalError(f"{where}: {value!r} is not a str, finite number or bool")
+    return value  # type: ignore[return-value]

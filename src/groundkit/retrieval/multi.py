@@ -1,0 +1,120 @@
+"""Searching several collections at once, fused by reciprocal rank.
+
+Scores of different collections are not comparable (BM25 statistics differ per
+collection), so only ranks are fused. Every collection is searched with the
+same arguments and its own clearance; one that fails is listed in the
+response's ``failures`` and the rest still answer (adr/0022-multi-collection.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from groundkit.config import RetrievalConfig
+from groundkit.contracts import (
+    CollectionFailure,
+    MultiSearchResponse,
+    RetrievalResult,
+    SearchMode,
+    SearchResponse,
+)
+from groundkit.errors import GroundkitError, RetrievalError
+from groundkit.retrieval.filters import parse_filters
+from groundkit.retrieval.fusion import reciprocal_rank_fusion
+from groundkit.retrieval.search import validate_request
+
+__all__ = ["SearchableCollection", "search_collections"]
+
+
+class SearchableCollection(Protocol):
+    """What multi-collection search needs of a collection (``Collection`` has it)."""
+
+    name: str
+
+    async def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        *,
+        mode: SearchMode = "bm25",
+        rerank: bool = False,
+        filters: Mapping[str, Any] | None = None,
+    ) -> SearchResponse: ...
+
+
+async def search_collections(
+    collections: Sequence[SearchableCollection],
+    query: str,
+    top_k: int | None = None,
+    *,
+    mode: SearchMode = "bm25",
+    rerank: bool = False,
+    filters: Mapping[str, Any] | None = None,
+    rrf_k: int = 60,
+) -> MultiSearchResponse:
+    """Search every collection and fuse the rankings; each result names its collection.
+
+    Bad arguments raise ``RetrievalError`` before any collection is searched.
+    A collection raising a groundkit error is reported in ``failures``; if
+    every collection fails, ``RetrievalError`` lists them all. Ties in the
+    fused order break on ``(collection, chunk_id)``, so the order is the same
+    on every run.
+    """
+    started = time.perf_counter()
+    names = [c.name for c in collections]
+    if not names:
+        raise RetrievalError("search_collections needs at least one collection")
+    if len(set(names)) != len(names):
+        raise RetrievalError(f"collections are named more than once: {sorted(names)}")
+    k = validate_request(query, top_k, mode, RetrievalConfig())
+    parse_filters(filters)  # syntax errors are the caller's, not a collection's
+
+    async def one(collection: SearchableCollection) -> SearchResponse | CollectionFailure:
+        try:
+            return await collection.search(query, k, mode=mode, rerank=rerank, filters=filters)
+        except GroundkitError as exc:
+            return CollectionFailure(
+                collection=collection.name, error=type(exc).__name__, detail=str(exc)
+            )
+
+    answers = await asyncio.gather(*(one(c) for c in collections))
+    failures = [a for a in answers if isinstance(a, CollectionFailure)]
+    if len(failures) == len(collections):
+        listed = "; ".join(f"{f.collection}: {f.error}: {f.detail}" for f in failures)
+        raise RetrievalError(f"no collection could be searched ({listed})")
+    by_key: dict[tuple[str, str], RetrievalResult] = {}
+    rankings: list[list[tuple[str, str]]] = []
+    per_collection: dict[str, Any] = {}
+    for name, answer in zip(names, answers, strict=True):
+        if isinstance(answer, CollectionFailure):
+            continue
+        ranking = [(name, r.chunk_id) for r in answer.results]
+        by_key.update(zip(ranking, answer.results, strict=True))
+        rankings.append(ranking)
+        per_collection[name] = {
+            "total_results": answer.total_results,
+            "stage": answer.metadata.get("stage"),
+            "stale_dropped": answer.metadata.get("stale_dropped", 0),
+        }
+    fused = reciprocal_rank_fusion(rankings, k=rrf_k)[:k]
+    results = [
+        by_key[hit.key].model_copy(update={"score": hit.score, "collection": hit.key[0]})
+        for hit in fused
+    ]
+    return MultiSearchResponse(
+        query=query,
+        mode=mode,
+        collections=names,
+        results=results,
+        total_results=len(results),
+        failures=failures,
+        metadata={
+            "fusion": "rrf",
+            "rrf_k": rrf_k,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+            "per_collection": per_collection,
+        },
+    )

@@ -1,0 +1,102 @@
+"""What a retriever snapshot may return: clearance and filters, decided per document.
+
+Built on the first search that needs it (a filter, or a clearance), from one
+read of ``MetadataStoreProtocol.chunk_owners``. Each decision is a boolean per
+document, turned into a mask over the lexical index's positions and, for the
+vector side, a set of document ids pushed into the store's query. Decisions
+are cached per filter.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.index.protocols import ChunkOwners, MetadataStoreProtocol
+from groundkit.retrieval.filters import Filter, field_kinds
+from groundkit.retrieval.sensitivity import visible
+
+__all__ = ["Allowed", "Scope"]
+
+_CACHE_SIZE = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """Where one search may look. ``None`` means no restriction on that side."""
+
+    mask: npt.NDArray[np.bool_] | None
+    document_ids: frozenset[str] | None
+
+    @property
+    def empty(self) -> bool:
+        return self.document_ids is not None and not self.document_ids
+
+
+_EVERYTHING = Allowed(None, None)
+
+
+class Scope:
+    """Documents visible under a clearance, and the subsets filters select."""
+
+    def __init__(
+        self, owners: ChunkOwners, lexical_keys: npt.NDArray[np.int64], clearance: str | None
+    ) -> None:
+        self._ids = owners.document_ids
+        self._fields = owners.fields
+        self._visible = np.fromiter(
+            (visible(f, clearance) for f in owners.fields), dtype=np.bool_, count=len(self._ids)
+        )
+        self.kinds = field_kinds(f for f, v in zip(owners.fields, self._visible, strict=True) if v)
+        self._position_owner = _owner_positions(owners, lexical_keys)
+        self._cache: OrderedDict[str, Allowed] = OrderedDict()
+
+    @classmethod
+    async def load(
+        cls,
+        store: MetadataStoreProtocol,
+        lexical_keys: npt.NDArray[np.int64],
+        clearance: str | None,
+    ) -> Scope:
+        return cls(await store.chunk_owners(), lexical_keys, clearance)
+
+    def allowed(self, flt: Filter | None) -> Allowed:
+        """Where a search with ``flt`` may look; ``RetrievalError`` for a bad field or type."""
+        if flt is not None:
+            flt.check_schema(self.kinds)
+        key = "" if flt is None else flt.key
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached
+        docs = self._visible.copy()
+        if flt is not None:
+            for i in np.flatnonzero(docs).tolist():
+                docs[i] = flt.matches(self._fields[i])
+        if docs.all():
+            allowed = _EVERYTHING
+        else:
+            # The appended False is where the -1 owners of vanished chunks land.
+            mask = np.append(docs, False)[self._position_owner]
+            ids = frozenset(self._ids[i] for i in np.flatnonzero(docs).tolist())
+            allowed = Allowed(mask, ids)
+        self._cache[key] = allowed
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return allowed
+
+
+def _owner_positions(owners: ChunkOwners, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Owner of each lexical position; -1 for a chunk gone since the index was built."""
+    out = np.full(keys.shape, -1, dtype=np.int64)
+    if owners.keys.size == 0 or keys.size == 0:
+        return out
+    order = np.argsort(owners.keys)
+    sorted_keys = owners.keys[order]
+    at = np.minimum(np.searchsorted(sorted_keys, keys), sorted_keys.size - 1)
+    found = sorted_keys[at] == keys
+    out[found] = owners.owners[order][at[found]]
+    return out
