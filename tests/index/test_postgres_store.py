@@ -18,10 +18,12 @@ import asyncpg
 import pytest
 
 from groundkit import (
+    Analyzer,
     BM25Index,
     ConfigurationError,
     Document,
     MetadataStoreProtocol,
+    Retriever,
     SQLiteMetadataStore,
     StorageError,
 )
@@ -142,6 +144,18 @@ async def test_schema_of_another_collection_is_refused(postgres_dsn: str, fresh:
         await PostgresMetadataStore.open(postgres_dsn, fresh)
 
 
+async def test_closed_store_refuses_calls(postgres_dsn: str, fresh: str) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    await store.close()
+    await store.close()  # idempotent
+    with pytest.raises(StorageError, match="is closed"):
+        await store.generation()
+    with pytest.raises(StorageError, match="is closed"):
+        await put(store, "a.txt", ["alpha"])
+    with pytest.raises(StorageError, match="is closed"):
+        [b async for b in store.iter_postings()]
+
+
 async def test_drop_removes_the_collection(postgres_dsn: str, fresh: str) -> None:
     store = await PostgresMetadataStore.open(postgres_dsn, fresh)
     await put(store, "a.txt", ["alpha"])
@@ -216,6 +230,29 @@ async def test_same_postings_and_scores_as_sqlite(
             lite_ids = [(await lite.get_chunks_by_keys([h.key]))[h.key].chunk_id for h in lite_hits]
             assert pg_ids == lite_ids
             assert [h.score for h in pg_hits] == pytest.approx([h.score for h in lite_hits])
+    finally:
+        await lite.close()
+
+
+async def test_filtered_search_matches_sqlite(pg: PostgresMetadataStore, tmp_path: Path) -> None:
+    lite = await SQLiteMetadataStore.open(tmp_path / "filtered.sqlite3")
+    try:
+        items = []
+        for i, team in enumerate(["red", "blue", "red", "green", "blue"]):
+            doc, chunks, terms = make_document(f"{i}.md", [f"solar panels {team}", "solar roof"])
+            fields = {"fields": {"team": team, "year": 2020 + i}}
+            items.append((doc.model_copy(update={"metadata": fields}), chunks, terms))
+        for store in (pg, lite):
+            await store.replace_documents(items)
+        found = {}
+        for name, store in (("pg", pg), ("lite", lite)):
+            retriever = await Retriever.open(store, analyzer=Analyzer())
+            response = await retriever.search(
+                "solar panels", 10, filters={"team": {"in": ["red", "green"]}, "year": {"gt": 2020}}
+            )
+            found[name] = [(r.citation.source, r.content, r.score) for r in response.results]
+        assert {source for source, _, _ in found["pg"]} == {"2.md", "3.md"}
+        assert found["pg"] == found["lite"]
     finally:
         await lite.close()
 

@@ -29,6 +29,7 @@ from groundkit.contracts import (
     Document,
     DocumentRecord,
     EmbeddingIdentity,
+    fields_of,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IndexIdentityError, StorageError
 from groundkit.index.metadata import (
@@ -42,7 +43,7 @@ from groundkit.index.metadata import (
     _WriteItems,
     check_collection_name,
 )
-from groundkit.index.protocols import ChunkPostings, DocumentState, StoredChunk
+from groundkit.index.protocols import ChunkOwners, ChunkPostings, DocumentState, StoredChunk
 
 if TYPE_CHECKING:
     import asyncpg
@@ -226,6 +227,7 @@ class PostgresMetadataStore:
         s = _quote(self.schema)
         self._s = s
         self._vocab: dict[str, int] | None = None
+        self._closed = False
         self._errors = _driver_errors()
         self._select_chunks = f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {s}.documents d"
         self._select_chunks += " ON d.id = c.document_id"
@@ -275,6 +277,8 @@ class PostgresMetadataStore:
     @contextmanager
     def _mapped(self, what: str) -> Iterator[None]:
         """Turn driver errors into ``StorageError`` naming ``what``, without credentials."""
+        if self._closed:
+            raise StorageError(f"the metadata store of {self.collection!r} is closed")
         try:
             yield
         except GroundkitError:
@@ -323,6 +327,10 @@ class PostgresMetadataStore:
             )
 
     async def close(self) -> None:
+        """Close the pool; later calls raise ``StorageError``. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             await asyncio.wait_for(self._pool.close(), _CLOSE_TIMEOUT)
         except self._errors:  # includes the timeout
@@ -647,6 +655,26 @@ class PostgresMetadataStore:
     async def vocabulary(self) -> dict[str, int]:
         rows = await self._fetch("read the vocabulary", f"SELECT term, id FROM {self._s}.terms")
         return {term: int(term_id) for term, term_id in rows}
+
+    async def chunk_owners(self) -> ChunkOwners:
+        """Both reads in one repeatable-read transaction: one snapshot, as the protocol asks."""
+        with self._mapped("read chunk owners"):
+            async with (
+                self._pool.acquire() as conn,
+                conn.transaction(isolation="repeatable_read", readonly=True),
+            ):
+                documents = await conn.fetch(f"SELECT id, metadata FROM {self._s}.documents")
+                chunks = await conn.fetch(f"SELECT key, document_id FROM {self._s}.chunks")
+        document_ids = [row[0] for row in documents]
+        position = {document_id: i for i, document_id in enumerate(document_ids)}
+        return ChunkOwners(
+            keys=np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks)),
+            owners=np.fromiter(
+                (position[row[1]] for row in chunks), dtype=np.int64, count=len(chunks)
+            ),
+            document_ids=document_ids,
+            fields=[fields_of(_metadata(row[1])) for row in documents],
+        )
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
         """Canonical order from the covering index; blobs arrive as bytes, no per-term decode."""
