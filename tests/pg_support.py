@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,16 +41,27 @@ class PostgresServer:
     dsn: str
     data_dir: Path
     pg_ctl: Path
-    run_as: list[str]
+    owner: tuple[int, int] | None  # (uid, gid) the server runs as, when not this process's
 
     def stop(self) -> None:
-        subprocess.run(
-            [*self.run_as, str(self.pg_ctl), "stop", "-D", str(self.data_dir), "-m", "fast"],
-            capture_output=True,
-            check=False,
-            timeout=60,
+        _run(
+            [str(self.pg_ctl), "stop", "-D", str(self.data_dir), "-m", "fast"],
+            self.owner,
+            self.data_dir.parent,
         )
         shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+
+
+def _run(
+    args: list[str], owner: tuple[int, int] | None, cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run a PostgreSQL tool, as ``owner`` when given (no ``runuser`` or ``sudo`` needed)."""
+    as_owner: dict[str, Any] = {}
+    if owner is not None:
+        as_owner = {"user": owner[0], "group": owner[1], "extra_groups": []}
+    return subprocess.run(
+        args, capture_output=True, text=True, check=False, timeout=120, cwd=cwd, **as_owner
+    )
 
 
 def find_pg_bin() -> Path | None:
@@ -63,16 +75,16 @@ def find_pg_bin() -> Path | None:
     return Path(candidates[-1]).parent if candidates else None
 
 
-def _unprivileged(workdir: Path) -> list[str]:
-    """``initdb`` refuses to run as root (as CI does): run the server as another user."""
+def _unprivileged(workdir: Path) -> tuple[int, int] | None:
+    """``initdb`` refuses to run as root (as CI does): the server runs as another user."""
     if os.geteuid() != 0:
-        return []
+        return None
     for name in ("postgres", "nobody"):
         with contextlib.suppress(KeyError):
             entry = pwd.getpwnam(name)
             for path in (workdir, *workdir.rglob("*")):
                 os.chown(path, entry.pw_uid, entry.pw_gid)
-            return ["runuser", "-u", name, "--"]
+            return entry.pw_uid, entry.pw_gid
     raise RuntimeError("running as root and no unprivileged user to run PostgreSQL as")
 
 
@@ -89,10 +101,9 @@ def start_postgres() -> PostgresServer:
     try:
         password = secrets.token_urlsafe(16)
         (workdir / "pw").write_text(password)
-        run_as = _unprivileged(workdir)
+        owner = _unprivileged(workdir)
         data = workdir / "data"
         base = [
-            *run_as,
             str(bindir / "initdb"),
             "-D",
             str(data),
@@ -106,23 +117,19 @@ def start_postgres() -> PostgresServer:
             "--locale=C.UTF-8",
             "--no-sync",
         ]
-        icu = subprocess.run(
-            [*base, "--locale-provider=icu", "--icu-locale=en-US"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        icu = _run([*base, "--locale-provider=icu", "--icu-locale=en-US"], owner, workdir)
         if icu.returncode != 0:  # a build without ICU: the libc collation will have to do
             shutil.rmtree(data, ignore_errors=True)
-            subprocess.run(base, capture_output=True, text=True, check=True)
+            plain = _run(base, owner, workdir)
+            if plain.returncode != 0:
+                raise RuntimeError(f"initdb failed: {plain.stderr.strip()}")
         (workdir / "pw").unlink()
         port = free_port()
         options = " ".join(
             ["-c listen_addresses=127.0.0.1", f"-c port={port}", f"-k {workdir}", *_FAST]
         )
-        started = subprocess.run(
+        started = _run(
             [
-                *run_as,
                 str(bindir / "pg_ctl"),
                 "start",
                 "-w",
@@ -135,9 +142,8 @@ def start_postgres() -> PostgresServer:
                 "-o",
                 options,
             ],
-            capture_output=True,
-            text=True,
-            check=False,
+            owner,
+            workdir,
         )
         if started.returncode != 0:
             log = (workdir / "server.log").read_text(errors="replace")[-2000:]
@@ -146,7 +152,7 @@ def start_postgres() -> PostgresServer:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     dsn = f"postgresql://{_USER}:{password}@127.0.0.1:{port}/postgres"
-    return PostgresServer(dsn=dsn, data_dir=data, pg_ctl=bindir / "pg_ctl", run_as=run_as)
+    return PostgresServer(dsn=dsn, data_dir=data, pg_ctl=bindir / "pg_ctl", owner=owner)
 
 
 @pytest.fixture(scope="session")
