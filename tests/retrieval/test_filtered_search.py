@@ -17,7 +17,7 @@ from groundkit import (
 )
 from groundkit.retrieval.filters import parse_filters
 from tests.retrieval.fielded import CHUNKS, QUERY, write_fielded
-from tests.support import assert_all_verify
+from tests.support import ToyEmbedder, assert_all_verify, write_tree
 
 FILTERS: list[dict[str, Any]] = [
     {"team": "red"},
@@ -143,3 +143,44 @@ async def test_filter_sees_a_reingest_with_new_fields(bm25: Collection) -> None:
     assert [r.source for r in green.results] == ["red/0.md"]
     red = await bm25.search(QUERY, 10, filters={"team": "red"})
     assert "red/0.md" not in {r.source for r in red.results} and len(red.results) == 4
+
+
+@pytest.mark.parametrize(
+    ("filters", "k", "calls"),
+    [
+        ({"kind": "far"}, 5, [(34, False), (5, True)]),  # broad but ranked low: falls back
+        ({"kind": "near"}, 5, [(15, False)]),  # broad and ranked high: one unrestricted query
+        ({"kind": "far", "n": {"lt": 6}}, 5, [(5, True)]),  # narrow: pushed down at once
+        ({"kind": "far"}, 40, [(267, False)]),  # deeper than the table: what it saw is all
+    ],
+)
+async def test_dense_restriction_strategies_agree(
+    tmp_path: Path, filters: dict[str, Any], k: int, calls: list[tuple[int, bool]]
+) -> None:
+    files = {
+        f"near/{i:03d}.md": f"---\nkind: near\nn: {i}\n---\nalpha alpha {i}\n" for i in range(140)
+    }
+    files |= {
+        f"far/{i:03d}.md": f"---\nkind: far\nn: {i}\n---\nomega zulu {i}\n" for i in range(60)
+    }
+    write_tree(tmp_path / "c", files)
+    async with Collection.open(
+        tmp_path / "i", base_dir=tmp_path / "c", embedder=ToyEmbedder()
+    ) as col:
+        await col.ingest(col.base_dir)
+        everything = (await col.search("alpha alpha", 1000, mode="dense")).results
+        assert len(everything) == 200
+        expected = [r.chunk_id for r in everything if _matches(filters, r)][:k]
+        seen: list[tuple[int, bool]] = []
+        store = col.vector_store
+        assert store is not None
+        query = store.query
+
+        async def recorded(vector: Any, top_k: int, **options: Any) -> Any:
+            seen.append((top_k, options.get("document_ids") is not None))
+            return await query(vector, top_k, **options)
+
+        store.query = recorded  # type: ignore[method-assign]
+        got = (await col.search("alpha alpha", k, mode="dense", filters=filters)).results
+    assert [r.chunk_id for r in got] == expected
+    assert seen == calls

@@ -26,10 +26,14 @@ _CACHE_SIZE = 64
 
 @dataclass(frozen=True, slots=True)
 class Allowed:
-    """Where one search may look. ``None`` means no restriction on that side."""
+    """Where one search may look. ``None`` means no restriction on that side.
+
+    ``share`` is the fraction of indexed chunks allowed (1.0 when unrestricted).
+    """
 
     mask: npt.NDArray[np.bool_] | None
     document_ids: frozenset[str] | None
+    share: float = 1.0
 
     @property
     def empty(self) -> bool:
@@ -82,7 +86,7 @@ class Scope:
             # The appended False is where the -1 owners of vanished chunks land.
             mask = np.append(docs, False)[self._position_owner]
             ids = frozenset(self._ids[i] for i in np.flatnonzero(docs).tolist())
-            allowed = Allowed(mask, ids)
+            allowed = Allowed(mask, ids, float(mask.mean()) if mask.size else 0.0)
         self._cache[key] = allowed
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)
