@@ -44,6 +44,8 @@ from evals.machine import (
     default_scifact_dir,
     machine_lines,
     markdown_table,
+    print_worker_result,
+    rss_mb,
 )
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from evals.synthetic import write_corpus as write_synthetic
@@ -180,13 +182,6 @@ def prepare_synthetic(workdir: Path, passages: int, n_queries: int, fresh: bool)
 # -- measuring one system (worker subprocess) ----------------------------------
 
 
-def _rss_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _timed_queries(
     search: Callable[[str], Sequence[int]], queries: Sequence[str], warmup: int = _WARMUP
 ) -> tuple[list[float], list[list[int]]]:
@@ -232,7 +227,7 @@ def _work_groundkit(root: Path, repeat: int, max_queries: int) -> dict[str, Any]
     async def run() -> dict[str, Any]:
         store = await SQLiteMetadataStore.for_collection(root / "index", "bench", create=False)
         try:
-            base = _rss_mb("VmRSS")
+            base = rss_mb("VmRSS")
             times: list[float] = []
             retriever: Retriever | None = None
             for _ in range(repeat):
@@ -263,7 +258,7 @@ def _work_bm25s(root: Path, repeat: int, max_queries: int) -> dict[str, Any]:
 
     texts, queries = _load(root)
     queries = queries[:max_queries]
-    base = _rss_mb("VmRSS")
+    base = rss_mb("VmRSS")
     tokenize_s: list[float] = []
 
     def build() -> Any:
@@ -303,7 +298,7 @@ def _work_tantivy(root: Path, repeat: int, max_queries: int) -> dict[str, Any]:
         .add_integer_field("row", fast=True)
         .build()
     )
-    base = _rss_mb("VmRSS")
+    base = rss_mb("VmRSS")
     tokenize_s: list[float] = []
 
     def build() -> Any:
@@ -348,7 +343,7 @@ def _work_rank_bm25(root: Path, repeat: int, max_queries: int) -> dict[str, Any]
 
     texts, queries = _load(root)
     queries = queries[:max_queries]
-    base = _rss_mb("VmRSS")
+    base = rss_mb("VmRSS")
     tokenize_s: list[float] = []
 
     def build() -> Any:
@@ -385,10 +380,7 @@ _WORKERS: dict[str, Callable[[Path, int, int], dict[str, Any]]] = {
 
 
 def _worker_main(system: str, root: Path, repeat: int, max_queries: int) -> int:
-    result = _WORKERS[system](root, repeat, max_queries)
-    result["rss_peak_mb"] = _rss_mb("VmHWM")
-    print(json.dumps(result))
-    return 0
+    return print_worker_result(_WORKERS[system](root, repeat, max_queries))
 
 
 # -- orchestration and report (parent process) ---------------------------------

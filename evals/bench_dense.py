@@ -149,7 +149,7 @@ async def run(args: argparse.Namespace) -> None:
         await store.optimize()
         build_s = time.perf_counter() - t0
         assert await store.has_ann_index()
-        print(f"IVF_SQ index built in {build_s:.1f} s", flush=True)
+        print(f"ANN index built in {build_s:.1f} s", flush=True)
         for nprobes, refine in args.sweep:
             store.nprobes, store.refine_factor = nprobes, refine
             lat, res = await timed(plain, n)
@@ -185,11 +185,14 @@ async def run(args: argparse.Namespace) -> None:
     print(*table, sep="\n")
 
 
-def _sweep(text: str) -> list[tuple[int, int]]:
-    pairs = []
+def _sweep(text: str) -> list[tuple[int | None, int | None]]:
+    """``nprobes:refine_factor`` pairs; ``all`` and ``auto`` are the store's ``None``."""
+    pairs: list[tuple[int | None, int | None]] = []
     for item in text.split(","):
         nprobes, refine = item.split(":")
-        pairs.append((int(nprobes), int(refine)))
+        pairs.append(
+            (None if nprobes == "all" else int(nprobes), None if refine == "auto" else int(refine))
+        )
     return pairs
 
 
@@ -205,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--sweep",
         type=_sweep,
-        default=_sweep("20:5,4:5,8:5,16:5,20:1"),
+        default=_sweep("all:auto,4:auto,8:auto,16:auto,all:1"),
         help="nprobes:refine_factor pairs; the first is the store's default",
     )
     args = parser.parse_args(argv)

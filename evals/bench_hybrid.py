@@ -33,6 +33,7 @@ import pstats
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +54,8 @@ from evals.machine import (
     default_scifact_dir,
     machine_lines,
     markdown_table,
+    print_worker_result,
+    rss_mb,
 )
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from evals.synthetic import write_corpus as write_synthetic
@@ -79,9 +82,11 @@ _WARMUP_QUERIES = 5
 _BATCH_SIZE = 64
 _PROFILE_TOP = 14
 _INGEST_RUNS = 3
-# ANN settings tried on the vector store alone: (nprobes, refine_factor).
-_SWEEP = ((DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR), (DEFAULT_NPROBES, 2), (DEFAULT_NPROBES, 1),
-          (10, DEFAULT_REFINE_FACTOR), (10, 1))  # fmt: skip
+# ANN settings tried on the vector store alone: (nprobes, refine_factor); the
+# first is the store's default (every partition, refine_factor_for(limit)).
+_SWEEP: tuple[tuple[int | None, int | None], ...] = (
+    (DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR), (None, 5), (None, 2), (100, None), (20, None),
+)  # fmt: skip
 _SWEEP_K = (10, 100)
 _NATIVE_FTS = "anchor: LanceDB native FTS"
 _NATIVE_HYBRID = "anchor: LanceDB native hybrid (FTS + vector, RRF)"
@@ -756,8 +761,26 @@ class LatencyResult:
     load_before: str
     sweep: list[list[str]]
     sweep_queries: int
+    recall: dict[int, float]  # the store's defaults against exact search, per k
+    index_build_s: float | None
     native_build_s: float
     native_note: str
+
+
+async def _rebuild_index(store: LanceDBVectorStore) -> float | None:
+    """Drop the vector index and time ``optimize()`` building it as the store now does.
+
+    A cached collection then always carries the current kind of index, whatever
+    groundkit version ingested it. ``None`` below the ANN threshold.
+    """
+    if await store.count() < store.ann_threshold:
+        return None
+    table: Any = store._table  # evals only
+    if await store.has_ann_index():
+        await table.drop_index("vector_idx")
+    started = time.perf_counter()
+    await store.optimize()
+    return time.perf_counter() - started
 
 
 async def _open_retriever(col: Collection, embedder: HashEmbedder) -> tuple[Retriever, float]:
@@ -769,12 +792,20 @@ async def _open_retriever(col: Collection, embedder: HashEmbedder) -> tuple[Retr
     return retriever, time.perf_counter() - started
 
 
+def _setting_label(nprobes: int | None, refine: int | None) -> str:
+    probes = "every partition" if nprobes is None else f"nprobes {nprobes}"
+    factor = "refine_factor_for(limit)" if refine is None else f"refine_factor {refine}"
+    return f"{probes}, {factor}"
+
+
 async def _vector_sweep(
-    store: LanceDBVectorStore, vectors: list[npt.NDArray[np.float32]]
-) -> list[list[str]]:
+    store: LanceDBVectorStore, vectors: list[npt.NDArray[np.float32]], ann: bool
+) -> tuple[list[list[str]], dict[int, float]]:
     """p50 and recall against exact search of ``store.query`` at k = 10 and 100 per ANN setting.
 
     k = 100 is what hybrid asks of the vector side (``hybrid_candidates``).
+    Without an index only the defaults run (an exact search). Also returns the
+    defaults' recall per k.
     """
     table: Any = store._table  # evals only: exact search for the reference
     exact: dict[int, list[set[str]]] = {}
@@ -799,11 +830,12 @@ async def _vector_sweep(
         row += [f"{percentile(latencies, 50):.2f}", "1.000"]
     rows = [row]
     saved = (store.nprobes, store.refine_factor)
+    default_recall: dict[int, float] = {}
     try:
-        for nprobes, refine in _SWEEP:
+        for nprobes, refine in _SWEEP if ann else _SWEEP[:1]:
             store.nprobes, store.refine_factor = nprobes, refine
             default = (nprobes, refine) == saved
-            row = [f"nprobes {nprobes}, refine_factor {refine}" + (" (default)" if default else "")]
+            row = [_setting_label(nprobes, refine) + (" (default)" if default else "")]
             for k in _SWEEP_K:
                 for vector in vectors[:_WARMUP_QUERIES]:
                     await store.query(vector, k)
@@ -815,10 +847,12 @@ async def _vector_sweep(
                     latencies.append((time.perf_counter() - started) * 1000)
                     recalls.append(len({h.chunk_id for h in hits} & truth) / k)
                 row += [f"{percentile(latencies, 50):.2f}", f"{statistics.mean(recalls):.3f}"]
+                if default:
+                    default_recall[k] = statistics.mean(recalls)
             rows.append(row)
     finally:
         store.nprobes, store.refine_factor = saved
-    return rows
+    return rows, default_recall
 
 
 _NATIVE_TABLE = "native"
@@ -877,6 +911,8 @@ async def run_latency(
     ) as col:
         store = col.vector_store
         assert isinstance(store, LanceDBVectorStore)
+        _log(f"part 2: {prepared.name}: building the vector index")
+        index_build_s = await _rebuild_index(store)
         ann = await store.has_ann_index()
         rows = await store.count()
         stats = "–"
@@ -950,7 +986,7 @@ async def run_latency(
                 samples[label].total_ms.append((time.perf_counter() - started) * 1000)
                 samples[label].results.append(found)
         sweep_vectors = [hashed.embed_sync([q])[0] for q in queries[:_SWEEP_QUERIES]]
-        sweep = await _vector_sweep(store, sweep_vectors) if ann else []
+        sweep, recall = await _vector_sweep(store, sweep_vectors, ann)
     return LatencyResult(
         prepared=prepared,
         queries=len(queries),
@@ -963,6 +999,8 @@ async def run_latency(
         load_before=load_before,
         sweep=sweep,
         sweep_queries=len(sweep_vectors),
+        recall=recall,
+        index_build_s=index_build_s,
         native_build_s=native_build_s,
         native_note=native_note,
     )
@@ -983,8 +1021,9 @@ def _sweep_lines(r: LatencyResult) -> list[str]:
         "",
         f"The vector store alone (`LanceDBVectorStore.query`, {r.sweep_queries} of the queries",
         "embedded by `HashEmbedder`), per ANN setting, against exact search. k = 100 is what",
-        "hybrid asks of the vector side. Recall on hashed vectors only indicates the trend;",
-        "re-check any change on real embeddings with `evals/bench_dense.py`.",
+        "hybrid asks of the vector side (the store adds 8 rows to see ties at the cut).",
+        "Hashed vectors cluster weakly, so probing fewer partitions costs them more recall",
+        "than real embeddings would lose; re-check changes with `evals/bench_dense.py`.",
         "",
         markdown_table(header, r.sweep),
         "",
@@ -1033,9 +1072,12 @@ def latency_section(r: LatencyResult) -> tuple[list[str], list[str]]:
     stage_header = ["stage (ms)"] + [f"{s} {q}" for s in stage_labels for q in ("p50", "p95")]
     vec = p.vector_s
     when = f"cached, ingested {p.ingested_at}" if p.cached else "ingested in this run"
+    recall10 = r.recall[10]
     targets = [
         f"- hybrid p50 excluding query embedding ≤ 50 ms at {p.chunks:,} chunks (issue 6 "
-        f"target): {excl50:.1f} ms → {_verdict(excl50 <= 50)}"
+        f"target): {excl50:.1f} ms → {_verdict(excl50 <= 50)}",
+        f"- vector recall@10 against exact search ≥ 0.98 at {p.chunks:,} chunks, same "
+        f"defaults: {recall10:.3f} → {_verdict(recall10 >= 0.98)}",
     ]
     lines = [
         f"## 2. Hybrid query latency at {p.chunks:,} chunks",
@@ -1053,8 +1095,12 @@ def latency_section(r: LatencyResult) -> tuple[list[str], list[str]]:
         f"{vec.get('vector upsert', 0.0):.0f} s, optimize {vec.get('vector optimize', 0.0):.1f} s",
         f"- vector rows: {r.vector_rows:,}; ANN index built "
         f"(`LanceDBVectorStore.has_ann_index()`): **{'yes' if r.ann_index else 'no'}**"
-        f" ({r.index_stats}; built from {DEFAULT_ANN_THRESHOLD:,} rows, nprobes "
-        f"{DEFAULT_NPROBES})",
+        f" ({r.index_stats}; built from {DEFAULT_ANN_THRESHOLD:,} rows; searched with "
+        f"{_setting_label(DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR)})",
+        "- index build (drop the index, then `LanceDBVectorStore.optimize()`): "
+        + ("–" if r.index_build_s is None else f"{r.index_build_s:.1f} s"),
+        f"- vector recall@10 against exact search with the defaults: **{r.recall[10]:.3f}**"
+        f" (recall@100 {r.recall[100]:.3f}; {r.sweep_queries} queries, table below)",
         "- `Retriever.open` (BM25 rebuilt from SQLite plus the dense checks): "
         + ", ".join(f"{s:.2f}" for s in r.open_s)
         + f" s (median {statistics.median(r.open_s):.2f} s)",
@@ -1100,6 +1146,125 @@ def latency_section(r: LatencyResult) -> tuple[list[str], list[str]]:
     return lines, targets
 
 
+# -- peak memory, one process per system ---------------------------------------------
+
+# Systems measured in their own process: label -> worker name.
+_RSS_SYSTEMS = {
+    "groundkit bm25": "bm25",
+    "groundkit dense": "dense",
+    "groundkit hybrid": "hybrid",
+    _NATIVE_HYBRID: "native-hybrid",
+}
+_RSS_QUERIES = 100
+
+
+async def _work(system: str, root: Path, n_queries: int) -> dict[str, Any]:
+    """Open one system on a prepared collection and run its queries; the worker's body.
+
+    lancedb and pyarrow are imported before the baseline, so the baseline holds
+    the same libraries whichever system runs.
+    """
+    import lancedb
+    import pyarrow  # noqa: F401
+
+    queries: list[str] = json.loads((root / "queries.json").read_text("utf-8"))[:n_queries]
+    hashed = HashEmbedder()
+    base = rss_mb("VmRSS")
+    started = time.perf_counter()
+    search: Callable[[str], Awaitable[Any]]
+    col: Collection | None = None
+    if system == "native-hybrid":
+        db = await lancedb.connect_async(str(root / "native-anchor"))
+        table = await db.open_table(_NATIVE_TABLE)
+
+        async def search(q: str) -> Any:
+            vector = hashed.embed_sync([q])[0]
+            query = table.query().nearest_to(vector).nearest_to_text(q)
+            return await query.select(["chunk_id"]).limit(10).to_arrow()
+    else:
+        col = await Collection.open(root / "index", "bench", chunking=BENCH_CHUNKING,
+                                    embedder=hashed)  # fmt: skip
+        retriever, _ = await _open_retriever(col, hashed)
+        modes: dict[str, SearchMode] = {"bm25": "bm25", "dense": "dense", "hybrid": "hybrid"}
+        mode = modes[system]
+
+        async def search(q: str) -> Any:
+            return await retriever.search(q, 10, mode=mode)
+
+    open_s = time.perf_counter() - started
+    for q in queries[:_WARMUP_QUERIES]:
+        await search(q)
+    latencies = []
+    for q in queries:
+        started = time.perf_counter()
+        await search(q)
+        latencies.append((time.perf_counter() - started) * 1000)
+    if col is not None:
+        await col.close()
+    return {"rss_base_mb": base, "open_s": open_s, "latency_ms": latencies}
+
+
+@dataclass
+class Memory:
+    """One system's own process on one collection."""
+
+    label: str
+    peak_mb: float
+    delta_mb: float
+    open_s: float
+    p50_ms: float
+
+
+def measure_memory(prepared: Prepared) -> list[Memory]:
+    """Each system of ``_RSS_SYSTEMS`` in a fresh subprocess: peak RSS, open time, p50."""
+    out = []
+    for label, worker in _RSS_SYSTEMS.items():
+        _log(f"part 2: {prepared.name}: peak RSS of {label} (own process)")
+        cmd = [sys.executable, "-m", "evals.bench_hybrid", "--worker", worker,
+               "--dir", str(prepared.root), "--queries", str(_RSS_QUERIES)]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"{label} worker failed: {proc.stderr.strip()[-500:]}")
+        data = json.loads(lines[-1])
+        out.append(
+            Memory(
+                label=label,
+                peak_mb=data["rss_peak_mb"],
+                delta_mb=data["rss_peak_mb"] - data["rss_base_mb"],
+                open_s=data["open_s"],
+                p50_ms=percentile(data["latency_ms"], 50),
+            )
+        )
+    return out
+
+
+def _memory_lines(memory: list[Memory], chunks: int) -> list[str]:
+    by_label = {m.label: m for m in memory}
+    ours, native = by_label["groundkit hybrid"], by_label[_NATIVE_HYBRID]
+    rows = [
+        [m.label, f"{m.peak_mb:,.0f}", f"{m.delta_mb:,.0f}", f"{m.peak_mb / native.peak_mb:.2f}×",
+         f"{m.open_s:.2f}", f"{m.p50_ms:.2f}"]
+        for m in memory
+    ]  # fmt: skip
+    header = ["system", "peak RSS MB", "Δ RSS MB", "peak × LanceDB hybrid", "open s", "p50 ms"]
+    return [
+        f"Peak memory at {chunks:,} chunks, each system alone in a fresh process",
+        f"(`python -m evals.bench_hybrid --worker …`; {_RSS_QUERIES} queries after "
+        f"{_WARMUP_QUERIES} warm-ups): *peak RSS* is the process's high-water mark (VmHWM),",
+        "*Δ RSS* its growth over the process after importing lancedb and pyarrow, before",
+        "opening anything. groundkit opens its `Collection` and `Retriever` (BM25 rebuilt",
+        "from SQLite); the anchor opens the LanceDB table built above. Queries are embedded",
+        "by `HashEmbedder` in all of them; no model is loaded.",
+        "",
+        markdown_table(header, rows),
+        "",
+        f"- groundkit hybrid / LanceDB native hybrid peak RSS = "
+        f"{ours.peak_mb / native.peak_mb:.2f}× (Δ RSS {ours.delta_mb / native.delta_mb:.2f}×)",
+        "",
+    ]
+
+
 # -- entry point -----------------------------------------------------------------------
 
 
@@ -1122,6 +1287,7 @@ async def _run(args: argparse.Namespace) -> list[str]:
         latency = await run_latency(prepared, args.queries, embedder)
         measured.append(latency)
         lines, targets = latency_section(latency)
+        lines += _memory_lines(measure_memory(prepared), prepared.chunks)
         print("\n".join(lines), flush=True)
         sections += lines
         summary += targets
@@ -1188,7 +1354,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--fresh", action="store_true", help="re-generate and re-ingest part 2")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "docs" / "benchmarks-dense.md")
+    parser.add_argument("--worker", choices=sorted(_RSS_SYSTEMS.values()), help=argparse.SUPPRESS)
+    parser.add_argument("--dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        return print_worker_result(asyncio.run(_work(args.worker, args.dir, args.queries)))
     started = time.perf_counter()
     body = asyncio.run(_run(args))
     minutes = (time.perf_counter() - started) / 60

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -17,11 +18,28 @@ __all__ = [
     "default_scifact_dir",
     "machine_lines",
     "markdown_table",
+    "print_worker_result",
+    "rss_mb",
     "source_state",
     "write_section",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def rss_mb(field: str) -> float:
+    """A memory figure of this process from ``/proc/self/status`` (``VmRSS``, ``VmHWM``), MB."""
+    for line in Path("/proc/self/status").read_text(encoding="utf-8").splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def print_worker_result(result: dict[str, object]) -> int:
+    """End a benchmark worker process: its peak RSS joins ``result``, printed as one JSON line."""
+    result["rss_peak_mb"] = rss_mb("VmHWM")
+    print(json.dumps(result))
+    return 0
 
 
 def default_scifact_dir() -> Path:

@@ -6,8 +6,10 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from groundkit import ConfigurationError, IndexIdentityError, StorageError
@@ -16,6 +18,7 @@ from groundkit.index.dense import (
     DEFAULT_REFINE_FACTOR,
     LanceDBVectorStore,
     VectorStoreProtocol,
+    refine_factor_for,
 )
 from tests.index.vector_conformance import DIM, VectorStoreConformance, basis, random_rows, unit
 
@@ -166,6 +169,7 @@ async def test_ann_index_above_threshold_keeps_recall(tmp_path: Path) -> None:
             await store.upsert(f"doc{d:03d}", ids, rows[lo : lo + per_doc])
             assert await store.has_ann_index() == (lo + per_doc >= 2_000)
         assert await store.count() == n_rows
+        assert await store.ann_index_type() == "IvfRq"
 
         truth = np.argsort(-(queries @ rows.T), axis=1, kind="stable")[:, :10]
         found = 0
@@ -195,6 +199,78 @@ async def test_ann_index_above_threshold_keeps_recall(tmp_path: Path) -> None:
         await store.optimize()
         assert (await store.query(queries[1], 1))[0].chunk_id == "late"
         assert await store.count() == n_rows + 1
+    finally:
+        await store.close()
+
+
+def test_refine_depth_widens_small_limits_and_doubles_large_ones() -> None:
+    # At least 100 candidates are re-scored, and at least twice the limit.
+    assert [refine_factor_for(n) for n in (1, 18, 49, 50, 51, 100, 108, 1_000)] == [
+        100, 6, 3, 2, 2, 2, 2, 2,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="positive"):
+        refine_factor_for(0)
+
+
+def _spread_rows(n: int, dim: int, seed: int) -> npt.NDArray[np.float32]:
+    """Unclustered unit vectors: partitions say little about who is near whom."""
+    rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    unit_rows: npt.NDArray[np.float32] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit_rows
+
+
+async def _recall_at_10(
+    store: LanceDBVectorStore, rows: npt.NDArray[np.float32], queries: npt.NDArray[np.float32]
+) -> float:
+    truth = np.argsort(-(queries @ rows.T), axis=1, kind="stable")[:, :10]
+    found = 0
+    for q, want in zip(queries, truth, strict=True):
+        found += len({int(h.chunk_id) for h in await store.query(q, 10)} & set(want.tolist()))
+    return found / truth.size
+
+
+async def test_default_search_probes_every_partition(tmp_path: Path) -> None:
+    """However many partitions the index has, the defaults scan them all (ADR 0023)."""
+    from lancedb.index import IvfRq
+
+    dim, n_rows = 32, 4_000
+    data = _spread_rows(n_rows + 30, dim, seed=21)
+    rows, queries = data[:n_rows], data[n_rows:]
+    store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=1_000)
+    try:
+        await store.upsert("d", [f"{i:05d}" for i in range(n_rows)], rows)
+        table: Any = store._table
+        # Far more partitions than the store's own build would make at this size.
+        await table.create_index(
+            "vector", config=IvfRq(distance_type="cosine", num_partitions=64, num_bits=4),
+            replace=True, name="vector_idx",
+        )  # fmt: skip
+        assert store.nprobes is None and store.refine_factor is None
+        assert await _recall_at_10(store, rows, queries) >= 0.98
+        store.nprobes = 4  # a fixed count covers a small share of 64 partitions
+        assert await _recall_at_10(store, rows, queries) < 0.8
+    finally:
+        await store.close()
+
+
+async def test_optimize_replaces_an_index_of_another_kind(tmp_path: Path) -> None:
+    from lancedb.index import IvfSq
+
+    dim, n_rows = 32, 1_500
+    rows = _spread_rows(n_rows, dim, seed=22)
+    store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=100_000)
+    try:
+        await store.upsert("d", [f"{i:05d}" for i in range(n_rows)], rows)
+        assert await store.ann_index_type() is None  # below the threshold
+        table: Any = store._table
+        await table.create_index("vector", config=IvfSq(distance_type="cosine"))
+        assert await store.ann_index_type() == "IvfSq"  # as groundkit built it before ADR 0023
+        await store.optimize()
+        assert await store.ann_index_type() == "IvfRq"
+        assert (await store.query(rows[7], 1))[0].chunk_id == "00007"
+        built = [i.index_uuid for i in await table.list_indices()]
+        await store.optimize()  # the current kind is left alone
+        assert [i.index_uuid for i in await table.list_indices()] == built
     finally:
         await store.close()
 

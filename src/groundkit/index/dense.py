@@ -6,10 +6,10 @@ Vectors are L2-normalised on the way in, so the stored copy is exactly what
 cosine ranks and any later re-scoring needs no norms.
 
 Small tables are searched exhaustively: exact, deterministic, and quick enough
-while they are small. Once a table reaches ``ann_threshold`` rows an IVF_SQ
-index is built, once (see ``DEFAULT_NPROBES`` for why and how); rows written
-afterwards are scanned exhaustively beside it until ``optimize()`` folds them
-in. lancedb and pyarrow are imported only when a
+while they are small. Once a table reaches ``ann_threshold`` rows an IVF_RQ
+index is built, once (see ``DEFAULT_NPROBES`` for why and how; ADR 0023); rows
+written afterwards are scanned exhaustively beside it until ``optimize()`` folds
+them in. lancedb and pyarrow are imported only when a
 store is opened, so the ``dense`` extra stays optional.
 """
 
@@ -46,11 +46,12 @@ __all__ = [
     "VectorHit",
     "VectorStoreProtocol",
     "cosine_to_score",
+    "refine_factor_for",
 ]
 
 # Flat search at 384 dimensions costs about 1 ms per 1,000 rows here (91 ms p50
-# at 100k) against 6-7 ms with the index at recall 1.0, and IVF_SQ trains in
-# seconds; so exactness is kept only while it is cheap.
+# at 100k) against 5-6 ms with the index at recall 1.0, and the index trains in
+# seconds at that size; so exactness is kept only while it is cheap.
 DEFAULT_ANN_THRESHOLD = 20_000
 # Document ids are interpolated into LanceDB filter strings, which have no bound
 # parameters. Ours are hex digests; this allowlist also admits readable test ids
@@ -63,19 +64,30 @@ _IN_BATCH = 500
 # Fetch this many rows beyond top_k so a tie at the cut can be seen and broken
 # by chunk_id; the fetch doubles while the tie runs past the end.
 _TIE_PAD = 8
-# The ANN index is IVF_SQ on cosine: 8-bit scalar codes in k-means partitions
-# (LanceDB's default partitioning, about 16 at 100k rows). Tried at 50k x 384 on
-# this 2-core machine it trained in 0.6 s against 27 s for IVF_HNSW_SQ and 53 s
-# for IVF_PQ, at recall@10 1.0 against 0.9995 and 0.98 (PQ needed
-# refine_factor 10), all at 3-4 ms a query. Its distances are approximate, so
-# the best top_k * refine_factor candidates are re-scored on the stored float32
-# vectors: hits carry exact cosines, and recall rests on the partitions probed.
-# On evals/bench_dense.py at 100k x 384 recall@10 is 0.83 at nprobes=8 and 1.0
-# from 16; 20 covers every partition up to roughly 150k rows, where the search
-# is a quantised scan about 13x faster than the flat one. Larger tables probe a
-# shrinking share: re-measure and raise ``store.nprobes`` there.
-DEFAULT_NPROBES = 20
-DEFAULT_REFINE_FACTOR = 5
+# The ANN index is IVF_RQ on cosine: k-means partitions, each vector stored as a
+# 4-bit RaBitQ code of its offset from the partition centre (192 bytes at 384
+# dimensions). Its distances are approximate, so the best candidates are
+# re-scored on the stored float32 vectors: hits carry exact cosines, and recall
+# rests on the partitions probed and the candidates re-scored.
+#
+# Every partition is probed by default. Vectors that cluster weakly (the hashed
+# benchmark vectors) need nearly all of them: at 1M rows recall@10 was 0.51 with
+# 16% of the partitions, 0.82 with 40% and 0.98 only past about 85%, whatever
+# the partition count (123 or 1,000), and HNSW did worse still. A full scan of
+# 4-bit codes costs about a third of one of 8-bit IVF_SQ codes, the index this
+# replaced (22-28 against 70 ms at 1M here), and keeps recall@10 at 0.998-1.0.
+# Probing fewer is faster on embeddings that cluster well: set ``store.nprobes``
+# after measuring recall on your own vectors.
+DEFAULT_NPROBES: int | None = None
+# ``None`` re-scores ``refine_factor_for(limit)`` times the rows asked for.
+DEFAULT_REFINE_FACTOR: int | None = None
+_RQ_BITS = 4
+_ANN_INDEX_TYPE = "IvfRq"  # what list_indices() calls the index built here
+# LanceDB caps the probe count at the partition count.
+_EVERY_PARTITION = 1 << 30
+# Re-score at least this many candidates, and at least twice the rows asked for.
+_REFINE_MIN_CANDIDATES = 100
+_REFINE_MIN_FACTOR = 2
 _ANN_INDEX_NAME = "vector_idx"
 # Versions younger than this survive optimize(): a reader opened earlier may
 # still be reading their files.
@@ -100,6 +112,20 @@ class VectorHit:
 def cosine_to_score(cosine: float) -> float:
     """The ``VectorHit.score`` of a cosine similarity (clamped against rounding)."""
     return min(1.0, max(0.0, (1.0 + cosine) / 2.0))
+
+
+def refine_factor_for(limit: int) -> int:
+    """The default refine factor for an ANN search of ``limit`` rows.
+
+    4-bit codes misorder close neighbours, so a small ``limit`` is widened to
+    ``_REFINE_MIN_CANDIDATES`` re-scored rows; a large one (hybrid asks for 100)
+    only doubles, since each re-scored row is a random read of its vector (at 1M
+    rows 540 of them cost about 10 ms more than 216, for recall@100 1.0 against
+    0.994).
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be positive, not {limit!r}")
+    return max(_REFINE_MIN_FACTOR, -(-_REFINE_MIN_CANDIDATES // limit))
 
 
 @runtime_checkable
@@ -260,8 +286,9 @@ class LanceDBVectorStore:
         # Serialises this handle's writes, so two first upserts cannot both create the table.
         self._write_lock = asyncio.Lock()
         # Search-time ANN knobs; they change latency and recall, not the index.
-        self.nprobes = DEFAULT_NPROBES
-        self.refine_factor = DEFAULT_REFINE_FACTOR
+        # None: every partition, and ``refine_factor_for(limit)``.
+        self.nprobes: int | None = DEFAULT_NPROBES
+        self.refine_factor: int | None = DEFAULT_REFINE_FACTOR
 
     @property
     def dimensions(self) -> int:
@@ -492,6 +519,8 @@ class LanceDBVectorStore:
         """Compact small fragments, fold new rows into the ANN index, drop old versions.
 
         Every upsert adds fragments; call this after an ingest, not per document.
+        An index of another kind (IVF_SQ, from groundkit before ADR 0023) is
+        rebuilt here, once: about a minute at 1M rows.
         """
         self._live_conn()
         if self._table is None:
@@ -501,18 +530,28 @@ class LanceDBVectorStore:
                 await self._table.optimize(cleanup_older_than=_KEEP_VERSIONS)
             except Exception as exc:
                 _storage_error("optimize", self.path, exc)
-            await self._maybe_build_index()
+            await self._maybe_build_index(upgrade=True)
 
-    async def _maybe_build_index(self) -> None:
-        if self._indexed is None:
-            self._indexed = await self.has_ann_index()
-        if self._indexed or await self.count() < self.ann_threshold:
+    async def _maybe_build_index(self, *, upgrade: bool = False) -> None:
+        """Build the index once the table is large enough; ``upgrade`` also replaces
+        an index of another kind."""
+        if upgrade or self._indexed is None:
+            kind = await self.ann_index_type()
+            self._indexed = kind is not None
+            if kind is not None and (kind == _ANN_INDEX_TYPE or not upgrade):
+                return
+        elif self._indexed:
+            return
+        if not self._indexed and await self.count() < self.ann_threshold:
             return
         try:
-            from lancedb.index import IvfSq
+            from lancedb.index import IvfRq
 
             await self._table.create_index(
-                "vector", config=IvfSq(distance_type="cosine"), name=_ANN_INDEX_NAME
+                "vector",
+                config=IvfRq(distance_type="cosine", num_bits=_RQ_BITS),
+                replace=True,
+                name=_ANN_INDEX_NAME,
             )
         except Exception as exc:
             _storage_error("build the ANN index", self.path, exc)
@@ -520,14 +559,18 @@ class LanceDBVectorStore:
 
     async def has_ann_index(self) -> bool:
         """Whether the table has a vector index (and queries take the ANN path)."""
+        return await self.ann_index_type() is not None
+
+    async def ann_index_type(self) -> str | None:
+        """LanceDB's name for the vector index's kind (``"IvfRq"``), or ``None``."""
         self._live_conn()
         if self._table is None:
-            return False
+            return None
         try:
             indices = await self._table.list_indices()
         except Exception as exc:
             _storage_error("list indices", self.path, exc)
-        return any("vector" in index.columns for index in indices)
+        return next((str(i.index_type) for i in indices if "vector" in i.columns), None)
 
     # -- reads ---------------------------------------------------------------
 
@@ -682,13 +725,15 @@ class LanceDBVectorStore:
             if predicate is not None:
                 q = q.where(predicate)
             if self._indexed:
-                q = q.refine_factor(self.refine_factor)
+                refine = self.refine_factor or refine_factor_for(limit)
+                nprobes = self.nprobes or _EVERY_PARTITION
+                q = q.refine_factor(refine)
                 if predicate is None:
-                    q = q.nprobes(self.nprobes)
+                    q = q.nprobes(nprobes)
                 else:
                     # A filter may leave the probed partitions short of the limit;
                     # with no maximum LanceDB keeps probing until it is met.
-                    q = q.maximum_nprobes(0).minimum_nprobes(self.nprobes)
+                    q = q.maximum_nprobes(0).minimum_nprobes(nprobes)
             result = await q.to_arrow()
         except Exception as exc:
             _storage_error("search (check the where filter)", self.path, exc)
