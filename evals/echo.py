@@ -46,6 +46,7 @@ from groundkit import (
     RetrievalError,
     RetrievalResult,
     SentenceTransformerEmbedder,
+    SQLiteMetadataStore,
     resolve_citation,
     verify_citation,
 )
@@ -213,6 +214,7 @@ async def echo_collection(
         tamper_copy, collection.base_dir, checked, tamper_dir
     )
     # The same index read against the tampered copy: what an application would be told.
+    assert isinstance(collection.store, SQLiteMetadataStore)
     async with Collection.open(
         collection.store.path.parent, collection.name, base_dir=tamper_dir
     ) as tampered:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import settings
 
 from groundkit import Collection, SQLiteMetadataStore
-from tests.pg_support import postgres_dsn  # noqa: F401  (a session fixture, shared)
+from tests.pg_support import fresh, postgres_dsn  # noqa: F401  (shared fixtures)
 from tests.s3_support import s3_server  # noqa: F401  (a session fixture, shared)
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree
 

@@ -18,7 +18,8 @@ import secrets
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from glob import glob
 from pathlib import Path
@@ -170,3 +171,19 @@ def postgres_dsn() -> Iterator[str]:
         yield server.dsn
     finally:
         server.stop()
+
+
+@pytest.fixture
+async def fresh(postgres_dsn: str) -> AsyncIterator[str]:
+    """A collection name no other test uses; its schema is dropped afterwards."""
+    import asyncpg
+
+    from groundkit.index.postgres import schema_name
+
+    name = f"t{uuid.uuid4().hex[:12]}"
+    yield name
+    conn = await asyncpg.connect(postgres_dsn)
+    try:
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema_name(name)}" CASCADE')
+    finally:
+        await conn.close()

@@ -1,9 +1,11 @@
 """``Collection``: the facade most applications use.
 
-One collection is one SQLite file under an index directory plus a base
+A local collection is one SQLite file under an index directory plus a base
 directory its sources are relative to. The base is stored relative to the
 index directory, so moving both together keeps every citation resolvable
-(adr/0004-portable-sources.md).
+(adr/0004-portable-sources.md). A shared collection keeps its metadata in
+PostgreSQL and its vectors and snapshots under a storage URI, so processes on
+several hosts can open it (adr/0025-shared-collections.md).
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ from groundkit.contracts import (
     SearchResponse,
     fields_of,
 )
-from groundkit.errors import IndexIdentityError, RetrievalError
+from groundkit.errors import ConfigurationError, IndexIdentityError, RetrievalError
 from groundkit.index.analyzer import Analyzer
 from groundkit.index.dense import LanceDBVectorStore, VectorStoreProtocol
-from groundkit.index.metadata import SQLiteMetadataStore
-from groundkit.index.protocols import StoredChunk
+from groundkit.index.location import StoreLocation
+from groundkit.index.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
-from groundkit.ingestion.snapshots import snapshot_dir_for
+from groundkit.ingestion.snapshots import LocalSnapshots, SnapshotLocation, as_snapshot_store
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
@@ -90,7 +92,7 @@ class Collection:
         self,
         *,
         name: str,
-        store: SQLiteMetadataStore,
+        store: MetadataStoreProtocol,
         base_dir: Path,
         retrieval: RetrievalConfig,
         chunking: ChunkingConfig,
@@ -99,15 +101,21 @@ class Collection:
         embedder: EmbeddingProtocol | None = None,
         vector_store: VectorStoreProtocol | None = None,
         reranker: RerankerProtocol | None = None,
-        snapshot_dir: Path | None = None,
+        snapshot_dir: SnapshotLocation | None = None,
         url_loader: UrlLoader | None = None,
         clearance: str | None = None,
     ) -> None:
         self.reranker = reranker
         # The most restricted label this collection object may return (None: all).
         self.clearance = check_clearance(clearance)
-        # Where URL documents keep the text they were indexed from.
-        self.snapshot_dir = snapshot_dir
+        # Where URL documents keep the text they were indexed from; ``snapshot_dir``
+        # is the directory for local snapshots, else the store itself.
+        self.snapshots = as_snapshot_store(snapshot_dir)
+        self.snapshot_dir: SnapshotLocation | None = (
+            self.snapshots.directory
+            if isinstance(self.snapshots, LocalSnapshots)
+            else self.snapshots
+        )
         self._url_loader = url_loader or UrlLoader()
         self.name = name
         self.store = store
@@ -125,7 +133,7 @@ class Collection:
             embedder=embedder,
             vector_store=vector_store,
             collection=name,
-            snapshot_dir=snapshot_dir,
+            snapshot_dir=self.snapshots,
         )
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
@@ -133,9 +141,12 @@ class Collection:
     @classmethod
     def open(
         cls,
-        index_dir: str | Path,
+        index_dir: str | Path | None = None,
         name: str = "default",
         *,
+        metadata_url: str | None = None,
+        storage_uri: str | Path | None = None,
+        storage_options: Mapping[str, str] | None = None,
         base_dir: str | Path | None = None,
         retrieval: RetrievalConfig | None = None,
         chunking: ChunkingConfig | None = None,
@@ -159,17 +170,30 @@ class Collection:
         ``clearance`` (one of ``SENSITIVITY_LEVELS``) hides every document
         labelled above it from search, ``fetch_chunk`` and ``verify``
         (adr/0021-sensitivity.md).
+
+        Shared collections: ``metadata_url`` (``postgresql://...``) instead of
+        ``index_dir`` keeps documents and chunks in PostgreSQL; ``storage_uri``
+        (a shared directory or ``s3://bucket/prefix``) holds the vectors and
+        snapshots, configured by ``storage_options`` (LanceDB's keys) or the
+        ``AWS_*`` environment. The base directory is then stored as an absolute
+        path; each host may pass its own ``base_dir``.
         """
         check_clearance(clearance)
+        location = StoreLocation.resolve(
+            name,
+            index_dir=index_dir,
+            metadata_url=metadata_url,
+            storage_uri=storage_uri,
+            storage_options=storage_options,
+        )
 
         async def factory() -> Collection:
-            index = Path(os.path.realpath(index_dir))
             # Built first: a bad stem language must fail before a store is opened.
             text_analyzer = Analyzer(analyzer)
-            store = await SQLiteMetadataStore.for_collection(index, name)
+            store = await location.open_metadata()
             vector_store: VectorStoreProtocol | None = None
             try:
-                base = await _resolve_base(store, index, base_dir)
+                base = await _resolve_base(store, location.index_dir, base_dir)
                 if embedder is not None:
                     identity = await ensure_identity(embedder)
                     manifest = await store.read_manifest()
@@ -178,7 +202,15 @@ class Collection:
                             f"collection {name!r} is bound to {manifest.identity.model_dump()}"
                             f", not {identity.model_dump()}; use that model or a new collection"
                         )
-                    vector_store = await LanceDBVectorStore.open(index, name, identity.dimensions)
+                    root = location.storage_root
+                    if root is None:
+                        raise ConfigurationError(
+                            "dense retrieval on a shared collection needs storage_uri "
+                            "(a shared directory or s3://bucket/prefix) for its vectors"
+                        )
+                    vector_store = await LanceDBVectorStore.open(
+                        root, name, identity.dimensions, storage_options=location.storage_options
+                    )
             except BaseException:
                 await store.close()
                 raise
@@ -193,7 +225,7 @@ class Collection:
                 embedder=embedder,
                 vector_store=vector_store,
                 reranker=reranker,
-                snapshot_dir=snapshot_dir_for(index, name),
+                snapshot_dir=location.snapshots(),
                 url_loader=url_loader,
                 clearance=clearance,
             )
@@ -275,7 +307,7 @@ class Collection:
                 )
             citation = stored.citation
             try:
-                text = await read_source(citation, self.base_dir, snapshot_dir=self.snapshot_dir)
+                text = await read_source(citation, self.base_dir, snapshot_dir=self.snapshots)
             except RetrievalError as exc:
                 result = _fetch_result(stored, citation, None, exc)
             else:
@@ -295,7 +327,7 @@ class Collection:
                 if current is None or current[0] != citation.source:
                     try:
                         text = await read_source(
-                            citation, self.base_dir, snapshot_dir=self.snapshot_dir
+                            citation, self.base_dir, snapshot_dir=self.snapshots
                         )
                         current = (citation.source, text, None)
                     except RetrievalError as exc:
@@ -349,16 +381,21 @@ def _fetch_result(
 
 
 async def _resolve_base(
-    store: SQLiteMetadataStore, index_dir: Path, base_dir: str | Path | None
+    store: MetadataStoreProtocol, index_dir: Path | None, base_dir: str | Path | None
 ) -> Path:
+    """The base directory: given, else stored, else the current one (then stored).
+
+    Stored relative to the index directory when there is one (so both can move
+    together), absolute for a shared collection.
+    """
     stored = await store.get_base_dir()
-    if base_dir is not None:
-        base = Path(os.path.realpath(base_dir))
-        if stored is None:
-            await store.set_base_dir(os.path.relpath(base, index_dir))
-        return base
-    if stored is not None:
+    if base_dir is None and stored is not None:
+        if index_dir is None:
+            return Path(os.path.realpath(stored))
         return Path(os.path.realpath(index_dir / stored))
-    base = Path(os.path.realpath(Path.cwd()))
-    await store.set_base_dir(os.path.relpath(base, index_dir))
+    base = Path(os.path.realpath(base_dir if base_dir is not None else Path.cwd()))
+    if stored is None:
+        await store.set_base_dir(
+            str(base) if index_dir is None else os.path.relpath(base, index_dir)
+        )
     return base

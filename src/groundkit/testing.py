@@ -34,6 +34,7 @@ import pytest
 
 from groundkit.contracts import FetchResult, QuoteCheck, RetrievalResult, SearchResponse
 from groundkit.errors import NotGroundedError
+from groundkit.ingestion.snapshots import SnapshotLocation
 from groundkit.retrieval.quotes import QuoteChecker, matched_prefix, normalize_quote
 
 __all__ = [
@@ -141,7 +142,7 @@ async def check_grounded(
     results: Results,
     *,
     base_dir: Path | str,
-    snapshot_dir: Path | None = None,
+    snapshot_dir: SnapshotLocation | None = None,
 ) -> list[GroundedQuote]:
     """One ``GroundedQuote`` per quote, in order; each source is read once."""
     listed = _results(results)
@@ -201,7 +202,7 @@ def assert_grounded(
     results: Results,
     *,
     base_dir: Path | str,
-    snapshot_dir: Path | None = None,
+    snapshot_dir: SnapshotLocation | None = None,
 ) -> list[GroundedQuote]:
     """Fail unless every quote lies in a result's span that still reads as indexed.
 
@@ -227,7 +228,7 @@ class Grounding:
     """``assert_grounded`` with the directories bound (the ``grounded`` fixture)."""
 
     base_dir: Path
-    snapshot_dir: Path | None = None
+    snapshot_dir: SnapshotLocation | None = None
 
     def __call__(
         self, answer_quotes: Iterable[AnswerQuote], results: Results

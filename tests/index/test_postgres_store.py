@@ -49,18 +49,6 @@ def _name() -> str:
 
 
 @pytest.fixture
-async def fresh(postgres_dsn: str) -> AsyncIterator[str]:
-    """A collection name no other test uses; its schema is dropped afterwards."""
-    name = _name()
-    yield name
-    conn = await asyncpg.connect(postgres_dsn)
-    try:
-        await conn.execute(f'DROP SCHEMA IF EXISTS "{schema_name(name)}" CASCADE')
-    finally:
-        await conn.close()
-
-
-@pytest.fixture
 async def pg(postgres_dsn: str, fresh: str) -> AsyncIterator[PostgresMetadataStore]:
     """An open store on a fresh collection."""
     store = await PostgresMetadataStore.open(postgres_dsn, fresh, max_connections=2)

@@ -17,6 +17,7 @@ from groundkit import (
     verify_citation,
 )
 from groundkit.extraction import html_extractor, pdf_extractor
+from groundkit.index.metadata import SQLiteMetadataStore
 from groundkit.ingestion.snapshots import snapshot_dir_for
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.utils.url_safety import AddressPolicy
@@ -220,7 +221,7 @@ class TestCollection:
     async def test_changed_or_missing_snapshot(self, col: Collection, site: Site) -> None:
         await col.ingest(site.url("/tidal.txt"))
         record = await col.store.get_document(site.url("/tidal.txt"))
-        assert record is not None and col.snapshot_dir is not None
+        assert record is not None and isinstance(col.snapshot_dir, Path)
         chunk_ids = [c.chunk_id for c in await col.store.get_document_chunks(record.document_id)]
         snapshot = col.snapshot_dir / record.document_id
         snapshot.write_text(TEXT.replace("Tidal", "Solar"), encoding="utf-8")
@@ -289,7 +290,7 @@ class TestCollection:
 
     async def test_stale_snapshot_files_are_removed(self, col: Collection, site: Site) -> None:
         await col.ingest(site.url("/tidal.txt"))
-        assert col.snapshot_dir is not None
+        assert isinstance(col.snapshot_dir, Path)
         (col.snapshot_dir / "0123456789abcdef0123456789abcdef").write_text("orphan")
         (col.snapshot_dir / "feedfacefeedfacefeedfacefeedface.partial").write_text("half")
         await col.ingest(site.url("/guide.html"))
@@ -301,6 +302,7 @@ class TestCollection:
             await col.ingest(site.url("/tidal.txt?api_key=abc"))
         with pytest.raises(IngestionError, match="scheme 'ftp'"):
             await col.ingest("ftp://127.0.0.1/x")
+        assert isinstance(col.store, SQLiteMetadataStore)
         index_dir = col.store.path.parent
         async with Collection.open(index_dir, "strict", base_dir=col.base_dir) as strict:
             report = await strict.ingest(site.url("/tidal.txt"))

@@ -82,10 +82,10 @@ async def test_search_never_returns_a_chunk_above_the_clearance(
     assert returned > 0
 
 
-async def test_unlabelled_documents_are_public(cleared: Collection) -> None:
+async def test_unlabelled_documents_are_public(corpus: Path, cleared: Collection) -> None:
     found = await cleared.search("plain text with no fields", 5)
     assert "plain.txt" in {r.source for r in found.results}
-    async with Collection.open(cleared.store.path.parent, clearance="public") as public:
+    async with Collection.open(corpus, clearance="public") as public:
         names = {r.source for r in (await public.search("memo codeword", 50)).results}
     assert "labels/public.md" in names and "labels/internal.md" not in names
 

@@ -16,13 +16,16 @@ store is opened, so the ``dense`` extra stays optional.
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
+import random
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +61,11 @@ DEFAULT_ANN_THRESHOLD = 20_000
 # ("doc:a.txt") but nothing that can end a quoted literal (no quote, backslash,
 # whitespace or control character).
 DOCUMENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,255}$")
+
+logger = logging.getLogger("groundkit.index")
+_T = TypeVar("_T")
+# Attempts at a write that keeps losing the commit race to other processes.
+_COMMIT_ATTEMPTS = 6
 
 _INSTALL_HINT = "dense retrieval needs the 'dense' extra: pip install groundkit[dense]"
 _IN_BATCH = 500
@@ -215,7 +223,32 @@ def _import_lancedb() -> tuple[Any, Any]:
     return lancedb, pyarrow
 
 
-def _storage_error(action: str, where: Path, exc: BaseException) -> NoReturn:
+def _is_commit_conflict(exc: BaseException) -> bool:
+    return "commit conflict" in str(exc).lower()
+
+
+async def _retry_conflicts(operation: Callable[[], Awaitable[_T]]) -> _T:
+    """Run a table write again when another process committed first.
+
+    Lance commits optimistically; a write that lost the race is safe to repeat
+    (adr/0025-shared-collections.md). Other failures pass through at once.
+    """
+    for attempt in range(_COMMIT_ATTEMPTS):
+        try:
+            return await operation()
+        except Exception as exc:
+            if not _is_commit_conflict(exc) or attempt == _COMMIT_ATTEMPTS - 1:
+                raise
+            await asyncio.sleep(random.uniform(0.02, 0.1) * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+async def _has_table(conn: Any, name: str) -> bool:
+    listed = await conn.list_tables()
+    return name in listed.tables
+
+
+def _storage_error(action: str, where: Path | str, exc: BaseException) -> NoReturn:
     """Re-raise a lancedb/pyarrow failure as ``StorageError``; ours pass through."""
     if isinstance(exc, GroundkitError):
         raise exc
@@ -269,7 +302,7 @@ class LanceDBVectorStore:
         conn: Any,
         table: Any,
         *,
-        path: Path,
+        path: Path | str,
         name: str,
         dimensions: int,
         ann_threshold: int,
@@ -297,12 +330,13 @@ class LanceDBVectorStore:
     @classmethod
     async def open(
         cls,
-        index_dir: Path,
+        index_dir: Path | str,
         collection: str,
         dimensions: int,
         *,
         create: bool = True,
         ann_threshold: int = DEFAULT_ANN_THRESHOLD,
+        storage_options: Mapping[str, str] | None = None,
     ) -> LanceDBVectorStore:
         """Open ``<index_dir>/<collection>.lance``; it is created on the first upsert.
 
@@ -310,6 +344,8 @@ class LanceDBVectorStore:
         dimension nothing was written with. ``create=False`` demands that the
         table exists (``StorageError`` otherwise), which is what a reader wants.
         An existing table of another dimension is an ``IndexIdentityError``.
+        ``index_dir`` may be an object-store URI (``s3://bucket/prefix``);
+        ``storage_options`` go to LanceDB unchanged and never into a message.
         """
         check_collection_name(collection)
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
@@ -317,14 +353,20 @@ class LanceDBVectorStore:
         if ann_threshold < 1:
             raise ConfigurationError(f"ann_threshold must be positive, not {ann_threshold!r}")
         lancedb, _ = _import_lancedb()
-        index_dir = Path(index_dir).resolve()
-        path = index_dir / f"{collection}.lance"
-        exists = path.is_dir()
-        if not exists and not create:
-            raise StorageError(f"no vector table at {str(path)!r}; ingest with an embedder first")
+        remote = "://" in str(index_dir)
+        root = str(index_dir).rstrip("/") if remote else str(Path(index_dir).resolve())
+        path: Path | str = (
+            f"{root}/{collection}.lance" if remote else Path(root) / f"{collection}.lance"
+        )
         try:
-            index_dir.mkdir(parents=True, exist_ok=True)
-            conn = await lancedb.connect_async(str(index_dir))
+            if not remote:
+                Path(root).mkdir(parents=True, exist_ok=True)
+            conn = await lancedb.connect_async(root, storage_options=dict(storage_options or {}))
+            exists = await _has_table(conn, collection)
+            if not exists and not create:
+                raise StorageError(
+                    f"no vector table at {str(path)!r}; ingest with an embedder first"
+                )
             table = await conn.open_table(collection) if exists else None
         except Exception as exc:
             _storage_error("open the table", path, exc)
@@ -465,7 +507,7 @@ class LanceDBVectorStore:
         _, pa = _import_lancedb()
         async with self._write_lock:
             try:
-                if self._table is None and self.path.is_dir():
+                if self._table is None and await _has_table(conn, self._name):
                     # Another handle created the table after this one opened.
                     self._table = await conn.open_table(self._name)
                     await self._check_schema()
@@ -482,15 +524,29 @@ class LanceDBVectorStore:
                 if self._table is None:
                     if not all_ids:
                         return
-                    self._table = await conn.create_table(self._name, data=data, exist_ok=False)
+                    self._table = await self._create_or_open(conn, data)
                 else:
-                    await self._table.delete(f"document_id IN ({quoted})")
+                    table = self._table
+                    await _retry_conflicts(lambda: table.delete(f"document_id IN ({quoted})"))
                     if all_ids:
-                        await self._table.add(data)
+                        await _retry_conflicts(lambda: table.add(data))
             except Exception as exc:
                 _storage_error(f"store the vectors of {len(items)} documents", self.path, exc)
             if all_ids:
                 await self._maybe_build_index()
+
+    async def _create_or_open(self, conn: Any, data: Any) -> Any:
+        """Create the table with ``data``; if another process created it first, add to it."""
+        try:
+            return await conn.create_table(self._name, data=data, exist_ok=False)
+        except Exception:
+            if not await _has_table(conn, self._name):
+                raise
+        table = await conn.open_table(self._name)
+        self._table = table
+        await self._check_schema()
+        await _retry_conflicts(lambda: table.add(data))
+        return table
 
     async def delete_documents(self, document_ids: Sequence[str]) -> int:
         """Remove the rows of ``document_ids``; returns the number of rows removed.
@@ -508,8 +564,9 @@ class LanceDBVectorStore:
             if self._table is None:
                 return 0
             for quoted in batches:
+                table, where = self._table, f"document_id IN ({quoted})"
                 try:
-                    result = await self._table.delete(f"document_id IN ({quoted})")
+                    result = await _retry_conflicts(partial(table.delete, where))
                 except Exception as exc:
                     _storage_error("delete documents", self.path, exc)
                 deleted += int(result.num_deleted_rows)
@@ -526,10 +583,14 @@ class LanceDBVectorStore:
         if self._table is None:
             return
         async with self._write_lock:
+            table = self._table
             try:
-                await self._table.optimize(cleanup_older_than=_KEEP_VERSIONS)
+                await _retry_conflicts(lambda: table.optimize(cleanup_older_than=_KEEP_VERSIONS))
             except Exception as exc:
-                _storage_error("optimize", self.path, exc)
+                if not _is_commit_conflict(exc):
+                    _storage_error("optimize", self.path, exc)
+                # Another process kept compacting meanwhile; the rows are all there.
+                logger.info("optimize skipped: other writers kept committing")
             await self._maybe_build_index(upgrade=True)
 
     async def _maybe_build_index(self, *, upgrade: bool = False) -> None:

@@ -38,12 +38,7 @@ from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files
 from groundkit.ingestion.protocols import LoaderProtocol
-from groundkit.ingestion.snapshots import (
-    remove_stale_snapshots,
-    snapshot_matches,
-    snapshot_path,
-    write_snapshot,
-)
+from groundkit.ingestion.snapshots import SnapshotLocation, as_snapshot_store, check_snapshot_id
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
@@ -79,7 +74,7 @@ class Indexer:
         embed_batch_chunks: int = 4096,
         write_batch_chunks: int = 512,
         collection: str | None = None,
-        snapshot_dir: Path | None = None,
+        snapshot_dir: SnapshotLocation | None = None,
     ) -> None:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
@@ -91,7 +86,7 @@ class Indexer:
         self._base = Path(os.path.realpath(base_dir))
         self._ingest = ingest or IngestConfig()
         self._loader: LoaderProtocol = loader or RoutingLoader(self._ingest)
-        self._snapshots = snapshot_dir
+        self._snapshots = as_snapshot_store(snapshot_dir)
         self._chunking = chunking or ChunkingConfig()
         self._analyzer = analyzer or Analyzer()
         self._lock = asyncio.Lock()
@@ -364,7 +359,10 @@ class Indexer:
                 async for r in self._store.iter_documents()
                 if r.source_class == "snapshot"
             ]
-            await asyncio.to_thread(remove_stale_snapshots, self._snapshots, keep)
+            try:
+                await self._snapshots.remove_stale(keep)
+            except OSError as exc:  # the next ingest sweeps again
+                logger.warning("could not remove stale snapshots: %s", exc.strerror or exc)
             return IngestReport(
                 added=status["added"],
                 updated=status["updated"],
@@ -382,7 +380,7 @@ class Indexer:
         """Write the document (and its vectors), then its snapshot; returns the outcome."""
         assert self._snapshots is not None
         snapshots = self._snapshots
-        path = snapshot_path(snapshots, document.document_id)
+        check_snapshot_id(document.document_id)
         if _unchanged(document, known):
             outcome = "unchanged"
         else:
@@ -391,11 +389,9 @@ class Indexer:
             await writer.finish()
         # Also for an unchanged document: repairs a snapshot an interrupted run
         # left behind or that was edited since.
-        if not await asyncio.to_thread(snapshot_matches, path, document.content):
+        if not await snapshots.matches(document.document_id, document.content):
             try:
-                await asyncio.to_thread(
-                    write_snapshot, snapshots, document.document_id, document.content
-                )
+                await snapshots.write(document.document_id, document.content)
             except OSError as exc:
                 raise IngestionError(
                     f"{document.source}: cannot write its snapshot ({exc.strerror or exc})"

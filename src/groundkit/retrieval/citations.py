@@ -18,7 +18,7 @@ from groundkit.contracts import Citation
 from groundkit.errors import IngestionError, RetrievalError
 from groundkit.extraction import active_extractors
 from groundkit.ingestion.files import read_utf8
-from groundkit.ingestion.snapshots import snapshot_path
+from groundkit.ingestion.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.utils.path_safety import PathEscapeError, ensure_within
 
 __all__ = ["read_source", "resolve_citation", "slice_span", "verify_citation"]
@@ -37,18 +37,29 @@ async def _read_utf8(path: Path, source: str, what: str) -> str:
         ) from None
 
 
-async def _read_snapshot(citation: Citation, snapshot_dir: Path | None) -> str:
-    if snapshot_dir is None:
+async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | None) -> str:
+    store = as_snapshot_store(snapshot_dir)
+    if store is None:
         raise RetrievalError(
             f"cannot check {citation.source!r}: a 'snapshot' citation is read from the "
             "collection's snapshot directory, and no snapshot_dir argument was given",
             verdict="unresolvable",
         )
     try:
-        path = snapshot_path(Path(snapshot_dir), citation.document_id)
+        data = await store.read(citation.document_id)
     except PathEscapeError as exc:
         raise RetrievalError(f"refused: {exc}", verdict="unresolvable") from None
-    return await _read_utf8(path, citation.source, "the snapshot of")
+    except OSError as exc:
+        raise RetrievalError(
+            f"cannot read the snapshot of {citation.source!r}: {exc.strerror or exc}",
+            verdict="unresolvable",
+        ) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RetrievalError(
+            f"the snapshot of {citation.source!r} is no longer valid UTF-8", verdict="unresolvable"
+        ) from None
 
 
 async def _re_extract(citation: Citation, path: Path) -> str:
@@ -73,7 +84,7 @@ async def _re_extract(citation: Citation, path: Path) -> str:
 
 
 async def read_source(
-    citation: Citation, allowed_base_dir: Path, *, snapshot_dir: Path | None = None
+    citation: Citation, allowed_base_dir: Path, *, snapshot_dir: SnapshotLocation | None = None
 ) -> str:
     """The whole text ``citation``'s offsets are measured against, produced now."""
     if citation.source_class == "snapshot":
@@ -100,7 +111,7 @@ def slice_span(text: str, citation: Citation) -> str:
 
 
 async def resolve_citation(
-    citation: Citation, allowed_base_dir: Path, *, snapshot_dir: Path | None = None
+    citation: Citation, allowed_base_dir: Path, *, snapshot_dir: SnapshotLocation | None = None
 ) -> str:
     """The text at ``citation``'s offsets in its source, as the source reads now.
 
@@ -116,7 +127,7 @@ async def verify_citation(
     expected_content: str,
     allowed_base_dir: Path,
     *,
-    snapshot_dir: Path | None = None,
+    snapshot_dir: SnapshotLocation | None = None,
 ) -> bool:
     """True when the source still holds ``expected_content`` at the cited span.
 

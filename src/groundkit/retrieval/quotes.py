@@ -16,6 +16,7 @@ from typing import TypedDict, Unpack
 
 from groundkit.contracts import Citation, FetchResult, QuoteCheck, QuoteVerdict, RetrievalResult
 from groundkit.errors import RetrievalError
+from groundkit.ingestion.snapshots import SnapshotLocation
 from groundkit.retrieval.citations import read_source, slice_span
 
 __all__ = [
@@ -126,7 +127,9 @@ class QuoteChecker:
     holds what it read, so make a new one to see later edits of the sources.
     """
 
-    def __init__(self, allowed_base_dir: Path | str, *, snapshot_dir: Path | None = None) -> None:
+    def __init__(
+        self, allowed_base_dir: Path | str, *, snapshot_dir: SnapshotLocation | None = None
+    ) -> None:
         self.allowed_base_dir = Path(allowed_base_dir)
         self.snapshot_dir = snapshot_dir
         self._sources: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
@@ -223,7 +226,7 @@ class QuoteOptions(TypedDict, total=False):
     """Keywords of ``check_quote`` and ``verify_quote``."""
 
     # <index_dir>/<collection>.snapshots: needed for URL (``snapshot``) citations.
-    snapshot_dir: Path | None
+    snapshot_dir: SnapshotLocation | None
     # The text a bare ``Citation`` was indexed with (results carry their own).
     content: str | None
 

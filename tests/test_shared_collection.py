@@ -1,0 +1,191 @@
+"""Shared collections: PostgreSQL metadata, vectors and snapshots on S3 (moto), many processes."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from groundkit import Collection, ConfigurationError, SearchMode, resolve_citation
+from groundkit.ingestion.snapshots import LocalSnapshots, ObjectSnapshots, as_snapshot_store
+from groundkit.utils.path_safety import PathEscapeError
+from tests.s3_support import S3Server
+from tests.services import run_pythons
+from tests.support import CORPUS, SMALL_CHUNKS, ToyEmbedder, write_tree
+
+DOC = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket; the server's settings in the environment, as a deployment would."""
+    name = f"gk-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(name)
+    for key, value in s3_server.environment.items():
+        monkeypatch.setenv(key, value)
+    return name
+
+
+async def test_snapshots_in_object_storage(bucket: str, s3_server: S3Server) -> None:
+    store = as_snapshot_store(f"s3://{bucket}/snaps", s3_server.storage_options)
+    assert isinstance(store, ObjectSnapshots)
+    assert not await store.matches(DOC, "text")
+    await store.write(DOC, "Gezeiten – tidal text")
+    assert await store.read(DOC) == "Gezeiten – tidal text".encode()
+    assert await store.matches(DOC, "Gezeiten – tidal text")
+    await store.write("f" * 32, "other")
+    assert await store.remove_stale([DOC]) == ["f" * 32]
+    # pyarrow may leave a directory marker ("snaps/"); only the snapshot is an object of ours.
+    assert [k for k in s3_server.keys(bucket, "snaps/") if not k.endswith("/")] == [f"snaps/{DOC}"]
+    for bad in ("../escape", "a/b", ".hidden", "x" * 200):
+        with pytest.raises(PathEscapeError):
+            await store.write(bad, "nope")
+    with pytest.raises(FileNotFoundError):
+        await store.read("e" * 32)
+
+
+async def test_local_snapshots_keep_the_same_rules(tmp_path: Path) -> None:
+    store = as_snapshot_store(tmp_path / "snaps")
+    assert isinstance(store, LocalSnapshots)
+    await store.write(DOC, "text")
+    assert await store.matches(DOC, "text") and await store.read(DOC) == b"text"
+    with pytest.raises(PathEscapeError):
+        await store.read("../escape")
+
+
+def test_location_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="index_dir, or metadata_url"):
+        Collection.open()
+    with pytest.raises(ConfigurationError, match="PostgreSQL URL"):
+        Collection.open(metadata_url="mysql://root:hunter2@db/x")
+
+
+async def test_dense_needs_storage_on_a_shared_collection(
+    postgres_dsn: str, fresh: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError, match="storage_uri"):
+        await Collection.open(
+            name=fresh,
+            metadata_url=postgres_dsn,
+            embedder=ToyEmbedder(),
+            base_dir=tmp_path,
+        )
+
+
+async def test_shared_collection_round_trip(
+    postgres_dsn: str, fresh: str, bucket: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    base = tmp_path / "corpus"
+    write_tree(base, dict(CORPUS))
+    storage = f"s3://{bucket}/groundkit"
+    opened = Collection.open(
+        name=fresh,
+        metadata_url=postgres_dsn,
+        storage_uri=storage,
+        base_dir=base,
+        chunking=SMALL_CHUNKS,
+        embedder=ToyEmbedder(),
+    )
+    async with opened as col:
+        report = await col.ingest(base)
+        assert not report.failed and len(report.added) == len(CORPUS)
+        modes: tuple[SearchMode, ...] = ("bm25", "dense", "hybrid")
+        for mode in modes:
+            found = await col.search("solar panels electricity", 5, mode=mode)
+            assert found.results, mode
+            for r in found.results:
+                assert (await col.fetch_chunk(r.chunk_id)).verification == "verified"
+    assert any(k.startswith(f"groundkit/{fresh}.lance/") for k in s3_server.keys(bucket))
+    # Another process (here: another open) with no base_dir finds the stored absolute one.
+    async with Collection.open(
+        name=fresh, metadata_url=postgres_dsn, storage_uri=storage, embedder=ToyEmbedder()
+    ) as again:
+        assert again.base_dir == base.resolve()
+        assert (await again.verify()).ok
+        hit = (await again.search("wind farms", 1, mode="dense")).results[0]
+        assert await resolve_citation(hit.citation, again.base_dir) == hit.content
+
+
+_WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    from pathlib import Path
+    from groundkit import Collection
+    from tests.support import ToyEmbedder
+
+    dsn, storage, name, base, role, tag, rounds = sys.argv[1:8]
+    rounds = int(rounds)
+
+    async def ingest():
+        try:
+            async with Collection.open(name=name, metadata_url=dsn, storage_uri=storage,
+                                       base_dir=base, embedder=ToyEmbedder()) as col:
+                folder = Path(base) / tag
+                for r in range(rounds):
+                    path = folder / f"{tag}{r:03d}.md"
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(f"Round {r} of writer {tag}: tidal turbines, solar panels.\\n")
+                    report = await col.ingest(folder)
+                    assert not report.failed, report.failed
+        finally:  # searchers stop once both writers have stopped, however they did
+            (Path(base) / f"done-{tag}").write_text("")
+
+    async def search():
+        checked, seen = 0, set()
+        async with Collection.open(name=name, metadata_url=dsn, storage_uri=storage,
+                                   base_dir=base, embedder=ToyEmbedder()) as col:
+            while True:
+                finished = all((Path(base) / f"done-{t}").exists() for t in "ab")
+                for mode in ("bm25", "dense", "hybrid"):
+                    found = await col.search("tidal turbines solar panels", 20, mode=mode)
+                    for r in found.results:
+                        fetched = await col.fetch_chunk(r.chunk_id)
+                        assert fetched.verification == "verified", fetched.detail
+                        checked += 1
+                        seen.add(r.source)
+                if finished:
+                    break
+        print(json.dumps({"checked": checked, "sources": len(seen)}))
+
+    asyncio.run(ingest() if role == "ingest" else search())
+    """
+)
+
+
+async def test_two_ingesting_and_two_searching_processes(
+    postgres_dsn: str, fresh: str, bucket: str, tmp_path: Path
+) -> None:
+    base = tmp_path / "shared"
+    base.mkdir()
+    storage = f"s3://{bucket}/many"
+    # Created (and bound to the embedder) before the workers start.
+    async with Collection.open(
+        name=fresh,
+        metadata_url=postgres_dsn,
+        storage_uri=storage,
+        base_dir=base,
+        embedder=ToyEmbedder(),
+    ) as col:
+        write_tree(base / "seed", {"s.md": "A seed document about tidal turbines.\n"})
+        assert not (await col.ingest(base / "seed")).failed
+    rounds = 8
+    common = [postgres_dsn, storage, fresh, str(base)]
+    argv = [
+        [*common, "ingest", "a", str(rounds)],
+        [*common, "ingest", "b", str(rounds)],
+        [*common, "search", "x", "0"],
+        [*common, "search", "y", "0"],
+    ]
+    assert await run_pythons(_WORKER, argv) == [0, 0, 0, 0]
+    async with Collection.open(
+        name=fresh, metadata_url=postgres_dsn, storage_uri=storage, embedder=ToyEmbedder()
+    ) as col:
+        sources = set(await col.store.get_document_sources())
+        expected = {"seed/s.md"} | {f"{t}/{t}{r:03d}.md" for t in "ab" for r in range(rounds)}
+        assert sources == expected  # no document lost
+        assert (await col.verify()).ok
+        assert await col.store.documents_missing_vectors() == []
+        dense = await col.search("tidal turbines", 100, mode="dense")
+        assert {r.source for r in dense.results} == expected
