@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 import uuid
 from pathlib import Path
@@ -189,3 +190,40 @@ async def test_two_ingesting_and_two_searching_processes(
         assert await col.store.documents_missing_vectors() == []
         dense = await col.search("tidal turbines", 100, mode="dense")
         assert {r.source for r in dense.results} == expected
+
+
+async def test_grk_ingests_searches_and_serves_a_shared_collection(
+    postgres_dsn: str, fresh: str, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI from the environment, then two `grk serve` processes that share nothing but
+    the stores answer the same results."""
+    pytest.importorskip("mcp")
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from groundkit.cli import main
+    from tests.service.test_e2e import GRK, child_env
+    from tests.service.test_server import call
+
+    base = tmp_path / "corpus"
+    write_tree(base, dict(CORPUS))
+    monkeypatch.setenv("GROUNDKIT_METADATA_URL", postgres_dsn)
+    monkeypatch.setenv("GROUNDKIT_STORAGE_URI", f"s3://{bucket}/cli")
+    common = ["--collection", fresh, "--base-dir", str(base), "-q"]
+    assert await asyncio.to_thread(main, ["ingest", str(base), *common]) == 0
+    assert await asyncio.to_thread(main, ["verify", *common]) == 0
+    results = []
+    for attempt in range(2):
+        params = StdioServerParameters(
+            command=str(GRK), args=["serve"], env=child_env(), cwd=str(tmp_path)
+        )
+        with (tmp_path / f"serve{attempt}.log").open("w", encoding="utf-8") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                listed = await call(client, "list_collections")
+                assert fresh in [c["name"] for c in listed["collections"]]
+                found = await call(client, "search", query="wind farms", collection=fresh)
+                first = found["results"][0]["citation"]["chunk_id"]
+                fetched = await call(client, "fetch_chunk", chunk_id=first, collection=fresh)
+                assert fetched["verification"] == "verified"
+                results.append(found["results"])
+    assert results[0] == results[1] and results[0]

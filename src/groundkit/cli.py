@@ -29,7 +29,7 @@ from groundkit.contracts import (
     SearchResponse,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
-from groundkit.index.metadata import SQLiteMetadataStore
+from groundkit.index.location import METADATA_URL_ENV, STORAGE_URI_ENV, StoreLocation
 from groundkit.ingestion.fields import check_fields, parse_field_value
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.filters import FILTER_OPERATORS
@@ -48,6 +48,19 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--index-dir", default=".groundkit", type=Path, help="index directory (./.groundkit)"
+    )
+    common.add_argument(
+        "--metadata-url",
+        default=os.environ.get(METADATA_URL_ENV) or None,
+        help=f"PostgreSQL URL of a shared collection store, instead of --index-dir "
+        f"(default ${METADATA_URL_ENV}; prefer the variable: it keeps the password off "
+        "the command line)",
+    )
+    common.add_argument(
+        "--storage-uri",
+        default=os.environ.get(STORAGE_URI_ENV) or None,
+        help=f"where a shared collection keeps vectors and snapshots: a shared directory or "
+        f"s3://bucket/prefix, configured by the AWS_* variables (default ${STORAGE_URI_ENV})",
     )
     common.add_argument(
         "--collection",
@@ -314,10 +327,10 @@ async def _embedder_for(args: argparse.Namespace, name: str) -> EmbeddingProtoco
         return SentenceTransformerEmbedder(args.embedder)
     if args.command == "search" and args.mode == "bm25":
         return None
-    path = args.index_dir / f"{name}.sqlite3"
-    if not path.exists():
+    location = _location(args, name)
+    if location.metadata_url is None and not (args.index_dir / f"{name}.sqlite3").exists():
         return None
-    store = await SQLiteMetadataStore.open(path, create=False)
+    store = await location.open_metadata(create=args.command == "ingest")
     try:
         manifest = await store.read_manifest()
     finally:
@@ -332,15 +345,27 @@ async def _embedder_for(args: argparse.Namespace, name: str) -> EmbeddingProtoco
     return SentenceTransformerEmbedder(manifest.model_name)
 
 
+def _location(args: argparse.Namespace, name: str) -> StoreLocation:
+    return StoreLocation.resolve(
+        name,
+        index_dir=None if args.metadata_url else args.index_dir,
+        metadata_url=args.metadata_url,
+        storage_uri=args.storage_uri,
+    )
+
+
 def _open(
     args: argparse.Namespace,
     name: str,
     embedder: EmbeddingProtocol | None,
     reranker: RerankerProtocol | None,
 ) -> Any:
+    location = _location(args, name)
     return Collection.open(
-        args.index_dir,
+        location.index_dir,
         name,
+        metadata_url=location.metadata_url,
+        storage_uri=location.storage_uri,
         base_dir=args.base_dir,
         embedder=embedder,
         reranker=reranker,
@@ -403,7 +428,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.collections = list(dict.fromkeys(args.collection or ["default"]))
         if len(args.collections) > 1 and args.command != "search":
             parser.error(f"{args.command} takes one --collection")
-    for name in args.collections if args.command not in ("ingest", "serve") else ():
+    local = args.command not in ("ingest", "serve") and not args.metadata_url
+    for name in args.collections if local else ():
         if not (args.index_dir / f"{name}.sqlite3").exists():
             print(
                 f"grk: error: no collection {name!r} in {str(args.index_dir)!r}; "

@@ -53,6 +53,7 @@ __all__ = [
     "SCHEMA_PREFIX",
     "SCHEMA_VERSION",
     "PostgresMetadataStore",
+    "collection_names",
     "redact_dsn",
     "schema_name",
 ]
@@ -252,20 +253,13 @@ class PostgresMetadataStore:
         """Connect a pool, then create or check the collection's schema."""
         pg = _driver()
         check_collection_name(collection)
-        errors = _driver_errors()
-        try:
+        with _connecting(dsn):
             pool = await pg.create_pool(
                 dsn,
                 min_size=min_connections,
                 max_size=max_connections,
                 timeout=connect_timeout,
             )
-        except (pg.InvalidAuthorizationSpecificationError, pg.InvalidCatalogNameError) as exc:
-            _raise(ConfigurationError, f"cannot connect to {redact_dsn(dsn)}", exc, dsn)
-        except (ValueError, pg.ClientConfigurationError) as exc:
-            _raise(ConfigurationError, f"bad PostgreSQL DSN {redact_dsn(dsn)}", exc, dsn)
-        except errors as exc:
-            _raise(StorageError, f"cannot connect to {redact_dsn(dsn)}", exc, dsn)
         store = cls(pool, dsn, collection)
         try:
             await store._prepare(create)
@@ -698,6 +692,39 @@ def _postings(rows: Sequence[Any]) -> ChunkPostings:
         term_ids=np.frombuffer(b"".join(id_blobs), dtype="<i4").astype(np.int32),
         tfs=np.frombuffer(b"".join(r[2] for r in rows), dtype="<i4").astype(np.int32),
     )
+
+
+@contextmanager
+def _connecting(dsn: str) -> Iterator[None]:
+    """Map a failure to connect: the caller's (DSN, login, database) or the server's."""
+    pg = _driver()
+    try:
+        yield
+    except (pg.InvalidAuthorizationSpecificationError, pg.InvalidCatalogNameError) as exc:
+        _raise(ConfigurationError, f"cannot connect to {redact_dsn(dsn)}", exc, dsn)
+    except (ValueError, pg.ClientConfigurationError) as exc:
+        _raise(ConfigurationError, f"bad PostgreSQL DSN {redact_dsn(dsn)}", exc, dsn)
+    except _driver_errors() as exc:
+        _raise(StorageError, f"cannot connect to {redact_dsn(dsn)}", exc, dsn)
+
+
+async def collection_names(dsn: str, *, connect_timeout: float = 30.0) -> list[str]:
+    """Names of the groundkit collections in the database at ``dsn``, sorted."""
+    pg = _driver()
+    with _connecting(dsn):
+        conn = await pg.connect(dsn, timeout=connect_timeout)
+        try:
+            schemas = await conn.fetch(
+                "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)", SCHEMA_PREFIX
+            )
+            names = []
+            for row in schemas:
+                state = f"{_quote(row['nspname'])}.state"
+                if await conn.fetchval("SELECT to_regclass($1)", state) is not None:
+                    names.append(await conn.fetchval(f"SELECT collection FROM {state}"))
+        finally:
+            await conn.close()
+    return sorted(str(n) for n in names if n)
 
 
 def _raise(kind: type[GroundkitError], what: str, exc: BaseException, dsn: str) -> NoReturn:

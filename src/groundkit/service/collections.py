@@ -1,4 +1,5 @@
-"""The server's collections: found in one index directory, opened on first use, reused.
+"""The server's collections: found in one index directory (or one PostgreSQL database),
+opened on first use, reused.
 
 A long-running server must answer from what is on disk *now*. A BM25-only
 ``Collection`` already notices a new generation and rebuilds its Retriever on
@@ -17,9 +18,10 @@ so a re-ingest never pulls a store out from under a running search.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +32,8 @@ from groundkit.collection import Collection
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import CollectionManifest, EmbeddingIdentity
 from groundkit.errors import StorageError
-from groundkit.index.metadata import COLLECTION_NAME_PATTERN, SQLiteMetadataStore
+from groundkit.index.location import StoreLocation
+from groundkit.index.metadata import COLLECTION_NAME_PATTERN, check_collection_name
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.sensitivity import check_clearance
@@ -88,8 +91,11 @@ class CollectionRegistry:
 
     def __init__(
         self,
-        index_dir: str | Path,
+        index_dir: str | Path | None = None,
         *,
+        metadata_url: str | None = None,
+        storage_uri: str | Path | None = None,
+        storage_options: Mapping[str, str] | None = None,
         base_dir: str | Path | None = None,
         retrieval: RetrievalConfig | None = None,
         reranker: RerankerProtocol | None = None,
@@ -98,7 +104,15 @@ class CollectionRegistry:
     ) -> None:
         # Every collection is opened with it: nothing above it leaves the server.
         self.clearance = check_clearance(clearance)
-        self.index_dir = Path(os.path.realpath(index_dir))
+        # Validated now, with a placeholder name: a bad URL fails at start-up.
+        self._where = StoreLocation.resolve(
+            "default",
+            index_dir=index_dir,
+            metadata_url=metadata_url,
+            storage_uri=storage_uri,
+            storage_options=storage_options,
+        )
+        self.index_dir = self._where.index_dir
         self.base_dir = Path(os.path.realpath(base_dir)) if base_dir is not None else None
         self.reranker = reranker
         self._retrieval = retrieval
@@ -109,13 +123,25 @@ class CollectionRegistry:
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
 
+    @property
+    def where(self) -> str:
+        """What the collections live in, safe to print (no password)."""
+        return str(self.index_dir) if self._where.metadata_url is None else self._where.describe()
+
+    def location(self, name: str) -> StoreLocation:
+        return dataclasses.replace(self._where, name=check_collection_name(name))
+
     async def names(self) -> list[str]:
-        """Names of the collections in the index directory, sorted."""
+        """Names of the collections in the index directory or database, sorted."""
+        if self._where.metadata_url is not None:
+            from groundkit.index.postgres import collection_names
+
+            return await collection_names(self._where.metadata_url)
         return await asyncio.to_thread(self._scan)
 
     def _scan(self) -> list[str]:
         try:
-            entries = list(os.scandir(self.index_dir))
+            entries = list(os.scandir(self._where.index_dir or "."))
         except OSError:
             return []
         names = (e.name[: -len(_SUFFIX)] for e in entries if e.name.endswith(_SUFFIX))
@@ -125,7 +151,7 @@ class CollectionRegistry:
         """Sizes and embedding identity of ``name``, read without opening it for search
         (so no embedding model is loaded)."""
         await self._check_known(name)
-        store = await SQLiteMetadataStore.open(self.index_dir / f"{name}{_SUFFIX}", create=False)
+        store = await self.location(name).open_metadata(create=False)
         try:
             manifest = await store.read_manifest()
             return CollectionInfo(
@@ -227,8 +253,8 @@ class CollectionRegistry:
 
     async def _open(self, name: str) -> _Entry:
         await self._check_known(name)
-        path = self.index_dir / f"{name}{_SUFFIX}"
-        store = await SQLiteMetadataStore.open(path, create=False)
+        location = self.location(name)
+        store = await location.open_metadata(create=False)
         try:
             # Read before the collection opens its vector handle: a write landing
             # in between then shows up as a newer generation, never a missed one.
@@ -238,8 +264,11 @@ class CollectionRegistry:
             await store.close()
         embedder = None if manifest is None else await self._embedder(manifest)
         collection = await Collection.open(
-            self.index_dir,
+            location.index_dir,
             name,
+            metadata_url=location.metadata_url,
+            storage_uri=location.storage_uri,
+            storage_options=location.storage_options,
             base_dir=self.base_dir,
             retrieval=self._retrieval,
             embedder=embedder,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from groundkit.contracts import SENSITIVITY_LEVELS
 from groundkit.errors import ConfigurationError
+from groundkit.index.location import METADATA_URL_ENV, STORAGE_URI_ENV
 from groundkit.retrieval.rerank import CrossEncoderReranker
 from groundkit.service.collections import CollectionRegistry
 from groundkit.service.transport import (
@@ -41,6 +42,17 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         type=Path,
         default=None,
         help="directory sources are relative to (default: the one stored with each collection)",
+    )
+    serve.add_argument(
+        "--metadata-url",
+        default=os.environ.get(METADATA_URL_ENV) or None,
+        help=f"serve the collections of this PostgreSQL database instead of --index-dir "
+        f"(default ${METADATA_URL_ENV})",
+    )
+    serve.add_argument(
+        "--storage-uri",
+        default=os.environ.get(STORAGE_URI_ENV) or None,
+        help=f"vectors and snapshots of shared collections (default ${STORAGE_URI_ENV})",
     )
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP address ({DEFAULT_HOST})")
@@ -75,7 +87,9 @@ def run_serve(args: argparse.Namespace) -> int:
     if not 1 <= args.port <= 65535:
         raise ConfigurationError(f"--port must be from 1 to 65535, got {args.port}")
     registry = CollectionRegistry(
-        args.index_dir,
+        None if args.metadata_url else args.index_dir,
+        metadata_url=args.metadata_url,
+        storage_uri=args.storage_uri,
         base_dir=args.base_dir,
         reranker=CrossEncoderReranker(args.rerank) if args.rerank else None,
         clearance=args.clearance,
@@ -97,7 +111,7 @@ async def _serve(
     names = await registry.names()
     if not names:
         raise ConfigurationError(
-            f"no collections in {str(registry.index_dir)!r}; run 'grk ingest PATH' first"
+            f"no collections in {registry.where!r}; run 'grk ingest PATH' first"
         )
 
     def ready(where: str) -> None:
