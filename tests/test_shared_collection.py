@@ -227,3 +227,44 @@ async def test_grk_ingests_searches_and_serves_a_shared_collection(
                 assert fetched["verification"] == "verified"
                 results.append(found["results"])
     assert results[0] == results[1] and results[0]
+
+
+def test_readme_shared_example_runs(
+    postgres_dsn: str, fresh: str, bucket: str, tmp_path: Path
+) -> None:
+    """The README's `grk ingest` and `grk search` lines, against the test servers."""
+    import re
+    import shlex
+    import subprocess
+
+    from tests.service.test_e2e import GRK, child_env
+    from tests.services import REPO_ROOT
+
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Running on more than one machine", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block is not None
+    commands = [
+        shlex.split(line.split("  #")[0])
+        for line in block.group(1).splitlines()
+        if line.startswith(("grk ingest", "grk search"))
+    ]
+    assert [c[:2] for c in commands] == [["grk", "ingest"], ["grk", "search"]]
+    write_tree(tmp_path / "handbook", {"oncall.md": "The on-call rota changes every Monday.\n"})
+    env = child_env(
+        GROUNDKIT_METADATA_URL=postgres_dsn, GROUNDKIT_STORAGE_URI=f"s3://{bucket}/readme"
+    )
+    outputs = []
+    for command in commands:
+        done = subprocess.run(
+            [str(GRK), *command[1:], "--collection", fresh],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert "oncall.md" in outputs[1]

@@ -55,6 +55,7 @@ from groundkit.index.analyzer import Analyzer
 from groundkit.index.bm25 import BM25Index
 from groundkit.index.dense import LanceDBVectorStore, VectorHit, VectorStoreProtocol
 from groundkit.index.metadata import SQLiteMetadataStore
+from groundkit.index.postgres import PostgresMetadataStore
 from groundkit.index.protocols import LexicalIndexProtocol, MetadataStoreProtocol
 from groundkit.ingestion.chunking import chunk_document, chunk_spans
 from groundkit.ingestion.dispatch import RoutingLoader
@@ -62,6 +63,7 @@ from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
 from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.ingestion.snapshots import SnapshotStore
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.providers import (
     EmbeddingProtocol,
@@ -137,6 +139,7 @@ __all__ = [
     "OpenAICompatibleEmbedder",
     "PdfExtractor",
     "PdfLoader",
+    "PostgresMetadataStore",
     "QuoteCheck",
     "QuoteVerdict",
     "RerankerNotConfiguredError",
@@ -150,6 +153,7 @@ __all__ = [
     "SearchMode",
     "SearchResponse",
     "SentenceTransformerEmbedder",
+    "SnapshotStore",
     "SourceClass",
     "StorageError",
     "UrlLoader",
