@@ -268,3 +268,14 @@ def test_readme_shared_example_runs(
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout)
     assert "oncall.md" in outputs[1]
+
+
+def test_cli_never_prints_the_database_password(capsys: pytest.CaptureFixture[str]) -> None:
+    from groundkit.cli import main
+
+    url = "postgresql://reader:s3cret-pw-42@127.0.0.1:1/groundkit"
+    for argv in (["search", "x"], ["ingest", "."], ["verify"]):
+        assert main([*argv, "--metadata-url", url, "--collection", "docs", "-q"]) == 2
+        out, err = capsys.readouterr()
+        assert "s3cret-pw-42" not in out + err
+        assert "grk: error:" in err and "***" in err
