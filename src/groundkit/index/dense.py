@@ -128,7 +128,7 @@ def refine_factor_for(limit: int) -> int:
     4-bit codes misorder close neighbours, so a small ``limit`` is widened to
     ``_REFINE_MIN_CANDIDATES`` re-scored rows; a large one (hybrid asks for 100)
     only doubles, since each re-scored row is a random read of its vector (at 1M
-    rows 540 of them cost about 10 ms more than 216, for recall@100 1.0 against
+    rows 540 of them cost 10-15 ms more than 216, for recall@100 1.0 against
     0.994).
     """
     if limit < 1:
