@@ -129,6 +129,19 @@ async def _vector_rows(sizes: list[int], options: dict[str, str], queries: int) 
     return rows
 
 
+def _ratio_lines(rows: list[list[str]]) -> list[str]:
+    """PostgreSQL against SQLite per corpus, from the table's rows (SQLite row first)."""
+    lines = []
+    for lite, pg in zip(rows[::2], rows[1::2], strict=True):
+        open_ratio = float(pg[5].replace(",", "")) / float(lite[5].replace(",", ""))
+        p50_ratio = float(pg[6]) / float(lite[6])
+        lines.append(
+            f"- {lite[0]}: PostgreSQL / SQLite `Retriever.open` = {open_ratio:.2f}×, "
+            f"search p50 = {p50_ratio:.2f}×"
+        )
+    return [*lines, ""] if lines else []
+
+
 async def _run(args: argparse.Namespace) -> list[str]:
     with _servers(args.dsn, args.s3_endpoint) as (dsn, options):
         sizes = [parse_size(s) for s in args.sizes.split(",") if s]
@@ -154,6 +167,7 @@ async def _run(args: argparse.Namespace) -> list[str]:
             pg_rows,
         ),
         "",
+        *_ratio_lines(pg_rows),
         "### Vectors: dense query latency on S3 against a local directory",
         "",
         f"Seeded clustered {_DIM}-d unit vectors, written in batches of {_BATCH:,} and "
