@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from groundkit import Collection, ConfigurationError, SearchMode, resolve_citation
-from groundkit.ingestion.snapshots import LocalSnapshots, ObjectSnapshots, as_snapshot_store
-from groundkit.utils.path_safety import PathEscapeError
 from tests.s3_support import S3Server
 from tests.services import run_pythons
 from tests.support import CORPUS, SMALL_CHUNKS, ToyEmbedder, write_tree
-
-DOC = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture
@@ -27,33 +23,6 @@ def bucket(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
     for key, value in s3_server.environment.items():
         monkeypatch.setenv(key, value)
     return name
-
-
-async def test_snapshots_in_object_storage(bucket: str, s3_server: S3Server) -> None:
-    store = as_snapshot_store(f"s3://{bucket}/snaps", s3_server.storage_options)
-    assert isinstance(store, ObjectSnapshots)
-    assert not await store.matches(DOC, "text")
-    await store.write(DOC, "Gezeiten – tidal text")
-    assert await store.read(DOC) == "Gezeiten – tidal text".encode()
-    assert await store.matches(DOC, "Gezeiten – tidal text")
-    await store.write("f" * 32, "other")
-    assert await store.remove_stale([DOC]) == ["f" * 32]
-    # pyarrow may leave a directory marker ("snaps/"); only the snapshot is an object of ours.
-    assert [k for k in s3_server.keys(bucket, "snaps/") if not k.endswith("/")] == [f"snaps/{DOC}"]
-    for bad in ("../escape", "a/b", ".hidden", "x" * 200):
-        with pytest.raises(PathEscapeError):
-            await store.write(bad, "nope")
-    with pytest.raises(FileNotFoundError):
-        await store.read("e" * 32)
-
-
-async def test_local_snapshots_keep_the_same_rules(tmp_path: Path) -> None:
-    store = as_snapshot_store(tmp_path / "snaps")
-    assert isinstance(store, LocalSnapshots)
-    await store.write(DOC, "text")
-    assert await store.matches(DOC, "text") and await store.read(DOC) == b"text"
-    with pytest.raises(PathEscapeError):
-        await store.read("../escape")
 
 
 def test_location_errors(tmp_path: Path) -> None:
