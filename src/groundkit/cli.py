@@ -29,14 +29,14 @@ from groundkit.contracts import (
     SearchResponse,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
-from groundkit.index.location import METADATA_URL_ENV, STORAGE_URI_ENV, StoreLocation
+from groundkit.index.location import StoreLocation
 from groundkit.ingestion.fields import check_fields, parse_field_value
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import SEARCH_MODES
-from groundkit.service.command import add_serve_parser, run_serve
+from groundkit.service.command import add_location_arguments, add_serve_parser, run_serve
 
 __all__ = ["main"]
 
@@ -49,19 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--index-dir", default=".groundkit", type=Path, help="index directory (./.groundkit)"
     )
-    common.add_argument(
-        "--metadata-url",
-        default=os.environ.get(METADATA_URL_ENV) or None,
-        help=f"PostgreSQL URL of a shared collection store, instead of --index-dir "
-        f"(default ${METADATA_URL_ENV}; prefer the variable: it keeps the password off "
-        "the command line)",
-    )
-    common.add_argument(
-        "--storage-uri",
-        default=os.environ.get(STORAGE_URI_ENV) or None,
-        help=f"where a shared collection keeps vectors and snapshots: a shared directory or "
-        f"s3://bucket/prefix, configured by the AWS_* variables (default ${STORAGE_URI_ENV})",
-    )
+    add_location_arguments(common)
     common.add_argument(
         "--collection",
         action="append",

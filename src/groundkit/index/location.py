@@ -17,7 +17,12 @@ from pathlib import Path
 from groundkit.errors import ConfigurationError
 from groundkit.index.metadata import SQLiteMetadataStore, check_collection_name
 from groundkit.index.protocols import MetadataStoreProtocol
-from groundkit.ingestion.snapshots import SnapshotStore, as_snapshot_store, is_object_uri
+from groundkit.ingestion.snapshots import (
+    SnapshotStore,
+    as_snapshot_store,
+    is_object_uri,
+    snapshot_dir_for,
+)
 
 __all__ = ["METADATA_URL_ENV", "STORAGE_URI_ENV", "StoreLocation", "storage_options_from_env"]
 
@@ -104,7 +109,7 @@ class StoreLocation:
         if root is None:
             return None
         if isinstance(root, Path):
-            return as_snapshot_store(root / f"{self.name}.snapshots")
+            return as_snapshot_store(snapshot_dir_for(root, self.name))
         return as_snapshot_store(f"{root}/{self.name}.snapshots", self.storage_options)
 
     async def open_metadata(self, *, create: bool = True) -> MetadataStoreProtocol:

@@ -19,7 +19,7 @@ from groundkit.index.protocols import ChunkOwners, MetadataStoreProtocol
 from groundkit.retrieval.filters import Filter, field_kinds
 from groundkit.retrieval.sensitivity import visible
 
-__all__ = ["Allowed", "Scope"]
+__all__ = ["EVERYTHING", "Allowed", "Scope"]
 
 _CACHE_SIZE = 64
 
@@ -40,7 +40,7 @@ class Allowed:
         return self.document_ids is not None and not self.document_ids
 
 
-_EVERYTHING = Allowed(None, None)
+EVERYTHING = Allowed(None, None)
 
 
 class Scope:
@@ -81,7 +81,7 @@ class Scope:
             for i in np.flatnonzero(docs).tolist():
                 docs[i] = flt.matches(self._fields[i])
         if docs.all():
-            allowed = _EVERYTHING
+            allowed = EVERYTHING
         else:
             # The appended False is where the -1 owners of vanished chunks land.
             mask = np.append(docs, False)[self._position_owner]

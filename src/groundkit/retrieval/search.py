@@ -46,7 +46,7 @@ from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.filters import Filter, parse_filters
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.rerank import RerankerProtocol
-from groundkit.retrieval.scope import Allowed, Scope
+from groundkit.retrieval.scope import EVERYTHING, Allowed, Scope
 from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 
@@ -287,7 +287,7 @@ class Retriever:
     async def _allowed(self, flt: Filter | None) -> Allowed:
         """Where this search may look: everything, unless a filter or clearance says not."""
         if flt is None and self.clearance is None:
-            return Allowed(None, None)
+            return EVERYTHING
         async with self._scope_lock:
             if self._scope is None:
                 self._scope = await Scope.load(self._store, self._lexical.keys, self.clearance)

@@ -23,7 +23,7 @@ from groundkit.service.transport import (
     run_server,
 )
 
-__all__ = ["add_serve_parser", "run_serve"]
+__all__ = ["add_location_arguments", "add_serve_parser", "run_serve"]
 
 
 def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,17 +43,7 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         default=None,
         help="directory sources are relative to (default: the one stored with each collection)",
     )
-    serve.add_argument(
-        "--metadata-url",
-        default=os.environ.get(METADATA_URL_ENV) or None,
-        help=f"serve the collections of this PostgreSQL database instead of --index-dir "
-        f"(default ${METADATA_URL_ENV})",
-    )
-    serve.add_argument(
-        "--storage-uri",
-        default=os.environ.get(STORAGE_URI_ENV) or None,
-        help=f"vectors and snapshots of shared collections (default ${STORAGE_URI_ENV})",
-    )
+    add_location_arguments(serve)
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP address ({DEFAULT_HOST})")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
@@ -77,6 +67,22 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     serve.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     serve.add_argument("-q", "--quiet", action="store_true", help="errors only")
+
+
+def add_location_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--metadata-url`` and ``--storage-uri`` (shared collections), for grk and grk serve."""
+    parser.add_argument(
+        "--metadata-url",
+        default=os.environ.get(METADATA_URL_ENV) or None,
+        help=f"PostgreSQL URL of shared collections, instead of --index-dir (default "
+        f"${METADATA_URL_ENV}; prefer the variable: it keeps the password off the command line)",
+    )
+    parser.add_argument(
+        "--storage-uri",
+        default=os.environ.get(STORAGE_URI_ENV) or None,
+        help=f"where shared collections keep vectors and snapshots: a shared directory or "
+        f"s3://bucket/prefix, configured by the AWS_* variables (default ${STORAGE_URI_ENV})",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
