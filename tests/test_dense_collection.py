@@ -42,6 +42,8 @@ from tests.support import (
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 
+HYBRID_STAGES = {"bm25_ms", "bm25_rows_ms", "candidates_ms", "hydrate_ms", "fusion_ms"}
+
 
 async def open_dense(
     index_dir: Path, base: Path, embedder: EmbeddingProtocol | None = None
@@ -71,6 +73,8 @@ async def test_dense_and_hybrid_results_verify(index_dir: Path, corpus_dir: Path
             for query in QUERIES:
                 response = await col.search(query, 5, mode=mode)
                 assert response.metadata["stage"] == ("fusion" if mode == "hybrid" else "dense")
+                stages = {"embed_ms", "vector_ms"} | (HYBRID_STAGES if mode == "hybrid" else set())
+                assert set(response.metadata["timings_ms"]) == stages
                 assert response.results
                 assert all(r.score >= 0 for r in response.results)
                 await assert_all_verify(response.results, corpus_dir)

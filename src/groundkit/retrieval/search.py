@@ -349,17 +349,20 @@ class Retriever:
         clock = time.perf_counter()
         terms = self._analyzer.terms(query)
 
-        async def lexical_side() -> list[LexicalHit]:
+        async def lexical_side() -> tuple[list[LexicalHit], Mapping[int, StoredChunk]]:
+            # The candidates' rows are read here, while the vector search (the
+            # slower side) is still running, not after both sides are in.
             started = time.perf_counter()
             hits = await self._lexical_hits(terms, depth, None, allowed)
-            timings["bm25_ms"] = (time.perf_counter() - started) * 1000
-            return hits
+            started = _lap(timings, "bm25_ms", started)
+            rows = await self._rows_for_keys([h.key for h in hits])
+            _lap(timings, "bm25_rows_ms", started)
+            return hits, rows
 
-        lexical, dense = await asyncio.gather(
+        (lexical, lex_rows), dense = await asyncio.gather(
             lexical_side(), self._dense_hits(query, depth, timings, allowed)
         )
         clock = _lap(timings, "candidates_ms", clock)
-        lex_rows = await self._rows_for_keys([h.key for h in lexical])
         found = [(lex_rows[h.key], h.score) for h in lexical if h.key in lex_rows]
         known = {row.chunk_id: row for row, _ in found}
         lex_scored = [(row.chunk_id, score) for row, score in found]
