@@ -1,0 +1,224 @@
+"""Where a full-recall vector search spends its time, and what the alternatives cost.
+
+Runs on a collection ``evals.bench_hybrid`` prepared (hashed vectors, the
+store's IVF_RQ index), at hybrid's ask of 100 rows (108 with the tie pad):
+
+    python -m evals.vector_costs --dir evals/out/bench_hybrid/synthetic-1m \\
+        --out docs/benchmarks-vector-costs.md
+
+LanceDB is timed in parts: the index scan alone (row ids only), the scan plus
+the id columns, the store's default query (plus re-scoring 2x the rows on the
+float32 vectors), and the random reads of those vectors on their own. The
+alternatives hold the vectors in this process: a float32 matrix-vector product
+(numpy, and bfloat16 through torch when installed) and sign-bit codes with
+exact re-scoring. Recall is against exact search on the same vectors. Queries
+run interleaved, so load on the shared cores hits every method alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from evals.bench_hybrid import HashEmbedder
+from evals.machine import command_line, machine_lines, markdown_table
+from groundkit.index.dense import LanceDBVectorStore
+
+__all__ = ["main"]
+
+_K = 108  # hybrid's 100 candidates plus the store's tie pad
+_Matrix = npt.NDArray[np.float32]
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _recall(found: list[list[int]], exact: npt.NDArray[np.intp], k: int) -> float:
+    """Mean share of each query's exact top k that ``found``'s top k holds."""
+    shares = [
+        len(set(got[:k]) & set(truth[:k].tolist())) / k
+        for got, truth in zip(found, exact, strict=True)
+    ]
+    return float(np.mean(shares))
+
+
+class _Method:
+    def __init__(self, name: str, run: Callable[[int], Awaitable[list[int]]]) -> None:
+        self.name, self.run = name, run
+        self.ms: list[float] = []
+        self.cpu: list[float] = []
+        self.found: list[list[int]] = []
+
+
+async def _measure(root: Path, n_queries: int, sign_candidates: list[int]) -> list[str]:
+    embedder = HashEmbedder()
+    dims = embedder.dimensions
+    store = await LanceDBVectorStore.open(root / "index", "bench", dims, create=False)
+    table: Any = store._table  # evals only: timing LanceDB's parts needs the raw table
+    try:
+        kind = await store.ann_index_type()
+        started = time.perf_counter()
+        data = await table.query().with_row_id().select(["vector"]).to_arrow()
+        rowids: npt.NDArray[np.uint64] = data["_rowid"].to_numpy()
+        flat = data["vector"].combine_chunks().flatten().to_numpy()
+        matrix: _Matrix = flat.reshape(len(rowids), -1)
+        load_s = time.perf_counter() - started
+        queries: list[str] = json.loads((root / "queries.json").read_text("utf-8"))[:n_queries]
+        vectors: _Matrix = embedder.embed_sync(queries)
+        exact = np.argsort(-(vectors @ matrix.T), axis=1, kind="stable")[:, :100]
+
+        def lance(refine: bool, columns: list[str]) -> Callable[[int], Awaitable[list[int]]]:
+            async def run(i: int) -> list[int]:
+                q = table.query().nearest_to(vectors[i]).column("vector")
+                q = q.distance_type("cosine").nprobes(1 << 30).limit(_K).with_row_id()
+                if refine:
+                    q = q.refine_factor(2)
+                found = await q.select(columns).to_arrow()
+                return list(found["_rowid"].to_pylist())
+
+            return run
+
+        async def take(i: int) -> list[int]:
+            found = await lance(False, ["_distance"])(i)
+            wanted = sorted(found * 2)[: 2 * _K]
+            started = time.perf_counter()
+            await table.take_row_ids(wanted).select(["vector"]).to_arrow()
+            take_ms.append((time.perf_counter() - started) * 1000)
+            return []
+
+        take_ms: list[float] = []
+        position = {int(r): n for n, r in enumerate(rowids)}
+
+        async def numpy_scan(i: int) -> list[int]:
+            scores = matrix @ vectors[i]
+            top = np.argpartition(-scores, _K)[:_K]
+            return [int(rowids[j]) for j in top[np.argsort(-scores[top], kind="stable")]]
+
+        methods = [
+            _Method("LanceDB: index scan, row ids only", lance(False, ["_distance"])),
+            _Method("LanceDB: index scan + id columns", lance(False, ["chunk_id", "document_id"])),
+            _Method(
+                "LanceDB: + re-score 2× on float32 (what the store runs)",
+                lance(True, ["chunk_id", "document_id", "_distance"]),
+            ),
+            _Method("in memory: float32 matrix × vector (numpy)", numpy_scan),
+        ]
+        try:
+            import torch
+
+            bf16 = torch.from_numpy(matrix).to(torch.bfloat16)
+
+            async def torch_scan(i: int) -> list[int]:
+                scores = torch.mv(bf16, torch.from_numpy(vectors[i]).to(torch.bfloat16))
+                top = torch.topk(scores.float(), _K).indices.numpy()
+                return [int(rowids[j]) for j in top]
+
+            methods.append(_Method("in memory: bfloat16 matrix × vector (torch)", torch_scan))
+        except ImportError:
+            pass
+        signs = np.packbits(matrix > 0, axis=1).view(np.uint64)
+        for n in sign_candidates:
+
+            def sign_scan(i: int, n: int = n) -> Awaitable[list[int]]:
+                async def run() -> list[int]:
+                    code = np.packbits(vectors[i] > 0).view(np.uint64)
+                    distance = np.bitwise_count(signs ^ code).sum(axis=1, dtype=np.uint16)
+                    pool = np.argpartition(distance, n)[:n]
+                    scores = matrix[pool] @ vectors[i]
+                    best = pool[np.argsort(-scores, kind="stable")[:_K]]
+                    return [int(rowids[j]) for j in best]
+
+                return run()
+
+            methods.append(_Method(f"in memory: sign bits, re-score {n:,} exactly", sign_scan))
+        reads = _Method("LanceDB: the 216 float32 reads alone (sorted take)", take)
+        every = [*methods, reads]
+        for method in every:
+            await method.run(0)  # warm-up
+        take_ms.clear()
+        defaults: list[float] = []
+        for i in range(len(queries)):
+            for method in every:
+                wall, cpu = time.perf_counter(), _cpu_s()
+                method.found.append(await method.run(i))
+                method.ms.append((time.perf_counter() - wall) * 1000)
+                method.cpu.append(_cpu_s() - cpu)
+            started = time.perf_counter()
+            await store.query(vectors[i], 100)
+            defaults.append((time.perf_counter() - started) * 1000)
+        reads.ms = take_ms
+        base = statistics.median(defaults)
+        rows = []
+        for method in every:
+            p50 = statistics.median(method.ms)
+            recall = ["–", "–"]
+            if method.found[0]:
+                got = [[position[r] for r in found] for found in method.found]
+                recall = [f"{_recall(got, exact, 10):.3f}", f"{_recall(got, exact, 100):.3f}"]
+            cores = sum(method.cpu) / (sum(method.ms) / 1000) if method is not reads else None
+            rows.append(
+                [
+                    method.name,
+                    f"{p50:.1f}",
+                    f"{float(np.percentile(method.ms, 95)):.1f}",
+                    *recall,
+                    "–" if cores is None else f"{cores:.2f}",
+                    f"{p50 / base:.2f}×",
+                ]
+            )
+        header = ["method (k = 108)", "p50 ms", "p95 ms", "recall@10", "recall@100"]
+        return [
+            "# Where the vector search time goes",
+            "",
+            "Generated by `evals/vector_costs.py`; do not edit by hand.",
+            "",
+            f"Command: `{command_line()}`",
+            "",
+            f"{len(rowids):,} hashed 384-d vectors (`evals.bench_hybrid`'s `HashEmbedder`), "
+            f"index {kind}; {len(queries)} queries, each run by every method in turn. The "
+            f"baseline is `LanceDBVectorStore.query(vector, 100)` with the shipped defaults, "
+            f"timed in the same loop: p50 {base:.1f} ms. *cores busy* is process CPU time over "
+            "wall time. Recall is against exact search (numpy, float32). The in-memory "
+            f"methods first read every vector into this process ({load_s:.1f} s, "
+            f"{matrix.nbytes / 2**20:,.0f} MB as float32).",
+            "",
+            markdown_table([*header, "cores busy", "× store p50"], rows),
+            "",
+            "Machine:",
+            "",
+            *machine_lines(),
+            "",
+        ]
+    finally:
+        await store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.vector_costs", description=__doc__)
+    parser.add_argument("--dir", type=Path, required=True, help="a bench_hybrid synthetic dir")
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--sign-candidates", default="1000,4000")
+    parser.add_argument("--out", type=Path, help="write the page here as well")
+    args = parser.parse_args(argv)
+    pool = [int(n) for n in args.sign_candidates.split(",") if n.strip()]
+    text = "\n".join(asyncio.run(_measure(args.dir, args.queries, pool)))
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
