@@ -126,7 +126,7 @@ class CollectionRegistry:
     @property
     def where(self) -> str:
         """What the collections live in, safe to print (no password)."""
-        return str(self.index_dir) if self._where.metadata_url is None else self._where.describe()
+        return self._where.describe() if self._where.shared else str(self._where.index_dir)
 
     def location(self, name: str) -> StoreLocation:
         return dataclasses.replace(self._where, name=check_collection_name(name))
@@ -140,8 +140,9 @@ class CollectionRegistry:
         return await asyncio.to_thread(self._scan)
 
     def _scan(self) -> list[str]:
+        assert self._where.index_dir is not None  # a local registry always has one
         try:
-            entries = list(os.scandir(self._where.index_dir or "."))
+            entries = list(os.scandir(self._where.index_dir))
         except OSError:
             return []
         names = (e.name[: -len(_SUFFIX)] for e in entries if e.name.endswith(_SUFFIX))
