@@ -22,7 +22,7 @@ from typing import Any
 
 from evals.bench_hybrid import HashEmbedder
 from evals.machine import command_line, markdown_table
-from groundkit.index.dense import LanceDBVectorStore
+from groundkit.storage.lancedb import LanceDBVectorStore
 
 __all__ = ["main"]
 

@@ -50,7 +50,7 @@ from evals.machine import (
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from evals.synthetic import write_corpus as write_synthetic
 from groundkit import Analyzer, ChunkingConfig, Collection
-from groundkit.index.metadata import SCHEMA_VERSION
+from groundkit.storage.sqlite import SCHEMA_VERSION
 
 __all__ = ["main"]
 
@@ -218,6 +218,7 @@ def _load(root: Path) -> tuple[list[str], list[str]]:
 
 def _work_groundkit(root: Path, repeat: int, max_queries: int) -> dict[str, Any]:
     from groundkit import Retriever, SQLiteMetadataStore
+    from groundkit.storage.location import metadata_path
 
     queries = json.loads((root / "queries.json").read_text(encoding="utf-8"))[:max_queries]
     rows = json.loads((root / "rows.json").read_text(encoding="utf-8"))
@@ -225,7 +226,7 @@ def _work_groundkit(root: Path, repeat: int, max_queries: int) -> dict[str, Any]
     del rows
 
     async def run() -> dict[str, Any]:
-        store = await SQLiteMetadataStore.for_collection(root / "index", "bench", create=False)
+        store = await SQLiteMetadataStore.open(metadata_path(root / "index", "bench"), create=False)
         try:
             base = rss_mb("VmRSS")
             times: list[float] = []

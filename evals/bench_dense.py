@@ -7,7 +7,7 @@ normalised), which is closer to sentence embeddings than uniform noise and
 harder for an IVF index than well-separated blobs. Queries are fresh draws
 from the same mixture. The truth is a numpy brute-force top 10 by cosine.
 
-One table serves both measurements: written through ``upsert`` (documents of
+One table serves both measurements: written through ``upsert_documents`` (documents of
 ``--chunks-per-doc`` rows), searched exactly, then ``optimize()`` with the
 threshold lowered builds the ANN index, and the same queries run again. Each
 query also runs restricted to every document (the Retriever's common case), to
@@ -32,7 +32,8 @@ import numpy.typing as npt
 
 from evals.beir import percentile
 from evals.machine import command_line, machine_lines
-from groundkit.index.dense import LanceDBVectorStore, VectorHit
+from groundkit.storage.lancedb import LanceDBVectorStore
+from groundkit.storage.protocols import VectorHit
 
 __all__ = ["clustered_vectors", "main"]
 
@@ -116,7 +117,9 @@ async def run(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         for d, doc_id in enumerate(doc_ids):
             lo, hi = d * per_doc, min(rows, (d + 1) * per_doc)
-            await store.upsert(doc_id, [f"{i:09d}" for i in range(lo, hi)], data[lo:hi])
+            await store.upsert_documents(
+                [(doc_id, [f"{i:09d}" for i in range(lo, hi)], data[lo:hi])]
+            )
         ingest_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         await store.optimize()

@@ -70,9 +70,9 @@ from groundkit import (
     SentenceTransformerEmbedder,
     chunk_spans,
 )
-from groundkit.index.dense import DEFAULT_ANN_THRESHOLD, DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR
-from groundkit.index.metadata import SCHEMA_VERSION
-from groundkit.index.protocols import StoredChunk
+from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD, DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR
+from groundkit.storage.protocols import StoredChunk
+from groundkit.storage.sqlite import SCHEMA_VERSION
 
 __all__ = ["HashEmbedder", "MiniLMQueryEmbedder", "main"]
 

@@ -35,7 +35,7 @@ from groundkit import (
     SQLiteMetadataStore,
     chunk_document,
 )
-from groundkit.index.postgres import PostgresMetadataStore
+from groundkit.storage.postgres import PostgresMetadataStore
 
 __all__ = ["main"]
 
@@ -68,7 +68,7 @@ async def _measure(
         for i in range(0, len(items), _BATCH):
             await store.replace_documents(items[i : i + _BATCH])
 
-    await store.set_analyzer(analyzer.identity)
+    await store.bind_analyzer(analyzer.identity)
     write_s, _ = await _timed(write)
     opens = []
     for _ in range(3):

@@ -35,7 +35,7 @@ from evals.bench_postgres import DSN_ENV
 from evals.bench_postgres import _run as run_postgres
 from evals.machine import REPO_ROOT, command_line, machine_lines, markdown_table, write_section
 from evals.synthetic import parse_size, size_label
-from groundkit.index.dense import LanceDBVectorStore
+from groundkit.storage.lancedb import LanceDBVectorStore
 
 __all__ = ["main"]
 

@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from evals.bench_hybrid import HashEmbedder
 from evals.machine import command_line, machine_lines, markdown_table
-from groundkit.index.dense import LanceDBVectorStore
+from groundkit.storage.lancedb import LanceDBVectorStore
 
 __all__ = ["main"]
 

@@ -178,7 +178,7 @@ async def fresh(postgres_dsn: str) -> AsyncIterator[str]:
     """A collection name no other test uses; its schema is dropped afterwards."""
     import asyncpg
 
-    from groundkit.index.postgres import schema_name
+    from groundkit.storage.postgres import schema_name
 
     name = f"t{uuid.uuid4().hex[:12]}"
     yield name

@@ -158,7 +158,7 @@ async def open_s3_vector_store(
     """
     import lancedb
 
-    from groundkit.index.dense import DEFAULT_ANN_THRESHOLD, LanceDBVectorStore
+    from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD, LanceDBVectorStore
 
     conn = await lancedb.connect_async(uri, storage_options=storage_options)
     listed = await conn.list_tables()

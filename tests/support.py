@@ -8,12 +8,11 @@ from typing import Any
 
 from groundkit import (
     Analyzer,
-    Chunk,
     ChunkingConfig,
-    Document,
     RetrievalResult,
     verify_citation,
 )
+from groundkit.testing.conformance.helpers import make_document as make_document
 
 # Small chunks so every document yields several spans with non-trivial offsets.
 SMALL_CHUNKS = ChunkingConfig(max_chars=80, overlap_chars=20)
@@ -57,33 +56,6 @@ def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = content.encode("utf-8") if isinstance(content, str) else content
         path.write_bytes(data)
-
-
-def make_document(
-    source: str,
-    pieces: Sequence[str],
-    *,
-    document_id: str | None = None,
-    chunk_ids: Sequence[str] | None = None,
-) -> tuple[Document, list[Chunk], list[list[str]]]:
-    """A document whose chunks are ``pieces`` (joined by blank lines), terms split on spaces."""
-    content = "\n\n".join(pieces)
-    document = Document(document_id=document_id or f"doc:{source}", source=source, content=content)
-    chunks: list[Chunk] = []
-    start = 0
-    for index, piece in enumerate(pieces):
-        chunks.append(
-            Chunk(
-                chunk_id=chunk_ids[index] if chunk_ids else f"{document.document_id}#{index}",
-                document_id=document.document_id,
-                chunk_index=index,
-                content=piece,
-                start_offset=start,
-                end_offset=start + len(piece),
-            )
-        )
-        start += len(piece) + 2
-    return document, chunks, [piece.split() for piece in pieces]
 
 
 async def assert_all_verify(results: Iterable[RetrievalResult], base_dir: Path) -> int:

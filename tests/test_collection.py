@@ -23,6 +23,7 @@ from groundkit import (
     resolve_citation,
     verify_citation,
 )
+from groundkit.testing.conformance.helpers import document_sources
 from tests.support import CORPUS, QUERIES, SMALL_CHUNKS, assert_all_verify, write_tree
 
 
@@ -153,7 +154,7 @@ async def test_subfolder_ingest_leaves_siblings(ingested: Collection, corpus_dir
     shutil.rmtree(corpus_dir / "kitchen")
     report = await ingested.ingest(corpus_dir / "energy")
     assert report.removed == []
-    assert "kitchen/tea.rst" in await ingested.store.get_document_sources()
+    assert "kitchen/tea.rst" in await document_sources(ingested.store)
     assert (await ingested.search("green tea")).results[0].source == "kitchen/tea.rst"
 
 

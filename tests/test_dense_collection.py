@@ -28,7 +28,8 @@ from groundkit import (
     SQLiteMetadataStore,
     StorageError,
 )
-from groundkit.index.dense import LanceDBVectorStore
+from groundkit.storage.lancedb import LanceDBVectorStore
+from groundkit.storage.location import metadata_path
 from groundkit.utils.hashing import sha256_text
 from tests.support import (
     CORPUS,
@@ -149,7 +150,7 @@ async def test_orphan_vectors_are_reconciled(index_dir: Path, corpus_dir: Path) 
     try:
         await col.ingest(corpus_dir)
         assert col.vector_store is not None
-        await col.vector_store.upsert("f" * 32, ["orphan-chunk"], np.ones((1, 64)))
+        await col.vector_store.upsert_documents([("f" * 32, ["orphan-chunk"], np.ones((1, 64)))])
         assert "f" * 32 in await col.vector_store.document_ids()
         await col.ingest(corpus_dir)
         assert "f" * 32 not in await col.vector_store.document_ids()
@@ -232,7 +233,7 @@ async def test_ingest_killed_with_sigkill_is_repaired(index_dir: Path, tmp_path:
         },
     )
     await asyncio.to_thread(_start_and_kill, index_dir, base)
-    store = await SQLiteMetadataStore.for_collection(index_dir, "default")
+    store = await SQLiteMetadataStore.open(metadata_path(index_dir, "default"))
     try:
         assert await store.documents_missing_vectors(), "the kill must land mid-ingest"
     finally:
@@ -382,14 +383,14 @@ async def test_bulk_ingest_writes_in_groups_and_embeds_from_memory(
     write_tree(base, {f"n{i:03}.txt": f"Note {i} on theme {i % 5}.\n" for i in range(120)})
     col = await open_dense(index_dir, base)
     reads = 0
-    real = col.store.get_document_chunks
+    real = col.store.get_chunks_for_documents
 
-    async def counting(document_id: str) -> Any:
+    async def counting(document_ids: Any) -> Any:
         nonlocal reads
         reads += 1
-        return await real(document_id)
+        return await real(document_ids)
 
-    col.store.get_document_chunks = counting  # type: ignore[method-assign]
+    col.store.get_chunks_for_documents = counting  # type: ignore[method-assign]
     try:
         report = await col.ingest(base)
         assert len(report.added) == 120 and report.embedded == 120

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from groundkit import Collection, ConfigurationError, SearchMode, resolve_citation
+from groundkit.testing.conformance.helpers import document_sources
 from tests.s3_support import S3Server
 from tests.services import run_pythons
 from tests.support import CORPUS, SMALL_CHUNKS, ToyEmbedder, write_tree
@@ -152,7 +153,7 @@ async def test_two_ingesting_and_two_searching_processes(
     async with Collection.open(
         name=fresh, metadata_url=postgres_dsn, storage_uri=storage, embedder=ToyEmbedder()
     ) as col:
-        sources = set(await col.store.get_document_sources())
+        sources = set(await document_sources(col.store))
         expected = {"seed/s.md"} | {f"{t}/{t}{r:03d}.md" for t in "ab" for r in range(rounds)}
         assert sources == expected  # no document lost
         assert (await col.verify()).ok

@@ -51,20 +51,16 @@ from groundkit.extraction import (
     PdfExtractor,
     active_extractors,
 )
-from groundkit.index.analyzer import Analyzer
-from groundkit.index.bm25 import BM25Index
-from groundkit.index.dense import LanceDBVectorStore, VectorHit, VectorStoreProtocol
-from groundkit.index.metadata import SQLiteMetadataStore
-from groundkit.index.postgres import PostgresMetadataStore
-from groundkit.index.protocols import LexicalIndexProtocol, MetadataStoreProtocol
 from groundkit.ingestion.chunking import chunk_document, chunk_spans
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
 from groundkit.ingestion.protocols import LoaderProtocol
-from groundkit.ingestion.snapshots import SnapshotStore
 from groundkit.ingestion.url_loader import UrlLoader
+from groundkit.lexical.analyzer import Analyzer
+from groundkit.lexical.bm25 import BM25Index
+from groundkit.lexical.protocols import LexicalIndexProtocol
 from groundkit.providers import (
     EmbeddingProtocol,
     OllamaEmbedder,
@@ -82,6 +78,16 @@ from groundkit.retrieval.quotes import check_quote, verify_quote
 from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.service import CollectionInfo, CollectionRegistry, build_server, run_server
+from groundkit.storage.lancedb import LanceDBVectorStore
+from groundkit.storage.location import StoreLocation
+from groundkit.storage.postgres import PostgresMetadataStore
+from groundkit.storage.protocols import (
+    MetadataStoreProtocol,
+    SnapshotStore,
+    VectorHit,
+    VectorStoreProtocol,
+)
+from groundkit.storage.sqlite import SQLiteMetadataStore
 from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 from groundkit.utils.url_safety import AddressPolicy
 
@@ -156,6 +162,7 @@ __all__ = [
     "SnapshotStore",
     "SourceClass",
     "StorageError",
+    "StoreLocation",
     "UrlLoader",
     "VectorHit",
     "VectorStoreProtocol",

@@ -22,6 +22,7 @@ from groundkit.collection import Collection, VerifyReport
 from groundkit.config import MAX_TOP_K
 from groundkit.contracts import (
     SENSITIVITY_LEVELS,
+    CollectionManifest,
     FetchResult,
     FieldValue,
     IngestReport,
@@ -29,14 +30,15 @@ from groundkit.contracts import (
     SearchResponse,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
-from groundkit.index.location import StoreLocation
 from groundkit.ingestion.fields import check_fields, parse_field_value
-from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.providers.factory import embedder_for_manifest
+from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import SEARCH_MODES
 from groundkit.service.command import add_location_arguments, add_serve_parser, run_serve
+from groundkit.storage.location import StoreLocation
 
 __all__ = ["main"]
 
@@ -307,30 +309,24 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
     return out
 
 
-async def _embedder_for(args: argparse.Namespace, name: str) -> EmbeddingProtocol | None:
-    """The embedder named on the command line, else the one the collection records."""
+def _named_embedder(args: argparse.Namespace) -> EmbeddingProtocol | None:
+    """The embedder ``--embedder`` names, if any."""
+    if not args.embedder:
+        return None
     from groundkit.providers.local import SentenceTransformerEmbedder
 
-    if args.embedder:
-        return SentenceTransformerEmbedder(args.embedder)
-    if args.command == "search" and args.mode == "bm25":
-        return None
-    location = _location(args, name)
-    if location.metadata_url is None and not (args.index_dir / f"{name}.sqlite3").exists():
-        return None
-    store = await location.open_metadata(create=args.command == "ingest")
-    try:
-        manifest = await store.read_manifest()
-    finally:
-        await store.close()
-    if manifest is None:
-        return None
-    if manifest.provider != "sentence-transformers":
+    return SentenceTransformerEmbedder(args.embedder)
+
+
+def _recorded_embedder(manifest: CollectionManifest) -> EmbeddingProtocol:
+    """The embedder a bound collection recorded; ``ConfigurationError`` if grk cannot build it."""
+    embedder = embedder_for_manifest(manifest)
+    if embedder is None:
         raise ConfigurationError(
             f"collection uses {manifest.provider!r} embeddings, which grk cannot build; "
             "use the Python API with that embedder"
         )
-    return SentenceTransformerEmbedder(manifest.model_name)
+    return embedder
 
 
 def _location(args: argparse.Namespace, name: str) -> StoreLocation:
@@ -342,20 +338,34 @@ def _location(args: argparse.Namespace, name: str) -> StoreLocation:
     )
 
 
-def _open(
-    args: argparse.Namespace,
-    name: str,
-    embedder: EmbeddingProtocol | None,
-    reranker: RerankerProtocol | None,
-) -> Any:
-    location = _location(args, name)
+async def _check_collections_exist(args: argparse.Namespace) -> None:
+    """Every command but ingest reads an existing collection; say how to make one."""
+    if args.command == "ingest":
+        return
+    for name in args.collections:
+        location = _location(args, name)
+        if not await location.exists():
+            raise ConfigurationError(
+                f"no collection {name!r} in {location.describe_root()!r}; "
+                "run 'grk ingest PATH' first"
+            )
+
+
+def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None) -> Any:
+    """``Collection.open`` for a command: ingest creates, the others need an existing one.
+
+    The recorded embedder is built only where it is used: an ingest (to keep the
+    vectors in step) and a dense or hybrid search; fetch, verify and BM25 search
+    never load a model.
+    """
+    wants_vectors = args.command == "ingest" or (args.command == "search" and args.mode != "bm25")
+    recorded: EmbedderFactory | None = _recorded_embedder if wants_vectors else None
     return Collection.open(
-        location.index_dir,
-        name,
-        metadata_url=location.metadata_url,
-        storage_uri=location.storage_uri,
+        location=_location(args, name),
+        create=args.command == "ingest",
         base_dir=args.base_dir,
-        embedder=embedder,
+        embedder=_named_embedder(args) if args.command in ("ingest", "search") else None,
+        embedder_for=recorded,
         reranker=reranker,
         clearance=args.clearance,
     )
@@ -370,9 +380,7 @@ async def _run_search(args: argparse.Namespace) -> int:
         reranker = CrossEncoderReranker(args.rerank)
     async with contextlib.AsyncExitStack() as stack:
         collections = [
-            await stack.enter_async_context(
-                _open(args, name, await _embedder_for(args, name), reranker)
-            )
+            await stack.enter_async_context(_open(args, name, reranker))
             for name in args.collections
         ]
         rerank = reranker is not None
@@ -388,12 +396,12 @@ async def _run_search(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    await _check_collections_exist(args)
     if args.command == "search":
         return await _run_search(args)
     meta = _meta_fields(args.meta) if args.command == "ingest" else None
     (name,) = args.collections
-    embedder = None if args.command in ("fetch", "verify") else await _embedder_for(args, name)
-    async with _open(args, name, embedder, None) as col:
+    async with _open(args, name, None) as col:
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
             try:
@@ -416,15 +424,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.collections = list(dict.fromkeys(args.collection or ["default"]))
         if len(args.collections) > 1 and args.command != "search":
             parser.error(f"{args.command} takes one --collection")
-    local = args.command not in ("ingest", "serve") and not args.metadata_url
-    for name in args.collections if local else ():
-        if not (args.index_dir / f"{name}.sqlite3").exists():
-            print(
-                f"grk: error: no collection {name!r} in {str(args.index_dir)!r}; "
-                "run 'grk ingest PATH' first",
-                file=sys.stderr,
-            )
-            return EXIT_ERROR
     try:
         return run_serve(args) if args.command == "serve" else asyncio.run(_run(args))
     except GroundkitError as exc:

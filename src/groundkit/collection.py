@@ -27,20 +27,20 @@ from groundkit.contracts import (
     SearchResponse,
     fields_of,
 )
-from groundkit.errors import ConfigurationError, IndexIdentityError, RetrievalError
-from groundkit.index.analyzer import Analyzer
-from groundkit.index.dense import LanceDBVectorStore, VectorStoreProtocol
-from groundkit.index.location import StoreLocation
-from groundkit.index.protocols import MetadataStoreProtocol, StoredChunk
+from groundkit.errors import RetrievalError
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
-from groundkit.ingestion.snapshots import LocalSnapshots, SnapshotLocation, as_snapshot_store
 from groundkit.ingestion.url_loader import UrlLoader
+from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.identity import ensure_identity
-from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.citations import read_source, slice_span
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.retrieval.sensitivity import check_clearance, visible
+from groundkit.storage.binding import check_embedding
+from groundkit.storage.location import CollectionStores, StoreLocation
+from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk
+from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.url_safety import looks_like_url
 
@@ -91,48 +91,51 @@ class Collection:
     def __init__(
         self,
         *,
-        name: str,
-        store: MetadataStoreProtocol,
+        stores: CollectionStores,
         base_dir: Path,
         retrieval: RetrievalConfig,
         chunking: ChunkingConfig,
         analyzer: Analyzer,
         ingest: IngestConfig,
         embedder: EmbeddingProtocol | None = None,
-        vector_store: VectorStoreProtocol | None = None,
         reranker: RerankerProtocol | None = None,
-        snapshot_dir: SnapshotLocation | None = None,
         url_loader: UrlLoader | None = None,
         clearance: str | None = None,
+        opened_generation: int = 0,
     ) -> None:
         self.reranker = reranker
         # The most restricted label this collection object may return (None: all).
         self.clearance = check_clearance(clearance)
+        self._stores = stores
+        self.location = stores.location
         # Where URL documents keep the text they were indexed from; ``snapshot_dir``
         # is the directory for local snapshots, else the store itself.
-        self.snapshots = as_snapshot_store(snapshot_dir)
+        self.snapshots = stores.snapshots
         self.snapshot_dir: SnapshotLocation | None = (
             self.snapshots.directory
             if isinstance(self.snapshots, LocalSnapshots)
             else self.snapshots
         )
         self._url_loader = url_loader or UrlLoader()
-        self.name = name
-        self.store = store
+        self.name = stores.location.name
+        self.store: MetadataStoreProtocol = stores.metadata
         self.base_dir = base_dir
         self.embedder = embedder
-        self.vector_store = vector_store
+        self.vector_store = stores.vectors
+        # The store's generation when this object was opened, read before the
+        # vector handle: a write landing in between shows as a newer generation.
+        self.opened_generation = opened_generation
         self._retrieval = retrieval
         self._analyzer = analyzer
         self._indexer = Indexer(
-            store,
+            self.store,
             base_dir,
             chunking=chunking,
             analyzer=analyzer,
             ingest=ingest,
             embedder=embedder,
-            vector_store=vector_store,
-            collection=name,
+            vector_store=self.vector_store,
+            collection=self.name,
             snapshot_dir=self.snapshots,
         )
         self._retriever: Retriever | None = None
@@ -144,6 +147,8 @@ class Collection:
         index_dir: str | Path | None = None,
         name: str = "default",
         *,
+        location: StoreLocation | None = None,
+        create: bool = True,
         metadata_url: str | None = None,
         storage_uri: str | Path | None = None,
         storage_options: Mapping[str, str] | None = None,
@@ -153,6 +158,7 @@ class Collection:
         analyzer: AnalyzerConfig | None = None,
         ingest: IngestConfig | None = None,
         embedder: EmbeddingProtocol | None = None,
+        embedder_for: EmbedderFactory | None = None,
         reranker: RerankerProtocol | None = None,
         url_loader: UrlLoader | None = None,
         clearance: str | None = None,
@@ -177,9 +183,16 @@ class Collection:
         snapshots, configured by ``storage_options`` (LanceDB's keys) or the
         ``AWS_*`` environment. The base directory is then stored as an absolute
         path; each host may pass its own ``base_dir``.
+
+        ``location`` (a resolved ``StoreLocation``) replaces ``index_dir``,
+        ``name``, ``metadata_url``, ``storage_uri`` and ``storage_options``.
+        ``create=False`` refuses a collection that no ingest has created yet
+        (``StorageError``). Without an ``embedder``, ``embedder_for`` may build
+        one from the collection's manifest when it is bound to one (run once,
+        in a worker thread), so callers need not read the manifest first.
         """
         check_clearance(clearance)
-        location = StoreLocation.resolve(
+        where = location or StoreLocation.resolve(
             name,
             index_dir=index_dir,
             metadata_url=metadata_url,
@@ -190,53 +203,40 @@ class Collection:
         async def factory() -> Collection:
             # Built first: a bad stem language must fail before a store is opened.
             text_analyzer = Analyzer(analyzer)
-            store = await location.open_metadata()
-            vector_store: VectorStoreProtocol | None = None
+            stores = await where.open(create=create)
+            chosen = embedder
             try:
-                base = await _resolve_base(store, location.index_dir, base_dir)
-                if embedder is not None:
-                    identity = await ensure_identity(embedder)
-                    manifest = await store.read_manifest()
-                    if manifest is not None and manifest.identity != identity:
-                        raise IndexIdentityError(
-                            f"collection {name!r} is bound to {manifest.identity.model_dump()}"
-                            f", not {identity.model_dump()}; use that model or a new collection"
-                        )
-                    root = location.storage_root
-                    if root is None:
-                        raise ConfigurationError(
-                            "dense retrieval on a shared collection needs storage_uri "
-                            "(a shared directory or s3://bucket/prefix) for its vectors"
-                        )
-                    vector_store = await LanceDBVectorStore.open(
-                        root, name, identity.dimensions, storage_options=location.storage_options
-                    )
+                base = await _resolve_base(stores.metadata, where.index_dir, base_dir)
+                generation = await stores.metadata.generation()
+                manifest = await stores.metadata.read_manifest()
+                if chosen is None and embedder_for is not None and manifest is not None:
+                    chosen = await asyncio.to_thread(embedder_for, manifest)
+                if chosen is not None:
+                    identity = await ensure_identity(chosen)
+                    check_embedding(manifest, identity, where.name)
+                    await stores.open_vectors(identity.dimensions)
             except BaseException:
-                await store.close()
+                await stores.close()
                 raise
             return cls(
-                name=name,
-                store=store,
+                stores=stores,
                 base_dir=base,
                 retrieval=retrieval or RetrievalConfig(),
                 chunking=chunking or ChunkingConfig(),
                 analyzer=text_analyzer,
                 ingest=ingest or IngestConfig(),
-                embedder=embedder,
-                vector_store=vector_store,
+                embedder=chosen,
                 reranker=reranker,
-                snapshot_dir=location.snapshots(),
                 url_loader=url_loader,
                 clearance=clearance,
+                opened_generation=generation,
             )
 
         return _Opener(factory)
 
     async def close(self) -> None:
         self._retriever = None
-        if self.vector_store is not None:
-            await self.vector_store.close()
-        await self.store.close()
+        await self._stores.close()
 
     async def generation(self) -> int:
         return await self.store.generation()

@@ -9,6 +9,7 @@ extractor's output for ``extracted``, the stored copy for ``snapshot``.
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
@@ -20,6 +21,7 @@ from groundkit.utils.hashing import sha256_text
 
 __all__ = [
     "FIELDS_KEY",
+    "FIELD_NAME_PATTERN",
     "PAGE_STARTS_KEY",
     "SENSITIVITY_FIELD",
     "SENSITIVITY_LEVELS",
@@ -63,6 +65,8 @@ PAGE_STARTS_KEY = "page_starts"
 # values (front matter, PDF info, HTML meta, the ingest call's metadata) kept
 # apart from the keys groundkit records for itself (adr/0016-document-fields.md).
 FIELDS_KEY = "fields"
+# What a field may be called: written at ingest and named by filters.
+FIELD_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 # The document field holding a sensitivity label, and the labels from least to
 # most restricted. A fixed scale, so a label means the same thing at ingest, in

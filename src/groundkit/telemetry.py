@@ -30,6 +30,8 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
+from groundkit.storage.names import COLLECTION_NAME_PATTERN
+
 # Public: what spans may be named and carry. ``traced`` and ``span_attributes``
 # are for groundkit's own modules.
 __all__ = ["SPAN_ATTRIBUTES", "SPAN_NAMES"]
@@ -43,7 +45,7 @@ SPAN_NAMES: Final = frozenset(
     {SPAN_SEARCH, SPAN_RERANK, SPAN_INGEST, SPAN_INGEST_DOCUMENT, SPAN_FETCH_CHUNK}
 )
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
 
 AttributeValue = str | bool | int | float
@@ -85,7 +87,7 @@ def _flag(value: object) -> bool | None:
 # The allowlist: short key -> check. A check returns the value to record, or
 # None to drop it. Keys are recorded as ``groundkit.<key>``.
 SPAN_ATTRIBUTES: Final[Mapping[str, _Check]] = {
-    "collection": _matching(_NAME),
+    "collection": _matching(COLLECTION_NAME_PATTERN),
     "mode": _one_of("bm25", "dense", "hybrid"),
     "stage": _one_of("bm25", "dense", "fusion", "rerank"),
     "top_k": _count,

@@ -18,6 +18,12 @@ from groundkit import (
     verify_citation,
 )
 from groundkit.ingestion.files import FileLoader
+from groundkit.testing.conformance.helpers import (
+    document_by_source,
+    document_chunks,
+    document_sources,
+    put_document,
+)
 from tests.sources import make_pdf
 from tests.support import SMALL_CHUNKS, make_document, write_tree
 
@@ -49,7 +55,7 @@ async def col(tmp_path: Path) -> AsyncIterator[Collection]:
 
 
 async def _fields(col: Collection, source: str) -> dict[str, object]:
-    record = await col.store.get_document(source)
+    record = await document_by_source(col.store, source)
     assert record is not None
     return dict(record.fields)
 
@@ -63,7 +69,7 @@ async def test_front_matter_becomes_fields_and_stays_in_the_text(col: Collection
         "year": 2023,
     }
     assert await _fields(col, "plain.txt") == {}
-    record = await col.store.get_document("plain.txt")
+    record = await document_by_source(col.store, "plain.txt")
     assert record is not None and record.metadata == {}
     # Offsets count from the top of the file, front matter included.
     response = await col.search("eighty degrees")
@@ -128,7 +134,7 @@ async def test_invalid_caller_fields_refuse_the_call(
     with pytest.raises(IngestionError, match=f"^metadata argument: .*{reason}"):
         await col.ingest(col.base_dir, metadata=metadata)
     assert await col.generation() == 0
-    assert await col.store.get_document_sources() == []
+    assert await document_sources(col.store) == []
 
 
 async def test_bad_front_matter_fails_that_file_only(col: Collection) -> None:
@@ -138,7 +144,7 @@ async def test_bad_front_matter_fails_that_file_only(col: Collection) -> None:
     [failure] = report.failed
     assert failure.source == "broken.md"
     assert failure.reason.startswith("broken.md: front matter line 3: null is not a field value")
-    assert await col.store.get_document("broken.md") is None
+    assert await document_by_source(col.store, "broken.md") is None
 
 
 async def test_read_fields_off_ignores_what_files_say(tmp_path: Path) -> None:
@@ -191,7 +197,7 @@ async def test_pdf_and_html_info(tmp_path: Path) -> None:
             "subject": "Power",
             "title": "Energy report",
         }
-        record = await col.store.get_document("report.pdf")
+        record = await document_by_source(col.store, "report.pdf")
         assert record is not None and record.metadata["page_starts"] == [0]
         assert await _fields(col, "moka.html") == {
             "author": "Ann",
@@ -213,18 +219,18 @@ async def test_old_top_level_title_is_restored_under_fields(tmp_path: Path) -> N
     write_tree(base, {"moka.html": HTML})
     async with Collection.open(tmp_path / "index", base_dir=base) as col:
         await col.ingest(base)
-        record = await col.store.get_document("moka.html")
+        record = await document_by_source(col.store, "moka.html")
         assert record is not None
         old = Document(
             document_id=record.document_id,
             source=record.source,
-            content=(await col.store.get_document_chunks(record.document_id))[0].content,
+            content=(await document_chunks(col.store, record.document_id))[0].content,
             source_class="extracted",
             extractor=record.extractor,
             metadata={"title": "Moka pots"},
         )
         _, chunks, terms = make_document("moka.html", [old.content], document_id=old.document_id)
-        await col.store.replace_document(old, chunks, terms)
+        await put_document(col.store, old, chunks, terms)
         report = await col.ingest(base)
         assert report.updated == ["moka.html"]
         assert await _fields(col, "moka.html") != {}
@@ -254,7 +260,7 @@ async def test_custom_loader_fields_are_checked(
     report = await indexer.ingest(base)
     [failure] = report.failed
     assert failure.reason.startswith("x.notes: ")
-    assert await store.get_document("x.notes") is None
+    assert await document_by_source(store, "x.notes") is None
 
 
 async def test_custom_loader_fields_are_stored(store: SQLiteMetadataStore, tmp_path: Path) -> None:
@@ -263,7 +269,7 @@ async def test_custom_loader_fields_are_stored(store: SQLiteMetadataStore, tmp_p
     config = IngestConfig(extensions=(".notes",))
     indexer = Indexer(store, base, loader=FieldLoader({"b": (1, 2), "a": "x"}), ingest=config)
     await indexer.ingest(base, metadata={"c": True})
-    record = await store.get_document("x.notes")
+    record = await document_by_source(store, "x.notes")
     assert record is not None
     assert record.metadata == {"loader": "notes", "fields": {"a": "x", "b": [1, 2], "c": True}}
     assert (await indexer.ingest(base, metadata={"c": True})).unchanged == ["x.notes"]

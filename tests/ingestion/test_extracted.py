@@ -22,6 +22,7 @@ from groundkit.extraction import active_extractors, html_extractor, pdf_extracto
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
 from groundkit.ingestion.files import FileLoader
+from groundkit.testing.conformance.helpers import document_by_source, document_sources
 from tests.sources import HTML_PAGE, PAGES, image_only_pdf, make_pdf
 from tests.support import assert_all_verify, write_tree
 
@@ -71,9 +72,9 @@ async def test_one_folder_one_collection(mixed: Collection) -> None:
     ]
     assert report.failed == []
     assert report.skipped == 2  # the .png and the .csv
-    pdf = await mixed.store.get_document("energy/report.pdf")
-    html = await mixed.store.get_document("coffee/guide.html")
-    notes = await mixed.store.get_document("notes.md")
+    pdf = await document_by_source(mixed.store, "energy/report.pdf")
+    html = await document_by_source(mixed.store, "coffee/guide.html")
+    notes = await document_by_source(mixed.store, "notes.md")
     assert pdf is not None and html is not None and notes is not None
     assert (pdf.source_class, pdf.extractor) == ("extracted", pdf_extractor().identity)
     assert (html.source_class, html.extractor) == ("extracted", html_extractor().identity)
@@ -107,7 +108,7 @@ async def test_pdf_citations_name_their_page(mixed: Collection) -> None:
         assert hits[0].citation.page == number, (word, hits[0].citation)
         assert (await mixed.fetch_chunk(hits[0].chunk_id)).citation.page == number
     # Every chunk's page is the page its start offset falls in.
-    record = await mixed.store.get_document("energy/report.pdf")
+    record = await document_by_source(mixed.store, "energy/report.pdf")
     assert record is not None
     starts = record.metadata["page_starts"]
     async for batch in mixed.store.iter_chunks():
@@ -168,7 +169,7 @@ async def test_other_extractor_identity_is_unresolvable(mixed: Collection, tmp_p
     # active identity instead of calling it unchanged.
     report = await mixed.ingest(mixed.base_dir)
     assert report.updated == ["energy/report.pdf"]
-    record = await mixed.store.get_document("energy/report.pdf")
+    record = await document_by_source(mixed.store, "energy/report.pdf")
     assert record is not None and record.extractor == pdf_extractor().identity
     assert (await mixed.verify()).ok
     assert (await mixed.ingest(mixed.base_dir)).unchanged == [
@@ -200,8 +201,8 @@ async def test_bad_files_fail_alone_and_store_nothing(
         assert [f.source for f in report.failed] == [f"bad/{name}"]
         assert reason in report.failed[0].reason
         assert f"bad/{name}" in report.failed[0].reason
-        assert await col.store.get_document(f"bad/{name}") is None
-        assert await col.store.get_document_sources() == ["ok.md"]
+        assert await document_by_source(col.store, f"bad/{name}") is None
+        assert await document_sources(col.store) == ["ok.md"]
 
 
 async def test_missing_pdf_extra_fails_only_the_pdf(

@@ -9,7 +9,9 @@ import pytest
 
 from groundkit import FileLoader, IngestConfig, IngestionError, LoaderProtocol
 from groundkit.config import DEFAULT_EXTENSIONS
-from groundkit.ingestion.files import discover_files, document_id_for, read_utf8
+from groundkit.extraction.sources import read_utf8
+from groundkit.ingestion.files import discover_files
+from groundkit.storage.names import document_id_for
 from groundkit.utils.path_safety import PathEscapeError, ensure_within, is_within, to_relative
 from tests.support import write_tree
 

@@ -19,7 +19,8 @@ from groundkit import (
     LoaderProtocol,
     SQLiteMetadataStore,
 )
-from groundkit.ingestion.files import document_id_for
+from groundkit.storage.names import document_id_for
+from groundkit.testing.conformance.helpers import document_by_source, document_sources
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree
 
 
@@ -37,10 +38,10 @@ async def test_first_ingest_adds_everything(
     assert report.changed
     # Documents are written in groups, one transaction (and generation) per group.
     assert 1 <= report.generation == await store.generation() <= len(CORPUS)
-    assert await store.get_document_sources() == sorted(CORPUS)
+    assert await document_sources(store) == sorted(CORPUS)
     assert await store.get_analyzer() == Analyzer().identity
     for source in CORPUS:
-        record = await store.get_document(source)
+        record = await document_by_source(store, source)
         assert record is not None
         assert record.document_id == document_id_for(source)
         assert record.chunk_count >= 1
@@ -68,13 +69,13 @@ async def test_changed_file_is_updated(
 ) -> None:
     await indexer.ingest(corpus_dir)
     generation = await store.generation()
-    old = await store.get_document("kitchen/tea.rst")
+    old = await document_by_source(store, "kitchen/tea.rst")
     (corpus_dir / "kitchen" / "tea.rst").write_text("Oolong tea is partly oxidised.\n", "utf-8")
     report = await indexer.ingest(corpus_dir)
     assert report.updated == ["kitchen/tea.rst"]
     assert len(report.unchanged) == len(CORPUS) - 1
     assert await store.generation() == generation + 1
-    new = await store.get_document("kitchen/tea.rst")
+    new = await document_by_source(store, "kitchen/tea.rst")
     assert old is not None and new is not None
     assert new.document_id == old.document_id
     assert new.content_hash != old.content_hash
@@ -86,12 +87,12 @@ async def test_deleted_file_is_pruned(
 ) -> None:
     await indexer.ingest(corpus_dir)
     chunks_before = await store.chunk_count()
-    bread = await store.get_document("kitchen/bread.txt")
+    bread = await document_by_source(store, "kitchen/bread.txt")
     assert bread is not None
     (corpus_dir / "kitchen" / "bread.txt").unlink()
     report = await indexer.ingest(corpus_dir)
     assert report.removed == ["kitchen/bread.txt"]
-    assert await store.get_document("kitchen/bread.txt") is None
+    assert await document_by_source(store, "kitchen/bread.txt") is None
     assert await store.chunk_count() == chunks_before - bread.chunk_count
 
 
@@ -116,7 +117,7 @@ async def test_prune_stays_under_the_ingested_root(
     # "ab/" shares a prefix with "a" but is a sibling: nothing outside a/ is touched.
     assert report.removed == []
     assert report.unchanged == ["a/one.txt"]
-    assert await store.get_document_sources() == [
+    assert await document_sources(store) == [
         "a/one.txt",
         "ab/two.txt",
         "b/three.txt",
@@ -134,7 +135,7 @@ async def test_single_file_ingest_prunes_nothing(
     report = await indexer.ingest(corpus_dir / "energy" / "solar.md")
     assert report.unchanged == ["energy/solar.md"]
     assert report.removed == []
-    assert "energy/wind.txt" in await store.get_document_sources()
+    assert "energy/wind.txt" in await document_sources(store)
 
 
 async def test_bad_files_are_reported_and_do_not_stop_the_rest(
@@ -161,19 +162,19 @@ async def test_bad_files_are_reported_and_do_not_stop_the_rest(
     assert "empty" in reasons["c_empty.txt"]
     assert "empty" in reasons["d_blank.md"]
     assert "exceeds" in reasons["e_big.txt"]
-    assert await store.get_document_sources() == ["a_good.txt", "f_good.md"]
+    assert await document_sources(store) == ["a_good.txt", "f_good.md"]
 
 
 async def test_file_that_breaks_keeps_previous_version(
     indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
 ) -> None:
     await indexer.ingest(corpus_dir)
-    before = await store.get_document("energy/wind.txt")
+    before = await document_by_source(store, "energy/wind.txt")
     (corpus_dir / "energy" / "wind.txt").write_bytes(b"\xff\xfe broken")
     report = await indexer.ingest(corpus_dir)
     assert [f.source for f in report.failed] == ["energy/wind.txt"]
     assert report.removed == []
-    assert await store.get_document("energy/wind.txt") == before
+    assert await document_by_source(store, "energy/wind.txt") == before
 
 
 async def test_skipped_and_progress(store: SQLiteMetadataStore, tmp_path: Path) -> None:
@@ -267,5 +268,5 @@ async def test_custom_loader(store: SQLiteMetadataStore, tmp_path: Path) -> None
     indexer = Indexer(store, base, loader=loader, ingest=IngestConfig(extensions=(".notes",)))
     report = await indexer.ingest(base)
     assert report.added == ["x.notes"]
-    record = await store.get_document("x.notes")
+    record = await document_by_source(store, "x.notes")
     assert record is not None and record.metadata == {"loader": "notes"}

@@ -17,9 +17,14 @@ from groundkit import (
     verify_citation,
 )
 from groundkit.extraction import html_extractor, pdf_extractor
-from groundkit.index.metadata import SQLiteMetadataStore
-from groundkit.ingestion.snapshots import snapshot_dir_for
 from groundkit.ingestion.url_loader import UrlLoader
+from groundkit.storage.location import snapshot_dir_for
+from groundkit.storage.sqlite import SQLiteMetadataStore
+from groundkit.testing.conformance.helpers import (
+    document_by_source,
+    document_chunks,
+    document_sources,
+)
 from groundkit.utils.url_safety import AddressPolicy
 from tests.sources import HTML_PAGE, PAGES, Route, Site, make_pdf, self_signed, stub_resolver
 from tests.support import SMALL_CHUNKS, write_tree
@@ -197,10 +202,10 @@ class TestCollection:
         for path in ("/guide.html", "/tidal.txt", "/report.pdf"):
             report = await col.ingest(site.url(path))
             assert report.added == [site.url(path)], report.failed
-            record = await col.store.get_document(site.url(path))
+            record = await document_by_source(col.store, site.url(path))
             assert record is not None and record.source_class == "snapshot"
             stored = (snapshots / record.document_id).read_bytes().decode("utf-8")
-            chunks = await col.store.get_document_chunks(record.document_id)
+            chunks = await document_chunks(col.store, record.document_id)
             # The snapshot is exactly the indexed text.
             assert all(stored[c.start_offset : c.end_offset] == c.content for c in chunks)
         await col.ingest(col.base_dir)  # the local folder too
@@ -220,9 +225,9 @@ class TestCollection:
 
     async def test_changed_or_missing_snapshot(self, col: Collection, site: Site) -> None:
         await col.ingest(site.url("/tidal.txt"))
-        record = await col.store.get_document(site.url("/tidal.txt"))
+        record = await document_by_source(col.store, site.url("/tidal.txt"))
         assert record is not None and isinstance(col.snapshot_dir, Path)
-        chunk_ids = [c.chunk_id for c in await col.store.get_document_chunks(record.document_id)]
+        chunk_ids = [c.chunk_id for c in await document_chunks(col.store, record.document_id)]
         snapshot = col.snapshot_dir / record.document_id
         snapshot.write_text(TEXT.replace("Tidal", "Solar"), encoding="utf-8")
         assert (await col.fetch_chunk(chunk_ids[0])).verification == "drifted"
@@ -250,7 +255,7 @@ class TestCollection:
         url = site.url("/guide.html")
         report = await col.ingest(url, metadata={"team": "cafe"})
         assert report.added == [url]
-        record = await col.store.get_document(url)
+        record = await document_by_source(col.store, url)
         assert record is not None
         assert record.fields == {"team": "cafe", "title": "Café “Guide”"}
         assert record.metadata["content_type"] == "text/html"
@@ -267,7 +272,7 @@ class TestCollection:
         write_tree(col.base_dir, {"other.md": "Something else entirely.\n"})
         report = await col.ingest(col.base_dir)
         assert report.removed == ["local.md"]
-        assert site.url("/tidal.txt") in await col.store.get_document_sources()
+        assert site.url("/tidal.txt") in await document_sources(col.store)
         assert (await col.verify()).ok
 
     async def test_update_and_failure_keep_store_and_snapshot_in_step(
@@ -307,9 +312,9 @@ class TestCollection:
         async with Collection.open(index_dir, "strict", base_dir=col.base_dir) as strict:
             report = await strict.ingest(site.url("/tidal.txt"))
             assert "loopback" in report.failed[0].reason
-            assert await strict.store.get_document_sources() == []
+            assert await document_sources(strict.store) == []
         assert site.seen == []
-        assert await col.store.get_document_sources() == []
+        assert await document_sources(col.store) == []
 
 
 async def assert_all_verify_snapshots(col: Collection, results: list[RetrievalResult]) -> int:

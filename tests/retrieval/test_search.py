@@ -249,8 +249,8 @@ async def test_stale_rows_never_served_with_or_without_preload(
 def test_unvalidated_result_equals_a_validated_one(
     highlights: list[tuple[int, int]] | None, collection: str | None
 ) -> None:
-    from groundkit.index.protocols import StoredChunk
     from groundkit.retrieval.search import _result
+    from groundkit.storage.protocols import StoredChunk
 
     stored = StoredChunk(
         key=7,

@@ -16,8 +16,8 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from groundkit import Collection, CollectionManifest, ConfigurationError
+from groundkit.providers.factory import embedder_for_manifest
 from groundkit.service import CollectionRegistry, build_server
-from groundkit.service.collections import sentence_transformer_embedder
 from tests.otel_support import capture
 from tests.service.conftest import Served, ingest
 from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree
@@ -194,10 +194,10 @@ async def test_recorded_sentence_transformers_model_is_rebuilt(served: Served) -
         dimensions=384,
         created_at="2026-01-01T00:00:00+00:00",
     )
-    embedder = sentence_transformer_embedder(manifest)
+    embedder = embedder_for_manifest(manifest)
     assert embedder is not None and embedder.model_name == manifest.model_name
     other = manifest.model_copy(update={"provider": "ollama"})
-    assert sentence_transformer_embedder(other) is None
+    assert embedder_for_manifest(other) is None
 
 
 async def test_concurrent_requests_share_one_open_collection(
@@ -207,7 +207,7 @@ async def test_concurrent_requests_share_one_open_collection(
     original = Collection.open
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        opened.append(str(args[1]))
+        opened.append(kwargs["location"].name)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(Collection, "open", counting)

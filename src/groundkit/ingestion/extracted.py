@@ -21,8 +21,10 @@ from groundkit.extraction import (
     html_extractor,
     pdf_extractor,
 )
+from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
-from groundkit.ingestion.files import contained_source, document_id_for, read_capped
+from groundkit.ingestion.files import contained_source
+from groundkit.storage.names import document_id_for
 
 __all__ = ["HtmlLoader", "PdfLoader", "extracted_metadata"]
 

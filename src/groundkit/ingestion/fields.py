@@ -25,11 +25,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from groundkit.contracts import SENSITIVITY_FIELD, SENSITIVITY_LEVELS, FieldScalar, FieldValue
+from groundkit.contracts import (
+    FIELD_NAME_PATTERN,
+    SENSITIVITY_FIELD,
+    SENSITIVITY_LEVELS,
+    FieldScalar,
+    FieldValue,
+)
 from groundkit.errors import IngestionError
 
 __all__ = [
-    "FIELD_NAME_PATTERN",
     "check_fields",
     "extraction_fields",
     "front_matter_fields",
@@ -37,7 +42,6 @@ __all__ = [
     "pdf_date",
 ]
 
-FIELD_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 _INT_LIMIT = 2**63
 
 _FENCE = re.compile(r"---[ \t]*")

@@ -11,8 +11,9 @@ from pathlib import Path
 from groundkit.config import IngestConfig
 from groundkit.contracts import FIELDS_KEY, Document
 from groundkit.errors import IngestionError
+from groundkit.extraction.sources import read_utf8
 from groundkit.ingestion.fields import front_matter_fields
-from groundkit.utils.hashing import stable_id
+from groundkit.storage.names import document_id_for
 from groundkit.utils.path_safety import PathEscapeError, ensure_within, is_within, to_relative
 
 __all__ = [
@@ -21,29 +22,7 @@ __all__ = [
     "FileLoader",
     "contained_source",
     "discover_files",
-    "document_id_for",
-    "read_capped",
-    "read_utf8",
 ]
-
-
-def document_id_for(source: str) -> str:
-    """Documents are keyed by their relative source, so re-ingest keeps the id."""
-    return stable_id("document", source)
-
-
-def read_capped(path: Path, max_bytes: int | None = None) -> bytes:
-    """The file's bytes; ``IngestionError`` when it is larger than ``max_bytes``."""
-    if max_bytes is not None:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise IngestionError(f"{path.name}: {size} bytes exceeds the cap of {max_bytes}")
-    return path.read_bytes()
-
-
-def read_utf8(path: Path, max_bytes: int | None = None) -> str:
-    """Strict UTF-8 decode of the raw bytes (no newline translation, so offsets hold)."""
-    return read_capped(path, max_bytes).decode("utf-8")
 
 
 def contained_source(path: Path, base_dir: Path) -> tuple[Path, str]:

@@ -8,7 +8,6 @@ succeeded, and only for sources under the scanned root.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -29,18 +28,23 @@ from groundkit.contracts import (
     IngestReport,
 )
 from groundkit.errors import ConfigurationError, IngestionError
-from groundkit.index.analyzer import Analyzer
-from groundkit.index.dense import VectorStoreProtocol
-from groundkit.index.metadata import metadata_json
-from groundkit.index.protocols import DocumentState, MetadataStoreProtocol
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files
 from groundkit.ingestion.protocols import LoaderProtocol
-from groundkit.ingestion.snapshots import SnapshotLocation, as_snapshot_store, check_snapshot_id
+from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.storage.binding import bind_for_ingest
+from groundkit.storage.names import check_snapshot_id
+from groundkit.storage.protocols import (
+    DocumentState,
+    MetadataStoreProtocol,
+    VectorStoreProtocol,
+    stored_metadata,
+)
+from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.hashing import sha256_text
 from groundkit.utils.path_safety import is_within, to_relative
@@ -138,8 +142,7 @@ class Indexer:
     async def _ingest_root(
         self, root: Path, progress: ProgressCallback | None, fields: dict[str, FieldValue]
     ) -> IngestReport:
-        await self._store.set_analyzer(self._analyzer.identity)
-        await self._bind_embedding()
+        await self._bind()
         discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
         known = await self._store.document_states()
         added: list[str] = []
@@ -191,23 +194,23 @@ class Indexer:
             generation=await self._store.generation(),
         )
 
-    async def _bind_embedding(self) -> None:
-        """Bind the collection to this embedder before anything is written (ADR 0011)."""
-        if self._embedder is None or self._vectors is None:
-            manifest = await self._store.read_manifest()
-            if manifest is not None:
+    async def _bind(self) -> None:
+        """Bind the collection to this analyzer and embedder before anything is written
+        (ADR 0011); see ``groundkit.storage.binding``."""
+        identity = None
+        if self._embedder is not None and self._vectors is not None:
+            identity = await ensure_identity(self._embedder)
+            if identity.dimensions != self._vectors.dimensions:
                 raise ConfigurationError(
-                    f"collection is bound to {manifest.model_name!r} ({manifest.provider}); "
-                    "ingest with that embedder so its vectors stay in step with its text"
+                    f"embedder makes {identity.dimensions}-d vectors but the vector store holds "
+                    f"{self._vectors.dimensions}-d ones"
                 )
-            return
-        identity = await ensure_identity(self._embedder)
-        if identity.dimensions != self._vectors.dimensions:
-            raise ConfigurationError(
-                f"embedder makes {identity.dimensions}-d vectors but the vector store holds "
-                f"{self._vectors.dimensions}-d ones"
-            )
-        await self._store.write_manifest(identity)
+        await bind_for_ingest(
+            self._store,
+            analyzer=self._analyzer.identity,
+            embedding=identity,
+            collection=self.collection,
+        )
 
     async def _vectors_present(self) -> bool:
         """Whether stored vectors may be reused (skips the lookups on a first ingest)."""
@@ -341,8 +344,7 @@ class Indexer:
             failed.append(IngestFailure(source=source, reason=str(exc)))
             logger.debug("URL ingest failed: %s", exc)
         async with self._lock:
-            await self._store.set_analyzer(self._analyzer.identity)
-            await self._bind_embedding()
+            await self._bind()
             known = await self._store.document_states()
             writer = _Writer(self, reuse=await self._vectors_present())
             status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
@@ -514,7 +516,7 @@ def _unchanged(document: Document, known: dict[str, DocumentState]) -> bool:
         and state.content_hash == document.content_hash
         and state.source_class == document.source_class
         and state.extractor == document.extractor
-        and state.metadata == json.loads(metadata_json(document.metadata))
+        and state.metadata == stored_metadata(document.metadata)
     )
 
 

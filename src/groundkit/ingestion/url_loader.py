@@ -29,7 +29,7 @@ from groundkit.extraction import (
     pdf_extractor,
 )
 from groundkit.ingestion.extracted import extracted_metadata
-from groundkit.ingestion.files import document_id_for
+from groundkit.storage.names import document_id_for
 from groundkit.utils.url_safety import (
     PUBLIC_ONLY,
     AddressPolicy,

@@ -13,13 +13,15 @@ statically, as Python 3.12 does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
 from typing_extensions import Protocol, runtime_checkable
 
-__all__ = ["EmbeddingProtocol"]
+from groundkit.contracts import CollectionManifest
+
+__all__ = ["EmbedderFactory", "EmbeddingProtocol"]
 
 
 @runtime_checkable
@@ -55,3 +57,8 @@ class EmbeddingProtocol(Protocol):
     async def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         """Embed one search query."""
         ...
+
+
+# Builds the embedder a collection's manifest names, or None when it cannot; a
+# collection opened without an embedder calls it once, off the event loop.
+EmbedderFactory = Callable[[CollectionManifest], EmbeddingProtocol | None]

@@ -17,8 +17,8 @@ from pathlib import Path
 from groundkit.contracts import Citation
 from groundkit.errors import IngestionError, RetrievalError
 from groundkit.extraction import active_extractors
-from groundkit.ingestion.files import read_utf8
-from groundkit.ingestion.snapshots import SnapshotLocation, as_snapshot_store
+from groundkit.extraction.sources import read_utf8
+from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.utils.path_safety import PathEscapeError, ensure_within
 
 __all__ = ["read_source", "resolve_citation", "slice_span", "verify_citation"]

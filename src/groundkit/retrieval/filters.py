@@ -20,9 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from groundkit.contracts import FieldScalar, FieldValue
+from groundkit.contracts import FIELD_NAME_PATTERN, FieldScalar, FieldValue
 from groundkit.errors import RetrievalError
-from groundkit.ingestion.fields import FIELD_NAME_PATTERN
 
 __all__ = ["FILTER_OPERATORS", "Condition", "Filter", "field_kinds", "kind_of", "parse_filters"]
 

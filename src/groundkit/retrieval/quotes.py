@@ -16,8 +16,8 @@ from typing import TypedDict, Unpack
 
 from groundkit.contracts import Citation, FetchResult, QuoteCheck, QuoteVerdict, RetrievalResult
 from groundkit.errors import RetrievalError
-from groundkit.ingestion.snapshots import SnapshotLocation
 from groundkit.retrieval.citations import read_source, slice_span
+from groundkit.storage.snapshots import SnapshotLocation
 
 __all__ = [
     "QuoteChecker",

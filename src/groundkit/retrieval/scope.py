@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from groundkit.index.protocols import ChunkOwners, MetadataStoreProtocol
 from groundkit.retrieval.filters import Filter, field_kinds
 from groundkit.retrieval.sensitivity import visible
+from groundkit.storage.protocols import ChunkOwners, MetadataStoreProtocol
 
 __all__ = ["EVERYTHING", "Allowed", "Scope"]
 

@@ -27,20 +27,13 @@ from groundkit.contracts import (
 )
 from groundkit.errors import (
     ConfigurationError,
-    IndexIdentityError,
     RerankerNotConfiguredError,
     RetrievalError,
     StorageError,
 )
-from groundkit.index.analyzer import Analyzer
-from groundkit.index.bm25 import BM25Index
-from groundkit.index.dense import VectorHit, VectorStoreProtocol
-from groundkit.index.protocols import (
-    LexicalHit,
-    LexicalIndexProtocol,
-    MetadataStoreProtocol,
-    StoredChunk,
-)
+from groundkit.lexical.analyzer import Analyzer
+from groundkit.lexical.bm25 import BM25Index
+from groundkit.lexical.protocols import LexicalHit, LexicalIndexProtocol
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.filters import Filter, parse_filters
@@ -48,6 +41,13 @@ from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusio
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.scope import EVERYTHING, Allowed, Scope
 from groundkit.retrieval.sensitivity import check_clearance, visible
+from groundkit.storage.binding import check_analyzer, check_embedding
+from groundkit.storage.protocols import (
+    MetadataStoreProtocol,
+    StoredChunk,
+    VectorHit,
+    VectorStoreProtocol,
+)
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_request"]
@@ -128,15 +128,10 @@ class Retriever:
         analyzer = analyzer or Analyzer()
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
-        stored = await store.get_analyzer()
-        if stored is not None and stored != analyzer.identity:
-            raise IndexIdentityError(
-                f"collection was indexed with {stored!r} but the retriever uses "
-                f"{analyzer.identity!r}; open it with the same analyzer settings"
-            )
+        check_analyzer(await store.get_analyzer(), analyzer.identity, collection)
         dense_bound = False
         if embedder is not None and vector_store is not None:
-            dense_bound = await _check_dense_side(store, embedder, vector_store)
+            dense_bound = await _check_dense_side(store, embedder, vector_store, collection)
         # Read first: if a write lands during the rebuild the Collection sees a
         # newer generation on its next search and reopens.
         generation = await store.generation()
@@ -429,17 +424,13 @@ async def _check_dense_side(
     store: MetadataStoreProtocol,
     embedder: EmbeddingProtocol,
     vector_store: VectorStoreProtocol,
+    collection: str | None,
 ) -> bool:
     """True when the collection is bound to this embedder and its vectors are present."""
     manifest = await store.read_manifest()
     if manifest is None:
         return False
-    identity = await ensure_identity(embedder)
-    if manifest.identity != identity:
-        raise IndexIdentityError(
-            f"collection is bound to {manifest.identity.model_dump()}, not "
-            f"{identity.model_dump()}; search it with the model it was built with"
-        )
+    check_embedding(manifest, await ensure_identity(embedder), collection)
     if await store.chunk_count() > 0 and await vector_store.count() == 0:
         raise StorageError(
             "collection is bound to an embedding model but its vector store is empty; "

@@ -18,10 +18,10 @@ so a re-ingest never pulls a store out from under a running search.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Mapping
+import threading
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,33 +32,15 @@ from groundkit.collection import Collection
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import CollectionManifest, EmbeddingIdentity
 from groundkit.errors import StorageError
-from groundkit.index.location import StoreLocation
-from groundkit.index.metadata import COLLECTION_NAME_PATTERN, check_collection_name
-from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.providers.factory import embedder_for_manifest
+from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.sensitivity import check_clearance
+from groundkit.storage.location import StoreLocation
 
-__all__ = [
-    "CollectionInfo",
-    "CollectionRegistry",
-    "EmbedderFactory",
-    "sentence_transformer_embedder",
-]
+__all__ = ["CollectionInfo", "CollectionRegistry"]
 
 logger = logging.getLogger("groundkit.service")
-
-_SUFFIX = ".sqlite3"
-
-EmbedderFactory = Callable[[CollectionManifest], EmbeddingProtocol | None]
-
-
-def sentence_transformer_embedder(manifest: CollectionManifest) -> EmbeddingProtocol | None:
-    """The recorded sentence-transformers model (as ``grk search`` builds it); None otherwise."""
-    if manifest.provider != "sentence-transformers":
-        return None
-    from groundkit.providers.local import SentenceTransformerEmbedder
-
-    return SentenceTransformerEmbedder(manifest.model_name)
 
 
 class CollectionInfo(BaseModel):
@@ -99,7 +81,7 @@ class CollectionRegistry:
         base_dir: str | Path | None = None,
         retrieval: RetrievalConfig | None = None,
         reranker: RerankerProtocol | None = None,
-        embedder_for: EmbedderFactory = sentence_transformer_embedder,
+        embedder_for: EmbedderFactory = embedder_for_manifest,
         clearance: str | None = None,
     ) -> None:
         # Every collection is opened with it: nothing above it leaves the server.
@@ -118,7 +100,7 @@ class CollectionRegistry:
         self._retrieval = retrieval
         self._embedder_for = embedder_for
         self._embedders: dict[tuple[str, str], EmbeddingProtocol | None] = {}
-        self._embedder_lock = asyncio.Lock()
+        self._embedder_lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._closed = False
@@ -126,34 +108,22 @@ class CollectionRegistry:
     @property
     def where(self) -> str:
         """What the collections live in, safe to print (no password)."""
-        return self._where.describe() if self._where.shared else str(self._where.index_dir)
+        return self._where.describe_root()
 
     def location(self, name: str) -> StoreLocation:
-        return dataclasses.replace(self._where, name=check_collection_name(name))
+        return self._where.with_name(name)
 
     async def names(self) -> list[str]:
         """Names of the collections in the index directory or database, sorted."""
-        if self._where.metadata_url is not None:
-            from groundkit.index.postgres import collection_names
-
-            return await collection_names(self._where.metadata_url)
-        return await asyncio.to_thread(self._scan)
-
-    def _scan(self) -> list[str]:
-        assert self._where.index_dir is not None  # a local registry always has one
-        try:
-            entries = list(os.scandir(self._where.index_dir))
-        except OSError:
-            return []
-        names = (e.name[: -len(_SUFFIX)] for e in entries if e.name.endswith(_SUFFIX))
-        return sorted(n for n in names if COLLECTION_NAME_PATTERN.fullmatch(n))
+        return await self._where.list_collections()
 
     async def describe(self, name: str) -> CollectionInfo:
         """Sizes and embedding identity of ``name``, read without opening it for search
         (so no embedding model is loaded)."""
         await self._check_known(name)
-        store = await self.location(name).open_metadata(create=False)
+        stores = await self.location(name).open(create=False)
         try:
+            store = stores.metadata
             manifest = await store.read_manifest()
             return CollectionInfo(
                 name=name,
@@ -163,7 +133,7 @@ class CollectionRegistry:
                 embedding=manifest.identity if manifest is not None else None,
             )
         finally:
-            await store.close()
+            await stores.close()
 
     @asynccontextmanager
     async def lease(self, name: str) -> AsyncIterator[Collection]:
@@ -254,37 +224,25 @@ class CollectionRegistry:
 
     async def _open(self, name: str) -> _Entry:
         await self._check_known(name)
-        location = self.location(name)
-        store = await location.open_metadata(create=False)
-        try:
-            # Read before the collection opens its vector handle: a write landing
-            # in between then shows up as a newer generation, never a missed one.
-            generation = await store.generation()
-            manifest = await store.read_manifest()
-        finally:
-            await store.close()
-        embedder = None if manifest is None else await self._embedder(manifest)
         collection = await Collection.open(
-            location.index_dir,
-            name,
-            metadata_url=location.metadata_url,
-            storage_uri=location.storage_uri,
-            storage_options=location.storage_options,
+            location=self.location(name),
+            create=False,
             base_dir=self.base_dir,
             retrieval=self._retrieval,
-            embedder=embedder,
+            embedder_for=self._embedder,
             reranker=self.reranker,
             clearance=self.clearance,
         )
-        logger.info("opened collection %s (dense: %s)", name, embedder is not None)
-        return _Entry(collection, generation)
+        logger.info("opened collection %s (dense: %s)", name, collection.embedder is not None)
+        return _Entry(collection, collection.opened_generation)
 
-    async def _embedder(self, manifest: CollectionManifest) -> EmbeddingProtocol | None:
+    def _embedder(self, manifest: CollectionManifest) -> EmbeddingProtocol | None:
+        """One embedder per recorded model, shared by every collection bound to it
+        (runs in a worker thread, so a model loads off the event loop)."""
         key = (manifest.provider, manifest.model_name)
-        async with self._embedder_lock:
+        with self._embedder_lock:
             if key not in self._embedders:
-                # Building one may read model files: off the event loop.
-                self._embedders[key] = await asyncio.to_thread(self._embedder_for, manifest)
+                self._embedders[key] = self._embedder_for(manifest)
             return self._embedders[key]
 
     async def _close_entry(self, entry: _Entry) -> None:

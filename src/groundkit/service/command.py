@@ -11,7 +11,6 @@ from pathlib import Path
 
 from groundkit.contracts import SENSITIVITY_LEVELS
 from groundkit.errors import ConfigurationError
-from groundkit.index.location import METADATA_URL_ENV, STORAGE_URI_ENV
 from groundkit.retrieval.rerank import CrossEncoderReranker
 from groundkit.service.collections import CollectionRegistry
 from groundkit.service.transport import (
@@ -22,6 +21,7 @@ from groundkit.service.transport import (
     check_binding,
     run_server,
 )
+from groundkit.storage.location import METADATA_URL_ENV, STORAGE_URI_ENV
 
 __all__ = ["add_location_arguments", "add_serve_parser", "run_serve"]
 

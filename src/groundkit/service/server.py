@@ -32,11 +32,11 @@ from groundkit.contracts import (
     Verification,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError
-from groundkit.index.metadata import COLLECTION_NAME_PATTERN
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.search import MAX_QUERY_CHARS
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
+from groundkit.storage.names import COLLECTION_NAME_PATTERN
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from groundkit import ConfigurationError, SQLiteMetadataStore, StorageError
-from groundkit.index.metadata import SCHEMA_VERSION
-from tests.index.metadata_conformance import MetadataStoreConformance, check_reopen, put
+from groundkit.storage.location import StoreLocation, metadata_path
+from groundkit.storage.sqlite import SCHEMA_VERSION
+from groundkit.testing.conformance.helpers import put
+from groundkit.testing.conformance.metadata import MetadataStoreConformance, check_reopen
 
 
 class TestSQLiteConformance(MetadataStoreConformance):
@@ -87,9 +89,10 @@ async def test_garbage_file(tmp_path: Path, content: bytes) -> None:
 
 @pytest.mark.parametrize("name", ["default", "a", "My_Coll-2", "9" * 64])
 async def test_good_collection_names(tmp_path: Path, name: str) -> None:
-    store = await SQLiteMetadataStore.for_collection(tmp_path, name)
+    store = await StoreLocation.resolve(name, index_dir=tmp_path).open_metadata()
     try:
-        assert store.path == tmp_path / f"{name}.sqlite3"
+        assert isinstance(store, SQLiteMetadataStore)
+        assert store.path == tmp_path / f"{name}.sqlite3" == metadata_path(tmp_path, name)
         assert store.path.exists()
     finally:
         await store.close()
@@ -100,5 +103,5 @@ async def test_good_collection_names(tmp_path: Path, name: str) -> None:
 )
 async def test_bad_collection_names(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigurationError, match="invalid collection name"):
-        await SQLiteMetadataStore.for_collection(tmp_path / "idx", name)
+        await StoreLocation.resolve(name, index_dir=tmp_path / "idx").open_metadata()
     assert not (tmp_path / "idx").exists()

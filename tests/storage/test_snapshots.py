@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from groundkit.ingestion.snapshots import (
+from groundkit.storage.location import snapshot_dir_for
+from groundkit.storage.snapshots import (
     remove_stale_snapshots,
-    snapshot_dir_for,
     snapshot_matches,
     snapshot_path,
     write_snapshot,

@@ -5,27 +5,28 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import re
 import sqlite3
-from collections import Counter
 from collections.abc import AsyncIterator, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import numpy as np
 
-from groundkit.contracts import (
-    Chunk,
-    CollectionManifest,
-    Document,
-    DocumentRecord,
-    EmbeddingIdentity,
-    FieldValue,
+from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, FieldValue
+from groundkit.errors import StorageError
+from groundkit.storage._rows import (
+    WriteItems,
+    chunk_rows,
+    document_record,
+    document_rows,
+    now_iso,
+    parse_metadata,
+    postings_from_blobs,
+    stored_chunk,
+    term_counts,
 )
-from groundkit.errors import ConfigurationError, IndexIdentityError, StorageError
-from groundkit.index.protocols import (
+from groundkit.storage.protocols import (
     ChunkOwners,
     ChunkPostings,
     DocumentState,
@@ -33,16 +34,9 @@ from groundkit.index.protocols import (
     StoredChunk,
 )
 
-__all__ = [
-    "COLLECTION_NAME_PATTERN",
-    "SCHEMA_VERSION",
-    "SQLiteMetadataStore",
-    "check_collection_name",
-    "metadata_json",
-]
+__all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore"]
 
 SCHEMA_VERSION = 1
-COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 _IN_BATCH = 500
 # Key lookups up to this size run inline on a read-only connection: a handful of
 # primary-key reads in WAL mode (readers never wait for writers) cost less than
@@ -94,60 +88,6 @@ _CHUNK_COLUMNS = (
 )
 
 
-def check_collection_name(name: str) -> str:
-    """Collection names become file names, so only a strict set is allowed."""
-    if not COLLECTION_NAME_PATTERN.fullmatch(name):
-        raise ConfigurationError(
-            f"invalid collection name {name!r}: use 1-64 letters, digits, '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return name
-
-
-def metadata_json(metadata: Mapping[str, Any]) -> str:
-    """Document metadata as stored: JSON with sorted keys (anything else as its str)."""
-    return json.dumps(metadata, sort_keys=True, default=str)
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _metadata(raw: str) -> dict[str, Any]:
-    return {} if raw == "{}" else dict(json.loads(raw))
-
-
-def _record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
-    return DocumentRecord(
-        document_id=row[0],
-        source=row[1],
-        content_hash=row[2],
-        ingested_at=row[3],
-        source_class=row[4],
-        extractor=row[5],
-        metadata=_metadata(row[6]),
-        chunk_count=chunk_count,
-    )
-
-
-def _stored(row: Sequence[Any]) -> StoredChunk:
-    return StoredChunk(
-        key=row[0],
-        chunk_id=row[1],
-        chunk_index=row[2],
-        content=row[3],
-        start_offset=row[4],
-        end_offset=row[5],
-        document_id=row[6],
-        source=row[7],
-        document_hash=row[8],
-        ingested_at=row[9],
-        source_class=row[10],
-        extractor=row[11],
-        metadata=_metadata(row[12]),
-    )
-
-
 class SQLiteMetadataStore:
     """``MetadataStoreProtocol`` on one SQLite file; create with ``await .open(path)``."""
 
@@ -174,13 +114,6 @@ class SQLiteMetadataStore:
             await conn.close()
             raise
         return store
-
-    @classmethod
-    async def for_collection(
-        cls, index_dir: Path, name: str, *, create: bool = True
-    ) -> SQLiteMetadataStore:
-        check_collection_name(name)
-        return await cls.open(Path(index_dir) / f"{name}.sqlite3", create=create)
 
     async def _prepare(self) -> None:
         try:
@@ -267,46 +200,36 @@ class SQLiteMetadataStore:
         value = await self._state("analyzer")
         return str(value) if value is not None else None
 
-    async def set_analyzer(self, identity: str) -> None:
-        """Bind the collection to an analyzer; refuses to rebind to another one."""
+    async def bind_analyzer(self, identity: str) -> str:
+        """Bind the collection to ``identity`` unless bound; returns the bound identity."""
         await self._conn.execute("BEGIN IMMEDIATE")
         try:
             current = await self._state("analyzer")
             if current is None:
                 await self._conn.execute("UPDATE state SET analyzer = ? WHERE id = 1", (identity,))
-            elif current != identity:
-                raise IndexIdentityError(
-                    f"collection was indexed with {current!r}, not {identity!r}; "
-                    "use the same analyzer settings or ingest into a new collection"
-                )
+                current = identity
             await self._conn.execute("COMMIT")
         except BaseException:
             await self._conn.execute("ROLLBACK")
             raise
+        return str(current)
 
     async def read_manifest(self) -> CollectionManifest | None:
         raw = await self._state("manifest")
         return CollectionManifest.model_validate_json(raw) if raw else None
 
-    async def write_manifest(self, identity: EmbeddingIdentity) -> CollectionManifest:
-        """Bind the collection to an embedding identity once; a different one is refused."""
+    async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:
+        """Bind the collection to ``identity`` unless bound; returns the bound manifest."""
         await self._conn.execute("BEGIN IMMEDIATE")
         try:
-            existing = await self.read_manifest()
-            if existing is None:
-                manifest = CollectionManifest(**identity.model_dump(), created_at=_now())
+            manifest = await self.read_manifest()
+            if manifest is None:
+                manifest = CollectionManifest(**identity.model_dump(), created_at=now_iso())
                 # A bump: open Retrievers must learn that dense search is now possible.
                 await self._conn.execute(
                     "UPDATE state SET manifest = ?, generation = generation + 1 WHERE id = 1",
                     (manifest.model_dump_json(),),
                 )
-            elif existing.identity != identity:
-                raise IndexIdentityError(
-                    f"collection is bound to {existing.identity.model_dump()}, "
-                    f"not {identity.model_dump()}; use that model or a new collection"
-                )
-            else:
-                manifest = existing
             await self._conn.execute("COMMIT")
         except BaseException:
             await self._conn.execute("ROLLBACK")
@@ -315,32 +238,14 @@ class SQLiteMetadataStore:
 
     # -- documents -----------------------------------------------------------
 
-    async def document_hashes(self) -> dict[str, str]:
-        async with self._conn.execute("SELECT source, content_hash FROM documents") as cur:
-            return {row[0]: row[1] async for row in cur}
-
     async def document_states(self) -> dict[str, DocumentState]:
         async with self._conn.execute(
             "SELECT source, content_hash, source_class, extractor, metadata FROM documents"
         ) as cur:
             return {
-                row[0]: DocumentState(row[1], row[2], row[3], _metadata(row[4]))
+                row[0]: DocumentState(row[1], row[2], row[3], parse_metadata(row[4]))
                 async for row in cur
             }
-
-    async def get_document_sources(self) -> list[str]:
-        async with self._conn.execute("SELECT source FROM documents ORDER BY source") as cur:
-            return [row[0] async for row in cur]
-
-    async def get_document(self, source: str) -> DocumentRecord | None:
-        async with self._conn.execute(
-            "SELECT d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor,"
-            " d.metadata, (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id)"
-            " FROM documents d WHERE d.source = ?",
-            (source,),
-        ) as cur:
-            row = await cur.fetchone()
-        return _record(row, row[7]) if row else None
 
     async def iter_documents(self) -> AsyncIterator[DocumentRecord]:
         async with self._conn.execute(
@@ -349,7 +254,7 @@ class SQLiteMetadataStore:
             " FROM documents d ORDER BY d.source"
         ) as cur:
             async for row in cur:
-                yield _record(row, row[7])
+                yield document_record(row, row[7])
 
     async def _term_ids(self, terms: set[str]) -> dict[str, int]:
         """Ids for ``terms``, creating missing ones (inside the caller's transaction)."""
@@ -370,17 +275,7 @@ class SQLiteMetadataStore:
                     vocab[term] = term_id
         return vocab
 
-    async def replace_document(
-        self,
-        document: Document,
-        chunks: Sequence[Chunk],
-        chunk_terms: Sequence[Sequence[str]],
-    ) -> None:
-        await self.replace_documents([(document, chunks, chunk_terms)])
-
-    async def replace_documents(
-        self, items: Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
-    ) -> None:
+    async def replace_documents(self, items: WriteItems) -> None:
         """Store several documents in one transaction (one generation bump).
 
         A transaction per document cost about eight round trips to aiosqlite's
@@ -388,7 +283,7 @@ class SQLiteMetadataStore:
         """
         if not items:
             return
-        sources, counts = _term_counts(items)
+        sources, counts = term_counts(items)
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
@@ -400,9 +295,9 @@ class SQLiteMetadataStore:
             await self._conn.executemany(
                 "INSERT INTO documents (id, source, content_hash, ingested_at, source_class,"
                 " extractor, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                _document_rows(items),
+                document_rows(items),
             )
-            rows = _chunk_rows(items, counts, vocab)
+            rows = chunk_rows(items, counts, vocab)
             await self._conn.executemany(
                 "INSERT INTO chunks (id, document_id, chunk_index, content, start_offset,"
                 " end_offset, content_hash, term_ids, tfs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -458,12 +353,8 @@ class SQLiteMetadataStore:
         ) as cur:
             return [row[0] async for row in cur]
 
-    async def mark_vectors_stored(self, document_id: str, content_hash: str) -> None:
-        """Record that vectors for this content are stored (no generation bump: no text changed)."""
-        await self.mark_vectors_stored_many([(document_id, content_hash)])
-
     async def mark_vectors_stored_many(self, items: Sequence[tuple[str, str]]) -> None:
-        """``mark_vectors_stored`` for several documents in one statement."""
+        """Confirm stored vectors for several documents in one statement."""
         if not items:
             return
         try:
@@ -483,14 +374,6 @@ class SQLiteMetadataStore:
         async with self._conn.execute("SELECT id FROM documents") as cur:
             return {row[0] async for row in cur}
 
-    async def get_document_chunks(self, document_id: str) -> list[StoredChunk]:
-        async with self._conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE c.document_id = ? ORDER BY c.chunk_index",
-            (document_id,),
-        ) as cur:
-            return [_stored(row) async for row in cur]
-
     async def get_chunks_for_documents(
         self, document_ids: Sequence[str]
     ) -> dict[str, list[StoredChunk]]:
@@ -506,7 +389,7 @@ class SQLiteMetadataStore:
                 part,
             )
             for row in rows:
-                stored = _stored(row)
+                stored = stored_chunk(row)
                 out.setdefault(stored.document_id, []).append(stored)
         for listed in out.values():
             listed.sort(key=lambda r: r.chunk_index)
@@ -529,7 +412,7 @@ class SQLiteMetadataStore:
             rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
             if rows is None:
                 rows = list(await self._conn.execute_fetchall(sql, part))
-            out.extend(_stored(row) for row in rows)
+            out.extend(stored_chunk(row) for row in rows)
         return out
 
     async def chunk_count(self) -> int:
@@ -544,7 +427,7 @@ class SQLiteMetadataStore:
             (chunk_id,),
         ) as cur:
             row = await cur.fetchone()
-        return _stored(row) if row else None
+        return stored_chunk(row) if row else None
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         rows = await self._chunks_where("c.key", [int(k) for k in keys])
@@ -556,7 +439,7 @@ class SQLiteMetadataStore:
             " ORDER BY d.source, c.chunk_index"
         ) as cur:
             while rows := await cur.fetchmany(batch_size):
-                yield [_stored(r) for r in rows]
+                yield [stored_chunk(r) for r in rows]
 
     # -- lexical statistics --------------------------------------------------
 
@@ -599,20 +482,9 @@ class SQLiteMetadataStore:
         async with self._conn.execute(
             "SELECT key, term_ids, tfs FROM chunks ORDER BY content_hash, chunk_index, document_id"
         ) as cur:
-            while batch := await cur.fetchmany(batch_size):
-                rows = list(batch)
-                n = len(rows)
-                keys = np.fromiter((r[0] for r in rows), dtype=np.int64, count=n)
-                lengths = np.fromiter((len(r[1]) // 4 for r in rows), dtype=np.int64, count=n)
-                offsets = np.zeros(n + 1, dtype=np.int64)
-                np.cumsum(lengths, out=offsets[1:])
-                term_ids = np.frombuffer(b"".join(r[1] for r in rows), dtype="<i4")
-                tfs = np.frombuffer(b"".join(r[2] for r in rows), dtype="<i4")
-                yield ChunkPostings(
-                    keys=keys,
-                    offsets=offsets,
-                    term_ids=term_ids.astype(np.int32),
-                    tfs=tfs.astype(np.int32),
+            while rows := await cur.fetchmany(batch_size):
+                yield postings_from_blobs(
+                    [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
                 )
 
 
@@ -663,71 +535,3 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
 
 
 _guard_sqlite_errors(SQLiteMetadataStore)
-
-
-_WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
-
-
-def _term_counts(items: _WriteItems) -> tuple[list[str], list[list[Counter[str]]]]:
-    """The sources of a ``replace_documents`` batch and each chunk's term counts.
-
-    Checked before any transaction opens, so a malformed batch writes nothing.
-    """
-    sources = [document.source for document, _, _ in items]
-    if len(set(sources)) != len(sources):
-        raise ValueError("a source appears twice in one replace_documents call")
-    counts: list[list[Counter[str]]] = []
-    for _, chunks, chunk_terms in items:
-        if len(chunks) != len(chunk_terms):
-            raise ValueError("one term list per chunk is required")
-        counts.append([Counter(terms) for terms in chunk_terms])
-    return sources, counts
-
-
-def _document_rows(items: _WriteItems) -> list[tuple[Any, ...]]:
-    """``documents`` rows in column order ``id, source, content_hash, ingested_at,
-    source_class, extractor, metadata``; one timestamp for the whole batch."""
-    now = _now()
-    return [
-        (
-            document.document_id,
-            document.source,
-            document.content_hash,
-            now,
-            document.source_class,
-            document.extractor,
-            metadata_json(document.metadata),
-        )
-        for document, _, _ in items
-    ]
-
-
-def _chunk_rows(
-    items: _WriteItems, counts: list[list[Counter[str]]], vocab: dict[str, int]
-) -> list[tuple[Any, ...]]:
-    """Every ``chunks`` row of a batch (see ``_chunk_row``)."""
-    return [
-        _chunk_row(document.document_id, chunk, counter, vocab)
-        for (document, chunks, _), group in zip(items, counts, strict=True)
-        for chunk, counter in zip(chunks, group, strict=True)
-    ]
-
-
-def _chunk_row(
-    document_id: str, chunk: Chunk, counter: Counter[str], vocab: dict[str, int]
-) -> tuple[Any, ...]:
-    """A ``chunks`` row: term ids and frequencies as little-endian int32 blobs."""
-    items = sorted((vocab[t], n) for t, n in counter.items())
-    ids = np.fromiter((i for i, _ in items), dtype="<i4", count=len(items))
-    tfs = np.fromiter((n for _, n in items), dtype="<i4", count=len(items))
-    return (
-        chunk.chunk_id,
-        document_id,
-        chunk.chunk_index,
-        chunk.content,
-        chunk.start_offset,
-        chunk.end_offset,
-        chunk.content_hash,
-        ids.tobytes(),
-        tfs.tobytes(),
-    )

@@ -13,48 +13,26 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from groundkit.errors import ConfigurationError
-from groundkit.utils.path_safety import PathEscapeError, ensure_within
+from groundkit.storage.names import SNAPSHOT_TEMP_SUFFIX, check_snapshot_id
+from groundkit.storage.protocols import SnapshotStore
+from groundkit.utils.path_safety import ensure_within
 
 __all__ = [
     "LocalSnapshots",
     "ObjectSnapshots",
     "SnapshotLocation",
-    "SnapshotStore",
     "as_snapshot_store",
-    "check_snapshot_id",
     "is_object_uri",
     "remove_stale_snapshots",
-    "snapshot_dir_for",
     "snapshot_matches",
     "snapshot_path",
     "write_snapshot",
 ]
-
-_TEMP_SUFFIX = ".partial"
-# A document id becomes a file name; only a plain name can be one.
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-def snapshot_dir_for(index_dir: Path, collection: str) -> Path:
-    """The directory holding one collection's snapshots, beside its SQLite file."""
-    return Path(index_dir) / f"{collection}.snapshots"
-
-
-def check_snapshot_id(document_id: str) -> str:
-    """``document_id`` if it can name a snapshot; ``PathEscapeError`` otherwise.
-
-    A document id is data from the store, never trusted as a path: it must be a
-    plain file (or object) name.
-    """
-    if not _SAFE_NAME.fullmatch(document_id) or document_id.endswith(_TEMP_SUFFIX):
-        raise PathEscapeError(f"document id {document_id!r} cannot name a snapshot file")
-    return document_id
 
 
 def snapshot_path(snapshot_dir: Path, document_id: str) -> Path:
@@ -76,7 +54,7 @@ def write_snapshot(snapshot_dir: Path, document_id: str, content: str) -> Path:
     """Write ``content`` atomically (temp file, fsync, rename); returns the path."""
     snapshot_dir.mkdir(parents=True, exist_ok=True)
     path = snapshot_path(snapshot_dir, document_id)
-    temp = path.with_name(path.name + _TEMP_SUFFIX)
+    temp = path.with_name(path.name + SNAPSHOT_TEMP_SUFFIX)
     with open(temp, "wb") as handle:
         handle.write(content.encode("utf-8"))
         handle.flush()
@@ -100,26 +78,6 @@ def remove_stale_snapshots(snapshot_dir: Path, keep: Iterable[str]) -> list[str]
             continue
         removed.append(entry.name)
     return removed
-
-
-@runtime_checkable
-class SnapshotStore(Protocol):
-    """Where one collection's snapshots live. Ids are checked by ``check_snapshot_id``."""
-
-    @property
-    def location(self) -> str: ...
-
-    async def read(self, document_id: str) -> bytes:
-        """The stored bytes; ``OSError`` (``FileNotFoundError``) when there are none."""
-        ...
-
-    async def matches(self, document_id: str, content: str) -> bool: ...
-
-    async def write(self, document_id: str, content: str) -> None:
-        """Store ``content`` whole: a reader sees the old bytes or the new, never part."""
-        ...
-
-    async def remove_stale(self, keep: Iterable[str]) -> list[str]: ...
 
 
 class LocalSnapshots:

@@ -27,17 +27,22 @@ from groundkit import (
     SQLiteMetadataStore,
     StorageError,
 )
-from groundkit.index.postgres import (
+from groundkit.storage.postgres import (
     SCHEMA_VERSION,
     PostgresMetadataStore,
     redact_dsn,
     schema_name,
 )
-from tests.index.metadata_conformance import (
+from groundkit.testing.conformance.helpers import (
+    document_hashes,
+    document_sources,
+    put,
+    put_document,
+)
+from groundkit.testing.conformance.metadata import (
     MetadataStoreConformance,
     check_reopen,
     decoded_postings,
-    put,
     snapshot,
 )
 from tests.services import run_pythons
@@ -93,7 +98,7 @@ async def test_collections_are_isolated(postgres_dsn: str, fresh: str) -> None:
     second = await PostgresMetadataStore.open(postgres_dsn, other_name)
     try:
         await put(first, "a.txt", ["alpha"])
-        assert await second.document_hashes() == {}
+        assert await document_hashes(second) == {}
         assert await second.generation() == 0
         await put(second, "a.txt", ["beta"])
         assert (await first.vocabulary()).keys() == {"alpha"}
@@ -170,7 +175,7 @@ async def test_long_collection_names(postgres_dsn: str) -> None:
     stores = [await PostgresMetadataStore.open(postgres_dsn, n) for n in names]
     try:
         await put(stores[0], "a.txt", ["only in the first"])
-        assert await stores[1].document_hashes() == {}
+        assert await document_hashes(stores[1]) == {}
     finally:
         for s in stores:
             await s.drop()
@@ -183,7 +188,7 @@ async def test_order_is_bytewise_whatever_the_database_collation(
     sources = ["b.txt", "B.txt", "a.txt", "_x.txt", "a-b.txt", "ab.txt", "é.txt", "Z.txt"]
     for source in sources:
         await put(pg, source, [f"text of {source}"], document_id=f"id {source}")
-    assert await pg.get_document_sources() == sorted(sources)
+    assert await document_sources(pg) == sorted(sources)
     flat = [s async for batch in pg.iter_chunks() for s in batch]
     assert [s.source for s in flat] == sorted(sources)
     # Canonical order ties on content_hash/chunk_index fall to document_id, bytewise.
@@ -250,7 +255,7 @@ async def test_nul_in_text_is_a_storage_error(pg: PostgresMetadataStore) -> None
     before = await snapshot(pg)
     document, chunks, terms = make_document("b.txt", ["nul \x00 inside"])
     with pytest.raises(StorageError, match=r"could not store 'b\.txt'"):
-        await pg.replace_document(document, chunks, terms)
+        await put_document(pg, document, chunks, terms)
     assert await snapshot(pg) == before
 
 
@@ -313,7 +318,7 @@ def test_base_import_does_not_load_the_driver() -> None:
     import subprocess
 
     code = (
-        "import sys, groundkit, groundkit.index.postgres; "
+        "import sys, groundkit, groundkit.storage.postgres; "
         "assert 'asyncpg' not in sys.modules, 'asyncpg imported eagerly'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
@@ -329,7 +334,7 @@ async def write_rounds(store: PostgresMetadataStore, tag: str, rounds: int) -> N
         doc = make_document(f"{tag}/{i}.txt", [" ".join(words), f"new{i} {tag}"])
         again = make_document(f"{tag}/{i}.txt", [" ".join(reversed(words))])
         await store.replace_documents([doc])
-        await store.replace_document(*again)
+        await put_document(store, *again)
 
 
 async def check_rounds(store: PostgresMetadataStore, tags: str, rounds: int) -> None:
@@ -377,8 +382,8 @@ async def test_concurrent_writers_share_one_vocabulary(postgres_dsn: str, fresh:
 
 _WRITER = """
 import asyncio, sys
-from groundkit.index.postgres import PostgresMetadataStore
-from tests.index.test_postgres_store import write_rounds
+from groundkit.storage.postgres import PostgresMetadataStore
+from tests.storage.test_postgres_store import write_rounds
 
 async def main(dsn: str, name: str, tag: str, rounds: int) -> None:
     store = await PostgresMetadataStore.open(dsn, name)
@@ -437,6 +442,6 @@ async def test_write_after_collection_dropped_is_a_storage_error(
     await other.drop()
     try:
         with pytest.raises(StorageError, match=repr(fresh)):
-            await store.replace_document(Document(document_id="d", source="d", content="x"), [], [])
+            await put_document(store, Document(document_id="d", source="d", content="x"), [], [])
     finally:
         await store.close()

@@ -23,27 +23,21 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from groundkit.contracts import (
-    Chunk,
-    CollectionManifest,
-    Document,
-    DocumentRecord,
-    EmbeddingIdentity,
-    fields_of,
+from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, fields_of
+from groundkit.errors import ConfigurationError, GroundkitError, StorageError
+from groundkit.storage._rows import (
+    WriteItems,
+    chunk_rows,
+    document_record,
+    document_rows,
+    now_iso,
+    parse_metadata,
+    postings_from_blobs,
+    stored_chunk,
+    term_counts,
 )
-from groundkit.errors import ConfigurationError, GroundkitError, IndexIdentityError, StorageError
-from groundkit.index.metadata import (
-    _chunk_rows,
-    _document_rows,
-    _metadata,
-    _now,
-    _record,
-    _stored,
-    _term_counts,
-    _WriteItems,
-    check_collection_name,
-)
-from groundkit.index.protocols import ChunkOwners, ChunkPostings, DocumentState, StoredChunk
+from groundkit.storage.names import check_collection_name
+from groundkit.storage.protocols import ChunkOwners, ChunkPostings, DocumentState, StoredChunk
 
 if TYPE_CHECKING:
     import asyncpg
@@ -399,53 +393,37 @@ class PostgresMetadataStore:
         value = await self._state("analyzer")
         return str(value) if value is not None else None
 
-    async def set_analyzer(self, identity: str) -> None:
-        """Bind the collection to an analyzer; refuses to rebind to another one."""
+    async def bind_analyzer(self, identity: str) -> str:
+        """Bind the collection to ``identity`` unless bound; returns the bound identity."""
         async with self._write("bind the analyzer") as conn:
             current = await conn.fetchval(f"SELECT analyzer FROM {self._s}.state WHERE id = 1")
             if current is None:
                 await conn.execute(
                     f"UPDATE {self._s}.state SET analyzer = $1 WHERE id = 1", identity
                 )
-            elif current != identity:
-                raise IndexIdentityError(
-                    f"collection was indexed with {current!r}, not {identity!r}; "
-                    "use the same analyzer settings or ingest into a new collection"
-                )
+                current = identity
+        return str(current)
 
     async def read_manifest(self) -> CollectionManifest | None:
         raw = await self._state("manifest")
         return CollectionManifest.model_validate_json(raw) if raw else None
 
-    async def write_manifest(self, identity: EmbeddingIdentity) -> CollectionManifest:
-        """Bind the collection to an embedding identity once; a different one is refused."""
+    async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:
+        """Bind the collection to ``identity`` unless bound; returns the bound manifest."""
         async with self._write("bind the embedding model") as conn:
             raw = await conn.fetchval(f"SELECT manifest FROM {self._s}.state WHERE id = 1")
-            existing = CollectionManifest.model_validate_json(raw) if raw else None
-            if existing is None:
-                manifest = CollectionManifest(**identity.model_dump(), created_at=_now())
+            manifest = CollectionManifest.model_validate_json(raw) if raw else None
+            if manifest is None:
+                manifest = CollectionManifest(**identity.model_dump(), created_at=now_iso())
                 # A bump: open Retrievers must learn that dense search is now possible.
                 await conn.execute(
                     f"UPDATE {self._s}.state SET manifest = $1, generation = generation + 1"
                     " WHERE id = 1",
                     manifest.model_dump_json(),
                 )
-            elif existing.identity != identity:
-                raise IndexIdentityError(
-                    f"collection is bound to {existing.identity.model_dump()}, "
-                    f"not {identity.model_dump()}; use that model or a new collection"
-                )
-            else:
-                manifest = existing
         return manifest
 
     # -- documents -----------------------------------------------------------
-
-    async def document_hashes(self) -> dict[str, str]:
-        rows = await self._fetch(
-            "read documents", f"SELECT source, content_hash FROM {self._s}.documents"
-        )
-        return {row[0]: row[1] for row in rows}
 
     async def document_states(self) -> dict[str, DocumentState]:
         rows = await self._fetch(
@@ -453,25 +431,15 @@ class PostgresMetadataStore:
             f"SELECT source, content_hash, source_class, extractor, metadata FROM {self._s}"
             ".documents",
         )
-        return {row[0]: DocumentState(row[1], row[2], row[3], _metadata(row[4])) for row in rows}
-
-    async def get_document_sources(self) -> list[str]:
-        rows = await self._fetch(
-            "read documents", f"SELECT source FROM {self._s}.documents ORDER BY source"
-        )
-        return [row[0] for row in rows]
-
-    async def get_document(self, source: str) -> DocumentRecord | None:
-        rows = await self._fetch(
-            "read a document", f"{self._select_documents} WHERE d.source = $1", source
-        )
-        return _record(rows[0], rows[0][7]) if rows else None
+        return {
+            row[0]: DocumentState(row[1], row[2], row[3], parse_metadata(row[4])) for row in rows
+        }
 
     async def iter_documents(self) -> AsyncIterator[DocumentRecord]:
         sql = f"{self._select_documents} ORDER BY d.source"
         async for rows in self._cursor("read documents", sql, 1000):
             for row in rows:
-                yield _record(row, row[7])
+                yield document_record(row, row[7])
 
     async def _term_ids(self, conn: Any, terms: set[str]) -> dict[str, int]:
         """Ids for ``terms``, creating missing ones; the caller holds the writer lock.
@@ -505,22 +473,14 @@ class PostgresMetadataStore:
             vocab.update(zip(new, ids, strict=True))
         return vocab
 
-    async def replace_document(
-        self,
-        document: Document,
-        chunks: Sequence[Chunk],
-        chunk_terms: Sequence[Sequence[str]],
-    ) -> None:
-        await self.replace_documents([(document, chunks, chunk_terms)])
-
-    async def replace_documents(self, items: _WriteItems) -> None:
+    async def replace_documents(self, items: WriteItems) -> None:
         """Store several documents in one transaction (one generation bump).
 
         Rows go in by binary COPY: one round trip per table rather than one per row.
         """
         if not items:
             return
-        sources, counts = _term_counts(items)
+        sources, counts = term_counts(items)
         what = repr(sources[0]) if len(sources) == 1 else f"{len(sources)} documents"
         async with self._write(f"store {what}") as conn:
             vocab = await self._term_ids(conn, {t for group in counts for c in group for t in c})
@@ -531,9 +491,9 @@ class PostgresMetadataStore:
                 "documents",
                 schema_name=self.schema,
                 columns=_DOCUMENT_INSERT,
-                records=_document_rows(items),
+                records=document_rows(items),
             )
-            rows = _chunk_rows(items, counts, vocab)
+            rows = chunk_rows(items, counts, vocab)
             if rows:
                 await conn.copy_records_to_table(
                     "chunks", schema_name=self.schema, columns=_CHUNK_INSERT, records=rows
@@ -567,10 +527,6 @@ class PostgresMetadataStore:
         )
         return [row[0] for row in rows]
 
-    async def mark_vectors_stored(self, document_id: str, content_hash: str) -> None:
-        """Record that vectors for this content are stored (no generation bump: no text changed)."""
-        await self.mark_vectors_stored_many([(document_id, content_hash)])
-
     async def mark_vectors_stored_many(self, items: Sequence[tuple[str, str]]) -> None:
         """One statement for all pairs; a pair whose content changed meanwhile matches nothing."""
         if not items:
@@ -588,14 +544,6 @@ class PostgresMetadataStore:
         rows = await self._fetch("read documents", f"SELECT id FROM {self._s}.documents")
         return {row[0] for row in rows}
 
-    async def get_document_chunks(self, document_id: str) -> list[StoredChunk]:
-        rows = await self._fetch(
-            "read chunks",
-            f"{self._select_chunks} WHERE c.document_id = $1 ORDER BY c.chunk_index",
-            document_id,
-        )
-        return [_stored(row) for row in rows]
-
     async def get_chunks_for_documents(
         self, document_ids: Sequence[str]
     ) -> dict[str, list[StoredChunk]]:
@@ -610,7 +558,7 @@ class PostgresMetadataStore:
         )
         out: dict[str, list[StoredChunk]] = {}
         for row in rows:
-            stored = _stored(row)
+            stored = stored_chunk(row)
             out.setdefault(stored.document_id, []).append(stored)
         return out
 
@@ -620,14 +568,14 @@ class PostgresMetadataStore:
         rows = await self._fetch(
             "read chunks", f"{self._select_chunks} WHERE c.id = ANY($1::text[])", list(chunk_ids)
         )
-        return {row[1]: _stored(row) for row in rows}
+        return {row[1]: stored_chunk(row) for row in rows}
 
     async def chunk_count(self) -> int:
         return int(await self._value("count chunks", f"SELECT COUNT(*) FROM {self._s}.chunks"))
 
     async def get_chunk(self, chunk_id: str) -> StoredChunk | None:
         rows = await self._fetch("read a chunk", f"{self._select_chunks} WHERE c.id = $1", chunk_id)
-        return _stored(rows[0]) if rows else None
+        return stored_chunk(rows[0]) if rows else None
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         if not keys:
@@ -637,12 +585,12 @@ class PostgresMetadataStore:
             f"{self._select_chunks} WHERE c.key = ANY($1::bigint[])",
             [int(k) for k in keys],
         )
-        return {int(row[0]): _stored(row) for row in rows}
+        return {int(row[0]): stored_chunk(row) for row in rows}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         sql = f"{self._select_chunks} ORDER BY d.source, c.chunk_index"
         async for rows in self._cursor("read chunks", sql, batch_size):
-            yield [_stored(r) for r in rows]
+            yield [stored_chunk(r) for r in rows]
 
     # -- lexical statistics --------------------------------------------------
 
@@ -667,7 +615,7 @@ class PostgresMetadataStore:
                 (position[row[1]] for row in chunks), dtype=np.int64, count=len(chunks)
             ),
             document_ids=document_ids,
-            fields=[fields_of(_metadata(row[1])) for row in documents],
+            fields=[fields_of(parse_metadata(row[1])) for row in documents],
         )
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
@@ -677,21 +625,9 @@ class PostgresMetadataStore:
             " ORDER BY content_hash, chunk_index, document_id"
         )
         async for rows in self._cursor("read postings", sql, batch_size):
-            yield _postings(rows)
-
-
-def _postings(rows: Sequence[Any]) -> ChunkPostings:
-    """One ``ChunkPostings`` from ``(key, term_ids blob, tfs blob)`` rows."""
-    keys = np.array([r[0] for r in rows], dtype=np.int64)
-    id_blobs = [r[1] for r in rows]
-    sizes = np.array([len(b) for b in id_blobs], dtype=np.int64) // 4
-    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-    return ChunkPostings(
-        keys=keys,
-        offsets=offsets,
-        term_ids=np.frombuffer(b"".join(id_blobs), dtype="<i4").astype(np.int32),
-        tfs=np.frombuffer(b"".join(r[2] for r in rows), dtype="<i4").astype(np.int32),
-    )
+            yield postings_from_blobs(
+                [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+            )
 
 
 @contextmanager

@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundkit import BM25Index, LexicalIndexProtocol, SQLiteMetadataStore
-from groundkit.index.protocols import ChunkPostings, LexicalHit
-from tests.support import make_document
+from groundkit.lexical.protocols import LexicalHit
+from groundkit.storage.protocols import ChunkPostings
+from groundkit.testing.conformance.helpers import make_document, put_document
 
 Corpus = list[list[str]]
 
@@ -208,7 +209,7 @@ async def build_from_store(
     """Write one single-chunk document per corpus entry, then index the store."""
     for i, tokens in enumerate(corpus):
         doc, chunks, _ = make_document(f"{i:04d}.txt", [" ".join(tokens) or "-"])
-        await store.replace_document(doc, chunks, [tokens])
+        await put_document(store, doc, chunks, [tokens])
     index = await BM25Index.from_store(store, k1=k1, b=b)
     key_of = {
         int(s.document.source[:4]): s.key async for batch in store.iter_chunks() for s in batch

@@ -13,14 +13,21 @@ import numpy.typing as npt
 import pytest
 
 from groundkit import ConfigurationError, IndexIdentityError, StorageError
-from groundkit.index.dense import (
+from groundkit.storage.lancedb import (
     DEFAULT_NPROBES,
     DEFAULT_REFINE_FACTOR,
     LanceDBVectorStore,
-    VectorStoreProtocol,
     refine_factor_for,
 )
-from tests.index.vector_conformance import DIM, VectorStoreConformance, basis, random_rows, unit
+from groundkit.storage.protocols import VectorStoreProtocol
+from groundkit.testing.conformance.vectors import (
+    DIM,
+    VectorStoreConformance,
+    basis,
+    random_rows,
+    unit,
+    upsert,
+)
 
 os.environ.setdefault("LANCEDB_LOG", "error")
 
@@ -40,7 +47,7 @@ async def test_table_is_created_on_first_upsert_at_the_collection_path(tmp_path:
     try:
         assert not (tmp_path / "idx" / "notes.lance").exists()
         assert await store.document_ids() == set()
-        await store.upsert("d1", ["a"], np.stack([basis(0)]))
+        await upsert(store, "d1", ["a"], np.stack([basis(0)]))
         assert (tmp_path / "idx" / "notes.lance").is_dir()
         assert store.path == (tmp_path / "idx" / "notes.lance").resolve()
         assert sorted(p.name for p in (tmp_path / "idx").iterdir()) == ["notes.lance"]
@@ -50,8 +57,8 @@ async def test_table_is_created_on_first_upsert_at_the_collection_path(tmp_path:
 
 async def test_reopen_sees_the_data(tmp_path: Path) -> None:
     store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
-    await store.upsert("d1", ["a", "b"], np.stack([basis(0), basis(1)]))
-    await store.upsert("d2", ["c"], np.stack([basis(2)]))
+    await upsert(store, "d1", ["a", "b"], np.stack([basis(0), basis(1)]))
+    await upsert(store, "d2", ["c"], np.stack([basis(2)]))
     await store.delete_documents(["d2"])
     before = await store.query(basis(0), 5)
     await store.close()
@@ -72,8 +79,8 @@ async def test_table_created_by_another_handle_is_adopted(tmp_path: Path) -> Non
     first = await LanceDBVectorStore.open(tmp_path, "c", DIM)
     second = await LanceDBVectorStore.open(tmp_path, "c", DIM)
     try:
-        await first.upsert("d1", ["a"], np.stack([basis(0)]))
-        await second.upsert("d2", ["b"], np.stack([basis(1)]))
+        await upsert(first, "d1", ["a"], np.stack([basis(0)]))
+        await upsert(second, "d2", ["b"], np.stack([basis(1)]))
         assert await second.document_ids() == {"d1", "d2"}
     finally:
         await first.close()
@@ -87,7 +94,7 @@ async def test_open_without_create_needs_a_table(tmp_path: Path) -> None:
 
 async def test_other_dimension_on_open_is_an_identity_error(tmp_path: Path) -> None:
     store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
-    await store.upsert("d1", ["a"], np.stack([basis(0)]))
+    await upsert(store, "d1", ["a"], np.stack([basis(0)]))
     await store.close()
     with pytest.raises(IndexIdentityError, match=f"{DIM}-dimensional"):
         await LanceDBVectorStore.open(tmp_path, "c", DIM * 2)
@@ -118,9 +125,12 @@ async def test_foreign_table_is_a_storage_error(tmp_path: Path) -> None:
 async def test_lancedb_failures_become_storage_errors(tmp_path: Path) -> None:
     store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
     try:
-        await store.upsert("d1", ["a"], np.stack([basis(0)]))
-        with pytest.raises(StorageError, match="where filter") as info:
-            await store.query(basis(0), 3, where="no_such_column = 1")
+        await upsert(store, "d1", ["a"], np.stack([basis(0)]))
+        # Pull the data files out from under the open table: LanceDB fails the read.
+        for data in (tmp_path / "c.lance" / "data").iterdir():
+            data.unlink()
+        with pytest.raises(StorageError, match="could not search") as info:
+            await store.query(basis(0), 3)
         assert info.value.__cause__ is None
     finally:
         await store.close()
@@ -131,8 +141,8 @@ async def test_restriction_survives_a_stale_document_list(tmp_path: Path) -> Non
     # re-checked against the restriction; simulate it with a stale cache.
     store = await LanceDBVectorStore.open(tmp_path, "c", DIM)
     try:
-        await store.upsert("d1", ["a"], np.stack([basis(0)]))
-        await store.upsert("d2", ["b"], np.stack([basis(0)]))
+        await upsert(store, "d1", ["a"], np.stack([basis(0)]))
+        await upsert(store, "d2", ["b"], np.stack([basis(0)]))
         assert await store.document_ids() == {"d1", "d2"}
         cached = store._doc_cache
         assert cached is not None
@@ -166,7 +176,7 @@ async def test_ann_index_above_threshold_keeps_recall(tmp_path: Path) -> None:
         for d in range(n_rows // per_doc):
             lo = d * per_doc
             ids = [f"{i:05d}" for i in range(lo, lo + per_doc)]
-            await store.upsert(f"doc{d:03d}", ids, rows[lo : lo + per_doc])
+            await upsert(store, f"doc{d:03d}", ids, rows[lo : lo + per_doc])
             assert await store.has_ann_index() == (lo + per_doc >= 2_000)
         assert await store.count() == n_rows
         assert await store.ann_index_type() == "IvfRq"
@@ -194,7 +204,7 @@ async def test_ann_index_above_threshold_keeps_recall(tmp_path: Path) -> None:
         store.nprobes, store.refine_factor = DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR
 
         # Rows written after the index are searched too, and survive optimize().
-        await store.upsert("late", ["late"], np.stack([queries[1]]))
+        await upsert(store, "late", ["late"], np.stack([queries[1]]))
         assert (await store.query(queries[1], 1))[0].chunk_id == "late"
         await store.optimize()
         assert (await store.query(queries[1], 1))[0].chunk_id == "late"
@@ -238,7 +248,7 @@ async def test_default_search_probes_every_partition(tmp_path: Path) -> None:
     rows, queries = data[:n_rows], data[n_rows:]
     store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=1_000)
     try:
-        await store.upsert("d", [f"{i:05d}" for i in range(n_rows)], rows)
+        await upsert(store, "d", [f"{i:05d}" for i in range(n_rows)], rows)
         table: Any = store._table
         # Far more partitions than the store's own build would make at this size.
         await table.create_index(
@@ -260,7 +270,7 @@ async def test_optimize_replaces_an_index_of_another_kind(tmp_path: Path) -> Non
     rows = _spread_rows(n_rows, dim, seed=22)
     store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=100_000)
     try:
-        await store.upsert("d", [f"{i:05d}" for i in range(n_rows)], rows)
+        await upsert(store, "d", [f"{i:05d}" for i in range(n_rows)], rows)
         assert await store.ann_index_type() is None  # below the threshold
         table: Any = store._table
         await table.create_index("vector", config=IvfSq(distance_type="cosine"))
@@ -279,7 +289,7 @@ async def test_scores_are_exact_on_the_ann_path(tmp_path: Path) -> None:
     store = await LanceDBVectorStore.open(tmp_path, "c", DIM, ann_threshold=300)
     try:
         vectors = random_rows(400, seed=12)
-        await store.upsert("d", [f"{i:03d}" for i in range(400)], vectors)
+        await upsert(store, "d", [f"{i:03d}" for i in range(400)], vectors)
         assert await store.has_ann_index()
         q = random_rows(1, seed=13)[0]
         hits = await store.query(q, 5)
@@ -308,7 +318,7 @@ async def test_table_without_content_hashes_still_works(tmp_path: Path) -> None:
     table.close()  # type: ignore[no-untyped-call]
     store = await LanceDBVectorStore.open(tmp_path, "old", DIM)
     try:
-        await store.upsert("d1", ["d1#0"], [unit(1.0)], content_hashes=["h"])
+        await upsert(store, "d1", ["d1#0"], [unit(1.0)], content_hashes=["h"])
         assert await store.count() == 1
         assert await store.vectors_by_content(["h"]) == {}
         hits = await store.query(unit(1.0), 1)

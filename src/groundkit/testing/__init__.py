@@ -34,8 +34,12 @@ import pytest
 
 from groundkit.contracts import FetchResult, QuoteCheck, RetrievalResult, SearchResponse
 from groundkit.errors import NotGroundedError
-from groundkit.ingestion.snapshots import SnapshotLocation
 from groundkit.retrieval.quotes import QuoteChecker, matched_prefix, normalize_quote
+from groundkit.storage.snapshots import SnapshotLocation
+
+# The shipped conformance suites are plain pytest classes; their asserts should read
+# as well as a user's own when they fail.
+pytest.register_assert_rewrite("groundkit.testing.conformance")
 
 __all__ = [
     "GroundedQuote",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from groundkit.index.protocols import ChunkPostings, LexicalHit, MetadataStoreProtocol
+from groundkit.lexical.protocols import LexicalHit, PostingsBatch, PostingsSource
 
 __all__ = ["BM25Index"]
 
@@ -49,7 +49,7 @@ class BM25Index:
 
     @classmethod
     async def from_store(
-        cls, store: MetadataStoreProtocol, *, k1: float = 1.5, b: float = 0.75
+        cls, store: PostingsSource, *, k1: float = 1.5, b: float = 0.75
     ) -> BM25Index:
         batches = [batch async for batch in store.iter_postings()]
         # Read after the postings: the vocabulary only grows, so it covers them.
@@ -59,7 +59,7 @@ class BM25Index:
     @classmethod
     def from_postings(
         cls,
-        batches: Sequence[ChunkPostings],
+        batches: Sequence[PostingsBatch],
         vocabulary: dict[str, int],
         *,
         k1: float = 1.5,

@@ -19,13 +19,11 @@ import asyncio
 import logging
 import math
 import random
-import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
+from typing import Any, NoReturn, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -38,17 +36,14 @@ from groundkit.errors import (
     RetrievalError,
     StorageError,
 )
-from groundkit.index.metadata import check_collection_name
+from groundkit.storage.names import VECTOR_ID_PATTERN, check_collection_name
+from groundkit.storage.protocols import VectorHit, cosine_to_score
 
 __all__ = [
     "DEFAULT_ANN_THRESHOLD",
     "DEFAULT_NPROBES",
     "DEFAULT_REFINE_FACTOR",
-    "DOCUMENT_ID_PATTERN",
     "LanceDBVectorStore",
-    "VectorHit",
-    "VectorStoreProtocol",
-    "cosine_to_score",
     "refine_factor_for",
 ]
 
@@ -56,13 +51,8 @@ __all__ = [
 # at 100k) against 5-6 ms with the index at recall 1.0, and the index trains in
 # seconds at that size; so exactness is kept only while it is cheap.
 DEFAULT_ANN_THRESHOLD = 20_000
-# Document ids are interpolated into LanceDB filter strings, which have no bound
-# parameters. Ours are hex digests; this allowlist also admits readable test ids
-# ("doc:a.txt") but nothing that can end a quoted literal (no quote, backslash,
-# whitespace or control character).
-DOCUMENT_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,255}$")
 
-logger = logging.getLogger("groundkit.index")
+logger = logging.getLogger("groundkit.storage")
 _T = TypeVar("_T")
 # Attempts at a write that keeps losing the commit race to other processes.
 _COMMIT_ATTEMPTS = 6
@@ -102,26 +92,6 @@ _ANN_INDEX_NAME = "vector_idx"
 _KEEP_VERSIONS = timedelta(days=1)
 
 
-@dataclass(frozen=True, slots=True)
-class VectorHit:
-    """One nearest neighbour.
-
-    ``score`` is ``(1 + cos) / 2``, in ``[0, 1]``: monotone in cosine (so the
-    ranking is cosine's), non-negative as score thresholds expect, and unlike
-    ``max(cos, 0)`` it does not flatten every negative cosine into one tie.
-    ``0.5`` is an orthogonal vector. Higher is better.
-    """
-
-    chunk_id: str
-    document_id: str
-    score: float
-
-
-def cosine_to_score(cosine: float) -> float:
-    """The ``VectorHit.score`` of a cosine similarity (clamped against rounding)."""
-    return min(1.0, max(0.0, (1.0 + cosine) / 2.0))
-
-
 def refine_factor_for(limit: int) -> int:
     """The default refine factor for an ANN search of ``limit`` rows.
 
@@ -134,84 +104,6 @@ def refine_factor_for(limit: int) -> int:
     if limit < 1:
         raise ValueError(f"limit must be positive, not {limit!r}")
     return max(_REFINE_MIN_FACTOR, -(-_REFINE_MIN_CANDIDATES // limit))
-
-
-@runtime_checkable
-class VectorStoreProtocol(Protocol):
-    """Chunk vectors of one collection, written and deleted by whole document.
-
-    Invalid input is refused before anything is written: ``IngestionError``
-    from ``upsert`` and ``delete_documents``, ``RetrievalError`` from ``query``.
-    """
-
-    @property
-    def dimensions(self) -> int: ...
-
-    async def upsert(
-        self,
-        document_id: str,
-        chunk_ids: Sequence[str],
-        vectors: npt.ArrayLike,
-        *,
-        content_hashes: Sequence[str] | None = None,
-    ) -> None:
-        """Make ``chunk_ids``/``vectors`` the document's only rows (old ones are removed)."""
-        ...
-
-    async def upsert_documents(
-        self,
-        items: Sequence[tuple[str, Sequence[str], npt.ArrayLike]],
-        *,
-        content_hashes: Mapping[str, Sequence[str]] | None = None,
-    ) -> None:
-        """``upsert`` for several documents at once (one write, for bulk ingest).
-
-        ``content_hashes`` maps a document id to the hash of each chunk's text,
-        in ``chunk_ids`` order; ``vectors_by_content`` finds the rows by it later.
-        """
-        ...
-
-    async def vectors_by_content(
-        self, content_hashes: Sequence[str]
-    ) -> dict[str, npt.NDArray[np.float32]]:
-        """``{content hash: vector}`` for the hashes that some stored row carries.
-
-        The collection has one embedder, so a chunk text embedded once never
-        needs embedding again: a re-ingest keeps the vectors of unchanged chunks.
-        Rows written without a hash are never returned.
-        """
-        ...
-
-    async def delete_documents(self, document_ids: Sequence[str]) -> int:
-        """Remove every row of these documents; returns how many rows went."""
-        ...
-
-    async def query(
-        self,
-        vector: npt.ArrayLike,
-        top_k: int,
-        *,
-        document_ids: Collection[str] | None = None,
-        where: str | None = None,
-    ) -> list[VectorHit]:
-        """The ``top_k`` rows nearest by cosine, ordered by ``(-score, chunk_id)``.
-
-        ``document_ids`` restricts the search to those documents before ranking,
-        so ``top_k`` is still filled when enough of their rows exist.
-        """
-        ...
-
-    async def count(self) -> int: ...
-
-    async def document_ids(self) -> set[str]:
-        """Every document with at least one row (for reconciling orphans)."""
-        ...
-
-    async def optimize(self) -> None:
-        """Housekeeping after a batch of writes; results must not change."""
-        ...
-
-    async def close(self) -> None: ...
 
 
 def _import_lancedb() -> tuple[Any, Any]:
@@ -263,7 +155,7 @@ def _quote_ids(
     ids: Sequence[str], error: type[GroundkitError], *, what: str = "document id"
 ) -> str:
     for doc_id in ids:
-        if not isinstance(doc_id, str) or not DOCUMENT_ID_PATTERN.fullmatch(doc_id):
+        if not isinstance(doc_id, str) or not VECTOR_ID_PATTERN.fullmatch(doc_id):
             raise error(
                 f"{what} {doc_id!r} is not allowed in a vector filter: "
                 "use letters, digits and '_.:#/-' (1-256 characters)"
@@ -326,6 +218,16 @@ class LanceDBVectorStore:
     @property
     def dimensions(self) -> int:
         return self._dimensions
+
+    @property
+    def table(self) -> Any:
+        """The LanceDB ``AsyncTable`` underneath (None before the first write).
+
+        For tools that measure or inspect the table (the benchmarks under
+        ``evals/``). Reads are safe; a write through it bypasses groundkit's
+        checks and the bookkeeping that keeps vectors in step with the text.
+        """
+        return self._table
 
     @classmethod
     async def open(
@@ -442,20 +344,6 @@ class LanceDBVectorStore:
         return self._conn
 
     # -- writes --------------------------------------------------------------
-
-    async def upsert(
-        self,
-        document_id: str,
-        chunk_ids: Sequence[str],
-        vectors: npt.ArrayLike,
-        *,
-        content_hashes: Sequence[str] | None = None,
-    ) -> None:
-        """Replace one document's rows; see ``upsert_documents``."""
-        await self.upsert_documents(
-            [(document_id, chunk_ids, vectors)],
-            content_hashes=None if content_hashes is None else {document_id: content_hashes},
-        )
 
     async def upsert_documents(
         self,
@@ -710,7 +598,7 @@ class LanceDBVectorStore:
             return None
         if not excluded:
             return ""
-        if len(excluded) < len(present) and all(DOCUMENT_ID_PATTERN.fullmatch(d) for d in excluded):
+        if len(excluded) < len(present) and all(VECTOR_ID_PATTERN.fullmatch(d) for d in excluded):
             return f"document_id NOT IN ({_quote_ids(sorted(excluded), RetrievalError)})"
         return f"document_id IN ({_quote_ids(sorted(present), RetrievalError)})"
 
@@ -720,12 +608,15 @@ class LanceDBVectorStore:
         top_k: int,
         *,
         document_ids: Collection[str] | None = None,
-        where: str | None = None,
+        exact: bool = False,
     ) -> list[VectorHit]:
         """Nearest rows by cosine; see ``VectorStoreProtocol.query``.
 
-        ``where`` is a LanceDB SQL predicate over the table's columns, passed
-        through verbatim: it is for trusted code, never for user input.
+        ``exact=True`` scans every stored vector instead of the ANN index: the
+        reference to measure the index's recall against on your own vectors.
+
+        The document restriction is spelt as a predicate from checked ids only
+        (``VECTOR_ID_PATTERN``); no caller text ever reaches LanceDB's SQL.
         """
         self._live_conn()
         try:
@@ -743,28 +634,27 @@ class LanceDBVectorStore:
             return []
         if self._indexed is None:
             self._indexed = await self.has_ann_index()
-        base = f"({where})" if where is not None and where.strip() else ""
         restriction = "" if wanted is None else await self._restriction(wanted)
         if restriction is None:
             return []
-        rows = await self._ranked(query, top_k, base, restriction)
+        rows = await self._ranked(query, top_k, restriction, exact=exact)
         if wanted is not None and any(d not in wanted for _, d, _ in rows):
             # A write landed between choosing the filter and searching: spell it out.
-            exact = f"document_id IN ({_quote_ids(sorted(wanted), RetrievalError)})"
-            rows = await self._ranked(query, top_k, base, exact)
+            spelled = f"document_id IN ({_quote_ids(sorted(wanted), RetrievalError)})"
+            rows = await self._ranked(query, top_k, spelled, exact=exact)
         return [
             VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
             for c, d, dist in rows[:top_k]
         ]
 
     async def _ranked(
-        self, query: npt.NDArray[np.float32], top_k: int, *filters: str
+        self, query: npt.NDArray[np.float32], top_k: int, restriction: str, *, exact: bool
     ) -> list[tuple[str, str, float]]:
         """``(chunk_id, document_id, distance)`` sorted by ``(distance, chunk_id)``."""
-        predicate = " AND ".join(f for f in filters if f) or None
+        predicate = restriction or None
         limit = top_k + _TIE_PAD
         while True:
-            rows = await self._search(query, limit, predicate)
+            rows = await self._search(query, limit, predicate, exact=exact)
             if len(rows) < limit or rows[-1][2] != rows[top_k - 1][2]:
                 break
             limit *= 2  # the tie at the cut runs past what was fetched
@@ -772,7 +662,7 @@ class LanceDBVectorStore:
         return rows
 
     async def _search(
-        self, vector: npt.NDArray[np.float32], limit: int, predicate: str | None
+        self, vector: npt.NDArray[np.float32], limit: int, predicate: str | None, *, exact: bool
     ) -> list[tuple[str, str, float]]:
         try:
             q = (
@@ -785,7 +675,9 @@ class LanceDBVectorStore:
             )
             if predicate is not None:
                 q = q.where(predicate)
-            if self._indexed:
+            if exact:
+                q = q.bypass_vector_index()
+            elif self._indexed:
                 refine = self.refine_factor or refine_factor_for(limit)
                 nprobes = self.nprobes or _EVERY_PARTITION
                 q = q.refine_factor(refine)
@@ -797,7 +689,7 @@ class LanceDBVectorStore:
                     q = q.maximum_nprobes(0).minimum_nprobes(nprobes)
             result = await q.to_arrow()
         except Exception as exc:
-            _storage_error("search (check the where filter)", self.path, exc)
+            _storage_error("search", self.path, exc)
         distances = result["_distance"].to_pylist()
         return [
             (str(c), str(d), float(dist) if dist is not None and math.isfinite(dist) else 2.0)

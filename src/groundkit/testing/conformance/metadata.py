@@ -20,16 +20,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from groundkit import (
-    Document,
-    EmbeddingIdentity,
-    IndexIdentityError,
-    MetadataStoreProtocol,
-    StorageError,
+from groundkit.contracts import Document, EmbeddingIdentity
+from groundkit.errors import StorageError
+from groundkit.storage.protocols import DocumentState, MetadataStoreProtocol
+from groundkit.testing.conformance.helpers import (
+    document_by_source,
+    document_chunks,
+    document_hashes,
+    document_sources,
+    make_document,
+    put,
+    put_document,
 )
-from groundkit.index.protocols import DocumentState
 from groundkit.utils.hashing import sha256_text
-from tests.support import make_document
+
+__all__ = ["MetadataStoreConformance", "check_reopen", "decoded_postings", "snapshot"]
 
 Store = Any  # a MetadataStoreProtocol implementation
 
@@ -39,7 +44,7 @@ async def snapshot(store: Store) -> dict[str, Any]:
     chunks = [s async for batch in store.iter_chunks() for s in batch]
     return {
         "generation": await store.generation(),
-        "hashes": await store.document_hashes(),
+        "hashes": await document_hashes(store),
         "documents": [d async for d in store.iter_documents()],
         "chunks": [(s.key, s.chunk) for s in chunks],
         "postings": await decoded_postings(store),
@@ -70,12 +75,6 @@ async def decoded_postings(store: Store) -> list[tuple[int, dict[str, int]]]:
     return out
 
 
-async def put(store: Store, source: str, pieces: list[str], **kwargs: Any) -> Document:
-    document, chunks, terms = make_document(source, pieces, **kwargs)
-    await store.replace_document(document, chunks, terms)
-    return document
-
-
 async def put_extracted(store: Store, metadata: dict[str, Any]) -> Document:
     """One extracted document ``r.pdf`` with ``metadata``, stored."""
     doc = Document(
@@ -87,7 +86,7 @@ async def put_extracted(store: Store, metadata: dict[str, Any]) -> Document:
         metadata=metadata,
     )
     _, chunks, terms = make_document("r.pdf", ["extracted words"], document_id="pdf1")
-    await store.replace_document(doc, chunks, terms)
+    await put_document(store, doc, chunks, terms)
     return doc
 
 
@@ -95,7 +94,7 @@ async def check_reopen(store: Store, reopen: Callable[[], Awaitable[Store]]) -> 
     """Write, close ``store``, ``reopen`` it: everything is still there, and a fresh
     store's empty vocabulary cache does not hand out ids already taken."""
     await put(store, "a.txt", ["alpha beta", "gamma"])
-    await store.set_analyzer("an")
+    await store.bind_analyzer("an")
     await store.set_base_dir("..")
     before = await snapshot(store)
     await store.close()
@@ -119,8 +118,8 @@ class MetadataStoreConformance:
 
     async def test_fresh_store_is_empty(self, store: Store) -> None:
         assert await store.generation() == 0
-        assert await store.document_hashes() == {}
-        assert await store.get_document_sources() == []
+        assert await document_hashes(store) == {}
+        assert await document_sources(store) == []
         assert await store.chunk_count() == 0
         assert await store.vocabulary() == {}
         assert await store.get_analyzer() is None
@@ -131,7 +130,7 @@ class MetadataStoreConformance:
 
     async def test_replace_and_read_back(self, store: Store) -> None:
         doc = await put(store, "a.txt", ["alpha beta", "beta gamma gamma"])
-        record = await store.get_document("a.txt")
+        record = await document_by_source(store, "a.txt")
         assert record is not None
         assert (record.document_id, record.source, record.chunk_count) == (
             doc.document_id,
@@ -139,7 +138,7 @@ class MetadataStoreConformance:
             2,
         )
         assert record.content_hash == doc.content_hash == sha256_text(doc.content)
-        assert await store.document_hashes() == {"a.txt": doc.content_hash}
+        assert await document_hashes(store) == {"a.txt": doc.content_hash}
         assert await store.chunk_count() == 2
         stored = await store.get_chunk(f"{doc.document_id}#1")
         assert stored is not None
@@ -154,7 +153,7 @@ class MetadataStoreConformance:
 
     async def test_source_class_and_metadata_round_trip(self, store: Store) -> None:
         await put_extracted(store, {"pages": 3, "title": "Report"})
-        record = await store.get_document("r.pdf")
+        record = await document_by_source(store, "r.pdf")
         assert record is not None
         assert (record.source_class, record.extractor) == ("extracted", "pdf-text@1")
         assert record.metadata == {"pages": 3, "title": "Report"}
@@ -181,7 +180,7 @@ class MetadataStoreConformance:
         assert await store.chunk_count() == 1
         postings = await decoded_postings(store)
         assert [p for _, p in postings] == [{"four": 1, "five": 1, "six": 1}]
-        record = await store.get_document("a.txt")
+        record = await document_by_source(store, "a.txt")
         assert record is not None and record.chunk_count == 1
 
     async def test_generation_bumps_on_writes_not_reads(self, store: Store) -> None:
@@ -193,12 +192,12 @@ class MetadataStoreConformance:
         await put(store, "b.txt", ["beta"])
         assert await store.generation() == 3
         await snapshot(store)
-        await store.get_document("a.txt")
+        await document_by_source(store, "a.txt")
         await store.get_chunks_by_keys([1, 2, 3])
         await store.get_analyzer()
         assert await store.generation() == 3
-        await store.set_analyzer("an-analyzer")
-        await store.set_analyzer("an-analyzer")
+        await store.bind_analyzer("an-analyzer")
+        await store.bind_analyzer("an-analyzer")
         assert await store.generation() == 3
         assert await store.delete_documents(["nope.txt"]) == 0
         assert await store.generation() == 3
@@ -210,7 +209,7 @@ class MetadataStoreConformance:
             await put(store, f"{name}.txt", [f"{name} one", f"{name} two"])
         assert await store.delete_documents([]) == 0
         assert await store.delete_documents(["a.txt", "c.txt", "missing.txt"]) == 2
-        assert await store.get_document_sources() == ["b.txt"]
+        assert await document_sources(store) == ["b.txt"]
         assert await store.chunk_count() == 2
         assert await store.get_chunk("doc:a.txt#0") is None
         assert {k for k, _ in await decoded_postings(store)} == {
@@ -221,9 +220,9 @@ class MetadataStoreConformance:
         sources = [f"d{i:04d}.txt" for i in range(620)]
         for source in sources:
             document = Document(document_id=source, source=source, content="x")
-            await store.replace_document(document, [], [])
+            await put_document(store, document, [], [])
         assert await store.delete_documents(sources[:610]) == 610
-        assert await store.get_document_sources() == sources[610:]
+        assert await document_sources(store) == sources[610:]
 
     async def test_failed_write_duplicate_chunk_id_is_rolled_back(self, store: Store) -> None:
         await put(store, "a.txt", ["old words here", "more old words"])
@@ -234,7 +233,7 @@ class MetadataStoreConformance:
             "a.txt", ["fresh novel", "unseen tokens"], chunk_ids=["dup", "dup"]
         )
         with pytest.raises(StorageError):
-            await store.replace_document(document, chunks, terms)
+            await put_document(store, document, chunks, terms)
         assert await snapshot(store) == before
         assert await store.vocabulary() == vocab_before
 
@@ -244,7 +243,7 @@ class MetadataStoreConformance:
         before = await snapshot(store)
         document, chunks, terms = make_document("a.txt", ["changed"], chunk_ids=["doc:b.txt#0"])
         with pytest.raises(StorageError):
-            await store.replace_document(document, chunks, terms)
+            await put_document(store, document, chunks, terms)
         assert await snapshot(store) == before
 
     async def test_failed_write_document_id_owned_by_other_source(self, store: Store) -> None:
@@ -253,7 +252,7 @@ class MetadataStoreConformance:
         before = await snapshot(store)
         document, chunks, terms = make_document("b.txt", ["gamma"], document_id="doc:a.txt")
         with pytest.raises(StorageError):
-            await store.replace_document(document, chunks, terms)
+            await put_document(store, document, chunks, terms)
         assert await snapshot(store) == before
 
     async def test_failed_write_term_list_mismatch(self, store: Store) -> None:
@@ -261,7 +260,7 @@ class MetadataStoreConformance:
         before = await snapshot(store)
         document, chunks, terms = make_document("a.txt", ["new one", "new two"])
         with pytest.raises(ValueError, match="term"):
-            await store.replace_document(document, chunks, terms[:1])
+            await put_document(store, document, chunks, terms[:1])
         assert await snapshot(store) == before
 
     async def test_store_consistent_after_failed_write(self, store: Store) -> None:
@@ -269,7 +268,7 @@ class MetadataStoreConformance:
             "a.txt", ["zeta eta", "theta"], chunk_ids=["x", "x"]
         )
         with pytest.raises(StorageError):
-            await store.replace_document(document, chunks, terms)
+            await put_document(store, document, chunks, terms)
         # Terms minted by the failed write must not leak ids into later writes.
         await put(store, "a.txt", ["zeta eta", "theta iota"])
         postings = dict(await decoded_postings(store))
@@ -337,7 +336,7 @@ class MetadataStoreConformance:
 
     async def test_empty_term_list_chunk(self, store: Store) -> None:
         document, chunks, _ = make_document("a.txt", ["the of", "word"])
-        await store.replace_document(document, chunks, [[], ["word"]])
+        await put_document(store, document, chunks, [[], ["word"]])
         postings = await decoded_postings(store)
         assert sorted(p.get("word", 0) for _, p in postings) == [0, 1]
         assert await store.chunk_count() == 2
@@ -358,31 +357,32 @@ class MetadataStoreConformance:
         assert final["alpha"] == vocab["alpha"]
         assert final["delta"] not in vocab.values()
 
-    async def test_set_analyzer(self, store: Store) -> None:
-        await store.set_analyzer("analyzer-A")
-        await store.set_analyzer("analyzer-A")
+    async def test_bind_analyzer_is_compare_and_set(self, store: Store) -> None:
+        assert await store.bind_analyzer("analyzer-A") == "analyzer-A"
+        assert await store.bind_analyzer("analyzer-A") == "analyzer-A"
         assert await store.get_analyzer() == "analyzer-A"
-        with pytest.raises(IndexIdentityError, match="analyzer-A"):
-            await store.set_analyzer("analyzer-B")
+        # Another identity never overwrites the binding: the store reports the bound one.
+        assert await store.bind_analyzer("analyzer-B") == "analyzer-A"
         assert await store.get_analyzer() == "analyzer-A"
-        # The refused call left no transaction open: writes still work.
+        assert await store.generation() == 0  # binding the analyzer changes no text
+        # The call left no transaction open: writes still work.
         await put(store, "a.txt", ["alpha"])
         assert await store.generation() == 1
 
-    async def test_write_manifest(self, store: Store) -> None:
+    async def test_bind_embedding_is_compare_and_set(self, store: Store) -> None:
         identity = EmbeddingIdentity(provider="local", model_name="mini", dimensions=384)
-        first = await store.write_manifest(identity)
+        first = await store.bind_embedding(identity)
         assert first.identity == identity
         assert await store.generation() == 1  # binding is a write open readers must see
         assert await store.read_manifest() == first
-        assert await store.write_manifest(identity) == first
+        assert await store.bind_embedding(identity) == first
         for other in (
             identity.model_copy(update={"dimensions": 768}),
             identity.model_copy(update={"model_name": "large"}),
             identity.model_copy(update={"provider": "remote"}),
         ):
-            with pytest.raises(IndexIdentityError):
-                await store.write_manifest(other)
+            # Never rebound: the store hands back the manifest it holds.
+            assert await store.bind_embedding(other) == first
         assert await store.read_manifest() == first
         assert await store.generation() == 1  # re-binding the same identity writes nothing
         await put(store, "a.txt", ["alpha"])
@@ -395,38 +395,38 @@ class MetadataStoreConformance:
     async def test_documents_listed_by_source(self, store: Store) -> None:
         await put(store, "b/x.txt", ["one", "two"])
         await put(store, "a.txt", ["three"])
-        assert await store.get_document_sources() == ["a.txt", "b/x.txt"]
+        assert await document_sources(store) == ["a.txt", "b/x.txt"]
         records = [r async for r in store.iter_documents()]
         assert [(r.source, r.chunk_count) for r in records] == [("a.txt", 1), ("b/x.txt", 2)]
-        assert await store.get_document("missing") is None
+        assert await document_by_source(store, "missing") is None
 
     async def test_vector_bookkeeping(self, store: Store) -> None:
         doc, chunks, terms = make_document("v.txt", ["alpha beta", "gamma"])
-        await store.replace_document(doc, chunks, terms)
+        await put_document(store, doc, chunks, terms)
         other, o_chunks, o_terms = make_document("w.txt", ["delta"])
-        await store.replace_document(other, o_chunks, o_terms)
+        await put_document(store, other, o_chunks, o_terms)
         assert await store.document_ids() == {doc.document_id, other.document_id}
         assert await store.documents_missing_vectors() == [doc.document_id, other.document_id]
         generation = await store.generation()
-        await store.mark_vectors_stored(doc.document_id, doc.content_hash)
-        await store.mark_vectors_stored(other.document_id, "not-the-current-hash")
+        await store.mark_vectors_stored_many([(doc.document_id, doc.content_hash)])
+        await store.mark_vectors_stored_many([(other.document_id, "not-the-current-hash")])
         assert await store.documents_missing_vectors() == [other.document_id]
         assert await store.generation() == generation  # no text changed
         replaced, r_chunks, r_terms = make_document("v.txt", ["alpha beta", "epsilon"])
-        await store.replace_document(replaced, r_chunks, r_terms)
+        await put_document(store, replaced, r_chunks, r_terms)
         assert doc.document_id in await store.documents_missing_vectors()
 
     async def test_chunks_by_document_and_by_id(self, store: Store) -> None:
         doc, chunks, terms = make_document("v.txt", ["one", "two", "three"])
-        await store.replace_document(doc, chunks, terms)
-        listed = await store.get_document_chunks(doc.document_id)
+        await put_document(store, doc, chunks, terms)
+        listed = await document_chunks(store, doc.document_id)
         assert [s.chunk_index for s in listed] == [0, 1, 2]
         assert [s.content for s in listed] == ["one", "two", "three"]
         assert all(s.document_hash == doc.content_hash for s in listed)
         by_id = await store.get_chunks_by_ids([chunks[2].chunk_id, "missing", chunks[0].chunk_id])
         assert set(by_id) == {chunks[0].chunk_id, chunks[2].chunk_id}
         assert by_id[chunks[2].chunk_id].content == "three"
-        assert await store.get_document_chunks("no-such-document") == []
+        assert await document_chunks(store, "no-such-document") == []
         assert await store.get_chunks_by_ids([]) == {}
 
     async def test_replace_documents_is_one_transaction(self, store: Store) -> None:
@@ -436,11 +436,11 @@ class MetadataStoreConformance:
         b = make_document("b.txt", ["gamma delta"])
         await store.replace_documents([a2, b])
         assert await store.generation() == generation + 1
-        assert await store.document_hashes() == {
+        assert await document_hashes(store) == {
             "a.txt": a2[0].content_hash,
             "b.txt": b[0].content_hash,
         }
-        listed = await store.get_document_chunks(a2[0].document_id)
+        listed = await document_chunks(store, a2[0].document_id)
         assert [s.content for s in listed] == ["alpha two", "beta"]
         postings = dict(await decoded_postings(store))
         async for batch in store.iter_chunks():
@@ -486,7 +486,7 @@ class MetadataStoreConformance:
         assert empty.document_ids == [] and empty.fields == []
         fielded = {"fields": {"team": "red", "year": 2020, "tags": ["a", "b"]}, "pages": 3}
         doc, chunks, terms = make_document("a.md", ["alpha one", "alpha two"])
-        await store.replace_document(doc.model_copy(update={"metadata": fielded}), chunks, terms)
+        await put_document(store, doc.model_copy(update={"metadata": fielded}), chunks, terms)
         await put(store, "b.txt", ["beta"])
         await put(store, "c.txt", ["gamma", "delta", "epsilon"])
         await store.delete_documents(["c.txt"])

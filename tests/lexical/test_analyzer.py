@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from groundkit import Analyzer, AnalyzerConfig, ConfigurationError
-from groundkit.index.analyzer import ENGLISH_STOPWORDS
+from groundkit.lexical.analyzer import ENGLISH_STOPWORDS
 
 
 def test_lowercases() -> None:

@@ -8,20 +8,23 @@ Use it by subclassing with a ``Test*`` class that provides an async
         async def vector_store(self, tmp_path): ...
 
 Invalid input is refused before anything is written: ``IngestionError`` from
-``upsert``/``delete_documents``, ``RetrievalError`` from ``query``.
+``upsert_documents``/``delete_documents``, ``RetrievalError`` from ``query``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from groundkit import IngestionError, RetrievalError
-from groundkit.index.dense import VectorHit, VectorStoreProtocol
+from groundkit.errors import IngestionError, RetrievalError
+from groundkit.storage.protocols import VectorHit, VectorStoreProtocol
+
+__all__ = ["DIM", "VectorStoreConformance", "basis", "random_rows", "unit", "upsert"]
 
 DIM = 8
 VStore = Any  # a VectorStoreProtocol implementation
@@ -35,6 +38,21 @@ INJECTIONS = (
     "d\\",
     "d\n",
 )
+
+
+async def upsert(
+    store: VStore,
+    document_id: str,
+    chunk_ids: Sequence[str],
+    vectors: npt.ArrayLike,
+    *,
+    content_hashes: Sequence[str] | None = None,
+) -> None:
+    """Replace one document's rows through ``upsert_documents``."""
+    await store.upsert_documents(
+        [(document_id, chunk_ids, vectors)],
+        content_hashes=None if content_hashes is None else {document_id: content_hashes},
+    )
 
 
 def unit(*components: float) -> npt.NDArray[np.float32]:
@@ -84,8 +102,8 @@ class VectorStoreConformance:
         await vector_store.optimize()
 
     async def test_upsert_and_query(self, vector_store: VStore) -> None:
-        await vector_store.upsert("d1", ["d1#0", "d1#1"], np.stack([basis(0), basis(1)]))
-        await vector_store.upsert("d2", ["d2#0"], np.stack([unit(1, 1)]))
+        await upsert(vector_store, "d1", ["d1#0", "d1#1"], np.stack([basis(0), basis(1)]))
+        await upsert(vector_store, "d2", ["d2#0"], np.stack([unit(1, 1)]))
         assert await vector_store.count() == 3
         assert await vector_store.document_ids() == {"d1", "d2"}
         hits = await vector_store.query(basis(0), 10)
@@ -97,7 +115,8 @@ class VectorStoreConformance:
         assert all(0.0 <= s <= 1.0 for s in scores)
 
     async def test_score_is_one_plus_cosine_over_two(self, vector_store: VStore) -> None:
-        await vector_store.upsert(
+        await upsert(
+            vector_store,
             "d1",
             ["same", "diagonal", "orthogonal", "opposite"],
             np.stack([unit(3), unit(1, 1), basis(1), unit(-2)]),
@@ -114,18 +133,18 @@ class VectorStoreConformance:
         for d in range(6):
             ids = [f"d{d}#{i:02d}" for i in range(10)]
             block = vectors[d * 10 : (d + 1) * 10] * np.float32(d + 1)  # scale is irrelevant
-            await vector_store.upsert(f"d{d}", ids, block)
+            await upsert(vector_store, f"d{d}", ids, block)
             rows.update(zip(ids, block, strict=True))
         for q in random_rows(5, seed=2):
             hits = await vector_store.query(q, 7)
             assert [h.chunk_id for h in hits] == exact_order(rows, q)[:7]
 
     async def test_accepts_float64_and_lists(self, vector_store: VStore) -> None:
-        await vector_store.upsert("d1", ["a"], [[1.0] + [0.0] * (DIM - 1)])
-        await vector_store.upsert("d2", ["b"], np.ones((1, DIM), dtype=np.float64))
+        await upsert(vector_store, "d1", ["a"], [[1.0] + [0.0] * (DIM - 1)])
+        await upsert(vector_store, "d2", ["b"], np.ones((1, DIM), dtype=np.float64))
         hits = await vector_store.query([1.0] + [0.0] * (DIM - 1), 2)
         assert [h.chunk_id for h in hits] == ["a", "b"]
-        await vector_store.upsert("d3", ["huge", "tiny"], [[1e30] * DIM, [1e-30] * DIM])
+        await upsert(vector_store, "d3", ["huge", "tiny"], [[1e30] * DIM, [1e-30] * DIM])
         hits = await vector_store.query(np.ones(DIM), 4)
         assert {h.chunk_id for h in hits[:3]} == {"b", "huge", "tiny"}
         assert hits[0].score == pytest.approx(1.0, abs=1e-5)
@@ -133,7 +152,7 @@ class VectorStoreConformance:
     async def test_concurrent_writes(self, vector_store: VStore) -> None:
         await asyncio.gather(
             *(
-                vector_store.upsert(f"d{d}", [f"d{d}#0", f"d{d}#1"], random_rows(2, seed=d))
+                upsert(vector_store, f"d{d}", [f"d{d}#0", f"d{d}#1"], random_rows(2, seed=d))
                 for d in range(8)
             )
         )
@@ -141,24 +160,24 @@ class VectorStoreConformance:
         assert await vector_store.document_ids() == {f"d{d}" for d in range(8)}
 
     async def test_upsert_replaces_all_rows_of_the_document(self, vector_store: VStore) -> None:
-        await vector_store.upsert("d1", ["old0", "old1", "old2"], random_rows(3, seed=3))
-        await vector_store.upsert("d2", ["other"], random_rows(1, seed=4))
-        await vector_store.upsert("d1", ["new0"], np.stack([basis(2)]))
+        await upsert(vector_store, "d1", ["old0", "old1", "old2"], random_rows(3, seed=3))
+        await upsert(vector_store, "d2", ["other"], random_rows(1, seed=4))
+        await upsert(vector_store, "d1", ["new0"], np.stack([basis(2)]))
         assert await vector_store.count() == 2
         hits = await vector_store.query(basis(2), 10)
         assert {h.chunk_id for h in hits} == {"new0", "other"}
         assert hits[0].chunk_id == "new0"
 
     async def test_upsert_with_no_chunks_removes_the_document(self, vector_store: VStore) -> None:
-        await vector_store.upsert("d1", ["a", "b"], random_rows(2, seed=5))
-        await vector_store.upsert("d2", ["c"], random_rows(1, seed=6))
-        await vector_store.upsert("d1", [], np.zeros((0, DIM), dtype=np.float32))
+        await upsert(vector_store, "d1", ["a", "b"], random_rows(2, seed=5))
+        await upsert(vector_store, "d2", ["c"], random_rows(1, seed=6))
+        await upsert(vector_store, "d1", [], np.zeros((0, DIM), dtype=np.float32))
         assert await vector_store.document_ids() == {"d2"}
         assert await vector_store.count() == 1
 
     async def test_delete_documents(self, vector_store: VStore) -> None:
         for d in range(4):
-            await vector_store.upsert(f"d{d}", [f"d{d}#0", f"d{d}#1"], random_rows(2, seed=d))
+            await upsert(vector_store, f"d{d}", [f"d{d}#0", f"d{d}#1"], random_rows(2, seed=d))
         assert await vector_store.delete_documents(["d1", "d3", "missing"]) == 4
         assert await vector_store.document_ids() == {"d0", "d2"}
         assert await vector_store.count() == 4
@@ -172,8 +191,8 @@ class VectorStoreConformance:
         shuffled = list(np.random.default_rng(7).permutation(ids))
         for n, doc in enumerate(("d1", "d2", "d3", "d4")):
             part = [str(c) for c in shuffled[n * 10 : (n + 1) * 10]]
-            await vector_store.upsert(doc, part, np.tile(unit(1, 1), (10, 1)))
-        await vector_store.upsert("far", ["a-far"], np.stack([basis(5)]))
+            await upsert(vector_store, doc, part, np.tile(unit(1, 1), (10, 1)))
+        await upsert(vector_store, "far", ["a-far"], np.stack([basis(5)]))
         for top_k in (1, 5, 12, 40):
             hits = await vector_store.query(unit(1, 1), top_k)
             assert [h.chunk_id for h in hits] == ids[:top_k]
@@ -185,9 +204,9 @@ class VectorStoreConformance:
         # "near" holds the 30 best rows; the restriction must look past them all.
         near = np.tile(basis(0), (30, 1)) + np.float32(0.01) * random_rows(30, seed=8)
         far = np.tile(basis(1), (20, 1)) + np.float32(0.5) * random_rows(20, seed=9)
-        await vector_store.upsert("near", [f"n{i:02d}" for i in range(30)], near)
-        await vector_store.upsert("far", [f"f{i:02d}" for i in range(20)], far)
-        await vector_store.upsert("other", ["o"], np.stack([basis(2)]))
+        await upsert(vector_store, "near", [f"n{i:02d}" for i in range(30)], near)
+        await upsert(vector_store, "far", [f"f{i:02d}" for i in range(20)], far)
+        await upsert(vector_store, "other", ["o"], np.stack([basis(2)]))
         hits = await vector_store.query(basis(0), 8, document_ids={"far", "other"})
         assert len(hits) == 8
         assert {h.document_id for h in hits} <= {"far", "other"}
@@ -201,7 +220,7 @@ class VectorStoreConformance:
 
     async def test_restriction_to_all_or_most_documents(self, vector_store: VStore) -> None:
         for d in range(6):
-            await vector_store.upsert(f"d{d}", [f"d{d}#0", f"d{d}#1"], random_rows(2, seed=20 + d))
+            await upsert(vector_store, f"d{d}", [f"d{d}#0", f"d{d}#1"], random_rows(2, seed=20 + d))
         q = random_rows(1, seed=30)[0]
         everything = await vector_store.query(q, 12)
         every_doc = {f"d{d}" for d in range(6)}
@@ -211,17 +230,8 @@ class VectorStoreConformance:
         hits = await vector_store.query(q, 12, document_ids=most)
         assert hits == [h for h in everything if h.document_id != "d3"]
 
-    async def test_where_filter(self, vector_store: VStore) -> None:
-        await vector_store.upsert("d1", ["a", "b", "c"], np.stack([basis(0), basis(1), basis(2)]))
-        await vector_store.upsert("d2", ["d"], np.stack([basis(0)]))
-        hits = await vector_store.query(basis(0), 5, where="chunk_id <> 'a'")
-        assert hits[0].chunk_id == "d"
-        assert "a" not in {h.chunk_id for h in hits}
-        both = await vector_store.query(basis(0), 5, document_ids=["d1"], where="chunk_id <> 'a'")
-        assert {h.chunk_id for h in both} == {"b", "c"}
-
     async def test_top_k_below_one_is_empty(self, vector_store: VStore) -> None:
-        await vector_store.upsert("d1", ["a"], np.stack([basis(0)]))
+        await upsert(vector_store, "d1", ["a"], np.stack([basis(0)]))
         assert await vector_store.query(basis(0), 0) == []
 
     @pytest.mark.parametrize(
@@ -242,12 +252,12 @@ class VectorStoreConformance:
     async def test_bad_vectors_are_refused(
         self, vector_store: VStore, chunk_ids: list[str], vectors: Any
     ) -> None:
-        await vector_store.upsert("keep", ["k"], np.stack([basis(0)]))
+        await upsert(vector_store, "keep", ["k"], np.stack([basis(0)]))
         before = await snapshot(vector_store)
         with pytest.raises(IngestionError):
-            await vector_store.upsert("d1", chunk_ids, vectors)
+            await upsert(vector_store, "d1", chunk_ids, vectors)
         with pytest.raises(IngestionError):
-            await vector_store.upsert("keep", chunk_ids, vectors)
+            await upsert(vector_store, "keep", chunk_ids, vectors)
         assert await snapshot(vector_store) == before
 
     @pytest.mark.parametrize(
@@ -261,17 +271,17 @@ class VectorStoreConformance:
         ],
     )
     async def test_bad_query_vectors_are_refused(self, vector_store: VStore, vector: Any) -> None:
-        await vector_store.upsert("d1", ["a"], np.stack([basis(0)]))
+        await upsert(vector_store, "d1", ["a"], np.stack([basis(0)]))
         with pytest.raises(RetrievalError):
             await vector_store.query(vector, 3)
 
     @pytest.mark.parametrize("bad", INJECTIONS)
     async def test_injection_looking_ids_are_refused(self, vector_store: VStore, bad: str) -> None:
-        await vector_store.upsert("d1", ["a"], np.stack([basis(0)]))
-        await vector_store.upsert("d2", ["b"], np.stack([basis(1)]))
+        await upsert(vector_store, "d1", ["a"], np.stack([basis(0)]))
+        await upsert(vector_store, "d2", ["b"], np.stack([basis(1)]))
         before = await snapshot(vector_store)
         with pytest.raises(IngestionError):
-            await vector_store.upsert(bad, ["c"], np.stack([basis(2)]))
+            await upsert(vector_store, bad, ["c"], np.stack([basis(2)]))
         with pytest.raises(IngestionError):
             await vector_store.delete_documents(["d1", bad])
         with pytest.raises(RetrievalError):
@@ -291,8 +301,8 @@ class VectorStoreConformance:
             np.testing.assert_allclose(found[key], expected, rtol=1e-6, atol=1e-7)
         assert await vector_store.vectors_by_content([]) == {}
         # The same text under another document is found by its hash too.
-        await vector_store.upsert("d3", ["d3#0"], rows[:1], content_hashes=["h-a"])
-        await vector_store.upsert("d1", ["d1#0"], rows[2:], content_hashes=["h-c"])
+        await upsert(vector_store, "d3", ["d3#0"], rows[:1], content_hashes=["h-a"])
+        await upsert(vector_store, "d1", ["d1#0"], rows[2:], content_hashes=["h-c"])
         assert set(await vector_store.vectors_by_content(["h-a", "h-b", "h-c"])) == {"h-a", "h-c"}
         await vector_store.delete_documents(["d1", "d3"])
         assert await vector_store.vectors_by_content(["h-a", "h-c"]) == {}

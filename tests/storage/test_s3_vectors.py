@@ -16,8 +16,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groundkit.index.dense import LanceDBVectorStore
-from tests.index.vector_conformance import DIM, VectorStoreConformance, basis, random_rows
+from groundkit.storage.lancedb import LanceDBVectorStore
+from groundkit.testing.conformance.vectors import (
+    DIM,
+    VectorStoreConformance,
+    basis,
+    random_rows,
+    upsert,
+)
 from tests.s3_support import S3Server, open_s3_vector_store
 from tests.services import run_pythons
 
@@ -57,7 +63,7 @@ async def test_table_lives_under_the_prefix(
         prefix, "notes", DIM, storage_options=s3_server.storage_options
     )
     try:
-        await store.upsert("d1", ["d1#0", "d1#1"], np.stack([basis(0), basis(1)]))
+        await upsert(store, "d1", ["d1#0", "d1#1"], np.stack([basis(0), basis(1)]))
     finally:
         await store.close()
     keys = s3_server.keys(bucket, prefix.removeprefix(f"s3://{bucket}/"))
@@ -74,8 +80,8 @@ async def test_credentials_and_endpoint_from_the_environment(
         monkeypatch.setenv(key, value)
     writer = await open_s3_vector_store(prefix, "env", DIM)  # no storage options at all
     try:
-        await writer.upsert("d1", ["d1#0", "d1#1"], np.stack([basis(0), basis(1)]))
-        await writer.upsert("d2", ["d2#0"], basis(2)[None, :])
+        await upsert(writer, "d1", ["d1#0", "d1#1"], np.stack([basis(0), basis(1)]))
+        await upsert(writer, "d2", ["d2#0"], basis(2)[None, :])
     finally:
         await writer.close()
     reader = await open_s3_vector_store(prefix, "env", DIM)
@@ -119,7 +125,7 @@ _WRITER = textwrap.dedent(
             # Each round replaces the same two documents: a delete and an add per upsert.
             for doc in (f"{tag}-a", f"{tag}-b"):
                 ids = [f"{doc}#{j}" for j in range(i % 3 + 1)]
-                await store.upsert(doc, ids, rng.standard_normal((len(ids), 8)))
+                await store.upsert_documents([(doc, ids, rng.standard_normal((len(ids), 8)))])
         await store.close()
 
     asyncio.run(main(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])))
@@ -132,7 +138,7 @@ async def test_two_processes_upsert_one_table(s3_server: S3Server, prefix: str) 
     seed = await open_s3_vector_store(
         prefix, "shared", DIM, storage_options=s3_server.storage_options
     )
-    await seed.upsert("seed", ["seed#0"], basis(0)[None, :])  # the table exists before both start
+    await upsert(seed, "seed", ["seed#0"], basis(0)[None, :])  # the table exists before both start
     await seed.close()
     rounds = 8
     args = [prefix, json.dumps(s3_server.storage_options)]

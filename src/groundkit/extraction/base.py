@@ -1,0 +1,115 @@
+"""What every extractor shares: the result type, the protocol, the plumbing.
+
+Ingest and citation checks call the very same extractor objects, so an
+``extracted`` citation is verified by re-running what produced it. Output must
+depend on the input bytes and the library version only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from groundkit.errors import ConfigurationError, IngestionError
+
+__all__ = [
+    "PAGE_SEPARATOR",
+    "BaseExtractor",
+    "Extraction",
+    "ExtractorProtocol",
+    "distribution_identity",
+]
+
+# Between the text of two PDF pages. A form feed marks the page; the newlines
+# around it make the boundary a paragraph break for the chunker. Changing it
+# changes every offset, so it is part of what the extractor identity stands for.
+PAGE_SEPARATOR = "\n\f\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """Extracted text plus what citations need to describe it."""
+
+    text: str
+    # Offset in ``text`` where each page begins (PDF only; empty otherwise).
+    page_starts: tuple[int, ...] = ()
+    title: str | None = None
+    # Descriptive values as the file states them, for document fields: PDF
+    # title/author/subject/creation_date, HTML <meta> description/author/keywords.
+    # Never part of the text, so citations do not depend on them.
+    info: Mapping[str, str] = field(default_factory=dict)
+    # Why the descriptive values could not be read (the text still was); an
+    # ingest that reads fields fails the file on it.
+    info_error: str | None = None
+
+
+@runtime_checkable
+class ExtractorProtocol(Protocol):
+    """Deterministic bytes → text: same bytes and same identity, same text."""
+
+    @property
+    def identity(self) -> str:
+        """``"<distribution>/<version>"`` of the library doing the work."""
+        ...
+
+    async def extract(self, path: Path) -> str:
+        """The text of the file at ``path`` (already containment-checked by the caller)."""
+        ...
+
+    async def extract_file(self, path: Path) -> Extraction:
+        """Like ``extract``, with page offsets and title."""
+        ...
+
+    async def extract_bytes(self, data: bytes, *, charset: str | None = None) -> Extraction:
+        """Extract from bytes (a fetched body); ``charset`` is what the server declared."""
+        ...
+
+
+def distribution_identity(distribution: str) -> str:
+    try:
+        return f"{distribution}/{importlib.metadata.version(distribution)}"
+    except importlib.metadata.PackageNotFoundError:
+        raise ConfigurationError(
+            f"{distribution} is importable but not installed as a distribution, so its "
+            "version (part of every extracted citation) is unknown; reinstall it with pip"
+        ) from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise IngestionError(f"cannot read {path.name!r}: {exc.strerror or exc}") from None
+
+
+class BaseExtractor(ABC):
+    """Shared plumbing: file and bytes entry points run the same sync function in a thread."""
+
+    def __init__(self, identity: str, module: Any) -> None:
+        self._identity = identity
+        self._module = module
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._identity!r})"
+
+    @abstractmethod
+    def _run(self, data: bytes, charset: str | None) -> Extraction:
+        """The extraction itself; runs in a worker thread."""
+
+    async def extract(self, path: Path) -> str:
+        return (await self.extract_file(path)).text
+
+    async def extract_file(self, path: Path) -> Extraction:
+        return await asyncio.to_thread(lambda: self._run(_read_bytes(path), None))
+
+    async def extract_bytes(self, data: bytes, *, charset: str | None = None) -> Extraction:
+        return await asyncio.to_thread(self._run, data, charset)

@@ -1,0 +1,213 @@
+"""HTML text through BeautifulSoup on the stdlib ``html.parser``.
+
+Text is decoded by fixed rules rather than a charset sniffer whose answer
+depends on what else is installed. bs4 is the optional ``html`` extra,
+imported on first use.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from groundkit.errors import ConfigurationError, IngestionError
+from groundkit.extraction.base import BaseExtractor, Extraction, distribution_identity
+
+__all__ = ["HtmlExtractor", "decode_body", "html_extractor"]
+
+
+def _import_bs4() -> Any:
+    try:
+        import bs4
+    except ImportError:
+        raise ConfigurationError(
+            "reading HTML needs the 'html' extra: pip install groundkit[html]"
+        ) from None
+    return bs4
+
+
+_META_CHARSET = re.compile(rb"""<meta[^>]*?charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+# WHATWG decodes these labels as windows-1252; Python's latin-1 would turn
+# bytes 0x80-0x9F into control characters instead of quotes and dashes.
+_CP1252_LABELS = frozenset({"iso-8859-1", "iso8859-1", "latin1", "latin-1", "l1", "ascii"})
+_CP1252_LABELS |= {"us-ascii", "windows-1252", "cp1252", "x-cp1252"}
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def _text_codec(label: str) -> str | None:
+    try:
+        info = codecs.lookup(label)
+    except LookupError:
+        return None
+    return info.name if getattr(info, "_is_text_encoding", True) else None
+
+
+def decode_body(data: bytes, declared: str | None = None, *, markup: bool = True) -> str:
+    """Bytes to text by fixed rules, never by guessing.
+
+    A byte-order mark wins; then strict UTF-8; then the declared charset (the
+    server's, else for ``markup`` the first ``<meta charset>`` in the first
+    4 KiB); last, UTF-8 with U+FFFD for what does not decode.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return data.decode(codec, errors="replace")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    labels: list[str] = []
+    if declared:
+        labels.append(declared)
+    match = _META_CHARSET.search(data[:4096]) if markup else None
+    if match:
+        labels.append(match.group(1).decode("ascii"))
+    for label in labels:
+        label = label.strip().lower()
+        candidates = ["cp1252", "latin-1"] if label in _CP1252_LABELS else [label]
+        for candidate in candidates:
+            name = _text_codec(candidate)
+            if name is None:
+                continue
+            try:
+                return data.decode(name)
+            except (UnicodeDecodeError, LookupError):
+                continue
+    return data.decode("utf-8", errors="replace")
+
+
+# Elements whose text is never content. Comments, doctypes, CDATA and
+# processing instructions are dropped by type below.
+_DROPPED = frozenset({"script", "style", "noscript", "template"})
+# fmt: off
+_BLOCKS = frozenset({
+    "address", "article", "aside", "blockquote", "body", "caption", "center", "dd", "details",
+    "dialog", "dir", "div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form",
+    "frameset", "h1", "h2", "h3", "h4", "h5", "h6", "head", "header", "hgroup", "hr", "html",
+    "legend", "li", "main", "menu", "nav", "ol", "p", "pre", "section", "summary", "table",
+    "tbody", "tfoot", "thead", "title", "tr", "ul",
+})
+# fmt: on
+_CELLS = frozenset({"td", "th"})
+_HTML_META = frozenset({"description", "author", "keywords"})
+
+
+class _TextBuilder:
+    """Blocks become paragraphs (blank line between), ``<br>`` a line break.
+
+    Outside ``<pre>`` every run of whitespace is one space; inside it lines
+    keep their spacing, minus trailing blanks.
+    """
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self._lines: list[str] = []
+        self._run: list[str] = []
+        self._run_pre = False
+
+    def text(self, value: str, pre: bool) -> None:
+        self._run.append(value)
+        self._run_pre = self._run_pre or pre
+
+    def end_line(self) -> None:
+        if not self._run:
+            return
+        raw = "".join(self._run)
+        if self._run_pre:
+            self._lines.extend(line.rstrip() for line in raw.split("\n"))
+        else:
+            line = " ".join(raw.split())
+            if line:
+                self._lines.append(line)
+        self._run.clear()
+        self._run_pre = False
+
+    def end_block(self) -> None:
+        self.end_line()
+        lines = self._lines
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        while lines and not lines[-1].strip():
+            lines.pop()
+        if lines:
+            self.blocks.append("\n".join(lines))
+        lines.clear()
+
+
+class HtmlExtractor(BaseExtractor):
+    """BeautifulSoup on ``html.parser``. Get it from ``html_extractor()``."""
+
+    def _run(self, data: bytes, charset: str | None) -> Extraction:
+        bs4 = self._module
+        markup = decode_body(data, charset)
+        try:
+            soup = bs4.BeautifulSoup(markup, "html.parser")
+        except Exception as exc:  # html.parser is lenient; this is a last resort
+            raise IngestionError(f"cannot parse HTML: {type(exc).__name__}: {exc}") from None
+        title_tag = soup.find("title")
+        title = " ".join(title_tag.get_text().split()) if title_tag is not None else ""
+        info: dict[str, str] = {}
+        for meta in soup.find_all("meta"):
+            name = str(meta.get("name") or "").strip().lower()
+            content = meta.get("content")
+            # The first tag of a name counts, as it does for the <title>.
+            if name in _HTML_META and content and name not in info:
+                info[name] = str(content)
+        builder = _TextBuilder()
+        for event, node, pre in _walk(soup, bs4):
+            if event == "text":
+                builder.text(node, pre)
+            elif node in _BLOCKS:
+                builder.end_block()
+            elif node in _CELLS:
+                builder.text(" ", pre)
+            elif node == "br" and event == "start":
+                builder.end_line()
+        builder.end_block()
+        return Extraction(text="\n\n".join(builder.blocks), title=title or None, info=info)
+
+
+def _walk(soup: Any, bs4: Any) -> Iterator[tuple[str, str, bool]]:
+    """Events ``("text", value, in_pre)``, ``("start"|"end", tag_name, in_pre)``.
+
+    Iterative, so deeply nested markup cannot exhaust the recursion limit.
+    """
+    element = bs4.element
+    skip = (element.PreformattedString, element.Script, element.Stylesheet, element.TemplateString)
+    stack: list[tuple[str | None, Iterator[Any]]] = [(None, iter(soup.contents))]
+    pre = 0
+    while stack:
+        name, children = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if name is not None:
+                if name == "pre":
+                    pre -= 1
+                yield "end", name, pre > 0
+            continue
+        if isinstance(child, bs4.element.NavigableString):
+            if not isinstance(child, skip):
+                yield "text", str(child), pre > 0
+            continue
+        tag = str(child.name).lower()
+        if tag in _DROPPED:
+            continue
+        yield "start", tag, pre > 0
+        if tag == "pre":
+            pre += 1
+        stack.append((tag, iter(child.contents)))
+
+
+@cache
+def html_extractor() -> HtmlExtractor:
+    """The process's HtmlExtractor; ``ConfigurationError`` when the 'html' extra is missing."""
+    module = _import_bs4()
+    return HtmlExtractor(distribution_identity("beautifulsoup4"), module)

@@ -1,0 +1,111 @@
+"""PDF text through pypdf in plain mode, pages joined by ``PAGE_SEPARATOR``.
+
+pypdf is the optional ``pdf`` extra, imported on first use.
+"""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+from typing import Any
+
+from groundkit.errors import ConfigurationError, IngestionError
+from groundkit.extraction.base import (
+    PAGE_SEPARATOR,
+    BaseExtractor,
+    Extraction,
+    distribution_identity,
+)
+
+__all__ = ["PdfExtractor", "pdf_extractor"]
+
+
+def _import_pypdf() -> Any:
+    try:
+        import pypdf
+    except ImportError:
+        raise ConfigurationError(
+            "reading PDF needs the 'pdf' extra: pip install groundkit[pdf]"
+        ) from None
+    return pypdf
+
+
+class PdfExtractor(BaseExtractor):
+    """pypdf in plain mode; pages joined by ``PAGE_SEPARATOR``. Get it from ``pdf_extractor()``."""
+
+    def _run(self, data: bytes, charset: str | None) -> Extraction:
+        pypdf = self._module
+        try:
+            reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+            if reader.is_encrypted and not reader.decrypt(""):
+                # An empty user password is what viewers try silently; anything
+                # else needs a password groundkit has no way to be given.
+                raise IngestionError(
+                    "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
+                )
+            pages = [page.extract_text(extraction_mode="plain") or "" for page in reader.pages]
+        except IngestionError:
+            raise
+        except pypdf.errors.FileNotDecryptedError:
+            raise IngestionError(
+                "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
+            ) from None
+        except pypdf.errors.DependencyError as exc:
+            raise IngestionError(f"PDF needs an extra decoder: {exc}") from None
+        except Exception as exc:
+            # pypdf raises many types on damaged input (its own, plus ValueError,
+            # KeyError, struct errors...); none may cross the public API.
+            raise IngestionError(
+                f"not a readable PDF (damaged or truncated?): {type(exc).__name__}: {exc}"
+            ) from None
+        if not pages:
+            raise IngestionError("PDF has no pages")
+        starts: list[int] = []
+        offset = 0
+        for page in pages:
+            starts.append(offset)
+            offset += len(page) + len(PAGE_SEPARATOR)
+        info, info_error = _pdf_info(reader)
+        return Extraction(
+            text=PAGE_SEPARATOR.join(pages),
+            page_starts=tuple(starts),
+            info=info,
+            info_error=info_error,
+        )
+
+
+_PDF_INFO = {
+    "title": "/Title",
+    "author": "/Author",
+    "subject": "/Subject",
+    "creation_date": "/CreationDate",
+}
+
+
+def _pdf_info(reader: Any) -> tuple[dict[str, str], str | None]:
+    """The document info strings fields are made from, or why they could not be read."""
+    try:
+        document_info = reader.metadata
+        if document_info is None:
+            return {}, None
+        info: dict[str, str] = {}
+        for name, key in _PDF_INFO.items():
+            value = document_info.get(key)
+            value = value.get_object() if value is not None else None
+            if value is None:
+                continue
+            if isinstance(value, bytes):
+                value = value.decode("latin-1")  # a byte string: PDFDocEncoding, near enough
+            if not isinstance(value, str):
+                return {}, f"document info {key} is a {type(value).__name__}, not text"
+            info[name] = str(value)
+        return info, None
+    except Exception as exc:  # pypdf raises many types on a damaged info dictionary
+        return {}, f"unreadable document info: {type(exc).__name__}: {exc}"
+
+
+@cache
+def pdf_extractor() -> PdfExtractor:
+    """The process's PdfExtractor; ``ConfigurationError`` when the 'pdf' extra is missing."""
+    module = _import_pypdf()
+    return PdfExtractor(distribution_identity("pypdf"), module)

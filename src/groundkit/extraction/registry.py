@@ -1,0 +1,31 @@
+"""The extractors this process can run, keyed by identity."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cache
+
+from groundkit.errors import ConfigurationError
+from groundkit.extraction.base import ExtractorProtocol
+from groundkit.extraction.html import html_extractor
+from groundkit.extraction.pdf import pdf_extractor
+
+__all__ = ["active_extractors"]
+
+_FACTORIES: tuple[Callable[[], ExtractorProtocol], ...] = (pdf_extractor, html_extractor)
+
+
+@cache
+def active_extractors() -> Mapping[str, ExtractorProtocol]:
+    """The extractors installed here, keyed by identity (memoised).
+
+    Probed one at a time: a missing ``pdf`` extra must not hide HTML, nor the reverse.
+    """
+    found: dict[str, ExtractorProtocol] = {}
+    for factory in _FACTORIES:
+        try:
+            extractor = factory()
+        except ConfigurationError:
+            continue
+        found[extractor.identity] = extractor
+    return found

@@ -1,1 +1,0 @@
-"""Persistence and in-memory indexes: metadata store, analyzer, BM25."""

@@ -1,0 +1,78 @@
+"""The lexical seam: an index over one snapshot of a collection's term statistics.
+
+This package knows nothing of where postings are stored. ``PostingsSource`` and
+``PostingsBatch`` describe, structurally, what it reads; the metadata stores in
+``groundkit.storage`` satisfy them without either side importing the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["LexicalHit", "LexicalIndexProtocol", "PostingsBatch", "PostingsSource"]
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalHit:
+    key: int
+    score: float
+
+
+class PostingsBatch(Protocol):
+    """Term statistics of a batch of chunks: ``keys[i]``'s unique term ids are
+    ``term_ids[offsets[i]:offsets[i+1]]``, with frequencies ``tfs`` at the same positions."""
+
+    @property
+    def keys(self) -> npt.NDArray[np.int64]: ...
+
+    @property
+    def offsets(self) -> npt.NDArray[np.int64]: ...
+
+    @property
+    def term_ids(self) -> npt.NDArray[np.int32]: ...
+
+    @property
+    def tfs(self) -> npt.NDArray[np.int32]: ...
+
+
+class PostingsSource(Protocol):
+    """What building an index reads: postings in canonical order, then the vocabulary."""
+
+    def iter_postings(self, batch_size: int = ...) -> AsyncIterator[PostingsBatch]: ...
+
+    async def vocabulary(self) -> dict[str, int]: ...
+
+
+@runtime_checkable
+class LexicalIndexProtocol(Protocol):
+    """A lexical index over one store snapshot."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def keys(self) -> npt.NDArray[np.int64]:
+        """Store keys of the indexed chunks, by position (what a mask lines up with)."""
+        ...
+
+    def search(
+        self,
+        query_terms: Sequence[str],
+        top_k: int,
+        *,
+        score_threshold: float | None = None,
+        mask: npt.NDArray[np.bool_] | None = None,
+    ) -> list[LexicalHit]:
+        """Best ``top_k`` chunks, ordered by ``(-score, canonical position)``.
+
+        Chunks matching none of the terms are never returned; with ``mask``
+        (one flag per position) neither are chunks whose flag is False. The
+        mask applies before the cut, so ``top_k`` hits come back whenever that
+        many allowed chunks match.
+        """
+        ...

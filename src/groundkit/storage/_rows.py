@@ -1,0 +1,153 @@
+"""Row codec shared by the SQL metadata stores: Python values to rows and back.
+
+SQLite and PostgreSQL store the same columns in the same shapes; what turns a
+document or chunk into a row, and a row into a ``StoredChunk``, is written once
+here so the two backends cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from groundkit.contracts import Chunk, Document, DocumentRecord
+from groundkit.storage.protocols import ChunkPostings, StoredChunk, metadata_json
+
+__all__ = [
+    "WriteItems",
+    "chunk_rows",
+    "document_record",
+    "document_rows",
+    "now_iso",
+    "parse_metadata",
+    "postings_from_blobs",
+    "stored_chunk",
+    "term_counts",
+]
+
+WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def parse_metadata(raw: str) -> dict[str, Any]:
+    return {} if raw == "{}" else dict(json.loads(raw))
+
+
+def document_record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
+    return DocumentRecord(
+        document_id=row[0],
+        source=row[1],
+        content_hash=row[2],
+        ingested_at=row[3],
+        source_class=row[4],
+        extractor=row[5],
+        metadata=parse_metadata(row[6]),
+        chunk_count=chunk_count,
+    )
+
+
+def stored_chunk(row: Sequence[Any]) -> StoredChunk:
+    return StoredChunk(
+        key=row[0],
+        chunk_id=row[1],
+        chunk_index=row[2],
+        content=row[3],
+        start_offset=row[4],
+        end_offset=row[5],
+        document_id=row[6],
+        source=row[7],
+        document_hash=row[8],
+        ingested_at=row[9],
+        source_class=row[10],
+        extractor=row[11],
+        metadata=parse_metadata(row[12]),
+    )
+
+
+def term_counts(items: WriteItems) -> tuple[list[str], list[list[Counter[str]]]]:
+    """The sources of a ``replace_documents`` batch and each chunk's term counts.
+
+    Checked before any transaction opens, so a malformed batch writes nothing.
+    """
+    sources = [document.source for document, _, _ in items]
+    if len(set(sources)) != len(sources):
+        raise ValueError("a source appears twice in one replace_documents call")
+    counts: list[list[Counter[str]]] = []
+    for _, chunks, chunk_terms in items:
+        if len(chunks) != len(chunk_terms):
+            raise ValueError("one term list per chunk is required")
+        counts.append([Counter(terms) for terms in chunk_terms])
+    return sources, counts
+
+
+def document_rows(items: WriteItems) -> list[tuple[Any, ...]]:
+    """``documents`` rows in column order ``id, source, content_hash, ingested_at,
+    source_class, extractor, metadata``; one timestamp for the whole batch."""
+    now = now_iso()
+    return [
+        (
+            document.document_id,
+            document.source,
+            document.content_hash,
+            now,
+            document.source_class,
+            document.extractor,
+            metadata_json(document.metadata),
+        )
+        for document, _, _ in items
+    ]
+
+
+def chunk_rows(
+    items: WriteItems, counts: list[list[Counter[str]]], vocab: dict[str, int]
+) -> list[tuple[Any, ...]]:
+    """Every ``chunks`` row of a batch (see ``_chunk_row``)."""
+    return [
+        _chunk_row(document.document_id, chunk, counter, vocab)
+        for (document, chunks, _), group in zip(items, counts, strict=True)
+        for chunk, counter in zip(chunks, group, strict=True)
+    ]
+
+
+def _chunk_row(
+    document_id: str, chunk: Chunk, counter: Counter[str], vocab: dict[str, int]
+) -> tuple[Any, ...]:
+    """A ``chunks`` row: term ids and frequencies as little-endian int32 blobs."""
+    items = sorted((vocab[t], n) for t, n in counter.items())
+    ids = np.fromiter((i for i, _ in items), dtype="<i4", count=len(items))
+    tfs = np.fromiter((n for _, n in items), dtype="<i4", count=len(items))
+    return (
+        chunk.chunk_id,
+        document_id,
+        chunk.chunk_index,
+        chunk.content,
+        chunk.start_offset,
+        chunk.end_offset,
+        chunk.content_hash,
+        ids.tobytes(),
+        tfs.tobytes(),
+    )
+
+
+def postings_from_blobs(
+    keys: Sequence[int], id_blobs: Sequence[bytes], tf_blobs: Sequence[bytes]
+) -> ChunkPostings:
+    """One ``ChunkPostings`` from each chunk's little-endian int32 term-id and tf blobs."""
+    n = len(keys)
+    sizes = np.fromiter((len(b) // 4 for b in id_blobs), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    return ChunkPostings(
+        keys=np.asarray(keys, dtype=np.int64),
+        offsets=offsets,
+        term_ids=np.frombuffer(b"".join(id_blobs), dtype="<i4").astype(np.int32),
+        tfs=np.frombuffer(b"".join(tf_blobs), dtype="<i4").astype(np.int32),
+    )

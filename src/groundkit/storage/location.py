@@ -1,0 +1,248 @@
+"""Where one collection lives, resolved once, and its stores opened as one bundle.
+
+Two shapes (adr/0025-shared-collections.md). Local: everything under one
+index directory (``<name>.sqlite3``, ``<name>.lance``, ``<name>.snapshots``).
+Shared: metadata in PostgreSQL (``metadata_url``) and vectors and snapshots
+under ``storage_uri`` (a directory every host mounts, or ``s3://bucket/prefix``),
+so several processes on several hosts open the same collection.
+
+This module is the only place that knows the on-disk layout: callers ask a
+``StoreLocation`` whether a collection exists, which collections there are, and
+for a ``CollectionStores`` bundle, and never build a file name themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from groundkit.errors import ConfigurationError, StorageError
+from groundkit.storage.names import COLLECTION_NAME_PATTERN, check_collection_name
+from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, VectorStoreProtocol
+from groundkit.storage.snapshots import as_snapshot_store, is_object_uri
+
+__all__ = [
+    "METADATA_URL_ENV",
+    "STORAGE_URI_ENV",
+    "CollectionStores",
+    "StoreLocation",
+    "metadata_path",
+    "snapshot_dir_for",
+    "storage_options_from_env",
+]
+
+METADATA_URL_ENV = "GROUNDKIT_METADATA_URL"
+STORAGE_URI_ENV = "GROUNDKIT_STORAGE_URI"
+_PG_SCHEMES = ("postgresql://", "postgres://")
+_METADATA_SUFFIX = ".sqlite3"
+_SNAPSHOTS_SUFFIX = ".snapshots"
+# Object-store settings read from the environment when not given (LanceDB reads
+# these names too; pyarrow, which moves the snapshots, does not read them all).
+_ENV_OPTIONS = {
+    "AWS_ENDPOINT": "aws_endpoint",
+    "AWS_ENDPOINT_URL": "aws_endpoint",
+    "AWS_ALLOW_HTTP": "aws_allow_http",
+    "AWS_REGION": "aws_region",
+    "AWS_DEFAULT_REGION": "aws_region",
+    "AWS_ACCESS_KEY_ID": "aws_access_key_id",
+    "AWS_SECRET_ACCESS_KEY": "aws_secret_access_key",
+    "AWS_SESSION_TOKEN": "aws_session_token",
+}
+
+
+def metadata_path(index_dir: Path, name: str) -> Path:
+    """The SQLite file of collection ``name`` under ``index_dir``."""
+    return Path(index_dir) / f"{check_collection_name(name)}{_METADATA_SUFFIX}"
+
+
+def snapshot_dir_for(root: Path, name: str) -> Path:
+    """The directory holding collection ``name``'s snapshots under a local ``root``."""
+    return Path(root) / f"{check_collection_name(name)}{_SNAPSHOTS_SUFFIX}"
+
+
+def storage_options_from_env(
+    given: Mapping[str, str] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """``given`` plus the object-store settings of the environment it does not set."""
+    env = os.environ if environ is None else environ
+    out: dict[str, str] = {}
+    for variable, key in _ENV_OPTIONS.items():
+        if env.get(variable) and key not in out:
+            out[key] = env[variable]
+    out.update(given or {})
+    return out
+
+
+@dataclass
+class CollectionStores:
+    """The open stores of one collection: metadata always, vectors once opened.
+
+    ``close`` closes what is open, vectors first; it is idempotent.
+    """
+
+    location: StoreLocation
+    metadata: MetadataStoreProtocol
+    snapshots: SnapshotStore | None
+    vectors: VectorStoreProtocol | None = None
+
+    async def open_vectors(self, dimensions: int) -> VectorStoreProtocol:
+        """Open (not create) the vector table for ``dimensions``-d vectors.
+
+        ``ConfigurationError`` for a shared collection opened without a storage URI.
+        """
+        if self.vectors is None:
+            self.vectors = await self.location.open_vectors(dimensions)
+        return self.vectors
+
+    async def close(self) -> None:
+        vectors, self.vectors = self.vectors, None
+        try:
+            if vectors is not None:
+                await vectors.close()
+        finally:
+            await self.metadata.close()
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """One collection's places; ``describe()`` is safe to print (no credentials)."""
+
+    name: str
+    index_dir: Path | None = None
+    metadata_url: str | None = None
+    storage_uri: str | None = None
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def resolve(
+        cls,
+        name: str,
+        *,
+        index_dir: str | Path | None = None,
+        metadata_url: str | None = None,
+        storage_uri: str | Path | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> StoreLocation:
+        """Check the combination; ``ConfigurationError`` names what is missing or wrong."""
+        check_collection_name(name)
+        if metadata_url is not None and not metadata_url.startswith(_PG_SCHEMES):
+            raise ConfigurationError(
+                "metadata_url must be a PostgreSQL URL (postgresql://user@host/db); "
+                "for a local collection give index_dir instead"
+            )
+        if metadata_url is None and index_dir is None:
+            raise ConfigurationError("give index_dir, or metadata_url for a shared collection")
+        index = Path(os.path.realpath(index_dir)) if index_dir is not None else None
+        storage = None
+        if storage_uri is not None:
+            text = str(storage_uri)
+            storage = text.rstrip("/") if is_object_uri(text) else os.path.realpath(text)
+        options = storage_options_from_env(storage_options) if storage else {}
+        return cls(name, index, metadata_url, storage, options)
+
+    def with_name(self, name: str) -> StoreLocation:
+        """The same places, for another collection."""
+        return dataclasses.replace(self, name=check_collection_name(name))
+
+    @property
+    def shared(self) -> bool:
+        return self.metadata_url is not None
+
+    @property
+    def storage_root(self) -> Path | str | None:
+        """Where vectors and snapshots go: ``storage_uri``, else the index directory."""
+        if self.storage_uri is not None:
+            return self.storage_uri if is_object_uri(self.storage_uri) else Path(self.storage_uri)
+        return self.index_dir
+
+    def snapshots(self) -> SnapshotStore | None:
+        root = self.storage_root
+        if root is None:
+            return None
+        if isinstance(root, Path):
+            return as_snapshot_store(snapshot_dir_for(root, self.name))
+        return as_snapshot_store(f"{root}/{self.name}{_SNAPSHOTS_SUFFIX}", self.storage_options)
+
+    async def exists(self) -> bool:
+        """Whether the collection has been created (by a first ingest)."""
+        if self.metadata_url is None:
+            assert self.index_dir is not None
+            return await asyncio.to_thread(metadata_path(self.index_dir, self.name).is_file)
+        return self.name in await self.list_collections()
+
+    async def list_collections(self) -> list[str]:
+        """Names of the collections in this index directory or database, sorted."""
+        if self.metadata_url is not None:
+            from groundkit.storage.postgres import collection_names
+
+            return await collection_names(self.metadata_url)
+        assert self.index_dir is not None  # resolve() guarantees one of the two
+        return await asyncio.to_thread(_scan, self.index_dir)
+
+    async def open_metadata(self, *, create: bool = True) -> MetadataStoreProtocol:
+        if self.metadata_url is not None:
+            from groundkit.storage.postgres import PostgresMetadataStore
+
+            return await PostgresMetadataStore.open(self.metadata_url, self.name, create=create)
+        from groundkit.storage.sqlite import SQLiteMetadataStore
+
+        assert self.index_dir is not None
+        return await SQLiteMetadataStore.open(
+            metadata_path(self.index_dir, self.name), create=create
+        )
+
+    async def open_vectors(self, dimensions: int) -> VectorStoreProtocol:
+        """The collection's vector store (created on its first write)."""
+        root = self.storage_root
+        if root is None:
+            raise ConfigurationError(
+                "dense retrieval on a shared collection needs storage_uri "
+                "(a shared directory or s3://bucket/prefix) for its vectors"
+            )
+        from groundkit.storage.lancedb import LanceDBVectorStore
+
+        return await LanceDBVectorStore.open(
+            root, self.name, dimensions, storage_options=self.storage_options
+        )
+
+    async def open(self, *, create: bool = True) -> CollectionStores:
+        """The metadata store and snapshot store of this collection, as one bundle.
+
+        ``create=False`` refuses a collection that does not exist yet with a
+        ``StorageError`` that says to ingest first.
+        """
+        if not create and self.metadata_url is None and not await self.exists():
+            raise StorageError(
+                f"no collection {self.name!r} in {str(self.index_dir)!r}; ingest something first"
+            )
+        metadata = await self.open_metadata(create=create)
+        return CollectionStores(self, metadata, self.snapshots())
+
+    def describe(self) -> str:
+        """Where the collection is, for messages: the metadata URL without its password."""
+        if self.metadata_url is not None:
+            from groundkit.storage.postgres import redact_dsn
+
+            return f"{redact_dsn(self.metadata_url)} (collection {self.name!r})"
+        return f"{self.index_dir} (collection {self.name!r})"
+
+    def describe_root(self) -> str:
+        """What the collections live in, safe to print: the directory or the redacted URL."""
+        if self.metadata_url is not None:
+            from groundkit.storage.postgres import redact_dsn
+
+            return redact_dsn(self.metadata_url)
+        return str(self.index_dir)
+
+
+def _scan(index_dir: Path) -> list[str]:
+    try:
+        entries = list(os.scandir(index_dir))
+    except OSError:
+        return []
+    names = (e.name[: -len(_METADATA_SUFFIX)] for e in entries if e.name.endswith(_METADATA_SUFFIX))
+    return sorted(n for n in names if COLLECTION_NAME_PATTERN.fullmatch(n))

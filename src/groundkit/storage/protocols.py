@@ -1,0 +1,360 @@
+"""The storage seams: metadata store, vector store, snapshot store, and their row types.
+
+Everything groundkit persists goes through one of these three Protocols. Each has
+a conformance suite in ``groundkit.testing`` that every implementation runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.contracts import (
+    Chunk,
+    Citation,
+    CollectionManifest,
+    Document,
+    DocumentRecord,
+    EmbeddingIdentity,
+    FieldValue,
+    SourceClass,
+    page_at,
+)
+
+__all__ = [
+    "ChunkOwners",
+    "ChunkPostings",
+    "DocumentState",
+    "MetadataStoreProtocol",
+    "SnapshotStore",
+    "StoredChunk",
+    "VectorHit",
+    "VectorStoreProtocol",
+    "cosine_to_score",
+    "metadata_json",
+    "stored_metadata",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A persisted chunk joined to its document, as flat fields.
+
+    ``key`` is the store's row key. Flat because the search join builds many of
+    these; ``chunk`` and ``document`` give the contract models when wanted.
+    """
+
+    key: int
+    chunk_id: str
+    chunk_index: int
+    content: str
+    start_offset: int
+    end_offset: int
+    document_id: str
+    source: str
+    document_hash: str
+    ingested_at: str
+    source_class: SourceClass
+    extractor: str | None
+    metadata: dict[str, Any]
+
+    @property
+    def chunk(self) -> Chunk:
+        return Chunk(
+            chunk_id=self.chunk_id,
+            document_id=self.document_id,
+            chunk_index=self.chunk_index,
+            content=self.content,
+            start_offset=self.start_offset,
+            end_offset=self.end_offset,
+        )
+
+    @property
+    def document(self) -> DocumentRecord:
+        return DocumentRecord(
+            document_id=self.document_id,
+            source=self.source,
+            content_hash=self.document_hash,
+            ingested_at=self.ingested_at,
+            source_class=self.source_class,
+            extractor=self.extractor,
+            metadata=self.metadata,
+        )
+
+    @property
+    def citation(self) -> Citation:
+        return Citation(
+            document_id=self.document_id,
+            chunk_id=self.chunk_id,
+            source=self.source,
+            source_class=self.source_class,
+            extractor=self.extractor,
+            start_offset=self.start_offset,
+            end_offset=self.end_offset,
+            page=page_at(self.metadata, self.start_offset),
+        )
+
+
+def metadata_json(metadata: Mapping[str, Any]) -> str:
+    """Document metadata as every store keeps it: JSON with sorted keys (others as str)."""
+    return json.dumps(metadata, sort_keys=True, default=str)
+
+
+def stored_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` as it reads back from a store (JSON types), for comparing with
+    ``DocumentState.metadata``."""
+    return dict(json.loads(metadata_json(metadata)))
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentState:
+    """What an ingest compares to decide whether a document changed."""
+
+    content_hash: str
+    source_class: SourceClass
+    extractor: str | None
+    metadata: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkPostings:
+    """Term statistics of a batch of chunks, as written at ingest time.
+
+    ``keys[i]``'s unique term ids are ``term_ids[offsets[i]:offsets[i+1]]`` with
+    frequencies ``tfs`` at the same positions.
+    """
+
+    keys: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+    term_ids: npt.NDArray[np.int32]
+    tfs: npt.NDArray[np.int32]
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkOwners:
+    """Which document owns each chunk, and every document's fields.
+
+    What filters and clearances read: they decide per document, then mask
+    chunks. ``owners[i]`` indexes ``document_ids`` and ``fields`` for chunk
+    ``keys[i]``. One consistent snapshot of the store.
+    """
+
+    keys: npt.NDArray[np.int64]
+    owners: npt.NDArray[np.int64]
+    document_ids: list[str]
+    fields: list[dict[str, FieldValue]]
+
+
+@runtime_checkable
+class MetadataStoreProtocol(Protocol):
+    """Documents, chunks and collection state for one collection: the source of truth.
+
+    Every write is atomic and bumps ``generation``; a document and its chunks
+    are replaced together or not at all. Every failure is a ``StorageError``.
+    """
+
+    async def close(self) -> None: ...
+
+    async def generation(self) -> int: ...
+
+    async def get_base_dir(self) -> str | None: ...
+
+    async def set_base_dir(self, base_dir: str) -> None: ...
+
+    async def get_analyzer(self) -> str | None: ...
+
+    async def bind_analyzer(self, identity: str) -> str:
+        """Record ``identity`` if no analyzer is bound yet; return the bound one.
+
+        A compare-and-set: an existing binding is never overwritten, and the
+        caller (``groundkit.storage.binding``) decides what a mismatch means.
+        """
+        ...
+
+    async def read_manifest(self) -> CollectionManifest | None: ...
+
+    async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:
+        """Record a manifest for ``identity`` if none exists; return the bound manifest.
+
+        The first binding bumps ``generation`` (open readers learn that dense
+        search became possible); an existing manifest is returned unchanged.
+        """
+        ...
+
+    async def document_states(self) -> dict[str, DocumentState]:
+        """``{source: state}`` of every stored document, metadata as stored (JSON types)."""
+        ...
+
+    def iter_documents(self) -> AsyncIterator[DocumentRecord]:
+        """Every document with its chunk count, in source order."""
+        ...
+
+    async def replace_documents(
+        self, items: Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
+    ) -> None:
+        """Store documents and their chunks (with analysed terms) in one transaction."""
+        ...
+
+    async def delete_documents(self, sources: Sequence[str]) -> int:
+        """Delete documents (and chunks) by source in one transaction; returns how many."""
+        ...
+
+    async def chunk_count(self) -> int: ...
+
+    async def document_ids(self) -> set[str]: ...
+
+    async def documents_missing_vectors(self) -> list[str]:
+        """Ids of documents whose current content has no confirmed vectors (by source)."""
+        ...
+
+    async def mark_vectors_stored_many(self, items: Sequence[tuple[str, str]]) -> None:
+        """Confirm vectors for ``(document_id, content_hash)`` pairs; a pair whose
+        content changed meanwhile is ignored. No generation bump: no text changed."""
+        ...
+
+    async def get_chunks_for_documents(
+        self, document_ids: Sequence[str]
+    ) -> dict[str, list[StoredChunk]]:
+        """``{document_id: chunks in order}``; ids with no chunks are absent."""
+        ...
+
+    async def get_chunks_by_ids(self, chunk_ids: Sequence[str]) -> Mapping[str, StoredChunk]: ...
+
+    async def get_chunk(self, chunk_id: str) -> StoredChunk | None: ...
+
+    async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]: ...
+
+    def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
+        """Every chunk joined to its document, by ``(source, chunk_index)``."""
+        ...
+
+    async def vocabulary(self) -> dict[str, int]:
+        """``{term: term_id}`` of every term ever written."""
+        ...
+
+    def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
+        """Postings in canonical order: ``(content_hash, chunk_index, document_id)``."""
+        ...
+
+    async def chunk_owners(self) -> ChunkOwners:
+        """Every chunk's owning document and every document's fields, read at once."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorHit:
+    """One nearest neighbour.
+
+    ``score`` is ``(1 + cos) / 2``, in ``[0, 1]``: monotone in cosine (so the
+    ranking is cosine's), non-negative as score thresholds expect, and unlike
+    ``max(cos, 0)`` it does not flatten every negative cosine into one tie.
+    ``0.5`` is an orthogonal vector. Higher is better.
+    """
+
+    chunk_id: str
+    document_id: str
+    score: float
+
+
+def cosine_to_score(cosine: float) -> float:
+    """The ``VectorHit.score`` of a cosine similarity (clamped against rounding)."""
+    return min(1.0, max(0.0, (1.0 + cosine) / 2.0))
+
+
+@runtime_checkable
+class VectorStoreProtocol(Protocol):
+    """Chunk vectors of one collection, written and deleted by whole document.
+
+    Invalid input is refused before anything is written: ``IngestionError``
+    from writes, ``RetrievalError`` from ``query``; a backend failure is a
+    ``StorageError``.
+    """
+
+    @property
+    def dimensions(self) -> int: ...
+
+    async def upsert_documents(
+        self,
+        items: Sequence[tuple[str, Sequence[str], npt.ArrayLike]],
+        *,
+        content_hashes: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        """Make each ``(document_id, chunk_ids, vectors)`` the document's only rows.
+
+        One write for the whole batch. ``content_hashes`` maps a document id to
+        the hash of each chunk's text, in ``chunk_ids`` order;
+        ``vectors_by_content`` finds the rows by it later.
+        """
+        ...
+
+    async def vectors_by_content(
+        self, content_hashes: Sequence[str]
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """``{content hash: vector}`` for the hashes that some stored row carries.
+
+        The collection has one embedder, so a chunk text embedded once never
+        needs embedding again: a re-ingest keeps the vectors of unchanged chunks.
+        Rows written without a hash are never returned.
+        """
+        ...
+
+    async def delete_documents(self, document_ids: Sequence[str]) -> int:
+        """Remove every row of these documents; returns how many rows went."""
+        ...
+
+    async def query(
+        self,
+        vector: npt.ArrayLike,
+        top_k: int,
+        *,
+        document_ids: Collection[str] | None = None,
+    ) -> list[VectorHit]:
+        """The ``top_k`` rows nearest by cosine, ordered by ``(-score, chunk_id)``.
+
+        ``document_ids`` restricts the search to those documents before ranking,
+        so ``top_k`` is still filled when enough of their rows exist.
+        """
+        ...
+
+    async def count(self) -> int: ...
+
+    async def document_ids(self) -> set[str]:
+        """Every document with at least one row (for reconciling orphans)."""
+        ...
+
+    async def optimize(self) -> None:
+        """Housekeeping after a batch of writes; results must not change."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Where one collection's URL snapshots live, by document id.
+
+    Ids are checked by ``groundkit.storage.names.check_snapshot_id`` before any
+    path or object key is formed from them.
+    """
+
+    @property
+    def location(self) -> str: ...
+
+    async def read(self, document_id: str) -> bytes:
+        """The stored bytes; ``OSError`` (``FileNotFoundError``) when there are none."""
+        ...
+
+    async def matches(self, document_id: str, content: str) -> bool: ...
+
+    async def write(self, document_id: str, content: str) -> None:
+        """Store ``content`` whole: a reader sees the old bytes or the new, never part."""
+        ...
+
+    async def remove_stale(self, keep: Iterable[str]) -> list[str]:
+        """Delete every snapshot whose id is not in ``keep``; returns the removed ids."""
+        ...

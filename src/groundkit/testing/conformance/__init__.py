@@ -1,0 +1,28 @@
+"""Conformance suites for the storage seams, shipped so any store can prove itself.
+
+Each suite is a class of pytest tests; subclass it in a ``Test*`` class that
+provides one fixture yielding a fresh, empty store, and pytest runs every test
+against it (as Haystack ships its document-store tests)::
+
+    import pytest
+    from groundkit.testing.conformance import MetadataStoreConformance
+
+    class TestMyStore(MetadataStoreConformance):
+        @pytest.fixture
+        async def store(self, tmp_path):
+            store = await MyStore.open(tmp_path / "db")
+            yield store
+            await store.close()
+
+``VectorStoreConformance`` wants a ``vector_store`` fixture (``DIM``-wide
+vectors), ``SnapshotStoreConformance`` a ``snapshot_store`` fixture. The suites
+need pytest and pytest-asyncio (``asyncio_mode = "auto"``).
+"""
+
+from __future__ import annotations
+
+from groundkit.testing.conformance.metadata import MetadataStoreConformance
+from groundkit.testing.conformance.snapshots import SnapshotStoreConformance
+from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance
+
+__all__ = ["DIM", "MetadataStoreConformance", "SnapshotStoreConformance", "VectorStoreConformance"]
