@@ -41,6 +41,7 @@ test: $(VENV)/.dev
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests evals
 	$(BIN)/ruff format --check src tests evals
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.dev
 	$(BIN)/mypy

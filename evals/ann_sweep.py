@@ -18,10 +18,10 @@ import json
 import statistics
 import time
 from pathlib import Path
-from typing import Any
 
-from evals.bench_hybrid import HashEmbedder
+from evals.hybrid.embedders import HashEmbedder
 from evals.machine import command_line, markdown_table
+from evals.stats import percentile
 from groundkit.storage.lancedb import LanceDBVectorStore
 
 __all__ = ["main"]
@@ -32,16 +32,10 @@ async def _sweep(root: Path, probes: list[int | None], n_queries: int) -> list[l
     dims = embedder.dimensions
     store = await LanceDBVectorStore.open(root / "index", "bench", dims, create=False)
     try:
-        table: Any = store._table  # evals only: the exact reference bypasses the index
         queries: list[str] = json.loads((root / "queries.json").read_text("utf-8"))[:n_queries]
         vectors = [embedder.embed_sync([q])[0] for q in queries]
-        exact = []
-        for vector in vectors:
-            found = await (
-                table.query().nearest_to(vector).column("vector").distance_type("cosine")
-                .bypass_vector_index().select(["chunk_id"]).limit(10).to_arrow()
-            )  # fmt: skip
-            exact.append(set(found["chunk_id"].to_pylist()))
+        # The reference: the store's exact search, which bypasses the index.
+        exact = [{h.chunk_id for h in await store.query(v, 10, exact=True)} for v in vectors]
         rows = []
         for nprobes in probes:
             store.nprobes = nprobes
@@ -56,7 +50,7 @@ async def _sweep(root: Path, probes: list[int | None], n_queries: int) -> list[l
                 [
                     "every partition" if nprobes is None else str(nprobes),
                     f"{statistics.mean(recalls):.3f}",
-                    f"{statistics.median(latencies):.1f}",
+                    f"{percentile(latencies, 50):.1f}",
                 ]
             )
         return rows

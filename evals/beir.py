@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal, Protocol
 
 from evals.metrics import Report, evaluate
+from evals.stats import percentile
 from groundkit import (
     MAX_TOP_K,
     AnalyzerConfig,
@@ -59,7 +60,6 @@ __all__ = [
     "local_embedder_available",
     "offline_models",
     "parse_modes",
-    "percentile",
     "rank_documents",
     "rank_queries",
     "run_bm25",
@@ -163,17 +163,6 @@ def rank_documents(results: list[RetrievalResult], depth: int) -> list[Retrieval
 def doc_id(result: RetrievalResult) -> str:
     """The BEIR document id of a result: its file's stem (see ``write_corpus``)."""
     return PurePosixPath(result.source).stem
-
-
-def percentile(values: list[float], q: float) -> float:
-    """``q``-th percentile with linear interpolation (numpy's default)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 def offline_models() -> None:

@@ -42,7 +42,6 @@ from evals.beir import (
     load_beir,
     offline_models,
     parse_modes,
-    percentile,
     rank_queries,
     search_args,
     time_queries,
@@ -60,6 +59,7 @@ from evals.machine import (
     source_state,
 )
 from evals.metrics import Report, evaluate
+from evals.stats import percentile
 from groundkit import (
     AnalyzerConfig,
     ChunkingConfig,

@@ -36,7 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evals.beir import load_beir, percentile, write_corpus
+from evals.beir import load_beir, write_corpus
+from evals.bench_util import verdict
 from evals.machine import (
     REPO_ROOT,
     carried_sections,
@@ -47,6 +48,7 @@ from evals.machine import (
     print_worker_result,
     rss_mb,
 )
+from evals.stats import percentile
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from evals.synthetic import write_corpus as write_synthetic
 from groundkit import Analyzer, ChunkingConfig, Collection
@@ -493,20 +495,16 @@ def _targets(results: list[Measured], *, rss: bool = False) -> list[str]:
     gk, ref, slow = by.get("groundkit"), by.get("bm25s"), by.get("rank_bm25")
     if gk and ref:
         r = gk.build_s / ref.build_s
-        out.append(f"- groundkit open ≤ 1.5× bm25s analyse+index: {r:.2f}× → {_verdict(r <= 1.5)}")
+        out.append(f"- groundkit open ≤ 1.5× bm25s analyse+index: {r:.2f}× → {verdict(r <= 1.5)}")
         r = gk.p50_ms / ref.p50_ms
-        out.append(f"- groundkit search p50 ≤ 1.5× bm25s: {r:.2f}× → {_verdict(r <= 1.5)}")
+        out.append(f"- groundkit search p50 ≤ 1.5× bm25s: {r:.2f}× → {verdict(r <= 1.5)}")
         if rss:
             r = gk.rss_peak_mb / ref.rss_peak_mb
-            out.append(f"- groundkit peak RSS ≤ 1.5× bm25s: {r:.2f}× → {_verdict(r <= 1.5)}")
+            out.append(f"- groundkit peak RSS ≤ 1.5× bm25s: {r:.2f}× → {verdict(r <= 1.5)}")
     if gk and slow:
         r = slow.p50_ms / gk.p50_ms
-        out.append(f"- groundkit ≥ 30× faster than rank-bm25 (p50): {r:.0f}× → {_verdict(r >= 30)}")
+        out.append(f"- groundkit ≥ 30× faster than rank-bm25 (p50): {r:.0f}× → {verdict(r >= 30)}")
     return out
-
-
-def _verdict(ok: bool) -> str:
-    return "met" if ok else "**missed**"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from evals.beir import percentile
 from evals.machine import command_line, machine_lines
+from evals.stats import percentile
 from groundkit.storage.lancedb import LanceDBVectorStore
 from groundkit.storage.protocols import VectorHit
 

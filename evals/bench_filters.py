@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from evals.bench_hybrid import HashEmbedder
+from evals.hybrid.embedders import HashEmbedder
 from evals.machine import command_line, machine_lines, markdown_table
+from evals.stats import percentile
 from evals.synthetic import (
     BENCH_CHUNKING,
     SyntheticSpec,
@@ -95,10 +95,6 @@ async def _shares(col: Collection, settings: list[tuple[str, Any]]) -> dict[str,
     return shares
 
 
-def _p95(values: list[float]) -> float:
-    return statistics.quantiles(values, n=20, method="inclusive")[-1]
-
-
 async def _measure(index: Path, queries: list[str]) -> dict[str, Any]:
     embedder = HashEmbedder()
     out: dict[str, Any] = {"rows": [], "first": []}
@@ -138,15 +134,15 @@ async def _measure(index: Path, queries: list[str]) -> dict[str, Any]:
                     found = await retriever.search(query, 10, mode=mode, filters=flt)
                     samples[name].append((time.perf_counter() - started) * 1000)
                     counts[name].append(found.total_results)
-            base = statistics.median(samples["no filter"])
+            base = percentile(samples["no filter"], 50)
             for name, _, _ in variants:
-                p50 = statistics.median(samples[name])
+                p50 = percentile(samples[name], 50)
                 out["rows"].append(
                     [
                         mode,
                         f"{name} ({out['share'][name]:.0%} of chunks)",
                         f"{p50:.2f}",
-                        f"{_p95(samples[name]):.2f}",
+                        f"{percentile(samples[name], 95):.2f}",
                         f"{p50 / base:.2f}×",
                         f"{min(counts[name])}–{max(counts[name])}",
                     ]

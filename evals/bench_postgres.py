@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.beir import percentile
 from evals.machine import command_line, machine_lines, markdown_table
+from evals.stats import percentile
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from groundkit import (
     Analyzer,

@@ -34,8 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.beir import percentile
+from evals.bench_util import verdict
 from evals.machine import REPO_ROOT, command_line, machine_lines, markdown_table, write_section
+from evals.stats import percentile
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, write_corpus
 from groundkit import Collection
 
@@ -262,7 +263,7 @@ async def _run(args: argparse.Namespace) -> int:
         table,
         "",
         f"- all rounds: {summary}",
-        f"- zero errors required: {'met' if not errors else '**missed**'}",
+        f"- zero errors required: {verdict(not errors)}",
         "",
         "Machine:",
         "",

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import statistics
 import tempfile
 import time
 import uuid
@@ -34,6 +33,7 @@ import numpy.typing as npt
 from evals.bench_postgres import DSN_ENV
 from evals.bench_postgres import _run as run_postgres
 from evals.machine import REPO_ROOT, command_line, machine_lines, markdown_table, write_section
+from evals.stats import percentile
 from evals.synthetic import parse_size, size_label
 from groundkit.storage.lancedb import LanceDBVectorStore
 
@@ -111,9 +111,9 @@ async def _vector_rows(sizes: list[int], options: dict[str, str], queries: int) 
             finally:
                 await local.close()
                 await remote.close()
-        base = statistics.median(times["local"])
+        base = percentile(times["local"], 50)
         for name in ("local", "s3"):
-            p50 = statistics.median(times[name])
+            p50 = percentile(times[name], 50)
             rows.append(
                 [
                     size_label(size),
@@ -121,7 +121,7 @@ async def _vector_rows(sizes: list[int], options: dict[str, str], queries: int) 
                     f"{fill[name]:.1f}",
                     "yes" if indexed else "no",
                     f"{p50:.1f}",
-                    f"{statistics.quantiles(times[name], n=20)[-1]:.1f}",
+                    f"{percentile(times[name], 95):.1f}",
                     f"{p50 / base:.1f}×",
                     f"{same}/{queries}",
                 ]

@@ -24,12 +24,12 @@ from evals.beir import (
     ingest_dataset,
     load_beir,
     offline_models,
-    percentile,
     rank_queries,
     verify_results,
 )
 from evals.machine import command_line, default_scifact_dir, machine_lines
 from evals.metrics import evaluate
+from evals.stats import percentile
 from groundkit import (
     MAX_TOP_K,
     RetrievalConfig,

@@ -16,6 +16,7 @@ __all__ = [
     "carried_sections",
     "command_line",
     "default_scifact_dir",
+    "load_average",
     "machine_lines",
     "markdown_table",
     "print_worker_result",
@@ -57,7 +58,8 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _load() -> str:
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, two decimals each, or ``n/a``."""
     try:
         return " ".join(f"{v:.2f}" for v in os.getloadavg())
     except OSError:
@@ -95,7 +97,7 @@ def machine_lines() -> list[str]:
     return [
         f"- CPU: {_cpu_model()}, `nproc` = {len(os.sched_getaffinity(0))}",
         f"- Python {platform.python_version()} on {platform.system()} {platform.release()}",
-        f"- load average at the end of the run: {_load()}",
+        f"- load average at the end of the run: {load_average()}",
         f"- {source_state()}",
         f"- date: {datetime.now(UTC).isoformat(timespec='seconds')}",
     ]

@@ -23,17 +23,16 @@ import argparse
 import asyncio
 import json
 import resource
-import statistics
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from evals.bench_hybrid import HashEmbedder
+from evals.hybrid.embedders import HashEmbedder
 from evals.machine import command_line, machine_lines, markdown_table
+from evals.stats import percentile
 from groundkit.storage.lancedb import LanceDBVectorStore
 
 __all__ = ["main"]
@@ -74,7 +73,7 @@ async def _measure(root: Path, n_queries: int, sign_candidates: list[int]) -> li
     embedder = HashEmbedder()
     dims = embedder.dimensions
     store = await LanceDBVectorStore.open(root / "index", "bench", dims, create=False)
-    table: Any = store._table  # evals only: timing LanceDB's parts needs the raw table
+    table = store.table  # timing LanceDB's parts needs the raw table
     try:
         kind = await store.ann_index_type()
         started = time.perf_counter()
@@ -171,10 +170,10 @@ async def _measure(root: Path, n_queries: int, sign_candidates: list[int]) -> li
         for i in range(len(queries)):
             await reads.timed(i)
         every = [*methods, reads]
-        base = statistics.median(defaults)
+        base = percentile(defaults, 50)
         rows = []
         for method in every:
-            p50 = statistics.median(method.ms)
+            p50 = percentile(method.ms, 50)
             recall = ["–", "–"]
             if method.found[0]:
                 got = [[position[r] for r in found] for found in method.found]
@@ -184,7 +183,7 @@ async def _measure(root: Path, n_queries: int, sign_candidates: list[int]) -> li
                 [
                     method.name,
                     f"{p50:.1f}",
-                    f"{float(np.percentile(method.ms, 95)):.1f}",
+                    f"{percentile(method.ms, 95):.1f}",
                     *recall,
                     f"{cores:.2f}",
                     f"{p50 / base:.2f}×",
@@ -198,7 +197,7 @@ async def _measure(root: Path, n_queries: int, sign_candidates: list[int]) -> li
             "",
             f"Command: `{command_line()}`",
             "",
-            f"{len(rowids):,} hashed 384-d vectors (`evals.bench_hybrid`'s `HashEmbedder`), "
+            f"{len(rowids):,} hashed 384-d vectors (`HashEmbedder` of `evals.hybrid.embedders`), "
             f"index {kind}; {len(queries)} queries, each run by every method in turn (the "
             "re-scoring reads alone in a pass of their own after the rest). The "
             f"baseline is `LanceDBVectorStore.query(vector, 100)` with the shipped defaults, "

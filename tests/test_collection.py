@@ -20,6 +20,8 @@ from groundkit import (
     IngestConfig,
     IngestionError,
     RetrievalError,
+    StorageError,
+    StoreLocation,
     resolve_citation,
     verify_citation,
 )
@@ -353,3 +355,37 @@ async def test_bad_analyzer_settings_leak_nothing(index_dir: Path, corpus_dir: P
         )
     # The store opened for the attempt must have been closed again.
     assert _worker_threads() - before == set()
+
+
+async def test_open_without_create_refuses_a_missing_collection(tmp_path: Path) -> None:
+    index = tmp_path / "idx"
+    with pytest.raises(StorageError, match="no collection 'nothing'"):
+        await Collection.open(index, "nothing", create=False)
+    assert not index.exists() or not any(index.iterdir())
+    location = StoreLocation.resolve("nothing", index_dir=index)
+    assert not await location.exists()
+    with pytest.raises(StorageError, match="ingest"):
+        await Collection.open(location=location, create=False)
+
+
+async def test_location_lists_and_opens_collections(tmp_path: Path) -> None:
+    base = tmp_path / "docs"
+    base.mkdir()
+    (base / "a.txt").write_text("alpha beta\n", encoding="utf-8")
+    index = tmp_path / "idx"
+    for name in ("zeta", "alpha"):
+        async with Collection.open(index, name, base_dir=base) as col:
+            await col.ingest(base)
+    (index / "not a collection.sqlite3").write_text("", encoding="utf-8")
+    location = StoreLocation.resolve("alpha", index_dir=index)
+    assert await location.list_collections() == ["alpha", "zeta"]
+    assert await location.exists() and await location.with_name("zeta").exists()
+    stores = await location.open(create=False)
+    try:
+        assert await stores.metadata.chunk_count() == 1
+        assert stores.vectors is None
+    finally:
+        await stores.close()
+    async with Collection.open(location=location.with_name("zeta"), create=False) as col:
+        assert col.name == "zeta"
+        assert (await col.search("alpha", 1)).results[0].source == "a.txt"

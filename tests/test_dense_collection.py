@@ -400,3 +400,39 @@ async def test_bulk_ingest_writes_in_groups_and_embeds_from_memory(
         assert await vector_chunk_ids(col) == await stored_chunk_ids(col)
     finally:
         await col.close()
+
+
+async def test_embedder_for_builds_the_recorded_embedder_once(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    asked: list[str] = []
+
+    def factory(manifest: Any) -> ToyEmbedder:
+        asked.append(manifest.model_name)
+        return ToyEmbedder()
+
+    # Unbound: the factory is never called and the collection opens without vectors.
+    async with Collection.open(index_dir, base_dir=corpus_dir, embedder_for=factory) as col:
+        assert col.embedder is None and col.vector_store is None
+        await col.ingest(corpus_dir)
+    assert asked == []
+    col = await open_dense(index_dir, corpus_dir)
+    await col.ingest(corpus_dir)
+    await col.close()
+    # Bound: built from the manifest inside the open, and dense search works with it.
+    async with Collection.open(index_dir, embedder_for=factory, create=False) as col:
+        assert isinstance(col.embedder, ToyEmbedder) and col.vector_store is not None
+        response = await col.search(QUERIES[0], 3, mode="dense")
+        assert response.results
+        await assert_all_verify(response.results, col.base_dir)
+    assert asked == ["hash-64"]
+
+
+async def test_embedder_for_that_builds_another_model_is_refused(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    await col.ingest(corpus_dir)
+    await col.close()
+    with pytest.raises(IndexIdentityError, match="hash-64"):
+        await Collection.open(index_dir, embedder_for=lambda m: ToyEmbedder(model_name="other"))

@@ -1,16 +1,17 @@
 """The public surface: ``__all__`` is exactly what the package exports, each name ours."""
 
 from __future__ import annotations
-
 import __future__
+
 import importlib
-import inspect
 import importlib.metadata
+import inspect
 import subprocess
 import sys
 import types
 
 import groundkit
+
 
 def _exported() -> set[str]:
     """What ``import groundkit`` really puts in the namespace for users: every public

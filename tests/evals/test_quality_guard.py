@@ -20,7 +20,7 @@ from evals.echo import echo_collection
 from groundkit import SentenceTransformerEmbedder
 from tests.evals.beir_data import scifact_or_skip
 
-# Issue bars: bm25 matches bm25s's published 0.687; hybrid reaches 0.72.
+# The absolute bars: bm25 matches bm25s's published 0.687; hybrid reaches 0.72.
 BARS = {"bm25": 0.687, "dense": 0.645, "hybrid": 0.72}
 
 

@@ -201,6 +201,11 @@ async def test_ann_index_above_threshold_keeps_recall(tmp_path: Path) -> None:
         store.nprobes, store.refine_factor = 64, 1
         assert len(await store.query(queries[0], 10)) == 10
         assert len(await store.query(queries[0], 10, document_ids=["doc007"])) == 10
+        # exact=True ignores the index: the true top 10 whatever the probe settings.
+        store.nprobes, store.refine_factor = 1, 1
+        for q, want in zip(queries, truth, strict=True):
+            exact = await store.query(q, 10, exact=True)
+            assert [int(h.chunk_id) for h in exact] == want.tolist()
         store.nprobes, store.refine_factor = DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR
 
         # Rows written after the index are searched too, and survive optimize().
@@ -274,7 +279,7 @@ async def test_optimize_replaces_an_index_of_another_kind(tmp_path: Path) -> Non
         assert await store.ann_index_type() is None  # below the threshold
         table: Any = store._table
         await table.create_index("vector", config=IvfSq(distance_type="cosine"))
-        assert await store.ann_index_type() == "IvfSq"  # as groundkit built it before ADR 0023
+        assert await store.ann_index_type() == "IvfSq"  # the kind older groundkit versions built
         await store.optimize()
         assert await store.ann_index_type() == "IvfRq"
         assert (await store.query(rows[7], 1))[0].chunk_id == "00007"

@@ -31,11 +31,11 @@ import numpy.typing as npt
 from groundkit.errors import (
     ConfigurationError,
     GroundkitError,
-    IndexIdentityError,
     IngestionError,
     RetrievalError,
     StorageError,
 )
+from groundkit.storage.binding import identity_mismatch
 from groundkit.storage.names import VECTOR_ID_PATTERN, check_collection_name
 from groundkit.storage.protocols import VectorHit, cosine_to_score
 
@@ -312,10 +312,11 @@ class LanceDBVectorStore:
                 "delete it and ingest again"
             )
         if vector_type.list_size != self._dimensions:
-            raise IndexIdentityError(
-                f"{str(self.path)!r} holds {vector_type.list_size}-dimensional vectors, "
-                f"the embedder makes {self._dimensions}: use the collection's embedder "
-                "or ingest into a new collection"
+            raise identity_mismatch(
+                "vector width",
+                f"{vector_type.list_size}-dimensional vectors",
+                f"the embedder's {self._dimensions}",
+                self._name,
             )
 
     def _schema(self) -> Any:
@@ -464,7 +465,7 @@ class LanceDBVectorStore:
         """Compact small fragments, fold new rows into the ANN index, drop old versions.
 
         Every upsert adds fragments; call this after an ingest, not per document.
-        An index of another kind (IVF_SQ, from groundkit before ADR 0023) is
+        An index of another kind (IVF_SQ, which older groundkit versions built) is
         rebuilt here, once: about a minute at 1M rows.
         """
         self._live_conn()

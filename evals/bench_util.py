@@ -1,0 +1,63 @@
+"""Small helpers the benchmark scripts share: progress logging, method timers, verdicts.
+
+The load average for a page lives in ``evals.machine`` (``load_average``) and the
+percentile in ``evals.stats``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Timers", "logger", "time_method", "verdict"]
+
+
+def verdict(ok: bool) -> str:
+    """How a target line ends: ``met``, or a bold ``missed``."""
+    return "met" if ok else "**missed**"
+
+
+def logger(name: str) -> Callable[[str], None]:
+    """A function printing ``[name HH:MM:SS] message`` lines to stderr, flushed at once."""
+
+    def log(message: str) -> None:
+        print(f"[{name} {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
+@dataclass
+class Timers:
+    """Wall time and call counts accumulated by ``time_method``."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    # The texts of every embed_documents call, when that method is wrapped.
+    embedded: list[list[str]] = field(default_factory=list)
+
+    def add(self, name: str, elapsed: float) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + elapsed
+        self.calls[name] = self.calls.get(name, 0) + 1
+
+
+def time_method(obj: object, name: str, timers: Timers, label: str) -> None:
+    """Wrap ``obj.name`` (a coroutine method) on this instance only, timing each call.
+
+    A wrapped ``embed_documents`` also records the texts of each call in
+    ``timers.embedded``. ``delattr(obj, name)`` removes the wrapper again.
+    """
+    inner: Callable[..., Awaitable[Any]] = getattr(obj, name)
+
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        if name == "embed_documents":
+            timers.embedded.append(list(args[0]))
+        started = time.perf_counter()
+        try:
+            return await inner(*args, **kwargs)
+        finally:
+            timers.add(label, time.perf_counter() - started)
+
+    setattr(obj, name, timed)

@@ -1,0 +1,118 @@
+"""The hybrid benchmark's parts, on tiny inputs: page sections and the vector sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from evals.bench_util import Timers
+from evals.hybrid.embedders import HashEmbedder
+from evals.hybrid.ingest import IngestResult
+from evals.hybrid.ingest_page import ingest_section
+from evals.hybrid.ingest_profile import ProfileResult
+from evals.hybrid.latency import LatencyResult, Samples
+from evals.hybrid.latency_page import latency_section
+from evals.hybrid.memory import RSS_SYSTEMS, Memory, memory_lines
+from evals.hybrid.native import NATIVE_FTS, NATIVE_HYBRID
+from evals.hybrid.prepare import Prepared
+from evals.hybrid.sweep import sweep_lines, vector_sweep
+from groundkit import LanceDBVectorStore
+
+
+def _latency_result() -> LatencyResult:
+    prepared = Prepared(
+        name="synthetic-10k",
+        root=Path("unused"),
+        chunks=10_000,
+        files=900,
+        ingest_s=30.0,
+        docs_phase_s=20.0,
+        vector_s={"embed_documents (hash)": 1.0, "vector upsert": 5.0, "vector optimize": 0.5},
+        ingested_at="2025-01-01T00:00:00+00:00",
+    )
+    samples: dict[str, Samples] = {}
+    for i, label in enumerate(("bm25", "dense", "hybrid", "hybrid, MiniLM query")):
+        total = [float(i + 1 + q % 7) for q in range(20)]
+        stages = {"embed_ms": [0.5] * 20, "vector_ms": [1.0] * 20} if label != "bm25" else {}
+        samples[label] = Samples(total_ms=total, stages=stages, results=[10] * 20)
+    samples[NATIVE_FTS] = Samples(total_ms=[2.0] * 20, results=[10] * 20)
+    samples[NATIVE_HYBRID] = Samples(total_ms=[3.0] * 20, results=[10] * 20)
+    return LatencyResult(
+        prepared=prepared,
+        queries=20,
+        ann_index=False,
+        vector_rows=10_000,
+        index_stats="–",
+        open_s=[0.2, 0.3, 0.25],
+        minilm_query_ms=[5.0] * 20,
+        samples=samples,
+        load_before="1.00 1.00 1.00",
+        sweep=[["exact", "9.00", "1.000", "9.50", "1.000"]],
+        sweep_queries=20,
+        recall={10: 1.0, 100: 1.0},
+        index_build_s=None,
+        native_build_s=1.5,
+        native_note="10,000 rows",
+    )
+
+
+def _ingest_result() -> IngestResult:
+    timers = []
+    for run in range(2):
+        t = Timers()
+        t.add("embed_documents", 9.0 + run)
+        t.add("vector upsert", 0.5)
+        timers.append(t)
+    profile = ProfileResult(2.0, 1.8, [("x.py:1(f)", 10, 0.5, 1.0)], 400, 100)
+    return IngestResult(
+        documents=100,
+        chunks=300,
+        chars=250_000,
+        encode_s=[9.0, 9.2, 9.1],
+        direct_s=[9.1, 9.3],
+        dense_s=[10.0, 10.2],
+        bm25_s=0.8,
+        docs_phase_s=[0.7, 0.7],
+        bm25_docs_phase_s=0.6,
+        timers=timers,
+        max_cosine_gap=1e-7,
+        load_before="1.00 1.00 1.00",
+        groups=[300],
+        grouped_s=None,
+        tokens={"text": 1000, "one call": 1200, "indexer groups": 1200},
+        profile=profile,
+    )
+
+
+def test_sections_state_their_targets_without_history() -> None:
+    lines, targets = latency_section(_latency_result())
+    assert len(targets) == 2
+    assert targets[0].startswith("- hybrid p50 excluding query embedding ≤ 50 ms at 10,000")
+    assert targets[0].endswith("→ met")
+    ingest_lines, ingest_targets = ingest_section(_ingest_result())
+    assert ingest_targets[0].startswith("- dense ingest ≤ 1.1×")
+    memory = [Memory(label, 300.0, 100.0, 0.1, 2.0) for label in RSS_SYSTEMS]
+    text = "\n".join([*lines, *ingest_lines, *memory_lines(memory, 10_000)]).lower()
+    assert "issue" not in text
+    assert "| anchor: lancedb native hybrid (fts + vector, rrf) | 300 | 100 | 1.00× |" in text
+
+
+async def test_vector_sweep_reference_is_the_stores_exact_search(tmp_path: Path) -> None:
+    embedder = HashEmbedder()
+    texts = [f"word{i % 37} word{i % 11} other{i % 5} thing{i}" for i in range(300)]
+    vectors = embedder.embed_sync(texts)
+    store = await LanceDBVectorStore.open(tmp_path, "bench", embedder.dimensions)
+    try:
+        ids = [f"{i:05d}" for i in range(len(texts))]
+        await store.upsert_documents([("doc", ids, vectors)])
+        queries = [np.asarray(v) for v in embedder.embed_sync(["word3 other2", "thing7", "word5"])]
+        rows, recall = await vector_sweep(store, queries, ann=False)
+    finally:
+        await store.close()
+    # Without an index the store's default search is exact too: full recall at both k.
+    assert recall == {10: 1.0, 100: 1.0}
+    assert [row[0] for row in rows][1].endswith("(default)")
+    assert rows[0][2] == rows[0][4] == "1.000"
+    page = sweep_lines(rows, len(queries))
+    assert any(line.startswith("| vector search setting |") for line in page)
