@@ -23,6 +23,7 @@ from groundkit import (
     EmbeddingProtocol,
     Indexer,
     IndexIdentityError,
+    RetrievalConfig,
     Retriever,
     SentenceTransformerEmbedder,
     SQLiteMetadataStore,
@@ -132,15 +133,51 @@ async def test_identity_mismatch_at_open_and_at_ingest(index_dir: Path, corpus_d
         await open_dense(index_dir, corpus_dir, ToyEmbedder(model_name="hash-other"))
 
 
-async def test_missing_vector_side_is_a_storage_error(index_dir: Path, corpus_dir: Path) -> None:
+async def test_a_missing_vector_side_degrades_to_bm25_and_ingest_rebuilds_it(
+    index_dir: Path, corpus_dir: Path
+) -> None:
     col = await open_dense(index_dir, corpus_dir)
     await col.ingest(corpus_dir)
+    expected = await stored_chunk_ids(col)
     await col.close()
     shutil.rmtree(index_dir / "default.lance")
     col = await open_dense(index_dir, corpus_dir)
     try:
-        with pytest.raises(StorageError, match="vector store is empty"):
+        bm25 = await col.search("solar", mode="bm25")
+        for mode in ("dense", "hybrid"):
+            response = await col.search("solar", mode=mode)
+            # Said, not silent: BM25's results, with the reason in the metadata.
+            assert response.mode == mode and response.metadata["stage"] == "bm25"
+            assert "vector search unavailable" in response.metadata["degraded"]
+            assert "0 rows" in response.metadata["degraded"]
+            assert [r.chunk_id for r in response.results] == [r.chunk_id for r in bm25.results]
+            await assert_all_verify(response.results, col.base_dir)
+        report = await col.ingest(corpus_dir)
+        assert report.unchanged and not report.added
+        assert report.embedded == len(CORPUS)
+        assert any("embedding them again" in note for note in report.repairs)
+        assert await vector_chunk_ids(col) == expected
+        dense = await col.search("solar", mode="dense")
+        assert "degraded" not in dense.metadata and dense.metadata["stage"] == "dense"
+    finally:
+        await col.close()
+
+
+async def test_vector_fallback_error_refuses_instead(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_dense(index_dir, corpus_dir)
+    await col.ingest(corpus_dir)
+    await col.close()
+    shutil.rmtree(index_dir / "default.lance")
+    col = await Collection.open(
+        index_dir,
+        base_dir=corpus_dir,
+        embedder=ToyEmbedder(),
+        retrieval=RetrievalConfig(vector_fallback="error"),
+    )
+    try:
+        with pytest.raises(StorageError, match=r"vector search unavailable.*ingest again"):
             await col.search("solar", mode="dense")
+        assert (await col.search("solar", mode="bm25")).results
     finally:
         await col.close()
 

@@ -90,6 +90,12 @@ def _parser() -> argparse.ArgumentParser:
     # A string: Path() would fold the '//' of a URL.
     ingest.add_argument("path", help="file or folder inside the base directory, or a URL")
     ingest.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="if the collection's metadata file is damaged, move it aside and start the "
+        "collection anew from this ingest (vectors are reused where the text is unchanged)",
+    )
+    ingest.add_argument(
         "--meta",
         action="append",
         default=[],
@@ -179,12 +185,31 @@ def _print_ingest(report: IngestReport, as_json: bool) -> int:
         )
         for failure in report.failed:
             print(f"  failed: {failure.reason}")
+        for repair in report.repairs:
+            print(f"  repaired: {repair}")
     return EXIT_PROBLEM if report.failed else EXIT_OK
+
+
+def _degraded(response: SearchResponse | MultiSearchResponse) -> dict[str, str]:
+    """``{collection or "": reason}`` for answers served from BM25 for want of vectors."""
+    if isinstance(response, MultiSearchResponse):
+        per = response.metadata.get("per_collection", {})
+        return {name: str(e["degraded"]) for name, e in per.items() if e.get("degraded")}
+    reason = response.metadata.get("degraded")
+    return {"": str(reason)} if reason else {}
 
 
 def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool) -> int:
     multi = isinstance(response, MultiSearchResponse)
     failures = response.failures if isinstance(response, MultiSearchResponse) else []
+    for name, reason in _degraded(response).items():
+        # On stderr, so --json output stays one document and is still told.
+        where = f"collection {name!r}: " if name else ""
+        print(
+            f"grk: warning: {where}{reason}; run 'grk ingest PATH' with the collection's "
+            "embedder to rebuild the vectors",
+            file=sys.stderr,
+        )
     if as_json:
         data: dict[str, Any] = {
             "query": response.query,
@@ -363,6 +388,7 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
     return Collection.open(
         location=_location(args, name),
         create=args.command == "ingest",
+        rebuild_damaged=args.command == "ingest" and args.rebuild,
         base_dir=args.base_dir,
         embedder=_named_embedder(args) if args.command in ("ingest", "search") else None,
         embedder_for=recorded,

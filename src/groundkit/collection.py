@@ -140,6 +140,8 @@ class Collection:
         )
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
+        # Repairs made while opening, reported by the next ingest.
+        self._pending_repairs: list[str] = list(stores.repairs)
 
     @classmethod
     def open(
@@ -149,6 +151,7 @@ class Collection:
         *,
         location: StoreLocation | None = None,
         create: bool = True,
+        rebuild_damaged: bool = False,
         metadata_url: str | None = None,
         storage_uri: str | Path | None = None,
         storage_options: Mapping[str, str] | None = None,
@@ -187,9 +190,13 @@ class Collection:
         ``location`` (a resolved ``StoreLocation``) replaces ``index_dir``,
         ``name``, ``metadata_url``, ``storage_uri`` and ``storage_options``.
         ``create=False`` refuses a collection that no ingest has created yet
-        (``StorageError``). Without an ``embedder``, ``embedder_for`` may build
-        one from the collection's manifest when it is bound to one (run once,
-        in a worker thread), so callers need not read the manifest first.
+        (``StorageError``). ``rebuild_damaged=True`` checks a local collection's
+        metadata file and, if it is damaged, moves it aside and starts the
+        collection anew (reported by the next ingest; vectors are reused by chunk
+        text); without it, damage is a ``StorageError`` that says so. Without an
+        ``embedder``, ``embedder_for`` may build one from the collection's
+        manifest when it is bound to one (run once, in a worker thread), so
+        callers need not read the manifest first.
         """
         check_clearance(clearance)
         where = location or StoreLocation.resolve(
@@ -203,7 +210,7 @@ class Collection:
         async def factory() -> Collection:
             # Built first: a bad stem language must fail before a store is opened.
             text_analyzer = Analyzer(analyzer)
-            stores = await where.open(create=create)
+            stores = await where.open(create=create, rebuild_damaged=rebuild_damaged)
             chosen = embedder
             try:
                 base = await _resolve_base(stores.metadata, where.index_dir, base_dir)
@@ -262,14 +269,24 @@ class Collection:
         fields that call gives it.
         """
         if isinstance(path, str) and looks_like_url(path.strip()):
-            return await self._indexer.ingest_url(path.strip(), self._url_loader, metadata=metadata)
-        return await self._indexer.ingest(path, progress=progress, metadata=metadata)
+            report = await self._indexer.ingest_url(
+                path.strip(), self._url_loader, metadata=metadata
+            )
+        else:
+            report = await self._indexer.ingest(path, progress=progress, metadata=metadata)
+        if self._pending_repairs:
+            pending, self._pending_repairs = self._pending_repairs, []
+            report = report.model_copy(update={"repairs": [*pending, *report.repairs]})
+        return report
 
     async def retriever(self) -> Retriever:
-        """The current Retriever, rebuilt if the store changed since it was opened."""
-        generation = await self.store.generation()
+        """The current Retriever: rebuilt if the text changed since it was opened, its
+        vector handle moved forward if only the vectors did (another process's ingest)."""
+        generation, vectors_generation = await self.store.generations()
         async with self._reopen:
             if self._retriever is None or self._retriever.generation != generation:
+                if self.vector_store is not None and self._retriever is not None:
+                    await self.vector_store.refresh()
                 self._retriever = await Retriever.open(
                     self.store,
                     self._retrieval,
@@ -280,6 +297,13 @@ class Collection:
                     collection=self.name,
                     clearance=self.clearance,
                 )
+            elif (
+                self._retriever.vectors_generation != vectors_generation
+                or self._retriever.vector_problem is not None
+            ):
+                # A vector side found wanting is looked at again on every search,
+                # so a repair made by another process is picked up at once.
+                await self._retriever.refresh_vectors(vectors_generation)
             return self._retriever
 
     async def search(

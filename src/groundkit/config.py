@@ -69,6 +69,10 @@ class RetrievalConfig(_Settings):
     hybrid_bm25_weight: float = Field(default=0.6, gt=0.0, lt=1.0)
     # How many candidates the cross-encoder reorders when rerank=True.
     rerank_depth: StrictInt = Field(default=50, ge=1, le=MAX_TOP_K)
+    # When the vector side is missing or damaged: answer dense and hybrid searches
+    # from BM25 and say so in the response ("bm25"), or refuse them ("error").
+    # adr/0028-reconcile-vectors.md.
+    vector_fallback: Literal["bm25", "error"] = "bm25"
 
     @field_validator("bm25_k1", "bm25_b", "score_threshold")
     @classmethod

@@ -494,6 +494,8 @@ class IngestReport(_Frozen):
     embedded: int = Field(default=0, ge=0)
     chunks_embedded: int = Field(default=0, ge=0)
     chunks_reused: int = Field(default=0, ge=0)
+    # What the ingest found damaged in derived state and repaired, one line each.
+    repairs: list[str] = Field(default_factory=list)
     generation: int = Field(default=0, ge=0)
 
     @property

@@ -56,31 +56,54 @@ def closed(monkeypatch: pytest.MonkeyPatch) -> list[Collection]:
     return seen
 
 
-async def test_a_stale_dense_collection_is_replaced_after_its_last_request(
-    served: Served, closed: list[Collection]
-) -> None:
+async def test_a_dense_collection_is_kept_and_sees_new_vectors(served: Served) -> None:
     async with Collection.open(
         served.index, "vec", base_dir=served.base, chunking=SMALL_CHUNKS, embedder=ToyEmbedder()
     ) as writer:
         await writer.ingest(served.base / "docs")
         registry = CollectionRegistry(served.index, embedder_for=toy_embedders)
         try:
-            async with registry.lease("vec") as old:
-                assert old.embedder is not None
-                write_tree(served.base, {"docs/new.txt": "A brand new document.\n"})
-                await writer.ingest(served.base / "docs")
-                async with registry.lease("vec") as new:
-                    assert new is not old
-                    # The old one still serves the request holding it.
-                    assert old not in closed
-                    assert (await old.search("wind", 1)).results
-                    assert (await new.search("brand new", 1)).results
-            assert closed == [old]
-            async with registry.lease("vec") as again:
-                assert again is new
+            async with registry.lease("vec") as before:
+                assert before.embedder is not None
+                assert (await before.search("wind", 1, mode="dense")).results
+            write_tree(served.base, {"docs/new.txt": "A brand new document.\n"})
+            await writer.ingest(served.base / "docs")
+            async with registry.lease("vec") as after:
+                # Kept: its vector handle moves forward on the next search.
+                assert after is before
+                response = await after.search("A brand new document.", 3, mode="dense")
+                assert response.results[0].source == "docs/new.txt"
+                assert response.metadata["stale_dropped"] == 0
+                assert "degraded" not in response.metadata
         finally:
             await registry.close()
-        assert closed == [old, new]
+
+
+async def test_a_newly_bound_collection_is_replaced_after_its_last_request(
+    served: Served, closed: list[Collection]
+) -> None:
+    registry = CollectionRegistry(served.index, embedder_for=toy_embedders)
+    try:
+        async with registry.lease("notes") as old:
+            assert old.embedder is None
+            # Another process binds the collection to an embedder while a request runs.
+            async with Collection.open(
+                served.index, "notes", chunking=SMALL_CHUNKS, embedder=ToyEmbedder()
+            ) as writer:
+                await writer.ingest(served.base / "notes")
+            closed.remove(writer)
+            async with registry.lease("notes") as new:
+                assert new is not old and new.embedder is not None
+                # The old one still serves the request holding it.
+                assert old not in closed
+                assert (await old.search("centrifuge", 1)).results
+                assert (await new.search("centrifuge", 1, mode="dense")).results
+        assert closed == [old]
+        async with registry.lease("notes") as again:
+            assert again is new
+    finally:
+        await registry.close()
+    assert closed == [old, new]
 
 
 async def test_a_bm25_collection_is_kept_across_writes(served: Served) -> None:

@@ -128,6 +128,18 @@ class MemoryVectorStore:
     async def document_ids(self) -> set[str]:
         return {document_id for document_id, _, _ in self._rows.values()}
 
+    async def inventory(self) -> dict[str, str]:
+        return {chunk_id: document_id for chunk_id, (document_id, _, _) in self._rows.items()}
+
+    async def problem(self) -> str | None:
+        return None  # nothing in memory can be damaged behind this object's back
+
+    async def refresh(self) -> None:
+        return None  # one process, one handle: always current
+
+    async def recover(self) -> str | None:
+        return None
+
     async def optimize(self) -> None:
         return None
 

@@ -118,8 +118,25 @@ async def test_foreign_table_is_a_storage_error(tmp_path: Path) -> None:
     db = await lancedb.connect_async(str(tmp_path))
     table = await db.create_table("foreign", data=pa.table({"x": [1, 2]}))
     table.close()  # type: ignore[no-untyped-call]
-    with pytest.raises(StorageError, match="not a groundkit vector table"):
-        await LanceDBVectorStore.open(tmp_path, "foreign", DIM)
+    # It opens (BM25 must keep working beside it), says what is wrong, refuses to be
+    # used, and recover() moves it aside, untouched, for a new table to take its place.
+    store = await LanceDBVectorStore.open(tmp_path, "foreign", DIM)
+    try:
+        problem = await store.problem()
+        assert problem is not None and "not a groundkit vector table" in problem
+        for use in (store.count(), store.query(basis(0), 3), store.inventory()):
+            with pytest.raises(StorageError, match="not a groundkit vector table"):
+                await use
+        note = await store.recover()
+        assert note is not None and "moved it to foreign.lance.damaged-" in note
+        assert await store.problem() is None and await store.count() == 0
+        (aside,) = tmp_path.glob("foreign.lance.damaged-*")
+        assert any(aside.rglob("*.lance"))
+        await upsert(store, "d1", ["a"], np.stack([basis(0)]))
+        assert [h.chunk_id for h in await store.query(basis(0), 1)] == ["a"]
+        assert await store.recover() is None
+    finally:
+        await store.close()
 
 
 async def test_lancedb_failures_become_storage_errors(tmp_path: Path) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from groundkit import ConfigurationError, SQLiteMetadataStore, StorageError
+from groundkit import Collection, ConfigurationError, SQLiteMetadataStore, StorageError
 from groundkit.storage.location import StoreLocation, metadata_path
 from groundkit.storage.sqlite import SCHEMA_VERSION
 from groundkit.testing.conformance.helpers import put
@@ -61,7 +63,7 @@ async def test_schema_version_mismatch_names_the_remedy(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE state SET schema_version = ?", (SCHEMA_VERSION + 1,))
     conn.close()
-    with pytest.raises(StorageError, match="delete the file and ingest again") as info:
+    with pytest.raises(StorageError, match="move it away and ingest again") as info:
         await SQLiteMetadataStore.open(path)
     assert str(SCHEMA_VERSION + 1) in str(info.value)
 
@@ -73,7 +75,7 @@ async def test_empty_state_table_is_refused(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("DELETE FROM state")
     conn.close()
-    with pytest.raises(StorageError, match="schema version"):
+    with pytest.raises(StorageError, match="the collection state row is damaged"):
         await SQLiteMetadataStore.open(path)
 
 
@@ -83,8 +85,162 @@ async def test_empty_state_table_is_refused(tmp_path: Path) -> None:
 async def test_garbage_file(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "garbage.sqlite3"
     path.write_bytes(content)
-    with pytest.raises(StorageError, match="not a usable groundkit index"):
+    with pytest.raises(StorageError, match="not an SQLite database, so not a groundkit"):
         await SQLiteMetadataStore.open(path)
+    assert path.read_bytes() == content  # never touched, let alone initialised
+
+
+async def test_a_zero_length_file_is_not_an_empty_collection(tmp_path: Path) -> None:
+    base = tmp_path / "docs"
+    base.mkdir()
+    (base / "a.txt").write_text("alpha\n", encoding="utf-8")
+    async with Collection.open(tmp_path / "idx", base_dir=base) as col:
+        await col.ingest(base)
+    path = tmp_path / "idx" / "default.sqlite3"
+    for leftover in path.parent.glob("default.sqlite3-*"):
+        leftover.unlink()
+    path.write_bytes(b"")
+    for create in (True, False):
+        with pytest.raises(StorageError, match=r"empty \(0 bytes\), not a groundkit collection"):
+            await SQLiteMetadataStore.open(path, create=create)
+    with pytest.raises(StorageError, match="0 bytes"):
+        await Collection.open(tmp_path / "idx", base_dir=base)
+    assert path.read_bytes() == b""
+
+
+async def test_a_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "theirs.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StorageError, match="not a groundkit collection"):
+        await SQLiteMetadataStore.open(path)
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    conn.close()
+    assert tables == ["invoices"] and path.read_bytes() == before
+
+
+async def test_a_new_file_appears_whole(tmp_path: Path) -> None:
+    path = tmp_path / "idx" / "new.sqlite3"
+    store = await SQLiteMetadataStore.open(path)
+    try:
+        assert await store.generations() == (0, 0)
+    finally:
+        await store.close()
+    # No temporary file is left behind, and creating twice at once yields one file.
+    assert sorted(p.name for p in path.parent.iterdir() if ".tmp" in p.name) == []
+    twice = [SQLiteMetadataStore.open(tmp_path / "idx" / "race.sqlite3") for _ in range(4)]
+    stores = await asyncio.gather(*twice)
+    try:
+        await put(stores[0], "a.txt", ["alpha"])
+        for other in stores[1:]:
+            assert await other.chunk_count() == 1
+    finally:
+        for opened in stores:
+            await opened.close()
+
+
+_VERSION_1 = """
+CREATE TABLE state (id INTEGER PRIMARY KEY CHECK (id = 1), schema_version INTEGER NOT NULL,
+    generation INTEGER NOT NULL DEFAULT 0, base_dir TEXT, analyzer TEXT, manifest TEXT);
+CREATE TABLE documents (id TEXT PRIMARY KEY, source TEXT NOT NULL UNIQUE,
+    content_hash TEXT NOT NULL, ingested_at TEXT NOT NULL, source_class TEXT NOT NULL,
+    extractor TEXT, metadata TEXT NOT NULL DEFAULT '{}', vectors_hash TEXT);
+CREATE TABLE chunks (key INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    chunk_index INTEGER NOT NULL, content TEXT NOT NULL, start_offset INTEGER NOT NULL,
+    end_offset INTEGER NOT NULL, content_hash TEXT NOT NULL, term_ids BLOB NOT NULL,
+    tfs BLOB NOT NULL);
+CREATE INDEX chunks_by_document ON chunks(document_id);
+CREATE INDEX chunks_canonical ON chunks(content_hash, chunk_index, document_id);
+CREATE TABLE terms (id INTEGER PRIMARY KEY, term TEXT NOT NULL UNIQUE);
+INSERT INTO state (id, schema_version, generation, analyzer) VALUES (1, 1, 7, 'an');
+INSERT INTO documents VALUES ('d1', 'a.txt', 'h', '2026-01-01T00:00:00+00:00', 'text', NULL,
+    '{}', NULL);
+INSERT INTO terms VALUES (1, 'alpha');
+INSERT INTO chunks (id, document_id, chunk_index, content, start_offset, end_offset,
+    content_hash, term_ids, tfs) VALUES ('c1', 'd1', 0, 'alpha', 0, 5, 'ch',
+    X'01000000', X'01000000');
+"""
+
+
+async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_VERSION_1)
+    conn.close()
+    store = await SQLiteMetadataStore.open(path)
+    try:
+        assert await store.generations() == (7, 0)
+        assert await store.get_analyzer() == "an"
+        assert [s.content async for batch in store.iter_chunks() for s in batch] == ["alpha"]
+        await store.mark_vectors_stored_many([("d1", "h")])
+        assert await store.generations() == (7, 1)
+    finally:
+        await store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT schema_version FROM state").fetchone() == (SCHEMA_VERSION,)
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "damage"),
+    [
+        ("UPDATE documents SET metadata = '{not json'", "metadata"),
+        ("UPDATE documents SET metadata = '[1, 2]'", "metadata"),
+        ('UPDATE documents SET metadata = \'{"fields": {"x": {"a": 1}}}\'', "fields"),
+        ("UPDATE documents SET metadata = '{\"page_starts\": [5, 0]}'", "page offsets"),
+        ("UPDATE documents SET source_class = 'sorcery'", "source class"),
+        ("UPDATE documents SET extractor = 'pypdf/1' WHERE source_class = 'text'", "extractor"),
+        ("UPDATE chunks SET start_offset = -3", "start offset"),
+        ("UPDATE chunks SET end_offset = end_offset + 7", "offsets"),
+        ("UPDATE chunks SET content = X'00'", "text"),
+        ("UPDATE chunks SET term_ids = X'010000'", "term statistics"),
+        ("UPDATE chunks SET tfs = X'00000000'", "term statistics"),
+        ("UPDATE state SET manifest = '{\"provider\": 3}'", "embedding manifest"),
+        ("UPDATE state SET generation = 'many'", "generation"),
+    ],
+)
+async def test_damaged_values_are_storage_errors_naming_the_row(
+    tmp_path: Path, sql: str, damage: str
+) -> None:
+    path = tmp_path / "c.sqlite3"
+    store = await SQLiteMetadataStore.open(path)
+    await put(store, "a.txt", ["alpha secretword", "beta"])
+    await store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(sql)
+    conn.close()
+    store = await SQLiteMetadataStore.open(path)
+    reads: list[Callable[[], Awaitable[Any]]] = [
+        store.generations,
+        store.read_manifest,
+        store.document_states,
+        lambda: _drain(store.iter_documents()),
+        lambda: _drain(store.iter_chunks()),
+        lambda: _drain(store.iter_postings()),
+        store.chunk_owners,
+        lambda: store.get_chunks_by_keys([1, 2]),
+    ]
+    failures: list[str] = []
+    try:
+        for read in reads:
+            try:
+                await read()
+            except StorageError as exc:
+                failures.append(str(exc))
+    finally:
+        await store.close()
+    assert failures, f"nothing noticed {damage!r}"
+    assert any(f": damaged {damage};" in message for message in failures), failures
+    for message in failures:
+        assert "secretword" not in message  # the row is named, never its text
+
+
+async def _drain(iterator: Any) -> list[Any]:
+    return [item async for item in iterator]
 
 
 @pytest.mark.parametrize("name", ["default", "a", "My_Coll-2", "9" * 64])

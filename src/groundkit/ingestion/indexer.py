@@ -44,6 +44,7 @@ from groundkit.storage.protocols import (
     VectorStoreProtocol,
     stored_metadata,
 )
+from groundkit.storage.reconcile import reconcile_vectors
 from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.hashing import sha256_text
@@ -143,6 +144,7 @@ class Indexer:
         self, root: Path, progress: ProgressCallback | None, fields: dict[str, FieldValue]
     ) -> IngestReport:
         await self._bind()
+        repairs = await self._reconcile()
         discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
         known = await self._store.document_states()
         added: list[str] = []
@@ -191,8 +193,18 @@ class Indexer:
             embedded=writer.documents_embedded,
             chunks_embedded=writer.chunks_embedded,
             chunks_reused=writer.chunks_reused,
+            repairs=repairs,
             generation=await self._store.generation(),
         )
+
+    async def _reconcile(self) -> list[str]:
+        """Check the vector side against the store and repair it before writing (ADR 0028)."""
+        if self._vectors is None:
+            return []
+        repairs = await reconcile_vectors(self._store, self._vectors)
+        for note in repairs:
+            logger.warning("vector store repaired: %s", note)
+        return repairs
 
     async def _bind(self) -> None:
         """Bind the collection to this analyzer and embedder before anything is written
@@ -246,6 +258,7 @@ class Indexer:
         orphans = await self._vectors.document_ids() - await self._store.document_ids()
         if orphans:
             await self._vectors.delete_documents(sorted(orphans))
+            await self._store.bump_vectors_generation()
         if writer.documents_embedded or orphans:
             await self._vectors.optimize()
 
@@ -345,6 +358,7 @@ class Indexer:
             logger.debug("URL ingest failed: %s", exc)
         async with self._lock:
             await self._bind()
+            repairs = await self._reconcile()
             known = await self._store.document_states()
             writer = _Writer(self, reuse=await self._vectors_present())
             status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
@@ -373,6 +387,7 @@ class Indexer:
                 embedded=writer.documents_embedded,
                 chunks_embedded=writer.chunks_embedded,
                 chunks_reused=writer.chunks_reused,
+                repairs=repairs,
                 generation=await self._store.generation(),
             )
 

@@ -99,6 +99,8 @@ async def search_collections(
             "stage": answer.metadata.get("stage"),
             "stale_dropped": answer.metadata.get("stale_dropped", 0),
         }
+        if answer.metadata.get("degraded"):
+            per_collection[name]["degraded"] = answer.metadata["degraded"]
     fused = reciprocal_rank_fusion(rankings, k=rrf_k)[:k]
     results = [
         by_key[hit.key].model_copy(update={"score": hit.score, "collection": hit.key[0]})

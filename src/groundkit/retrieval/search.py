@@ -48,6 +48,7 @@ from groundkit.storage.protocols import (
     VectorHit,
     VectorStoreProtocol,
 )
+from groundkit.storage.reconcile import vector_problem
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_request"]
@@ -81,6 +82,8 @@ class Retriever:
         embedder: EmbeddingProtocol | None = None,
         vector_store: VectorStoreProtocol | None = None,
         dense_bound: bool = False,
+        vector_problem: str | None = None,
+        vectors_generation: int = 0,
         reranker: RerankerProtocol | None = None,
         collection: str | None = None,
         clearance: str | None = None,
@@ -100,6 +103,9 @@ class Retriever:
         self._embedder = embedder
         self._vectors = vector_store
         self._dense_bound = dense_bound
+        # Why dense and hybrid searches cannot use the vectors now (None: they can).
+        self.vector_problem = vector_problem
+        self.vectors_generation = vectors_generation
 
     @classmethod
     async def open(
@@ -120,8 +126,9 @@ class Retriever:
         document labelled above it is ever returned.
 
         With an embedder, the collection's manifest is checked first: another
-        embedding identity is an ``IndexIdentityError``; a bound collection whose
-        vector side is empty while it holds chunks is a ``StorageError``.
+        embedding identity is an ``IndexIdentityError``. A bound collection whose
+        vector side is missing or damaged still opens: its dense and hybrid
+        searches answer from BM25 and say why (``RetrievalConfig.vector_fallback``).
         """
         cfg = config or RetrievalConfig()
         check_clearance(clearance)
@@ -129,12 +136,14 @@ class Retriever:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
         check_analyzer(await store.get_analyzer(), analyzer.identity, collection)
-        dense_bound = False
-        if embedder is not None and vector_store is not None:
-            dense_bound = await _check_dense_side(store, embedder, vector_store, collection)
         # Read first: if a write lands during the rebuild the Collection sees a
         # newer generation on its next search and reopens.
-        generation = await store.generation()
+        generation, vectors_generation = await store.generations()
+        dense_bound, problem = False, None
+        if embedder is not None and vector_store is not None:
+            dense_bound, problem = await _check_dense_side(
+                store, embedder, vector_store, collection
+            )
         started = time.perf_counter()
         lexical = await BM25Index.from_store(store, k1=cfg.bm25_k1, b=cfg.bm25_b)
         rows = None
@@ -155,10 +164,24 @@ class Retriever:
             embedder=embedder,
             vector_store=vector_store,
             dense_bound=dense_bound,
+            vector_problem=problem,
+            vectors_generation=vectors_generation,
             reranker=reranker,
             collection=collection,
             clearance=clearance,
         )
+
+    async def refresh_vectors(self, vectors_generation: int) -> None:
+        """Catch up with vector writes made since open (another process's ingest):
+        move the vector handle to the latest version and check it again."""
+        if self._vectors is None or self._embedder is None:
+            self.vectors_generation = vectors_generation
+            return
+        await self._vectors.refresh()
+        _, self.vector_problem = await _check_dense_side(
+            self._store, self._embedder, self._vectors, self.collection
+        )
+        self.vectors_generation = vectors_generation
 
     @property
     def config(self) -> RetrievalConfig:
@@ -220,30 +243,26 @@ class Retriever:
                 "rerank=True needs a reranker: open with reranker=CrossEncoderReranker(...)"
             )
         k = max(final_k, self._config.rerank_depth) if rerank else final_k
-        stale = 0
         timings: dict[str, float] = {}
         allowed = await self._allowed(flt)
-        if allowed.empty:
-            results: list[RetrievalResult] = []
-        elif mode == "bm25":
-            terms = self._analyzer.terms(query)
-            hits = await self._lexical_hits(terms, k, self._config.score_threshold, allowed)
-            results, stale = await self._join(hits, frozenset(terms))
-        elif mode == "dense":
-            dense = await self._dense_hits(query, k, timings, allowed)
-            threshold = self._config.score_threshold
-            if threshold is not None:
-                dense = [h for h in dense if h.score >= threshold]
-            results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense])
-        else:
-            results, stale = await self._hybrid(query, k, timings, allowed)
+        degraded: str | None = None
+        served: SearchMode = mode
+        if mode != "bm25" and self.vector_problem is not None:
+            degraded, served = self._fall_back(self.vector_problem), "bm25"
+        try:
+            results, stale = await self._ranked(query, k, served, timings, allowed)
+        except _VectorsUnavailable as exc:
+            # The vector store failed in this search (damage that no cheap check sees).
+            degraded, served = self._fall_back(exc.reason), "bm25"
+            timings.clear()
+            results, stale = await self._ranked(query, k, served, timings, allowed)
         if flt is not None or self.clearance is not None:
             # The masks were decided at the first filtered search; a document
             # written since is judged here, on the row that is being returned.
             kept = [r for r in results if self._admits(r.metadata, flt)]
             stale += len(results) - len(kept)
             results = kept
-        stage: str = "fusion" if mode == "hybrid" else mode
+        stage: str = "fusion" if served == "hybrid" else served
         if rerank and self._reranker is not None:
             with traced(
                 SPAN_RERANK, collection=self.collection, candidate_count=len(results), top_k=final_k
@@ -258,6 +277,8 @@ class Retriever:
             "stale_dropped": stale,
             "filtered": flt is not None,
         }
+        if degraded is not None:
+            meta["degraded"] = degraded
         if timings:
             meta["timings_ms"] = {name: round(ms, 3) for name, ms in timings.items()}
         if stale:
@@ -267,6 +288,52 @@ class Retriever:
         return SearchResponse.model_construct(
             query=query, mode=mode, results=results, total_results=len(results), metadata=meta
         )
+
+    async def _ranked(
+        self,
+        query: str,
+        k: int,
+        mode: SearchMode,
+        timings: dict[str, float],
+        allowed: Allowed,
+    ) -> tuple[list[RetrievalResult], int]:
+        """The ranked results of one mode, and how many hits were dropped as stale."""
+        if allowed.empty:
+            return [], 0
+        if mode == "bm25":
+            terms = self._analyzer.terms(query)
+            hits = await self._lexical_hits(terms, k, self._config.score_threshold, allowed)
+            return await self._join(hits, frozenset(terms))
+        if mode == "dense":
+            return await self._dense(query, k, timings, allowed)
+        return await self._hybrid(query, k, timings, allowed)
+
+    async def _dense(
+        self, query: str, k: int, timings: dict[str, float], allowed: Allowed
+    ) -> tuple[list[RetrievalResult], int]:
+        """Dense hits joined to their rows; rows written since the vector handle moved
+        (another process's ingest in flight) are made up for by asking for more."""
+        threshold = self._config.score_threshold
+        depth = k
+        while True:
+            dense = await self._dense_hits(query, depth, timings, allowed)
+            fetched = len(dense)
+            if threshold is not None:
+                dense = [h for h in dense if h.score >= threshold]
+            results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense])
+            if len(results) >= k or stale == 0 or fetched < depth or depth >= MAX_TOP_K:
+                return results[:k], stale
+            depth = min(MAX_TOP_K, depth + 2 * stale)
+
+    def _fall_back(self, reason: str) -> str:
+        """The notice a search answered from BM25 carries; ``StorageError`` when the
+        configuration says to refuse instead."""
+        notice = f"vector search unavailable, results are BM25 only: {reason}"
+        if self._config.vector_fallback == "error":
+            raise StorageError(f"{notice}; ingest again with the collection's embedder to repair")
+        logger.warning("a search fell back to BM25: the vector side is unavailable")
+        logger.debug("vector side unavailable: %s", reason)
+        return notice
 
     def _require_dense(self, mode: str) -> None:
         if self._embedder is None:
@@ -311,7 +378,10 @@ class Retriever:
         clock = time.perf_counter()
         vector = await self._embedder.embed_query(query)
         clock = _lap(timings, "embed_ms", clock)
-        hits = await self._vector_hits(vector, k, allowed)
+        try:
+            hits = await self._vector_hits(vector, k, allowed)
+        except StorageError as exc:
+            raise _VectorsUnavailable(str(exc)) from None
         _lap(timings, "vector_ms", clock)
         return hits
 
@@ -354,9 +424,17 @@ class Retriever:
             _lap(timings, "bm25_rows_ms", started)
             return hits, rows
 
-        (lexical, lex_rows), dense = await asyncio.gather(
-            lexical_side(), self._dense_hits(query, depth, timings, allowed)
+        # Both sides run to the end even when one fails, so no task is left
+        # running (or its exception unretrieved) after this search returns.
+        lexical_result, dense_result = await asyncio.gather(
+            lexical_side(), self._dense_hits(query, depth, timings, allowed), return_exceptions=True
         )
+        for outcome in (dense_result, lexical_result):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        assert not isinstance(lexical_result, BaseException)
+        assert not isinstance(dense_result, BaseException)
+        (lexical, lex_rows), dense = lexical_result, dense_result
         clock = _lap(timings, "candidates_ms", clock)
         found = [(lex_rows[h.key], h.score) for h in lexical if h.key in lex_rows]
         known = {row.chunk_id: row for row, _ in found}
@@ -420,23 +498,27 @@ class Retriever:
         return results, len(scored) - len(results)
 
 
+class _VectorsUnavailable(Exception):
+    """The vector store failed during a search; caught in ``Retriever._search``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 async def _check_dense_side(
     store: MetadataStoreProtocol,
     embedder: EmbeddingProtocol,
     vector_store: VectorStoreProtocol,
     collection: str | None,
-) -> bool:
-    """True when the collection is bound to this embedder and its vectors are present."""
+) -> tuple[bool, str | None]:
+    """Whether the collection is bound to this embedder, and why its vectors cannot
+    serve searches now (None when they can)."""
     manifest = await store.read_manifest()
     if manifest is None:
-        return False
+        return False, None
     check_embedding(manifest, await ensure_identity(embedder), collection)
-    if await store.chunk_count() > 0 and await vector_store.count() == 0:
-        raise StorageError(
-            "collection is bound to an embedding model but its vector store is empty; "
-            "restore the .lance directory or ingest again to rebuild the vectors"
-        )
-    return True
+    return True, await vector_problem(store, vector_store)
 
 
 def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:

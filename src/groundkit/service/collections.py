@@ -1,15 +1,12 @@
 """The server's collections: found in one index directory (or one PostgreSQL database),
 opened on first use, reused.
 
-A long-running server must answer from what is on disk *now*. A BM25-only
-``Collection`` already notices a new generation and rebuilds its Retriever on
-the next search. Two things it cannot notice by itself are handled here, by
-comparing the generation before each request:
-
-- a collection with vectors is reopened, because a LanceDB handle does not
-  see versions other processes wrote after it was opened;
-- a collection that became bound to an embedder since it was opened is
-  reopened with that embedder, so dense and hybrid start to work.
+A long-running server must answer from what is on disk *now*. A ``Collection``
+notices a new generation and rebuilds its Retriever, and moves its vector handle
+forward when only the vectors changed, on the next search. One thing it cannot
+notice by itself is handled here, by comparing the generation before each
+request: a collection that became bound to an embedder since it was opened is
+reopened with that embedder, so dense and hybrid start to work.
 
 A replaced collection is closed once the last request using it has finished,
 so a re-ingest never pulls a store out from under a running search.
@@ -209,11 +206,9 @@ class CollectionRegistry:
         generation = await collection.generation()
         if generation == entry.generation:
             return True
-        if collection.embedder is not None:
-            return False  # its vector handle may predate the write
-        if await collection.store.read_manifest() is not None:
+        if collection.embedder is None and await collection.store.read_manifest() is not None:
             return False  # bound to an embedder since it was opened
-        entry.generation = generation  # the Collection rebuilds its own Retriever
+        entry.generation = generation  # the Collection catches up by itself
         return True
 
     async def _check_known(self, name: str) -> None:

@@ -130,6 +130,9 @@ class SearchOutput(_Wire):
     generation: int
     latency_ms: float
     results: list[CitedResult]
+    # Set when dense or hybrid was asked for but the vectors were unavailable: the
+    # results are BM25's, and this says why.
+    degraded: str | None = None
 
 
 class MultiSearchOutput(_Wire):
@@ -141,6 +144,8 @@ class MultiSearchOutput(_Wire):
     latency_ms: float
     results: list[CitedResult]
     failures: list[CollectionFailure]
+    # Collections that answered from BM25 because their vectors were unavailable, and why.
+    degraded: dict[str, str] = Field(default_factory=dict)
 
 
 class FetchedChunk(_Wire):
@@ -185,6 +190,7 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
         generation=int(meta.get("generation", 0)),
         latency_ms=float(meta.get("latency_ms", 0.0)),
         results=_cited(response.results, collection),
+        degraded=meta.get("degraded"),
     )
 
 
@@ -196,6 +202,11 @@ def _multi_output(response: MultiSearchResponse) -> MultiSearchOutput:
         latency_ms=float(response.metadata.get("latency_ms", 0.0)),
         results=_cited(response.results, ""),
         failures=response.failures,
+        degraded={
+            name: str(entry["degraded"])
+            for name, entry in response.metadata.get("per_collection", {}).items()
+            if entry.get("degraded")
+        },
     )
 
 

@@ -11,19 +11,44 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
+from pydantic import ValidationError
 
-from groundkit.contracts import Chunk, Document, DocumentRecord
-from groundkit.storage.protocols import ChunkPostings, StoredChunk, metadata_json
+from groundkit.contracts import (
+    FIELD_NAME_PATTERN,
+    FIELDS_KEY,
+    PAGE_STARTS_KEY,
+    Chunk,
+    CollectionManifest,
+    Document,
+    DocumentRecord,
+    FieldValue,
+    SourceClass,
+)
+from groundkit.errors import StorageError
+from groundkit.storage.protocols import (
+    ChunkPostings,
+    DocumentState,
+    Generations,
+    StoredChunk,
+    metadata_json,
+)
 
 __all__ = [
     "WriteItems",
+    "check_fields_value",
     "chunk_rows",
+    "damaged",
     "document_record",
     "document_rows",
+    "document_state",
+    "generations_row",
+    "int_value",
+    "manifest_value",
     "now_iso",
+    "optional_text",
     "parse_metadata",
     "postings_from_blobs",
     "stored_chunk",
@@ -31,44 +56,167 @@ __all__ = [
 ]
 
 WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
+_SOURCE_CLASSES: frozenset[str] = frozenset(get_args(SourceClass))
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def parse_metadata(raw: str) -> dict[str, Any]:
-    return {} if raw == "{}" else dict(json.loads(raw))
+def damaged(where: str, what: str) -> StorageError:
+    """The error for a value in a store row that is not what groundkit wrote.
 
-
-def document_record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
-    return DocumentRecord(
-        document_id=row[0],
-        source=row[1],
-        content_hash=row[2],
-        ingested_at=row[3],
-        source_class=row[4],
-        extractor=row[5],
-        metadata=parse_metadata(row[6]),
-        chunk_count=chunk_count,
+    It names the row and the field, never the value: a damaged value may be a
+    fragment of someone's document.
+    """
+    return StorageError(
+        f"{where}: damaged {what}; restore the metadata store from a backup, "
+        "or ingest the collection again into a new index directory"
     )
 
 
+def int_value(value: Any, what: str, where: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise damaged(where, what)
+    return value
+
+
+def _text(value: Any, what: str, where: str, *, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value):
+        raise damaged(where, what)
+    return value
+
+
+def generations_row(row: Sequence[Any] | None, where: str) -> Generations:
+    if row is None or len(row) != 2:
+        raise damaged(where, "collection state")
+    return Generations(
+        int_value(row[0], "generation", where), int_value(row[1], "vectors generation", where)
+    )
+
+
+def optional_text(value: Any, what: str, where: str) -> str | None:
+    if value is None:
+        return None
+    return _text(value, what, where)
+
+
+def manifest_value(raw: Any, where: str) -> CollectionManifest | None:
+    """The stored embedding manifest (JSON), checked."""
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str):
+        raise damaged(where, "embedding manifest")
+    try:
+        return CollectionManifest.model_validate_json(raw)
+    except ValidationError:
+        raise damaged(where, "embedding manifest") from None
+
+
+def document_state(row: Sequence[Any]) -> DocumentState:
+    """``(source, content_hash, source_class, extractor, metadata)`` as a ``DocumentState``."""
+    where = f"document row for {row[0]!r}" if isinstance(row[0], str) else "a document row"
+    _text(row[0], "source", where)
+    source_class, extractor = _source_class(row[2], row[3], where)
+    return DocumentState(
+        _text(row[1], "content hash", where), source_class, extractor, parse_metadata(row[4], where)
+    )
+
+
+def parse_metadata(raw: Any, where: str = "a document row") -> dict[str, Any]:
+    """A document's metadata as stored (a JSON object), checked: ``StorageError`` otherwise."""
+    if raw == "{}":
+        return {}
+    if not isinstance(raw, str):
+        raise damaged(where, "metadata")
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise damaged(where, "metadata") from None
+    if not isinstance(value, dict):
+        raise damaged(where, "metadata")
+    check_fields_value(value.get(FIELDS_KEY, {}), where)
+    starts = value.get(PAGE_STARTS_KEY)
+    if starts is not None and (
+        not isinstance(starts, list)
+        or not all(type(s) is int and s >= 0 for s in starts)
+        or starts != sorted(starts)
+    ):
+        raise damaged(where, "page offsets")
+    return value
+
+
+def check_fields_value(fields: Any, where: str) -> dict[str, FieldValue]:
+    """Stored fields must be what the ingest checks let through: names to scalars or
+    lists of scalars. Anything else would make filters fail in odd ways."""
+    if not isinstance(fields, dict):
+        raise damaged(where, "fields")
+    for name, value in fields.items():
+        if not isinstance(name, str) or not FIELD_NAME_PATTERN.fullmatch(name):
+            raise damaged(where, "fields")
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str | int | float) for v in items):  # bool is an int
+            raise damaged(where, "fields")
+    return fields
+
+
+def _source_class(value: Any, extractor: Any, where: str) -> tuple[SourceClass, str | None]:
+    if value not in _SOURCE_CLASSES:
+        raise damaged(where, "source class")
+    if extractor is not None and not isinstance(extractor, str):
+        raise damaged(where, "extractor")
+    if (value == "extracted") != (extractor is not None):
+        raise damaged(where, "extractor")
+    return value, extractor
+
+
+def document_record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
+    where = f"document row {row[0]!r}" if isinstance(row[0], str) else "a document row"
+    source_class, extractor = _source_class(row[4], row[5], where)
+    try:
+        return DocumentRecord(
+            document_id=_text(row[0], "id", where),
+            source=_text(row[1], "source", where),
+            content_hash=_text(row[2], "content hash", where),
+            ingested_at=_text(row[3], "ingest time", where),
+            source_class=source_class,
+            extractor=extractor,
+            metadata=parse_metadata(row[6], where),
+            chunk_count=int_value(chunk_count, "chunk count", where),
+        )
+    except ValidationError:  # its message would quote the values
+        raise damaged(where, "document fields") from None
+
+
 def stored_chunk(row: Sequence[Any]) -> StoredChunk:
+    """A chunk row joined to its document, every value checked.
+
+    ``content[start:end]`` consistency is what every citation rests on, so a row
+    whose offsets cannot describe its content is refused here, not later.
+    """
+    key = row[0]
+    where = f"chunk row {key}" if type(key) is int else "a chunk row"
+    int_value(key, "key", where, minimum=1)
+    content = _text(row[3], "text", where)
+    start = int_value(row[4], "start offset", where)
+    end = int_value(row[5], "end offset", where)
+    if end - start != len(content):
+        raise damaged(where, "offsets")
+    source_class, extractor = _source_class(row[10], row[11], where)
     return StoredChunk(
-        key=row[0],
-        chunk_id=row[1],
-        chunk_index=row[2],
-        content=row[3],
-        start_offset=row[4],
-        end_offset=row[5],
-        document_id=row[6],
-        source=row[7],
-        document_hash=row[8],
-        ingested_at=row[9],
-        source_class=row[10],
-        extractor=row[11],
-        metadata=parse_metadata(row[12]),
+        key=key,
+        chunk_id=_text(row[1], "chunk id", where),
+        chunk_index=int_value(row[2], "chunk index", where),
+        content=content,
+        start_offset=start,
+        end_offset=end,
+        document_id=_text(row[6], "document id", where),
+        source=_text(row[7], "source", where),
+        document_hash=_text(row[8], "document hash", where),
+        ingested_at=_text(row[9], "ingest time", where),
+        source_class=source_class,
+        extractor=extractor,
+        metadata=parse_metadata(row[12], where),
     )
 
 
@@ -140,14 +288,28 @@ def _chunk_row(
 def postings_from_blobs(
     keys: Sequence[int], id_blobs: Sequence[bytes], tf_blobs: Sequence[bytes]
 ) -> ChunkPostings:
-    """One ``ChunkPostings`` from each chunk's little-endian int32 term-id and tf blobs."""
+    """One ``ChunkPostings`` from each chunk's little-endian int32 term-id and tf blobs.
+
+    Checked as a whole (vectorised): blob lengths, ids >= 0, frequencies >= 1,
+    so a damaged blob is a ``StorageError`` naming its chunk, never a numpy error.
+    """
     n = len(keys)
-    sizes = np.fromiter((len(b) // 4 for b in id_blobs), dtype=np.int64, count=n)
+    if not all(isinstance(b, bytes | bytearray | memoryview) for b in (*id_blobs, *tf_blobs)):
+        raise damaged("a chunk row", "term statistics")
+    id_sizes = np.fromiter((len(b) for b in id_blobs), dtype=np.int64, count=n)
+    tf_sizes = np.fromiter((len(b) for b in tf_blobs), dtype=np.int64, count=n)
+    bad = np.flatnonzero((id_sizes != tf_sizes) | (id_sizes % 4 != 0))
+    if bad.size:
+        raise damaged(f"chunk row {keys[int(bad[0])]}", "term statistics")
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(sizes, out=offsets[1:])
+    np.cumsum(id_sizes // 4, out=offsets[1:])
+    term_ids = np.frombuffer(b"".join(id_blobs), dtype="<i4").astype(np.int32)
+    tfs = np.frombuffer(b"".join(tf_blobs), dtype="<i4").astype(np.int32)
+    wrong = (term_ids < 0) | (tfs < 1)
+    if wrong.any():
+        entry = int(np.argmax(wrong))
+        row = int(np.searchsorted(offsets, entry, side="right")) - 1
+        raise damaged(f"chunk row {keys[row]}", "term statistics")
     return ChunkPostings(
-        keys=np.asarray(keys, dtype=np.int64),
-        offsets=offsets,
-        term_ids=np.frombuffer(b"".join(id_blobs), dtype="<i4").astype(np.int32),
-        tfs=np.frombuffer(b"".join(tf_blobs), dtype="<i4").astype(np.int32),
+        keys=np.asarray(keys, dtype=np.int64), offsets=offsets, term_ids=term_ids, tfs=tfs
     )

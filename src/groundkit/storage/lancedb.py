@@ -16,11 +16,12 @@ store is opened, so the ``dense`` extra stays optional.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import random
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -31,13 +32,14 @@ import numpy.typing as npt
 from groundkit.errors import (
     ConfigurationError,
     GroundkitError,
+    IndexIdentityError,
     IngestionError,
     RetrievalError,
     StorageError,
 )
 from groundkit.storage.binding import identity_mismatch
 from groundkit.storage.names import VECTOR_ID_PATTERN, check_collection_name
-from groundkit.storage.protocols import VectorHit, cosine_to_score
+from groundkit.storage.protocols import VectorHit, VectorInventory, cosine_to_score
 
 __all__ = [
     "DEFAULT_ANN_THRESHOLD",
@@ -140,6 +142,11 @@ async def _has_table(conn: Any, name: str) -> bool:
     return name in listed.tables
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def _storage_error(action: str, where: Path | str, exc: BaseException) -> NoReturn:
     """Re-raise a lancedb/pyarrow failure as ``StorageError``; ours pass through."""
     if isinstance(exc, GroundkitError):
@@ -206,7 +213,11 @@ class LanceDBVectorStore:
         self._dimensions = dimensions
         self.ann_threshold = ann_threshold
         self._indexed: bool | None = None  # unknown until checked
+        # Why the table cannot be used (unopenable, unreadable schema, not ours);
+        # None when it can. Set by open() and refresh(), cleared by recover().
+        self._damage: str | None = None
         self._doc_cache: tuple[int, frozenset[str]] | None = None
+        self._inventory_cache: tuple[int, VectorInventory] | None = None
         self._hash_column = True  # settled by _check_schema for an existing table
         # Serialises this handle's writes, so two first upserts cannot both create the table.
         self._write_lock = asyncio.Lock()
@@ -265,28 +276,42 @@ class LanceDBVectorStore:
                 Path(root).mkdir(parents=True, exist_ok=True)
             conn = await lancedb.connect_async(root, storage_options=dict(storage_options or {}))
             exists = await _has_table(conn, collection)
-            if not exists and not create:
-                raise StorageError(
-                    f"no vector table at {str(path)!r}; ingest with an embedder first"
-                )
-            table = await conn.open_table(collection) if exists else None
         except Exception as exc:
             _storage_error("open the table", path, exc)
+        if not exists and not create:
+            conn.close()
+            raise StorageError(f"no vector table at {str(path)!r}; ingest with an embedder first")
         store = cls(
             conn,
-            table,
+            None,
             path=path,
             name=collection,
             dimensions=dimensions,
             ann_threshold=ann_threshold,
         )
-        if table is not None:
+        if exists:
             try:
-                await store._check_schema()
+                await store._adopt()
             except BaseException:
                 await store.close()
                 raise
         return store
+
+    async def _adopt(self) -> None:
+        """Open the existing table. Damage is recorded (``problem()``), not raised, so
+        the collection stays usable for BM25 and ``recover()`` can act on it; a table
+        of another vector width is the caller's mistake and raises."""
+        try:
+            self._table = await self._conn.open_table(self._name)
+        except Exception as exc:
+            self._damage = f"the vector table cannot be opened ({_first_line(exc)})"
+            return
+        try:
+            await self._check_schema()
+        except IndexIdentityError:
+            raise
+        except StorageError as exc:
+            self._damage = str(exc)
 
     async def _check_schema(self) -> None:
         _, pa = _import_lancedb()
@@ -340,9 +365,183 @@ class LanceDBVectorStore:
             conn.close()
 
     def _live_conn(self) -> Any:
+        """The connection, for an operation on a usable table (``StorageError`` when the
+        store is closed or its table damaged)."""
+        conn = self._open_conn()
+        if self._damage is not None:
+            raise StorageError(
+                f"vector store {str(self.path)!r}: {self._damage}; ingest again to rebuild it"
+            )
+        return conn
+
+    def _open_conn(self) -> Any:
         if self._conn is None:
             raise StorageError(f"vector store {str(self.path)!r} is closed")
         return self._conn
+
+    # -- health and repair ----------------------------------------------------
+
+    async def problem(self) -> str | None:
+        """The damage recorded at open or refresh, if any (no I/O)."""
+        self._open_conn()
+        return self._damage
+
+    async def refresh(self) -> None:
+        """Move this handle to the table's latest version (or adopt a table another
+        process created); damage found on the way is recorded, not raised."""
+        conn = self._open_conn()
+        self._doc_cache = None
+        self._indexed = None
+        async with self._write_lock:
+            if self._table is None or self._damage is not None:
+                if self._table is not None:
+                    self._table.close()
+                    self._table = None
+                self._damage = None
+                try:
+                    exists = await _has_table(conn, self._name)
+                except Exception as exc:
+                    self._damage = f"the vector table cannot be listed ({_first_line(exc)})"
+                    return
+                if exists:
+                    await self._adopt()
+                return
+            try:
+                await self._table.checkout_latest()
+            except Exception as exc:
+                self._damage = f"the vector table cannot be read ({_first_line(exc)})"
+
+    async def inventory(self) -> VectorInventory:
+        """Every row's ``{chunk_id: document_id}``, read in full (one scan of two columns),
+        remembered for the table version it was read at."""
+        self._live_conn()
+        if self._table is None:
+            return {}
+        try:
+            version = int(await self._table.version())
+            if self._inventory_cache is not None and self._inventory_cache[0] == version:
+                return self._inventory_cache[1]
+            data = await self._table.query().select(["chunk_id", "document_id"]).to_arrow()
+        except Exception as exc:
+            _storage_error("read the stored ids", self.path, exc)
+        found = dict(
+            zip(data["chunk_id"].to_pylist(), data["document_id"].to_pylist(), strict=True)
+        )
+        self._inventory_cache = (version, found)
+        return found
+
+    async def recover(self) -> str | None:
+        """Make the table readable again (see ``VectorStoreProtocol.recover``).
+
+        In order: a table that cannot be opened (or is not a groundkit table) is
+        moved aside; one whose rows cannot all be read is restored to its newest
+        older version that can be read in full (Lance keeps recent versions), else
+        moved aside; a vector index that cannot answer a query is rebuilt. What was
+        moved aside stays on disk, named in the returned note, for inspection.
+        """
+        conn = self._open_conn()
+        await self.refresh()
+        if self._damage is not None:
+            return await self._set_aside(conn, self._damage)
+        if self._table is None:
+            if await self._stray_directory():
+                return await self._set_aside(conn, "a vector table was left half-created")
+            return None
+        try:
+            await self.inventory()
+        except StorageError as exc:
+            restored = await self._restore_readable()
+            if restored is not None:
+                return restored
+            return await self._set_aside(conn, f"its rows cannot be read ({exc})")
+        return await self._check_index()
+
+    async def _stray_directory(self) -> bool:
+        """A local ``<name>.lance`` that LanceDB does not list (a create cut short)."""
+        return isinstance(self.path, Path) and await asyncio.to_thread(self.path.exists)
+
+    async def _restore_readable(self) -> str | None:
+        """Restore the newest older version whose rows read in full; None if none does."""
+        table = self._table
+        try:
+            current = int(await table.version())
+            listed = await table.list_versions()
+        except Exception:
+            return None
+        versions = sorted(
+            (int(v["version"] if isinstance(v, dict) else v.version) for v in listed),
+            reverse=True,
+        )
+        for version in versions:
+            if version >= current:
+                continue
+            try:
+                await table.checkout(version)
+                await table.query().select(["document_id", "chunk_id", "vector"]).to_arrow()
+                await table.restore()
+                await table.checkout_latest()
+            except Exception:
+                continue
+            self._doc_cache = None
+            self._indexed = None
+            return (
+                f"the vector table's latest rows could not be read; restored it to version "
+                f"{version} (rows written since are embedded again)"
+            )
+        with contextlib.suppress(Exception):  # the caller sets the table aside anyway
+            await table.checkout_latest()
+        return None
+
+    async def _check_index(self) -> str | None:
+        """Rebuild a vector index that cannot answer a query; None when it can."""
+        if not await self.has_ann_index():
+            return None
+        probe = np.zeros(self._dimensions, dtype=np.float32)
+        probe[0] = 1.0
+        try:
+            await self._search(probe, 1, None, exact=False)
+        except StorageError:
+            pass
+        else:
+            return None
+        try:
+            for index in await self._table.list_indices():
+                await self._table.drop_index(index.name)
+        except Exception as exc:
+            _storage_error("drop the damaged vector index", self.path, exc)
+        self._indexed = False
+        await self._maybe_build_index(upgrade=True)
+        return "the vector index could not answer a query; rebuilt it"
+
+    async def _set_aside(self, conn: Any, reason: str) -> str:
+        """Take the unusable table out of the way so a new one can be written."""
+        if self._table is not None:
+            self._table.close()
+            self._table = None
+        self._damage = None
+        self._doc_cache = None
+        self._indexed = None
+        if isinstance(self.path, Path):
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+            aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+            try:
+                await asyncio.to_thread(self.path.rename, aside)
+            except FileNotFoundError:
+                return f"{reason}; it is gone, its vectors are embedded again"
+            except OSError as exc:
+                raise StorageError(
+                    f"vector store {str(self.path)!r}: {reason}, and it cannot be moved aside "
+                    f"({exc.strerror or exc}); move or delete it, then ingest again"
+                ) from None
+            return f"{reason}; moved it to {aside.name} and embedded its vectors again"
+        try:
+            await conn.drop_table(self._name)
+        except Exception as exc:
+            raise StorageError(
+                f"vector store {str(self.path)!r}: {reason}, and it cannot be dropped "
+                f"({_first_line(exc)}); delete it, then ingest again"
+            ) from None
+        return f"{reason}; dropped it and embedded its vectors again"
 
     # -- writes --------------------------------------------------------------
 

@@ -88,6 +88,8 @@ class CollectionStores:
     metadata: MetadataStoreProtocol
     snapshots: SnapshotStore | None
     vectors: VectorStoreProtocol | None = None
+    # What opening repaired (a damaged metadata file set aside), for the next report.
+    repairs: list[str] = field(default_factory=list)
 
     async def open_vectors(self, dimensions: int) -> VectorStoreProtocol:
         """Open (not create) the vector table for ``dimensions``-d vectors.
@@ -183,8 +185,17 @@ class StoreLocation:
         assert self.index_dir is not None  # resolve() guarantees one of the two
         return await asyncio.to_thread(_scan, self.index_dir)
 
-    async def open_metadata(self, *, create: bool = True) -> MetadataStoreProtocol:
+    async def open_metadata(
+        self, *, create: bool = True, rebuild_damaged: bool = False
+    ) -> MetadataStoreProtocol:
+        """The metadata store; ``rebuild_damaged`` (local collections only) sets a damaged
+        file aside and starts anew (``SQLiteMetadataStore.open``)."""
         if self.metadata_url is not None:
+            if rebuild_damaged:
+                raise ConfigurationError(
+                    "rebuild_damaged works on a local collection's file; a PostgreSQL "
+                    "collection is restored by its database's own backups"
+                )
             from groundkit.storage.postgres import PostgresMetadataStore
 
             return await PostgresMetadataStore.open(self.metadata_url, self.name, create=create)
@@ -192,7 +203,7 @@ class StoreLocation:
 
         assert self.index_dir is not None
         return await SQLiteMetadataStore.open(
-            metadata_path(self.index_dir, self.name), create=create
+            metadata_path(self.index_dir, self.name), create=create, rebuild_damaged=rebuild_damaged
         )
 
     async def open_vectors(self, dimensions: int) -> VectorStoreProtocol:
@@ -209,7 +220,7 @@ class StoreLocation:
             root, self.name, dimensions, storage_options=self.storage_options
         )
 
-    async def open(self, *, create: bool = True) -> CollectionStores:
+    async def open(self, *, create: bool = True, rebuild_damaged: bool = False) -> CollectionStores:
         """The metadata store and snapshot store of this collection, as one bundle.
 
         ``create=False`` refuses a collection that does not exist yet with a
@@ -219,8 +230,9 @@ class StoreLocation:
             raise StorageError(
                 f"no collection {self.name!r} in {str(self.index_dir)!r}; ingest something first"
             )
-        metadata = await self.open_metadata(create=create)
-        return CollectionStores(self, metadata, self.snapshots())
+        metadata = await self.open_metadata(create=create, rebuild_damaged=rebuild_damaged)
+        repairs = list(getattr(metadata, "repairs", []))
+        return CollectionStores(self, metadata, self.snapshots(), repairs=repairs)
 
     def describe(self) -> str:
         """Where the collection is, for messages: the metadata URL without its password."""

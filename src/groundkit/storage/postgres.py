@@ -27,17 +27,30 @@ from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIde
 from groundkit.errors import ConfigurationError, GroundkitError, StorageError
 from groundkit.storage._rows import (
     WriteItems,
+    check_fields_value,
     chunk_rows,
     document_record,
     document_rows,
+    document_state,
+    generations_row,
+    int_value,
+    manifest_value,
     now_iso,
+    optional_text,
     parse_metadata,
     postings_from_blobs,
     stored_chunk,
     term_counts,
 )
 from groundkit.storage.names import check_collection_name
-from groundkit.storage.protocols import ChunkOwners, ChunkPostings, DocumentState, StoredChunk
+from groundkit.storage.protocols import (
+    ChunkOwners,
+    ChunkPostings,
+    ConfirmedVectors,
+    DocumentState,
+    Generations,
+    StoredChunk,
+)
 
 if TYPE_CHECKING:
     import asyncpg
@@ -52,7 +65,11 @@ __all__ = [
     "schema_name",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Applied in order, each with its version bump, inside the opening transaction.
+_MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE {s}.state ADD COLUMN vectors_generation BIGINT NOT NULL DEFAULT 0",
+}
 SCHEMA_PREFIX = "gk_"
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes (names here are ASCII)
 # Seconds ``close`` waits for borrowed connections (an abandoned iterator) before cutting them.
@@ -66,6 +83,7 @@ CREATE TABLE {s}.state (
     schema_version INTEGER NOT NULL,
     collection TEXT NOT NULL,
     generation BIGINT NOT NULL DEFAULT 0,
+    vectors_generation BIGINT NOT NULL DEFAULT 0,
     base_dir TEXT,
     analyzer TEXT,
     manifest TEXT
@@ -224,6 +242,7 @@ class PostgresMetadataStore:
         self._vocab: dict[str, int] | None = None
         self._closed = False
         self._errors = _driver_errors()
+        self._where = f"collection {collection!r}"
         self._select_chunks = f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {s}.documents d"
         self._select_chunks += " ON d.id = c.document_id"
         self._select_documents = f"SELECT {_DOCUMENT_COLUMNS.format(s=s)} FROM {s}.documents d"
@@ -301,17 +320,25 @@ class PostgresMetadataStore:
                 row = await conn.fetchrow(
                     f"SELECT schema_version, collection FROM {self._s}.state WHERE id = 1"
                 )
-        found = row[0] if row else None
+                found = row[0] if row else None
+                if row is not None and row[1] != self.collection:
+                    raise StorageError(
+                        f"schema {self.schema!r} at {self.dsn} holds collection {row[1]!r}, "
+                        f"not {self.collection!r}"
+                    )
+                if isinstance(found, int) and found in _MIGRATIONS:
+                    # Under the advisory lock: one process migrates, the others see it done.
+                    while found < SCHEMA_VERSION:
+                        await conn.execute(_MIGRATIONS[found].format(s=self._s))
+                        found += 1
+                        await conn.execute(
+                            f"UPDATE {self._s}.state SET schema_version = $1 WHERE id = 1", found
+                        )
         if found != SCHEMA_VERSION:
             raise StorageError(
                 f"collection {self.collection!r} (schema {self.schema!r} at {self.dsn}) has "
-                f"schema version {found}, this groundkit reads version {SCHEMA_VERSION}: drop "
-                "the schema and ingest again"
-            )
-        if row[1] != self.collection:
-            raise StorageError(
-                f"schema {self.schema!r} at {self.dsn} holds collection {row[1]!r}, "
-                f"not {self.collection!r}"
+                f"schema version {found}, this groundkit reads version {SCHEMA_VERSION}: open it "
+                "with the groundkit that wrote it, or drop the schema and ingest again"
             )
 
     async def close(self) -> None:
@@ -376,11 +403,17 @@ class PostgresMetadataStore:
         )
 
     async def generation(self) -> int:
-        return int(await self._state("generation"))
+        return int_value(await self._state("generation"), "generation", self._where)
+
+    async def generations(self) -> Generations:
+        rows = await self._fetch(
+            "read the generations",
+            f"SELECT generation, vectors_generation FROM {self._s}.state WHERE id = 1",
+        )
+        return generations_row(tuple(rows[0]) if rows else None, self._where)
 
     async def get_base_dir(self) -> str | None:
-        value = await self._state("base_dir")
-        return str(value) if value is not None else None
+        return optional_text(await self._state("base_dir"), "base directory", self._where)
 
     async def set_base_dir(self, base_dir: str) -> None:
         await self._value(
@@ -390,8 +423,7 @@ class PostgresMetadataStore:
         )
 
     async def get_analyzer(self) -> str | None:
-        value = await self._state("analyzer")
-        return str(value) if value is not None else None
+        return optional_text(await self._state("analyzer"), "analyzer", self._where)
 
     async def bind_analyzer(self, identity: str) -> str:
         """Bind the collection to ``identity`` unless bound; returns the bound identity."""
@@ -405,14 +437,13 @@ class PostgresMetadataStore:
         return str(current)
 
     async def read_manifest(self) -> CollectionManifest | None:
-        raw = await self._state("manifest")
-        return CollectionManifest.model_validate_json(raw) if raw else None
+        return manifest_value(await self._state("manifest"), self._where)
 
     async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:
         """Bind the collection to ``identity`` unless bound; returns the bound manifest."""
         async with self._write("bind the embedding model") as conn:
             raw = await conn.fetchval(f"SELECT manifest FROM {self._s}.state WHERE id = 1")
-            manifest = CollectionManifest.model_validate_json(raw) if raw else None
+            manifest = manifest_value(raw, self._where)
             if manifest is None:
                 manifest = CollectionManifest(**identity.model_dump(), created_at=now_iso())
                 # A bump: open Retrievers must learn that dense search is now possible.
@@ -431,9 +462,7 @@ class PostgresMetadataStore:
             f"SELECT source, content_hash, source_class, extractor, metadata FROM {self._s}"
             ".documents",
         )
-        return {
-            row[0]: DocumentState(row[1], row[2], row[3], parse_metadata(row[4])) for row in rows
-        }
+        return {row[0]: document_state(row) for row in rows}
 
     async def iter_documents(self) -> AsyncIterator[DocumentRecord]:
         sql = f"{self._select_documents} ORDER BY d.source"
@@ -531,14 +560,63 @@ class PostgresMetadataStore:
         """One statement for all pairs; a pair whose content changed meanwhile matches nothing."""
         if not items:
             return
-        await self._value(
-            "confirm stored vectors",
-            f"UPDATE {self._s}.documents d SET vectors_hash = v.hash"
-            " FROM unnest($1::text[], $2::text[]) AS v(id, hash)"
-            " WHERE d.id = v.id AND d.content_hash = v.hash",
-            [document_id for document_id, _ in items],
-            [content_hash for _, content_hash in items],
+        async with self._write("confirm stored vectors") as conn:
+            await conn.execute(
+                f"UPDATE {self._s}.documents d SET vectors_hash = v.hash"
+                " FROM unnest($1::text[], $2::text[]) AS v(id, hash)"
+                " WHERE d.id = v.id AND d.content_hash = v.hash",
+                [document_id for document_id, _ in items],
+                [content_hash for _, content_hash in items],
+            )
+            await self._bump_vectors(conn)
+
+    async def forget_vectors(self, document_ids: Sequence[str] | None = None) -> None:
+        async with self._write("forget stored vectors") as conn:
+            if document_ids is None:
+                await conn.execute(f"UPDATE {self._s}.documents SET vectors_hash = NULL")
+            else:
+                await conn.execute(
+                    f"UPDATE {self._s}.documents SET vectors_hash = NULL"
+                    " WHERE id = ANY($1::text[])",
+                    list(dict.fromkeys(document_ids)),
+                )
+            await self._bump_vectors(conn)
+
+    async def bump_vectors_generation(self) -> None:
+        async with self._write("record a vector write") as conn:
+            await self._bump_vectors(conn)
+
+    async def _bump_vectors(self, conn: Any) -> None:
+        await conn.execute(
+            f"UPDATE {self._s}.state SET vectors_generation = vectors_generation + 1 WHERE id = 1"
         )
+
+    async def confirmed_vectors(self) -> ConfirmedVectors:
+        """Both reads in one repeatable-read transaction, so they describe one moment."""
+        with self._mapped("read confirmed vectors"):
+            async with (
+                self._pool.acquire() as conn,
+                conn.transaction(isolation="repeatable_read", readonly=True),
+            ):
+                documents = await conn.fetch(
+                    f"SELECT id FROM {self._s}.documents WHERE vectors_hash = content_hash"
+                )
+                chunks = await conn.fetch(
+                    f"SELECT c.id FROM {self._s}.chunks c JOIN {self._s}.documents d"
+                    " ON d.id = c.document_id WHERE d.vectors_hash = d.content_hash"
+                )
+        return ConfirmedVectors(
+            frozenset(row[0] for row in documents), frozenset(row[0] for row in chunks)
+        )
+
+    async def confirmed_vector_count(self) -> int:
+        value = await self._value(
+            "count confirmed vectors",
+            f"SELECT (SELECT COUNT(*) FROM {self._s}.chunks) - (SELECT COUNT(*)"
+            f" FROM {self._s}.chunks WHERE document_id IN (SELECT id FROM {self._s}.documents"
+            " WHERE vectors_hash IS NULL OR vectors_hash <> content_hash))",
+        )
+        return int_value(value, "confirmed vector count", self._where)
 
     async def document_ids(self) -> set[str]:
         rows = await self._fetch("read documents", f"SELECT id FROM {self._s}.documents")
@@ -608,6 +686,10 @@ class PostgresMetadataStore:
                 documents = await conn.fetch(f"SELECT id, metadata FROM {self._s}.documents")
                 chunks = await conn.fetch(f"SELECT key, document_id FROM {self._s}.chunks")
         document_ids = [row[0] for row in documents]
+        fields = [
+            check_fields_value(fields_of(parse_metadata(row[1], f"document row {row[0]!r}")), "")
+            for row in documents
+        ]
         position = {document_id: i for i, document_id in enumerate(document_ids)}
         return ChunkOwners(
             keys=np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks)),
@@ -615,7 +697,7 @@ class PostgresMetadataStore:
                 (position[row[1]] for row in chunks), dtype=np.int64, count=len(chunks)
             ),
             document_ids=document_ids,
-            fields=[fields_of(parse_metadata(row[1])) for row in documents],
+            fields=fields,
         )
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -29,11 +29,14 @@ from groundkit.contracts import (
 __all__ = [
     "ChunkOwners",
     "ChunkPostings",
+    "ConfirmedVectors",
     "DocumentState",
+    "Generations",
     "MetadataStoreProtocol",
     "SnapshotStore",
     "StoredChunk",
     "VectorHit",
+    "VectorInventory",
     "VectorStoreProtocol",
     "cosine_to_score",
     "metadata_json",
@@ -100,6 +103,30 @@ class StoredChunk:
         )
 
 
+class Generations(NamedTuple):
+    """The two counters readers compare to notice writes.
+
+    ``text`` moves with every change to documents, chunks or bindings (readers
+    rebuild what they derived from them); ``vectors`` moves whenever the vector
+    side changed (readers refresh their vector handle, nothing else).
+    """
+
+    text: int
+    vectors: int
+
+
+# Every row a vector store holds: ``{chunk_id: document_id}``.
+VectorInventory = dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmedVectors:
+    """The documents whose vectors the metadata store confirms, and their chunk ids."""
+
+    documents: frozenset[str]
+    chunks: frozenset[str]
+
+
 def metadata_json(metadata: Mapping[str, Any]) -> str:
     """Document metadata as every store keeps it: JSON with sorted keys (others as str)."""
     return json.dumps(metadata, sort_keys=True, default=str)
@@ -162,6 +189,10 @@ class MetadataStoreProtocol(Protocol):
 
     async def generation(self) -> int: ...
 
+    async def generations(self) -> Generations:
+        """Both counters, read at once (checked before every search)."""
+        ...
+
     async def get_base_dir(self) -> str | None: ...
 
     async def set_base_dir(self, base_dir: str) -> None: ...
@@ -214,7 +245,26 @@ class MetadataStoreProtocol(Protocol):
 
     async def mark_vectors_stored_many(self, items: Sequence[tuple[str, str]]) -> None:
         """Confirm vectors for ``(document_id, content_hash)`` pairs; a pair whose
-        content changed meanwhile is ignored. No generation bump: no text changed."""
+        content changed meanwhile is ignored. Bumps the vectors generation only:
+        no text changed."""
+        ...
+
+    async def forget_vectors(self, document_ids: Sequence[str] | None = None) -> None:
+        """Withdraw the confirmation of these documents' vectors (``None``: of every
+        document), so the next ingest embeds them again. Bumps the vectors generation."""
+        ...
+
+    async def bump_vectors_generation(self) -> None:
+        """Record that the vector side changed without a confirmation changing
+        (orphan rows removed), so open readers refresh their vector handle."""
+        ...
+
+    async def confirmed_vectors(self) -> ConfirmedVectors:
+        """Every document whose vectors are confirmed, and the ids of their chunks."""
+        ...
+
+    async def confirmed_vector_count(self) -> int:
+        """How many chunks belong to documents whose vectors are confirmed."""
         ...
 
     async def get_chunks_for_documents(
@@ -325,6 +375,34 @@ class VectorStoreProtocol(Protocol):
 
     async def document_ids(self) -> set[str]:
         """Every document with at least one row (for reconciling orphans)."""
+        ...
+
+    async def inventory(self) -> VectorInventory:
+        """``{chunk_id: document_id}`` of every stored row, read in full.
+
+        Reading every row's ids is what proves the store readable; a damaged
+        store raises ``StorageError`` here.
+        """
+        ...
+
+    async def problem(self) -> str | None:
+        """Why this store cannot serve searches now (missing, unreadable), or None.
+
+        Cheap: what it checks must be affordable before every open.
+        """
+        ...
+
+    async def refresh(self) -> None:
+        """See the writes other handles and processes committed since this one opened."""
+        ...
+
+    async def recover(self) -> str | None:
+        """Make a damaged store usable again, keeping what can be kept.
+
+        Returns what was done (for the ingest report), or None when nothing was
+        needed. Rows it could not keep are simply absent afterwards: the caller
+        compares ``inventory()`` with the metadata store and embeds them again.
+        """
         ...
 
     async def optimize(self) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
+import os
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +21,17 @@ from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIde
 from groundkit.errors import StorageError
 from groundkit.storage._rows import (
     WriteItems,
+    check_fields_value,
     chunk_rows,
+    damaged,
     document_record,
     document_rows,
+    document_state,
+    generations_row,
+    int_value,
+    manifest_value,
     now_iso,
-    parse_metadata,
+    optional_text,
     postings_from_blobs,
     stored_chunk,
     term_counts,
@@ -29,14 +39,23 @@ from groundkit.storage._rows import (
 from groundkit.storage.protocols import (
     ChunkOwners,
     ChunkPostings,
+    ConfirmedVectors,
     DocumentState,
+    Generations,
     MetadataStoreProtocol,
     StoredChunk,
 )
 
 __all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Applied in order to a file of an older version, in one transaction each, so an
+# existing collection opens without a re-ingest. Version 2: vectors_generation.
+_MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE state ADD COLUMN vectors_generation INTEGER NOT NULL DEFAULT 0",
+}
+# The first bytes of every SQLite database file.
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 _IN_BATCH = 500
 # Key lookups up to this size run inline on a read-only connection: a handful of
 # primary-key reads in WAL mode (readers never wait for writers) cost less than
@@ -48,6 +67,7 @@ CREATE TABLE IF NOT EXISTS state (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     schema_version INTEGER NOT NULL,
     generation INTEGER NOT NULL DEFAULT 0,
+    vectors_generation INTEGER NOT NULL DEFAULT 0,
     base_dir TEXT,
     analyzer TEXT,
     manifest TEXT
@@ -96,55 +116,121 @@ class SQLiteMetadataStore:
         self.path = path
         self._vocab: dict[str, int] | None = None
         self._reader: sqlite3.Connection | None = None
+        # What opening had to repair (``open(rebuild_damaged=True)``), for the next report.
+        self.repairs: list[str] = []
 
     @classmethod
-    async def open(cls, path: Path, *, create: bool = True) -> SQLiteMetadataStore:
-        """Open (or create) the store at ``path`` and check its schema version."""
-        if not create and not path.exists():
-            raise StorageError(f"no collection at {str(path)!r}; ingest something first")
+    async def open(
+        cls, path: Path, *, create: bool = True, rebuild_damaged: bool = False
+    ) -> SQLiteMetadataStore:
+        """Open (or create) the store at ``path`` and check its schema version.
+
+        A new file appears whole: it is built under a temporary name and linked
+        into place, so a file at ``path`` that is empty or not a groundkit
+        database is damage (``StorageError``), never a fresh collection.
+
+        ``rebuild_damaged`` runs SQLite's integrity check too and, when the file
+        is damaged, moves it (and its WAL) aside and starts an empty collection
+        in its place; ``repairs`` then says so. The old file is kept, never
+        deleted. A file of a newer schema, or a database that is not a groundkit
+        collection at all, is never moved.
+        """
+        path = Path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            return await cls._open(path, create=create, check=rebuild_damaged)
+        except _DamagedFile as exc:
+            if not rebuild_damaged:
+                raise
+            aside = await asyncio.to_thread(_set_aside, path)
+            store = await cls._open(path, create=True, check=False)
+            store.repairs.append(
+                f"the metadata store was damaged ({exc.detail}); moved it to {aside} and "
+                "started the collection anew: ingest each of its folders and URLs again"
+            )
+            return store
+
+    @classmethod
+    async def _open(cls, path: Path, *, create: bool, check: bool) -> SQLiteMetadataStore:
+        found = await asyncio.to_thread(_existing_file, path)
+        if not found:
+            if not create:
+                raise StorageError(f"no collection at {str(path)!r}; ingest something first")
+            await asyncio.to_thread(_create_file, path)
+        try:
             conn = await aiosqlite.connect(path, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open {str(path)!r}: {exc}") from None
         store = cls(conn, path)
         try:
             await store._prepare()
+            if check:
+                await store._integrity_check()
         except BaseException:
             await conn.close()
             raise
         return store
 
+    async def _integrity_check(self) -> None:
+        """SQLite's ``quick_check`` (every page read once): ``_DamagedFile`` on failure."""
+        try:
+            async with self._conn.execute("PRAGMA quick_check") as cur:
+                rows = [row[0] async for row in cur]
+        except sqlite3.DatabaseError as exc:
+            raise _DamagedFile(self.path, f"the integrity check failed: {exc}") from None
+        if rows != ["ok"]:
+            raise _DamagedFile(self.path, "the integrity check found damaged pages")
+
     async def _prepare(self) -> None:
         try:
+            await self._conn.execute("PRAGMA busy_timeout=10000")
+            # Looked at before anything could change the file: someone else's database
+            # must be left exactly as it was found.
+            async with self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'"
+            ) as cur:
+                tables = {row[0] async for row in cur}
+            if "state" not in tables:
+                raise StorageError(
+                    f"{str(self.path)!r} is an SQLite database but not a groundkit collection "
+                    "(it has no state table); move it away, or open another index directory"
+                )
             await self._conn.execute("PRAGMA journal_mode=WAL")
             await self._conn.execute("PRAGMA foreign_keys=ON")
             await self._conn.execute("PRAGMA synchronous=NORMAL")
-            await self._conn.execute("PRAGMA busy_timeout=10000")
-            async with self._conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table' AND name='state'"
-            ) as cur:
-                exists = await cur.fetchone() is not None
-            if exists:
-                async with self._conn.execute("SELECT schema_version FROM state") as cur:
-                    row = await cur.fetchone()
-                found = row[0] if row else None
-                if found != SCHEMA_VERSION:
-                    raise StorageError(
-                        f"{str(self.path)!r} has schema version {found}, this groundkit "
-                        f"reads version {SCHEMA_VERSION}: delete the file and ingest again"
-                    )
-                return
-            await self._conn.executescript(
-                "BEGIN IMMEDIATE;"
-                + _SCHEMA
-                + f"INSERT OR IGNORE INTO state (id, schema_version) VALUES (1, {SCHEMA_VERSION});"
-                + "COMMIT;"
-            )
+            found = await self._schema_version()
+            if found != SCHEMA_VERSION:
+                await self._migrate(found)
         except sqlite3.DatabaseError as exc:
+            raise _DamagedFile(self.path, str(exc)) from None
+
+    async def _schema_version(self) -> int:
+        async with self._conn.execute("SELECT schema_version FROM state WHERE id = 1") as cur:
+            row = await cur.fetchone()
+        if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
+            raise _DamagedFile(self.path, "the collection state row is damaged")
+        return int(row[0])
+
+    async def _migrate(self, found: int) -> None:
+        """Bring an older file up to ``SCHEMA_VERSION``; refuse a newer one."""
+        if found > SCHEMA_VERSION or found not in _MIGRATIONS:
             raise StorageError(
-                f"{str(self.path)!r} is not a usable groundkit index: {exc}"
-            ) from None
+                f"{str(self.path)!r} has schema version {found}, this groundkit reads version "
+                f"{SCHEMA_VERSION}: open it with the groundkit that wrote it, or move it away "
+                "and ingest again"
+            )
+        await self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = await self._schema_version()  # another process may have migrated
+            while version < SCHEMA_VERSION:
+                await self._conn.execute(_MIGRATIONS[version])
+                version += 1
+                await self._conn.execute(
+                    "UPDATE state SET schema_version = ? WHERE id = 1", (version,)
+                )
+            await self._conn.execute("COMMIT")
+        except BaseException:
+            await self._rollback()
+            raise
 
     @property
     def _conn(self) -> aiosqlite.Connection:
@@ -160,6 +246,10 @@ class SQLiteMetadataStore:
         db, self._db = self._db, None
         if db is not None:
             await db.close()
+
+    def _open_conn_check(self) -> None:
+        if self._db is None:
+            raise StorageError(f"the metadata store {self.path.name!r} is closed")
 
     def _read_inline(self, sql: str, params: Sequence[Any]) -> list[Any] | None:
         """Run a small read on the read-only connection; None if it would have to wait."""
@@ -186,19 +276,25 @@ class SQLiteMetadataStore:
         # Checked before every Collection search, so it takes the inline path.
         rows = self._read_inline("SELECT generation FROM state WHERE id = 1", ())
         if rows is None:
-            return int(await self._state("generation"))
-        return int(rows[0][0])
+            return int_value(await self._state("generation"), "generation", self.path.name)
+        return int_value(rows[0][0], "generation", self.path.name)
+
+    async def generations(self) -> Generations:
+        sql = "SELECT generation, vectors_generation FROM state WHERE id = 1"
+        rows = self._read_inline(sql, ())
+        if rows is None:
+            async with self._conn.execute(sql) as cur:
+                rows = [await cur.fetchone()]
+        return generations_row(rows[0], self.path.name)
 
     async def get_base_dir(self) -> str | None:
-        value = await self._state("base_dir")
-        return str(value) if value is not None else None
+        return optional_text(await self._state("base_dir"), "base directory", self.path.name)
 
     async def set_base_dir(self, base_dir: str) -> None:
         await self._conn.execute("UPDATE state SET base_dir = ? WHERE id = 1", (base_dir,))
 
     async def get_analyzer(self) -> str | None:
-        value = await self._state("analyzer")
-        return str(value) if value is not None else None
+        return optional_text(await self._state("analyzer"), "analyzer", self.path.name)
 
     async def bind_analyzer(self, identity: str) -> str:
         """Bind the collection to ``identity`` unless bound; returns the bound identity."""
@@ -215,8 +311,7 @@ class SQLiteMetadataStore:
         return str(current)
 
     async def read_manifest(self) -> CollectionManifest | None:
-        raw = await self._state("manifest")
-        return CollectionManifest.model_validate_json(raw) if raw else None
+        return manifest_value(await self._state("manifest"), self.path.name)
 
     async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:
         """Bind the collection to ``identity`` unless bound; returns the bound manifest."""
@@ -242,10 +337,7 @@ class SQLiteMetadataStore:
         async with self._conn.execute(
             "SELECT source, content_hash, source_class, extractor, metadata FROM documents"
         ) as cur:
-            return {
-                row[0]: DocumentState(row[1], row[2], row[3], parse_metadata(row[4]))
-                async for row in cur
-            }
+            return {row[0]: document_state(row) async for row in cur}
 
     async def iter_documents(self) -> AsyncIterator[DocumentRecord]:
         async with self._conn.execute(
@@ -357,18 +449,80 @@ class SQLiteMetadataStore:
         """Confirm stored vectors for several documents in one statement."""
         if not items:
             return
+        await self._vector_write(
+            "confirm stored vectors",
+            "UPDATE documents SET vectors_hash = ? WHERE id = ? AND content_hash = ?",
+            [(content_hash, document_id, content_hash) for document_id, content_hash in items],
+        )
+
+    async def forget_vectors(self, document_ids: Sequence[str] | None = None) -> None:
+        if document_ids is None:
+            sql = "UPDATE documents SET vectors_hash = NULL"
+            await self._vector_write("forget stored vectors", sql, [()])
+            return
+        await self._vector_write(
+            "forget stored vectors",
+            "UPDATE documents SET vectors_hash = NULL WHERE id = ?",
+            [(document_id,) for document_id in dict.fromkeys(document_ids)],
+        )
+
+    async def bump_vectors_generation(self) -> None:
+        await self._vector_write("record a vector write", None, [])
+
+    async def _vector_write(self, what: str, sql: str | None, rows: list[tuple[Any, ...]]) -> None:
+        """``sql`` for each of ``rows`` and a vectors-generation bump, in one transaction."""
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
-            await self._conn.executemany(
-                "UPDATE documents SET vectors_hash = ? WHERE id = ? AND content_hash = ?",
-                [(content_hash, document_id, content_hash) for document_id, content_hash in items],
+            if sql is not None:
+                await self._conn.executemany(sql, rows)
+            await self._conn.execute(
+                "UPDATE state SET vectors_generation = vectors_generation + 1 WHERE id = 1"
             )
             await self._conn.execute("COMMIT")
         except BaseException as exc:
             await self._rollback()
             if isinstance(exc, sqlite3.Error):
-                raise StorageError(f"could not confirm stored vectors: {exc}") from None
+                raise StorageError(f"could not {what}: {exc}") from None
             raise
+
+    async def confirmed_vectors(self) -> ConfirmedVectors:
+        # Two plain reads on a connection of its own, in one thread hop: a million
+        # chunk ids go through aiosqlite's batches several times slower.
+        documents_sql = "SELECT id FROM documents WHERE vectors_hash = content_hash"
+        chunks_sql = (
+            "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE d.vectors_hash = d.content_hash"
+        )
+
+        def read() -> ConfirmedVectors:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                conn.execute("PRAGMA busy_timeout=10000")
+                conn.execute("BEGIN")  # one snapshot for both reads
+                documents = frozenset(row[0] for row in conn.execute(documents_sql))
+                chunks = frozenset(row[0] for row in conn.execute(chunks_sql))
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            return ConfirmedVectors(documents, chunks)
+
+        self._open_conn_check()
+        try:
+            return await asyncio.to_thread(read)
+        except sqlite3.Error as exc:
+            raise StorageError(f"could not read confirmed vectors: {exc}") from None
+
+    async def confirmed_vector_count(self) -> int:
+        # Every chunk minus those of unconfirmed documents (usually none): two index
+        # counts, a few milliseconds at a million chunks, where counting the join
+        # takes a few hundred.
+        async with self._conn.execute(
+            "SELECT (SELECT COUNT(*) FROM chunks) - (SELECT COUNT(*) FROM chunks"
+            " WHERE document_id IN (SELECT id FROM documents"
+            " WHERE vectors_hash IS NULL OR vectors_hash != content_hash))"
+        ) as cur:
+            row = await cur.fetchone()
+        return int_value(row[0] if row else 0, "confirmed vector count", self.path.name)
 
     async def document_ids(self) -> set[str]:
         async with self._conn.execute("SELECT id FROM documents") as cur:
@@ -465,7 +619,7 @@ class SQLiteMetadataStore:
                     if kind == 0:
                         position[a] = len(document_ids)
                         document_ids.append(b)
-                        fields.append(dict(json.loads(raw)) if raw else {})
+                        fields.append(_stored_fields(raw, b))
                     else:
                         keys.append(a)
                         owner_rowids.append(b)
@@ -486,6 +640,115 @@ class SQLiteMetadataStore:
                 yield postings_from_blobs(
                     [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
                 )
+
+
+def _stored_fields(raw: Any, document_id: Any) -> dict[str, FieldValue]:
+    where = f"document row {document_id!r}"
+    if raw is None:
+        return {}
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else raw
+    except (ValueError, RecursionError):
+        raise damaged(where, "fields") from None
+    return dict(check_fields_value(value, where))
+
+
+class _DamagedFile(StorageError):
+    """A collection file that is there but unreadable: what ``rebuild_damaged`` repairs."""
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(
+            f"{str(path)!r}: {detail}; restore it from a backup, or ingest again with "
+            "rebuild_damaged (grk ingest --rebuild) to move it aside and start anew"
+        )
+        self.detail = detail
+
+
+def _set_aside(path: Path) -> str:
+    """Rename a damaged collection file (and its WAL and shared memory) out of the way."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+    aside = path.with_name(f"{path.name}.damaged-{stamp}")
+    try:
+        path.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            sidecar = path.with_name(path.name + suffix)
+            if sidecar.exists():
+                sidecar.rename(aside.with_name(aside.name + suffix))
+    except OSError as exc:
+        raise StorageError(
+            f"{str(path)!r} is damaged and cannot be moved aside ({exc.strerror or exc}); "
+            "move or delete it, then ingest again"
+        ) from None
+    return aside.name
+
+
+def _existing_file(path: Path) -> bool:
+    """Whether ``path`` holds a collection; ``StorageError`` when it holds something else.
+
+    Collections are created whole (``_create_file``), so an empty file or one
+    without SQLite's header was damaged or put there by something else.
+    """
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return False
+    except IsADirectoryError:
+        raise StorageError(f"{str(path)!r} is a directory, not a groundkit collection") from None
+    except OSError as exc:
+        raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    if not header:
+        raise _DamagedFile(path, "it is empty (0 bytes), not a groundkit collection")
+    if header != _SQLITE_MAGIC:
+        raise _DamagedFile(path, "it is not an SQLite database, so not a groundkit collection")
+    return True
+
+
+def _create_file(path: Path) -> None:
+    """Build an empty collection under a temporary name, then link it to ``path``.
+
+    Linking fails if ``path`` appeared meanwhile (another process created the
+    collection first), and then that one is used: two creators never replace
+    each other's file, and nobody ever sees a half-made one.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot create {str(path.parent)!r}: {exc.strerror or exc}") from None
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    # A WAL left by a database file deleted since would be replayed into the new
+    # one by SQLite (it cannot tell the files apart): it goes first.
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    try:
+        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(
+                "BEGIN IMMEDIATE;"
+                + _SCHEMA
+                + f"INSERT INTO state (id, schema_version) VALUES (1, {SCHEMA_VERSION});"
+                + "COMMIT;"
+            )
+        finally:
+            conn.close()
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            # No hard links on this filesystem: a rename, unless someone was faster.
+            if not path.exists():
+                os.replace(temp, path)
+    except (OSError, sqlite3.Error) as exc:
+        raise StorageError(f"cannot create {str(path)!r}: {exc}") from None
+    finally:
+        for leftover in (
+            temp,
+            temp.with_name(temp.name + "-wal"),
+            temp.with_name(temp.name + "-shm"),
+        ):
+            leftover.unlink(missing_ok=True)
 
 
 def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:

@@ -22,7 +22,7 @@ import pytest
 
 from groundkit.contracts import Document, EmbeddingIdentity
 from groundkit.errors import StorageError
-from groundkit.storage.protocols import DocumentState, MetadataStoreProtocol
+from groundkit.storage.protocols import ConfirmedVectors, DocumentState, MetadataStoreProtocol
 from groundkit.testing.conformance.helpers import (
     document_by_source,
     document_chunks,
@@ -118,6 +118,7 @@ class MetadataStoreConformance:
 
     async def test_fresh_store_is_empty(self, store: Store) -> None:
         assert await store.generation() == 0
+        assert await store.generations() == (0, 0)
         assert await document_hashes(store) == {}
         assert await document_sources(store) == []
         assert await store.chunk_count() == 0
@@ -412,9 +413,47 @@ class MetadataStoreConformance:
         await store.mark_vectors_stored_many([(other.document_id, "not-the-current-hash")])
         assert await store.documents_missing_vectors() == [other.document_id]
         assert await store.generation() == generation  # no text changed
+        assert (await store.generations()).text == generation
         replaced, r_chunks, r_terms = make_document("v.txt", ["alpha beta", "epsilon"])
         await put_document(store, replaced, r_chunks, r_terms)
         assert doc.document_id in await store.documents_missing_vectors()
+
+    async def test_vector_confirmations_and_their_generation(self, store: Store) -> None:
+        docs = [make_document(f"{name}.txt", [f"{name} one", f"{name} two"]) for name in "abc"]
+        await store.replace_documents(docs)
+        (a, _, a_chunks), (b, _, _), (c, _, _) = [(d, t, ch) for d, ch, t in docs]
+        text, vectors = await store.generations()
+        assert text == await store.generation()
+        nothing = ConfirmedVectors(frozenset(), frozenset())
+        assert await store.confirmed_vectors() == nothing
+        assert await store.confirmed_vector_count() == 0
+        await store.mark_vectors_stored_many(
+            [(a.document_id, a.content_hash), (b.document_id, b.content_hash)]
+        )
+        assert await store.generations() == (text, vectors + 1)  # no text changed
+        assert await store.confirmed_vectors() == ConfirmedVectors(
+            frozenset({a.document_id, b.document_id}),
+            frozenset(
+                [chunk.chunk_id for chunk in a_chunks] + [f"{b.document_id}#{i}" for i in range(2)]
+            ),
+        )
+        assert await store.confirmed_vector_count() == 4
+        await store.forget_vectors([b.document_id, "unknown", b.document_id])
+        assert await store.generations() == (text, vectors + 2)
+        assert (await store.confirmed_vectors()).documents == {a.document_id}
+        assert await store.confirmed_vector_count() == 2
+        assert await store.documents_missing_vectors() == [b.document_id, c.document_id]
+        await store.bump_vectors_generation()
+        assert await store.generations() == (text, vectors + 3)
+        await store.forget_vectors()
+        assert await store.confirmed_vectors() == nothing
+        assert await store.confirmed_vector_count() == 0
+        assert await store.generations() == (text, vectors + 4)
+        # A replaced document is no longer confirmed, whatever it was before.
+        await store.mark_vectors_stored_many([(a.document_id, a.content_hash)])
+        replaced, r_chunks, r_terms = make_document("a.txt", ["a changed"])
+        await put_document(store, replaced, r_chunks, r_terms)
+        assert await store.confirmed_vectors() == nothing
 
     async def test_chunks_by_document_and_by_id(self, store: Store) -> None:
         doc, chunks, terms = make_document("v.txt", ["one", "two", "three"])

@@ -1,0 +1,86 @@
+"""Derived state is checked against the source of truth, never trusted.
+
+The metadata store says which documents have confirmed vectors; the vector
+store is derived from it. Two checks keep them honest (adr/0028-reconcile-vectors.md):
+
+- ``vector_problem`` before a collection serves dense or hybrid search: cheap
+  (the store's own damage flag, one count on each side), so it runs at every
+  open and after every write another process made.
+- ``reconcile_vectors`` before an ingest writes anything: exact (every row's ids
+  on both sides), and it repairs: the vector store recovers what it can, and
+  every document whose rows do not match is un-confirmed so the ingest embeds it
+  again. Orphan rows are removed at the end of the ingest, as before.
+
+Order matters under concurrent writers: vectors are stored before they are
+confirmed, so reading the confirmations first and the vector store second
+never mistakes a write in flight for a loss.
+"""
+
+from __future__ import annotations
+
+from groundkit.storage.protocols import MetadataStoreProtocol, VectorStoreProtocol
+
+__all__ = ["reconcile_vectors", "vector_problem"]
+
+
+async def vector_problem(
+    metadata: MetadataStoreProtocol, vectors: VectorStoreProtocol
+) -> str | None:
+    """Why the vector side cannot serve searches that agree with the text, or None."""
+    own = await vectors.problem()
+    if own is not None:
+        return own
+    expected = await metadata.confirmed_vector_count()
+    if expected == 0:
+        return None
+    stored = await vectors.count()
+    if stored < expected:
+        return (
+            f"the vector store holds {stored} rows but {expected} chunks have confirmed "
+            "vectors, so some were lost"
+        )
+    return None
+
+
+async def reconcile_vectors(
+    metadata: MetadataStoreProtocol, vectors: VectorStoreProtocol
+) -> list[str]:
+    """Repair the vector side before an ingest; returns what was repaired, for the report.
+
+    Documents whose stored rows are missing, partial or extra lose their
+    confirmation, so the ingest that follows embeds them again (reusing any
+    vector still stored for the same chunk text). Rows of documents that are not
+    confirmed are left to the ingest's own orphan sweep.
+    """
+    notes: list[str] = []
+    recovered = await vectors.recover()
+    if recovered is not None:
+        notes.append(recovered)
+    confirmed = await metadata.confirmed_vectors()
+    if not confirmed.chunks:
+        return notes
+    stored = await vectors.inventory()
+    if not stored:
+        stale: set[str] | None = None  # every confirmed document lost its vectors
+    else:
+        stale = {
+            document_id
+            for chunk_id, document_id in stored.items()
+            if document_id in confirmed.documents and chunk_id not in confirmed.chunks
+        }
+        missing = [chunk_id for chunk_id in confirmed.chunks if chunk_id not in stored]
+        for start in range(0, len(missing), _LOOKUP_BATCH):
+            rows = await metadata.get_chunks_by_ids(missing[start : start + _LOOKUP_BATCH])
+            stale.update(row.document_id for row in rows.values())
+    if stale is None or stale:
+        await metadata.forget_vectors(None if stale is None else sorted(stale))
+        count = len(confirmed.documents) if stale is None else len(stale)
+        notes.append(
+            f"{count} of {len(confirmed.documents)} documents had missing or mismatched "
+            "vectors; embedding them again"
+        )
+    return notes
+
+
+# Missing chunk ids are mapped to their documents this many at a time.
+_LOOKUP_BATCH = 5_000

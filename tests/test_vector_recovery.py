@@ -1,0 +1,252 @@
+"""The vector side follows the text: killed ingests and repairs, other processes' writes,
+and what the CLI and the MCP server say when the vectors are unavailable."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundkit import ChunkingConfig, Collection, SQLiteMetadataStore
+from groundkit.cli import main as grk
+from groundkit.service import CollectionRegistry
+from tests.service.test_server import connected
+from tests.services import REPO_ROOT
+from tests.support import ToyEmbedder, assert_all_verify, write_tree
+
+CHUNKS = ChunkingConfig(max_chars=80, overlap_chars=20)
+
+_INGEST = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from groundkit import Collection, ChunkingConfig
+    from tests.support import ToyEmbedder
+
+    class Slow(ToyEmbedder):
+        async def embed_documents(self, texts):
+            await asyncio.sleep(0.1)
+            return await super().embed_documents(texts)
+
+    async def main():
+        index, base = Path(sys.argv[1]), Path(sys.argv[2])
+        col = await Collection.open(index, base_dir=base, embedder=Slow(),
+                                    chunking=ChunkingConfig(max_chars=80, overlap_chars=20))
+        col._indexer._embed_batch = 8
+        col._indexer._write_batch = 8
+        print("ready", flush=True)
+        report = await col.ingest(base)
+        await col.close()
+        print("done", len(report.added), len(report.updated), flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def _run_ingest(index: Path, base: Path, kill_after: float | None) -> bool:
+    """Run an ingest in a child; SIGKILL it ``kill_after`` seconds in. True if it finished."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _INGEST, str(index), str(base)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    if kill_after is None:
+        assert proc.wait(timeout=120) == 0
+        return True
+    time.sleep(kill_after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return proc.returncode == 0
+
+
+def _files(round_: int, rng: random.Random) -> dict[str, str]:
+    return {
+        f"d{i:03}.txt": (
+            f"Document {i} of round {round_ if rng.random() < 0.3 else 0} on topic {i % 7}.\n\n"
+        )
+        * 3
+        for i in range(120)
+    }
+
+
+async def test_sigkill_at_random_points_of_ingests_and_repairs_is_repaired_by_one_ingest(
+    tmp_path: Path,
+) -> None:
+    rng = random.Random(20261201)
+    base, index = tmp_path / "base", tmp_path / "index"
+    cut_short = 0
+    for round_ in range(6):
+        write_tree(base, _files(round_, rng))
+        for stale in sorted(base.glob("d*.txt"))[rng.randrange(100, 120) :]:
+            stale.unlink()  # some documents go, so orphans and deletions happen too
+        if round_ in (2, 4) and (index / "default.lance").exists():
+            # Lose the vectors: the next (killed) run is a repair.
+            shutil.rmtree(index / "default.lance")
+        await asyncio.to_thread(_run_ingest, index, base, rng.uniform(0.2, 1.5))
+        cut_short += bool(await _unconfirmed(index))
+    assert cut_short >= 2, "most kills must land while vectors are being written"
+    write_tree(base, _files(9, rng))
+    assert await asyncio.to_thread(_run_ingest, index, base, None)
+
+    async with Collection.open(
+        index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
+    ) as col:
+        assert col.vector_store is not None
+        inventory = await col.vector_store.inventory()
+        rows = [row async for batch in col.store.iter_chunks() for row in batch]
+        assert inventory == {row.chunk_id: row.document_id for row in rows}
+        assert await col.store.documents_missing_vectors() == []
+        for mode in ("bm25", "dense", "hybrid"):
+            response = await col.search("topic 3 document", 20, mode=mode)
+            assert response.results and "degraded" not in response.metadata
+            await assert_all_verify(response.results, base)
+    assert await asyncio.to_thread(grk, ["verify", "--index-dir", str(index)]) == 0
+
+
+async def _unconfirmed(index: Path) -> list[str]:
+    """Documents the last (killed) run left without confirmed vectors."""
+    if not (index / "default.sqlite3").exists():
+        return []
+    store = await SQLiteMetadataStore.open(index / "default.sqlite3", create=False)
+    try:
+        return await store.documents_missing_vectors()
+    finally:
+        await store.close()
+
+
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from groundkit import Collection, ChunkingConfig
+    from tests.support import ToyEmbedder
+
+    async def main():
+        index, base, rounds = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+        for r in range(rounds):
+            (base / f"live-{r:02d}.txt").write_text(
+                f"Live note {r} about the harbour crane number {r}.\\n", encoding="utf-8")
+            if r and r % 3 == 0:
+                (base / f"live-{r - 2:02d}.txt").unlink()
+            chunks = ChunkingConfig(max_chars=80, overlap_chars=20)
+            opened = Collection.open(index, base_dir=base, embedder=ToyEmbedder(), chunking=chunks)
+            async with opened as col:
+                await col.ingest(base)
+            await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_long_lived_collection_sees_another_processes_vectors(tmp_path: Path) -> None:
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(base, {f"seed-{i}.txt": f"Seed note {i} about the harbour.\n" for i in range(8)})
+    async with Collection.open(
+        index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
+    ) as col:
+        await col.ingest(base)
+        writer = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _WRITER, str(index), str(base), "12", cwd=REPO_ROOT
+        )
+        served = 0
+        while writer.returncode is None:
+            for mode in ("dense", "hybrid"):
+                response = await col.search("harbour crane note", 5, mode=mode)
+                assert len(response.results) == 5, response.metadata
+                assert "degraded" not in response.metadata
+                for result in response.results:
+                    checked = await col.fetch_chunk(result.chunk_id)
+                    if checked.verification == "verified":
+                        served += 1
+                    else:  # deleted by the writer since this search ran
+                        assert not (base / result.source).exists()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(writer.wait(), 0.02)
+        assert writer.returncode == 0
+        assert served > 0
+        # After the last write, the newest document is found by dense search at once.
+        response = await col.search(
+            "Live note 11 about the harbour crane number 11.", 1, mode="dense"
+        )
+        assert response.results[0].source == "live-11.txt"
+        assert response.metadata["stale_dropped"] == 0
+
+
+async def test_mcp_search_says_when_it_answers_from_bm25(tmp_path: Path) -> None:
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(
+        base, {"a.txt": "Kelp forests shelter fish.\n", "b.txt": "Granite weathers slowly.\n"}
+    )
+    async with Collection.open(index, base_dir=base, embedder=ToyEmbedder()) as col:
+        await col.ingest(base)
+    shutil.rmtree(index / "default.lance")
+    registry = CollectionRegistry(
+        index, embedder_for=lambda m: ToyEmbedder(m.dimensions, m.model_name)
+    )
+    async with connected(registry) as client:
+        result = await client.call_tool("search", {"query": "kelp fish", "mode": "hybrid"})
+        assert not result.is_error
+        data: dict[str, Any] = result.structured_content or {}
+        assert data["stage"] == "bm25" and data["results"]
+        assert "vector search unavailable" in data["degraded"]
+
+
+@pytest.fixture(scope="module")
+def minilm_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("cli")
+    base = root / "docs"
+    write_tree(
+        base,
+        {
+            "tea.md": "Green tea is brewed at about 80 degrees.\n",
+            "coffee.md": "Espresso is pressed through finely ground coffee.\n",
+            "bread.md": "Sourdough rises slowly overnight.\n",
+        },
+    )
+    return root, base
+
+
+def test_cli_dense_search_after_the_vectors_were_deleted(
+    minilm_index: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, base = minilm_index
+    index = root / "idx"
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = ["--index-dir", str(index), "--base-dir", str(base)]
+    assert grk(["ingest", str(base), *args, "--embedder", "all-MiniLM-L6-v2", "-q"]) == 0
+    capsys.readouterr()
+    shutil.rmtree(index / "default.lance")
+    assert grk(["ingest", str(base), *args, "-q"]) == 0  # repairs: embeds everything again
+    out = capsys.readouterr().out
+    assert "repaired:" in out and "embedding them again" in out
+    assert grk(["search", "tea", "--mode", "dense", "--json", *args]) == 0
+    captured = capsys.readouterr()
+    assert "warning" not in captured.err
+    assert json.loads(captured.out)["results"][0]["source"] == "tea.md"
+
+    shutil.rmtree(index / "default.lance")
+    assert grk(["search", "tea", "--mode", "dense", *args]) == 0
+    captured = capsys.readouterr()
+    assert "tea.md" in captured.out
+    assert "grk: warning:" in captured.err and "BM25 only" in captured.err
+    assert "Traceback" not in captured.err
+    assert grk(["search", "tea", "--mode", "hybrid", "--json", *args]) == 0
+    captured = capsys.readouterr()
+    assert "BM25 only" in json.loads(captured.out)["metadata"]["degraded"]
