@@ -127,6 +127,8 @@ class Collection:
         self.opened_generation = opened_generation
         self._retrieval = retrieval
         self._analyzer = analyzer
+        # Verification reads a source under the same cap its ingest read it with.
+        self._max_file_bytes = ingest.max_file_bytes
         self._indexer = Indexer(
             self.store,
             base_dir,
@@ -297,7 +299,10 @@ class Collection:
 
     async def fetch_chunk(self, chunk_id: str) -> FetchResult:
         """A stored chunk and whether its source still holds it (traced as
-        ``groundkit.fetch_chunk``, with the verdict but never the text)."""
+        ``groundkit.fetch_chunk``, with the verdict but never the text).
+
+        The source is read like an ingest reads it: a regular file, at most
+        ``IngestConfig.max_file_bytes`` (this collection's), else ``unresolvable``."""
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             stored = await self.store.get_chunk(chunk_id)
             if stored is None or not self._visible(stored):
@@ -307,7 +312,7 @@ class Collection:
                 )
             citation = stored.citation
             try:
-                text = await read_source(citation, self.base_dir, snapshot_dir=self.snapshots)
+                text = await self._read_source(citation)
             except RetrievalError as exc:
                 result = _fetch_result(stored, citation, None, exc)
             else:
@@ -316,7 +321,7 @@ class Collection:
             return result
 
     async def verify(self) -> VerifyReport:
-        """Re-verify every chunk, reading each source once."""
+        """Re-verify every chunk, reading each source once (read as ``fetch_chunk`` does)."""
         report = VerifyReport()
         current: tuple[str, str | None, RetrievalError | None] | None = None
         async for batch in self.store.iter_chunks():
@@ -326,9 +331,7 @@ class Collection:
                 citation = stored.citation
                 if current is None or current[0] != citation.source:
                     try:
-                        text = await read_source(
-                            citation, self.base_dir, snapshot_dir=self.snapshots
-                        )
+                        text = await self._read_source(citation)
                         current = (citation.source, text, None)
                     except RetrievalError as exc:
                         current = (citation.source, None, exc)
@@ -342,6 +345,14 @@ class Collection:
                         report.unresolvable += 1
                     report.problems.append(result)
         return report
+
+    async def _read_source(self, citation: Citation) -> str:
+        return await read_source(
+            citation,
+            self.base_dir,
+            snapshot_dir=self.snapshots,
+            max_bytes=self._max_file_bytes,
+        )
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)

@@ -31,7 +31,7 @@ from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.fields import check_fields
-from groundkit.ingestion.files import discover_files
+from groundkit.ingestion.files import discover_files, unportable_name
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.identity import ensure_identity
@@ -47,7 +47,7 @@ from groundkit.storage.protocols import (
 from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.hashing import sha256_text
-from groundkit.utils.path_safety import is_within, to_relative
+from groundkit.utils.path_safety import is_within, printable_path, to_relative
 
 if TYPE_CHECKING:
     from groundkit.ingestion.url_loader import UrlLoader
@@ -157,6 +157,12 @@ class Indexer:
             seen.add(source)
             with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
                 try:
+                    # Before any loader runs: a name that is not UTF-8 could not be
+                    # stored, and the report names it escaped (ADR 0027).
+                    bad_name = unportable_name(source)
+                    if bad_name is not None:
+                        source = printable_path(source)
+                        raise bad_name
                     document = _with_fields(
                         await self._loader.load(file, base_dir=self._base), fields
                     )
