@@ -23,6 +23,7 @@ import pytest
 
 from groundkit import (
     Collection,
+    ConfigurationError,
     IngestConfig,
     IngestionError,
     RetrievalError,
@@ -249,6 +250,18 @@ class TestIngest:
         assert report.failed[0].reason == (
             "null.txt: not a regular file (character device); only regular files are read"
         )
+
+
+async def test_base_directory_not_utf8_is_a_configuration_error(tmp_path: Path) -> None:
+    base = Path(os.fsdecode(os.fsencode(tmp_path) + b"/c\xff"))
+    base.mkdir()
+    with pytest.raises(ConfigurationError, match=r"\(stored as '\.\./c\\xff'\) is not valid UTF-8"):
+        await Collection.open(tmp_path / "index", base_dir=base)
+    # Nothing half-recorded: the same index opens with a usable base afterwards.
+    good = tmp_path / "good"
+    write_tree(good, {"a.txt": "Alpha text.\n"})
+    async with Collection.open(tmp_path / "index", base_dir=good) as col:
+        assert (await col.ingest(good)).added == ["a.txt"]
 
 
 async def mixed_collection(tmp_path: Path, ingest: IngestConfig | None = None) -> Collection:

@@ -27,7 +27,7 @@ from groundkit.contracts import (
     SearchResponse,
     fields_of,
 )
-from groundkit.errors import RetrievalError
+from groundkit.errors import ConfigurationError, RetrievalError
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.lexical.analyzer import Analyzer
@@ -42,6 +42,7 @@ from groundkit.storage.location import CollectionStores, StoreLocation
 from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
+from groundkit.utils.path_safety import printable_path, utf8_encodable
 from groundkit.utils.url_safety import looks_like_url
 
 __all__ = ["Collection", "VerifyReport"]
@@ -406,7 +407,13 @@ async def _resolve_base(
         return Path(os.path.realpath(index_dir / stored))
     base = Path(os.path.realpath(base_dir if base_dir is not None else Path.cwd()))
     if stored is None:
-        await store.set_base_dir(
-            str(base) if index_dir is None else os.path.relpath(base, index_dir)
-        )
+        recorded = str(base) if index_dir is None else os.path.relpath(base, index_dir)
+        if not utf8_encodable(recorded):
+            # Stored with the collection, so it must be text (ADR 0027).
+            raise ConfigurationError(
+                f"the base directory '{printable_path(str(base))}' (stored as "
+                f"'{printable_path(recorded)}') is not valid UTF-8 (undecodable bytes shown "
+                "as \\x escapes); rename it or choose another base_dir"
+            )
+        await store.set_base_dir(recorded)
     return base
