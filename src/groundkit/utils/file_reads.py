@@ -18,6 +18,10 @@ __all__ = ["FileTooLargeError", "NotRegularFileError", "file_kind", "read_regula
 
 # One read call asks for at most this much when the size is not known in advance.
 _READ_STEP = 1024 * 1024
+# POSIX flags; where a platform lacks one, the stat and fstat checks still stand.
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_NOCTTY = getattr(os, "O_NOCTTY", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class NotRegularFileError(OSError):
@@ -67,9 +71,9 @@ def read_regular_file(
     resolution is not followed).
     """
     _check(os.stat(path, follow_symlinks=follow_symlinks), max_bytes)
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+    flags = os.O_RDONLY | _NONBLOCK | _NOCTTY
     if not follow_symlinks:
-        flags |= os.O_NOFOLLOW
+        flags |= _NOFOLLOW
     fd = os.open(path, flags)
     try:
         st = os.fstat(fd)
