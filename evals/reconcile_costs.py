@@ -15,7 +15,7 @@ Then it times, with a warm page cache, median of ``--repeats``:
   on a vector handle opened for it, as an ingest's is;
 * its two reads apart (the LanceDB one on a fresh handle too).
 
-Prints a Markdown table; nothing is written to docs/ (ADR 0028 quotes the figures).
+Prints a Markdown table; nothing is written to docs/ (ADR 0029 quotes the figures).
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,6 +89,38 @@ def image_only_pdf() -> bytes:
     pdf.add_page()
     pdf.image(io.BytesIO(buffer.getvalue()), x=10, y=10, w=100)
     return bytes(pdf.output())
+
+
+# -- compressed bodies -----------------------------------------------------------
+
+
+def gzip_bomb(decoded_bytes: int, layers: int = 2) -> bytes:
+    """``decoded_bytes`` NUL bytes gzipped ``layers`` times, built in steps of 1 MiB
+    (the decoded form is never held whole)."""
+    streams = [zlib.compressobj(9, zlib.DEFLATED, 31) for _ in range(layers)]
+
+    def push(data: bytes) -> bytes:
+        for stream in streams:
+            data = stream.compress(data)
+        return data
+
+    out = bytearray()
+    step = b"\0" * (1024 * 1024)
+    left = decoded_bytes
+    while left > 0:
+        out += push(step[: min(left, len(step))])
+        left -= len(step)
+    # Flushing each layer in turn: what the inner one flushes still goes through the outer.
+    tail = b""
+    for stream in streams:
+        tail = stream.compress(tail) + stream.flush()
+    return bytes(out + tail)
+
+
+def raw_deflate(data: bytes) -> bytes:
+    """``data`` as a bare deflate stream, without the zlib wrapper some servers omit."""
+    stream = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+    return stream.compress(data) + stream.flush()
 
 
 # -- a scripted web server ---------------------------------------------------

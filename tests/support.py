@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import errno
+import os
+import stat
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,36 @@ CORPUS: dict[str, str] = {
 }
 
 QUERIES = ("solar panels electricity", "boiling water tea", "rocket launch", "東京", "wind farms")
+
+
+@contextlib.contextmanager
+def fifo_at(path: Path) -> Iterator[Path]:
+    """Replace ``path`` with a FIFO for the block; afterwards, any reader a regression
+    left blocked on it is let go (a writer opens and closes it), so a failing test
+    cannot leave a worker thread, and the test run, hanging."""
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    try:
+        yield path
+    finally:
+        release_readers(path)
+
+
+def release_readers(path: Path) -> None:
+    """Open ``path`` (a FIFO) for writing and close it until no reader waits on it."""
+    for _ in range(1000):
+        try:
+            if not stat.S_ISFIFO(os.stat(path).st_mode):
+                return  # gone, or a regular file again
+        except FileNotFoundError:
+            return
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:  # ENXIO: nobody has it open for reading
+            if exc.errno in (errno.ENXIO, errno.ENOENT):
+                return
+            raise
+        os.close(fd)
 
 
 def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:

@@ -27,7 +27,7 @@ from groundkit.contracts import (
     SearchResponse,
     fields_of,
 )
-from groundkit.errors import RetrievalError
+from groundkit.errors import ConfigurationError, RetrievalError
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.lexical.analyzer import Analyzer
@@ -42,6 +42,7 @@ from groundkit.storage.location import CollectionStores, StoreLocation
 from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
+from groundkit.utils.path_safety import printable_path, utf8_encodable
 from groundkit.utils.url_safety import looks_like_url
 
 __all__ = ["Collection", "VerifyReport"]
@@ -127,6 +128,8 @@ class Collection:
         self.opened_generation = opened_generation
         self._retrieval = retrieval
         self._analyzer = analyzer
+        # Verification reads a source under the same cap its ingest read it with.
+        self._max_file_bytes = ingest.max_file_bytes
         self._indexer = Indexer(
             self.store,
             base_dir,
@@ -321,7 +324,10 @@ class Collection:
 
     async def fetch_chunk(self, chunk_id: str) -> FetchResult:
         """A stored chunk and whether its source still holds it (traced as
-        ``groundkit.fetch_chunk``, with the verdict but never the text)."""
+        ``groundkit.fetch_chunk``, with the verdict but never the text).
+
+        The source is read like an ingest reads it: a regular file, at most
+        ``IngestConfig.max_file_bytes`` (this collection's), else ``unresolvable``."""
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             stored = await self.store.get_chunk(chunk_id)
             if stored is None or not self._visible(stored):
@@ -331,7 +337,7 @@ class Collection:
                 )
             citation = stored.citation
             try:
-                text = await read_source(citation, self.base_dir, snapshot_dir=self.snapshots)
+                text = await self._read_source(citation)
             except RetrievalError as exc:
                 result = _fetch_result(stored, citation, None, exc)
             else:
@@ -340,7 +346,7 @@ class Collection:
             return result
 
     async def verify(self) -> VerifyReport:
-        """Re-verify every chunk, reading each source once."""
+        """Re-verify every chunk, reading each source once (read as ``fetch_chunk`` does)."""
         report = VerifyReport()
         current: tuple[str, str | None, RetrievalError | None] | None = None
         async for batch in self.store.iter_chunks():
@@ -350,9 +356,7 @@ class Collection:
                 citation = stored.citation
                 if current is None or current[0] != citation.source:
                     try:
-                        text = await read_source(
-                            citation, self.base_dir, snapshot_dir=self.snapshots
-                        )
+                        text = await self._read_source(citation)
                         current = (citation.source, text, None)
                     except RetrievalError as exc:
                         current = (citation.source, None, exc)
@@ -366,6 +370,14 @@ class Collection:
                         report.unresolvable += 1
                     report.problems.append(result)
         return report
+
+    async def _read_source(self, citation: Citation) -> str:
+        return await read_source(
+            citation,
+            self.base_dir,
+            snapshot_dir=self.snapshots,
+            max_bytes=self._max_file_bytes,
+        )
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
@@ -419,7 +431,13 @@ async def _resolve_base(
         return Path(os.path.realpath(index_dir / stored))
     base = Path(os.path.realpath(base_dir if base_dir is not None else Path.cwd()))
     if stored is None:
-        await store.set_base_dir(
-            str(base) if index_dir is None else os.path.relpath(base, index_dir)
-        )
+        recorded = str(base) if index_dir is None else os.path.relpath(base, index_dir)
+        if not utf8_encodable(recorded):
+            # Stored with the collection, so it must be text (ADR 0027).
+            raise ConfigurationError(
+                f"the base directory '{printable_path(str(base))}' (stored as "
+                f"'{printable_path(recorded)}') is not valid UTF-8 (undecodable bytes shown "
+                "as \\x escapes); rename it or choose another base_dir"
+            )
+        await store.set_base_dir(recorded)
     return base

@@ -19,6 +19,7 @@ from groundkit.errors import ConfigurationError
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
+    "DEFAULT_MAX_FILE_BYTES",
     "HTML_EXTENSIONS",
     "MAX_TOP_K",
     "PDF_EXTENSIONS",
@@ -32,6 +33,8 @@ MAX_TOP_K = 1000
 DEFAULT_EXTENSIONS: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst")
 PDF_EXTENSIONS: tuple[str, ...] = (".pdf",)
 HTML_EXTENSIONS: tuple[str, ...] = (".html", ".htm", ".xhtml")
+# The largest source file read, at ingest and when a citation is checked.
+DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 
 
 class _Settings(BaseModel):
@@ -71,7 +74,7 @@ class RetrievalConfig(_Settings):
     rerank_depth: StrictInt = Field(default=50, ge=1, le=MAX_TOP_K)
     # When the vector side is missing or damaged: answer dense and hybrid searches
     # from BM25 and say so in the response ("bm25"), or refuse them ("error").
-    # adr/0028-reconcile-vectors.md.
+    # adr/0029-reconcile-vectors.md.
     vector_fallback: Literal["bm25", "error"] = "bm25"
 
     @field_validator("bm25_k1", "bm25_b", "score_threshold")
@@ -123,6 +126,8 @@ class IngestConfig(_Settings):
 
     ``extensions`` are read as UTF-8 text; ``pdf_extensions`` and
     ``html_extensions`` go through an extractor (an empty tuple turns one off).
+    ``max_file_bytes`` caps the files read, at ingest and, for a ``Collection``
+    opened with this config, when its citations are checked.
     ``read_fields`` reads document fields from the files themselves (Markdown
     front matter, PDF document info, HTML title and meta tags); with it off,
     only the fields given to ``ingest`` are stored.
@@ -131,7 +136,7 @@ class IngestConfig(_Settings):
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     pdf_extensions: tuple[str, ...] = PDF_EXTENSIONS
     html_extensions: tuple[str, ...] = HTML_EXTENSIONS
-    max_file_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
     read_fields: bool = True
 
     @field_validator("extensions")

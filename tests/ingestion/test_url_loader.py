@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import json
 import ssl
+import subprocess
+import sys
+import textwrap
+import zlib
 from collections.abc import AsyncIterator, Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -26,8 +34,18 @@ from groundkit.testing.conformance.helpers import (
     document_sources,
 )
 from groundkit.utils.url_safety import AddressPolicy
-from tests.sources import HTML_PAGE, PAGES, Route, Site, make_pdf, self_signed, stub_resolver
-from tests.support import SMALL_CHUNKS, write_tree
+from tests.sources import (
+    HTML_PAGE,
+    PAGES,
+    Route,
+    Site,
+    gzip_bomb,
+    make_pdf,
+    raw_deflate,
+    self_signed,
+    stub_resolver,
+)
+from tests.support import SMALL_CHUNKS, fifo_at, write_tree
 
 LOOPBACK = AddressPolicy.allowing("127.0.0.0/8")
 TEXT = "Tidal power uses the rise and fall of the sea.\n\nIt is predictable, unlike wind.\n"
@@ -169,6 +187,174 @@ class TestLoader:
             await loader(timeout=2.0).load("http://127.0.0.1:1/")
 
 
+MIB = 1024 * 1024
+
+
+@cache
+def stacked_bomb() -> bytes:
+    """64 MiB of NULs gzipped twice: a few hundred bytes on the wire."""
+    return gzip_bomb(64 * MIB, layers=2)
+
+
+def encoded(body: bytes, coding: str, *, chunked: bool = False) -> Route:
+    return Route(
+        body=body,
+        headers={"Content-Type": "text/plain", "Content-Encoding": coding},
+        chunked=chunked,
+    )
+
+
+class TestContentCodings:
+    """Every layer of content coding is undone in bounded steps; the cap counts the result."""
+
+    async def test_gzip_then_deflate(self, site: Site) -> None:
+        # Applied in the order listed: gzip first, then deflate over it.
+        site.routes["/both.txt"] = encoded(
+            zlib.compress(gzip.compress(TEXT.encode())), "gzip, deflate"
+        )
+        document = await loader().load(site.url("/both.txt"))
+        assert document.content == TEXT
+
+    @pytest.mark.parametrize(
+        ("coding", "body"),
+        [
+            pytest.param("identity", TEXT.encode(), id="identity"),
+            pytest.param("gzip", gzip.compress(TEXT.encode()), id="gzip"),
+            pytest.param("x-gzip", gzip.compress(TEXT.encode()), id="x-gzip"),
+            pytest.param("GZip", gzip.compress(TEXT.encode()), id="case"),
+            pytest.param("deflate", zlib.compress(TEXT.encode()), id="deflate"),
+            pytest.param("deflate", raw_deflate(TEXT.encode()), id="raw-deflate"),
+            pytest.param("gzip, identity", gzip.compress(TEXT.encode()), id="with-identity"),
+            pytest.param(
+                "gzip",
+                gzip.compress(TEXT.encode()[:20]) + gzip.compress(TEXT.encode()[20:]),
+                id="gzip-members",
+            ),
+        ],
+    )
+    async def test_single_codings(self, site: Site, coding: str, body: bytes) -> None:
+        site.routes["/coded.txt"] = encoded(body, coding, chunked=True)
+        assert (await loader().load(site.url("/coded.txt"))).content == TEXT
+
+    async def test_accept_encoding_offers_what_is_decoded(self, site: Site) -> None:
+        await loader().load(site.url("/tidal.txt"))
+        assert site.seen[-1].headers["Accept-Encoding"] == "gzip, deflate"
+
+    async def test_stacked_gzip_bomb_stops_at_the_cap(self, site: Site) -> None:
+        bomb = stacked_bomb()
+        assert len(bomb) < 4096
+        site.routes["/bomb.txt"] = encoded(bomb, "gzip, gzip")
+        with pytest.raises(IngestionError, match=f"body exceeds the cap of {MIB} bytes"):
+            await loader(max_bytes=MIB).load(site.url("/bomb.txt"))
+
+    async def test_single_gzip_larger_than_the_cap(self, site: Site) -> None:
+        site.routes["/big.gz.txt"] = encoded(gzip_bomb(3 * MIB, layers=1), "gzip")
+        with pytest.raises(IngestionError, match=f"body exceeds the cap of {MIB} bytes$"):
+            await loader(max_bytes=MIB).load(site.url("/big.gz.txt"))
+        # Just under the cap it is read whole.
+        under = b"tide " * (MIB // 5)
+        site.routes["/under.gz.txt"] = encoded(gzip.compress(under), "gzip")
+        document = await loader(max_bytes=MIB).load(site.url("/under.gz.txt"))
+        assert document.content.encode() == under
+
+    @pytest.mark.parametrize(
+        ("coding", "reason"),
+        [
+            ("br", r"content coding 'br' is not supported \(gzip and deflate are\)"),
+            ("zstd", "content coding 'zstd' is not supported"),
+            ("gzip, snappy-x", "content coding 'snappy-x' is not supported"),
+            ("compress", "content coding 'compress' is not supported"),
+            ("gzip, gzip, gzip", r"3 stacked content codings \(gzip, gzip, gzip\) are more than"),
+        ],
+    )
+    async def test_refused_codings_are_named(self, site: Site, coding: str, reason: str) -> None:
+        site.routes["/odd.txt"] = encoded(gzip.compress(TEXT.encode()), coding)
+        with pytest.raises(IngestionError, match=reason):
+            await loader().load(site.url("/odd.txt"))
+
+    async def test_corrupt_and_truncated_bodies(self, site: Site) -> None:
+        site.routes["/corrupt.txt"] = encoded(b"\x1f\x8b" + b"not gzip at all" * 10, "gzip")
+        with pytest.raises(IngestionError, match="the gzip content coding is corrupt"):
+            await loader().load(site.url("/corrupt.txt"))
+        site.routes["/cut.txt"] = encoded(gzip.compress(TEXT.encode())[:-6], "gzip")
+        with pytest.raises(IngestionError, match="gzip content coding ends early"):
+            await loader().load(site.url("/cut.txt"))
+        site.routes["/trailing.txt"] = encoded(zlib.compress(TEXT.encode()) + b"junk", "deflate")
+        with pytest.raises(IngestionError, match="deflate content coding has data after its end"):
+            await loader().load(site.url("/trailing.txt"))
+
+    async def test_failures_are_report_lines_and_store_nothing(
+        self, col: Collection, site: Site
+    ) -> None:
+        site.routes["/bomb.txt"] = encoded(stacked_bomb(), "gzip, gzip")
+        site.routes["/br.txt"] = encoded(b"\x0b\x02\x80hello\x03", "br")
+        for path, reason in (
+            ("/bomb.txt", "exceeds the cap"),
+            ("/br.txt", "'br' is not supported"),
+        ):
+            report = await col.ingest(site.url(path))
+            assert [f.source for f in report.failed] == [site.url(path)]
+            assert reason in report.failed[0].reason
+        assert await document_sources(col.store) == []
+
+
+# In a fresh interpreter, so the peak is the fetch's alone: a stacked-gzip bomb
+# served from a loopback server in the same process, fetched under a 1 MiB cap.
+_URL_PEAK = textwrap.dedent(
+    """
+    import asyncio, json, resource, sys, tracemalloc
+    from groundkit import IngestionError
+    from groundkit.ingestion.url_loader import UrlLoader
+    from groundkit.utils.url_safety import AddressPolicy
+    from tests.sources import Route, Site, gzip_bomb
+
+    CAP = int(sys.argv[1])
+    site = Site()
+    site.routes["/warm.txt"] = Route(body=b"warm up", headers={"Content-Type": "text/plain"})
+    site.routes["/bomb.txt"] = Route(
+        body=gzip_bomb(int(sys.argv[2]), layers=2),
+        headers={"Content-Type": "text/plain", "Content-Encoding": "gzip, gzip"},
+    )
+    loader = UrlLoader(policy=AddressPolicy.allowing("127.0.0.0/8"), max_bytes=CAP, timeout=30)
+
+    async def main():
+        await loader.load(site.url("/warm.txt"))
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        tracemalloc.start()
+        try:
+            await loader.load(site.url("/bomb.txt"))
+            error = None
+        except IngestionError as exc:
+            error = str(exc)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print(json.dumps({"error": error, "peak": peak, "rss_growth_kib": after - before}))
+
+    asyncio.run(main())
+    site.close()
+    """
+)
+
+
+def test_stacked_gzip_peak_memory_is_within_twice_the_cap() -> None:
+    cap = MIB
+    done = subprocess.run(
+        [sys.executable, "-c", _URL_PEAK, str(cap), str(64 * MIB)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stdout)
+    assert measured["error"] is not None and "exceeds the cap of 1048576" in measured["error"]
+    assert measured["peak"] <= 2 * cap, measured
+    # The process as a whole did not take the 64 MiB either.
+    assert measured["rss_growth_kib"] * 1024 <= 8 * cap, measured
+
+
 async def test_https_pins_the_address_and_checks_the_name(tmp_path: Path) -> None:
     cert, key = self_signed(tmp_path, "secure.example")
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -241,6 +427,21 @@ class TestCollection:
         report = await col.ingest(site.url("/tidal.txt"))
         assert report.unchanged == [site.url("/tidal.txt")]
         assert (await col.fetch_chunk(chunk_ids[0])).verification == "verified"
+
+    async def test_snapshot_replaced_by_a_fifo(self, col: Collection, site: Site) -> None:
+        url = site.url("/tidal.txt")
+        await col.ingest(url)
+        record = await document_by_source(col.store, url)
+        assert record is not None and isinstance(col.snapshot_dir, Path)
+        chunk_id = (await document_chunks(col.store, record.document_id))[0].chunk_id
+        with fifo_at(col.snapshot_dir / record.document_id):
+            result = await asyncio.wait_for(col.fetch_chunk(chunk_id), 10)
+            assert result.verification == "unresolvable"
+            assert "not a regular file (FIFO)" in result.detail
+            # Ingesting the URL again puts a regular snapshot back in its place.
+            report = await asyncio.wait_for(col.ingest(url), 10)
+            assert report.unchanged == [url]
+        assert (await col.fetch_chunk(chunk_id)).verification == "verified"
 
     async def test_snapshot_dir_is_required(self, col: Collection, site: Site) -> None:
         await col.ingest(site.url("/tidal.txt"))

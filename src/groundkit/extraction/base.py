@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from groundkit.errors import ConfigurationError, IngestionError
+from groundkit.extraction.sources import read_capped
+from groundkit.utils.path_safety import printable_path
 
 __all__ = [
     "PAGE_SEPARATOR",
@@ -81,10 +83,15 @@ def distribution_identity(distribution: str) -> str:
 
 
 def _read_bytes(path: Path) -> bytes:
+    # A regular file only: a FIFO or device is refused at once, never waited on.
     try:
-        return path.read_bytes()
+        return read_capped(path)
+    except IngestionError as exc:
+        raise IngestionError(f"cannot read {printable_path(path.name)!r}: {exc}") from None
     except OSError as exc:
-        raise IngestionError(f"cannot read {path.name!r}: {exc.strerror or exc}") from None
+        raise IngestionError(
+            f"cannot read {printable_path(path.name)!r}: {exc.strerror or exc}"
+        ) from None
 
 
 class BaseExtractor(ABC):

@@ -74,7 +74,11 @@ class _ExtractedLoader:
         # whether that fails one file or the whole run.
         extractor = self._factory()
         try:
-            data = await asyncio.to_thread(read_capped, real, self.config.max_file_bytes)
+            data = await asyncio.to_thread(
+                read_capped, real, self.config.max_file_bytes, follow_symlinks=False
+            )
+        except IngestionError as exc:  # not a regular file, or over the cap
+            raise IngestionError(f"{source}: {exc}") from None
         except OSError as exc:
             raise IngestionError(f"{source}: cannot read ({exc.strerror or exc})") from None
         try:

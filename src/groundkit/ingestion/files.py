@@ -14,7 +14,15 @@ from groundkit.errors import IngestionError
 from groundkit.extraction.sources import read_utf8
 from groundkit.ingestion.fields import front_matter_fields
 from groundkit.storage.names import document_id_for
-from groundkit.utils.path_safety import PathEscapeError, ensure_within, is_within, to_relative
+from groundkit.utils.file_reads import file_kind
+from groundkit.utils.path_safety import (
+    PathEscapeError,
+    ensure_within,
+    is_within,
+    printable_path,
+    to_relative,
+    utf8_encodable,
+)
 
 __all__ = [
     "FRONT_MATTER_EXTENSIONS",
@@ -22,16 +30,37 @@ __all__ = [
     "FileLoader",
     "contained_source",
     "discover_files",
+    "unportable_name",
 ]
 
 
+def unportable_name(source: str) -> IngestionError | None:
+    """The failure for a source whose name is not valid UTF-8, or None when it is.
+
+    Such a name cannot be stored, hashed into an id, put in JSON or carried by a
+    citation, so the file fails on its own; the message shows the name with its
+    undecodable bytes escaped (adr/0027-hostile-filesystem-entries.md).
+    """
+    if utf8_encodable(source):
+        return None
+    return IngestionError(
+        f"{printable_path(source)}: the file name is not valid UTF-8 (undecodable bytes "
+        "shown as \\x escapes); rename the file to ingest it"
+    )
+
+
 def contained_source(path: Path, base_dir: Path) -> tuple[Path, str]:
-    """The real path to read and the source to record; refuses a path leaving ``base_dir``."""
+    """The real path to read and the source to record; refuses a path leaving ``base_dir``
+    and a name that is not valid UTF-8."""
     try:
         real = ensure_within(path, base_dir)
     except PathEscapeError as exc:
-        raise IngestionError(f"refused: {exc}") from None
-    return real, to_relative(path, base_dir)
+        raise IngestionError(f"refused: {printable_path(str(exc))}") from None
+    source = to_relative(path, base_dir)
+    failure = unportable_name(source)
+    if failure is not None:
+        raise failure
+    return real, source
 
 
 @dataclass(frozen=True)
@@ -48,6 +77,8 @@ def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]
     ``accepts`` is a loader's ``accepts`` or a tuple of extensions. Hidden
     entries are ignored; symlinked directories are not followed; symlinked
     files resolving outside ``root`` and files not accepted count as skipped.
+    An accepted name is listed whatever the entry is: a FIFO or device under an
+    accepted name is refused by the loader's read (a failure line), never opened.
     """
     if isinstance(accepts, tuple):
         extensions = accepts
@@ -56,7 +87,11 @@ def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]
     if root.is_file():
         return Discovery((root,), 0) if accepts(root) else Discovery((), 1)
     if not root.is_dir():
-        raise IngestionError(f"{str(root)!r} is neither a file nor a directory")
+        try:
+            kind = f"a {file_kind(root.stat().st_mode)}, "
+        except OSError:
+            kind = ""
+        raise IngestionError(f"{str(root)!r} is {kind}neither a file nor a directory")
     found: list[Path] = []
     skipped = 0
 
@@ -111,7 +146,11 @@ class FileLoader:
     async def load(self, path: Path, *, base_dir: Path) -> Document:
         real, source = contained_source(path, base_dir)
         try:
-            text = await asyncio.to_thread(read_utf8, real, self.config.max_file_bytes)
+            text = await asyncio.to_thread(
+                read_utf8, real, self.config.max_file_bytes, follow_symlinks=False
+            )
+        except IngestionError as exc:  # not a regular file, or over the cap
+            raise IngestionError(f"{source}: {exc}") from None
         except UnicodeDecodeError as exc:
             raise IngestionError(
                 f"{source}: not valid UTF-8 (byte {exc.start}); convert it or exclude it"

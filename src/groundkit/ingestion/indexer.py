@@ -31,7 +31,7 @@ from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.fields import check_fields
-from groundkit.ingestion.files import discover_files
+from groundkit.ingestion.files import discover_files, unportable_name
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.identity import ensure_identity
@@ -48,7 +48,7 @@ from groundkit.storage.reconcile import reconcile_vectors
 from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.hashing import sha256_text
-from groundkit.utils.path_safety import is_within, to_relative
+from groundkit.utils.path_safety import is_within, printable_path, to_relative
 
 if TYPE_CHECKING:
     from groundkit.ingestion.url_loader import UrlLoader
@@ -159,6 +159,12 @@ class Indexer:
             seen.add(source)
             with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
                 try:
+                    # Before any loader runs: a name that is not UTF-8 could not be
+                    # stored, and the report names it escaped (ADR 0027).
+                    bad_name = unportable_name(source)
+                    if bad_name is not None:
+                        source = printable_path(source)
+                        raise bad_name
                     document = _with_fields(
                         await self._loader.load(file, base_dir=self._base), fields
                     )
@@ -198,7 +204,7 @@ class Indexer:
         )
 
     async def _reconcile(self) -> list[str]:
-        """Check the vector side against the store and repair it before writing (ADR 0028)."""
+        """Check the vector side against the store and repair it before writing (ADR 0029)."""
         if self._vectors is None:
             return []
         repairs = await reconcile_vectors(self._store, self._vectors)

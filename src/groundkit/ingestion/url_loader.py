@@ -3,8 +3,9 @@
 Every check in utils/url_safety.py runs before a request is made. The
 connection goes to the address that was checked (the name travels in the Host
 header and, for https, in SNI and certificate checking), so DNS rebinding has
-no second answer to use. Redirects are errors, the body is capped in bytes and
-the whole fetch in time. The body is routed by Content-Type to the HTML or PDF
+no second answer to use. Redirects are errors, the body is capped in bytes
+(counted after every content coding is undone, in bounded steps) and the whole
+fetch in time. The body is routed by Content-Type to the HTML or PDF
 extractor or kept as text; the resulting text is the document's content and,
 written by the Indexer, its snapshot.
 """
@@ -28,6 +29,7 @@ from groundkit.extraction import (
     html_extractor,
     pdf_extractor,
 )
+from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
 from groundkit.ingestion.extracted import extracted_metadata
 from groundkit.storage.names import document_id_for
 from groundkit.utils.url_safety import (
@@ -149,7 +151,13 @@ class UrlLoader:
         if checked.url.scheme == "https" and checked.address is None:
             # TLS to the pinned address, but SNI and the certificate check use the name.
             extensions["sni_hostname"] = checked.host.rstrip(".")
-        headers = {"Host": checked.host_header, "Accept": _ACCEPT, "User-Agent": _user_agent()}
+        headers = {
+            "Host": checked.host_header,
+            "Accept": _ACCEPT,
+            # Only what content_coding.py undoes in bounded steps.
+            "Accept-Encoding": ACCEPT_ENCODING,
+            "User-Agent": _user_agent(),
+        }
         source = checked.source
         extensions["timeout"] = httpx.Timeout(self.timeout).as_dict()
         request = httpx.Request("GET", target, headers=headers, extensions=extensions)
@@ -192,13 +200,30 @@ class UrlLoader:
             raise IngestionError(
                 f"{source}: announces {int(declared)} bytes, over the cap of {self.max_bytes}"
             )
-        data = bytearray()
-        async for part in response.aiter_bytes():
-            data += part
-            if len(data) > self.max_bytes:
-                # Counted after decompression, so a compressed bomb stops here too.
-                raise IngestionError(f"{source}: body exceeds the cap of {self.max_bytes} bytes")
-        return _Body(bytes(data), media_type, charset)
+        try:
+            codings = parse_codings(", ".join(response.headers.get_list("content-encoding")))
+            data = await self._decoded_body(response, codings)
+        except IngestionError as exc:
+            raise IngestionError(f"{source}: {exc}") from None
+        return _Body(data, media_type, charset)
+
+    async def _decoded_body(self, response: httpx.Response, codings: tuple[str, ...]) -> bytes:
+        """The body with every content coding undone, in bounded steps (content_coding.py).
+
+        The cap counts the bytes after the last layer, checked after each step of
+        at most ``STEP`` bytes, so a stacked-gzip bomb stops one step past the cap.
+        """
+        decoder = BodyDecoder(codings, self.max_bytes)
+        pieces: list[bytes] = []
+        size = 0
+        async for raw in response.aiter_raw():
+            for piece in decoder.feed(raw):
+                size += len(piece)
+                if size > self.max_bytes:
+                    raise IngestionError(f"body exceeds the cap of {self.max_bytes} bytes")
+                pieces.append(piece)
+        decoder.close()
+        return b"".join(pieces)
 
     async def _extract(
         self, checked: CheckedURL, body: _Body

@@ -7,6 +7,12 @@ rather than checked against text another version might produce. ``snapshot``
 reads the copy taken at ingest under the collection's snapshot directory,
 never the network. Every raise carries a verdict, so callers classify by
 attribute, not by message.
+
+Files are read the way ingest reads them (``read_regular_file``, which
+``extraction.sources`` wraps): regular files only, so a source replaced by a
+FIFO or a device is ``unresolvable`` at once instead of a read that never
+returns, and no more than ``max_bytes``, the ingest cap, so a source grown past
+it is ``unresolvable`` rather than read whole.
 """
 
 from __future__ import annotations
@@ -14,26 +20,46 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import Citation
 from groundkit.errors import IngestionError, RetrievalError
 from groundkit.extraction import active_extractors
-from groundkit.extraction.sources import read_utf8
 from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
+from groundkit.utils.file_reads import FileTooLargeError, NotRegularFileError, read_regular_file
 from groundkit.utils.path_safety import PathEscapeError, ensure_within
 
 __all__ = ["read_source", "resolve_citation", "slice_span", "verify_citation"]
 
 
-async def _read_utf8(path: Path, source: str, what: str) -> str:
+async def _read_file(path: Path, source: str, what: str, max_bytes: int | None) -> bytes:
+    """The file's bytes, read as ingest reads them; ``unresolvable`` when that cannot be done."""
     try:
-        return await asyncio.to_thread(read_utf8, path)
-    except UnicodeDecodeError:
+        return await asyncio.to_thread(read_regular_file, path, max_bytes, follow_symlinks=False)
+    except NotRegularFileError as exc:
         raise RetrievalError(
-            f"{what} {source!r} is no longer valid UTF-8", verdict="unresolvable"
+            f"cannot check {what} {source!r}: it is {exc}",
+            verdict="unresolvable",
+        ) from None
+    except FileTooLargeError as exc:
+        raise RetrievalError(
+            f"cannot check {what} {source!r}: {exc} (IngestConfig.max_file_bytes, the cap "
+            "this collection reads with); open the collection with a larger cap if the "
+            "source is meant to be this big",
+            verdict="unresolvable",
         ) from None
     except OSError as exc:
         raise RetrievalError(
             f"cannot read {what} {source!r}: {exc.strerror or exc}", verdict="unresolvable"
+        ) from None
+
+
+async def _read_utf8(path: Path, source: str, what: str, max_bytes: int | None) -> str:
+    data = await _read_file(path, source, what, max_bytes)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RetrievalError(
+            f"{what} {source!r} is no longer valid UTF-8", verdict="unresolvable"
         ) from None
 
 
@@ -62,7 +88,7 @@ async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | No
         ) from None
 
 
-async def _re_extract(citation: Citation, path: Path) -> str:
+async def _re_extract(citation: Citation, path: Path, max_bytes: int | None) -> str:
     active = active_extractors()
     extractor = active.get(citation.extractor or "")
     if extractor is None:
@@ -73,8 +99,11 @@ async def _re_extract(citation: Citation, path: Path) -> str:
             "carry over to another, so re-ingest it or install that version",
             verdict="unresolvable",
         )
+    # The bytes are read here, capped like the ingest read, and extracted as
+    # ingest extracted them (``extract_bytes``, no charset).
+    data = await _read_file(path, citation.source, "source", max_bytes)
     try:
-        return await extractor.extract(path)
+        return (await extractor.extract_bytes(data)).text
     except IngestionError as exc:
         raise RetrievalError(
             f"cannot check {citation.source!r}: re-extraction with {extractor.identity} "
@@ -84,9 +113,19 @@ async def _re_extract(citation: Citation, path: Path) -> str:
 
 
 async def read_source(
-    citation: Citation, allowed_base_dir: Path, *, snapshot_dir: SnapshotLocation | None = None
+    citation: Citation,
+    allowed_base_dir: Path,
+    *,
+    snapshot_dir: SnapshotLocation | None = None,
+    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> str:
-    """The whole text ``citation``'s offsets are measured against, produced now."""
+    """The whole text ``citation``'s offsets are measured against, produced now.
+
+    ``max_bytes`` caps the file read for a ``text`` or ``extracted`` source
+    (default: ``IngestConfig``'s default cap; ``None`` reads any size); give
+    the cap the collection was ingested with. A snapshot is the collection's
+    own copy and is not capped.
+    """
     if citation.source_class == "snapshot":
         # A URL is never a path: it must not reach the containment check below.
         return await _read_snapshot(citation, snapshot_dir)
@@ -95,8 +134,8 @@ async def read_source(
     except PathEscapeError as exc:
         raise RetrievalError(f"refused: {exc}", verdict="unresolvable") from None
     if citation.source_class == "extracted":
-        return await _re_extract(citation, path)
-    return await _read_utf8(path, citation.source, "source")
+        return await _re_extract(citation, path, max_bytes)
+    return await _read_utf8(path, citation.source, "source", max_bytes)
 
 
 def slice_span(text: str, citation: Citation) -> str:
@@ -111,14 +150,20 @@ def slice_span(text: str, citation: Citation) -> str:
 
 
 async def resolve_citation(
-    citation: Citation, allowed_base_dir: Path, *, snapshot_dir: SnapshotLocation | None = None
+    citation: Citation,
+    allowed_base_dir: Path,
+    *,
+    snapshot_dir: SnapshotLocation | None = None,
+    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> str:
     """The text at ``citation``'s offsets in its source, as the source reads now.
 
     ``snapshot_dir`` (``<index_dir>/<collection>.snapshots``) is needed for
-    ``snapshot`` citations only.
+    ``snapshot`` citations only; ``max_bytes`` as for ``read_source``.
     """
-    text = await read_source(citation, allowed_base_dir, snapshot_dir=snapshot_dir)
+    text = await read_source(
+        citation, allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
+    )
     return slice_span(text, citation)
 
 
@@ -128,12 +173,16 @@ async def verify_citation(
     allowed_base_dir: Path,
     *,
     snapshot_dir: SnapshotLocation | None = None,
+    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
 ) -> bool:
     """True when the source still holds ``expected_content`` at the cited span.
 
     False means the span was read and differs (drifted). A source that cannot
-    be read raises ``RetrievalError(verdict="unresolvable")``; one now too short
-    for the span raises with ``verdict="drifted"``.
+    be read raises ``RetrievalError(verdict="unresolvable")`` (so does a file
+    that is no longer a regular file, or is now over ``max_bytes``); one now too
+    short for the span raises with ``verdict="drifted"``.
     """
-    span = await resolve_citation(citation, allowed_base_dir, snapshot_dir=snapshot_dir)
+    span = await resolve_citation(
+        citation, allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
+    )
     return span == expected_content

@@ -1,7 +1,7 @@
 """Derived state is checked against the source of truth, never trusted.
 
 The metadata store says which documents have confirmed vectors; the vector
-store is derived from it. Two checks keep them honest (adr/0028-reconcile-vectors.md):
+store is derived from it. Two checks keep them honest (adr/0029-reconcile-vectors.md):
 
 - ``vector_problem`` before a collection serves dense or hybrid search: cheap
   (the store's own damage flag, one count on each side), so it runs at every

@@ -20,6 +20,7 @@ from typing import Any
 from groundkit.errors import ConfigurationError
 from groundkit.storage.names import SNAPSHOT_TEMP_SUFFIX, check_snapshot_id
 from groundkit.storage.protocols import SnapshotStore
+from groundkit.utils.file_reads import read_regular_file
 from groundkit.utils.path_safety import ensure_within
 
 __all__ = [
@@ -45,7 +46,7 @@ def snapshot_path(snapshot_dir: Path, document_id: str) -> Path:
 def snapshot_matches(path: Path, content: str) -> bool:
     """True when the file at ``path`` holds exactly ``content``."""
     try:
-        return path.read_bytes() == content.encode("utf-8")
+        return read_regular_file(path) == content.encode("utf-8")
     except OSError:
         return False
 
@@ -92,7 +93,8 @@ class LocalSnapshots:
 
     async def read(self, document_id: str) -> bytes:
         path = snapshot_path(self.directory, document_id)
-        return await asyncio.to_thread(path.read_bytes)
+        # A regular file only: a FIFO put in its place is refused, never waited on.
+        return await asyncio.to_thread(read_regular_file, path)
 
     async def matches(self, document_id: str, content: str) -> bool:
         path = snapshot_path(self.directory, document_id)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["PathEscapeError", "ensure_within", "is_within", "to_relative"]
+__all__ = [
+    "PathEscapeError",
+    "ensure_within",
+    "is_within",
+    "printable_path",
+    "to_relative",
+    "utf8_encodable",
+]
 
 
 class PathEscapeError(ValueError):
@@ -52,3 +59,23 @@ def to_relative(path: Path, base: Path) -> str:
         return Path(os.path.abspath(path)).relative_to(real_base).as_posix()
     except ValueError:
         return Path(os.path.realpath(path)).relative_to(real_base).as_posix()
+
+
+def utf8_encodable(text: str) -> bool:
+    """True when ``text`` encodes as UTF-8: a file name whose bytes were not UTF-8
+    comes back from the OS with lone surrogates (``os.fsdecode``) and does not."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_path(text: str) -> str:
+    """``text`` with its undecodable bytes shown as ``\\xNN`` escapes, safe to print and
+    to put in JSON; the rest of the name is left as it is."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
