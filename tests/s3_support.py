@@ -62,6 +62,20 @@ class S3Server:
     def create_bucket(self, name: str) -> None:
         httpx.put(f"{self.endpoint}/{name}", timeout=30).raise_for_status()
 
+    def delete(self, bucket: str, key: str) -> None:
+        """Delete one object (a signed request, as the server wants for writes)."""
+        from pyarrow import fs as pafs
+
+        host = self.endpoint.split("://", 1)[1]
+        filesystem = pafs.S3FileSystem(
+            endpoint_override=host,
+            scheme="http",
+            region=self.region,
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+        )
+        filesystem.delete_file(f"{bucket}/{key}")
+
     def keys(self, bucket: str, prefix: str = "") -> list[str]:
         """Every object key under ``prefix`` (ListObjectsV2, following continuation)."""
         out: list[str] = []

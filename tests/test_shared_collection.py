@@ -6,6 +6,7 @@ import asyncio
 import textwrap
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -249,3 +250,44 @@ def test_cli_never_prints_the_database_password(capsys: pytest.CaptureFixture[st
         out, err = capsys.readouterr()
         assert "s3cret-pw-42" not in out + err
         assert "grk: error:" in err and "***" in err
+
+
+async def test_lost_vector_objects_degrade_to_bm25_and_one_ingest_repairs(
+    postgres_dsn: str, fresh: str, bucket: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    base = tmp_path / "corpus"
+    write_tree(base, dict(CORPUS))
+    storage = f"s3://{bucket}/groundkit"
+
+    def opened() -> Any:
+        return Collection.open(
+            name=fresh,
+            metadata_url=postgres_dsn,
+            storage_uri=storage,
+            base_dir=base,
+            chunking=SMALL_CHUNKS,
+            embedder=ToyEmbedder(),
+        )
+
+    async with opened() as col:
+        await col.ingest(base)
+    data = [k for k in s3_server.keys(bucket, f"groundkit/{fresh}.lance/data/")]
+    assert data
+    for key in data:  # every fragment of every version is gone
+        s3_server.delete(bucket, key)
+    async with opened() as col:
+        bm25 = await col.search("solar panels electricity", 5)
+        for mode in ("dense", "hybrid"):
+            response = await col.search("solar panels electricity", 5, mode=mode)
+            assert "vector search unavailable" in response.metadata["degraded"]
+            assert [r.chunk_id for r in response.results] == [r.chunk_id for r in bm25.results]
+        report = await col.ingest(base)
+        assert report.embedded == len(CORPUS)
+        assert any("dropped it" in note for note in report.repairs), report.repairs
+        assert col.vector_store is not None
+        rows = [row async for batch in col.store.iter_chunks() for row in batch]
+        assert await col.vector_store.inventory() == {r.chunk_id: r.document_id for r in rows}
+        response = await col.search("solar panels electricity", 5, mode="dense")
+        assert response.results and "degraded" not in response.metadata
+        for r in response.results:
+            assert (await col.fetch_chunk(r.chunk_id)).verification == "verified"

@@ -12,6 +12,7 @@ import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
@@ -474,3 +475,48 @@ async def test_write_after_collection_dropped_is_a_storage_error(
             await put_document(store, Document(document_id="d", source="d", content="x"), [], [])
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "damage"),
+    [
+        ("UPDATE {s}.documents SET metadata = '{{not json'", "metadata"),
+        ("UPDATE {s}.documents SET source_class = 'sorcery'", "source class"),
+        ("UPDATE {s}.chunks SET end_offset = end_offset + 7", "offsets"),
+        ("UPDATE {s}.chunks SET term_ids = '\\x010000'::bytea", "term statistics"),
+        ("UPDATE {s}.state SET manifest = '{{\"provider\": 3}}'", "embedding manifest"),
+    ],
+)
+async def test_damaged_values_are_storage_errors_naming_the_row(
+    postgres_dsn: str, fresh: str, sql: str, damage: str
+) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    try:
+        await put(store, "a.txt", ["alpha secretword", "beta"])
+        conn = await asyncpg.connect(postgres_dsn)
+        try:
+            await conn.execute(sql.format(s=f'"{schema_name(fresh)}"'))
+        finally:
+            await conn.close()
+        reads = [
+            store.read_manifest,
+            store.document_states,
+            lambda: _drain(store.iter_documents()),
+            lambda: _drain(store.iter_chunks()),
+            lambda: _drain(store.iter_postings()),
+            store.chunk_owners,
+        ]
+        failures: list[str] = []
+        for read in reads:
+            try:
+                await read()
+            except StorageError as exc:
+                failures.append(str(exc))
+        assert any(f": damaged {damage};" in message for message in failures), failures
+        assert all("secretword" not in message for message in failures)
+    finally:
+        await store.drop()
+
+
+async def _drain(iterator: Any) -> list[Any]:
+    return [item async for item in iterator]

@@ -218,6 +218,7 @@ class LanceDBVectorStore:
         self._damage: str | None = None
         self._doc_cache: tuple[int, frozenset[str]] | None = None
         self._inventory_cache: tuple[int, VectorInventory] | None = None
+        self._storage_options: dict[str, str] = {}
         self._hash_column = True  # settled by _check_schema for an existing table
         # Serialises this handle's writes, so two first upserts cannot both create the table.
         self._write_lock = asyncio.Lock()
@@ -289,6 +290,7 @@ class LanceDBVectorStore:
             dimensions=dimensions,
             ann_threshold=ann_threshold,
         )
+        store._storage_options = dict(storage_options or {})
         if exists:
             try:
                 await store._adopt()
@@ -536,12 +538,22 @@ class LanceDBVectorStore:
             return f"{reason}; moved it to {aside.name} and embedded its vectors again"
         try:
             await conn.drop_table(self._name)
+            if await _has_table(conn, self._name):
+                # Objects LanceDB does not own (empty "directory" markers some tools
+                # write) still make the prefix look like a table: remove the prefix.
+                await asyncio.to_thread(self._delete_prefix)
         except Exception as exc:
             raise StorageError(
                 f"vector store {str(self.path)!r}: {reason}, and it cannot be dropped "
                 f"({_first_line(exc)}); delete it, then ingest again"
             ) from None
         return f"{reason}; dropped it and embedded its vectors again"
+
+    def _delete_prefix(self) -> None:
+        from groundkit.storage.snapshots import object_filesystem
+
+        filesystem, root = object_filesystem(str(self.path), self._storage_options)
+        filesystem.delete_dir(root)
 
     # -- writes --------------------------------------------------------------
 

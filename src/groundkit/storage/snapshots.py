@@ -29,6 +29,7 @@ __all__ = [
     "SnapshotLocation",
     "as_snapshot_store",
     "is_object_uri",
+    "object_filesystem",
     "remove_stale_snapshots",
     "snapshot_matches",
     "snapshot_path",
@@ -129,7 +130,7 @@ class ObjectSnapshots:
 
     def _filesystem(self) -> tuple[Any, str]:
         if self._fs is None:
-            self._fs, self._root = _object_filesystem(self._uri, self._options)
+            self._fs, self._root = object_filesystem(self._uri, self._options)
         return self._fs, self._root
 
     def _key(self, document_id: str) -> str:
@@ -179,7 +180,7 @@ class ObjectSnapshots:
         return await asyncio.to_thread(sweep)
 
 
-def _object_filesystem(uri: str, options: Mapping[str, str]) -> tuple[Any, str]:
+def object_filesystem(uri: str, options: Mapping[str, str]) -> tuple[Any, str]:
     """A pyarrow filesystem and the path under it for ``uri``."""
     try:
         from pyarrow import fs as pafs
