@@ -250,3 +250,66 @@ def test_cli_dense_search_after_the_vectors_were_deleted(
     assert grk(["search", "tea", "--mode", "hybrid", "--json", *args]) == 0
     captured = capsys.readouterr()
     assert "BM25 only" in json.loads(captured.out)["metadata"]["degraded"]
+
+
+class _FullDisk(ToyEmbedder):
+    """Fails every embedding call, as a vector write fails when the disk fills."""
+
+    async def embed_documents(self, texts: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+
+async def test_a_vector_table_never_finished_is_rebuilt(tmp_path: Path) -> None:
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(base, {f"n{i}.txt": f"Note {i} on tide pools.\n" for i in range(5)})
+    col = await Collection.open(index, base_dir=base, embedder=_FullDisk())
+    try:
+        with pytest.raises(OSError):
+            await col.ingest(base)
+    finally:
+        await col.close()
+    # What a create cut short by a full disk leaves: a table directory LanceDB cannot open.
+    (index / "default.lance" / "data").mkdir(parents=True)
+    (index / "default.lance" / "data" / "partial.lance").write_bytes(b"\x00" * 100)
+    async with Collection.open(index, base_dir=base, embedder=ToyEmbedder()) as col:
+        degraded = await col.search("tide pools", 3, mode="hybrid")
+        assert degraded.results  # BM25 works throughout
+        report = await col.ingest(base)
+        assert report.embedded == 5 and report.repairs
+        assert list(index.glob("default.lance.damaged-*"))
+        dense = await col.search("tide pools", 3, mode="dense")
+        assert dense.results and "degraded" not in dense.metadata
+
+
+def test_cli_refuses_an_emptied_or_damaged_collection_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(base, {"a.txt": "Alpha secretword beta.\n"})
+    args = ["--index-dir", str(index), "--base-dir", str(base)]
+    assert grk(["ingest", str(base), *args, "-q"]) == 0
+    capsys.readouterr()
+    assert grk(["search", "alpha", "--json", *args]) == 0
+    chunk_id = json.loads(capsys.readouterr().out)["results"][0]["chunk_id"]
+    database = index / "default.sqlite3"
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        conn.execute("UPDATE chunks SET end_offset = end_offset + 5")
+    conn.close()
+    capsys.readouterr()
+    for command in (["search", "alpha"], ["verify"], ["fetch", chunk_id]):
+        assert grk([*command, *args]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("grk: error:") and "damaged offsets" in err
+        assert "Traceback" not in err and "secretword" not in err
+    for leftover in index.glob("default.sqlite3*"):
+        leftover.unlink()
+    database.write_bytes(b"")
+    for command in (["search", "alpha"], ["verify"], ["ingest", str(base)]):
+        assert grk([*command, *args]) == 2
+        err = capsys.readouterr().err
+        assert "empty (0 bytes)" in err and "Traceback" not in err
+    assert grk(["ingest", str(base), *args, "--rebuild"]) == 0
+    assert "repaired: the metadata store was damaged" in capsys.readouterr().out
+    assert grk(["verify", *args]) == 0
