@@ -42,6 +42,7 @@ from groundkit.storage.location import CollectionStores, StoreLocation
 from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
+from groundkit.utils.text import describe_unencodable
 from groundkit.utils.url_safety import looks_like_url
 
 __all__ = ["Collection", "VerifyReport"]
@@ -298,6 +299,11 @@ class Collection:
     async def fetch_chunk(self, chunk_id: str) -> FetchResult:
         """A stored chunk and whether its source still holds it (traced as
         ``groundkit.fetch_chunk``, with the verdict but never the text)."""
+        problem = (
+            describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
+        )
+        if problem is not None:
+            raise RetrievalError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             stored = await self.store.get_chunk(chunk_id)
             if stored is None or not self._visible(stored):

@@ -36,6 +36,7 @@ from groundkit.lexical.bm25 import BM25Index
 from groundkit.lexical.protocols import LexicalHit, LexicalIndexProtocol
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval._tasks import both
 from groundkit.retrieval.filters import Filter, parse_filters
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.rerank import RerankerProtocol
@@ -49,6 +50,7 @@ from groundkit.storage.protocols import (
     VectorStoreProtocol,
 )
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
+from groundkit.utils.text import describe_unencodable
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_request"]
 
@@ -354,7 +356,9 @@ class Retriever:
             _lap(timings, "bm25_rows_ms", started)
             return hits, rows
 
-        (lexical, lex_rows), dense = await asyncio.gather(
+        # If one side fails the other is cancelled and awaited: nothing of this
+        # search may go on reading the stores after it has raised.
+        (lexical, lex_rows), dense = await both(
             lexical_side(), self._dense_hits(query, depth, timings, allowed)
         )
         clock = _lap(timings, "candidates_ms", clock)
@@ -440,11 +444,15 @@ async def _check_dense_side(
 
 
 def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
-    """The effective top_k; ``RetrievalError`` for an empty or long query, bad mode or top_k."""
+    """The effective top_k; ``RetrievalError`` for an empty, long or unencodable query,
+    a bad mode or top_k. Messages never quote the query."""
     if not isinstance(query, str) or not query.strip():
         raise RetrievalError("query must be a non-empty string")
     if len(query) > MAX_QUERY_CHARS:
         raise RetrievalError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    problem = describe_unencodable(query, "the query")
+    if problem is not None:
+        raise RetrievalError(problem)
     if mode not in SEARCH_MODES:
         raise RetrievalError(f"unknown mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     k = config.top_k if top_k is None else top_k
