@@ -367,7 +367,8 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         return await guarded(run, "fetch_chunk", None)
 
     async def list_collections() -> CollectionList:
-        """The collections this server can search, with their sizes and embedding model."""
+        """The collections this server can search, with their sizes and embedding model.
+        One that cannot be read is listed with status 'damaged' and the reason."""
 
         async def run() -> CollectionList:
             names = await registry.names()
