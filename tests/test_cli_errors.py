@@ -99,13 +99,14 @@ def test_a_metadata_file_that_cannot_be_opened_is_a_one_line_error(
 def test_in_a_real_process_stderr_holds_one_line(index: Path) -> None:
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     grk = [sys.executable, "-m", "groundkit.cli"]
-    at = ["--index-dir", os.fsencode(index)]
-    for argv in (
+    at: list[bytes] = [b"--index-dir", os.fsencode(index)]
+    argvs: list[list[bytes]] = [
         [b"search", b"cats", b"--where", DEEP.encode()],
         [b"search", b"\xed\xa0\x80"],
         [b"fetch", b"\xff\xfe"],
         [b"search", b"cats", b"--where", b"team=\xc3"],
-    ):
+    ]
+    for argv in argvs:
         done = subprocess.run(
             [*grk, *argv, *at], capture_output=True, env=env, timeout=120, check=False
         )
@@ -113,3 +114,24 @@ def test_in_a_real_process_stderr_holds_one_line(index: Path) -> None:
         assert done.returncode == 2, err
         assert "Traceback" not in err and "Event loop is closed" not in err
         assert len(err.splitlines()) == 1 and err.startswith("grk: error: "), err
+
+
+def test_a_document_postgres_cannot_store_is_named_not_quoted(
+    tmp_path: Path, postgres_dsn: str, fresh: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "nul.txt").write_text("qqmarkerqq holds a \x00 character\n", encoding="utf-8")
+    argv = ["ingest", str(docs), "--base-dir", str(tmp_path), "-q", "--collection", fresh]
+    done = subprocess.run(
+        [sys.executable, "-m", "groundkit.cli", *argv, "--metadata-url", postgres_dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "grk: error: could not store 'docs/nul.txt': chunk 0 holds a NUL character (at 19), "
+        "which PostgreSQL text cannot store\n"
+    )
