@@ -123,6 +123,8 @@ class _Worker:
         conn.stop()  # queued behind what the thread still has to do
         if self._started.wait(_WORKER_WAIT) and self._thread is not None:
             self._thread.join(_WORKER_WAIT)
+            if self._thread.is_alive():
+                return  # still inside a statement: the connection is not ours to close
         with contextlib.suppress(sqlite3.Error):
             self.raw.close()
 
