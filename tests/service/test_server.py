@@ -189,6 +189,13 @@ async def test_deep_or_unencodable_filters_are_one_line_tool_errors(served: Serv
         assert "more than 4096 names and values" in await refused(
             client, "search", query="kettle", filters=many
         )
+        # Text arguments holding a lone surrogate are refused by their schemas.
+        assert "query: Input should be a valid string" in await refused(
+            client, "search", query="kettle \ud800"
+        )
+        assert "chunk_id: Input should be a valid string" in await refused(
+            client, "fetch_chunk", chunk_id="\udcff"
+        )
         assert (await call(client, "search", query="green tea"))["results"]
 
 
