@@ -33,12 +33,13 @@ from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.ingestion.fields import check_fields, parse_field_value
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
-from groundkit.retrieval.filters import FILTER_OPERATORS
+from groundkit.retrieval.filters import FILTER_OPERATORS, MAX_FILTER_DEPTH
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import SEARCH_MODES
 from groundkit.service.command import add_location_arguments, add_serve_parser, run_serve
 from groundkit.storage.location import StoreLocation
+from groundkit.utils.text import first_unencodable
 
 __all__ = ["main"]
 
@@ -316,6 +317,13 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
                 given = json.loads(item)
             except json.JSONDecodeError as exc:
                 raise ConfigurationError(f"--where {item!r}: not valid JSON ({exc.msg})") from None
+            except RecursionError:
+                # Python's parser gives up on deep nesting before the filter
+                # limits are checked; no valid filter comes near it.
+                raise ConfigurationError(
+                    f"--where: the JSON filter nests too deeply (a filter is at most "
+                    f"{MAX_FILTER_DEPTH} levels: {{field: {{op: [values]}}}})"
+                ) from None
             if not isinstance(given, dict):
                 raise ConfigurationError(f"--where {item!r}: a JSON filter is an object")
             for name, spec in given.items():
@@ -421,7 +429,34 @@ async def _run_search(args: argparse.Namespace) -> int:
     return _print_search(response, args.json)
 
 
+def _check_text_arguments(args: argparse.Namespace) -> None:
+    """Refuse command-line text that is not valid UTF-8, naming the argument.
+
+    Python turns the bytes of an argument that is not UTF-8 into lone surrogates
+    (U+DC80..U+DCFF), which nothing can store, hash or search for.
+    """
+    given: list[tuple[str, str]] = []
+    if args.command == "search":
+        given.append(("the query", args.query))
+        given.extend(("--where", item) for item in args.where)
+    elif args.command == "fetch":
+        given.append(("CHUNK_ID", args.chunk_id))
+    elif args.command == "ingest":
+        given.extend(("--meta", item) for item in args.meta)
+    for label, text in given:
+        index = first_unencodable(text)
+        if index is None:
+            continue
+        code = ord(text[index])
+        if 0xDC80 <= code <= 0xDCFF:
+            raise ConfigurationError(
+                f"{label} is not valid UTF-8 (byte 0x{code - 0xDC00:02x} at character {index})"
+            )
+        raise ConfigurationError(f"{label} holds a lone surrogate at character {index}")
+
+
 async def _run(args: argparse.Namespace) -> int:
+    _check_text_arguments(args)
     await _check_collections_exist(args)
     if args.command == "search":
         return await _run_search(args)

@@ -43,6 +43,7 @@ from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.path_safety import printable_path, utf8_encodable
+from groundkit.utils.text import describe_unencodable
 from groundkit.utils.url_safety import looks_like_url
 
 __all__ = ["Collection", "VerifyReport"]
@@ -328,6 +329,11 @@ class Collection:
 
         The source is read like an ingest reads it: a regular file, at most
         ``IngestConfig.max_file_bytes`` (this collection's), else ``unresolvable``."""
+        problem = (
+            describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
+        )
+        if problem is not None:
+            raise RetrievalError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             stored = await self.store.get_chunk(chunk_id)
             if stored is None or not self._visible(stored):

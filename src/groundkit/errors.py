@@ -33,6 +33,7 @@ __all__ = [
     "RetrievalError",
     "StorageError",
     "Verdict",
+    "kind_of",
 ]
 
 
@@ -73,3 +74,15 @@ class NotGroundedError(GroundkitError, AssertionError):
 
     An ``AssertionError`` too, so a test runner reports it as a failed assertion.
     """
+
+
+def kind_of(exc: BaseException) -> str:
+    """The name of ``exc``'s class as users see it: the nearest public one.
+
+    groundkit raises private subclasses of its public errors for its own
+    bookkeeping; messages, tool results and spans name the public class.
+    """
+    for cls in type(exc).__mro__:
+        if not cls.__name__.startswith("_"):
+            return cls.__name__
+    return type(exc).__name__

@@ -30,6 +30,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, Status, StatusCode
 
+from groundkit.errors import kind_of
 from groundkit.storage.names import COLLECTION_NAME_PATTERN
 
 # Public: what spans may be named and carry. ``traced`` and ``span_attributes``
@@ -184,7 +185,7 @@ class traced:
         """Mark a failure that was handled inside the block (type name only)."""
         span = self._span
         if span is not None and span.is_recording():
-            span.set_attributes(span_attributes({"failure_kind": type(exc).__name__}))
+            span.set_attributes(span_attributes({"failure_kind": kind_of(exc)}))
             span.set_status(Status(StatusCode.ERROR))
 
     def __exit__(

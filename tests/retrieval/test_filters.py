@@ -5,9 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from groundkit import FILTER_OPERATORS, RetrievalError
-from groundkit.retrieval.filters import field_kinds, parse_filters
+from groundkit.retrieval.filters import (
+    MAX_FILTER_CHARS,
+    MAX_FILTER_CONDITIONS,
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_LIST,
+    MAX_FILTER_VALUES,
+    field_kinds,
+    parse_filters,
+)
 
 DOCS: list[dict[str, Any]] = [
     {"year": 2019, "team": "red", "tags": ["solar", "roof"], "draft": False},
@@ -114,3 +124,125 @@ def test_schema_check_names_unknown_fields_and_wrong_types() -> None:
     with pytest.raises(RetrievalError, match="a number value for a field holding bool"):
         parse_filters({"draft": 0}).check_schema(kinds)  # type: ignore[union-attr]
     parse_filters({"draft": {"exists": False}}).check_schema(kinds)  # type: ignore[union-attr]
+
+
+# -- size limits -------------------------------------------------------------
+
+
+def nested(depth: int, leaf: object = 1) -> object:
+    """``{"eq": {"eq": ... leaf}}``, ``depth`` mappings deep (built without recursion)."""
+    value = leaf
+    for _ in range(depth):
+        value = {"eq": value}
+    return value
+
+
+def nested_list(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def nested_tuple(depth: int) -> object:
+    value: object = "a"
+    for _ in range(depth):
+        value = (value,)
+    return value
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"team": nested(5000)},
+        nested(5000),
+        {"team": {"in": nested_list(5000)}},
+        {nested_tuple(5000): 1},
+        {"team": {"in": [[1]]}},  # one level too deep: lists hold values, not lists
+    ],
+    ids=["under-a-field", "at-the-top", "in-a-list", "in-a-key", "four-levels"],
+)
+def test_deep_filters_name_the_depth_limit(filters: Any) -> None:
+    with pytest.raises(RetrievalError) as caught:
+        parse_filters(filters)
+    message = str(caught.value)
+    assert f"more than {MAX_FILTER_DEPTH} levels deep" in message
+    assert len(message) < 200  # the input is not echoed
+
+
+def test_the_deepest_valid_filter_is_accepted() -> None:
+    assert parse_filters({"team": {"in": ["red", "blue"]}}) is not None
+    assert MAX_FILTER_DEPTH == 3
+
+
+@pytest.mark.parametrize(
+    ("filters", "needle"),
+    [
+        (
+            {f"f{i}": 1 for i in range(MAX_FILTER_CONDITIONS + 1)},
+            f"more than {MAX_FILTER_CONDITIONS} conditions",
+        ),
+        (
+            {"year": {op: 1 for op in ("gt", "gte", "lt", "lte")}}
+            | {f"f{i}": {"exists": True} for i in range(MAX_FILTER_CONDITIONS - 3)},
+            f"more than {MAX_FILTER_CONDITIONS} conditions",
+        ),
+        (
+            {"team": {"in": [str(i) for i in range(MAX_FILTER_LIST + 1)]}},
+            f"takes 1 to {MAX_FILTER_LIST} values, got {MAX_FILTER_LIST + 1}",
+        ),
+        (
+            {f"f{i}": {"in": list(range(1000))} for i in range(5)},
+            f"more than {MAX_FILTER_VALUES} names and values",
+        ),
+        ({"team": {"in": list(range(10**6))}}, f"more than {MAX_FILTER_VALUES} names and values"),
+        ({"team": "x" * (MAX_FILTER_CHARS + 1)}, f"more than {MAX_FILTER_CHARS} characters"),
+    ],
+    ids=["fields", "operators", "one-list", "all-lists", "huge-list", "characters"],
+)
+def test_size_limits_are_named(filters: Any, needle: str) -> None:
+    with pytest.raises(RetrievalError) as caught:
+        parse_filters(filters)
+    assert needle in str(caught.value)
+    assert len(str(caught.value)) < 200
+
+
+def test_filters_at_the_limits_are_accepted() -> None:
+    at_limit = {f"f{i}": 1 for i in range(MAX_FILTER_CONDITIONS)}
+    assert len(parse_filters(at_limit).conditions) == MAX_FILTER_CONDITIONS  # type: ignore[union-attr]
+    assert parse_filters({"team": {"in": list(range(MAX_FILTER_LIST))}}) is not None
+    assert parse_filters({"team": "x" * (MAX_FILTER_CHARS - 4)}) is not None
+
+
+@pytest.mark.parametrize(
+    ("filters", "needle"),
+    [
+        ({"te\ud800am": "red"}, "a filter field name cannot be encoded as UTF-8"),
+        ({"team": "r\udcffed"}, "filter 'team': a name or value cannot be encoded as UTF-8"),
+        ({"team": {"in": ["blue", "r\ud800"]}}, "filter 'team': a name or value cannot be"),
+        ({"team": {"e\ud800q": "red"}}, "filter 'team': a name or value cannot be encoded"),
+    ],
+)
+def test_text_utf8_cannot_encode_is_refused(filters: Any, needle: str) -> None:
+    with pytest.raises(RetrievalError) as caught:
+        parse_filters(filters)
+    assert needle in str(caught.value)
+    assert "lone surrogate" in str(caught.value)
+
+
+_json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from([*FILTER_OPERATORS, "team", "x y"]), inner, max_size=4)
+    ),
+    max_leaves=40,
+)
+
+
+@given(st.one_of(_json_like, st.dictionaries(st.text(max_size=5), _json_like, max_size=4)))
+def test_any_input_is_a_filter_or_a_retrieval_error(filters: Any) -> None:
+    try:
+        parse_filters(filters)
+    except RetrievalError as exc:
+        assert "\n" not in str(exc)

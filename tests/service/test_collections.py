@@ -138,3 +138,16 @@ async def test_describe_reads_without_opening_for_search(served: Served, tmp_pat
     info = await registry.describe("notes")
     assert (info.name, info.documents, info.embedding) == ("notes", 1, None)
     assert registry._entries == {}
+
+
+async def test_a_damaged_collection_is_described_as_damaged(served: Served) -> None:
+    (served.index / "notes.sqlite3").write_bytes(b"not a database " * 1000)
+    registry = CollectionRegistry(served.index)
+    info = await registry.describe("notes")
+    assert info.status == "damaged"
+    assert (info.documents, info.chunks, info.generation, info.embedding) == (None,) * 4
+    assert info.error is not None and "notes.sqlite3" in info.error and "\n" not in info.error
+    healthy = await registry.describe("default")
+    assert (healthy.status, healthy.error) == ("ok", None) and healthy.documents == 6
+    with pytest.raises(StorageError, match="unknown collection 'recipes'"):
+        await registry.describe("recipes")

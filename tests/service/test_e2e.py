@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -169,3 +170,59 @@ def test_serve_without_the_extra_names_it(served: Served) -> None:
 def test_serve_an_empty_index_is_an_error(tmp_path: Path) -> None:
     done = run(str(GRK), "serve", "--index-dir", str(tmp_path / "none"))
     assert done.returncode == 2 and "no collections" in done.stderr
+
+
+async def test_stdio_survives_filters_nested_too_deep_to_parse(served: Served) -> None:
+    """A request nested 5,000 deep, then one 100 deep, then a plain search, as raw
+    JSON-RPC lines (the SDK client cannot even serialise the first)."""
+    proc = await asyncio.create_subprocess_exec(
+        str(GRK),
+        *serve_args(served),
+        env=child_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+
+    async def send(line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line.encode("utf-8") + b"\n")
+        await proc.stdin.drain()
+
+    def search(request_id: int, filters: str) -> str:
+        arguments = '{"query": "boiling water", "filters": ' + filters + "}"
+        return (
+            f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "tools/call", '
+            f'"params": {{"name": "search", "arguments": {arguments}}}}}'
+        )
+
+    def nested(depth: int) -> str:
+        return '{"team": ' + '{"eq": ' * depth + "1" + "}" * (depth + 1)
+
+    try:
+        client = {"name": "raw", "version": "0"}
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+        await send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}))
+        assert json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))["id"] == 1
+        await send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        await send(search(2, nested(5000)))
+        await send(search(3, nested(100)))
+        await send(search(4, "null"))
+        answers: dict[int, Any] = {}
+        while 4 not in answers or 3 not in answers:
+            message = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+            answers[message["id"]] = message["result"]
+    finally:
+        proc.stdin.close()
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+    # The message nested 5,000 deep is dropped by the SDK's JSON parser before any
+    # tool sees it; the one it can parse is refused by the filter limits.
+    assert answers[3]["isError"] is True
+    assert "filters nest more than 3 levels deep" in answers[3]["content"][0]["text"]
+    assert answers[4]["isError"] is False
+    assert answers[4]["structuredContent"]["results"][0]["citation"]["source"] == (
+        "docs/kitchen/tea.rst"
+    )
+    assert proc.returncode == 0
+    assert "Traceback" not in err.decode("utf-8")

@@ -154,6 +154,51 @@ async def test_list_collections(served: Served) -> None:
     assert notes["chunks"] >= 1 and notes["generation"] >= 1
 
 
+async def test_list_collections_reports_a_damaged_collection_and_lists_the_rest(
+    served: Served,
+) -> None:
+    (served.index / "default.sqlite3").write_bytes(b"garbage, not SQLite " * 500)
+    async with connected(CollectionRegistry(served.index)) as client:
+        listed = await call(client, "list_collections")
+        default, notes = listed["collections"]
+        assert default["name"] == "default" and default["status"] == "damaged"
+        assert "not an SQLite database" in default["error"]
+        assert "\n" not in default["error"]
+        assert default["documents"] is None and default["chunks"] is None
+        assert (notes["name"], notes["status"], notes["error"]) == ("notes", "ok", None)
+        assert notes["documents"] == 1
+        # The damaged one fails on its own; the server keeps answering for the rest.
+        assert "default.sqlite3" in await refused(client, "search", query="tea")
+        assert (await call(client, "search", query="centrifuge", collection="notes"))["results"]
+
+
+async def test_deep_or_unencodable_filters_are_one_line_tool_errors(served: Served) -> None:
+    deep: Any = 1
+    for _ in range(200):  # the SDK client's own serialisation stops near 250 levels
+        deep = {"eq": deep}
+    async with connected(CollectionRegistry(served.index)) as client:
+        for tool, extra in (("search", {}), ("search_collections", {"collections": ["default"]})):
+            # (Not "tea": the query is cut out of messages, and it is inside "team".)
+            message = await refused(client, tool, query="kettle", filters={"team": deep}, **extra)
+            assert "filters nest more than 3 levels deep" in message
+            assert len(message) < 200
+            bad = {"team": "r\ud800"}
+            message = await refused(client, tool, query="kettle", filters=bad, **extra)
+            assert "'team': a name or value cannot be encoded as UTF-8" in message
+        many = {"team": {"in": [f"t{i}" for i in range(5000)]}}
+        assert "more than 4096 names and values" in await refused(
+            client, "search", query="kettle", filters=many
+        )
+        # Text arguments holding a lone surrogate are refused by their schemas.
+        assert "query: Input should be a valid string" in await refused(
+            client, "search", query="kettle \ud800"
+        )
+        assert "chunk_id: Input should be a valid string" in await refused(
+            client, "fetch_chunk", chunk_id="\udcff"
+        )
+        assert (await call(client, "search", query="green tea"))["results"]
+
+
 async def test_a_reingest_is_seen_by_the_next_request(served: Served) -> None:
     registry = CollectionRegistry(served.index)
     async with connected(registry) as client:

@@ -33,6 +33,7 @@ from groundkit.contracts import (
     FieldValue,
 )
 from groundkit.errors import IngestionError
+from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "check_fields",
@@ -61,6 +62,10 @@ def _scalar(value: object, key: str, where: str) -> FieldScalar:
     if isinstance(value, bool):
         return value
     if isinstance(value, str):
+        problem = describe_unencodable(value, f"{where}: field {key!r}")
+        if problem is not None:
+            # A PDF's info strings can hold a broken UTF-16 pair, say.
+            raise IngestionError(problem)
         return str(value)  # a str subclass (pypdf's, say) stored as plain text
     if isinstance(value, int):
         if not -_INT_LIMIT <= value < _INT_LIMIT:
@@ -91,6 +96,12 @@ def check_fields(fields: Mapping[Any, object], where: str) -> dict[str, FieldVal
     if not isinstance(fields, Mapping):
         raise IngestionError(f"{where}: fields must be a mapping, not {type(fields).__name__}")
     out: dict[str, FieldValue] = {}
+    for key in fields:
+        if isinstance(key, tuple | frozenset):
+            # Named by type: str() of a deeply nested key would recurse without end.
+            raise IngestionError(
+                f"{where}: a field name must be a string, not a {type(key).__name__}"
+            )
     for key in sorted(fields, key=str):
         if not isinstance(key, str) or not FIELD_NAME_PATTERN.fullmatch(key):
             raise IngestionError(

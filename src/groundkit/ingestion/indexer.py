@@ -27,7 +27,7 @@ from groundkit.contracts import (
     IngestFailure,
     IngestReport,
 )
-from groundkit.errors import ConfigurationError, IngestionError
+from groundkit.errors import ConfigurationError, IngestionError, kind_of
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.fields import check_fields
@@ -49,6 +49,7 @@ from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.hashing import sha256_text
 from groundkit.utils.path_safety import is_within, printable_path, to_relative
+from groundkit.utils.text import describe_unencodable
 
 if TYPE_CHECKING:
     from groundkit.ingestion.url_loader import UrlLoader
@@ -182,7 +183,7 @@ class Indexer:
                     span.fail(exc)
                     span.set(outcome="failed")
                     # The reason names the source (a path or URL): DEBUG only.
-                    logger.info("a document failed to ingest (%s)", type(exc).__name__)
+                    logger.info("a document failed to ingest (%s)", kind_of(exc))
                     logger.debug("ingest failed: %s", exc)
             if progress is not None:
                 progress(done, total)
@@ -516,8 +517,12 @@ def _with_fields(document: Document, fields: dict[str, FieldValue]) -> Document:
     """``document`` with ``fields`` over its own, all checked; ``IngestionError`` otherwise.
 
     Checked here as well as in the loaders, so a custom loader's document
-    cannot store what a built-in one would refuse.
+    cannot store what a built-in one would refuse. Its text must encode as
+    UTF-8 (an extractor can yield a lone surrogate): it is hashed and stored.
     """
+    problem = describe_unencodable(document.content, f"{document.source}: its text")
+    if problem is not None:
+        raise IngestionError(problem)
     own = document.metadata.get(FIELDS_KEY, {})
     merged = check_fields({**own, **fields} if isinstance(own, Mapping) else own, document.source)
     metadata = {k: v for k, v in document.metadata.items() if k != FIELDS_KEY}

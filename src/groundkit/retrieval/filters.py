@@ -10,6 +10,15 @@ A document lacking the field matches no operator but ``{"exists": False}``;
 a list-valued field matches when any element does (``ne`` and ``nin``: when
 none does). Values compare only with values of the same kind: ``str``,
 number (``int`` or ``float``) or ``bool``.
+
+A filter is small by nature, so its size is bounded before anything else looks
+at it: at most ``MAX_FILTER_DEPTH`` levels of nesting (the deepest valid filter
+is ``{field: {op: [values]}}``), ``MAX_FILTER_CONDITIONS`` conditions,
+``MAX_FILTER_LIST`` values in one list, ``MAX_FILTER_VALUES`` values and
+``MAX_FILTER_CHARS`` characters of names and text in all. The check walks the
+input without recursion and stops at the first bound it crosses, so a filter
+nested thousands of levels deep, or a list of millions of values, costs no more
+than a valid one and is refused with the bound it broke.
 """
 
 from __future__ import annotations
@@ -22,13 +31,38 @@ from typing import Literal
 
 from groundkit.contracts import FIELD_NAME_PATTERN, FieldScalar, FieldValue
 from groundkit.errors import RetrievalError
+from groundkit.utils.text import describe_unencodable
 
-__all__ = ["FILTER_OPERATORS", "Condition", "Filter", "field_kinds", "kind_of", "parse_filters"]
+__all__ = [
+    "FILTER_OPERATORS",
+    "MAX_FILTER_CHARS",
+    "MAX_FILTER_CONDITIONS",
+    "MAX_FILTER_DEPTH",
+    "MAX_FILTER_LIST",
+    "MAX_FILTER_VALUES",
+    "Condition",
+    "Filter",
+    "field_kinds",
+    "kind_of",
+    "parse_filters",
+]
 
 Kind = Literal["str", "number", "bool"]
 FILTER_OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "between", "exists")
 _ORDERED = frozenset({"gt", "gte", "lt", "lte", "between"})
-_MAX_VALUES = 1024
+
+# The filter mapping, a field's operators, an operand list: nothing valid nests deeper.
+MAX_FILTER_DEPTH = 3
+# (field, operator) pairs; each one is evaluated against every document's fields.
+MAX_FILTER_CONDITIONS = 64
+# Values in one ``in`` / ``nin`` list.
+MAX_FILTER_LIST = 1024
+# Entries in the whole filter: names, operators, operands and list items.
+MAX_FILTER_VALUES = 4096
+# Characters of field names, operators and text values in the whole filter.
+MAX_FILTER_CHARS = 65_536
+# What the size walk descends into; anything else is a leaf, judged by the parser.
+_CONTAINERS = (Mapping, list, tuple, set, frozenset)
 
 
 def kind_of(value: object) -> Kind | None:
@@ -137,6 +171,7 @@ def parse_filters(filters: object) -> Filter | None:
         raise RetrievalError(
             f"filters must be a mapping of field to conditions, not {type(filters).__name__}"
         )
+    _check_size(filters)
     conditions: list[Condition] = []
     for name in sorted(filters, key=str):
         if not isinstance(name, str) or not FIELD_NAME_PATTERN.fullmatch(name):
@@ -148,6 +183,11 @@ def parse_filters(filters: object) -> Filter | None:
             raise RetrievalError(f"filter {name!r} has no conditions")
         for op in sorted(spec, key=str):
             conditions.append(_condition(name, op, spec[op]))
+            if len(conditions) > MAX_FILTER_CONDITIONS:
+                raise RetrievalError(
+                    f"filters hold more than {MAX_FILTER_CONDITIONS} conditions; "
+                    "use in/nin lists rather than one condition per value"
+                )
     if not conditions:
         return None
     key = json.dumps([[c.field, c.op, list(c.values)] for c in conditions], separators=(",", ":"))
@@ -168,9 +208,11 @@ def _condition(name: str, op: object, operand: object) -> Condition:
     if op in ("in", "nin", "between"):
         if not isinstance(operand, list | tuple):
             raise RetrievalError(f"{where}: takes a list, not {type(operand).__name__}")
+        if not operand or len(operand) > MAX_FILTER_LIST:
+            raise RetrievalError(
+                f"{where}: takes 1 to {MAX_FILTER_LIST} values, got {len(operand)}"
+            )
         values = tuple(_scalar(v, where) for v in operand)
-        if not values or len(values) > _MAX_VALUES:
-            raise RetrievalError(f"{where}: takes 1 to {_MAX_VALUES} values, got {len(values)}")
         kinds = {kind_of(v) for v in values}
         if len(kinds) > 1:
             raise RetrievalError(f"{where}: mixes value types; keep one type")
@@ -190,3 +232,52 @@ def _scalar(value: object, where: str) -> FieldScalar:
     if kind_of(value) is None:
         raise RetrievalError(f"{where}: {value!r} is not a str, finite number or bool")
     return value  # type: ignore[return-value]
+
+
+def _check_size(filters: Mapping[object, object]) -> None:
+    """Refuse a filter beyond the size bounds, and text UTF-8 cannot encode.
+
+    Iterative, and bounded by the limits it enforces: every container's length
+    is added before its items are looked at, so the walk stops within
+    ``MAX_FILTER_VALUES`` steps whatever the input. A container nested deeper
+    than ``MAX_FILTER_DEPTH`` is refused before anything (a message's ``repr``
+    included) could recurse into it.
+    """
+    entries = 0
+    chars = 0
+    # (item, depth of the container holding it, the top-level field it sits under)
+    stack: list[tuple[object, int, str | None]] = [(filters, 0, None)]
+    while stack:
+        item, depth, field = stack.pop()
+        if isinstance(item, str):
+            chars += len(item)
+            if chars > MAX_FILTER_CHARS:
+                raise RetrievalError(
+                    f"filters hold more than {MAX_FILTER_CHARS} characters of names and text"
+                )
+            what = "a filter field name" if field is None else f"filter {field!r}: a name or value"
+            problem = describe_unencodable(item, what)
+            if problem is not None:
+                raise RetrievalError(problem)
+            continue
+        if not isinstance(item, _CONTAINERS):
+            continue
+        if depth >= MAX_FILTER_DEPTH:
+            raise RetrievalError(
+                f"filters nest more than {MAX_FILTER_DEPTH} levels deep; "
+                "a filter is {field: value} or {field: {op: value or [values]}}"
+            )
+        size = len(item)
+        entries += size
+        if entries > MAX_FILTER_VALUES:
+            raise RetrievalError(
+                f"filters hold more than {MAX_FILTER_VALUES} names and values in all"
+            )
+        if isinstance(item, Mapping):
+            for key in item:
+                # Pushed after its value, so a key is judged before what sits under it.
+                under = (key if isinstance(key, str) else None) if depth == 0 else field
+                stack.append((item[key], depth + 1, under))
+                stack.append((key, depth + 1, None if depth == 0 else field))
+        else:
+            stack.extend((member, depth + 1, field) for member in item)

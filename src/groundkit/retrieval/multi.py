@@ -8,7 +8,6 @@ response's ``failures`` and the rest still answer (adr/0022-multi-collection.md)
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -21,7 +20,8 @@ from groundkit.contracts import (
     SearchMode,
     SearchResponse,
 )
-from groundkit.errors import GroundkitError, RetrievalError
+from groundkit.errors import GroundkitError, RetrievalError, kind_of
+from groundkit.retrieval._tasks import all_or_nothing
 from groundkit.retrieval.filters import parse_filters
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
 from groundkit.retrieval.search import validate_request
@@ -77,10 +77,12 @@ async def search_collections(
             return await collection.search(query, k, mode=mode, rerank=rerank, filters=filters)
         except GroundkitError as exc:
             return CollectionFailure(
-                collection=collection.name, error=type(exc).__name__, detail=str(exc)
+                collection=collection.name, error=kind_of(exc), detail=str(exc)
             )
 
-    answers = await asyncio.gather(*(one(c) for c in collections))
+    # A failure that is not groundkit's (a bug) cancels the other searches rather
+    # than leaving them running after this call has raised.
+    answers = await all_or_nothing(*(one(c) for c in collections))
     failures = [a for a in answers if isinstance(a, CollectionFailure)]
     if len(failures) == len(collections):
         listed = "; ".join(f"{f.collection}: {f.error}: {f.detail}" for f in failures)

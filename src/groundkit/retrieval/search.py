@@ -36,6 +36,7 @@ from groundkit.lexical.bm25 import BM25Index
 from groundkit.lexical.protocols import LexicalHit, LexicalIndexProtocol
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval._tasks import both
 from groundkit.retrieval.filters import Filter, parse_filters
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.rerank import RerankerProtocol
@@ -50,6 +51,7 @@ from groundkit.storage.protocols import (
 )
 from groundkit.storage.reconcile import vector_problem
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
+from groundkit.utils.text import describe_unencodable
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_request"]
 
@@ -424,17 +426,11 @@ class Retriever:
             _lap(timings, "bm25_rows_ms", started)
             return hits, rows
 
-        # Both sides run to the end even when one fails, so no task is left
-        # running (or its exception unretrieved) after this search returns.
-        lexical_result, dense_result = await asyncio.gather(
-            lexical_side(), self._dense_hits(query, depth, timings, allowed), return_exceptions=True
+        # If one side fails the other is cancelled and awaited: nothing of this
+        # search may go on reading the stores after it has raised.
+        (lexical, lex_rows), dense = await both(
+            lexical_side(), self._dense_hits(query, depth, timings, allowed)
         )
-        for outcome in (dense_result, lexical_result):
-            if isinstance(outcome, BaseException):
-                raise outcome
-        assert not isinstance(lexical_result, BaseException)
-        assert not isinstance(dense_result, BaseException)
-        (lexical, lex_rows), dense = lexical_result, dense_result
         clock = _lap(timings, "candidates_ms", clock)
         found = [(lex_rows[h.key], h.score) for h in lexical if h.key in lex_rows]
         known = {row.chunk_id: row for row, _ in found}
@@ -522,11 +518,15 @@ async def _check_dense_side(
 
 
 def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
-    """The effective top_k; ``RetrievalError`` for an empty or long query, bad mode or top_k."""
+    """The effective top_k; ``RetrievalError`` for an empty, long or unencodable query,
+    a bad mode or top_k. Messages never quote the query."""
     if not isinstance(query, str) or not query.strip():
         raise RetrievalError("query must be a non-empty string")
     if len(query) > MAX_QUERY_CHARS:
         raise RetrievalError(f"query is longer than {MAX_QUERY_CHARS} characters")
+    problem = describe_unencodable(query, "the query")
+    if problem is not None:
+        raise RetrievalError(problem)
     if mode not in SEARCH_MODES:
         raise RetrievalError(f"unknown mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     k = config.top_k if top_k is None else top_k

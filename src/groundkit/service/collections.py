@@ -22,13 +22,14 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from groundkit.collection import Collection
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import CollectionManifest, EmbeddingIdentity
-from groundkit.errors import StorageError
+from groundkit.errors import GroundkitError, StorageError, kind_of
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
@@ -41,15 +42,21 @@ logger = logging.getLogger("groundkit.service")
 
 
 class CollectionInfo(BaseModel):
-    """One collection as ``list_collections`` describes it."""
+    """One collection as ``list_collections`` describes it.
+
+    ``status`` is ``"damaged"`` when the collection's stores could not be read;
+    ``error`` then says why in one line, and the counts are None (unknown).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
-    documents: int
-    chunks: int
-    generation: int
+    documents: int | None
+    chunks: int | None
+    generation: int | None
     embedding: EmbeddingIdentity | None
+    status: Literal["ok", "damaged"] = "ok"
+    error: str | None = None
 
 
 @dataclass(eq=False)
@@ -116,8 +123,33 @@ class CollectionRegistry:
 
     async def describe(self, name: str) -> CollectionInfo:
         """Sizes and embedding identity of ``name``, read without opening it for search
-        (so no embedding model is loaded)."""
+        (so no embedding model is loaded).
+
+        ``StorageError`` when there is no collection ``name``. One that exists but
+        cannot be read (a damaged file, a schema of another version) is described
+        as ``status="damaged"`` with the reason, so a listing still shows the rest.
+        """
         await self._check_known(name)
+        try:
+            return await self._read_info(name)
+        except Exception as exc:
+            if isinstance(exc, GroundkitError):
+                reason = " ".join(str(exc).split())
+            else:  # its message may quote stored values: the type name only
+                reason = f"unexpected {kind_of(exc)}"
+                logger.debug("describing collection %s failed", name, exc_info=True)
+            logger.warning("collection %s is damaged (%s)", name, kind_of(exc))
+            return CollectionInfo(
+                name=name,
+                documents=None,
+                chunks=None,
+                generation=None,
+                embedding=None,
+                status="damaged",
+                error=reason,
+            )
+
+    async def _read_info(self, name: str) -> CollectionInfo:
         stores = await self.location(name).open(create=False)
         try:
             store = stores.metadata

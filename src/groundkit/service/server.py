@@ -31,7 +31,7 @@ from groundkit.contracts import (
     SearchResponse,
     Verification,
 )
-from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError
+from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError, kind_of
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.search import MAX_QUERY_CHARS
@@ -283,7 +283,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         except GroundkitError as exc:
             raise ToolError(_without(str(exc), secret)) from None
         except Exception as exc:
-            kind = type(exc).__name__
+            kind = kind_of(exc)
             # Messages of unexpected errors may quote user text: type name only,
             # the rest at DEBUG for whoever runs the server.
             logger.error("%s failed unexpectedly (%s)", tool, kind)
@@ -378,7 +378,8 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         return await guarded(run, "fetch_chunk", None)
 
     async def list_collections() -> CollectionList:
-        """The collections this server can search, with their sizes and embedding model."""
+        """The collections this server can search, with their sizes and embedding model.
+        One that cannot be read is listed with status 'damaged' and the reason."""
 
         async def run() -> CollectionList:
             names = await registry.names()

@@ -35,10 +35,12 @@ from groundkit.storage.protocols import (
     StoredChunk,
     metadata_json,
 )
+from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "WriteItems",
     "check_fields_value",
+    "check_storable",
     "chunk_rows",
     "damaged",
     "document_record",
@@ -313,3 +315,37 @@ def postings_from_blobs(
     return ChunkPostings(
         keys=np.asarray(keys, dtype=np.int64), offsets=offsets, term_ids=term_ids, tfs=tfs
     )
+
+
+def check_storable(items: WriteItems, *, nul_allowed: bool) -> None:
+    """Refuse, before any transaction, text in a batch the store cannot hold.
+
+    Every string of a row must encode as UTF-8 (no lone surrogates), and where
+    ``nul_allowed`` is false (PostgreSQL text) hold no NUL character. The
+    ``StorageError`` names the document's source and the chunk index; a driver
+    error at that point would have quoted the offending text itself.
+    """
+    for document, chunks, chunk_terms in items:
+        fields = [("its source", document.source), ("its document id", document.document_id)]
+        if document.extractor is not None:
+            fields.append(("its extractor", document.extractor))
+        for chunk, terms in zip(chunks, chunk_terms, strict=True):
+            index = chunk.chunk_index
+            fields.append((f"the id of chunk {index}", chunk.chunk_id))
+            fields.append((f"chunk {index}", chunk.content))
+            if _unstorable("".join(terms), "", nul_allowed) is not None:
+                # Rare: find the term at fault, so the position given is within it.
+                fields.extend((f"a term of chunk {index}", term) for term in terms)
+        for what, text in fields:
+            problem = _unstorable(text, what, nul_allowed)
+            if problem is not None:
+                raise StorageError(f"could not store {document.source!r}: {problem}")
+
+
+def _unstorable(text: str, what: str, nul_allowed: bool) -> str | None:
+    if not nul_allowed and "\x00" in text:
+        return (
+            f"{what} holds a NUL character (at {text.index(chr(0))}), "
+            "which PostgreSQL text cannot store"
+        )
+    return describe_unencodable(text, what)

@@ -28,6 +28,7 @@ from groundkit.errors import ConfigurationError, GroundkitError, StorageError
 from groundkit.storage._rows import (
     WriteItems,
     check_fields_value,
+    check_storable,
     chunk_rows,
     document_record,
     document_rows,
@@ -510,6 +511,7 @@ class PostgresMetadataStore:
         if not items:
             return
         sources, counts = term_counts(items)
+        check_storable(items, nul_allowed=False)
         what = repr(sources[0]) if len(sources) == 1 else f"{len(sources)} documents"
         async with self._write(f"store {what}") as conn:
             vocab = await self._term_ids(conn, {t for group in counts for c in group for t in c})
@@ -745,9 +747,34 @@ async def collection_names(dsn: str, *, connect_timeout: float = 30.0) -> list[s
     return sorted(str(n) for n in names if n)
 
 
+# asyncpg's message for a value it could not encode quotes the value (a whole
+# list of terms, say): only the part before the value is kept.
+_ECHOED_INPUT = re.compile(
+    r"^(invalid input (?:for query argument \$\d+|in executemany\(\) argument sequence"
+    r" element #\d+|for argument \$\d+)).*",
+    re.DOTALL,
+)
+
+
+def _driver_message(exc: BaseException) -> str:
+    """The driver's message without the parts that may quote stored values.
+
+    asyncpg appends the server's DETAIL and HINT lines ("Key (term)=(...)
+    already exists", "Failing row contains (...)"), which echo row contents;
+    only the first line is kept, and a client-side encoding failure is cut
+    before the value it quotes.
+    """
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    echoed = _ECHOED_INPUT.match(first)
+    if echoed is not None:
+        first = echoed.group(1)
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
 def _raise(kind: type[GroundkitError], what: str, exc: BaseException, dsn: str) -> NoReturn:
-    """Raise ``kind`` with the driver's message, any password in it blanked out."""
-    detail = f"{type(exc).__name__}: {exc}"
+    """Raise ``kind`` with the driver's message (``_driver_message``), passwords blanked out."""
+    detail = _driver_message(exc)
     for secret in _secrets_of(dsn):
         detail = detail.replace(secret, "***")
     raise kind(f"{what}: {detail}") from None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import json
 import os
 import sqlite3
+import threading
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,6 +24,7 @@ from groundkit.errors import StorageError
 from groundkit.storage._rows import (
     WriteItems,
     check_fields_value,
+    check_storable,
     chunk_rows,
     damaged,
     document_record,
@@ -61,6 +64,8 @@ _IN_BATCH = 500
 # primary-key reads in WAL mode (readers never wait for writers) cost less than
 # the round trip to aiosqlite's thread, which dominated small-corpus searches.
 _INLINE_KEYS = 64
+# How long a cancelled close waits for aiosqlite's thread to end (see _Worker).
+_WORKER_WAIT = 10.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (
@@ -108,11 +113,59 @@ _CHUNK_COLUMNS = (
 )
 
 
+class _Worker:
+    """aiosqlite's thread for one connection, and the connection it runs on.
+
+    aiosqlite runs every call on a thread of its own and hands the result back
+    through the event loop. Cancelling an await does not stop the call: when the
+    thread finishes after the loop has closed (``asyncio.run`` returning, a
+    server stopping mid-request) it dies with "Event loop is closed" on stderr.
+    A close that is cancelled therefore stops the thread and waits for it
+    (``finish``), outside the loop, before the cancellation goes on.
+    """
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self.raw = raw
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+
+    def connect(self) -> sqlite3.Connection:
+        """aiosqlite's connector: runs on the worker thread, so it learns which one that is."""
+        self._thread = threading.current_thread()
+        self._started.set()
+        return self.raw
+
+    def finish(self, conn: aiosqlite.Connection) -> None:
+        """Stop ``conn``'s thread and wait until it has ended (blocking, bounded)."""
+        with contextlib.suppress(sqlite3.Error):
+            self.raw.interrupt()  # a long read ends now, not when it is done
+        conn.stop()  # queued behind what the thread still has to do
+        if self._started.wait(_WORKER_WAIT) and self._thread is not None:
+            self._thread.join(_WORKER_WAIT)
+            if self._thread.is_alive():
+                return  # still inside a statement: the connection is not ours to close
+        with contextlib.suppress(sqlite3.Error):
+            self.raw.close()
+
+
+async def _close_connection(conn: aiosqlite.Connection, worker: _Worker | None) -> None:
+    """``conn.close()``, finished off by ``worker.finish`` if the close is cancelled."""
+    try:
+        await conn.close()
+    except asyncio.CancelledError:
+        if worker is not None:
+            worker.finish(conn)
+        raise
+
+
 class SQLiteMetadataStore:
     """``MetadataStoreProtocol`` on one SQLite file; create with ``await .open(path)``."""
 
-    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+    def __init__(
+        self, conn: aiosqlite.Connection, path: Path, *, worker: _Worker | None = None
+    ) -> None:
         self._db: aiosqlite.Connection | None = conn
+        self._worker = worker
         self.path = path
         self._vocab: dict[str, int] | None = None
         self._reader: sqlite3.Connection | None = None
@@ -157,16 +210,29 @@ class SQLiteMetadataStore:
                 raise StorageError(f"no collection at {str(path)!r}; ingest something first")
             await asyncio.to_thread(_create_file, path)
         try:
-            conn = await aiosqlite.connect(path, isolation_level=None)
+            # Connected here rather than by aiosqlite: when its connect fails it
+            # stops its thread without waiting for it, and a thread that ends after
+            # the event loop has closed prints a traceback. Handing aiosqlite a
+            # connection that is already open cannot fail.
+            raw = await asyncio.to_thread(
+                sqlite3.connect, path, isolation_level=None, check_same_thread=False
+            )
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open {str(path)!r}: {exc}") from None
-        store = cls(conn, path)
+        worker = _Worker(raw)
+        conn = aiosqlite.Connection(worker.connect, iter_chunk_size=64)
+        try:
+            await conn
+        except BaseException:  # cancelled: aiosqlite has already told its thread to stop
+            worker.finish(conn)
+            raise
+        store = cls(conn, path, worker=worker)
         try:
             await store._prepare()
             if check:
                 await store._integrity_check()
         except BaseException:
-            await conn.close()
+            await _close_connection(conn, worker)
             raise
         return store
 
@@ -245,7 +311,7 @@ class SQLiteMetadataStore:
             self._reader = None
         db, self._db = self._db, None
         if db is not None:
-            await db.close()
+            await _close_connection(db, self._worker)
 
     def _open_conn_check(self) -> None:
         if self._db is None:
@@ -376,6 +442,7 @@ class SQLiteMetadataStore:
         if not items:
             return
         sources, counts = term_counts(items)
+        check_storable(items, nul_allowed=True)
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
@@ -759,6 +826,12 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
     """
 
     def message(store: SQLiteMetadataStore, exc: Exception) -> str:
+        if isinstance(exc, UnicodeEncodeError):
+            # A str argument SQLite cannot bind; the driver's message is not quoted.
+            return (
+                f"metadata store {store.path.name!r}: a value given to it cannot be encoded "
+                "as UTF-8 (it holds a lone surrogate)"
+            )
         return (
             f"metadata store {store.path.name!r} failed: {exc}; if the file is damaged, "
             "restore it or ingest again into a new index directory"
@@ -776,7 +849,7 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
                     try:
                         async for item in method(self, *a, **k):
                             yield item
-                    except sqlite3.Error as exc:
+                    except (sqlite3.Error, UnicodeEncodeError) as exc:
                         raise StorageError(message(self, exc)) from None
 
                 return wrapped
@@ -789,7 +862,7 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
                 async def wrapped(self: SQLiteMetadataStore, *a: Any, **k: Any) -> Any:
                     try:
                         return await method(self, *a, **k)
-                    except sqlite3.Error as exc:
+                    except (sqlite3.Error, UnicodeEncodeError) as exc:
                         raise StorageError(message(self, exc)) from None
 
                 return wrapped

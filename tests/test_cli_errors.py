@@ -1,0 +1,137 @@
+"""grk's failures: exit code 2 and one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from groundkit.cli import main
+
+DEEP = '{"team": ' + '{"eq": ' * 5000 + "1" + "}" * 5001
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Path:
+    """An index directory with one collection ingested from a small folder."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("---\nteam: infra\n---\nCats purr at night.\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    code = main(["ingest", str(docs), "--index-dir", str(idx), "--base-dir", str(tmp_path), "-q"])
+    assert code == 0
+    return idx
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run grk expecting a usage or configuration error; its one line of stderr."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("grk: error: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("where", "needle"),
+    [
+        (DEEP, "--where: the JSON filter nests too deeply"),
+        ('{"team": ' + '{"eq": ' * 100 + "1" + "}" * 101, "filters nest more than 3 levels deep"),
+        ('{"team": {"in": [[1]]}}', "filters nest more than 3 levels deep"),
+        (
+            json.dumps({f"f{i}": 1 for i in range(65)}),
+            "filters hold more than 64 conditions",
+        ),
+        (json.dumps({"team": {"in": list(range(5000))}}), "more than 4096 names and values"),
+        ("team=\udcff", "--where is not valid UTF-8 (byte 0xff at character 5)"),
+    ],
+    ids=["json-5000-deep", "json-100-deep", "list-in-list", "conditions", "values", "bytes"],
+)
+def test_bad_filters_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], index: Path, where: str, needle: str
+) -> None:
+    line = refused(capsys, "search", "cats", "--index-dir", str(index), "--where", where)
+    assert needle in line
+
+
+def test_arguments_that_are_not_utf8_are_named(
+    capsys: pytest.CaptureFixture[str], index: Path, tmp_path: Path
+) -> None:
+    # Python hands argv bytes that are not UTF-8 over as U+DC80..U+DCFF.
+    at = ["--index-dir", str(index)]
+    line = refused(capsys, "search", "qqsecretqq \udced\udca0\udc80", *at)
+    assert line == "grk: error: the query is not valid UTF-8 (byte 0xed at character 11)"
+    line = refused(capsys, "fetch", "\udced\udca0\udc80", *at)
+    assert "CHUNK_ID is not valid UTF-8 (byte 0xed at character 0)" in line
+    fresh = tmp_path / "fresh"
+    docs = tmp_path / "docs"
+    line = refused(capsys, "ingest", str(docs), "--index-dir", str(fresh), "--meta", "t=\udcff")
+    assert "--meta is not valid UTF-8" in line
+    assert not fresh.exists()
+
+
+@pytest.mark.parametrize("command", [["search", "cats"], ["fetch", "abc"], ["verify"]])
+def test_a_damaged_collection_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], index: Path, command: list[str]
+) -> None:
+    (index / "default.sqlite3").write_bytes(os.urandom(8192))
+    line = refused(capsys, *command, "--index-dir", str(index))
+    assert "default.sqlite3" in line
+
+
+def test_a_metadata_file_that_cannot_be_opened_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Cats.\n", encoding="utf-8")
+    (tmp_path / "idx" / "default.sqlite3").mkdir(parents=True)
+    line = refused(capsys, "ingest", str(docs), "--index-dir", str(tmp_path / "idx"))
+    assert "is a directory, not a groundkit collection" in line
+
+
+def test_in_a_real_process_stderr_holds_one_line(index: Path) -> None:
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    grk = [sys.executable, "-m", "groundkit.cli"]
+    at: list[bytes] = [b"--index-dir", os.fsencode(index)]
+    argvs: list[list[bytes]] = [
+        [b"search", b"cats", b"--where", DEEP.encode()],
+        [b"search", b"\xed\xa0\x80"],
+        [b"fetch", b"\xff\xfe"],
+        [b"search", b"cats", b"--where", b"team=\xc3"],
+    ]
+    for argv in argvs:
+        done = subprocess.run(
+            [*grk, *argv, *at], capture_output=True, env=env, timeout=120, check=False
+        )
+        err = done.stderr.decode("utf-8")
+        assert done.returncode == 2, err
+        assert "Traceback" not in err and "Event loop is closed" not in err
+        assert len(err.splitlines()) == 1 and err.startswith("grk: error: "), err
+
+
+def test_a_document_postgres_cannot_store_is_named_not_quoted(
+    tmp_path: Path, postgres_dsn: str, fresh: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "nul.txt").write_text("qqmarkerqq holds a \x00 character\n", encoding="utf-8")
+    argv = ["ingest", str(docs), "--base-dir", str(tmp_path), "-q", "--collection", fresh]
+    done = subprocess.run(
+        [sys.executable, "-m", "groundkit.cli", *argv, "--metadata-url", postgres_dsn],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "grk: error: could not store 'docs/nul.txt': chunk 0 holds a NUL character (at 19), "
+        "which PostgreSQL text cannot store\n"
+    )

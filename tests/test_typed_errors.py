@@ -1,0 +1,172 @@
+"""Hostile arguments at the public API come back as typed errors, with nothing half done.
+
+Filters nested thousands of levels deep, and text UTF-8 cannot encode (a lone
+surrogate) in a query, a chunk id, a filter or a field, are refused where they
+enter: as ``RetrievalError`` on the search side and ``IngestionError`` on the
+ingest side, never as a ``RecursionError`` or ``UnicodeEncodeError`` from deep
+inside a store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groundkit import (
+    Collection,
+    Document,
+    IngestionError,
+    RetrievalConfig,
+    RetrievalError,
+    SQLiteMetadataStore,
+    StorageError,
+    search_collections,
+)
+from groundkit.ingestion.indexer import Indexer
+from groundkit.storage.names import document_id_for
+from groundkit.testing.conformance.helpers import document_sources
+from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree
+
+SECRET = "qqsecretqq"
+
+
+def deep(depth: int) -> dict[str, Any]:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"eq": value}
+    return {"team": value}
+
+
+# -- search side -----------------------------------------------------------------
+
+
+async def test_fetch_chunk_with_a_lone_surrogate_is_a_retrieval_error(
+    ingested: Collection,
+) -> None:
+    with pytest.raises(RetrievalError, match="the chunk id cannot be encoded as UTF-8") as caught:
+        await ingested.fetch_chunk("\ud800")
+    assert caught.value.verdict is None
+    # The collection is untouched and still answers.
+    hit = (await ingested.search("solar panels", 1)).results[0]
+    assert (await ingested.fetch_chunk(hit.chunk_id)).verification == "verified"
+
+
+@pytest.mark.parametrize("query", [f"{SECRET} \ud800", "\udced\udca0\udc80", f"a\udfff{SECRET}"])
+async def test_queries_utf8_cannot_encode_are_refused_without_quoting_them(
+    ingested: Collection, query: str
+) -> None:
+    with pytest.raises(RetrievalError, match="the query cannot be encoded as UTF-8") as caught:
+        await ingested.search(query)
+    assert SECRET not in str(caught.value)
+    retriever = await ingested.retriever()
+    with pytest.raises(RetrievalError, match="lone surrogate"):
+        await retriever.search(query, mode="bm25")
+
+
+async def test_deep_filters_are_refused_by_search(ingested: Collection) -> None:
+    with pytest.raises(RetrievalError, match="more than 3 levels deep"):
+        await ingested.search("solar", filters=deep(5000))
+    with pytest.raises(RetrievalError, match="'team': a name or value cannot be encoded"):
+        await ingested.search("solar", filters={"team": "r\ud800"})
+    assert (await ingested.search("solar")).results  # still searchable
+
+
+async def test_search_collections_refuses_before_any_collection_is_searched(
+    ingested: Collection,
+) -> None:
+    for query, filters in (("x\ud800", None), ("solar", deep(5000)), ("solar", {"k": "\udc80"})):
+        with pytest.raises(RetrievalError) as caught:
+            await search_collections([ingested], query, filters=filters)
+        # Raised by search_collections itself, not collected as a per-collection failure.
+        assert "could be searched" not in str(caught.value)
+
+
+class _BlockingEmbedder(ToyEmbedder):
+    """Embeds documents normally; once ``block`` is set, a query embedding never ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = False
+        self.cancelled = False
+
+    async def embed_query(self, text: str) -> Any:
+        if self.block:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+        return await super().embed_query(text)
+
+
+async def test_hybrid_cancels_the_other_side_when_one_fails(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    embedder = _BlockingEmbedder()
+    no_preload = RetrievalConfig(preload_max_chunks=0)  # the BM25 side reads the store
+    async with Collection.open(
+        index_dir, base_dir=corpus_dir, embedder=embedder, retrieval=no_preload
+    ) as col:
+        await col.ingest(corpus_dir)
+        retriever = await col.retriever()
+        embedder.block = True
+        await col.store.close()  # the BM25 side's row read now fails at once
+        with pytest.raises(StorageError, match="closed"):
+            await asyncio.wait_for(retriever.search("solar panels", mode="hybrid"), 10)
+        # The dense side did not go on running after the search had raised.
+        assert embedder.cancelled
+        current = asyncio.current_task()
+        assert [t for t in asyncio.all_tasks() if t is not current] == []
+
+
+# -- ingest side -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "needle"),
+    [
+        ({"team": "r\ud800"}, "field 'team' cannot be encoded as UTF-8"),
+        ({"tags": ["ok", "\udcff"]}, "field 'tags' cannot be encoded as UTF-8"),
+        ({"te\ud800am": "red"}, "is not allowed"),
+        ({(("a",),): "red"}, "a field name must be a string, not a tuple"),
+    ],
+)
+async def test_metadata_utf8_cannot_encode_is_an_ingestion_error_before_any_write(
+    collection: Collection, corpus_dir: Path, metadata: dict[Any, Any], needle: str
+) -> None:
+    with pytest.raises(IngestionError) as caught:
+        await collection.ingest(corpus_dir, metadata=metadata)
+    assert needle in str(caught.value)
+    assert await collection.generation() == 0
+    assert await document_sources(collection.store) == []
+
+
+class _SurrogateLoader:
+    """Reads ``.txt`` files the way a broken extractor might: each 'X' becomes a lone
+    surrogate, as a PDF's damaged UTF-16 text can."""
+
+    def accepts(self, path: Path) -> bool:
+        return path.suffix == ".txt"
+
+    async def load(self, path: Path, *, base_dir: Path) -> Document:
+        source = path.relative_to(base_dir).as_posix()
+        text = path.read_text(encoding="utf-8").replace("X", "\ud800")
+        return Document(document_id=document_id_for(source), source=source, content=text)
+
+
+async def test_a_document_whose_text_utf8_cannot_encode_fails_alone(
+    store: SQLiteMetadataStore, tmp_path: Path
+) -> None:
+    base = tmp_path / "docs"
+    write_tree(base, {"good.txt": "Plain words only.\n", "bad.txt": f"{SECRET} X broken\n"})
+    indexer = Indexer(store, base, loader=_SurrogateLoader(), chunking=SMALL_CHUNKS)
+    report = await indexer.ingest(base)
+    assert report.added == ["good.txt"]
+    [failure] = report.failed
+    assert failure.source == "bad.txt"
+    assert "its text cannot be encoded as UTF-8" in failure.reason
+    assert SECRET not in failure.reason
+    assert await document_sources(store) == ["good.txt"]
