@@ -282,6 +282,9 @@ class DocumentRecord(_Frozen):
     extractor: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     chunk_count: int = Field(default=0, ge=0)
+    # The current version (1 for the first ingest) and how many past ones are kept.
+    version: int = Field(default=1, ge=1)
+    past_versions: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
     def _validate(self) -> DocumentRecord:
@@ -299,6 +302,8 @@ class Citation(_Frozen):
 
     ``page`` (1-based) is the page the span starts on, for sources that have
     pages; it helps a reader find the passage and plays no part in verifying it.
+    ``version`` is the document version the span was taken from (1 for a
+    document's first ingest; ``None`` when the citation was built by hand).
     """
 
     document_id: str
@@ -309,6 +314,7 @@ class Citation(_Frozen):
     start_offset: int = Field(ge=0)
     end_offset: int = Field(ge=0)
     page: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _validate(self) -> Citation:
@@ -335,6 +341,8 @@ class RetrievalResult(_Frozen):
     highlights: Highlights | None = None
     # The collection the result came from, when the search knew its name.
     collection: str | None = None
+    # The document version the chunk belongs to (a past one only in ``as_of`` searches).
+    version: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _validate(self) -> RetrievalResult:
@@ -372,6 +380,7 @@ class RetrievalResult(_Frozen):
             start_offset=self.start_offset,
             end_offset=self.end_offset,
             page=page_at(self.metadata, self.start_offset),
+            version=self.version,
         )
 
 
@@ -416,12 +425,18 @@ class MultiSearchResponse(_Frozen):
 
 
 class FetchResult(_Frozen):
-    """A stored chunk together with the verdict of reading it back now."""
+    """A stored chunk together with the verdict of reading it back now.
+
+    ``version`` is the document version the chunk belongs to; ``replaced_at``
+    (ISO 8601) is when that version stopped being current, ``None`` while it is.
+    """
 
     content: str
     citation: Citation
     verification: Verification
     detail: str
+    version: int | None = Field(default=None, ge=1)
+    replaced_at: str | None = None
 
 
 class QuoteCheck(_Frozen):

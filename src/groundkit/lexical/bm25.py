@@ -1,56 +1,159 @@
-"""In-memory BM25 over term statistics persisted at ingest.
+"""BM25 over immutable segments, scored exactly at query time and pruned to the top k.
 
-Opening does no tokenising: chunks' term ids and frequencies are read back from
-the store and laid out as a term-major sparse matrix of precomputed BM25
-weights (Lucene's idf and length normalisation, exact ``k1``/``b``). A query
-sums the posting columns of its terms with numpy and selects the top-k; ties
-break on canonical position, which is ``(content_hash, chunk_index,
-document_id)`` order. See adr/0002-bm25-engine.md.
+Weights are computed when a query runs, from the statistics of the view it
+searches (the current documents, or the documents current at a past moment):
+Lucene's idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` and length normalisation
+``tf / (tf + k1 * (1 - b + b * len / avglen))``, summed over query terms in
+term-id order in float64 and returned as float32, so every path (pruned or
+exhaustive, one segment or many, fresh or live) gives the same number.
+
+The top k is found by MaxScore with block bounds (adr/0030-lexical-segments.md):
+with ``theta`` the k-th best exact score found so far, a document whose upper
+bound is below ``theta`` cannot enter the result, so terms whose summed bounds
+stay below it only contribute to documents found through the other terms, and
+blocks whose bound (plus every other term's) stays below it are never read.
+Bounds are taken over any statistics (largest frequency, shortest document),
+so pruning is exact whatever the collection looks like now. Ties break on the
+canonical position ``(content_hash, chunk_index, document_id)``; see
+``groundkit.lexical.segment`` for how segments carry it.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from groundkit.lexical.protocols import LexicalHit, PostingsBatch, PostingsSource
+from groundkit.lexical.segment import (
+    BLOCK,
+    ORDER_COLUMNS,
+    Segment,
+    build_segment,
+    empty_segment,
+)
 
-__all__ = ["BM25Index"]
+__all__ = ["BM25Index", "SegmentView", "View"]
+
+# Bounds are stretched, and thresholds shrunk, by this much: more than float32 rounding
+# (about 6e-8 relative), so rounding never makes a bound too tight or a threshold too high.
+_SLACK = 1.0 + 1e-6
+_INF = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Which documents a search sees: the current ones, or those current at ``as_of``
+    (seconds since the epoch)."""
+
+    as_of: float | None = None
+
+
+CURRENT = View()
+
+
+@dataclass(slots=True)
+class SegmentView:
+    """A segment and what has happened to its documents since it was written.
+
+    ``valid_to[i]`` is when document ``i`` stopped being current (``inf``: it
+    still is; ``-inf``: removed, at no time visible). ``dead_df`` counts, per
+    term id, the postings of documents not current, so current document
+    frequencies need no scan.
+    """
+
+    segment: Segment
+    valid_to: npt.NDArray[np.float64]
+    dead_df: Mapping[int, int] = field(default_factory=dict)
+    dead_docs: int = 0
+    dead_length: int = 0
+    _current: npt.NDArray[np.bool_] | None = None
+
+    @classmethod
+    def fresh(cls, segment: Segment) -> SegmentView:
+        return cls(segment, np.full(segment.size, _INF, dtype=np.float64))
+
+    @classmethod
+    def with_valid_to(cls, segment: Segment, valid_to: npt.NDArray[np.float64]) -> SegmentView:
+        """A view whose retired documents are ``valid_to < inf``; statistics recounted."""
+        view = cls(segment, np.asarray(valid_to, dtype=np.float64))
+        view.recount()
+        return view
+
+    @property
+    def current(self) -> npt.NDArray[np.bool_]:
+        if self._current is None:
+            self._current = self.valid_to == _INF
+        return self._current
+
+    def recount(self) -> None:
+        """Recompute the statistics of documents that are not current (one pass)."""
+        seg = self.segment
+        dead = ~(self.valid_to == _INF)
+        self._current = ~dead
+        self.dead_docs = int(dead.sum())
+        self.dead_length = int(seg.lengths[dead].sum(dtype=np.int64)) if self.dead_docs else 0
+        if not self.dead_docs:
+            self.dead_df = {}
+            return
+        per_term = (
+            np.add.reduceat(dead[seg.docs].astype(np.int64), seg.term_ptr[:-1])
+            if seg.terms.size
+            else np.zeros(0, np.int64)
+        )
+        nz = np.flatnonzero(per_term)
+        self.dead_df = dict(zip(seg.terms[nz].tolist(), per_term[nz].tolist(), strict=True))
+
+    def visible(self, view: View) -> npt.NDArray[np.bool_]:
+        if view.as_of is None:
+            return self.current
+        t = view.as_of
+        return (self.segment.valid_from <= t) & (self.valid_to > t)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stats:
+    docs: int
+    avg_length: float
+    df: dict[int, int]
 
 
 class BM25Index:
-    """Term-major BM25 weight matrix for one store snapshot (``LexicalIndexProtocol``)."""
+    """Segments searched as one index (``LexicalIndexProtocol``).
+
+    ``keys`` lists every document of every segment, current or not, in segment
+    order: that is what a mask lines up with. ``vocabulary`` maps terms to the
+    store's term ids; a term it does not know matches nothing.
+    """
 
     def __init__(
         self,
+        views: Sequence[SegmentView],
+        vocabulary: Mapping[str, int],
         *,
-        keys: npt.NDArray[np.int64],
-        indptr: npt.NDArray[np.int64],
-        rows: npt.NDArray[np.int32],
-        weights: npt.NDArray[np.float32],
-        vocabulary: dict[str, int],
+        k1: float = 1.5,
+        b: float = 0.75,
     ) -> None:
-        self._keys = keys
-        self._indptr = indptr
-        self._rows = rows
-        self._weights = weights
+        self._views = list(views)
         self._vocab = vocabulary
+        self.k1 = float(k1)
+        self.b = float(b)
+        sizes = [v.segment.size for v in self._views]
+        self._offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self._offsets[1:])
+        self._keys: npt.NDArray[np.int64] | None = None
 
-    @property
-    def size(self) -> int:
-        return int(self._keys.shape[0])
-
-    @property
-    def keys(self) -> npt.NDArray[np.int64]:
-        return self._keys
+    # -- building -------------------------------------------------------------
 
     @classmethod
     async def from_store(
         cls, store: PostingsSource, *, k1: float = 1.5, b: float = 0.75
     ) -> BM25Index:
+        """One segment holding every chunk of ``store`` (the full rebuild)."""
         batches = [batch async for batch in store.iter_postings()]
         # Read after the postings: the vocabulary only grows, so it covers them.
         vocabulary = await store.vocabulary()
@@ -60,54 +163,47 @@ class BM25Index:
     def from_postings(
         cls,
         batches: Sequence[PostingsBatch],
-        vocabulary: dict[str, int],
+        vocabulary: Mapping[str, int],
         *,
         k1: float = 1.5,
         b: float = 0.75,
     ) -> BM25Index:
-        n_terms = (max(vocabulary.values()) + 1) if vocabulary else 0
-        if not batches:
-            return cls._empty(vocabulary, n_terms)
-        keys = np.concatenate([p.keys for p in batches])
-        term_ids = np.concatenate([p.term_ids for p in batches])
-        tfs = np.concatenate([p.tfs for p in batches]).astype(np.float32)
-        counts = np.concatenate([np.diff(p.offsets) for p in batches])
-        n_docs = int(keys.shape[0])
-        if n_docs == 0:
-            return cls._empty(vocabulary, n_terms)
-        if term_ids.size:
-            n_terms = max(n_terms, int(term_ids.max()) + 1)
+        """One segment from postings given in canonical order.
 
-        entry_row = np.repeat(np.arange(n_docs, dtype=np.int32), counts)
-        lengths = np.bincount(entry_row, weights=tfs, minlength=n_docs).astype(np.float32)
-        avg_len = float(lengths.mean()) or 1.0
-        df = np.bincount(term_ids, minlength=n_terms).astype(np.float64)
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
+        Without tie keys in the batches, a document's canonical position is its
+        place in the input, which is what the store's canonical order gives.
+        """
+        segment = segment_from_batches(batches)
+        return cls([SegmentView.fresh(segment)], vocabulary, k1=k1, b=b)
 
-        norm = (k1 * (1.0 - b + b * lengths / avg_len)).astype(np.float32)
-        weights = idf[term_ids] * tfs / (tfs + norm[entry_row])
-        del tfs
+    # -- shape ----------------------------------------------------------------
 
-        order = np.argsort(term_ids, kind="stable")
-        indptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(df.astype(np.int64), out=indptr[1:])
-        return cls(
-            keys=keys,
-            indptr=indptr,
-            rows=entry_row[order],
-            weights=weights[order].astype(np.float32, copy=False),
-            vocabulary=vocabulary,
-        )
+    @property
+    def size(self) -> int:
+        return int(self._offsets[-1])
 
-    @classmethod
-    def _empty(cls, vocabulary: dict[str, int], n_terms: int) -> BM25Index:
-        return cls(
-            keys=np.zeros(0, dtype=np.int64),
-            indptr=np.zeros(n_terms + 1, dtype=np.int64),
-            rows=np.zeros(0, dtype=np.int32),
-            weights=np.zeros(0, dtype=np.float32),
-            vocabulary=vocabulary,
-        )
+    @property
+    def live_size(self) -> int:
+        return sum(v.segment.size - v.dead_docs for v in self._views)
+
+    @property
+    def views(self) -> list[SegmentView]:
+        return list(self._views)
+
+    @property
+    def vocabulary(self) -> Mapping[str, int]:
+        return self._vocab
+
+    @property
+    def keys(self) -> npt.NDArray[np.int64]:
+        if self._keys is None:
+            if not self._views:
+                self._keys = np.zeros(0, dtype=np.int64)
+            else:
+                self._keys = np.concatenate([v.segment.keys for v in self._views])
+        return self._keys
+
+    # -- searching ------------------------------------------------------------
 
     def search(
         self,
@@ -116,47 +212,414 @@ class BM25Index:
         *,
         score_threshold: float | None = None,
         mask: npt.NDArray[np.bool_] | None = None,
+        view: View = CURRENT,
+        prune: bool = True,
     ) -> list[LexicalHit]:
+        """Best ``top_k`` chunks, by ``(-score, canonical position)``.
+
+        Chunks matching none of the terms are never returned; with ``mask``
+        (one flag per position of ``keys``) neither are chunks whose flag is
+        False, and the mask applies before the cut. ``prune=False`` scores every
+        matching chunk (the reference the pruned search must equal).
+        """
         if top_k < 1 or self.size == 0:
             return []
         if mask is not None and mask.shape != (self.size,):
             raise ValueError(f"mask has shape {mask.shape}, expected ({self.size},)")
-        n_terms = self._indptr.shape[0] - 1
         vocab = self._vocab
-        wanted = Counter(vocab[t] for t in query_terms if t in vocab and vocab[t] < n_terms)
+        wanted = Counter(vocab[t] for t in query_terms if t in vocab)
         if not wanted:
             return []
-        # One bincount over the query terms' posting slices (in term-id order, so
-        # the float sums are the same every time) instead of a scatter per term.
-        slices = [(t, int(self._indptr[t]), int(self._indptr[t + 1])) for t in sorted(wanted)]
-        rows = np.concatenate([self._rows[s:e] for _, s, e in slices])
-        if rows.size == 0:
-            return []
-        weights = np.concatenate(
-            [
-                self._weights[s:e] if wanted[t] == 1 else self._weights[s:e] * np.float32(wanted[t])
-                for t, s, e in slices
-            ]
+        hits = self.search_ids(
+            wanted, top_k, score_threshold=score_threshold, mask=mask, view=view, prune=prune
         )
-        scores = np.bincount(rows, weights=weights, minlength=self.size).astype(np.float32)
-        # A boolean mask lists candidates several times faster than nonzero() on
-        # floats; partitioning the whole score array instead degrades on zeros.
-        if score_threshold is not None and score_threshold > 0:
-            matched = scores >= score_threshold
-        else:
-            matched = scores > 0
-        if mask is not None:
-            matched &= mask  # before the cut: filtered-out chunks never take a place
-        candidates = np.flatnonzero(matched)
-        if candidates.size == 0:
+        return [LexicalHit(key=k, score=s) for k, s, _ in hits]
+
+    def search_ids(
+        self,
+        query: Mapping[int, int],
+        top_k: int,
+        *,
+        score_threshold: float | None = None,
+        mask: npt.NDArray[np.bool_] | None = None,
+        view: View = CURRENT,
+        prune: bool = True,
+    ) -> list[tuple[int, float, bool]]:
+        """Like ``search`` on ``{term id: query frequency}``; each hit is ``(key, score,
+        tied)``, where ``tied`` marks hits whose score and tie key equal a neighbour's
+        (the caller orders those by their full canonical key)."""
+        wanted = sorted(t for t, n in query.items() if n > 0)
+        if top_k < 1 or not wanted or self.size == 0:
             return []
-        cand_scores = scores[candidates]
-        if candidates.size > top_k:
-            cut = candidates.size - top_k
-            kth = np.partition(cand_scores, cut)[cut]
-            keep = cand_scores >= kth  # keeps every tie at the cut for a stable choice
-            candidates, cand_scores = candidates[keep], cand_scores[keep]
-        order = np.lexsort((candidates, -cand_scores))[:top_k]
-        keys = self._keys[candidates[order]].tolist()
-        values = cand_scores[order].tolist()
-        return [LexicalHit(key=k, score=v) for k, v in zip(keys, values, strict=True)]
+        query_ids = np.asarray(wanted, dtype=np.int32)
+        present = [_present(v.segment, query_ids) for v in self._views]
+        stats = self._stats(wanted, present, view)
+        if stats.docs == 0:
+            return []
+        scale = {
+            t: query[t] * math.log1p((stats.docs - stats.df[t] + 0.5) / (stats.df[t] + 0.5))
+            for t in wanted
+            if stats.df[t] > 0
+        }
+        if not scale:
+            return []
+        floor = 0.0 if score_threshold is None else float(score_threshold)
+        best = _TopK(top_k, floor)
+        # Large segments first: the threshold they set prunes the small ones hardest.
+        order = sorted(range(len(self._views)), key=lambda i: -self._views[i].segment.size)
+        for i in order:
+            terms = [p for p in present[i] if p[0] in scale]
+            if not terms:
+                continue
+            seg_view = self._views[i]
+            local_mask = None
+            if mask is not None:
+                local_mask = mask[self._offsets[i] : self._offsets[i + 1]]
+            search = _SegmentSearch(
+                seg_view.segment,
+                i,
+                terms,
+                scale,
+                _Norm(self.k1, self.b, stats.avg_length),
+                seg_view.visible(view),
+                local_mask,
+            )
+            search.run(best, prune)
+        return best.result(self._views)
+
+    def _stats(self, terms: Sequence[int], present: list[list[_Term]], view: View) -> _Stats:
+        docs = 0
+        length = 0
+        df = dict.fromkeys(terms, 0)
+        for v, found in zip(self._views, present, strict=True):
+            seg = v.segment
+            if view.as_of is None:
+                docs += seg.size - v.dead_docs
+                length += seg.total_length - v.dead_length
+                for t, _, lo, hi in found:
+                    df[t] += (hi - lo) - v.dead_df.get(t, 0)
+            else:
+                visible = v.visible(view)
+                docs += int(visible.sum())
+                length += int(seg.lengths[visible].sum(dtype=np.int64))
+                for t, _, lo, hi in found:
+                    df[t] += int(np.count_nonzero(visible[seg.docs[lo:hi]]))
+        avg = length / docs if docs else 1.0
+        return _Stats(docs, avg or 1.0, df)
+
+
+# (term id, index in the segment's term table, first posting, end of postings)
+_Term = tuple[int, int, int, int]
+# Below this many candidates, scoring them all costs less than narrowing them down.
+_NARROW_FROM = 1024
+
+
+def _present(seg: Segment, query_ids: npt.NDArray[np.int32]) -> list[_Term]:
+    """The query terms this segment holds, with their posting ranges (one lookup)."""
+    if seg.terms.shape[0] == 0:
+        return []
+    at = np.searchsorted(seg.terms, query_ids)
+    at = np.minimum(at, seg.terms.shape[0] - 1)
+    hit = seg.terms[at] == query_ids
+    out: list[_Term] = []
+    for t, j in zip(query_ids[hit].tolist(), at[hit].tolist(), strict=True):
+        out.append((int(t), int(j), int(seg.term_ptr[j]), int(seg.term_ptr[j + 1])))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Norm:
+    """BM25's length normalisation for one search's statistics."""
+
+    k1: float
+    b: float
+    avg: float
+
+    def weight(self, tf: float, length: float) -> float:
+        if tf <= 0.0:
+            return 0.0
+        return tf / (tf + self.k1 * (1.0 - self.b + self.b * length / self.avg))
+
+    def weights(
+        self, tf: npt.NDArray[np.generic], length: npt.NDArray[np.generic]
+    ) -> npt.NDArray[np.float64]:
+        tf64 = np.asarray(tf, dtype=np.float64)
+        norm = self.k1 * (1.0 - self.b + self.b * np.asarray(length, dtype=np.float64) / self.avg)
+        return tf64 / (tf64 + norm)
+
+
+class _SegmentSearch:
+    """One segment's part of a search: bounds, candidates, exact scores."""
+
+    def __init__(
+        self,
+        seg: Segment,
+        seg_no: int,
+        terms: list[_Term],
+        scale: dict[int, float],
+        norm: _Norm,
+        visible: npt.NDArray[np.bool_],
+        mask: npt.NDArray[np.bool_] | None,
+    ) -> None:
+        self.seg = seg
+        self.seg_no = seg_no
+        self.terms = terms
+        self.scale = scale
+        self.norm = norm
+        self.visible = visible
+        self.mask = mask
+        self.bound = {
+            t: scale[t]
+            * norm.weight(float(seg.term_max_tf[j]), float(seg.term_min_len[j]))
+            * _SLACK
+            for t, j, _, _ in terms
+        }
+        self.total_bound = sum(self.bound.values())
+
+    def allowed(self, docs: npt.NDArray[np.uint32]) -> npt.NDArray[np.bool_]:
+        keep = self.visible[docs]
+        if self.mask is not None:
+            keep &= self.mask[docs]
+        return keep
+
+    def run(self, best: _TopK, prune: bool) -> None:
+        if prune and best.threshold <= 0.0:
+            best.raise_threshold(self.first_threshold(best.k))
+        # The threshold is a float32 score; the sums compared with it are float64, which
+        # can sit just below a float32 value that rounds them up: compare with room.
+        theta = best.threshold / _SLACK if prune else 0.0
+        if self.total_bound < theta:
+            return  # nothing in this segment can reach the current top k
+        # Essential terms: all but the longest run of low bounds that sums below theta.
+        essential: list[_Term] = []
+        running = 0.0
+        for term in sorted(self.terms, key=lambda p: (self.bound[p[0]], p[0])):
+            running += self.bound[term[0]]
+            if running >= theta:
+                essential.append(term)
+        candidates = self.candidates(essential, theta)
+        if candidates.size == 0:
+            return
+        candidates = candidates[self.allowed(candidates)]
+        if candidates.size == 0:
+            return
+        scored = self.score(candidates, theta)
+        if scored is not None:
+            best.offer(scored[1], scored[0], self.seg, self.seg_no)
+
+    def first_threshold(self, k: int) -> float:
+        """A score at least k allowed documents reach: the k-th best single-term weight.
+
+        A document's score is at least any one of its term weights, so if k
+        documents each hold a weight of at least ``w`` in some term, the k-th
+        best score is at least ``w``. The rarest term is used (fewest postings).
+        """
+        t, _, lo, hi = min(self.terms, key=lambda p: (p[3] - p[2], p[0]))
+        if hi - lo < k:
+            return 0.0
+        docs = self.seg.docs[lo:hi]
+        keep = self.allowed(docs)
+        if int(keep.sum()) < k:
+            return 0.0
+        weights = self.scale[t] * self.norm.weights(
+            self.seg.tfs[lo:hi][keep], self.seg.lengths[docs[keep]]
+        )
+        return float(np.partition(weights, weights.size - k)[weights.size - k])
+
+    def candidates(self, essential: list[_Term], theta: float) -> npt.NDArray[np.uint32]:
+        """Local documents holding an essential term in a block that can still matter."""
+        seg = self.seg
+        parts: list[npt.NDArray[np.uint32]] = []
+        for t, j, lo, hi in essential:
+            docs = seg.docs[lo:hi]
+            if theta > 0.0 and hi - lo > BLOCK:
+                b0, b1 = int(seg.block_ptr[j]), int(seg.block_ptr[j + 1])
+                others = self.total_bound - self.bound[t]
+                block_bound = (
+                    self.scale[t]
+                    * self.norm.weights(seg.block_max_tf[b0:b1], seg.block_min_len[b0:b1])
+                    * _SLACK
+                )
+                keep = block_bound + others >= theta
+                if not keep.any():
+                    continue
+                if not keep.all():
+                    docs = docs[np.repeat(keep, _block_sizes(hi - lo, b1 - b0))]
+            parts.append(docs)
+        if not parts:
+            return np.zeros(0, dtype=np.uint32)
+        if len(parts) == 1:
+            return np.asarray(parts[0], dtype=np.uint32)
+        return np.unique(np.concatenate(parts))
+
+    def score(
+        self, candidates: npt.NDArray[np.uint32], theta: float
+    ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.float32]] | None:
+        """Exact scores of ``candidates``: each term's weight looked up, summed in term order."""
+        seg = self.seg
+        lengths = seg.lengths[candidates]
+        parts: dict[int, npt.NDArray[np.float64]] = {}
+        partial = np.zeros(candidates.shape[0], dtype=np.float64)
+        remaining = self.total_bound
+        # Highest bounds first, so hopeless candidates can be dropped early.
+        for t, _, lo, hi in sorted(self.terms, key=lambda p: (-self.bound[p[0]], p[0])):
+            docs = seg.docs[lo:hi]
+            at = np.searchsorted(docs, candidates)
+            np.minimum(at, docs.shape[0] - 1, out=at)
+            found = docs[at] == candidates
+            contribution = np.zeros(candidates.shape[0], dtype=np.float64)
+            if found.any():
+                contribution[found] = self.scale[t] * self.norm.weights(
+                    seg.tfs[lo:hi][at[found]], lengths[found]
+                )
+            parts[t] = contribution
+            partial += contribution
+            remaining -= self.bound[t]
+            if theta > 0.0 and remaining > 0.0 and candidates.shape[0] >= _NARROW_FROM:
+                hopeful = partial + remaining >= theta
+                if not hopeful.all():
+                    candidates, lengths, partial = (
+                        candidates[hopeful],
+                        lengths[hopeful],
+                        partial[hopeful],
+                    )
+                    parts = {term: v[hopeful] for term, v in parts.items()}
+                    if candidates.size == 0:
+                        return None
+        total = np.zeros(candidates.shape[0], dtype=np.float64)
+        for t in sorted(parts):
+            total += parts[t]
+        matched = total > 0.0
+        if not matched.any():
+            return None
+        return candidates[matched], total[matched].astype(np.float32)
+
+
+def _block_sizes(postings: int, blocks: int) -> npt.NDArray[np.int64]:
+    sizes = np.full(blocks, BLOCK, dtype=np.int64)
+    if blocks:
+        sizes[-1] = postings - BLOCK * (blocks - 1)
+    return sizes
+
+
+class _TopK:
+    """The best k candidates so far, ordered by ``(-score, tie key, segment, document)``."""
+
+    def __init__(self, k: int, floor: float) -> None:
+        self.k = k
+        self._floor = floor
+        self._scores = np.zeros(0, dtype=np.float32)
+        self._order = np.zeros((0, ORDER_COLUMNS), dtype=np.uint64)
+        self._where = np.zeros((0, 2), dtype=np.int64)  # (segment, local document)
+        self._threshold = floor
+
+    @property
+    def threshold(self) -> float:
+        return self._threshold
+
+    def raise_threshold(self, value: float) -> float:
+        self._threshold = max(self._threshold, value)
+        return self._threshold
+
+    def offer(
+        self,
+        scores: npt.NDArray[np.float32],
+        docs: npt.NDArray[np.uint32],
+        seg: Segment,
+        seg_no: int,
+    ) -> None:
+        keep = scores >= np.float32(self._floor) if self._floor > 0.0 else scores > 0.0
+        if not keep.all():
+            scores, docs = scores[keep], docs[keep]
+        if scores.size == 0:
+            return
+        if scores.size > self.k:
+            # Only this segment's own k best (and ties with its k-th) can make the cut.
+            cut = scores.size - self.k
+            kth = np.partition(scores, cut)[cut]
+            keep = scores >= kth
+            scores, docs = scores[keep], docs[keep]
+        where = np.stack(
+            [np.full(docs.shape[0], seg_no, dtype=np.int64), docs.astype(np.int64)], axis=1
+        )
+        all_scores = np.concatenate([self._scores, scores])
+        all_order = np.concatenate([self._order, seg.order[docs]])
+        all_where = np.concatenate([self._where, where])
+        if all_scores.size > self.k:
+            # Everything at or above the k-th score survives the cut (ties decided below).
+            cut = all_scores.size - self.k
+            kth = np.partition(all_scores, cut)[cut]
+            survive = all_scores >= kth
+            all_scores, all_order, all_where = (
+                all_scores[survive],
+                all_order[survive],
+                all_where[survive],
+            )
+        rank = np.lexsort(
+            (
+                all_where[:, 1],
+                all_where[:, 0],
+                all_order[:, 2],
+                all_order[:, 1],
+                all_order[:, 0],
+                -all_scores.astype(np.float64),
+            )
+        )
+        # Keep the k best plus everything tied with the k-th on score and tie key.
+        keep_n = min(self.k, rank.size)
+        if rank.size > keep_n:
+            last = rank[keep_n - 1]
+            same = (all_scores[rank[keep_n:]] == all_scores[last]) & np.all(
+                all_order[rank[keep_n:]] == all_order[last], axis=1
+            )
+            keep_n += int(np.argmin(same)) if not same.all() else int(same.size)
+        rank = rank[:keep_n]
+        self._scores, self._order, self._where = all_scores[rank], all_order[rank], all_where[rank]
+        if self._scores.size >= self.k:
+            self._threshold = max(self._threshold, float(self._scores[self.k - 1]))
+
+    def result(self, views: Sequence[SegmentView]) -> list[tuple[int, float, bool]]:
+        n = self._scores.size
+        if n == 0:
+            return []
+        tied = np.zeros(n, dtype=np.bool_)
+        if n > 1:
+            same = (self._scores[1:] == self._scores[:-1]) & np.all(
+                self._order[1:] == self._order[:-1], axis=1
+            )
+            tied[1:] |= same
+            tied[:-1] |= same
+        out: list[tuple[int, float, bool]] = []
+        for (seg_no, doc), score, is_tied in zip(
+            self._where.tolist(), self._scores.tolist(), tied.tolist(), strict=True
+        ):
+            out.append((int(views[seg_no].segment.keys[doc]), float(score), bool(is_tied)))
+        return out
+
+
+def segment_from_batches(batches: Sequence[PostingsBatch]) -> Segment:
+    """One segment from postings batches in canonical order (position breaks ties)."""
+    if not batches:
+        return empty_segment()
+    keys = np.concatenate([p.keys for p in batches])
+    n = int(keys.shape[0])
+    if n == 0:
+        return empty_segment()
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.concatenate([np.diff(p.offsets) for p in batches]), out=offsets[1:])
+    term_ids = np.concatenate([p.term_ids for p in batches]).astype(np.int32)
+    tfs = np.concatenate([p.tfs for p in batches]).astype(np.int32)
+    orders = [getattr(p, "order", None) for p in batches]
+    order: npt.NDArray[np.uint64]
+    if all(o is not None for o in orders):
+        order = np.concatenate([np.asarray(o, dtype=np.uint64) for o in orders])
+    else:
+        order = np.zeros((n, ORDER_COLUMNS), dtype=np.uint64)
+        order[:, 0] = np.arange(n, dtype=np.uint64)
+    starts = [getattr(p, "valid_from", None) for p in batches]
+    valid_from: npt.NDArray[np.float64]
+    if all(s is not None for s in starts):
+        valid_from = np.concatenate([np.asarray(s, dtype=np.float64) for s in starts])
+    else:
+        valid_from = np.full(n, -_INF, dtype=np.float64)
+    return build_segment(keys, offsets, term_ids, tfs, order, valid_from)

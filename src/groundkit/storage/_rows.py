@@ -8,8 +8,10 @@ here so the two backends cannot drift apart.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, get_args
 
@@ -27,8 +29,9 @@ from groundkit.contracts import (
     FieldValue,
     SourceClass,
 )
-from groundkit.errors import StorageError
+from groundkit.errors import ConfigurationError, IngestionError, StorageError
 from groundkit.storage.protocols import (
+    ChangeLog,
     ChunkPostings,
     DocumentState,
     Generations,
@@ -36,10 +39,14 @@ from groundkit.storage.protocols import (
     metadata_json,
 )
 from groundkit.utils.text import describe_unencodable
+from groundkit.utils.ties import order_key
 
 __all__ = [
+    "REMOVED",
     "WriteItems",
+    "change_log",
     "check_fields_value",
+    "check_keep",
     "check_storable",
     "chunk_rows",
     "damaged",
@@ -48,21 +55,101 @@ __all__ = [
     "document_state",
     "generations_row",
     "int_value",
+    "iso_time",
     "manifest_value",
     "now_iso",
     "optional_text",
     "parse_metadata",
+    "plan_versions",
     "postings_from_blobs",
+    "postings_from_rows",
     "stored_chunk",
     "term_counts",
+    "text_value",
+    "version_start",
 ]
 
 WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
 _SOURCE_CLASSES: frozenset[str] = frozenset(get_args(SourceClass))
+# ``valid_to`` of a change-log entry whose chunk was removed outright (it is
+# visible at no time any more, unlike a past version).
+REMOVED = -math.inf
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def iso_time(seconds: float) -> str:
+    """Seconds since the epoch as ISO 8601 in UTC (to the microsecond, when there is one)."""
+    moment = datetime.fromtimestamp(seconds, UTC)
+    return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds")
+
+
+# How far ahead of this host's clock a caller's valid_as_of may be (clock skew).
+_FUTURE_SLACK_SECONDS = 60.0
+
+
+def version_start(valid_as_of: datetime | None, now: float) -> float:
+    """When a version written now becomes current: ``valid_as_of`` if given, else now.
+
+    A naive datetime is ambiguous (whose local time?) and a moment in the future
+    would make the version current before it is valid: both are refused.
+    """
+    if valid_as_of is None:
+        return now
+    if not isinstance(valid_as_of, datetime):
+        raise IngestionError(f"valid_as_of must be a datetime, got {type(valid_as_of).__name__}")
+    if valid_as_of.tzinfo is None or valid_as_of.utcoffset() is None:
+        raise IngestionError(
+            "valid_as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)"
+        )
+    start = valid_as_of.timestamp()
+    if start > now + _FUTURE_SLACK_SECONDS:
+        raise IngestionError(f"valid_as_of {valid_as_of.isoformat()} is in the future")
+    return start
+
+
+@dataclass(frozen=True, slots=True)
+class VersionPlan:
+    """What a write does to the documents already stored under its sources."""
+
+    next_version: dict[str, int]  # document id -> the version number the write gives it
+    foreign: list[str]  # documents whose source the write hands to another document id
+
+
+def plan_versions(
+    items: WriteItems, existing: Sequence[Sequence[Any]], start: float
+) -> VersionPlan:
+    """Plan a write from the stored ``(id, source, version, valid_from)`` rows of its
+    sources; ``IngestionError`` when a new version would start before the current one."""
+    by_source = {document.source: document for document, _, _ in items}
+    next_version: dict[str, int] = {}
+    foreign: list[str] = []
+    for document_id, source, version, valid_from in existing:
+        where = f"document row {document_id!r}"
+        if document_id != by_source[source].document_id:
+            foreign.append(document_id)
+            continue
+        current_start = _seconds(valid_from, "start of validity", where)
+        if start < current_start:
+            raise IngestionError(
+                f"{source!r}: the new version would be valid from {iso_time(start)}, "
+                f"before its current version ({iso_time(current_start)}); versions of a "
+                "document follow each other in time"
+            )
+        next_version[document_id] = int_value(version, "version", where, minimum=1) + 1
+    return VersionPlan(next_version, foreign)
+
+
+def check_keep(keep: int | None) -> None:
+    """A retention setting: ``None`` (keep every past version) or a count >= 0."""
+    if keep is None:
+        return
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        raise ConfigurationError(
+            f"keep_versions must be None (keep all) or an integer >= 0, got {keep!r}"
+        )
 
 
 def damaged(where: str, what: str) -> StorageError:
@@ -87,6 +174,18 @@ def _text(value: Any, what: str, where: str, *, empty: bool = False) -> str:
     if not isinstance(value, str) or (not empty and not value):
         raise damaged(where, what)
     return value
+
+
+text_value = _text
+
+
+def _seconds(value: Any, what: str, where: str, *, missing: float | None = None) -> float:
+    """A stored moment (seconds since the epoch); ``missing`` stands for NULL."""
+    if value is None and missing is not None:
+        return missing
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise damaged(where, what)
+    return float(value)
 
 
 def generations_row(row: Sequence[Any] | None, where: str) -> Generations:
@@ -172,7 +271,9 @@ def _source_class(value: Any, extractor: Any, where: str) -> tuple[SourceClass, 
     return value, extractor
 
 
-def document_record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
+def document_record(
+    row: Sequence[Any], chunk_count: int = 0, version: Any = 1, past_versions: Any = 0
+) -> DocumentRecord:
     where = f"document row {row[0]!r}" if isinstance(row[0], str) else "a document row"
     source_class, extractor = _source_class(row[4], row[5], where)
     try:
@@ -185,6 +286,8 @@ def document_record(row: Sequence[Any], chunk_count: int = 0) -> DocumentRecord:
             extractor=extractor,
             metadata=parse_metadata(row[6], where),
             chunk_count=int_value(chunk_count, "chunk count", where),
+            version=int_value(version, "version", where, minimum=1),
+            past_versions=int_value(past_versions, "version count", where),
         )
     except ValidationError:  # its message would quote the values
         raise damaged(where, "document fields") from None
@@ -219,6 +322,9 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
         source_class=source_class,
         extractor=extractor,
         metadata=parse_metadata(row[12], where),
+        version=int_value(row[13], "version", where, minimum=1),
+        valid_from=_seconds(row[14], "start of validity", where),
+        valid_to=None if row[15] is None else _seconds(row[15], "end of validity", where),
     )
 
 
@@ -238,10 +344,11 @@ def term_counts(items: WriteItems) -> tuple[list[str], list[list[Counter[str]]]]
     return sources, counts
 
 
-def document_rows(items: WriteItems) -> list[tuple[Any, ...]]:
+def document_rows(items: WriteItems, stamp: str | None = None) -> list[tuple[Any, ...]]:
     """``documents`` rows in column order ``id, source, content_hash, ingested_at,
-    source_class, extractor, metadata``; one timestamp for the whole batch."""
-    now = now_iso()
+    source_class, extractor, metadata``; one timestamp (``stamp``, default now)
+    for the whole batch."""
+    now = stamp or now_iso()
     return [
         (
             document.document_id,
@@ -314,6 +421,54 @@ def postings_from_blobs(
         raise damaged(f"chunk row {keys[row]}", "term statistics")
     return ChunkPostings(
         keys=np.asarray(keys, dtype=np.int64), offsets=offsets, term_ids=term_ids, tfs=tfs
+    )
+
+
+def postings_from_rows(rows: Sequence[Sequence[Any]]) -> ChunkPostings:
+    """``ChunkPostings`` with tie keys and validity from rows of ``key, term_ids, tfs,
+    content_hash, chunk_index, document_id, valid_from, valid_to`` (NULL: current)."""
+    base = postings_from_blobs([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows])
+    order = np.zeros((len(rows), 3), dtype=np.uint64)
+    valid_from = np.zeros(len(rows), dtype=np.float64)
+    valid_to = np.zeros(len(rows), dtype=np.float64)
+    for i, row in enumerate(rows):
+        where = f"chunk row {row[0]}"
+        content_hash = _text(row[3], "content hash", where)
+        document_id = _text(row[5], "document id", where)
+        try:
+            order[i] = order_key(content_hash, int_value(row[4], "chunk index", where), document_id)
+        except ValueError:  # not hex
+            raise damaged(where, "content hash") from None
+        valid_from[i] = _seconds(row[6], "start of validity", where)
+        valid_to[i] = _seconds(row[7], "end of validity", where, missing=math.inf)
+    return ChunkPostings(
+        keys=base.keys,
+        offsets=base.offsets,
+        term_ids=base.term_ids,
+        tfs=base.tfs,
+        order=order,
+        valid_from=valid_from,
+        valid_to=valid_to,
+    )
+
+
+def change_log(rows: Sequence[Sequence[Any]], *, complete: bool) -> ChangeLog:
+    """A ``ChangeLog`` from rows of ``key, valid_to, term_ids, tfs`` in log order."""
+    postings = postings_from_blobs([r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
+    valid_to = np.fromiter(
+        (_seconds(r[1], "change-log time", f"change of chunk {r[0]}") for r in rows),
+        dtype=np.float64,
+        count=len(rows),
+    )
+    entry_of = np.repeat(np.arange(len(rows)), np.diff(postings.offsets))
+    lengths = np.bincount(entry_of, weights=postings.tfs, minlength=len(rows)).astype(np.int64)
+    return ChangeLog(
+        complete=complete,
+        keys=postings.keys,
+        valid_to=valid_to,
+        offsets=postings.offsets,
+        term_ids=postings.term_ids,
+        lengths=lengths,
     )
 
 

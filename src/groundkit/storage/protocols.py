@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -27,6 +28,7 @@ from groundkit.contracts import (
 )
 
 __all__ = [
+    "ChangeLog",
     "ChunkOwners",
     "ChunkPostings",
     "ConfirmedVectors",
@@ -65,6 +67,15 @@ class StoredChunk:
     source_class: SourceClass
     extractor: str | None
     metadata: dict[str, Any]
+    # The document version the chunk belongs to, when it became current (seconds
+    # since the epoch) and when it stopped (None: it still is).
+    version: int = 1
+    valid_from: float = 0.0
+    valid_to: float | None = None
+
+    @property
+    def current(self) -> bool:
+        return self.valid_to is None
 
     @property
     def chunk(self) -> Chunk:
@@ -100,6 +111,7 @@ class StoredChunk:
             start_offset=self.start_offset,
             end_offset=self.end_offset,
             page=page_at(self.metadata, self.start_offset),
+            version=self.version,
         )
 
 
@@ -153,13 +165,39 @@ class ChunkPostings:
     """Term statistics of a batch of chunks, as written at ingest time.
 
     ``keys[i]``'s unique term ids are ``term_ids[offsets[i]:offsets[i+1]]`` with
-    frequencies ``tfs`` at the same positions.
+    frequencies ``tfs`` at the same positions. ``order`` (``(n, 3)``, see
+    ``groundkit.lexical.segment.order_key``) is each chunk's canonical tie key;
+    ``valid_from``/``valid_to`` (seconds since the epoch, ``inf`` while current,
+    ``-inf`` for a removed chunk) its version's validity. They are optional
+    only for batches built by hand.
     """
 
     keys: npt.NDArray[np.int64]
     offsets: npt.NDArray[np.int64]
     term_ids: npt.NDArray[np.int32]
     tfs: npt.NDArray[np.int32]
+    order: npt.NDArray[np.uint64] | None = None
+    valid_from: npt.NDArray[np.float64] | None = None
+    valid_to: npt.NDArray[np.float64] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeLog:
+    """Chunks that stopped being current since a generation, as the store recorded them.
+
+    Entry ``i``: chunk ``keys[i]`` left the current view at ``valid_to[i]``
+    (``-inf``: it was removed outright), with its term ids
+    ``term_ids[offsets[i]:offsets[i+1]]`` and ``lengths[i]`` terms in all.
+    ``complete`` is False when the log no longer reaches back to the generation
+    asked for (it was pruned): the caller must rebuild instead.
+    """
+
+    complete: bool
+    keys: npt.NDArray[np.int64]
+    valid_to: npt.NDArray[np.float64]
+    offsets: npt.NDArray[np.int64]
+    term_ids: npt.NDArray[np.int32]
+    lengths: npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,13 +264,54 @@ class MetadataStoreProtocol(Protocol):
         ...
 
     async def replace_documents(
-        self, items: Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
+        self,
+        items: Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]],
+        *,
+        valid_as_of: datetime | None = None,
+        keep_versions: int | None = None,
     ) -> None:
-        """Store documents and their chunks (with analysed terms) in one transaction."""
+        """Store documents and their chunks (with analysed terms) in one transaction.
+
+        A document already stored under the same source becomes a past version:
+        its chunks stay, marked no longer current from the new version's start
+        (``valid_as_of`` when given, else now), and the new one gets the next
+        version number. ``keep_versions`` bounds the past versions kept per
+        document (``None``: all; ``0``: none, a replaced version is removed).
+        """
         ...
 
     async def delete_documents(self, sources: Sequence[str]) -> int:
-        """Delete documents (and chunks) by source in one transaction; returns how many."""
+        """Remove documents, with every version and chunk, by source in one
+        transaction; returns how many documents went."""
+        ...
+
+    async def purge_versions(self, keep: int) -> int:
+        """Remove all but the ``keep`` newest past versions of every document;
+        returns how many versions went."""
+        ...
+
+    async def collection_uid(self) -> str:
+        """A random id fixed when the collection was created: tells two stores apart."""
+        ...
+
+    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
+        """``{term: term_id}`` for the terms that have an id (a query's lookup)."""
+        ...
+
+    def postings_since(
+        self, after_key: int, batch_size: int = 50_000
+    ) -> AsyncIterator[ChunkPostings]:
+        """Postings of every retained chunk whose key is above ``after_key`` (keys only
+        grow), current or not, with tie keys and validity, in key order."""
+        ...
+
+    async def changes_since(self, generation: int) -> ChangeLog:
+        """Chunks that left the current view in generations after ``generation``."""
+        ...
+
+    async def prune_changes(self, through_generation: int) -> None:
+        """Forget the change log up to and including ``through_generation`` (a
+        persisted index covers it)."""
         ...
 
     async def chunk_count(self) -> int: ...
@@ -273,14 +352,21 @@ class MetadataStoreProtocol(Protocol):
         """``{document_id: chunks in order}``; ids with no chunks are absent."""
         ...
 
-    async def get_chunks_by_ids(self, chunk_ids: Sequence[str]) -> Mapping[str, StoredChunk]: ...
+    async def get_chunks_by_ids(self, chunk_ids: Sequence[str]) -> Mapping[str, StoredChunk]:
+        """Current chunks by id (what the vector side points at)."""
+        ...
 
-    async def get_chunk(self, chunk_id: str) -> StoredChunk | None: ...
+    async def get_chunk(self, chunk_id: str, version: int | None = None) -> StoredChunk | None:
+        """The chunk with this id in document version ``version``; without a version,
+        the current one, else the newest past one; None when there is none."""
+        ...
 
-    async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]: ...
+    async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
+        """Chunks by key, current or past (each joined to its own version's document)."""
+        ...
 
     def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
-        """Every chunk joined to its document, by ``(source, chunk_index)``."""
+        """Every current chunk joined to its document, by ``(source, chunk_index)``."""
         ...
 
     async def vocabulary(self) -> dict[str, int]:
@@ -288,11 +374,12 @@ class MetadataStoreProtocol(Protocol):
         ...
 
     def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
-        """Postings in canonical order: ``(content_hash, chunk_index, document_id)``."""
+        """Postings of every retained chunk (current or not, with tie keys and
+        validity) in canonical order: ``(content_hash, chunk_index, document_id)``."""
         ...
 
     async def chunk_owners(self) -> ChunkOwners:
-        """Every chunk's owning document and every document's fields, read at once."""
+        """Every retained chunk's owning document version and its fields, read at once."""
         ...
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -22,8 +23,11 @@ import numpy as np
 from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, FieldValue
 from groundkit.errors import StorageError
 from groundkit.storage._rows import (
+    REMOVED,
     WriteItems,
+    change_log,
     check_fields_value,
+    check_keep,
     check_storable,
     chunk_rows,
     damaged,
@@ -32,14 +36,19 @@ from groundkit.storage._rows import (
     document_state,
     generations_row,
     int_value,
+    iso_time,
     manifest_value,
     now_iso,
     optional_text,
-    postings_from_blobs,
+    plan_versions,
+    postings_from_rows,
     stored_chunk,
     term_counts,
+    text_value,
+    version_start,
 )
 from groundkit.storage.protocols import (
+    ChangeLog,
     ChunkOwners,
     ChunkPostings,
     ConfirmedVectors,
@@ -51,11 +60,58 @@ from groundkit.storage.protocols import (
 
 __all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore"]
 
-SCHEMA_VERSION = 2
-# Applied in order to a file of an older version, in one transaction each, so an
-# existing collection opens without a re-ingest. Version 2: vectors_generation.
-_MIGRATIONS: dict[int, str] = {
-    1: "ALTER TABLE state ADD COLUMN vectors_generation INTEGER NOT NULL DEFAULT 0",
+SCHEMA_VERSION = 3
+# Applied in order to a file of an older version, each in the opening transaction,
+# so an existing collection opens without a re-ingest. Version 2: the vectors
+# generation. Version 3: document versions, the change log, the collection uid.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE state ADD COLUMN vectors_generation INTEGER NOT NULL DEFAULT 0",),
+    2: (
+        "ALTER TABLE state ADD COLUMN uid TEXT",
+        "UPDATE state SET uid = lower(hex(randomblob(16)))",
+        "ALTER TABLE state ADD COLUMN changes_floor INTEGER NOT NULL DEFAULT 0",
+        "UPDATE state SET changes_floor = generation + 1",
+        "ALTER TABLE documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE documents ADD COLUMN valid_from REAL NOT NULL DEFAULT 0",
+        "ALTER TABLE documents ADD COLUMN valid_as_of TEXT",
+        "UPDATE documents SET valid_from = CAST(strftime('%s', ingested_at) AS REAL)",
+        "CREATE TABLE document_versions ("
+        " document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
+        " version INTEGER NOT NULL, source TEXT NOT NULL, content_hash TEXT NOT NULL,"
+        " ingested_at TEXT NOT NULL, source_class TEXT NOT NULL, extractor TEXT,"
+        " metadata TEXT NOT NULL DEFAULT '{}', valid_from REAL NOT NULL, valid_to REAL NOT NULL,"
+        " valid_as_of TEXT, PRIMARY KEY (document_id, version))",
+        # chunks is rebuilt: the unique chunk id now holds among current chunks only.
+        "CREATE TABLE chunks_v3 ("
+        " key INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL,"
+        " document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
+        " version INTEGER NOT NULL DEFAULT 1, valid_from REAL NOT NULL DEFAULT 0, valid_to REAL,"
+        " chunk_index INTEGER NOT NULL, content TEXT NOT NULL, start_offset INTEGER NOT NULL,"
+        " end_offset INTEGER NOT NULL, content_hash TEXT NOT NULL, term_ids BLOB NOT NULL,"
+        " tfs BLOB NOT NULL)",
+        "INSERT INTO chunks_v3 (key, id, document_id, version, valid_from, valid_to, chunk_index,"
+        " content, start_offset, end_offset, content_hash, term_ids, tfs)"
+        " SELECT c.key, c.id, c.document_id, 1, d.valid_from, NULL, c.chunk_index, c.content,"
+        " c.start_offset, c.end_offset, c.content_hash, c.term_ids, c.tfs"
+        " FROM chunks c JOIN documents d ON d.id = c.document_id",
+        # Keys only ever grow: the new table continues the old one's sequence.
+        "CREATE TEMP TABLE old_chunk_seq AS SELECT seq FROM sqlite_sequence WHERE name = 'chunks'",
+        "DROP TABLE chunks",
+        "ALTER TABLE chunks_v3 RENAME TO chunks",
+        "INSERT INTO sqlite_sequence (name, seq) SELECT 'chunks', 0"
+        " WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'chunks')",
+        "UPDATE sqlite_sequence SET seq = max(seq, COALESCE((SELECT max(seq) FROM"
+        " old_chunk_seq), 0)) WHERE name = 'chunks'",
+        "DROP TABLE old_chunk_seq",
+        "CREATE UNIQUE INDEX chunks_current_id ON chunks(id) WHERE valid_to IS NULL",
+        "CREATE INDEX chunks_by_id ON chunks(id)",
+        "CREATE INDEX chunks_by_document ON chunks(document_id, version)",
+        "CREATE INDEX chunks_canonical ON chunks(content_hash, chunk_index, document_id)",
+        "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " generation INTEGER NOT NULL, key INTEGER NOT NULL, valid_to REAL NOT NULL,"
+        " term_ids BLOB NOT NULL, tfs BLOB NOT NULL)",
+        "CREATE INDEX changes_by_generation ON changes(generation)",
+    ),
 }
 # The first bytes of every SQLite database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -75,7 +131,9 @@ CREATE TABLE IF NOT EXISTS state (
     vectors_generation INTEGER NOT NULL DEFAULT 0,
     base_dir TEXT,
     analyzer TEXT,
-    manifest TEXT
+    manifest TEXT,
+    uid TEXT,
+    changes_floor INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY,
@@ -85,12 +143,32 @@ CREATE TABLE IF NOT EXISTS documents (
     source_class TEXT NOT NULL,
     extractor TEXT,
     metadata TEXT NOT NULL DEFAULT '{}',
-    vectors_hash TEXT
+    vectors_hash TEXT,
+    version INTEGER NOT NULL DEFAULT 1,
+    valid_from REAL NOT NULL DEFAULT 0,
+    valid_as_of TEXT
+);
+CREATE TABLE IF NOT EXISTS document_versions (
+    document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    source TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    ingested_at TEXT NOT NULL,
+    source_class TEXT NOT NULL,
+    extractor TEXT,
+    metadata TEXT NOT NULL DEFAULT '{}',
+    valid_from REAL NOT NULL,
+    valid_to REAL NOT NULL,
+    valid_as_of TEXT,
+    PRIMARY KEY (document_id, version)
 );
 CREATE TABLE IF NOT EXISTS chunks (
     key INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
+    id TEXT NOT NULL,
     document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL DEFAULT 1,
+    valid_from REAL NOT NULL DEFAULT 0,
+    valid_to REAL,
     chunk_index INTEGER NOT NULL,
     content TEXT NOT NULL,
     start_offset INTEGER NOT NULL,
@@ -99,17 +177,39 @@ CREATE TABLE IF NOT EXISTS chunks (
     term_ids BLOB NOT NULL,
     tfs BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id);
+CREATE UNIQUE INDEX IF NOT EXISTS chunks_current_id ON chunks(id) WHERE valid_to IS NULL;
+CREATE INDEX IF NOT EXISTS chunks_by_id ON chunks(id);
+CREATE INDEX IF NOT EXISTS chunks_by_document ON chunks(document_id, version);
 CREATE INDEX IF NOT EXISTS chunks_canonical ON chunks(content_hash, chunk_index, document_id);
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    generation INTEGER NOT NULL,
+    key INTEGER NOT NULL,
+    valid_to REAL NOT NULL,
+    term_ids BLOB NOT NULL,
+    tfs BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS changes_by_generation ON changes(generation);
 CREATE TABLE IF NOT EXISTS terms (
     id INTEGER PRIMARY KEY,
     term TEXT NOT NULL UNIQUE
 );
 """
 
+# A chunk joined to its own version's document: the current row, or the past version.
 _CHUNK_COLUMNS = (
-    "c.key, c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, "
-    "d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor, d.metadata"
+    "c.key, c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, c.document_id,"
+    " COALESCE(v.source, d.source), COALESCE(v.content_hash, d.content_hash),"
+    " COALESCE(v.ingested_at, d.ingested_at), COALESCE(v.source_class, d.source_class),"
+    " CASE WHEN v.document_id IS NULL THEN d.extractor ELSE v.extractor END,"
+    " COALESCE(v.metadata, d.metadata), c.version, c.valid_from, c.valid_to"
+)
+_CHUNKS_JOINED = (
+    "chunks c JOIN documents d ON d.id = c.document_id"
+    " LEFT JOIN document_versions v ON v.document_id = c.document_id AND v.version = c.version"
+)
+_POSTING_COLUMNS = (
+    "key, term_ids, tfs, content_hash, chunk_index, document_id, valid_from, valid_to"
 )
 
 
@@ -287,8 +387,12 @@ class SQLiteMetadataStore:
         await self._conn.execute("BEGIN IMMEDIATE")
         try:
             version = await self._schema_version()  # another process may have migrated
+            if version < 3:
+                # Rebuilding a table that others reference needs the checks off.
+                await self._conn.execute("PRAGMA defer_foreign_keys=ON")
             while version < SCHEMA_VERSION:
-                await self._conn.execute(_MIGRATIONS[version])
+                for statement in _MIGRATIONS[version]:
+                    await self._conn.execute(statement)
                 version += 1
                 await self._conn.execute(
                     "UPDATE state SET schema_version = ? WHERE id = 1", (version,)
@@ -408,11 +512,13 @@ class SQLiteMetadataStore:
     async def iter_documents(self) -> AsyncIterator[DocumentRecord]:
         async with self._conn.execute(
             "SELECT d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor,"
-            " d.metadata, (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id)"
+            " d.metadata, (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id"
+            " AND c.valid_to IS NULL), d.version,"
+            " (SELECT COUNT(*) FROM document_versions v WHERE v.document_id = d.id)"
             " FROM documents d ORDER BY d.source"
         ) as cur:
             async for row in cur:
-                yield document_record(row, row[7])
+                yield document_record(row, row[7], row[8], row[9])
 
     async def _term_ids(self, terms: set[str]) -> dict[str, int]:
         """Ids for ``terms``, creating missing ones (inside the caller's transaction)."""
@@ -433,44 +539,175 @@ class SQLiteMetadataStore:
                     vocab[term] = term_id
         return vocab
 
-    async def replace_documents(self, items: WriteItems) -> None:
+    async def replace_documents(
+        self,
+        items: WriteItems,
+        *,
+        valid_as_of: datetime | None = None,
+        keep_versions: int | None = None,
+    ) -> None:
         """Store several documents in one transaction (one generation bump).
 
-        A transaction per document cost about eight round trips to aiosqlite's
-        thread each; bulk ingest spent more time on those hops than on SQLite.
+        A document already stored under its source becomes a past version (see
+        ``MetadataStoreProtocol.replace_documents``). A transaction per document
+        cost about eight round trips to aiosqlite's thread each; bulk ingest spent
+        more time on those hops than on SQLite, so the work is done in batches.
         """
         if not items:
             return
         sources, counts = term_counts(items)
         check_storable(items, nul_allowed=True)
+        check_keep(keep_versions)
+        now = time.time()
+        start = version_start(valid_as_of, now)
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
+            generation = await self._bump_generation()
             vocab = await self._term_ids({t for group in counts for c in group for t in c})
-            for i in range(0, len(sources), _IN_BATCH):
-                part = sources[i : i + _IN_BATCH]
-                marks = ",".join("?" * len(part))
-                await self._conn.execute(f"DELETE FROM documents WHERE source IN ({marks})", part)
-            await self._conn.executemany(
-                "INSERT INTO documents (id, source, content_hash, ingested_at, source_class,"
-                " extractor, metadata) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                document_rows(items),
+            existing = await self._rows_in(
+                "SELECT id, source, version, valid_from FROM documents WHERE source IN ({})",
+                sources,
             )
-            rows = chunk_rows(items, counts, vocab)
+            plan = plan_versions(items, existing, start)
+            if plan.foreign:
+                await self._log_and_delete_documents(plan.foreign, generation)
+            if plan.next_version:
+                await self._retire(list(plan.next_version), start, generation, keep_versions)
+            stamp = iso_time(now)
+            as_of = None if valid_as_of is None else iso_time(start)
+            rows = document_rows(items, stamp)
+            fresh = [r for r in rows if r[0] not in plan.next_version]
+            if fresh:
+                await self._conn.executemany(
+                    "INSERT INTO documents (id, source, content_hash, ingested_at, source_class,"
+                    " extractor, metadata, version, valid_from, valid_as_of)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+                    [(*row, start, as_of) for row in fresh],
+                )
+            updated = [r for r in rows if r[0] in plan.next_version]
+            if updated:
+                await self._conn.executemany(
+                    "UPDATE documents SET content_hash = ?, ingested_at = ?, source_class = ?,"
+                    " extractor = ?, metadata = ?, vectors_hash = NULL, version = ?,"
+                    " valid_from = ?, valid_as_of = ? WHERE id = ?",
+                    [
+                        (*row[2:7], plan.next_version[row[0]], start, as_of, row[0])
+                        for row in updated
+                    ],
+                )
             await self._conn.executemany(
                 "INSERT INTO chunks (id, document_id, chunk_index, content, start_offset,"
-                " end_offset, content_hash, term_ids, tfs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
+                " end_offset, content_hash, term_ids, tfs, version, valid_from)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (*row, plan.next_version.get(row[1], 1), start)
+                    for row in chunk_rows(items, counts, vocab)
+                ],
             )
-            await self._conn.execute("UPDATE state SET generation = generation + 1 WHERE id = 1")
             await self._conn.execute("COMMIT")
         except BaseException as exc:
             await self._rollback()
-            self._vocab = vocab_before  # ids minted in the rolled-back transaction are gone
+            self._vocab = vocab_before  # ids handed out inside the transaction are void
             if isinstance(exc, sqlite3.Error):
                 what = repr(sources[0]) if len(sources) == 1 else f"{len(sources)} documents"
                 raise StorageError(f"could not store {what}: {exc}") from None
             raise
+
+    async def _bump_generation(self) -> int:
+        await self._conn.execute("UPDATE state SET generation = generation + 1 WHERE id = 1")
+        return int(await self._state("generation"))
+
+    async def _rows_in(self, sql: str, values: Sequence[Any]) -> list[Any]:
+        """``sql`` with ``{}`` filled by placeholders for ``values``, in batches."""
+        out: list[Any] = []
+        for i in range(0, len(values), _IN_BATCH):
+            part = list(values[i : i + _IN_BATCH])
+            marks = ",".join("?" * len(part))
+            out.extend(await self._conn.execute_fetchall(sql.format(marks), part))
+        return out
+
+    async def _run_in(self, sql: str, values: Sequence[Any], *before: Any) -> int:
+        """Execute ``sql`` (``{}`` = placeholders for a batch of ``values``, after the
+        parameters ``before``) batch by batch; returns the rows changed."""
+        changed = 0
+        for i in range(0, len(values), _IN_BATCH):
+            part = list(values[i : i + _IN_BATCH])
+            marks = ",".join("?" * len(part))
+            cur = await self._conn.execute(sql.format(marks), [*before, *part])
+            changed += max(cur.rowcount, 0)
+            await cur.close()
+        return changed
+
+    async def _log(self, generation: int, valid_to: float, where: str, *params: Any) -> None:
+        """Record in the change log that the chunks matching ``where`` leave the
+        current view at ``valid_to`` (``REMOVED``: they are gone)."""
+        await self._conn.execute(
+            "INSERT INTO changes (generation, key, valid_to, term_ids, tfs)"
+            f" SELECT ?, key, ?, term_ids, tfs FROM chunks WHERE {where}",
+            (generation, valid_to, *params),
+        )
+
+    async def _log_in(
+        self, generation: int, valid_to: float, where: str, ids: Sequence[str]
+    ) -> None:
+        """``_log`` for ``where`` holding ``{}`` for a batch of document ids."""
+        for i in range(0, len(ids), _IN_BATCH):
+            part = list(ids[i : i + _IN_BATCH])
+            await self._log(generation, valid_to, where.format(",".join("?" * len(part))), *part)
+
+    async def _retire(
+        self, ids: list[str], start: float, generation: int, keep_versions: int | None
+    ) -> None:
+        """Make the current version of each of ``ids`` a past one ending at ``start``
+        (or remove it when no past versions are kept), logging every chunk affected."""
+        current = "valid_to IS NULL AND document_id IN ({})"
+        if keep_versions == 0:
+            await self._log_in(generation, REMOVED, current, ids)
+            await self._run_in(f"DELETE FROM chunks WHERE {current}", ids)
+            return
+        await self._log_in(generation, start, current, ids)
+        await self._run_in(
+            "INSERT INTO document_versions (document_id, version, source, content_hash,"
+            " ingested_at, source_class, extractor, metadata, valid_from, valid_to, valid_as_of)"
+            " SELECT id, version, source, content_hash, ingested_at, source_class, extractor,"
+            " metadata, valid_from, ?, valid_as_of FROM documents WHERE id IN ({})",
+            ids,
+            start,
+        )
+        await self._run_in(f"UPDATE chunks SET valid_to = ? WHERE {current}", ids, start)
+        if keep_versions is not None:
+            await self._keep_newest(ids, keep_versions, generation)
+
+    async def _keep_newest(self, ids: list[str], keep: int, generation: int) -> int:
+        """Remove the past versions of ``ids`` beyond the ``keep`` newest; returns how many."""
+        rows = await self._rows_in(
+            "SELECT document_id, version FROM document_versions WHERE document_id IN ({})"
+            " ORDER BY document_id, version DESC",
+            ids,
+        )
+        seen: dict[str, int] = {}
+        doomed: list[tuple[str, int]] = []
+        for document_id, version in rows:
+            seen[document_id] = seen.get(document_id, 0) + 1
+            if seen[document_id] > keep:
+                doomed.append((document_id, int(version)))
+        for document_id, version in doomed:
+            await self._log(
+                generation, REMOVED, "document_id = ? AND version = ?", document_id, version
+            )
+        await self._conn.executemany(
+            "DELETE FROM chunks WHERE document_id = ? AND version = ?", doomed
+        )
+        await self._conn.executemany(
+            "DELETE FROM document_versions WHERE document_id = ? AND version = ?", doomed
+        )
+        return len(doomed)
+
+    async def _log_and_delete_documents(self, ids: list[str], generation: int) -> int:
+        """Remove documents with every version and chunk, logging each chunk."""
+        await self._log_in(generation, REMOVED, "document_id IN ({})", ids)
+        return await self._run_in("DELETE FROM documents WHERE id IN ({})", ids)
 
     async def _rollback(self) -> None:
         if self._conn.in_transaction:
@@ -479,21 +716,18 @@ class SQLiteMetadataStore:
     async def delete_documents(self, sources: Sequence[str]) -> int:
         if not sources:
             return 0
-        deleted = 0
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
-            for i in range(0, len(sources), _IN_BATCH):
-                part = list(sources[i : i + _IN_BATCH])
-                marks = ",".join("?" * len(part))
-                cur = await self._conn.execute(
-                    f"DELETE FROM documents WHERE source IN ({marks})", part
+            ids = [
+                row[0]
+                for row in await self._rows_in(
+                    "SELECT id FROM documents WHERE source IN ({})", list(sources)
                 )
-                deleted += cur.rowcount
-                await cur.close()
-            if deleted:
-                await self._conn.execute(
-                    "UPDATE state SET generation = generation + 1 WHERE id = 1"
-                )
+            ]
+            deleted = 0
+            if ids:
+                generation = await self._bump_generation()
+                deleted = await self._log_and_delete_documents(ids, generation)
             await self._conn.execute("COMMIT")
         except BaseException as exc:
             await self._rollback()
@@ -501,6 +735,83 @@ class SQLiteMetadataStore:
                 raise StorageError(f"could not delete documents: {exc}") from None
             raise
         return deleted
+
+    async def purge_versions(self, keep: int) -> int:
+        check_keep(keep)
+        try:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            ids = [
+                row[0]
+                for row in await self._conn.execute_fetchall(
+                    "SELECT DISTINCT document_id FROM document_versions"
+                )
+            ]
+            purged = 0
+            if ids:
+                generation = await self._bump_generation()
+                purged = await self._keep_newest(ids, keep, generation)
+                if not purged:
+                    await self._conn.execute(
+                        "UPDATE state SET generation = generation - 1 WHERE id = 1"
+                    )
+            await self._conn.execute("COMMIT")
+        except BaseException as exc:
+            await self._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"could not purge versions: {exc}") from None
+            raise
+        return purged
+
+    async def collection_uid(self) -> str:
+        value = await self._state("uid")
+        return text_value(value, "collection uid", self.path.name)
+
+    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
+        wanted = sorted(set(terms))
+        if not wanted:
+            return {}
+        if self._vocab is not None and all(t in self._vocab for t in wanted):
+            return {t: self._vocab[t] for t in wanted}
+        marks = ",".join("?" * len(wanted))
+        sql = f"SELECT term, id FROM terms WHERE term IN ({marks})"
+        rows = self._read_inline(sql, wanted) if len(wanted) <= _INLINE_KEYS else None
+        if rows is None:
+            rows = list(await self._conn.execute_fetchall(sql, wanted))
+        return {str(term): int(term_id) for term, term_id in rows}
+
+    async def postings_since(
+        self, after_key: int, batch_size: int = 50_000
+    ) -> AsyncIterator[ChunkPostings]:
+        async with self._conn.execute(
+            f"SELECT {_POSTING_COLUMNS} FROM chunks WHERE key > ? ORDER BY key", (int(after_key),)
+        ) as cur:
+            while rows := await cur.fetchmany(batch_size):
+                yield postings_from_rows(list(rows))
+
+    async def changes_since(self, generation: int) -> ChangeLog:
+        floor = int_value(await self._state("changes_floor"), "change log floor", self.path.name)
+        rows = await self._conn.execute_fetchall(
+            "SELECT key, valid_to, term_ids, tfs FROM changes WHERE generation > ? ORDER BY seq",
+            (int(generation),),
+        )
+        return change_log(list(rows), complete=floor <= generation + 1)
+
+    async def prune_changes(self, through_generation: int) -> None:
+        try:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            await self._conn.execute(
+                "DELETE FROM changes WHERE generation <= ?", (int(through_generation),)
+            )
+            await self._conn.execute(
+                "UPDATE state SET changes_floor = max(changes_floor, ?) WHERE id = 1",
+                (int(through_generation) + 1,),
+            )
+            await self._conn.execute("COMMIT")
+        except BaseException as exc:
+            await self._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"could not prune the change log: {exc}") from None
+            raise
 
     # -- chunks --------------------------------------------------------------
 
@@ -558,7 +869,7 @@ class SQLiteMetadataStore:
         documents_sql = "SELECT id FROM documents WHERE vectors_hash = content_hash"
         chunks_sql = (
             "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE d.vectors_hash = d.content_hash"
+            " WHERE c.valid_to IS NULL AND d.vectors_hash = d.content_hash"
         )
 
         def read() -> ConfirmedVectors:
@@ -584,8 +895,8 @@ class SQLiteMetadataStore:
         # counts, a few milliseconds at a million chunks, where counting the join
         # takes a few hundred.
         async with self._conn.execute(
-            "SELECT (SELECT COUNT(*) FROM chunks) - (SELECT COUNT(*) FROM chunks"
-            " WHERE document_id IN (SELECT id FROM documents"
+            "SELECT (SELECT COUNT(*) FROM chunks WHERE valid_to IS NULL) - (SELECT COUNT(*)"
+            " FROM chunks WHERE valid_to IS NULL AND document_id IN (SELECT id FROM documents"
             " WHERE vectors_hash IS NULL OR vectors_hash != content_hash))"
         ) as cur:
             row = await cur.fetchone()
@@ -598,26 +909,23 @@ class SQLiteMetadataStore:
     async def get_chunks_for_documents(
         self, document_ids: Sequence[str]
     ) -> dict[str, list[StoredChunk]]:
-        """Chunks of several documents, each list in chunk order; absent ids are left out."""
+        """Current chunks of several documents, each list in chunk order; absent ids
+        are left out."""
         out: dict[str, list[StoredChunk]] = {}
-        ids = list(dict.fromkeys(document_ids))
-        for i in range(0, len(ids), _IN_BATCH):
-            part = ids[i : i + _IN_BATCH]
-            marks = ",".join("?" * len(part))
-            rows = await self._conn.execute_fetchall(
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE c.document_id IN ({marks})",
-                part,
-            )
-            for row in rows:
-                stored = stored_chunk(row)
-                out.setdefault(stored.document_id, []).append(stored)
+        rows = await self._rows_in(
+            f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED}"
+            " WHERE c.valid_to IS NULL AND c.document_id IN ({})",
+            list(dict.fromkeys(document_ids)),
+        )
+        for row in rows:
+            stored = stored_chunk(row)
+            out.setdefault(stored.document_id, []).append(stored)
         for listed in out.values():
             listed.sort(key=lambda r: r.chunk_index)
         return out
 
     async def get_chunks_by_ids(self, chunk_ids: Sequence[str]) -> Mapping[str, StoredChunk]:
-        rows = await self._chunks_where("c.id", list(chunk_ids))
+        rows = await self._chunks_where("c.valid_to IS NULL AND c.id", list(chunk_ids))
         return {row.chunk_id: row for row in rows}
 
     async def _chunks_where(self, column: str, values: list[Any]) -> list[StoredChunk]:
@@ -626,10 +934,7 @@ class SQLiteMetadataStore:
         for i in range(0, len(values), _IN_BATCH):
             part = values[i : i + _IN_BATCH]
             marks = ",".join("?" * len(part))
-            sql = (
-                f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-                f" WHERE {column} IN ({marks})"
-            )
+            sql = f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE {column} IN ({marks})"
             rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
             if rows is None:
                 rows = list(await self._conn.execute_fetchall(sql, part))
@@ -637,15 +942,21 @@ class SQLiteMetadataStore:
         return out
 
     async def chunk_count(self) -> int:
-        async with self._conn.execute("SELECT COUNT(*) FROM chunks") as cur:
+        async with self._conn.execute("SELECT COUNT(*) FROM chunks WHERE valid_to IS NULL") as cur:
             row = await cur.fetchone()
         return int(row[0]) if row else 0
 
-    async def get_chunk(self, chunk_id: str) -> StoredChunk | None:
+    async def get_chunk(self, chunk_id: str, version: int | None = None) -> StoredChunk | None:
+        params: tuple[Any, ...]
+        if version is None:
+            where, params = "c.id = ?", (chunk_id,)
+        else:
+            where, params = "c.id = ? AND c.version = ?", (chunk_id, int(version))
+        # The current row first (its valid_to is NULL), then the newest past one.
         async with self._conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE c.id = ?",
-            (chunk_id,),
+            f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE {where}"
+            " ORDER BY c.valid_to IS NOT NULL, c.version DESC LIMIT 1",
+            params,
         ) as cur:
             row = await cur.fetchone()
         return stored_chunk(row) if row else None
@@ -656,7 +967,7 @@ class SQLiteMetadataStore:
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         async with self._conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+            f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE c.valid_to IS NULL"
             " ORDER BY d.source, c.chunk_index"
         ) as cur:
             while rows := await cur.fetchmany(batch_size):
@@ -670,43 +981,48 @@ class SQLiteMetadataStore:
         return {term: int(term_id) for term, term_id in rows}
 
     async def chunk_owners(self) -> ChunkOwners:
-        # One statement, so documents and chunks come from the same snapshot.
+        # One statement, so documents and chunks come from the same snapshot. A
+        # past version's chunk is owned by that version (its own fields).
         document_ids: list[str] = []
         fields: list[dict[str, FieldValue]] = []
-        position: dict[int, int] = {}
+        position: dict[tuple[str, int], int] = {}
         keys: list[int] = []
-        owner_rowids: list[int] = []
+        owner_of: list[tuple[str, int]] = []
         async with self._conn.execute(
-            "SELECT 0, rowid, id, json_extract(metadata, '$.fields') FROM documents"
-            " UNION ALL SELECT 1, c.key, d.rowid, NULL"
-            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+            "SELECT 0, id, version, json_extract(metadata, '$.fields') FROM documents"
+            " UNION ALL SELECT 0, document_id, version, json_extract(metadata, '$.fields')"
+            " FROM document_versions"
+            " UNION ALL SELECT 1, document_id, version, key FROM chunks"
         ) as cur:
             while batch := await cur.fetchmany(50_000):
-                for kind, a, b, raw in batch:
+                for kind, document_id, version, value in batch:
                     if kind == 0:
-                        position[a] = len(document_ids)
-                        document_ids.append(b)
-                        fields.append(_stored_fields(raw, b))
+                        position[(document_id, version)] = len(document_ids)
+                        document_ids.append(document_id)
+                        fields.append(_stored_fields(value, document_id))
                     else:
-                        keys.append(a)
-                        owner_rowids.append(b)
+                        keys.append(value)
+                        owner_of.append((document_id, version))
+        try:
+            owners = np.fromiter(
+                (position[o] for o in owner_of), dtype=np.int64, count=len(owner_of)
+            )
+        except KeyError:
+            raise damaged(self.path.name, "chunk owner (a chunk without its document)") from None
         return ChunkOwners(
             keys=np.asarray(keys, dtype=np.int64),
-            owners=np.fromiter(
-                (position[r] for r in owner_rowids), dtype=np.int64, count=len(owner_rowids)
-            ),
+            owners=owners,
             document_ids=document_ids,
             fields=fields,
         )
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
         async with self._conn.execute(
-            "SELECT key, term_ids, tfs FROM chunks ORDER BY content_hash, chunk_index, document_id"
+            f"SELECT {_POSTING_COLUMNS} FROM chunks"
+            " ORDER BY content_hash, chunk_index, document_id, key"
         ) as cur:
             while rows := await cur.fetchmany(batch_size):
-                yield postings_from_blobs(
-                    [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
-                )
+                yield postings_from_rows(list(rows))
 
 
 def _stored_fields(raw: Any, document_id: Any) -> dict[str, FieldValue]:
@@ -794,7 +1110,8 @@ def _create_file(path: Path) -> None:
             conn.executescript(
                 "BEGIN IMMEDIATE;"
                 + _SCHEMA
-                + f"INSERT INTO state (id, schema_version) VALUES (1, {SCHEMA_VERSION});"
+                + f"INSERT INTO state (id, schema_version, uid) VALUES (1, {SCHEMA_VERSION},"
+                + f" '{uuid.uuid4().hex}');"
                 + "COMMIT;"
             )
         finally:

@@ -13,15 +13,17 @@ exactly as it was before the write.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
 
 from groundkit.contracts import Document, EmbeddingIdentity
-from groundkit.errors import StorageError
+from groundkit.errors import ConfigurationError, IngestionError, StorageError
 from groundkit.storage.protocols import ConfirmedVectors, DocumentState, MetadataStoreProtocol
 from groundkit.testing.conformance.helpers import (
     document_by_source,
@@ -33,6 +35,7 @@ from groundkit.testing.conformance.helpers import (
     put_document,
 )
 from groundkit.utils.hashing import sha256_text
+from groundkit.utils.ties import order_key
 
 __all__ = ["MetadataStoreConformance", "check_reopen", "decoded_postings", "snapshot"]
 
@@ -173,16 +176,207 @@ class MetadataStoreConformance:
             "r.pdf": DocumentState(doc.content_hash, "extracted", "pdf-text@1", doc.metadata),
         }
 
-    async def test_replace_swaps_the_whole_document(self, store: Store) -> None:
+    async def test_replace_keeps_the_previous_version(self, store: Store) -> None:
         await put(store, "a.txt", ["one two", "three"], chunk_ids=["old0", "old1"])
         await put(store, "a.txt", ["four five six"], chunk_ids=["new0"])
-        assert await store.get_chunk("old0") is None
-        assert await store.get_chunk("old1") is None
+        past = await store.get_chunk("old0")
+        assert past is not None and past.version == 1 and not past.current
+        assert past.content == "one two" and past.valid_to is not None
+        current = await store.get_chunk("new0")
+        assert current is not None and current.version == 2 and current.current
+        assert current.valid_from == past.valid_to  # one version ends where the next starts
         assert await store.chunk_count() == 1
+        assert [s.chunk_id async for b in store.iter_chunks() for s in b] == ["new0"]
+        assert await store.get_chunks_by_ids(["old0", "new0"]) == {"new0": current}
         postings = await decoded_postings(store)
-        assert [p for _, p in postings] == [{"four": 1, "five": 1, "six": 1}]
+        current_keys = {current.key}
+        assert [p for k, p in postings if k in current_keys] == [{"four": 1, "five": 1, "six": 1}]
+        assert len(postings) == 3  # the past version's postings are retained
         record = await document_by_source(store, "a.txt")
         assert record is not None and record.chunk_count == 1
+        assert (record.version, record.past_versions) == (2, 1)
+
+    async def test_replace_without_keeping_versions(self, store: Store) -> None:
+        await put(store, "a.txt", ["one two", "three"], chunk_ids=["old0", "old1"])
+        document, chunks, terms = make_document("a.txt", ["four five six"], chunk_ids=["new0"])
+        await store.replace_documents([(document, chunks, terms)], keep_versions=0)
+        assert await store.get_chunk("old0") is None
+        assert await store.get_chunk("old1") is None
+        assert [p for _, p in await decoded_postings(store)] == [{"four": 1, "five": 1, "six": 1}]
+        record = await document_by_source(store, "a.txt")
+        assert record is not None and (record.version, record.past_versions) == (2, 0)
+
+    async def test_versions_read_back_as_they_were(self, store: Store) -> None:
+        texts = ["first words", "second words here", "third words"]
+        fields = [{"fields": {"rev": n}} for n in (1, 2, 3)]
+        for text, meta in zip(texts, fields, strict=True):
+            document, chunks, terms = make_document("a.txt", [text])
+            document = document.model_copy(update={"metadata": meta})
+            await store.replace_documents([(document, chunks, terms)])
+        chunk_id = "doc:a.txt#0"  # the same id in every version (the helper's ids)
+        newest = await store.get_chunk(chunk_id)
+        assert newest is not None and (newest.version, newest.content) == (3, "third words")
+        for version, text in enumerate(texts, start=1):
+            stored = await store.get_chunk(chunk_id, version)
+            assert stored is not None and stored.content == text
+            assert stored.version == version and stored.metadata == fields[version - 1]
+            assert stored.citation.version == version
+            assert stored.document_hash == sha256_text(text)
+            again = await store.get_chunks_by_keys([stored.key])
+            assert again[stored.key] == stored
+        assert await store.get_chunk(chunk_id, 4) is None
+        one, two, three = [await store.get_chunk(chunk_id, v) for v in (1, 2, 3)]
+        assert one is not None and two is not None and three is not None
+        assert one.valid_to == two.valid_from and two.valid_to == three.valid_from
+        assert three.valid_to is None
+        record = await document_by_source(store, "a.txt")
+        assert record is not None and (record.version, record.past_versions) == (3, 2)
+
+    async def test_keep_versions_bounds_the_past(self, store: Store) -> None:
+        for n in range(4):
+            document, chunks, terms = make_document("a.txt", [f"text {n}"])
+            await store.replace_documents([(document, chunks, terms)], keep_versions=2)
+        kept = [await store.get_chunk("doc:a.txt#0", v) for v in (1, 2, 3, 4)]
+        assert [k is not None for k in kept] == [False, True, True, True]
+        record = await document_by_source(store, "a.txt")
+        assert record is not None and (record.version, record.past_versions) == (4, 2)
+
+    async def test_purge_versions(self, store: Store) -> None:
+        for n in range(3):
+            await put(store, "a.txt", [f"alpha {n}"])
+        await put(store, "b.txt", ["beta"])
+        generation = await store.generation()
+        assert await store.purge_versions(5) == 0
+        assert await store.generation() == generation  # nothing went: nothing changed
+        assert await store.purge_versions(1) == 1
+        assert await store.generation() == generation + 1
+        assert await store.get_chunk("doc:a.txt#0", 1) is None
+        assert await store.get_chunk("doc:a.txt#0", 2) is not None
+        assert await store.purge_versions(0) == 1
+        assert len(await decoded_postings(store)) == 2
+        with pytest.raises(ConfigurationError):
+            await store.purge_versions(-1)
+
+    async def test_delete_removes_every_version(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha one"])
+        await put(store, "a.txt", ["alpha two"])
+        assert await store.delete_documents(["a.txt"]) == 1
+        assert await store.get_chunk("doc:a.txt#0", 1) is None
+        assert await store.get_chunk("doc:a.txt#0") is None
+        assert await decoded_postings(store) == []
+        assert (await store.chunk_owners()).keys.shape == (0,)
+
+    async def test_valid_as_of(self, store: Store) -> None:
+        moment = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+        document, chunks, terms = make_document("a.txt", ["alpha"])
+        await store.replace_documents([(document, chunks, terms)], valid_as_of=moment)
+        stored = await store.get_chunk("doc:a.txt#0")
+        assert stored is not None and stored.valid_from == moment.timestamp()
+        before = await snapshot(store)
+        earlier = make_document("a.txt", ["alpha earlier"])
+        with pytest.raises(IngestionError, match="before its current version"):
+            await store.replace_documents([earlier], valid_as_of=moment - timedelta(days=1))
+        with pytest.raises(IngestionError, match="time zone"):
+            await store.replace_documents([earlier], valid_as_of=datetime(2026, 3, 2))
+        with pytest.raises(IngestionError, match="future"):
+            await store.replace_documents(
+                [earlier], valid_as_of=datetime.now(UTC) + timedelta(days=1)
+            )
+        assert await snapshot(store) == before
+        later = moment + timedelta(days=10)
+        await store.replace_documents([earlier], valid_as_of=later)
+        past = await store.get_chunk("doc:a.txt#0", 1)
+        assert past is not None and past.valid_to == later.timestamp()
+
+    async def test_postings_carry_tie_keys_and_validity(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha beta"])
+        await put(store, "a.txt", ["alpha gamma"])
+        batches = [b async for b in store.iter_postings()]
+        keys = [k for b in batches for k in b.keys.tolist()]
+        rows = await store.get_chunks_by_keys(keys)
+        for batch in batches:
+            assert batch.order is not None and batch.order.shape == (batch.keys.shape[0], 3)
+            assert batch.valid_from is not None and batch.valid_to is not None
+            for i, key in enumerate(batch.keys.tolist()):
+                row = rows[key]
+                expected = order_key(row.chunk.content_hash, row.chunk_index, row.document_id)
+                assert tuple(int(v) for v in batch.order[i]) == expected
+                assert batch.valid_from[i] == row.valid_from
+                assert batch.valid_to[i] == (math.inf if row.valid_to is None else row.valid_to)
+
+    async def test_postings_since_a_key(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha", "beta"])
+        first = max(k for k, _ in await decoded_postings(store))
+        await put(store, "b.txt", ["gamma"])
+        await put(store, "a.txt", ["alpha again"])
+        later = [b async for b in store.postings_since(first)]
+        keys = [k for b in later for k in b.keys.tolist()]
+        assert keys == sorted(keys) and all(k > first for k in keys) and len(keys) == 2
+        assert [b async for b in store.postings_since(max(keys))] == []
+        everything = [k for b in [b async for b in store.postings_since(0)] for k in b.keys]
+        assert len(everything) == 4
+
+    async def test_change_log(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha beta", "beta"])
+        await put(store, "b.txt", ["gamma"])
+        start = await store.generation()
+        old = await document_chunks(store, "doc:a.txt")
+        log = await store.changes_since(start)
+        assert log.complete and log.keys.shape == (0,)
+        await put(store, "a.txt", ["alpha delta"])
+        await store.delete_documents(["b.txt"])
+        log = await store.changes_since(start)
+        assert log.complete
+        gone = await store.get_chunk("doc:b.txt#0")
+        assert gone is None
+        first_version = await store.get_chunk("doc:a.txt#0", 1)
+        assert first_version is not None
+        replaced_at = first_version.valid_to
+        entries = {
+            int(k): (float(t), int(n))
+            for k, t, n in zip(log.keys, log.valid_to, log.lengths, strict=True)
+        }
+        assert {k: entries[k] for k in (c.key for c in old)} == {
+            old[0].key: (replaced_at, 2),
+            old[1].key: (replaced_at, 1),
+        }
+        assert len(entries) == 3 and min(t for t, _ in entries.values()) == -math.inf
+        vocab = await store.vocabulary()
+        i = int(np.flatnonzero(log.keys == old[0].key)[0])
+        terms = log.term_ids[log.offsets[i] : log.offsets[i + 1]].tolist()
+        assert sorted(terms) == sorted([vocab["alpha"], vocab["beta"]])
+        assert (await store.changes_since(await store.generation())).keys.shape == (0,)
+        await store.prune_changes(start + 1)
+        assert not (await store.changes_since(start)).complete
+        assert (await store.changes_since(start + 1)).complete
+        assert (await store.changes_since(start + 1)).keys.shape == (1,)
+
+    async def test_term_ids_and_uid(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha beta"])
+        vocab = await store.vocabulary()
+        assert await store.term_ids(["beta", "nope", "alpha", "beta"]) == {
+            "alpha": vocab["alpha"],
+            "beta": vocab["beta"],
+        }
+        assert await store.term_ids([]) == {}
+        uid = await store.collection_uid()
+        assert isinstance(uid, str) and len(uid) >= 16
+        assert await store.collection_uid() == uid
+
+    async def test_chunk_owners_of_past_versions(self, store: Store) -> None:
+        for rev in (1, 2):
+            document, chunks, terms = make_document("a.txt", [f"alpha {rev}"])
+            document = document.model_copy(update={"metadata": {"fields": {"rev": rev}}})
+            await store.replace_documents([(document, chunks, terms)])
+        owners = await store.chunk_owners()
+        fields_by_key = {
+            int(k): owners.fields[int(o)] for k, o in zip(owners.keys, owners.owners, strict=True)
+        }
+        one = await store.get_chunk("doc:a.txt#0", 1)
+        two = await store.get_chunk("doc:a.txt#0", 2)
+        assert one is not None and two is not None
+        assert fields_by_key == {one.key: {"rev": 1}, two.key: {"rev": 2}}
+        assert set(owners.document_ids) == {"doc:a.txt"}
 
     async def test_generation_bumps_on_writes_not_reads(self, store: Store) -> None:
         assert await store.generation() == 0

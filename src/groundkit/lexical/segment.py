@@ -1,0 +1,189 @@
+"""An immutable lexical segment: postings of a set of chunks, laid out to be mapped.
+
+A segment holds raw term frequencies and document lengths, not BM25 weights:
+collection statistics (document count, average length, document frequencies)
+change with every write, so weights are computed at query time from the
+statistics of the moment, and a segment written once stays exact forever
+(adr/0030-lexical-segments.md).
+
+Documents are numbered ``0..n-1`` in canonical order (``content_hash``,
+``chunk_index``, ``document_id``), so within a segment a lower number wins a
+tie; across segments ``order`` (the first 64 bits of the content hash, the
+chunk index and the first eight bytes of the document id) decides, and a tie
+on all of it is resolved by the caller from the stored rows.
+
+Each term's postings are ascending local document numbers, cut into blocks of
+``BLOCK`` postings; for each block (and each term) the largest frequency and
+the shortest document are kept, which bound any weight in it under any
+statistics, since a BM25 weight grows with frequency and shrinks with length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.utils.ties import ORDER_COLUMNS, order_key
+
+__all__ = ["BLOCK", "ORDER_COLUMNS", "Segment", "build_segment", "order_key"]
+
+BLOCK = 128
+
+U32 = npt.NDArray[np.uint32]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Arrays of one segment; any of them may be a read-only memory map."""
+
+    keys: I64  # store key of each document (chunk)
+    lengths: U32  # number of terms (sum of frequencies) of each document
+    order: npt.NDArray[np.uint64]  # (n, ORDER_COLUMNS) canonical tie key
+    valid_from: npt.NDArray[np.float64]  # when each document's version became current
+    terms: npt.NDArray[np.int32]  # global term ids present, ascending
+    term_ptr: I64  # postings of terms[i] are [term_ptr[i], term_ptr[i + 1])
+    docs: U32  # local document numbers, ascending within each term
+    tfs: npt.NDArray[np.uint16] | U32  # term frequency of each posting
+    term_max_tf: U32
+    term_min_len: U32
+    block_ptr: I64  # blocks of terms[i] are [block_ptr[i], block_ptr[i + 1])
+    block_max_tf: U32
+    block_min_len: U32
+
+    @property
+    def size(self) -> int:
+        return int(self.keys.shape[0])
+
+    @property
+    def total_length(self) -> int:
+        return int(self.lengths.sum(dtype=np.int64))
+
+    def term_index(self, term_id: int) -> int:
+        """Position of ``term_id`` in ``terms``, or -1 when no document holds it."""
+        i = int(np.searchsorted(self.terms, term_id))
+        return i if i < self.terms.shape[0] and int(self.terms[i]) == term_id else -1
+
+    def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
+        """Every array by field name (what a segment file stores)."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
+def build_segment(
+    keys: Sequence[int] | I64,
+    offsets: I64,
+    term_ids: npt.NDArray[np.int32],
+    tfs: npt.NDArray[np.int32],
+    order: npt.NDArray[np.uint64],
+    valid_from: npt.NDArray[np.float64],
+) -> Segment:
+    """A segment from per-chunk postings (``ChunkPostings`` layout) and tie keys.
+
+    ``keys[i]``'s unique term ids are ``term_ids[offsets[i]:offsets[i+1]]``
+    with frequencies ``tfs`` at the same positions. Chunks may come in any
+    order: they are renumbered canonically here.
+    """
+    keys_arr = np.asarray(keys, dtype=np.int64)
+    n = int(keys_arr.shape[0])
+    order_arr = np.asarray(order, dtype=np.uint64).reshape(n, ORDER_COLUMNS)
+    counts: I64 = np.diff(np.asarray(offsets, dtype=np.int64)).astype(np.int64)
+    if counts.shape[0] != n or np.asarray(valid_from).shape != (n,):
+        raise ValueError("one offset range, order row and valid_from per chunk is required")
+    entry_doc = np.repeat(np.arange(n, dtype=np.int64), counts)
+    raw_tfs = np.asarray(tfs, dtype=np.int64)
+    lengths = np.bincount(entry_doc, weights=raw_tfs, minlength=n).astype(np.uint32)
+
+    # Canonical numbering: lexicographic on (hash prefix, chunk index, document prefix),
+    # then the incoming position, which the caller gives in canonical order for ties.
+    rank = np.lexsort((np.arange(n), order_arr[:, 2], order_arr[:, 1], order_arr[:, 0]))
+    local = np.empty(n, dtype=np.int64)
+    local[rank] = np.arange(n, dtype=np.int64)
+
+    post_doc = local[entry_doc]
+    post_term = np.asarray(term_ids, dtype=np.int64)
+    by_term = np.lexsort((post_doc, post_term))
+    post_term, post_doc, raw_tfs = post_term[by_term], post_doc[by_term], raw_tfs[by_term]
+    terms, starts = np.unique(post_term, return_index=True)
+    term_ptr = np.append(starts, post_term.shape[0]).astype(np.int64)
+
+    small = raw_tfs.size == 0 or int(raw_tfs.max()) <= np.iinfo(np.uint16).max
+    stored_tfs: npt.NDArray[np.uint16] | U32 = (
+        raw_tfs.astype(np.uint16) if small else raw_tfs.astype(np.uint32)
+    )
+    sorted_lengths = lengths[rank]
+    posting_len = sorted_lengths[post_doc]
+
+    sizes = np.diff(term_ptr)
+    blocks_per_term = (sizes + BLOCK - 1) // BLOCK
+    block_ptr = np.zeros(terms.shape[0] + 1, dtype=np.int64)
+    np.cumsum(blocks_per_term, out=block_ptr[1:])
+    # Block of each posting: its term's first block plus its rank in the term / BLOCK.
+    term_of_posting = np.repeat(np.arange(terms.shape[0]), sizes)
+    within = np.arange(post_term.shape[0]) - term_ptr[:-1][term_of_posting]
+    block_of_posting = block_ptr[:-1][term_of_posting] + within // BLOCK
+    n_blocks = int(block_ptr[-1])
+    block_max_tf = np.zeros(n_blocks, dtype=np.uint32)
+    block_min_len = np.full(n_blocks, np.iinfo(np.uint32).max, dtype=np.uint32)
+    np.maximum.at(block_max_tf, block_of_posting, raw_tfs.astype(np.uint32))
+    np.minimum.at(block_min_len, block_of_posting, posting_len)
+    term_max_tf = np.zeros(terms.shape[0], dtype=np.uint32)
+    term_min_len = np.full(terms.shape[0], np.iinfo(np.uint32).max, dtype=np.uint32)
+    if terms.shape[0]:
+        first_block = block_ptr[:-1]
+        term_max_tf = np.maximum.reduceat(block_max_tf, first_block).astype(np.uint32)
+        term_min_len = np.minimum.reduceat(block_min_len, first_block).astype(np.uint32)
+
+    return Segment(
+        keys=keys_arr[rank],
+        lengths=sorted_lengths,
+        order=order_arr[rank],
+        valid_from=np.asarray(valid_from, dtype=np.float64)[rank],
+        terms=terms.astype(np.int32),
+        term_ptr=term_ptr,
+        docs=post_doc.astype(np.uint32),
+        tfs=stored_tfs,
+        term_max_tf=term_max_tf,
+        term_min_len=term_min_len,
+        block_ptr=block_ptr,
+        block_max_tf=block_max_tf,
+        block_min_len=block_min_len,
+    )
+
+
+def empty_segment() -> Segment:
+    empty_i64 = np.zeros(0, dtype=np.int64)
+    return build_segment(
+        empty_i64,
+        np.zeros(1, dtype=np.int64),
+        np.zeros(0, dtype=np.int32),
+        np.zeros(0, dtype=np.int32),
+        np.zeros((0, ORDER_COLUMNS), dtype=np.uint64),
+        np.zeros(0, dtype=np.float64),
+    )
+
+
+def segment_from_arrays(arrays: Mapping[str, npt.NDArray[np.generic]]) -> Segment:
+    """A segment from stored arrays (``Segment.arrays()``), shapes checked."""
+    seg = Segment(**{name: arrays[name] for name in Segment.__slots__})  # type: ignore[arg-type]
+    n, m = seg.size, int(seg.terms.shape[0])
+    checks = [
+        seg.lengths.shape == (n,),
+        seg.order.shape == (n, ORDER_COLUMNS),
+        seg.valid_from.shape == (n,),
+        seg.term_ptr.shape == (m + 1,),
+        seg.block_ptr.shape == (m + 1,),
+        seg.term_max_tf.shape == (m,),
+        seg.term_min_len.shape == (m,),
+        seg.docs.shape == seg.tfs.shape,
+        seg.block_max_tf.shape == seg.block_min_len.shape,
+    ]
+    if not all(checks):
+        raise ValueError("segment arrays do not fit together")
+    if m and (int(seg.term_ptr[0]) != 0 or int(seg.term_ptr[-1]) != int(seg.docs.shape[0])):
+        raise ValueError("segment postings do not fit their term table")
+    if m and int(seg.block_ptr[-1]) != int(seg.block_max_tf.shape[0]):
+        raise ValueError("segment blocks do not fit their term table")
+    return seg
