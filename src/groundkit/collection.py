@@ -11,9 +11,12 @@ several hosts can open it (adr/0025-shared-collections.md).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import os
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -21,32 +24,39 @@ from typing import Any
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
     Citation,
+    DeleteReport,
+    DocumentRecord,
     FetchResult,
     IngestReport,
+    OptimizeReport,
     SearchMode,
     SearchResponse,
     fields_of,
 )
-from groundkit.errors import ConfigurationError, RetrievalError
+from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.lexical.analyzer import Analyzer
+from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.citations import read_source, slice_span
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.retrieval.sensitivity import check_clearance, visible
+from groundkit.storage._rows import iso_time
 from groundkit.storage.binding import check_embedding
 from groundkit.storage.location import CollectionStores, StoreLocation
-from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk
+from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk, VectorStoreProtocol
 from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
-from groundkit.utils.path_safety import printable_path, utf8_encodable
+from groundkit.utils.path_safety import is_within, printable_path, to_relative, utf8_encodable
 from groundkit.utils.text import describe_unencodable
 from groundkit.utils.url_safety import looks_like_url
 
 __all__ = ["Collection", "VerifyReport"]
+
+logger = logging.getLogger("groundkit.collection")
 
 
 @dataclass
@@ -144,6 +154,9 @@ class Collection:
         )
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
+        # The lexical index, once something needed it; shared by searches and writes.
+        self._live: LiveIndex | None = None
+        self._merging: asyncio.Task[bool] | None = None
         # Repairs made while opening, reported by the next ingest.
         self._pending_repairs: list[str] = list(stores.repairs)
 
@@ -246,8 +259,16 @@ class Collection:
         return _Opener(factory)
 
     async def close(self) -> None:
-        self._retriever = None
-        await self._stores.close()
+        """Finish a merge in progress, then close the stores. Idempotent."""
+        merging, self._merging = self._merging, None
+        try:
+            if merging is not None:
+                with contextlib.suppress(Exception):
+                    await merging
+        finally:
+            self._retriever = None
+            self._live = None
+            await self._stores.close()
 
     async def generation(self) -> int:
         return await self.store.generation()
@@ -258,6 +279,7 @@ class Collection:
         *,
         metadata: Mapping[str, object] | None = None,
         progress: ProgressCallback | None = None,
+        valid_as_of: datetime | None = None,
     ) -> IngestReport:
         """Add, update and prune documents under ``path`` (inside the base directory).
 
@@ -271,26 +293,37 @@ class Collection:
         ISO strings; anything else raises ``IngestionError`` before any file is
         read. Fields are not sticky: the next ingest of a file stores the
         fields that call gives it.
+
+        A changed document keeps its previous version, searchable with
+        ``search(as_of=...)`` (``IngestConfig.keep_versions`` bounds how many are
+        kept); the new version is current from ``valid_as_of`` (timezone-aware)
+        when given, else from now. The lexical index absorbs the write without a
+        rebuild: searches of this object, and of every process that has the
+        collection open, see it on their next call.
         """
-        if isinstance(path, str) and looks_like_url(path.strip()):
-            report = await self._indexer.ingest_url(
-                path.strip(), self._url_loader, metadata=metadata
-            )
-        else:
-            report = await self._indexer.ingest(path, progress=progress, metadata=metadata)
+        try:
+            if isinstance(path, str) and looks_like_url(path.strip()):
+                report = await self._indexer.ingest_url(
+                    path.strip(), self._url_loader, metadata=metadata, valid_as_of=valid_as_of
+                )
+            else:
+                report = await self._indexer.ingest(
+                    path, progress=progress, metadata=metadata, valid_as_of=valid_as_of
+                )
+        finally:
+            await self._after_write()
         if self._pending_repairs:
             pending, self._pending_repairs = self._pending_repairs, []
             report = report.model_copy(update={"repairs": [*pending, *report.repairs]})
         return report
 
     async def retriever(self) -> Retriever:
-        """The current Retriever: rebuilt if the text changed since it was opened, its
-        vector handle moved forward if only the vectors did (another process's ingest)."""
+        """The current Retriever: caught up if the text changed since its last search
+        (segments mapped, not rebuilt), its vector handle moved forward if the vectors
+        did (another process's ingest)."""
         generation, vectors_generation = await self.store.generations()
         async with self._reopen:
-            if self._retriever is None or self._retriever.generation != generation:
-                if self.vector_store is not None and self._retriever is not None:
-                    await self.vector_store.refresh()
+            if self._retriever is None:
                 self._retriever = await Retriever.open(
                     self.store,
                     self._retrieval,
@@ -300,7 +333,11 @@ class Collection:
                     reranker=self.reranker,
                     collection=self.name,
                     clearance=self.clearance,
+                    lexical=await self._lexical(),
                 )
+            elif self._retriever.generation != generation:
+                await self._retriever.refresh()
+                await self._retriever.refresh_vectors(vectors_generation)
             elif (
                 self._retriever.vectors_generation != vectors_generation
                 or self._retriever.vector_problem is not None
@@ -318,14 +355,165 @@ class Collection:
         mode: SearchMode = "bm25",
         rerank: bool = False,
         filters: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
-        """See ``Retriever.search``; reopens the retriever first if the store moved on."""
+        """See ``Retriever.search``; catches up with the store first if it moved on."""
         retriever = await self.retriever()
-        return await retriever.search(query, top_k, mode=mode, rerank=rerank, filters=filters)
+        return await retriever.search(
+            query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
+        )
 
-    async def fetch_chunk(self, chunk_id: str) -> FetchResult:
+    # -- the lexical index and writes ---------------------------------------------
+
+    async def _lexical(self) -> LiveIndex:
+        if self._live is None:
+            self._live = await LiveIndex.open(
+                self.store,
+                self._stores.segments,
+                k1=self._retrieval.bm25_k1,
+                b=self._retrieval.bm25_b,
+            )
+        return self._live
+
+    async def _after_write(self) -> None:
+        """Bring the persisted lexical index up to the store after a write of this
+        object, and start a merge if the policy wants one (it runs in the
+        background; ``close`` waits for it). Searches catch up on their own."""
+        if self._live is None and self._stores.segments is None:
+            return  # nothing persisted: the index is built when a search needs it
+        live = await self._lexical()
+        await live.commit()
+        if self._merging is None and live.merge_due():
+            self._merging = asyncio.create_task(self._merge())
+
+    async def _merge(self) -> bool:
+        try:
+            assert self._live is not None
+            return await self._live.merge()
+        except Exception as exc:  # a failed merge leaves the index as it was
+            logger.warning("a lexical merge failed and was abandoned: %s", exc)
+            return False
+        finally:
+            self._merging = None
+
+    async def optimize(self) -> OptimizeReport:
+        """Merge the lexical index into one segment, dropping removed chunks, and
+        persist it (what ``grk optimize`` runs). Searches go on meanwhile."""
+        if self._merging is not None:
+            with contextlib.suppress(Exception):
+                await self._merging
+        live = await self._lexical()
+        await live.commit()
+        before = live.segment_count
+        merged = await live.merge(everything=True)
+        return OptimizeReport(
+            segments_before=before, segments_after=live.segment_count, merged=merged
+        )
+
+    async def delete(
+        self,
+        *,
+        document_ids: Sequence[str] = (),
+        sources: Sequence[str] = (),
+    ) -> DeleteReport:
+        """Remove documents, every version of them, with their vectors and snapshots.
+
+        ``sources`` are stored sources (a path relative to the base directory, or
+        a URL as it was ingested); ``document_ids`` are ids from results. The
+        metadata store goes first, in one transaction: from then on no search
+        returns the documents. Their vectors and snapshot copies follow in the
+        same call. Names that match nothing are listed in ``missing``.
+        """
+        wanted_ids = _strings(document_ids, "document_ids")
+        wanted_sources = _strings(sources, "sources")
+        records = {r.document_id: r async for r in self.store.iter_documents()}
+        by_source = {r.source: r for r in records.values()}
+        chosen: dict[str, DocumentRecord] = {}
+        missing: list[str] = []
+        for document_id in wanted_ids:
+            if document_id in records:
+                chosen[document_id] = records[document_id]
+            else:
+                missing.append(document_id)
+        for source in wanted_sources:
+            record = by_source.get(self._stored_source(source))
+            if record is None:
+                missing.append(source)
+            else:
+                chosen[record.document_id] = record
+        vectors = await self._vectors_for_delete() if chosen else None
+        try:
+            if chosen:
+                await self.store.delete_documents(sorted(r.source for r in chosen.values()))
+                if vectors is not None:
+                    await vectors.delete_documents(sorted(chosen))
+                if self.snapshots is not None and any(
+                    r.source_class == "snapshot" for r in chosen.values()
+                ):
+                    keep = [
+                        r.document_id
+                        async for r in self.store.iter_documents()
+                        if r.source_class == "snapshot"
+                    ]
+                    await self.snapshots.remove_stale(keep)
+        finally:
+            if chosen:
+                await self._after_write()
+        return DeleteReport(deleted=sorted(r.source for r in chosen.values()), missing=missing)
+
+    async def purge_versions(self, keep: int = 0) -> int:
+        """Remove all but the ``keep`` newest past versions of every document (their
+        chunks and lexical postings); returns how many versions went."""
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise ConfigurationError(f"keep must be an integer >= 0, got {keep!r}")
+        try:
+            return await self.store.purge_versions(keep)
+        finally:
+            await self._after_write()
+
+    def _stored_source(self, given: str) -> str:
+        """``given`` as the store spells sources: a URL as ingest normalised it, a
+        path that names a file relative to the base directory, else as given."""
+        text = given.strip()
+        if looks_like_url(text):
+            try:
+                return self._url_loader.check(text).source
+            except (IngestionError, ConfigurationError):
+                return text
+        path = Path(text)
+        if path.is_absolute() or path.exists():
+            resolved = Path(os.path.realpath(path))
+            if is_within(resolved, self.base_dir):
+                return to_relative(resolved, self.base_dir)
+        return text
+
+    async def _vectors_for_delete(self) -> VectorStoreProtocol | None:
+        """The vector store whose rows a delete must remove too (None: no vectors).
+
+        A collection bound to an embedder has vectors even when this object was
+        opened without one: the table is opened by its recorded dimensions.
+        """
+        if self.vector_store is not None:
+            return self.vector_store
+        manifest = await self.store.read_manifest()
+        if manifest is None:
+            return None
+        try:
+            return await self._stores.open_vectors(manifest.identity.dimensions)
+        except ConfigurationError as exc:
+            raise ConfigurationError(
+                f"collection {self.name!r} has vectors, and deleting documents removes "
+                f"theirs too: {exc}"
+            ) from None
+
+    async def fetch_chunk(self, chunk_id: str, version: int | None = None) -> FetchResult:
         """A stored chunk and whether its source still holds it (traced as
         ``groundkit.fetch_chunk``, with the verdict but never the text).
+
+        ``version`` picks a document version (as a result or citation names it);
+        without it, the current chunk, else the newest past one. A past version is
+        checked against the source as it is now (usually ``drifted``), and the
+        result names the version and when it was replaced.
 
         The source is read like an ingest reads it: a regular file, at most
         ``IngestConfig.max_file_bytes`` (this collection's), else ``unresolvable``."""
@@ -335,7 +523,11 @@ class Collection:
         if problem is not None:
             raise RetrievalError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
-            stored = await self.store.get_chunk(chunk_id)
+            if version is not None and (
+                isinstance(version, bool) or not isinstance(version, int) or version < 1
+            ):
+                raise RetrievalError(f"version must be an integer >= 1, got {version!r}")
+            stored = await self.store.get_chunk(chunk_id, version)
             if stored is None or not self._visible(stored):
                 # Above the clearance reads exactly like absent: no existence leak.
                 raise RetrievalError(
@@ -392,6 +584,23 @@ class Collection:
 def _fetch_result(
     stored: StoredChunk, citation: Citation, text: str | None, error: RetrievalError | None
 ) -> FetchResult:
+    result = _verdict(stored, citation, text, error)
+    if stored.valid_to is None:
+        return result.model_copy(update={"version": stored.version})
+    replaced_at = iso_time(stored.valid_to)
+    return result.model_copy(
+        update={
+            "version": stored.version,
+            "replaced_at": replaced_at,
+            "detail": f"{result.detail} (this chunk is from version {stored.version} of the "
+            f"document, replaced at {replaced_at})",
+        }
+    )
+
+
+def _verdict(
+    stored: StoredChunk, citation: Citation, text: str | None, error: RetrievalError | None
+) -> FetchResult:
     content = stored.content
     if text is not None:
         try:
@@ -420,6 +629,21 @@ def _fetch_result(
         verification=error.verdict or "unresolvable",
         detail=str(error),
     )
+
+
+def _strings(values: Sequence[str], what: str) -> list[str]:
+    """``values`` checked: a list of non-empty strings (a bare string is refused,
+    since it would be read as its characters)."""
+    if isinstance(values, str):
+        raise ConfigurationError(f"{what} must be a list of strings, not one string")
+    out = list(values)
+    for value in out:
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigurationError(f"{what} must hold non-empty strings, got {value!r}")
+        problem = describe_unencodable(value, f"a value of {what}")
+        if problem is not None:
+            raise ConfigurationError(problem)
+    return out
 
 
 async def _resolve_base(

@@ -130,7 +130,9 @@ class IngestConfig(_Settings):
     opened with this config, when its citations are checked.
     ``read_fields`` reads document fields from the files themselves (Markdown
     front matter, PDF document info, HTML title and meta tags); with it off,
-    only the fields given to ``ingest`` are stored.
+    only the fields given to ``ingest`` are stored. ``keep_versions`` bounds the
+    past versions kept per document when one changes (``None``: all of them,
+    so ``search(as_of=...)`` reaches back to the first ingest; ``0``: none).
     """
 
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
@@ -138,6 +140,7 @@ class IngestConfig(_Settings):
     html_extensions: tuple[str, ...] = HTML_EXTENSIONS
     max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
     read_fields: bool = True
+    keep_versions: int | None = Field(default=None, ge=0)
 
     @field_validator("extensions")
     @classmethod

@@ -29,6 +29,7 @@ __all__ = [
     "Citation",
     "CollectionFailure",
     "CollectionManifest",
+    "DeleteReport",
     "Document",
     "DocumentRecord",
     "EmbeddingIdentity",
@@ -39,6 +40,7 @@ __all__ = [
     "IngestFailure",
     "IngestReport",
     "MultiSearchResponse",
+    "OptimizeReport",
     "QuoteCheck",
     "QuoteVerdict",
     "RetrievalResult",
@@ -495,6 +497,22 @@ class IngestFailure(_Frozen):
 
     source: str
     reason: str
+
+
+class DeleteReport(_Frozen):
+    """What a delete removed: the stored sources of the documents that went (with
+    every version, their vectors and snapshots), and the names that matched nothing."""
+
+    deleted: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+
+
+class OptimizeReport(_Frozen):
+    """What merging the lexical index did."""
+
+    segments_before: int = Field(ge=0)
+    segments_after: int = Field(ge=0)
+    merged: bool
 
 
 class IngestReport(_Frozen):

@@ -284,6 +284,7 @@ def test_unvalidated_result_equals_a_validated_one(
         start_offset=10,
         end_offset=14,
         metadata={"page_starts": [0, 12]},
+        version=1,
         **extra,  # type: ignore[arg-type]
     )
     assert set(fast.__dict__) == set(RetrievalResult.model_fields)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +48,7 @@ from groundkit.storage.protocols import (
 )
 from groundkit.storage.reconcile import reconcile_vectors
 from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
+from groundkit.storage.versions import version_start
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.hashing import sha256_text
 from groundkit.utils.path_safety import is_within, printable_path, to_relative
@@ -109,17 +112,22 @@ class Indexer:
         *,
         progress: ProgressCallback | None = None,
         metadata: FieldsArgument | None = None,
+        valid_as_of: datetime | None = None,
     ) -> IngestReport:
         """Bring the collection in line with ``path`` (a file or a directory).
 
         ``metadata`` adds fields to every document of this run, over the ones
         its file states; invalid fields raise ``IngestionError`` before
-        anything is read. Traced as ``groundkit.ingest`` (document counts) with
+        anything is read. A changed document keeps its previous version as a
+        past one (``IngestConfig.keep_versions`` bounds how many); the new
+        version is current from ``valid_as_of`` (timezone-aware, not in the
+        future) when given, else from now. Traced as ``groundkit.ingest`` (document counts) with
         one ``groundkit.ingest.document`` span per file; paths never reach a span.
         """
         fields = _argument_fields(metadata)
+        version_start(valid_as_of, time.time())  # refused before anything is read
         with traced(SPAN_INGEST, collection=self.collection) as span:
-            report = await self._ingest_path(path, progress, fields)
+            report = await self._ingest_path(path, progress, fields, valid_as_of)
             span.set(**_report_counts(report))
             return report
 
@@ -128,6 +136,7 @@ class Indexer:
         path: str | Path,
         progress: ProgressCallback | None,
         fields: dict[str, FieldValue],
+        valid_as_of: datetime | None,
     ) -> IngestReport:
         root = Path(path)
         if not root.is_absolute():
@@ -139,10 +148,14 @@ class Indexer:
                 f"{str(path)!r} is outside the collection's base directory {str(self._base)!r}"
             )
         async with self._lock:
-            return await self._ingest_root(root, progress, fields)
+            return await self._ingest_root(root, progress, fields, valid_as_of)
 
     async def _ingest_root(
-        self, root: Path, progress: ProgressCallback | None, fields: dict[str, FieldValue]
+        self,
+        root: Path,
+        progress: ProgressCallback | None,
+        fields: dict[str, FieldValue],
+        valid_as_of: datetime | None,
     ) -> IngestReport:
         await self._bind()
         repairs = await self._reconcile()
@@ -154,7 +167,7 @@ class Indexer:
         failed: list[IngestFailure] = []
         seen: set[str] = set()
         total = len(discovery.files)
-        writer = _Writer(self, reuse=await self._vectors_present())
+        writer = _Writer(self, reuse=await self._vectors_present(), valid_as_of=valid_as_of)
         for done, file in enumerate(discovery.files, start=1):
             source = to_relative(file, self._base)
             seen.add(source)
@@ -329,11 +342,16 @@ class Indexer:
         return gone
 
     async def ingest_url(
-        self, url: str, loader: UrlLoader, *, metadata: FieldsArgument | None = None
+        self,
+        url: str,
+        loader: UrlLoader,
+        *,
+        metadata: FieldsArgument | None = None,
+        valid_as_of: datetime | None = None,
     ) -> IngestReport:
         """Fetch ``url`` and store it as a ``snapshot`` document with its local copy.
 
-        ``metadata`` adds fields as for ``ingest``.
+        ``metadata`` and ``valid_as_of`` as for ``ingest``.
 
         A URL refused on its face (scheme, userinfo, credential-shaped query)
         raises ``IngestionError`` and is never named in a report. Anything that
@@ -345,13 +363,18 @@ class Indexer:
         Traced as ``groundkit.ingest`` with document counts, never the URL.
         """
         fields = _argument_fields(metadata)
+        version_start(valid_as_of, time.time())
         with traced(SPAN_INGEST, collection=self.collection) as span:
-            report = await self._ingest_url(url, loader, fields)
+            report = await self._ingest_url(url, loader, fields, valid_as_of)
             span.set(**_report_counts(report))
             return report
 
     async def _ingest_url(
-        self, url: str, loader: UrlLoader, fields: dict[str, FieldValue]
+        self,
+        url: str,
+        loader: UrlLoader,
+        fields: dict[str, FieldValue],
+        valid_as_of: datetime | None,
     ) -> IngestReport:
         if self._snapshots is None:
             raise ConfigurationError("URL ingest needs a snapshot directory; use a Collection")
@@ -367,7 +390,7 @@ class Indexer:
             await self._bind()
             repairs = await self._reconcile()
             known = await self._store.document_states()
-            writer = _Writer(self, reuse=await self._vectors_present())
+            writer = _Writer(self, reuse=await self._vectors_present(), valid_as_of=valid_as_of)
             status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
             if document is not None:
                 try:
@@ -447,9 +470,12 @@ class _Writer:
     back. Everything pending is written by ``finish``.
     """
 
-    def __init__(self, indexer: Indexer, *, reuse: bool) -> None:
+    def __init__(
+        self, indexer: Indexer, *, reuse: bool, valid_as_of: datetime | None = None
+    ) -> None:
         self._indexer = indexer
         self._reuse = reuse
+        self._valid_as_of = valid_as_of
         self._docs: list[tuple[Document, list[Chunk], list[list[str]]]] = []
         self._doc_chunks = 0
         self._jobs: list[_VectorJob] = []
@@ -475,7 +501,11 @@ class _Writer:
         docs, self._docs, self._doc_chunks = self._docs, [], 0
         if not docs:
             return
-        await self._indexer._store.replace_documents(docs)
+        await self._indexer._store.replace_documents(
+            docs,
+            valid_as_of=self._valid_as_of,
+            keep_versions=self._indexer._ingest.keep_versions,
+        )
         if self._indexer._embedder is None:
             return
         for document, chunks, _ in docs:

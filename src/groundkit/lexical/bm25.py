@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -37,7 +37,7 @@ from groundkit.lexical.segment import (
     empty_segment,
 )
 
-__all__ = ["BM25Index", "SegmentView", "View"]
+__all__ = ["BM25Index", "SegmentView", "View", "segment_from_batches", "view_from_batches"]
 
 # Bounds are stretched, and thresholds shrunk, by this much: more than float32 rounding
 # (about 6e-8 relative), so rounding never makes a bound too tight or a threshold too high.
@@ -61,16 +61,19 @@ class SegmentView:
     """A segment and what has happened to its documents since it was written.
 
     ``valid_to[i]`` is when document ``i`` stopped being current (``inf``: it
-    still is; ``-inf``: removed, at no time visible). ``dead_df`` counts, per
-    term id, the postings of documents not current, so current document
-    frequencies need no scan.
+    still is; ``-inf``: removed, visible at no time). ``dead_df[j]`` counts the
+    postings of term ``segment.terms[j]`` held by documents that are not
+    current (None: there are none), so current document frequencies need no
+    scan. A view is never changed once a search may be reading it: ``apply``
+    returns a new one.
     """
 
     segment: Segment
     valid_to: npt.NDArray[np.float64]
-    dead_df: Mapping[int, int] = field(default_factory=dict)
+    dead_df: npt.NDArray[np.int64] | None = None
     dead_docs: int = 0
     dead_length: int = 0
+    removed: int = 0
     _current: npt.NDArray[np.bool_] | None = None
 
     @classmethod
@@ -79,9 +82,27 @@ class SegmentView:
 
     @classmethod
     def with_valid_to(cls, segment: Segment, valid_to: npt.NDArray[np.float64]) -> SegmentView:
-        """A view whose retired documents are ``valid_to < inf``; statistics recounted."""
+        """A view whose retired documents are ``valid_to < inf``; statistics counted
+        with one pass over the postings."""
         view = cls(segment, np.asarray(valid_to, dtype=np.float64))
-        view.recount()
+        view._recount()
+        return view
+
+    @classmethod
+    def restored(
+        cls,
+        segment: Segment,
+        valid_to: npt.NDArray[np.float64],
+        dead_df: npt.NDArray[np.int64] | None,
+    ) -> SegmentView:
+        """A view from persisted state: document counts are recomputed (cheap), the
+        per-term counts are taken as given (checked for shape)."""
+        if valid_to.shape != (segment.size,):
+            raise ValueError("an overlay does not fit its segment")
+        if dead_df is not None and dead_df.shape != segment.terms.shape:
+            raise ValueError("an overlay's term counts do not fit its segment")
+        view = cls(segment, valid_to, dead_df)
+        view._count_docs()
         return view
 
     @property
@@ -90,23 +111,57 @@ class SegmentView:
             self._current = self.valid_to == _INF
         return self._current
 
-    def recount(self) -> None:
-        """Recompute the statistics of documents that are not current (one pass)."""
-        seg = self.segment
-        dead = ~(self.valid_to == _INF)
-        self._current = ~dead
+    def _count_docs(self) -> None:
+        dead = ~self.current
         self.dead_docs = int(dead.sum())
-        self.dead_length = int(seg.lengths[dead].sum(dtype=np.int64)) if self.dead_docs else 0
-        if not self.dead_docs:
-            self.dead_df = {}
-            return
-        per_term = (
-            np.add.reduceat(dead[seg.docs].astype(np.int64), seg.term_ptr[:-1])
-            if seg.terms.size
-            else np.zeros(0, np.int64)
+        self.removed = int(np.count_nonzero(self.valid_to == -_INF))
+        self.dead_length = (
+            int(self.segment.lengths[dead].sum(dtype=np.int64)) if self.dead_docs else 0
         )
-        nz = np.flatnonzero(per_term)
-        self.dead_df = dict(zip(seg.terms[nz].tolist(), per_term[nz].tolist(), strict=True))
+
+    def _recount(self) -> None:
+        self._current = None
+        self._count_docs()
+        seg = self.segment
+        if not self.dead_docs or seg.terms.size == 0:
+            self.dead_df = None
+            return
+        dead = ~self.current
+        self.dead_df = np.add.reduceat(dead[seg.docs].astype(np.int64), seg.term_ptr[:-1])
+        # reduceat gives a lone value, not zero, for an empty range; terms always have postings.
+
+    def dead_count(self, term_index: int) -> int:
+        return 0 if self.dead_df is None else int(self.dead_df[term_index])
+
+    def apply(
+        self,
+        docs: npt.NDArray[np.int64],
+        valid_to: npt.NDArray[np.float64],
+        term_ids: Sequence[npt.NDArray[np.int32]],
+    ) -> SegmentView:
+        """A new view with document ``docs[i]`` no longer current from ``valid_to[i]``
+        (``-inf``: removed); ``term_ids[i]`` are that document's terms. Applying
+        the same change twice changes nothing, so a log may be replayed."""
+        new_valid_to = self.valid_to.copy()
+        dead_df = None if self.dead_df is None else self.dead_df.copy()
+        seg = self.segment
+        for doc, until, terms in zip(docs.tolist(), valid_to.tolist(), term_ids, strict=True):
+            before = float(new_valid_to[doc])
+            if before == until or before == -_INF:
+                continue  # already so (a replay), or removed (nothing comes after)
+            new_valid_to[doc] = until
+            if before != _INF:
+                continue  # a past version removed: the current statistics are unchanged
+            if terms.size:
+                at = np.minimum(np.searchsorted(seg.terms, terms), seg.terms.shape[0] - 1)
+                if seg.terms.size == 0 or not np.array_equal(seg.terms[at], terms):
+                    raise ValueError("a change names terms its document does not hold")
+                if dead_df is None:
+                    dead_df = np.zeros(seg.terms.shape[0], dtype=np.int64)
+                np.add.at(dead_df, at, 1)
+        view = SegmentView(seg, new_valid_to, dead_df)
+        view._count_docs()
+        return view
 
     def visible(self, view: View) -> npt.NDArray[np.bool_]:
         if view.as_of is None:
@@ -133,13 +188,13 @@ class BM25Index:
     def __init__(
         self,
         views: Sequence[SegmentView],
-        vocabulary: Mapping[str, int],
+        vocabulary: Mapping[str, int] | None = None,
         *,
         k1: float = 1.5,
         b: float = 0.75,
     ) -> None:
         self._views = list(views)
-        self._vocab = vocabulary
+        self._vocab: Mapping[str, int] = vocabulary or {}
         self.k1 = float(k1)
         self.b = float(b)
         sizes = [v.segment.size for v in self._views]
@@ -185,6 +240,12 @@ class BM25Index:
     @property
     def live_size(self) -> int:
         return sum(v.segment.size - v.dead_docs for v in self._views)
+
+    def current_keys(self) -> npt.NDArray[np.int64]:
+        """Keys of every current document, ascending."""
+        if not self._views:
+            return np.zeros(0, dtype=np.int64)
+        return np.sort(np.concatenate([v.segment.keys[v.current] for v in self._views]))
 
     @property
     def views(self) -> list[SegmentView]:
@@ -296,8 +357,8 @@ class BM25Index:
             if view.as_of is None:
                 docs += seg.size - v.dead_docs
                 length += seg.total_length - v.dead_length
-                for t, _, lo, hi in found:
-                    df[t] += (hi - lo) - v.dead_df.get(t, 0)
+                for t, j, lo, hi in found:
+                    df[t] += (hi - lo) - v.dead_count(j)
             else:
                 visible = v.visible(view)
                 docs += int(visible.sum())
@@ -623,3 +684,19 @@ def segment_from_batches(batches: Sequence[PostingsBatch]) -> Segment:
     else:
         valid_from = np.full(n, -_INF, dtype=np.float64)
     return build_segment(keys, offsets, term_ids, tfs, order, valid_from)
+
+
+def view_from_batches(batches: Sequence[PostingsBatch]) -> SegmentView:
+    """A view of one new segment from postings batches, with each chunk's validity
+    when the batches carry it (``valid_to``: ``inf`` current, ``-inf`` removed)."""
+    segment = segment_from_batches(batches)
+    ends = [getattr(p, "valid_to", None) for p in batches]
+    if segment.size == 0 or not all(e is not None for e in ends):
+        return SegmentView.fresh(segment)
+    incoming = np.concatenate([np.asarray(e, dtype=np.float64) for e in ends])
+    if bool((incoming == _INF).all()):
+        return SegmentView.fresh(segment)
+    keys = np.concatenate([p.keys for p in batches]).astype(np.int64)
+    valid_to = np.full(segment.size, _INF, dtype=np.float64)
+    valid_to[segment.locate(keys)] = incoming
+    return SegmentView.with_valid_to(segment, valid_to)

@@ -28,12 +28,21 @@ import numpy.typing as npt
 
 from groundkit.utils.ties import ORDER_COLUMNS, order_key
 
-__all__ = ["BLOCK", "ORDER_COLUMNS", "Segment", "build_segment", "order_key"]
+__all__ = [
+    "BLOCK",
+    "ORDER_COLUMNS",
+    "Segment",
+    "assemble",
+    "build_segment",
+    "merge_segments",
+    "order_key",
+]
 
 BLOCK = 128
 
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
+TFs = npt.NDArray[np.uint8] | npt.NDArray[np.uint16] | U32
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +56,13 @@ class Segment:
     terms: npt.NDArray[np.int32]  # global term ids present, ascending
     term_ptr: I64  # postings of terms[i] are [term_ptr[i], term_ptr[i + 1])
     docs: U32  # local document numbers, ascending within each term
-    tfs: npt.NDArray[np.uint16] | U32  # term frequency of each posting
+    tfs: TFs  # term frequency of each posting
     term_max_tf: U32
     term_min_len: U32
     block_ptr: I64  # blocks of terms[i] are [block_ptr[i], block_ptr[i + 1])
     block_max_tf: U32
     block_min_len: U32
+    by_key: U32  # local document numbers in ascending key order (key -> document lookups)
 
     @property
     def size(self) -> int:
@@ -66,6 +76,16 @@ class Segment:
         """Position of ``term_id`` in ``terms``, or -1 when no document holds it."""
         i = int(np.searchsorted(self.terms, term_id))
         return i if i < self.terms.shape[0] and int(self.terms[i]) == term_id else -1
+
+    def locate(self, keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Local document number of each of ``keys`` (-1 where the segment lacks it)."""
+        if self.size == 0:
+            return np.full(keys.shape[0], -1, dtype=np.int64)
+        sorted_keys = self.keys[self.by_key]
+        at = np.searchsorted(sorted_keys, keys)
+        at = np.minimum(at, self.size - 1)
+        found = sorted_keys[at] == keys
+        return np.where(found, self.by_key[at].astype(np.int64), -1)
 
     def arrays(self) -> dict[str, npt.NDArray[np.generic]]:
         """Every array by field name (what a segment file stores)."""
@@ -104,17 +124,43 @@ def build_segment(
 
     post_doc = local[entry_doc]
     post_term = np.asarray(term_ids, dtype=np.int64)
-    by_term = np.lexsort((post_doc, post_term))
-    post_term, post_doc, raw_tfs = post_term[by_term], post_doc[by_term], raw_tfs[by_term]
+    # Term-major, documents ascending within a term; one int64 key sorts both at once.
+    by_term = np.argsort((post_term << 32) | post_doc, kind="stable")
+    return assemble(
+        keys_arr[rank],
+        lengths[rank],
+        order_arr[rank],
+        np.asarray(valid_from, dtype=np.float64)[rank],
+        post_term[by_term],
+        post_doc[by_term],
+        raw_tfs[by_term],
+    )
+
+
+def assemble(
+    keys: I64,
+    lengths: U32,
+    order: npt.NDArray[np.uint64],
+    valid_from: npt.NDArray[np.float64],
+    post_term: I64,
+    post_doc: I64,
+    raw_tfs: I64,
+) -> Segment:
+    """A segment from documents already numbered canonically and postings sorted by
+    ``(term, document)``: the term table, block bounds and key lookup are derived."""
     terms, starts = np.unique(post_term, return_index=True)
     term_ptr = np.append(starts, post_term.shape[0]).astype(np.int64)
 
-    small = raw_tfs.size == 0 or int(raw_tfs.max()) <= np.iinfo(np.uint16).max
-    stored_tfs: npt.NDArray[np.uint16] | U32 = (
-        raw_tfs.astype(np.uint16) if small else raw_tfs.astype(np.uint32)
-    )
-    sorted_lengths = lengths[rank]
-    posting_len = sorted_lengths[post_doc]
+    # The narrowest type that holds every frequency: most corpora need one byte.
+    top = int(raw_tfs.max()) if raw_tfs.size else 0
+    stored_tfs: TFs
+    if top <= 0xFF:
+        stored_tfs = raw_tfs.astype(np.uint8)
+    elif top <= 0xFFFF:
+        stored_tfs = raw_tfs.astype(np.uint16)
+    else:
+        stored_tfs = raw_tfs.astype(np.uint32)
+    posting_len = lengths[post_doc]
 
     sizes = np.diff(term_ptr)
     blocks_per_term = (sizes + BLOCK - 1) // BLOCK
@@ -137,10 +183,10 @@ def build_segment(
         term_min_len = np.minimum.reduceat(block_min_len, first_block).astype(np.uint32)
 
     return Segment(
-        keys=keys_arr[rank],
-        lengths=sorted_lengths,
-        order=order_arr[rank],
-        valid_from=np.asarray(valid_from, dtype=np.float64)[rank],
+        keys=np.asarray(keys, dtype=np.int64),
+        lengths=np.asarray(lengths, dtype=np.uint32),
+        order=np.asarray(order, dtype=np.uint64),
+        valid_from=np.asarray(valid_from, dtype=np.float64),
         terms=terms.astype(np.int32),
         term_ptr=term_ptr,
         docs=post_doc.astype(np.uint32),
@@ -150,7 +196,63 @@ def build_segment(
         block_ptr=block_ptr,
         block_max_tf=block_max_tf,
         block_min_len=block_min_len,
+        by_key=np.argsort(keys, kind="stable").astype(np.uint32),
     )
+
+
+def merge_segments(
+    parts: Sequence[tuple[Segment, npt.NDArray[np.bool_]]],
+) -> tuple[Segment, list[npt.NDArray[np.int64]]]:
+    """One segment holding the ``keep``-flagged documents of each ``(segment, keep)``.
+
+    Returns the merged segment and, per part, each old document's new number
+    (-1 where dropped). A segment's own numbering is canonical, so the new
+    numbers keep each part's order: every part's postings stay sorted after
+    renumbering and one stable sort merges those runs.
+    """
+    kept = [np.flatnonzero(keep) for _, keep in parts]
+    keys = np.concatenate([seg.keys[k] for (seg, _), k in zip(parts, kept, strict=True)])
+    order = np.concatenate([seg.order[k] for (seg, _), k in zip(parts, kept, strict=True)])
+    order = order.reshape(-1, ORDER_COLUMNS)
+    n = int(keys.shape[0])
+    # Full ties on the stored key keep their part order, then their order within it.
+    rank = np.lexsort((np.arange(n), order[:, 2], order[:, 1], order[:, 0]))
+    new_of_merged = np.empty(n, dtype=np.int64)
+    new_of_merged[rank] = np.arange(n, dtype=np.int64)
+    numbering: list[npt.NDArray[np.int64]] = []
+    terms_parts: list[I64] = []
+    docs_parts: list[I64] = []
+    tfs_parts: list[I64] = []
+    base = 0
+    for (seg, _), k in zip(parts, kept, strict=True):
+        new_local = np.full(seg.size, -1, dtype=np.int64)
+        new_local[k] = new_of_merged[base : base + k.shape[0]]
+        base += int(k.shape[0])
+        numbering.append(new_local)
+        post_term = np.repeat(seg.terms.astype(np.int64), np.diff(seg.term_ptr))
+        post_doc = new_local[seg.docs]
+        live = post_doc >= 0
+        terms_parts.append(post_term[live])
+        docs_parts.append(post_doc[live])
+        tfs_parts.append(seg.tfs[live].astype(np.int64))
+    post_term = np.concatenate(terms_parts) if terms_parts else np.zeros(0, np.int64)
+    post_doc = np.concatenate(docs_parts) if docs_parts else np.zeros(0, np.int64)
+    raw_tfs = np.concatenate(tfs_parts) if tfs_parts else np.zeros(0, np.int64)
+    by_term = np.argsort((post_term << 32) | post_doc, kind="stable")
+    lengths = np.concatenate([seg.lengths[k] for (seg, _), k in zip(parts, kept, strict=True)])
+    valid_from = np.concatenate(
+        [seg.valid_from[k] for (seg, _), k in zip(parts, kept, strict=True)]
+    )
+    merged = assemble(
+        keys[rank],
+        lengths[rank].astype(np.uint32),
+        order[rank],
+        valid_from[rank],
+        post_term[by_term],
+        post_doc[by_term],
+        raw_tfs[by_term],
+    )
+    return merged, numbering
 
 
 def empty_segment() -> Segment:
@@ -179,6 +281,7 @@ def segment_from_arrays(arrays: Mapping[str, npt.NDArray[np.generic]]) -> Segmen
         seg.term_min_len.shape == (m,),
         seg.docs.shape == seg.tfs.shape,
         seg.block_max_tf.shape == seg.block_min_len.shape,
+        seg.by_key.shape == (n,),
     ]
     if not all(checks):
         raise ValueError("segment arrays do not fit together")

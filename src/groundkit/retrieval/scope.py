@@ -51,6 +51,12 @@ class Scope:
     ) -> None:
         self._ids = owners.document_ids
         self._fields = owners.fields
+        # Vectors exist for current versions only: past ones never widen that side.
+        self._current = (
+            np.ones(len(self._ids), dtype=np.bool_)
+            if owners.current is None
+            else np.asarray(owners.current, dtype=np.bool_)
+        )
         self._visible = np.fromiter(
             (visible(f, clearance) for f in owners.fields), dtype=np.bool_, count=len(self._ids)
         )
@@ -85,7 +91,7 @@ class Scope:
         else:
             # The appended False is where the -1 owners of vanished chunks land.
             mask = np.append(docs, False)[self._position_owner]
-            ids = frozenset(self._ids[i] for i in np.flatnonzero(docs).tolist())
+            ids = frozenset(self._ids[i] for i in np.flatnonzero(docs & self._current).tolist())
             allowed = Allowed(mask, ids, float(mask.mean()) if mask.size else 0.0)
         self._cache[key] = allowed
         if len(self._cache) > _CACHE_SIZE:

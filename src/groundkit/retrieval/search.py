@@ -1,11 +1,14 @@
 """The Retriever: validated queries in, citation-bearing results out.
 
-A Retriever is a snapshot: it indexes the store as it was at ``open()``. Hits
-are joined to their stored rows once, after ranking; a hit whose row has
-since been replaced or deleted is dropped and counted in the response
-metadata (``stale_dropped``), never returned with offsets that no longer
-point at its text (adr/0005-stale-hits.md). ``Collection`` reopens its
-Retriever whenever the store's generation moves, so it never drops.
+A Retriever searches the store as of its last ``refresh()`` (``open()`` is
+the first). Its lexical side is a ``LiveIndex``: persisted segments that a
+refresh brings up to date by mapping what changed, not by rebuilding
+(adr/0030-lexical-segments.md). Hits are joined to their stored rows once,
+after ranking; a hit whose row has since been replaced or deleted is dropped
+and counted in the response metadata (``stale_dropped``), never returned with
+offsets that no longer point at its text (adr/0005-stale-hits.md).
+``Collection`` refreshes its Retriever whenever the store's generation moves,
+so it never drops.
 """
 
 from __future__ import annotations
@@ -14,8 +17,13 @@ import asyncio
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import (
@@ -32,8 +40,8 @@ from groundkit.errors import (
     StorageError,
 )
 from groundkit.lexical.analyzer import Analyzer
-from groundkit.lexical.bm25 import BM25Index
-from groundkit.lexical.protocols import LexicalHit, LexicalIndexProtocol
+from groundkit.lexical.bm25 import CURRENT, BM25Index, View
+from groundkit.lexical.live import LiveIndex, PackFiles
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
@@ -51,6 +59,7 @@ from groundkit.storage.protocols import (
 )
 from groundkit.storage.reconcile import vector_problem
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
+from groundkit.utils.hashing import sha256_text
 from groundkit.utils.text import describe_unencodable
 
 __all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_request"]
@@ -75,7 +84,7 @@ class Retriever:
     def __init__(
         self,
         store: MetadataStoreProtocol,
-        lexical: LexicalIndexProtocol,
+        lexical: LiveIndex,
         *,
         analyzer: Analyzer,
         config: RetrievalConfig,
@@ -92,12 +101,13 @@ class Retriever:
     ) -> None:
         self._reranker = reranker
         self.clearance = check_clearance(clearance)
-        self._scope: Scope | None = None
+        # Decided for one lexical index (positions are the index's): rebuilt for another.
+        self._scope: tuple[BM25Index, Scope] | None = None
         self._scope_lock = asyncio.Lock()
         # A label for telemetry only: the store does not know its own name.
         self.collection = collection
         self._store = store
-        self._lexical = lexical
+        self._live = lexical
         self._analyzer = analyzer
         self._config = config
         self.generation = generation
@@ -121,8 +131,12 @@ class Retriever:
         reranker: RerankerProtocol | None = None,
         collection: str | None = None,
         clearance: str | None = None,
+        segments: PackFiles | None = None,
+        lexical: LiveIndex | None = None,
     ) -> Retriever:
-        """Rebuild the lexical index from ``store``; refuse a foreign analyzer or embedder.
+        """Load the lexical index (``segments``: where it is persisted; without them
+        it is built from ``store`` in memory; ``lexical``: one already open on this
+        store); refuse a foreign analyzer or embedder.
 
         With a ``clearance`` (a level of ``SENSITIVITY_LEVELS``) no chunk of a
         document labelled above it is ever returned.
@@ -138,31 +152,21 @@ class Retriever:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
         check_analyzer(await store.get_analyzer(), analyzer.identity, collection)
-        # Read first: if a write lands during the rebuild the Collection sees a
-        # newer generation on its next search and reopens.
-        generation, vectors_generation = await store.generations()
+        _, vectors_generation = await store.generations()
         dense_bound, problem = False, None
         if embedder is not None and vector_store is not None:
             dense_bound, problem = await _check_dense_side(
                 store, embedder, vector_store, collection
             )
         started = time.perf_counter()
-        lexical = await BM25Index.from_store(store, k1=cfg.bm25_k1, b=cfg.bm25_b)
-        rows = None
-        if 0 < lexical.size <= cfg.preload_max_chunks:
-            rows = {s.key: s async for batch in store.iter_chunks(5000) for s in batch}
-        logger.info(
-            "retriever opened: %d chunks in %.0f ms",
-            lexical.size,
-            (time.perf_counter() - started) * 1000,
-        )
-        return cls(
+        live = lexical or await LiveIndex.open(store, segments, k1=cfg.bm25_k1, b=cfg.bm25_b)
+        await live.refresh()
+        retriever = cls(
             store,
-            lexical,
+            live,
             analyzer=analyzer,
             config=cfg,
-            generation=generation,
-            rows=rows,
+            generation=live.generation,
             embedder=embedder,
             vector_store=vector_store,
             dense_bound=dense_bound,
@@ -172,6 +176,51 @@ class Retriever:
             collection=collection,
             clearance=clearance,
         )
+        await retriever._preload()
+        logger.info(
+            "retriever opened: %d chunks in %.0f ms",
+            live.index.live_size,
+            (time.perf_counter() - started) * 1000,
+        )
+        return retriever
+
+    @property
+    def lexical(self) -> LiveIndex:
+        return self._live
+
+    async def refresh(self) -> bool:
+        """Catch up with writes made since the last refresh (this process's or
+        another's); True when anything changed."""
+        await self._live.refresh()
+        if self._live.generation == self.generation:
+            return False
+        self.generation = self._live.generation
+        self._scope = None  # positions moved: the masks are decided again when needed
+        await self._preload()
+        return True
+
+    async def _preload(self) -> None:
+        """Keep the current rows of a small collection in memory: read once, then on
+        each refresh only those of chunks that became current, minus those that
+        stopped being current (whoever caught the index up)."""
+        index = self._live.index
+        if not 0 < index.live_size <= self._config.preload_max_chunks:
+            self._rows = None
+            return
+        if self._rows is None:
+            self._rows = {s.key: s async for batch in self._store.iter_chunks(5000) for s in batch}
+            return
+        current = index.current_keys()
+        known = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
+        added = np.setdiff1d(current, known, assume_unique=True)
+        gone = np.setdiff1d(known, current, assume_unique=True)
+        rows = dict(self._rows)
+        for key in gone.tolist():
+            del rows[key]
+        if added.size:
+            found = await self._store.get_chunks_by_keys(added.tolist())
+            rows.update((k, r) for k, r in found.items() if r.current)
+        self._rows = rows
 
     async def refresh_vectors(self, vectors_generation: int) -> None:
         """Catch up with vector writes made since open (another process's ingest):
@@ -180,7 +229,7 @@ class Retriever:
             self.vectors_generation = vectors_generation
             return
         await self._vectors.refresh()
-        _, self.vector_problem = await _check_dense_side(
+        self._dense_bound, self.vector_problem = await _check_dense_side(
             self._store, self._embedder, self._vectors, self.collection
         )
         self.vectors_generation = vectors_generation
@@ -191,7 +240,8 @@ class Retriever:
 
     @property
     def size(self) -> int:
-        return self._lexical.size
+        """Chunks a current search can return."""
+        return self._live.index.live_size
 
     async def search(
         self,
@@ -201,9 +251,16 @@ class Retriever:
         mode: SearchMode = "bm25",
         rerank: bool = False,
         filters: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         """Rank chunks for ``query``; with ``rerank`` the cross-encoder reorders the
         best ``rerank_depth`` candidates of the chosen mode.
+
+        ``as_of`` (a timezone-aware datetime) searches the corpus as it stood
+        then: each document's version current at that moment, scored with the
+        statistics of that corpus, exactly as a collection holding only those
+        versions would score it. BM25 only: vectors are kept for current
+        versions.
 
         ``filters`` (``{field: {op: value}}``, groundkit/retrieval/filters.py)
         restrict the candidates before ranking on every path, so ``top_k``
@@ -214,7 +271,9 @@ class Retriever:
         """
         k = self._config.top_k if top_k is None else top_k
         with traced(SPAN_SEARCH, collection=self.collection, mode=mode, top_k=k) as span:
-            response = await self._search(query, top_k, mode=mode, rerank=rerank, filters=filters)
+            response = await self._search(
+                query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
+            )
             if span.recording:
                 meta = response.metadata
                 span.set(
@@ -234,10 +293,14 @@ class Retriever:
         mode: SearchMode,
         rerank: bool,
         filters: Mapping[str, Any] | None,
+        as_of: datetime | None,
     ) -> SearchResponse:
         started = time.perf_counter()
         final_k = validate_request(query, top_k, mode, self._config)
         flt = parse_filters(filters)
+        view = _view_of(as_of, mode)
+        # One index for the whole search: a refresh meanwhile swaps in another.
+        index = self._live.index
         if mode != "bm25":
             self._require_dense(mode)
         if rerank and self._reranker is None:
@@ -246,18 +309,19 @@ class Retriever:
             )
         k = max(final_k, self._config.rerank_depth) if rerank else final_k
         timings: dict[str, float] = {}
-        allowed = await self._allowed(flt)
+        allowed = await self._allowed(flt, index)
+        search = _Pass(index, view, allowed)
         degraded: str | None = None
         served: SearchMode = mode
         if mode != "bm25" and self.vector_problem is not None:
             degraded, served = self._fall_back(self.vector_problem), "bm25"
         try:
-            results, stale = await self._ranked(query, k, served, timings, allowed)
+            results, stale = await self._ranked(query, k, served, timings, search)
         except _VectorsUnavailable as exc:
             # The vector store failed in this search (damage that no cheap check sees).
             degraded, served = self._fall_back(exc.reason), "bm25"
             timings.clear()
-            results, stale = await self._ranked(query, k, served, timings, allowed)
+            results, stale = await self._ranked(query, k, served, timings, search)
         if flt is not None or self.clearance is not None:
             # The masks were decided at the first filtered search; a document
             # written since is judged here, on the row that is being returned.
@@ -279,6 +343,8 @@ class Retriever:
             "stale_dropped": stale,
             "filtered": flt is not None,
         }
+        if as_of is not None:
+            meta["as_of"] = as_of.isoformat()
         if degraded is not None:
             meta["degraded"] = degraded
         if timings:
@@ -297,18 +363,18 @@ class Retriever:
         k: int,
         mode: SearchMode,
         timings: dict[str, float],
-        allowed: Allowed,
+        search: _Pass,
     ) -> tuple[list[RetrievalResult], int]:
         """The ranked results of one mode, and how many hits were dropped as stale."""
-        if allowed.empty:
+        if search.allowed.empty:
             return [], 0
         if mode == "bm25":
             terms = self._analyzer.terms(query)
-            hits = await self._lexical_hits(terms, k, self._config.score_threshold, allowed)
-            return await self._join(hits, frozenset(terms))
+            hits = await self._lexical_hits(terms, k, self._config.score_threshold, search)
+            return await self._join(hits, frozenset(terms), k, search.view)
         if mode == "dense":
-            return await self._dense(query, k, timings, allowed)
-        return await self._hybrid(query, k, timings, allowed)
+            return await self._dense(query, k, timings, search.allowed)
+        return await self._hybrid(query, k, timings, search)
 
     async def _dense(
         self, query: str, k: int, timings: dict[str, float], allowed: Allowed
@@ -348,30 +414,38 @@ class Retriever:
                 f"mode {mode!r}: this collection has no vectors yet; ingest it with an embedder"
             )
 
-    async def _allowed(self, flt: Filter | None) -> Allowed:
+    async def _allowed(self, flt: Filter | None, index: BM25Index) -> Allowed:
         """Where this search may look: everything, unless a filter or clearance says not."""
         if flt is None and self.clearance is None:
             return EVERYTHING
         async with self._scope_lock:
-            if self._scope is None:
-                self._scope = await Scope.load(self._store, self._lexical.keys, self.clearance)
-        return self._scope.allowed(flt)
+            if self._scope is None or self._scope[0] is not index:
+                self._scope = (index, await Scope.load(self._store, index.keys, self.clearance))
+        return self._scope[1].allowed(flt)
 
     def _admits(self, metadata: Mapping[str, Any], flt: Filter | None) -> bool:
         fields = fields_of(metadata)
         return visible(fields, self.clearance) and (flt is None or flt.matches(fields))
 
     async def _lexical_hits(
-        self, terms: list[str], k: int, threshold: float | None, allowed: Allowed
-    ) -> list[LexicalHit]:
+        self, terms: list[str], k: int, threshold: float | None, search: _Pass
+    ) -> list[_Hit]:
         if not terms:
             return []
-        mask = allowed.mask
-        if self._lexical.size > _THREAD_THRESHOLD:
-            return await asyncio.to_thread(
-                self._lexical.search, terms, k, score_threshold=threshold, mask=mask
+        ids = await self._live.term_ids(terms)
+        query = Counter(ids[t] for t in terms if t in ids)
+        if not query:
+            return []
+        index, mask = search.index, search.allowed.mask
+        if index.size > _THREAD_THRESHOLD:
+            found = await asyncio.to_thread(
+                index.search_ids, query, k, score_threshold=threshold, mask=mask, view=search.view
             )
-        return self._lexical.search(terms, k, score_threshold=threshold, mask=mask)
+        else:
+            found = index.search_ids(
+                query, k, score_threshold=threshold, mask=mask, view=search.view
+            )
+        return [_Hit(key, score, tied) for key, score, tied in found]
 
     async def _dense_hits(
         self, query: str, k: int, timings: dict[str, float], allowed: Allowed
@@ -409,30 +483,30 @@ class Retriever:
         return await self._vectors.query(vector, k, document_ids=ids)
 
     async def _hybrid(
-        self, query: str, k: int, timings: dict[str, float], allowed: Allowed
+        self, query: str, k: int, timings: dict[str, float], search: _Pass
     ) -> tuple[list[RetrievalResult], int]:
+        allowed = search.allowed
         cfg = self._config
         depth = max(k, cfg.hybrid_candidates)
         clock = time.perf_counter()
         terms = self._analyzer.terms(query)
 
-        async def lexical_side() -> tuple[list[LexicalHit], Mapping[int, StoredChunk]]:
+        async def lexical_side() -> tuple[list[tuple[StoredChunk, float]], int]:
             # The candidates' rows are read here, while the vector search (the
             # slower side) is still running, not after both sides are in.
             started = time.perf_counter()
-            hits = await self._lexical_hits(terms, depth, None, allowed)
+            hits = await self._lexical_hits(terms, depth, None, search)
             started = _lap(timings, "bm25_ms", started)
-            rows = await self._rows_for_keys([h.key for h in hits])
+            found, stale = await self._rows_in_order(hits, depth, CURRENT)
             _lap(timings, "bm25_rows_ms", started)
-            return hits, rows
+            return found, stale
 
         # If one side fails the other is cancelled and awaited: nothing of this
         # search may go on reading the stores after it has raised.
-        (lexical, lex_rows), dense = await both(
+        (found, _), dense = await both(
             lexical_side(), self._dense_hits(query, depth, timings, allowed)
         )
         clock = _lap(timings, "candidates_ms", clock)
-        found = [(lex_rows[h.key], h.score) for h in lexical if h.key in lex_rows]
         known = {row.chunk_id: row for row, _ in found}
         lex_scored = [(row.chunk_id, score) for row, score in found]
         dense_scored = [(h.chunk_id, h.score) for h in dense]
@@ -467,24 +541,49 @@ class Retriever:
         _lap(timings, "hydrate_ms", clock)
         return results, len(top) - len(results)
 
-    async def _rows_for_keys(self, keys: list[int]) -> Mapping[int, StoredChunk]:
+    async def _rows_for_keys(self, keys: list[int], view: View) -> Mapping[int, StoredChunk]:
         if not keys:
             return {}
-        if self._rows is not None and await self._store.generation() == self.generation:
+        if (
+            view.as_of is None
+            and self._rows is not None
+            and await self._store.generation() == self.generation
+        ):
             return self._rows  # the snapshot is still the store: no read needed
         return await self._store.get_chunks_by_keys(keys)
 
+    async def _rows_in_order(
+        self, hits: list[_Hit], k: int, view: View
+    ) -> tuple[list[tuple[StoredChunk, float]], int]:
+        """The rows of ``hits`` in final order, cut to ``k``, and how many were stale.
+
+        The index orders equal scores by a fixed-width prefix of the canonical key;
+        hits it marks as tied on all of it are ordered here by the full key. A
+        current search drops a row that is no longer current (replaced since the
+        index was caught up): its text is not what the source holds now.
+        """
+        rows = await self._rows_for_keys([h.key for h in hits], view)
+        found: list[tuple[StoredChunk, float]] = []
+        for hit in hits:
+            stored = rows.get(hit.key)
+            if stored is None or not _in_view(stored, view):
+                continue
+            found.append((stored, hit.score))
+        stale = len(hits) - len(found)
+        if any(h.tied for h in hits):
+            found.sort(key=_canonical)
+        return found[:k], stale
+
     async def _join(
-        self, hits: list[LexicalHit], wanted: frozenset[str]
+        self, hits: list[_Hit], wanted: frozenset[str], k: int, view: View
     ) -> tuple[list[RetrievalResult], int]:
-        rows = await self._rows_for_keys([h.key for h in hits])
+        found, stale = await self._rows_in_order(hits, k, view)
         spans, name = self._analyzer.spans, self.collection
         results = [
-            _result(stored, hit.score, Highlights.deferred(spans, stored.content, wanted), name)
-            for hit in hits
-            if (stored := rows.get(hit.key)) is not None
+            _result(stored, score, Highlights.deferred(spans, stored.content, wanted), name)
+            for stored, score in found
         ]
-        return results, len(hits) - len(results)
+        return results, stale
 
     async def _join_ids(self, scored: list[tuple[str, float]]) -> tuple[list[RetrievalResult], int]:
         if not scored:
@@ -492,6 +591,52 @@ class Retriever:
         rows = await self._store.get_chunks_by_ids([c for c, _ in scored])
         results = [_result(rows[c], s, None, self.collection) for c, s in scored if c in rows]
         return results, len(scored) - len(results)
+
+
+class _Hit(NamedTuple):
+    """A lexical hit; ``tied`` when the index could not order it against a neighbour."""
+
+    key: int
+    score: float
+    tied: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Pass:
+    """What one search reads: the index as it was when the search began, which
+    documents it sees (current, or as of a moment) and where it may look."""
+
+    index: BM25Index
+    view: View
+    allowed: Allowed
+
+
+def _view_of(as_of: object, mode: str) -> View:
+    if as_of is None:
+        return CURRENT
+    if not isinstance(as_of, datetime):
+        raise RetrievalError(f"as_of must be a datetime, got {type(as_of).__name__}")
+    if as_of.tzinfo is None or as_of.utcoffset() is None:
+        raise RetrievalError("as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
+    if mode != "bm25":
+        raise RetrievalError(
+            f"as_of searches in bm25 mode only: vectors are kept for current versions, "
+            f"so a {mode} search of the past cannot be exact"
+        )
+    return View(as_of.timestamp())
+
+
+def _in_view(stored: StoredChunk, view: View) -> bool:
+    if view.as_of is None:
+        return stored.valid_to is None
+    ends = math.inf if stored.valid_to is None else stored.valid_to
+    return stored.valid_from <= view.as_of < ends
+
+
+def _canonical(pair: tuple[StoredChunk, float]) -> tuple[float, str, int, str]:
+    """Score first, then the canonical key ``(content_hash, chunk_index, document_id)``."""
+    stored, score = pair
+    return (-score, sha256_text(stored.content), stored.chunk_index, stored.document_id)
 
 
 class _VectorsUnavailable(Exception):
@@ -580,6 +725,7 @@ def _result(
             "metadata": stored.metadata,
             "highlights": highlights,
             "collection": collection,
+            "version": stored.version,
         },
     )
     # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.

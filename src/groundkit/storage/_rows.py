@@ -29,7 +29,7 @@ from groundkit.contracts import (
     FieldValue,
     SourceClass,
 )
-from groundkit.errors import ConfigurationError, IngestionError, StorageError
+from groundkit.errors import IngestionError, StorageError
 from groundkit.storage.protocols import (
     ChangeLog,
     ChunkPostings,
@@ -38,6 +38,7 @@ from groundkit.storage.protocols import (
     StoredChunk,
     metadata_json,
 )
+from groundkit.storage.versions import check_keep, version_start
 from groundkit.utils.text import describe_unencodable
 from groundkit.utils.ties import order_key
 
@@ -86,30 +87,6 @@ def iso_time(seconds: float) -> str:
     return moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds")
 
 
-# How far ahead of this host's clock a caller's valid_as_of may be (clock skew).
-_FUTURE_SLACK_SECONDS = 60.0
-
-
-def version_start(valid_as_of: datetime | None, now: float) -> float:
-    """When a version written now becomes current: ``valid_as_of`` if given, else now.
-
-    A naive datetime is ambiguous (whose local time?) and a moment in the future
-    would make the version current before it is valid: both are refused.
-    """
-    if valid_as_of is None:
-        return now
-    if not isinstance(valid_as_of, datetime):
-        raise IngestionError(f"valid_as_of must be a datetime, got {type(valid_as_of).__name__}")
-    if valid_as_of.tzinfo is None or valid_as_of.utcoffset() is None:
-        raise IngestionError(
-            "valid_as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)"
-        )
-    start = valid_as_of.timestamp()
-    if start > now + _FUTURE_SLACK_SECONDS:
-        raise IngestionError(f"valid_as_of {valid_as_of.isoformat()} is in the future")
-    return start
-
-
 @dataclass(frozen=True, slots=True)
 class VersionPlan:
     """What a write does to the documents already stored under its sources."""
@@ -140,16 +117,6 @@ def plan_versions(
             )
         next_version[document_id] = int_value(version, "version", where, minimum=1) + 1
     return VersionPlan(next_version, foreign)
-
-
-def check_keep(keep: int | None) -> None:
-    """A retention setting: ``None`` (keep every past version) or a count >= 0."""
-    if keep is None:
-        return
-    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-        raise ConfigurationError(
-            f"keep_versions must be None (keep all) or an integer >= 0, got {keep!r}"
-        )
 
 
 def damaged(where: str, what: str) -> StorageError:

@@ -23,6 +23,7 @@ from pathlib import Path
 from groundkit.errors import ConfigurationError, StorageError
 from groundkit.storage.names import COLLECTION_NAME_PATTERN, check_collection_name
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, VectorStoreProtocol
+from groundkit.storage.segments import LocalSegments
 from groundkit.storage.snapshots import as_snapshot_store, is_object_uri
 
 __all__ = [
@@ -40,6 +41,7 @@ STORAGE_URI_ENV = "GROUNDKIT_STORAGE_URI"
 _PG_SCHEMES = ("postgresql://", "postgres://")
 _METADATA_SUFFIX = ".sqlite3"
 _SNAPSHOTS_SUFFIX = ".snapshots"
+_SEGMENTS_SUFFIX = ".segments"
 # Object-store settings read from the environment when not given (LanceDB reads
 # these names too; pyarrow, which moves the snapshots, does not read them all).
 _ENV_OPTIONS = {
@@ -88,6 +90,8 @@ class CollectionStores:
     metadata: MetadataStoreProtocol
     snapshots: SnapshotStore | None
     vectors: VectorStoreProtocol | None = None
+    # Where the lexical index is persisted (None: it is built in memory at open).
+    segments: LocalSegments | None = None
     # What opening repaired (a damaged metadata file set aside), for the next report.
     repairs: list[str] = field(default_factory=list)
 
@@ -161,6 +165,15 @@ class StoreLocation:
             return self.storage_uri if is_object_uri(self.storage_uri) else Path(self.storage_uri)
         return self.index_dir
 
+    def segments(self) -> LocalSegments | None:
+        """Where the lexical index's segments are kept: ``<root>/<name>.segments`` beside
+        the collection's other files. None for a collection on object storage or
+        without a storage root: its lexical index is built in memory when opened."""
+        root = self.storage_root
+        if not isinstance(root, Path):
+            return None
+        return LocalSegments(root / f"{check_collection_name(self.name)}{_SEGMENTS_SUFFIX}")
+
     def snapshots(self) -> SnapshotStore | None:
         root = self.storage_root
         if root is None:
@@ -232,7 +245,9 @@ class StoreLocation:
             )
         metadata = await self.open_metadata(create=create, rebuild_damaged=rebuild_damaged)
         repairs = list(getattr(metadata, "repairs", []))
-        return CollectionStores(self, metadata, self.snapshots(), repairs=repairs)
+        return CollectionStores(
+            self, metadata, self.snapshots(), segments=self.segments(), repairs=repairs
+        )
 
     def describe(self) -> str:
         """Where the collection is, for messages: the metadata URL without its password."""

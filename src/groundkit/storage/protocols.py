@@ -34,6 +34,7 @@ __all__ = [
     "ConfirmedVectors",
     "DocumentState",
     "Generations",
+    "LexicalDelta",
     "MetadataStoreProtocol",
     "SnapshotStore",
     "StoredChunk",
@@ -182,6 +183,17 @@ class ChunkPostings:
 
 
 @dataclass(frozen=True, slots=True)
+class LexicalDelta:
+    """What changed for the lexical index since ``(after_key, since_generation)``,
+    read from one snapshot of the store at ``generation``: the postings of chunks
+    written since and the log of chunks that stopped being current since."""
+
+    generation: int
+    changes: ChangeLog
+    postings: list[ChunkPostings]
+
+
+@dataclass(frozen=True, slots=True)
 class ChangeLog:
     """Chunks that stopped being current since a generation, as the store recorded them.
 
@@ -206,13 +218,16 @@ class ChunkOwners:
 
     What filters and clearances read: they decide per document, then mask
     chunks. ``owners[i]`` indexes ``document_ids`` and ``fields`` for chunk
-    ``keys[i]``. One consistent snapshot of the store.
+    ``keys[i]``; a document with past versions has one entry per version (each
+    version's own fields), and ``current[j]`` tells whether entry ``j`` is the
+    current one (None: every entry is). One consistent snapshot of the store.
     """
 
     keys: npt.NDArray[np.int64]
     owners: npt.NDArray[np.int64]
     document_ids: list[str]
     fields: list[dict[str, FieldValue]]
+    current: list[bool] | None = None
 
 
 @runtime_checkable
@@ -307,6 +322,12 @@ class MetadataStoreProtocol(Protocol):
 
     async def changes_since(self, generation: int) -> ChangeLog:
         """Chunks that left the current view in generations after ``generation``."""
+        ...
+
+    async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDelta:
+        """``postings_since(after_key)`` and ``changes_since(since_generation)`` read
+        from one snapshot, with the generation of that snapshot (so a write landing
+        meanwhile is wholly in the delta or wholly out of it)."""
         ...
 
     async def prune_changes(self, through_generation: int) -> None:

@@ -54,6 +54,7 @@ from groundkit.storage.protocols import (
     ConfirmedVectors,
     DocumentState,
     Generations,
+    LexicalDelta,
     MetadataStoreProtocol,
     StoredChunk,
 )
@@ -796,6 +797,49 @@ class SQLiteMetadataStore:
         )
         return change_log(list(rows), complete=floor <= generation + 1)
 
+    async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDelta:
+        # One read transaction on a connection of its own, in one thread hop: the
+        # shared connection may be inside a write of this process meanwhile.
+        self._open_conn_check()
+
+        def read() -> tuple[Any, Any, list[Any], list[Any]]:
+            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            try:
+                conn.execute("PRAGMA busy_timeout=10000")
+                conn.execute("BEGIN")
+                state = conn.execute(
+                    "SELECT generation, changes_floor FROM state WHERE id = 1"
+                ).fetchone()
+                changes = conn.execute(
+                    "SELECT key, valid_to, term_ids, tfs FROM changes WHERE generation > ?"
+                    " ORDER BY seq",
+                    (int(since_generation),),
+                ).fetchall()
+                postings = conn.execute(
+                    f"SELECT {_POSTING_COLUMNS} FROM chunks WHERE key > ? ORDER BY key",
+                    (int(after_key),),
+                ).fetchall()
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+            return (state or (None, None))[0], (state or (None, None))[1], changes, postings
+
+        try:
+            generation, floor, changes, postings = await asyncio.to_thread(read)
+        except sqlite3.Error as exc:
+            raise StorageError(f"could not read the changes since the last search: {exc}") from None
+        where = self.path.name
+        generation = int_value(generation, "generation", where)
+        floor = int_value(floor, "change log floor", where)
+        batches = [
+            postings_from_rows(postings[i : i + 50_000]) for i in range(0, len(postings), 50_000)
+        ]
+        return LexicalDelta(
+            generation=generation,
+            changes=change_log(changes, complete=floor <= since_generation + 1),
+            postings=batches,
+        )
+
     async def prune_changes(self, through_generation: int) -> None:
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
@@ -985,21 +1029,23 @@ class SQLiteMetadataStore:
         # past version's chunk is owned by that version (its own fields).
         document_ids: list[str] = []
         fields: list[dict[str, FieldValue]] = []
+        current: list[bool] = []
         position: dict[tuple[str, int], int] = {}
         keys: list[int] = []
         owner_of: list[tuple[str, int]] = []
         async with self._conn.execute(
             "SELECT 0, id, version, json_extract(metadata, '$.fields') FROM documents"
-            " UNION ALL SELECT 0, document_id, version, json_extract(metadata, '$.fields')"
+            " UNION ALL SELECT 2, document_id, version, json_extract(metadata, '$.fields')"
             " FROM document_versions"
             " UNION ALL SELECT 1, document_id, version, key FROM chunks"
         ) as cur:
             while batch := await cur.fetchmany(50_000):
                 for kind, document_id, version, value in batch:
-                    if kind == 0:
+                    if kind != 1:
                         position[(document_id, version)] = len(document_ids)
                         document_ids.append(document_id)
                         fields.append(_stored_fields(value, document_id))
+                        current.append(kind == 0)
                     else:
                         keys.append(value)
                         owner_of.append((document_id, version))
@@ -1014,6 +1060,7 @@ class SQLiteMetadataStore:
             owners=owners,
             document_ids=document_ids,
             fields=fields,
+            current=current,
         )
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:

@@ -1,0 +1,659 @@
+"""The live lexical index: persisted segments kept in step with the metadata store.
+
+The metadata store is the source of truth; segments are derived state
+(adr/0030-lexical-segments.md). Opening loads the segments a manifest names
+(memory-mapped, checksums verified) and catches up with the store through its
+change log: chunks written since (``max_key``) become a new in-memory segment,
+chunks that stopped being current since (``generation``) are marked in their
+segment's overlay. Anything that does not fit (another collection's files, a
+store older than the files, a pruned log, a damaged pack) is rebuilt from the
+store, never trusted.
+
+A writer (``commit``) persists what it caught up with: the new segment and the
+changed overlays as packs, then the manifest naming them; it holds the files'
+writer lock, so one process writes at a time while any number search. Merges
+(``merge``) rewrite several segments as one off the event loop and swap the
+manifest; searches keep using the state they started with.
+
+Scores never depend on how documents are spread over segments: statistics are
+summed over every view at query time (``groundkit.lexical.bm25``), so a live
+index and a fresh rebuild rank identically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.errors import GroundkitError
+from groundkit.lexical.bm25 import BM25Index, SegmentView, view_from_batches
+from groundkit.lexical.segment import Segment, merge_segments, segment_from_arrays
+
+__all__ = [
+    "FORMAT",
+    "ChangeEntries",
+    "LiveIndex",
+    "LiveSource",
+    "PackFiles",
+    "ValidityBatch",
+]
+
+logger = logging.getLogger("groundkit.lexical")
+
+# Version of the manifest and pack layout; files of another format are rebuilt.
+FORMAT = 1
+# A merge is due when more than this many segments exist...
+_MAX_SEGMENTS = 8
+# ...or when this share of a segment's documents is removed (visible at no time).
+_MAX_REMOVED_SHARE = 0.3
+# Terms whose ids are remembered (a query looks each one up in the store once).
+_TERM_CACHE = 100_000
+
+
+class ValidityBatch(Protocol):
+    """Postings of a batch of chunks with their tie keys and validity
+    (``storage.protocols.ChunkPostings``)."""
+
+    @property
+    def keys(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def offsets(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def term_ids(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def tfs(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def order(self) -> npt.NDArray[np.uint64] | None: ...
+    @property
+    def valid_from(self) -> npt.NDArray[np.float64] | None: ...
+    @property
+    def valid_to(self) -> npt.NDArray[np.float64] | None: ...
+
+
+class ChangeEntries(Protocol):
+    """Chunks that left the current view (``storage.protocols.ChangeLog``)."""
+
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def keys(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def valid_to(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def offsets(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def term_ids(self) -> npt.NDArray[np.int32]: ...
+
+
+class LexicalDeltaLike(Protocol):
+    @property
+    def generation(self) -> int: ...
+    @property
+    def changes(self) -> ChangeEntries: ...
+    @property
+    def postings(self) -> Sequence[ValidityBatch]: ...
+
+
+class LiveSource(Protocol):
+    """What the live index reads from the metadata store (structurally: the stores
+    in ``groundkit.storage`` satisfy it without this package importing them)."""
+
+    async def generation(self) -> int: ...
+
+    async def collection_uid(self) -> str: ...
+
+    def iter_postings(self, batch_size: int = ...) -> AsyncIterator[ValidityBatch]: ...
+
+    async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDeltaLike: ...
+
+    async def prune_changes(self, through_generation: int) -> None: ...
+
+    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]: ...
+
+
+class PackFiles(Protocol):
+    """Where the segments are kept (``storage.segments.LocalSegments`` and kin)."""
+
+    @property
+    def location(self) -> str: ...
+
+    async def read_manifest(self) -> dict[str, Any] | None: ...
+
+    async def write_manifest(self, manifest: Mapping[str, Any]) -> None: ...
+
+    async def write_pack(
+        self, name: str, arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
+
+    async def load_pack(
+        self, entry: Mapping[str, Any]
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]: ...
+
+    async def remove_unreferenced(self, keep: Iterable[str]) -> int: ...
+
+    async def clear(self) -> None: ...
+
+    def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]: ...
+
+
+class _Stale(Exception):
+    """The persisted index cannot be used; the message says why (it is rebuilt)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One segment of a state, and the packs that hold it when it is persisted."""
+
+    view: SegmentView
+    segment_pack: dict[str, Any] | None = None  # manifest entry of the segment
+    overlay_pack: dict[str, Any] | None = None  # entry of the overlay matching ``view``
+    overlay_saved: bool = True  # False: ``view`` has changes no pack holds yet
+
+
+@dataclass(frozen=True, slots=True)
+class _State:
+    generation: int
+    max_key: int
+    parts: tuple[_Part, ...]
+    index: BM25Index
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """What a catch-up read from the store: keys that became current and keys that
+    stopped being current (a newer manifest adopted first is not listed);
+    ``rebuilt`` when the index was rebuilt from the store instead."""
+
+    added: npt.NDArray[np.int64]
+    retired: npt.NDArray[np.int64]
+    rebuilt: bool = False
+
+
+_NOTHING = Refresh(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+class LiveIndex:
+    """A ``BM25Index`` over persisted segments that follows the store's writes."""
+
+    def __init__(
+        self,
+        source: LiveSource,
+        files: PackFiles | None,
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+    ) -> None:
+        self._source = source
+        self._files = files
+        self.k1 = float(k1)
+        self.b = float(b)
+        self._state: _State | None = None
+        self._lock = asyncio.Lock()
+        self._uid: str | None = None
+        self._terms: OrderedDict[str, int] = OrderedDict()
+        # Why the persisted index was not used at open (None: it was, or there was none).
+        self.rebuilt_because: str | None = None
+
+    # -- opening ------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        source: LiveSource,
+        files: PackFiles | None = None,
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+    ) -> LiveIndex:
+        """Load the persisted segments (or build them) and catch up with the store."""
+        live = cls(source, files, k1=k1, b=b)
+        await live._open()
+        return live
+
+    async def _open(self) -> None:
+        self._uid = await self._source.collection_uid()
+        generation = await self._source.generation()
+        state: _State | None = None
+        if self._files is not None:
+            try:
+                state = await self._load(generation)
+            except _Stale as exc:
+                self.rebuilt_because = str(exc)
+                logger.warning("the lexical index is rebuilt from the store: %s", exc)
+        loaded_generation = None if state is None else state.generation
+        if state is not None:
+            caught = await self._catch_up(state)
+            if caught is None:
+                self.rebuilt_because = "the store's change log no longer reaches the index"
+                logger.warning("the lexical index is rebuilt: %s", self.rebuilt_because)
+                state = None
+            else:
+                state = caught[0]
+        if state is None:
+            state = await self._build()
+        self._state = state
+        if self._files is not None and state.generation != loaded_generation:
+            # Saved for the next process (a writer that died before saving, a first
+            # open); skipped when another process is saving right now.
+            with contextlib.suppress(OSError):
+                await self._save(wait=False)
+
+    # -- reading ------------------------------------------------------------------
+
+    @property
+    def index(self) -> BM25Index:
+        assert self._state is not None, "LiveIndex.open() first"
+        return self._state.index
+
+    @property
+    def generation(self) -> int:
+        assert self._state is not None
+        return self._state.generation
+
+    @property
+    def segment_count(self) -> int:
+        assert self._state is not None
+        return len(self._state.parts)
+
+    @property
+    def persisted(self) -> bool:
+        """Whether every part of the current state is held by packs on disk."""
+        assert self._state is not None
+        return self._files is not None and all(
+            p.segment_pack is not None and p.overlay_saved for p in self._state.parts
+        )
+
+    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
+        """Store ids of the ``terms`` that have one; ids never change, so found ones
+        are remembered (an unknown term is asked again: it may exist by now)."""
+        out: dict[str, int] = {}
+        missing: list[str] = []
+        for term in terms:
+            found = self._terms.get(term)
+            if found is None:
+                missing.append(term)
+            else:
+                out[term] = found
+                self._terms.move_to_end(term)
+        if missing:
+            looked_up = await self._source.term_ids(missing)
+            out.update(looked_up)
+            self._terms.update(looked_up)
+            while len(self._terms) > _TERM_CACHE:
+                self._terms.popitem(last=False)
+        return out
+
+    # -- following the store --------------------------------------------------------
+
+    async def refresh(self) -> Refresh:
+        """Catch up with writes made since the state was taken (any process's)."""
+        async with self._lock:
+            assert self._state is not None
+            if await self._source.generation() == self._state.generation:
+                return _NOTHING
+            await self._adopt_newer_manifest()
+            caught = await self._catch_up(self._state)
+            if caught is None:
+                self._state = await self._build()
+                return Refresh(_NOTHING.added, _NOTHING.retired, rebuilt=True)
+            self._state, change = caught
+            return change
+
+    async def _adopt_newer_manifest(self) -> bool:
+        """Take a manifest another writer saved past this state, when it can be read:
+        loading its packs is cheaper than replaying what it covers."""
+        if self._files is None or self._state is None:
+            return False
+        try:
+            manifest = await self._files.read_manifest()
+        except GroundkitError:
+            return False
+        if not isinstance(manifest, dict):
+            return False
+        generation = manifest.get("generation")
+        if not isinstance(generation, int) or generation <= self._state.generation:
+            return False
+        try:
+            self._state = await self._from_manifest(manifest, await self._source.generation())
+        except _Stale:
+            return False
+        return True
+
+    async def _catch_up(self, state: _State) -> tuple[_State, Refresh] | None:
+        """``state`` moved to the store's present; None when the store's change log
+        no longer reaches back to it (the caller rebuilds)."""
+        delta = await self._source.lexical_delta(state.max_key, state.generation)
+        if delta.generation == state.generation:
+            return state, _NOTHING
+        if not delta.changes.complete or delta.generation < state.generation:
+            return None
+        parts = list(state.parts)
+        added = np.zeros(0, np.int64)
+        max_key = state.max_key
+        batches = [b for b in delta.postings if b.keys.shape[0]]
+        if batches:
+            view = view_from_batches(batches)
+            parts.append(_Part(view, overlay_saved=view.dead_docs == 0))
+            current = view.segment.keys[view.current]
+            added = np.sort(current)
+            max_key = max(max_key, int(view.segment.keys.max()))
+        changes = delta.changes
+        retired = np.unique(changes.keys) if changes.keys.size else np.zeros(0, np.int64)
+        if changes.keys.size:
+            parts = _apply_changes(parts, changes)
+        index = self._index_of(parts)
+        new_state = _State(delta.generation, max_key, tuple(parts), index)
+        return new_state, Refresh(added, retired)
+
+    def _index_of(self, parts: Sequence[_Part]) -> BM25Index:
+        return BM25Index([p.view for p in parts], {}, k1=self.k1, b=self.b)
+
+    # -- building and loading ---------------------------------------------------------
+
+    async def _build(self) -> _State:
+        """Every retained chunk of the store as one segment (the full rebuild)."""
+        generation = await self._source.generation()  # first: later writes are replayed
+        batches = [b async for b in self._source.iter_postings()]
+        batches = [b for b in batches if b.keys.shape[0]]
+        parts: list[_Part] = []
+        max_key = 0
+        if batches:
+            view = await asyncio.to_thread(view_from_batches, batches)
+            parts.append(_Part(view, overlay_saved=view.dead_docs == 0))
+            max_key = int(view.segment.keys.max())
+        return _State(generation, max_key, tuple(parts), self._index_of(parts))
+
+    async def _load(self, store_generation: int) -> _State | None:
+        """The state the manifest names; None without one, ``_Stale`` when unusable."""
+        assert self._files is not None
+        try:
+            manifest = await self._files.read_manifest()
+        except GroundkitError as exc:
+            raise _Stale(str(exc)) from None
+        if manifest is None:
+            return None
+        return await self._from_manifest(manifest, store_generation)
+
+    async def _from_manifest(self, manifest: Mapping[str, Any], store_generation: int) -> _State:
+        assert self._files is not None
+        if manifest.get("format") != FORMAT:
+            raise _Stale(f"the index files are of format {manifest.get('format')!r}")
+        if manifest.get("uid") != self._uid:
+            raise _Stale("the index files belong to another collection (or an earlier one)")
+        generation = manifest.get("generation")
+        max_key = manifest.get("max_key")
+        entries = manifest.get("parts")
+        if (
+            not isinstance(generation, int)
+            or not isinstance(max_key, int)
+            or not isinstance(entries, list)
+        ):
+            raise _Stale("the index manifest is malformed")
+        if generation > store_generation:
+            raise _Stale("the index files are newer than the store (was it restored?)")
+        known = {
+            p.segment_pack["name"]: p
+            for p in (self._state.parts if self._state is not None else ())
+            if p.segment_pack is not None
+        }
+        parts: list[_Part] = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("segment"), dict):
+                raise _Stale("the index manifest is malformed")
+            parts.append(await self._load_part(entry, known))
+        return _State(generation, max_key, tuple(parts), self._index_of(parts))
+
+    async def _load_part(self, entry: Mapping[str, Any], known: Mapping[str, _Part]) -> _Part:
+        assert self._files is not None
+        seg_entry = entry["segment"]
+        overlay_entry = entry.get("overlay")
+        same = known.get(seg_entry.get("name"))
+        try:
+            if same is not None and same.segment_pack == seg_entry:
+                segment = same.view.segment  # verified when it was first loaded
+            else:
+                arrays, _ = await self._files.load_pack(seg_entry)
+                segment = segment_from_arrays(arrays)
+            if overlay_entry is None:
+                return _Part(SegmentView.fresh(segment), seg_entry, None)
+            if same is not None and same.overlay_pack == overlay_entry:
+                return _Part(same.view, seg_entry, overlay_entry)
+            arrays, _ = await self._files.load_pack(overlay_entry)
+            view = _view_from_overlay(segment, arrays)
+        except GroundkitError as exc:
+            raise _Stale(str(exc)) from None
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            raise _Stale(f"an index file does not fit together: {exc}") from None
+        return _Part(view, seg_entry, overlay_entry)
+
+    # -- writing ------------------------------------------------------------------------
+
+    async def commit(self) -> None:
+        """Catch up with the store and persist the result (the writer's step after a
+        write). Without files this only catches up."""
+        if self._files is None:
+            await self.refresh()
+            return
+        await self._save(wait=True)
+
+    async def _save(self, *, wait: bool) -> bool:
+        assert self._files is not None
+        async with self._files.writer_lock(wait=wait) as held:
+            if held:
+                await self.refresh()
+                await self._persist()
+            return held
+
+    async def _persist(self) -> None:
+        """Write the packs the current state lacks, then the manifest naming them
+        (the caller holds the writer lock). Searches go on meanwhile: the state is
+        only swapped, for one with the pack entries filled in, at the end."""
+        assert self._files is not None and self._state is not None
+        state = self._state
+        previous = None
+        with contextlib.suppress(GroundkitError):
+            previous = await self._files.read_manifest()
+        saved: list[_Part] = []
+        for part in state.parts:
+            seg_pack = part.segment_pack
+            if seg_pack is None:
+                seg_pack = await self._files.write_pack(
+                    _new_name("seg"), part.view.segment.arrays(), {"docs": part.view.segment.size}
+                )
+            overlay = part.overlay_pack
+            if not part.overlay_saved or part.segment_pack is None:
+                overlay = None
+                if part.view.dead_docs:
+                    overlay = await self._files.write_pack(
+                        _new_name("ov"), _overlay_arrays(part.view), {}
+                    )
+            saved.append(
+                replace(part, segment_pack=seg_pack, overlay_pack=overlay, overlay_saved=True)
+            )
+        await self._files.write_manifest(
+            {
+                "format": FORMAT,
+                "uid": self._uid,
+                "generation": state.generation,
+                "max_key": state.max_key,
+                "parts": [{"segment": p.segment_pack, "overlay": p.overlay_pack} for p in saved],
+            }
+        )
+        async with self._lock:
+            self._state = _with_packs(self._state, saved)
+        # Whoever can load a manifest starts from this one or the one it replaced,
+        # so the log up to the older of the two is needed by no one.
+        before = previous.get("generation") if isinstance(previous, dict) else None
+        if isinstance(before, int) and before > 0:
+            await self._source.prune_changes(min(before, state.generation))
+        names = [p.segment_pack["name"] for p in saved if p.segment_pack is not None]
+        names += [p.overlay_pack["name"] for p in saved if p.overlay_pack is not None]
+        await self._files.remove_unreferenced(names)
+
+    # -- merging -------------------------------------------------------------------------
+
+    def merge_due(self) -> bool:
+        """Whether the merge policy asks for a merge now (see ``merge``)."""
+        assert self._state is not None
+        return bool(_merge_plan(self._state.parts, everything=False))
+
+    async def merge(self, *, everything: bool = False) -> bool:
+        """Rewrite segments as one, dropping removed documents; True if it did.
+
+        Without ``everything`` the policy picks: all segments but the largest when
+        there are too many, and any segment whose removed share is high. The
+        heavy work runs in a worker thread with no lock a search waits for;
+        searches use the old state until the merged one is swapped in.
+        """
+        if self._files is None:
+            return False
+        async with self._files.writer_lock() as held:
+            if not held:
+                return False
+            await self.refresh()
+            assert self._state is not None
+            state = self._state
+            chosen = _merge_plan(state.parts, everything=everything)
+            if not chosen:
+                return False
+            inputs = [state.parts[i].view for i in chosen]
+            merged_view, numbering = await asyncio.to_thread(_merge_views, inputs)
+            async with self._lock:
+                current = self._state
+                latest = {id(p.view.segment): p.view for p in current.parts}
+                merged_segments = {id(v.segment) for v in inputs}
+                if any(latest.get(id(v.segment)) is not v for v in inputs):
+                    # Documents were retired while merging: take their latest ends.
+                    valid_to = np.full(merged_view.segment.size, math.inf, dtype=np.float64)
+                    for old, new_local in zip(inputs, numbering, strict=True):
+                        kept = new_local >= 0
+                        valid_to[new_local[kept]] = latest[id(old.segment)].valid_to[kept]
+                    merged_view = SegmentView.with_valid_to(merged_view.segment, valid_to)
+                parts = [p for p in current.parts if id(p.view.segment) not in merged_segments]
+                parts.append(_Part(merged_view, overlay_saved=merged_view.dead_docs == 0))
+                parts.sort(key=lambda p: -p.view.segment.size)  # large first, as searched
+                self._state = replace(current, parts=tuple(parts), index=self._index_of(parts))
+            await self._persist()
+            return True
+
+
+def _merge_views(
+    views: Sequence[SegmentView],
+) -> tuple[SegmentView, list[npt.NDArray[np.int64]]]:
+    """Merge the segments of ``views``, dropping removed documents (run in a thread)."""
+    merged, numbering = merge_segments([(v.segment, v.valid_to != -math.inf) for v in views])
+    valid_to = np.full(merged.size, math.inf, dtype=np.float64)
+    for view, new_local in zip(views, numbering, strict=True):
+        kept = new_local >= 0
+        valid_to[new_local[kept]] = view.valid_to[kept]
+    return SegmentView.with_valid_to(merged, valid_to), numbering
+
+
+def _with_packs(state: _State, saved: Sequence[_Part]) -> _State:
+    """``state`` with the pack entries of ``saved`` wherever a part still has the
+    very view that was saved (a part changed since keeps its unsaved mark)."""
+    by_view = {id(p.view): p for p in saved}
+    by_segment = {id(p.view.segment): p for p in saved}
+    parts: list[_Part] = []
+    for part in state.parts:
+        same = by_view.get(id(part.view))
+        if same is not None:
+            parts.append(same)
+            continue
+        seg = by_segment.get(id(part.view.segment))
+        if seg is not None:  # the segment was saved; its overlay has moved on since
+            part = replace(part, segment_pack=seg.segment_pack, overlay_saved=False)
+        parts.append(part)
+    return replace(state, parts=tuple(parts))
+
+
+def _merge_plan(parts: Sequence[_Part], *, everything: bool) -> list[int]:
+    if everything:
+        worth = len(parts) > 1 or any(p.view.removed for p in parts)
+        return list(range(len(parts))) if worth else []
+    chosen: set[int] = set()
+    if len(parts) > _MAX_SEGMENTS:
+        largest = max(range(len(parts)), key=lambda i: parts[i].view.segment.size)
+        chosen.update(i for i in range(len(parts)) if i != largest)
+    for i, part in enumerate(parts):
+        size = part.view.segment.size
+        if size and part.view.removed / size > _MAX_REMOVED_SHARE:
+            chosen.add(i)
+    if len(chosen) == 1 and not parts[next(iter(chosen))].view.removed:
+        return []
+    return sorted(chosen)
+
+
+def _apply_changes(parts: list[_Part], changes: ChangeEntries) -> list[_Part]:
+    """Mark every logged chunk in the part that holds it (keys in no part are chunks
+    written and gone between two catch-ups: nothing to do)."""
+    out = list(parts)
+    offsets = changes.offsets
+    for i, part in enumerate(parts):
+        docs = part.view.segment.locate(changes.keys)
+        hit = np.flatnonzero(docs >= 0)
+        if hit.size == 0:
+            continue
+        terms = [changes.term_ids[offsets[j] : offsets[j + 1]] for j in hit.tolist()]
+        view = part.view.apply(docs[hit], changes.valid_to[hit], terms)
+        out[i] = replace(part, view=view, overlay_saved=False)
+    return out
+
+
+def _overlay_arrays(view: SegmentView) -> dict[str, npt.NDArray[Any]]:
+    """An overlay as stored: the documents not current and their end, and the
+    non-zero per-term counts (sparse: most documents of most segments are current)."""
+    dead = np.flatnonzero(view.valid_to != math.inf)
+    arrays: dict[str, npt.NDArray[Any]] = {
+        "docs": dead.astype(np.int64),
+        "valid_to": view.valid_to[dead].astype(np.float64),
+    }
+    if view.dead_df is not None:
+        nz = np.flatnonzero(view.dead_df)
+        arrays["df_terms"] = nz.astype(np.int64)
+        arrays["df_counts"] = view.dead_df[nz].astype(np.int64)
+    else:
+        arrays["df_terms"] = np.zeros(0, np.int64)
+        arrays["df_counts"] = np.zeros(0, np.int64)
+    return arrays
+
+
+def _view_from_overlay(segment: Segment, arrays: Mapping[str, npt.NDArray[Any]]) -> SegmentView:
+    docs = np.asarray(arrays["docs"], dtype=np.int64)
+    until = np.asarray(arrays["valid_to"], dtype=np.float64)
+    df_terms = np.asarray(arrays["df_terms"], dtype=np.int64)
+    df_counts = np.asarray(arrays["df_counts"], dtype=np.int64)
+    n, m = segment.size, int(segment.terms.shape[0])
+    if (
+        docs.shape != until.shape
+        or df_terms.shape != df_counts.shape
+        or (docs.size and (docs.min() < 0 or docs.max() >= n))
+        or (df_terms.size and (df_terms.min() < 0 or df_terms.max() >= m))
+        or np.isnan(until).any()
+        or (until == math.inf).any()
+    ):
+        raise ValueError("an overlay does not fit its segment")
+    valid_to = np.full(n, math.inf, dtype=np.float64)
+    valid_to[docs] = until
+    dead_df = None
+    if df_terms.size:
+        dead_df = np.zeros(m, dtype=np.int64)
+        dead_df[df_terms] = df_counts
+    return SegmentView.restored(segment, valid_to, dead_df)
+
+
+def _new_name(kind: str) -> str:
+    """A unique pack name, sortable by creation time."""
+    return f"{kind}-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
