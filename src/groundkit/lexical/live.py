@@ -114,7 +114,9 @@ class LiveSource(Protocol):
 
     async def collection_uid(self) -> str: ...
 
-    def iter_postings(self, batch_size: int = ...) -> AsyncIterator[ValidityBatch]: ...
+    def postings_since(
+        self, after_key: int, batch_size: int = ...
+    ) -> AsyncIterator[ValidityBatch]: ...
 
     async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDeltaLike: ...
 
@@ -365,7 +367,9 @@ class LiveIndex:
     async def _build(self) -> _State:
         """Every retained chunk of the store as one segment (the full rebuild)."""
         generation = await self._source.generation()  # first: later writes are replayed
-        batches = [b async for b in self._source.iter_postings()]
+        # In key order, the order the store keeps them in: the segment is numbered
+        # canonically when it is built.
+        batches = [b async for b in self._source.postings_since(0)]
         batches = [b for b in batches if b.keys.shape[0]]
         parts: list[_Part] = []
         max_key = 0
