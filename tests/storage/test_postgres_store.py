@@ -126,35 +126,6 @@ async def test_schema_version_mismatch_names_the_remedy(postgres_dsn: str, fresh
     assert schema_name(fresh) in message
 
 
-async def test_a_version_1_schema_is_migrated_in_place(postgres_dsn: str, fresh: str) -> None:
-    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
-    await put(store, "a.txt", ["alpha beta"])
-    await store.close()
-    schema = schema_name(fresh)
-    conn = await asyncpg.connect(postgres_dsn)
-    try:  # what a version-1 collection looks like
-        await conn.execute(f'ALTER TABLE "{schema}".state DROP COLUMN vectors_generation')
-        await conn.execute(f'UPDATE "{schema}".state SET schema_version = 1')
-    finally:
-        await conn.close()
-    opened = await asyncio.gather(*(PostgresMetadataStore.open(postgres_dsn, fresh) for _ in "ab"))
-    try:
-        for migrated in opened:  # two openers at once: one migrates, both work
-            assert await migrated.generations() == (1, 0)
-            assert await document_sources(migrated) == ["a.txt"]
-        await opened[0].forget_vectors()
-        assert await opened[1].generations() == (1, 1)
-    finally:
-        for migrated in opened:
-            await migrated.close()
-    conn = await asyncpg.connect(postgres_dsn)
-    try:
-        version = await conn.fetchval(f'SELECT schema_version FROM "{schema}".state')
-    finally:
-        await conn.close()
-    assert version == SCHEMA_VERSION
-
-
 async def test_schema_of_another_collection_is_refused(postgres_dsn: str, fresh: str) -> None:
     store = await PostgresMetadataStore.open(postgres_dsn, fresh)
     await store.close()
@@ -224,8 +195,8 @@ async def test_order_is_bytewise_whatever_the_database_collation(
     # Canonical order ties on content_hash/chunk_index fall to document_id, bytewise.
     for source in sources:
         await put(pg, source, ["same text"], document_id=f"id {source}")
-    keys = [k for k, _ in await decoded_postings(pg)]
     by_key = {s.key: s for batch in [b async for b in pg.iter_chunks()] for s in batch}
+    keys = [k for k, _ in await decoded_postings(pg) if k in by_key]  # the current chunks
     assert [by_key[k].document_id for k in keys] == sorted(f"id {s}" for s in sources)
 
 
