@@ -10,7 +10,7 @@ import asyncio
 import sys
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -126,35 +126,6 @@ async def test_schema_version_mismatch_names_the_remedy(postgres_dsn: str, fresh
     assert schema_name(fresh) in message
 
 
-async def test_a_version_1_schema_is_migrated_in_place(postgres_dsn: str, fresh: str) -> None:
-    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
-    await put(store, "a.txt", ["alpha beta"])
-    await store.close()
-    schema = schema_name(fresh)
-    conn = await asyncpg.connect(postgres_dsn)
-    try:  # what a version-1 collection looks like
-        await conn.execute(f'ALTER TABLE "{schema}".state DROP COLUMN vectors_generation')
-        await conn.execute(f'UPDATE "{schema}".state SET schema_version = 1')
-    finally:
-        await conn.close()
-    opened = await asyncio.gather(*(PostgresMetadataStore.open(postgres_dsn, fresh) for _ in "ab"))
-    try:
-        for migrated in opened:  # two openers at once: one migrates, both work
-            assert await migrated.generations() == (1, 0)
-            assert await document_sources(migrated) == ["a.txt"]
-        await opened[0].forget_vectors()
-        assert await opened[1].generations() == (1, 1)
-    finally:
-        for migrated in opened:
-            await migrated.close()
-    conn = await asyncpg.connect(postgres_dsn)
-    try:
-        version = await conn.fetchval(f'SELECT schema_version FROM "{schema}".state')
-    finally:
-        await conn.close()
-    assert version == SCHEMA_VERSION
-
-
 async def test_schema_of_another_collection_is_refused(postgres_dsn: str, fresh: str) -> None:
     store = await PostgresMetadataStore.open(postgres_dsn, fresh)
     await store.close()
@@ -224,8 +195,8 @@ async def test_order_is_bytewise_whatever_the_database_collation(
     # Canonical order ties on content_hash/chunk_index fall to document_id, bytewise.
     for source in sources:
         await put(pg, source, ["same text"], document_id=f"id {source}")
-    keys = [k for k, _ in await decoded_postings(pg)]
     by_key = {s.key: s for batch in [b async for b in pg.iter_chunks()] for s in batch}
+    keys = [k for k, _ in await decoded_postings(pg) if k in by_key]  # the current chunks
     assert [by_key[k].document_id for k in keys] == sorted(f"id {s}" for s in sources)
 
 
@@ -410,6 +381,39 @@ async def test_concurrent_writers_share_one_vocabulary(postgres_dsn: str, fresh:
             await opened.close()
 
 
+async def test_a_reader_following_new_keys_misses_no_chunk(postgres_dsn: str, fresh: str) -> None:
+    """Keys become visible in the order they grow: a reader that asks again and again for the
+    keys above the largest it has seen, as a live index does, finds every chunk written
+    while two stores (two pools) write at once."""
+    first = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    second = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    reader = await PostgresMetadataStore.open(postgres_dsn, fresh, max_connections=1)
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    async def follow() -> None:
+        while True:
+            last_pass = done.is_set()
+            async for batch in reader.postings_since(max(seen, default=0)):
+                seen.extend(batch.keys.tolist())
+            if last_pass:
+                return
+            await asyncio.sleep(0)
+
+    follower = asyncio.create_task(follow())
+    try:
+        await asyncio.gather(write_rounds(first, "x", 15), write_rounds(second, "y", 15))
+        done.set()
+        await follower
+        assert seen == sorted(k for k, _ in await decoded_postings(reader))
+        assert len(seen) == 2 * 15 * 3  # every version of every chunk is retained
+    finally:
+        done.set()
+        follower.cancel()
+        for opened in (first, second, reader):
+            await opened.close()
+
+
 _WRITER = """
 import asyncio, sys
 from groundkit.storage.postgres import PostgresMetadataStore
@@ -485,6 +489,19 @@ async def test_write_after_collection_dropped_is_a_storage_error(
         ("UPDATE {s}.chunks SET end_offset = end_offset + 7", "offsets"),
         ("UPDATE {s}.chunks SET term_ids = '\\x010000'::bytea", "term statistics"),
         ("UPDATE {s}.state SET manifest = '{{\"provider\": 3}}'", "embedding manifest"),
+        # What schema 3 added: versions, validity, the change log, the uid.
+        ("UPDATE {s}.chunks SET version = 0 WHERE valid_to IS NULL", "version"),
+        ("UPDATE {s}.chunks SET valid_from = 'NaN'", "start of validity"),
+        ("UPDATE {s}.chunks SET valid_to = 'NaN' WHERE valid_to IS NOT NULL", "end of validity"),
+        ("UPDATE {s}.documents SET version = 0", "version"),
+        ("UPDATE {s}.documents SET valid_from = 'NaN'", "start of validity"),
+        ("UPDATE {s}.document_versions SET metadata = '[secretword'", "metadata"),
+        ("UPDATE {s}.document_versions SET source_class = 'sorcery'", "source class"),
+        ("DELETE FROM {s}.document_versions", "chunk owner (a chunk without its document)"),
+        ("UPDATE {s}.state SET uid = NULL", "collection uid"),
+        ("UPDATE {s}.state SET changes_floor = -1", "change log floor"),
+        ("UPDATE {s}.changes SET valid_to = 'NaN'", "change-log time"),
+        ("UPDATE {s}.changes SET tfs = '\\x00000000'::bytea", "term statistics"),
     ],
 )
 async def test_damaged_values_are_storage_errors_naming_the_row(
@@ -493,23 +510,32 @@ async def test_damaged_values_are_storage_errors_naming_the_row(
     store = await PostgresMetadataStore.open(postgres_dsn, fresh)
     try:
         await put(store, "a.txt", ["alpha secretword", "beta"])
+        await put(store, "a.txt", ["alpha secretword again"])  # version 2, a change logged
+        keys = [k for k, _ in await decoded_postings(store)]
         conn = await asyncpg.connect(postgres_dsn)
         try:
             await conn.execute(sql.format(s=f'"{schema_name(fresh)}"'))
         finally:
             await conn.close()
-        reads = [
+        calls: list[Callable[[], Awaitable[Any]]] = [
             store.read_manifest,
             store.document_states,
+            store.collection_uid,
+            store.chunk_owners,
             lambda: _drain(store.iter_documents()),
             lambda: _drain(store.iter_chunks()),
             lambda: _drain(store.iter_postings()),
-            store.chunk_owners,
+            lambda: _drain(store.postings_since(0)),
+            lambda: store.changes_since(0),
+            lambda: store.get_chunk("doc:a.txt#0", 1),
+            lambda: store.get_chunks_by_keys(keys),
+            # A write reads the start of the current version.
+            lambda: put(store, "a.txt", ["alpha secretword third"]),
         ]
         failures: list[str] = []
-        for read in reads:
+        for call in calls:
             try:
-                await read()
+                await call()
             except StorageError as exc:
                 failures.append(str(exc))
         assert any(f": damaged {damage};" in message for message in failures), failures

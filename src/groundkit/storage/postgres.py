@@ -4,8 +4,9 @@ The same semantics as ``SQLiteMetadataStore``: a versioned schema, a generation 
 every write, each write one transaction, term ids that only grow. What SQLite gets from its
 single writer lock, this store gets from a row lock on the collection's ``state`` row, taken
 first in every write transaction: writers of one collection, in any process, take turns, so
-new term ids are dense and never handed out twice, and generations never go backwards.
-Readers take no lock (MVCC) and see whole transactions only.
+new term ids are dense and never handed out twice, generations never go backwards, and
+chunk keys become visible in increasing order (see ``replace_documents``). Readers take no
+lock (MVCC) and see whole transactions only.
 
 asyncpg is an optional dependency (``pip install groundkit[postgres]``), imported when a
 store is opened.
@@ -16,8 +17,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
+import time
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -26,25 +30,33 @@ import numpy as np
 from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, fields_of
 from groundkit.errors import ConfigurationError, GroundkitError, StorageError
 from groundkit.storage._rows import (
+    REMOVED,
     WriteItems,
-    check_fields_value,
+    change_log,
+    check_keep,
     check_storable,
     chunk_rows,
+    damaged,
     document_record,
     document_rows,
     document_state,
     generations_row,
     int_value,
+    iso_time,
     manifest_value,
     now_iso,
     optional_text,
     parse_metadata,
-    postings_from_blobs,
+    plan_versions,
+    postings_from_rows,
     stored_chunk,
     term_counts,
+    text_value,
+    version_start,
 )
 from groundkit.storage.names import check_collection_name
 from groundkit.storage.protocols import (
+    ChangeLog,
     ChunkOwners,
     ChunkPostings,
     ConfirmedVectors,
@@ -66,19 +78,50 @@ __all__ = [
     "schema_name",
 ]
 
-SCHEMA_VERSION = 2
-# Applied in order, each with its version bump, inside the opening transaction.
-_MIGRATIONS: dict[int, str] = {
-    1: "ALTER TABLE {s}.state ADD COLUMN vectors_generation BIGINT NOT NULL DEFAULT 0",
-}
+SCHEMA_VERSION = 3
 SCHEMA_PREFIX = "gk_"
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes (names here are ASCII)
 # Seconds ``close`` waits for borrowed connections (an abandoned iterator) before cutting them.
 _CLOSE_TIMEOUT = 10.0
 
+# What schema 3 added to a collection beside new columns: the past versions of documents,
+# the change log, and the chunk indexes. A chunk id is unique among current chunks only
+# (past versions keep theirs), so uniqueness is a partial index rather than a constraint.
+_VERSIONED = """
+CREATE TABLE {s}.document_versions (
+    document_id TEXT COLLATE "C" NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
+    version INTEGER NOT NULL,
+    source TEXT COLLATE "C" NOT NULL,
+    content_hash TEXT COLLATE "C" NOT NULL,
+    ingested_at TEXT NOT NULL,
+    source_class TEXT NOT NULL,
+    extractor TEXT,
+    metadata TEXT NOT NULL DEFAULT '{{}}',
+    valid_from DOUBLE PRECISION NOT NULL,
+    valid_to DOUBLE PRECISION NOT NULL,
+    valid_as_of TEXT,
+    PRIMARY KEY (document_id, version)
+);
+CREATE TABLE {s}.changes (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    generation BIGINT NOT NULL,
+    key BIGINT NOT NULL,
+    valid_to DOUBLE PRECISION NOT NULL,
+    term_ids BYTEA NOT NULL,
+    tfs BYTEA NOT NULL
+);
+CREATE INDEX changes_by_generation ON {s}.changes(generation);
+CREATE UNIQUE INDEX chunks_current_id ON {s}.chunks(id) WHERE valid_to IS NULL;
+CREATE INDEX chunks_by_id ON {s}.chunks(id, version);
+CREATE INDEX chunks_by_document ON {s}.chunks(document_id, version, chunk_index);
+CREATE INDEX chunks_canonical ON {s}.chunks(content_hash, chunk_index, document_id, key);
+"""
+
 # Text compared or ordered by the store is COLLATE "C" (byte order, as SQLite's BINARY):
-# canonical order and source order must not depend on the database's locale.
-_SCHEMA = """
+# canonical order and source order must not depend on the database's locale. Moments
+# (valid_from, valid_to) are seconds since the epoch, as in SQLite.
+_SCHEMA = (
+    """
 CREATE TABLE {s}.state (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     schema_version INTEGER NOT NULL,
@@ -87,7 +130,9 @@ CREATE TABLE {s}.state (
     vectors_generation BIGINT NOT NULL DEFAULT 0,
     base_dir TEXT,
     analyzer TEXT,
-    manifest TEXT
+    manifest TEXT,
+    uid TEXT,
+    changes_floor BIGINT NOT NULL DEFAULT 0
 );
 CREATE TABLE {s}.documents (
     id TEXT COLLATE "C" PRIMARY KEY,
@@ -97,11 +142,14 @@ CREATE TABLE {s}.documents (
     source_class TEXT NOT NULL,
     extractor TEXT,
     metadata TEXT NOT NULL DEFAULT '{{}}',
-    vectors_hash TEXT COLLATE "C"
+    vectors_hash TEXT COLLATE "C",
+    version INTEGER NOT NULL DEFAULT 1,
+    valid_from DOUBLE PRECISION NOT NULL DEFAULT 0,
+    valid_as_of TEXT
 );
 CREATE TABLE {s}.chunks (
     key BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    id TEXT COLLATE "C" NOT NULL UNIQUE,
+    id TEXT COLLATE "C" NOT NULL,
     document_id TEXT COLLATE "C" NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
     chunk_index INTEGER NOT NULL,
     content TEXT NOT NULL,
@@ -109,24 +157,61 @@ CREATE TABLE {s}.chunks (
     end_offset INTEGER NOT NULL,
     content_hash TEXT COLLATE "C" NOT NULL,
     term_ids BYTEA NOT NULL,
-    tfs BYTEA NOT NULL
+    tfs BYTEA NOT NULL,
+    version INTEGER NOT NULL DEFAULT 1,
+    valid_from DOUBLE PRECISION NOT NULL DEFAULT 0,
+    valid_to DOUBLE PRECISION
 );
-CREATE INDEX chunks_by_document ON {s}.chunks(document_id, chunk_index);
-CREATE INDEX chunks_canonical ON {s}.chunks(content_hash, chunk_index, document_id)
-    INCLUDE (key);
 CREATE TABLE {s}.terms (
     id INTEGER PRIMARY KEY,
     term TEXT COLLATE "C" NOT NULL UNIQUE
 );
 """
+    + _VERSIONED
+)
 
+# ``_MIGRATIONS[n]`` takes a schema from version n to n + 1; they run in order, each with
+# its version bump, inside the opening transaction. Version 2: the vectors generation.
+# Version 3: document versions, the change log, the collection uid ({uid}). Where SQLite
+# rebuilds its chunk table for 3, PostgreSQL alters it in place: the new columns have
+# constant defaults (a catalog change), and the unique chunk id constraint gives way to a
+# partial unique index. ``_date_versions`` then writes each stored version's start, which
+# does touch every chunk row once.
+_MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE {s}.state ADD COLUMN vectors_generation BIGINT NOT NULL DEFAULT 0",
+    2: """
+ALTER TABLE {s}.state ADD COLUMN uid TEXT, ADD COLUMN changes_floor BIGINT NOT NULL DEFAULT 0;
+UPDATE {s}.state SET uid = '{uid}', changes_floor = generation + 1;
+ALTER TABLE {s}.documents ADD COLUMN version INTEGER NOT NULL DEFAULT 1,
+    ADD COLUMN valid_from DOUBLE PRECISION NOT NULL DEFAULT 0, ADD COLUMN valid_as_of TEXT;
+ALTER TABLE {s}.chunks ADD COLUMN version INTEGER NOT NULL DEFAULT 1,
+    ADD COLUMN valid_from DOUBLE PRECISION NOT NULL DEFAULT 0,
+    ADD COLUMN valid_to DOUBLE PRECISION,
+    DROP CONSTRAINT chunks_id_key;
+DROP INDEX {s}.chunks_by_document, {s}.chunks_canonical;
+"""
+    + _VERSIONED,
+}
+
+# A chunk joined to its document: ``d`` is the current row (``_current``) or the row of the
+# chunk's own version, current or past (``_EVERY_VERSION``).
 _CHUNK_COLUMNS = (
-    "c.key, c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, "
-    "d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor, d.metadata"
+    "c.key, c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, d.id, d.source,"
+    " d.content_hash, d.ingested_at, d.source_class, d.extractor, d.metadata, c.version,"
+    " c.valid_from, c.valid_to"
+)
+_VERSION_FIELDS = "version, source, content_hash, ingested_at, source_class, extractor, metadata"
+_EVERY_VERSION = (
+    f"(SELECT id, {_VERSION_FIELDS} FROM {{s}}.documents"
+    f" UNION ALL SELECT document_id, {_VERSION_FIELDS} FROM {{s}}.document_versions)"
 )
 _DOCUMENT_COLUMNS = (
     "d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor, d.metadata,"
-    " (SELECT COUNT(*) FROM {s}.chunks c WHERE c.document_id = d.id)"
+    " (SELECT COUNT(*) FROM {s}.chunks c WHERE c.document_id = d.id AND c.valid_to IS NULL),"
+    " d.version, (SELECT COUNT(*) FROM {s}.document_versions v WHERE v.document_id = d.id)"
+)
+_POSTING_COLUMNS = (
+    "key, term_ids, tfs, content_hash, chunk_index, document_id, valid_from, valid_to"
 )
 _CHUNK_INSERT = (
     "id",
@@ -138,6 +223,8 @@ _CHUNK_INSERT = (
     "content_hash",
     "term_ids",
     "tfs",
+    "version",
+    "valid_from",
 )
 _DOCUMENT_INSERT = (
     "id",
@@ -147,6 +234,9 @@ _DOCUMENT_INSERT = (
     "source_class",
     "extractor",
     "metadata",
+    "version",
+    "valid_from",
+    "valid_as_of",
 )
 
 
@@ -244,8 +334,14 @@ class PostgresMetadataStore:
         self._closed = False
         self._errors = _driver_errors()
         self._where = f"collection {collection!r}"
-        self._select_chunks = f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {s}.documents d"
-        self._select_chunks += " ON d.id = c.document_id"
+        self._current = (
+            f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {s}.documents d"
+            " ON d.id = c.document_id WHERE c.valid_to IS NULL"
+        )
+        self._any_version = (
+            f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {_EVERY_VERSION.format(s=s)} d"
+            " ON d.id = c.document_id AND d.version = c.version"
+        )
         self._select_documents = f"SELECT {_DOCUMENT_COLUMNS.format(s=s)} FROM {s}.documents d"
 
     @property
@@ -312,10 +408,11 @@ class PostgresMetadataStore:
                     await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._s}")
                     await conn.execute(_SCHEMA.format(s=self._s))
                     await conn.execute(
-                        f"INSERT INTO {self._s}.state (id, schema_version, collection)"
-                        " VALUES (1, $1, $2)",
+                        f"INSERT INTO {self._s}.state (id, schema_version, collection, uid)"
+                        " VALUES (1, $1, $2, $3)",
                         SCHEMA_VERSION,
                         self.collection,
+                        uuid.uuid4().hex,
                     )
                     return
                 row = await conn.fetchrow(
@@ -329,18 +426,43 @@ class PostgresMetadataStore:
                     )
                 if isinstance(found, int) and found in _MIGRATIONS:
                     # Under the advisory lock: one process migrates, the others see it done.
-                    while found < SCHEMA_VERSION:
-                        await conn.execute(_MIGRATIONS[found].format(s=self._s))
-                        found += 1
-                        await conn.execute(
-                            f"UPDATE {self._s}.state SET schema_version = $1 WHERE id = 1", found
-                        )
+                    found = await self._migrate(conn, found)
         if found != SCHEMA_VERSION:
             raise StorageError(
                 f"collection {self.collection!r} (schema {self.schema!r} at {self.dsn}) has "
                 f"schema version {found}, this groundkit reads version {SCHEMA_VERSION}: open it "
                 "with the groundkit that wrote it, or drop the schema and ingest again"
             )
+
+    async def _migrate(self, conn: Any, found: int) -> int:
+        """Bring the schema from version ``found`` to ``SCHEMA_VERSION`` (caller's transaction)."""
+        while found < SCHEMA_VERSION:
+            await conn.execute(_MIGRATIONS[found].format(s=self._s, uid=uuid.uuid4().hex))
+            if found == 2:
+                await self._date_versions(conn)
+            found += 1
+            await conn.execute(
+                f"UPDATE {self._s}.state SET schema_version = $1 WHERE id = 1", found
+            )
+        return found
+
+    async def _date_versions(self, conn: Any) -> None:
+        """Schema 3: every stored document becomes version 1, valid from its ingest time.
+
+        The times are read here rather than cast in SQL, so a damaged one is named, not
+        quoted, in the error.
+        """
+        rows = await conn.fetch(f"SELECT id, ingested_at FROM {self._s}.documents")
+        await conn.execute(
+            f"UPDATE {self._s}.documents d SET valid_from = u.start"
+            " FROM unnest($1::text[], $2::float8[]) AS u(id, start) WHERE d.id = u.id",
+            [row[0] for row in rows],
+            [_ingest_seconds(row[0], row[1]) for row in rows],
+        )
+        await conn.execute(
+            f"UPDATE {self._s}.chunks c SET valid_from = d.valid_from FROM {self._s}.documents d"
+            " WHERE d.id = c.document_id"
+        )
 
     async def close(self) -> None:
         """Close the pool; later calls raise ``StorageError``. Idempotent."""
@@ -388,13 +510,33 @@ class PostgresMetadataStore:
             self._vocab = vocab_before
             raise
 
-    async def _cursor(self, what: str, sql: str, batch_size: int) -> AsyncIterator[list[Any]]:
+    async def _bump(self, conn: Any) -> int:
+        """Bump the generation inside a ``_write`` transaction; returns the new value."""
+        value = await conn.fetchval(
+            f"UPDATE {self._s}.state SET generation = generation + 1 WHERE id = 1"
+            " RETURNING generation"
+        )
+        return int_value(value, "generation", self._where)
+
+    async def _cursor(
+        self, what: str, sql: str, batch_size: int, *args: Any
+    ) -> AsyncIterator[list[Any]]:
         """Rows of ``sql`` in batches through a server-side cursor (one snapshot)."""
         with self._mapped(what):
             async with self._pool.acquire() as conn, conn.transaction(readonly=True):
-                cursor = await conn.cursor(sql)
+                cursor = await conn.cursor(sql, *args)
                 while rows := await cursor.fetch(batch_size):
                     yield rows
+
+    @asynccontextmanager
+    async def _snapshot(self, what: str) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
+        """A read-only repeatable-read transaction: its reads all see one moment."""
+        with self._mapped(what):
+            async with (
+                self._pool.acquire() as conn,
+                conn.transaction(isolation="repeatable_read", readonly=True),
+            ):
+                yield conn
 
     # -- state ---------------------------------------------------------------
 
@@ -469,7 +611,7 @@ class PostgresMetadataStore:
         sql = f"{self._select_documents} ORDER BY d.source"
         async for rows in self._cursor("read documents", sql, 1000):
             for row in rows:
-                yield document_record(row, row[7])
+                yield document_record(row, row[7], row[8], row[9])
 
     async def _term_ids(self, conn: Any, terms: set[str]) -> dict[str, int]:
         """Ids for ``terms``, creating missing ones; the caller holds the writer lock.
@@ -503,49 +645,229 @@ class PostgresMetadataStore:
             vocab.update(zip(new, ids, strict=True))
         return vocab
 
-    async def replace_documents(self, items: WriteItems) -> None:
-        """Store several documents in one transaction (one generation bump).
+    async def replace_documents(
+        self,
+        items: WriteItems,
+        *,
+        valid_as_of: datetime | None = None,
+        keep_versions: int | None = None,
+    ) -> None:
+        """Write a batch of documents as one transaction, bumping the generation once.
 
-        Rows go in by binary COPY: one round trip per table rather than one per row.
+        What was stored under each source is kept as that document's past version, or
+        removed (``MetadataStoreProtocol.replace_documents`` has the rules). New rows go in
+        by binary COPY, a round trip per table instead of one per row.
         """
         if not items:
             return
         sources, counts = term_counts(items)
         check_storable(items, nul_allowed=False)
+        check_keep(keep_versions)
+        now = time.time()
+        start = version_start(valid_as_of, now)
         what = repr(sources[0]) if len(sources) == 1 else f"{len(sources)} documents"
         async with self._write(f"store {what}") as conn:
+            # Key order is commit order: a live index reads new chunks as the keys above the
+            # largest it has seen, so a key must never become visible after a larger one.
+            # Keys come from a sequence, which hands them out outside any transaction; they
+            # are drawn (by the COPY below) only after this transaction took the state row
+            # lock (``_write``, then this bump), which it holds until it commits. Writers
+            # therefore draw keys one transaction at a time, in the order they commit.
+            generation = await self._bump(conn)
             vocab = await self._term_ids(conn, {t for group in counts for c in group for t in c})
-            await conn.execute(
-                f"DELETE FROM {self._s}.documents WHERE source = ANY($1::text[])", sources
+            existing = await conn.fetch(
+                f"SELECT id, source, version, valid_from FROM {self._s}.documents"
+                " WHERE source = ANY($1::text[])",
+                sources,
             )
-            await conn.copy_records_to_table(
-                "documents",
-                schema_name=self.schema,
-                columns=_DOCUMENT_INSERT,
-                records=document_rows(items),
-            )
-            rows = chunk_rows(items, counts, vocab)
-            if rows:
+            plan = plan_versions(items, [tuple(row) for row in existing], start)
+            if plan.foreign:
+                await self._remove_documents(conn, plan.foreign, generation)
+            if plan.next_version:
+                await self._retire(conn, list(plan.next_version), start, generation, keep_versions)
+            as_of = None if valid_as_of is None else iso_time(start)
+            rows = document_rows(items, iso_time(now))
+            fresh = [(*row, 1, start, as_of) for row in rows if row[0] not in plan.next_version]
+            if fresh:
                 await conn.copy_records_to_table(
-                    "chunks", schema_name=self.schema, columns=_CHUNK_INSERT, records=rows
+                    "documents", schema_name=self.schema, columns=_DOCUMENT_INSERT, records=fresh
                 )
-            await conn.execute(
-                f"UPDATE {self._s}.state SET generation = generation + 1 WHERE id = 1"
+            updated = [
+                (row[0], *row[2:7], plan.next_version[row[0]], start, as_of)
+                for row in rows
+                if row[0] in plan.next_version
+            ]
+            if updated:
+                await conn.executemany(
+                    f"UPDATE {self._s}.documents SET content_hash = $2, ingested_at = $3,"
+                    " source_class = $4, extractor = $5, metadata = $6, vectors_hash = NULL,"
+                    " version = $7, valid_from = $8, valid_as_of = $9 WHERE id = $1",
+                    updated,
+                )
+            chunks = [
+                (*row, plan.next_version.get(row[1], 1), start)
+                for row in chunk_rows(items, counts, vocab)
+            ]
+            if chunks:
+                await conn.copy_records_to_table(
+                    "chunks", schema_name=self.schema, columns=_CHUNK_INSERT, records=chunks
+                )
+
+    async def _log(
+        self, conn: Any, generation: int, valid_to: float, change: str, *args: Any
+    ) -> None:
+        """Run ``change`` (a DELETE or UPDATE of ``chunks``, its parameters from ``$3``) and
+        record in the change log that every chunk it touched leaves the current view at
+        ``valid_to`` (``$2``; ``REMOVED``: it is gone) in ``generation``."""
+        await conn.execute(
+            f"WITH moved AS ({change} RETURNING key, term_ids, tfs)"
+            f" INSERT INTO {self._s}.changes (generation, key, valid_to, term_ids, tfs)"
+            " SELECT $1::bigint, key, $2::float8, term_ids, tfs FROM moved ORDER BY key",
+            generation,
+            valid_to,
+            *args,
+        )
+
+    async def _retire(
+        self, conn: Any, ids: list[str], start: float, generation: int, keep: int | None
+    ) -> None:
+        """End the current version of the documents ``ids`` at ``start``: its row is copied
+        to ``document_versions`` and its chunks marked, or with ``keep == 0`` its chunks are
+        deleted. Either way each chunk goes into the change log."""
+        current = "valid_to IS NULL AND document_id = ANY($3::text[])"
+        if keep == 0:
+            await self._log(
+                conn, generation, REMOVED, f"DELETE FROM {self._s}.chunks WHERE {current}", ids
             )
+            return
+        await conn.execute(
+            f"INSERT INTO {self._s}.document_versions (document_id, {_VERSION_FIELDS},"
+            " valid_from, valid_to, valid_as_of)"
+            f" SELECT id, {_VERSION_FIELDS}, valid_from, $1, valid_as_of FROM {self._s}.documents"
+            " WHERE id = ANY($2::text[])",
+            start,
+            ids,
+        )
+        await self._log(
+            conn,
+            generation,
+            start,
+            f"UPDATE {self._s}.chunks SET valid_to = $2 WHERE {current}",
+            ids,
+        )
+        if keep is not None:
+            await self._remove_versions(conn, generation, await self._trim(conn, keep, ids))
+
+    async def _trim(self, conn: Any, keep: int, ids: list[str] | None) -> list[Any]:
+        """Delete the ``document_versions`` rows beyond the ``keep`` newest of each document
+        (of ``ids``, else of every one); returns their ``(document_id, version)``."""
+        scope = "" if ids is None else " WHERE document_id = ANY($2::text[])"
+        return list(
+            await conn.fetch(
+                f"DELETE FROM {self._s}.document_versions v USING (SELECT document_id, version,"
+                " row_number() OVER (PARTITION BY document_id ORDER BY version DESC) AS newer"
+                f" FROM {self._s}.document_versions{scope}) r"
+                " WHERE v.document_id = r.document_id AND v.version = r.version"
+                " AND r.newer > $1 RETURNING v.document_id, v.version",
+                keep,
+                *([] if ids is None else [ids]),
+            )
+        )
+
+    async def _remove_versions(self, conn: Any, generation: int, versions: list[Any]) -> None:
+        """Delete the chunks of these ``(document_id, version)`` pairs, logged as removed."""
+        if versions:
+            await self._log(
+                conn,
+                generation,
+                REMOVED,
+                f"DELETE FROM {self._s}.chunks c USING unnest($3::text[], $4::int[])"
+                " AS p(id, version) WHERE c.document_id = p.id AND c.version = p.version",
+                [row[0] for row in versions],
+                [row[1] for row in versions],
+            )
+
+    async def _remove_documents(self, conn: Any, ids: list[str], generation: int) -> int:
+        """Delete the documents ``ids`` (past versions go by cascade) after logging each of
+        their chunks as removed."""
+        await self._log(
+            conn,
+            generation,
+            REMOVED,
+            f"DELETE FROM {self._s}.chunks WHERE document_id = ANY($3::text[])",
+            ids,
+        )
+        status = await conn.execute(
+            f"DELETE FROM {self._s}.documents WHERE id = ANY($1::text[])", ids
+        )
+        return _affected(status)
 
     async def delete_documents(self, sources: Sequence[str]) -> int:
         if not sources:
             return 0
         async with self._write("delete documents") as conn:
-            status = await conn.execute(
-                f"DELETE FROM {self._s}.documents WHERE source = ANY($1::text[])", list(sources)
+            rows = await conn.fetch(
+                f"SELECT id FROM {self._s}.documents WHERE source = ANY($1::text[])", list(sources)
             )
-            deleted = _affected(status)
-            if deleted:
-                await conn.execute(
-                    f"UPDATE {self._s}.state SET generation = generation + 1 WHERE id = 1"
-                )
-        return deleted
+            if not rows:
+                return 0
+            generation = await self._bump(conn)
+            return await self._remove_documents(conn, [row[0] for row in rows], generation)
+
+    async def purge_versions(self, keep: int) -> int:
+        check_keep(keep)
+        async with self._write("purge past versions") as conn:
+            doomed = await self._trim(conn, keep, None)
+            if doomed:  # the generation moves only when something went
+                await self._remove_versions(conn, await self._bump(conn), doomed)
+        return len(doomed)
+
+    async def collection_uid(self) -> str:
+        return text_value(await self._state("uid"), "collection uid", self._where)
+
+    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
+        wanted = sorted(set(terms))
+        if not wanted:
+            return {}
+        if self._vocab is not None and all(t in self._vocab for t in wanted):
+            return {t: self._vocab[t] for t in wanted}
+        rows = await self._fetch(
+            "look up terms",
+            f"SELECT term, id FROM {self._s}.terms WHERE term = ANY($1::text[])",
+            wanted,
+        )
+        return {str(term): int(term_id) for term, term_id in rows}
+
+    async def postings_since(
+        self, after_key: int, batch_size: int = 50_000
+    ) -> AsyncIterator[ChunkPostings]:
+        sql = f"SELECT {_POSTING_COLUMNS} FROM {self._s}.chunks WHERE key > $1 ORDER BY key"
+        async for rows in self._cursor("read postings", sql, batch_size, int(after_key)):
+            yield postings_from_rows(rows)
+
+    async def changes_since(self, generation: int) -> ChangeLog:
+        """The floor and the entries from one snapshot: a prune committing between the two
+        reads cannot make a log with a gap look complete."""
+        async with self._snapshot("read the change log") as conn:
+            floor = await conn.fetchval(f"SELECT changes_floor FROM {self._s}.state WHERE id = 1")
+            rows = await conn.fetch(
+                f"SELECT key, valid_to, term_ids, tfs FROM {self._s}.changes"
+                " WHERE generation > $1 ORDER BY seq",
+                int(generation),
+            )
+        floor = int_value(floor, "change log floor", self._where)
+        return change_log([tuple(row) for row in rows], complete=floor <= generation + 1)
+
+    async def prune_changes(self, through_generation: int) -> None:
+        async with self._write("prune the change log") as conn:
+            await conn.execute(
+                f"DELETE FROM {self._s}.changes WHERE generation <= $1", int(through_generation)
+            )
+            await conn.execute(
+                f"UPDATE {self._s}.state SET changes_floor = GREATEST(changes_floor, $1)"
+                " WHERE id = 1",
+                int(through_generation) + 1,
+            )
 
     # -- chunks --------------------------------------------------------------
 
@@ -594,19 +916,16 @@ class PostgresMetadataStore:
         )
 
     async def confirmed_vectors(self) -> ConfirmedVectors:
-        """Both reads in one repeatable-read transaction, so they describe one moment."""
-        with self._mapped("read confirmed vectors"):
-            async with (
-                self._pool.acquire() as conn,
-                conn.transaction(isolation="repeatable_read", readonly=True),
-            ):
-                documents = await conn.fetch(
-                    f"SELECT id FROM {self._s}.documents WHERE vectors_hash = content_hash"
-                )
-                chunks = await conn.fetch(
-                    f"SELECT c.id FROM {self._s}.chunks c JOIN {self._s}.documents d"
-                    " ON d.id = c.document_id WHERE d.vectors_hash = d.content_hash"
-                )
+        """Both reads in one snapshot, so they describe one moment."""
+        async with self._snapshot("read confirmed vectors") as conn:
+            documents = await conn.fetch(
+                f"SELECT id FROM {self._s}.documents WHERE vectors_hash = content_hash"
+            )
+            chunks = await conn.fetch(
+                f"SELECT c.id FROM {self._s}.chunks c JOIN {self._s}.documents d"
+                " ON d.id = c.document_id"
+                " WHERE c.valid_to IS NULL AND d.vectors_hash = d.content_hash"
+            )
         return ConfirmedVectors(
             frozenset(row[0] for row in documents), frozenset(row[0] for row in chunks)
         )
@@ -614,8 +933,9 @@ class PostgresMetadataStore:
     async def confirmed_vector_count(self) -> int:
         value = await self._value(
             "count confirmed vectors",
-            f"SELECT (SELECT COUNT(*) FROM {self._s}.chunks) - (SELECT COUNT(*)"
-            f" FROM {self._s}.chunks WHERE document_id IN (SELECT id FROM {self._s}.documents"
+            f"SELECT (SELECT COUNT(*) FROM {self._s}.chunks WHERE valid_to IS NULL)"
+            f" - (SELECT COUNT(*) FROM {self._s}.chunks WHERE valid_to IS NULL AND document_id"
+            f" IN (SELECT id FROM {self._s}.documents"
             " WHERE vectors_hash IS NULL OR vectors_hash <> content_hash))",
         )
         return int_value(value, "confirmed vector count", self._where)
@@ -627,12 +947,13 @@ class PostgresMetadataStore:
     async def get_chunks_for_documents(
         self, document_ids: Sequence[str]
     ) -> dict[str, list[StoredChunk]]:
-        """Chunks of several documents, each list in chunk order; absent ids are left out."""
+        """Current chunks of several documents, each list in chunk order; absent ids are
+        left out."""
         if not document_ids:
             return {}
         rows = await self._fetch(
             "read chunks",
-            f"{self._select_chunks} WHERE c.document_id = ANY($1::text[])"
+            f"{self._current} AND c.document_id = ANY($1::text[])"
             " ORDER BY c.document_id, c.chunk_index",
             list(dict.fromkeys(document_ids)),
         )
@@ -646,15 +967,29 @@ class PostgresMetadataStore:
         if not chunk_ids:
             return {}
         rows = await self._fetch(
-            "read chunks", f"{self._select_chunks} WHERE c.id = ANY($1::text[])", list(chunk_ids)
+            "read chunks", f"{self._current} AND c.id = ANY($1::text[])", list(chunk_ids)
         )
         return {row[1]: stored_chunk(row) for row in rows}
 
     async def chunk_count(self) -> int:
-        return int(await self._value("count chunks", f"SELECT COUNT(*) FROM {self._s}.chunks"))
+        value = await self._value(
+            "count chunks", f"SELECT COUNT(*) FROM {self._s}.chunks WHERE valid_to IS NULL"
+        )
+        return int(value)
 
-    async def get_chunk(self, chunk_id: str) -> StoredChunk | None:
-        rows = await self._fetch("read a chunk", f"{self._select_chunks} WHERE c.id = $1", chunk_id)
+    async def get_chunk(self, chunk_id: str, version: int | None = None) -> StoredChunk | None:
+        where = "c.id = $1"
+        args: list[Any] = [chunk_id]
+        if version is not None:
+            where += " AND c.version = $2"
+            args.append(int(version))
+        # NULL valid_to (current) sorts first; among past rows the highest version wins.
+        rows = await self._fetch(
+            "read a chunk",
+            f"{self._any_version} WHERE {where}"
+            " ORDER BY c.valid_to IS NOT NULL, c.version DESC LIMIT 1",
+            *args,
+        )
         return stored_chunk(rows[0]) if rows else None
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
@@ -662,13 +997,13 @@ class PostgresMetadataStore:
             return {}
         rows = await self._fetch(
             "read chunks",
-            f"{self._select_chunks} WHERE c.key = ANY($1::bigint[])",
+            f"{self._any_version} WHERE c.key = ANY($1::bigint[])",
             [int(k) for k in keys],
         )
         return {int(row[0]): stored_chunk(row) for row in rows}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
-        sql = f"{self._select_chunks} ORDER BY d.source, c.chunk_index"
+        sql = f"{self._current} ORDER BY d.source, c.chunk_index"
         async for rows in self._cursor("read chunks", sql, batch_size):
             yield [stored_chunk(r) for r in rows]
 
@@ -679,39 +1014,52 @@ class PostgresMetadataStore:
         return {term: int(term_id) for term, term_id in rows}
 
     async def chunk_owners(self) -> ChunkOwners:
-        """Both reads in one repeatable-read transaction: one snapshot, as the protocol asks."""
-        with self._mapped("read chunk owners"):
-            async with (
-                self._pool.acquire() as conn,
-                conn.transaction(isolation="repeatable_read", readonly=True),
-            ):
-                documents = await conn.fetch(f"SELECT id, metadata FROM {self._s}.documents")
-                chunks = await conn.fetch(f"SELECT key, document_id FROM {self._s}.chunks")
+        """Both reads in one snapshot, as the protocol asks. Owners are document versions:
+        a chunk of version 1 filters by the fields version 1 had."""
+        async with self._snapshot("read chunk owners") as conn:
+            documents = await conn.fetch(
+                f"SELECT id, version, metadata FROM {self._s}.documents UNION ALL"
+                f" SELECT document_id, version, metadata FROM {self._s}.document_versions"
+            )
+            chunks = await conn.fetch(f"SELECT key, document_id, version FROM {self._s}.chunks")
         document_ids = [row[0] for row in documents]
         fields = [
-            check_fields_value(fields_of(parse_metadata(row[1], f"document row {row[0]!r}")), "")
-            for row in documents
+            fields_of(parse_metadata(row[2], f"document row {row[0]!r}")) for row in documents
         ]
-        position = {document_id: i for i, document_id in enumerate(document_ids)}
+        position = {(row[0], row[1]): i for i, row in enumerate(documents)}
+        try:
+            owners = np.fromiter(
+                (position[(row[1], row[2])] for row in chunks), dtype=np.int64, count=len(chunks)
+            )
+        except KeyError:
+            raise damaged(self._where, "chunk owner (a chunk without its document)") from None
         return ChunkOwners(
             keys=np.fromiter((row[0] for row in chunks), dtype=np.int64, count=len(chunks)),
-            owners=np.fromiter(
-                (position[row[1]] for row in chunks), dtype=np.int64, count=len(chunks)
-            ),
+            owners=owners,
             document_ids=document_ids,
             fields=fields,
         )
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
-        """Canonical order from the covering index; blobs arrive as bytes, no per-term decode."""
+        """Every retained chunk in canonical order (the ``chunks_canonical`` index)."""
         sql = (
-            f"SELECT key, term_ids, tfs FROM {self._s}.chunks"
-            " ORDER BY content_hash, chunk_index, document_id"
+            f"SELECT {_POSTING_COLUMNS} FROM {self._s}.chunks"
+            " ORDER BY content_hash, chunk_index, document_id, key"
         )
         async for rows in self._cursor("read postings", sql, batch_size):
-            yield postings_from_blobs(
-                [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
-            )
+            yield postings_from_rows(rows)
+
+
+def _ingest_seconds(document_id: Any, ingested_at: Any) -> float:
+    """A stored ingest time (ISO 8601 text) as seconds since the epoch; UTC when naive."""
+    where = f"document row {document_id!r}" if isinstance(document_id, str) else "a document row"
+    try:
+        moment = datetime.fromisoformat(text_value(ingested_at, "ingest time", where))
+    except ValueError:
+        raise damaged(where, "ingest time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
 
 
 @contextmanager
