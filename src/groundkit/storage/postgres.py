@@ -62,6 +62,7 @@ from groundkit.storage.protocols import (
     ConfirmedVectors,
     DocumentState,
     Generations,
+    LexicalDelta,
     StoredChunk,
 )
 
@@ -739,6 +740,8 @@ class PostgresMetadataStore:
             await self._log(
                 conn, generation, REMOVED, f"DELETE FROM {self._s}.chunks WHERE {current}", ids
             )
+            # Keeping none means none: past versions an earlier write kept go too.
+            await self._remove_versions(conn, generation, await self._trim(conn, 0, ids))
             return
         await conn.execute(
             f"INSERT INTO {self._s}.document_versions (document_id, {_VERSION_FIELDS},"
@@ -857,6 +860,35 @@ class PostgresMetadataStore:
             )
         floor = int_value(floor, "change log floor", self._where)
         return change_log([tuple(row) for row in rows], complete=floor <= generation + 1)
+
+    async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDelta:
+        async with self._snapshot("read the changes since the last search") as conn:
+            state = await conn.fetchrow(
+                f"SELECT generation, changes_floor FROM {self._s}.state WHERE id = 1"
+            )
+            changes = await conn.fetch(
+                f"SELECT key, valid_to, term_ids, tfs FROM {self._s}.changes"
+                " WHERE generation > $1 ORDER BY seq",
+                int(since_generation),
+            )
+            postings = await conn.fetch(
+                f"SELECT {_POSTING_COLUMNS} FROM {self._s}.chunks WHERE key > $1 ORDER BY key",
+                int(after_key),
+            )
+        if state is None:
+            raise damaged(self._where, "collection state")
+        generation = int_value(state[0], "generation", self._where)
+        floor = int_value(state[1], "change log floor", self._where)
+        rows = [tuple(row) for row in postings]
+        return LexicalDelta(
+            generation=generation,
+            changes=change_log(
+                [tuple(row) for row in changes], complete=floor <= since_generation + 1
+            ),
+            postings=[
+                postings_from_rows(rows[i : i + 50_000]) for i in range(0, len(rows), 50_000)
+            ],
+        )
 
     async def prune_changes(self, through_generation: int) -> None:
         async with self._write("prune the change log") as conn:
@@ -1018,8 +1050,8 @@ class PostgresMetadataStore:
         a chunk of version 1 filters by the fields version 1 had."""
         async with self._snapshot("read chunk owners") as conn:
             documents = await conn.fetch(
-                f"SELECT id, version, metadata FROM {self._s}.documents UNION ALL"
-                f" SELECT document_id, version, metadata FROM {self._s}.document_versions"
+                f"SELECT id, version, metadata, true FROM {self._s}.documents UNION ALL"
+                f" SELECT document_id, version, metadata, false FROM {self._s}.document_versions"
             )
             chunks = await conn.fetch(f"SELECT key, document_id, version FROM {self._s}.chunks")
         document_ids = [row[0] for row in documents]
@@ -1038,6 +1070,7 @@ class PostgresMetadataStore:
             owners=owners,
             document_ids=document_ids,
             fields=fields,
+            current=[bool(row[3]) for row in documents],
         )
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:

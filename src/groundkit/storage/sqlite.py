@@ -666,6 +666,8 @@ class SQLiteMetadataStore:
         if keep_versions == 0:
             await self._log_in(generation, REMOVED, current, ids)
             await self._run_in(f"DELETE FROM chunks WHERE {current}", ids)
+            # Keeping none means none: past versions an earlier write kept go too.
+            await self._keep_newest(ids, 0, generation)
             return
         await self._log_in(generation, start, current, ids)
         await self._run_in(

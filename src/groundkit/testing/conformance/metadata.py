@@ -232,6 +232,37 @@ class MetadataStoreConformance:
         record = await document_by_source(store, "a.txt")
         assert record is not None and (record.version, record.past_versions) == (3, 2)
 
+    async def test_keeping_no_versions_removes_the_earlier_ones_too(self, store: Store) -> None:
+        await put(store, "a.txt", ["one"])
+        await put(store, "a.txt", ["two"])
+        document, chunks, terms = make_document("a.txt", ["three"])
+        await store.replace_documents([(document, chunks, terms)], keep_versions=0)
+        assert [await store.get_chunk("doc:a.txt#0", v) is not None for v in (1, 2, 3)] == [
+            False,
+            False,
+            True,
+        ]
+        record = await document_by_source(store, "a.txt")
+        assert record is not None and (record.version, record.past_versions) == (3, 0)
+
+    async def test_lexical_delta_is_one_snapshot(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha beta"])
+        generation = await store.generation()
+        first = max(k for k, _ in await decoded_postings(store))
+        await put(store, "a.txt", ["alpha gamma"])
+        await put(store, "b.txt", ["delta"])
+        delta = await store.lexical_delta(first, generation)
+        assert delta.generation == await store.generation()
+        assert delta.changes.complete
+        assert delta.changes.keys.tolist() == [first]
+        keys = [k for batch in delta.postings for k in batch.keys.tolist()]
+        assert len(keys) == 2 and all(k > first for k in keys)
+        assert all(b.valid_to is not None and b.order is not None for b in delta.postings)
+        empty = await store.lexical_delta(max(keys), delta.generation)
+        assert empty.generation == delta.generation
+        assert empty.postings == [] or all(b.keys.size == 0 for b in empty.postings)
+        assert empty.changes.keys.shape == (0,)
+
     async def test_keep_versions_bounds_the_past(self, store: Store) -> None:
         for n in range(4):
             document, chunks, terms = make_document("a.txt", [f"text {n}"])
