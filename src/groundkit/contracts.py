@@ -434,6 +434,11 @@ class FetchResult(_Frozen):
     verification: Verification
     detail: str
 
+    @property
+    def ok(self) -> bool:
+        """True when the source holds ``content`` at the cited offsets now."""
+        return self.verification == "verified"
+
 
 class QuoteCheck(_Frozen):
     """Whether a quote lies in a cited span that still reads as indexed, and why not.
