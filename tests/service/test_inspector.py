@@ -122,7 +122,7 @@ def _every_tool(npx: str, target: list[str]) -> None:
     text = found["content"][0]["text"]
     chunk_id = structured["results"][0]["citation"]["chunk_id"]
     # The compact text block: one line per result with source, offsets and chunk id.
-    assert f"[1] docs/tea.md [0:" in text and f"chunk_id {chunk_id}" in text
+    assert "[1] docs/tea.md [0:" in text and f"chunk_id {chunk_id}" in text
     assert len(text) < len(json.dumps(structured, indent=2))
     fused = _call(npx, target, "search_collections", "query=brewed", 'collections=["default"]')
     assert fused["structuredContent"]["failures"] == []

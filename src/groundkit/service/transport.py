@@ -102,7 +102,10 @@ class BearerTokenGate:
             ).encode()
             headers = [(b"content-type", b"application/json")]
             if not discovery:
-                challenge = f'Bearer realm="groundkit", error="invalid_token", error_description="{TOKEN_REQUIRED}"'
+                challenge = (
+                    'Bearer realm="groundkit", error="invalid_token", '
+                    f'error_description="{TOKEN_REQUIRED}"'
+                )
                 headers.append((b"www-authenticate", challenge.encode()))
             await send(
                 {
