@@ -601,17 +601,71 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
     never load a model.
     """
     wants_vectors = args.command == "ingest" or (args.command == "search" and args.mode != "bm25")
-    recorded: EmbedderFactory | None = _recorded_embedder if wants_vectors else None
-    return Collection.open(
-        location=_location(args, name),
-        create=args.command == "ingest",
-        rebuild_damaged=args.command == "ingest" and args.rebuild,
-        base_dir=args.base_dir,
-        embedder=_named_embedder(args) if args.command in ("ingest", "search") else None,
-        embedder_for=recorded,
-        reranker=reranker,
-        clearance=args.clearance,
+    notice = _ModelNotice(sys.stderr, enabled=not args.quiet)
+    recorded: EmbedderFactory | None = None
+    if wants_vectors:
+
+        def recorded(manifest: CollectionManifest) -> EmbeddingProtocol:
+            notice.loading(manifest.model_name)
+            return _recorded_embedder(manifest)
+
+    named = _named_embedder(args) if args.command in ("ingest", "search") else None
+    if named is not None:
+        notice.loading(named.model_name)
+    return _Announced(
+        Collection.open(
+            location=_location(args, name),
+            create=args.command == "ingest",
+            rebuild_damaged=args.command == "ingest" and args.rebuild,
+            base_dir=args.base_dir,
+            embedder=named,
+            embedder_for=recorded,
+            reranker=reranker,
+            clearance=args.clearance,
+        ),
+        notice,
     )
+
+
+class _ModelNotice:
+    """'loading MODEL' before a collection opens with an embedding model (the load takes
+    seconds), 'loaded MODEL in N s' once it has; on a terminal, unless -q."""
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self._stream = stream
+        self._enabled = enabled and stream.isatty()
+        self._model: str | None = None
+        self._since = 0.0
+
+    def loading(self, model: str) -> None:
+        self._model, self._since = model, time.monotonic()
+        if self._enabled:
+            self._stream.write(f"grk: loading {model} ...\n")
+            self._stream.flush()
+
+    def loaded(self) -> None:
+        if self._enabled and self._model is not None:
+            seconds = time.monotonic() - self._since
+            self._stream.write(f"grk: loaded {self._model} in {seconds:.1f} s\n")
+            self._stream.flush()
+        self._model = None
+
+
+class _Announced:
+    """``Collection.open(...)`` for ``async with``, telling when its model has loaded."""
+
+    def __init__(self, opener: Any, notice: _ModelNotice) -> None:
+        self._opener = opener
+        self._notice = notice
+
+    async def __aenter__(self) -> Collection:
+        collection: Collection = await self._opener.__aenter__()
+        if collection.embedder is not None:
+            self._notice.loaded()
+        return collection
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._opener.__aexit__(*exc)
 
 
 async def _run_search(args: argparse.Namespace) -> int:

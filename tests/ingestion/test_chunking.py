@@ -16,7 +16,7 @@ _STRUCTURE = st.sampled_from(
     [*" \t\n\r\u3000\u00a0.!?。！？\"'”」)", "\n\n", "\r\n\r\n", ". ", "东京", "😀", "ß"]
 )
 # Documents are text UTF-8 can encode (lone surrogates are refused before chunking).
-_CHARS = st.characters(exclude_categories=("Cs",))
+_CHARS = st.characters(exclude_categories=["Cs"])
 TEXT = st.one_of(
     st.text(_CHARS),
     st.lists(st.one_of(_CHARS, _STRUCTURE), max_size=600).map("".join),

@@ -576,10 +576,10 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 description=inspect.cleandoc(fn.__doc__ or ""),
                 annotations=ToolAnnotations(
                     title=title,
-                    readOnlyHint=True,
-                    destructiveHint=False,
-                    idempotentHint=True,
-                    openWorldHint=False,
+                    read_only_hint=True,
+                    destructive_hint=False,
+                    idempotent_hint=True,
+                    open_world_hint=False,
                 ),
             )
         )
