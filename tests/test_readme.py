@@ -3,9 +3,10 @@
 Python blocks run with the real package, bash blocks through the real `grk` (a
 `grk` on the PATH that is this interpreter's `python -m groundkit`), each in a
 fresh temporary directory (the Python ones share one: they build on each other).
-A block the README marks with an HTML comment right above it is not run here, and the comment says why: `not run: ...` (it serves
-until stopped, installs from the network) or `run by <test>` (it needs the
-PostgreSQL and S3 servers that test starts, and that test runs its lines).
+A block the README marks with an HTML comment right above it is not run here, and
+the comment says why: `not run: ...` (it serves until stopped, installs from the
+network) or `run by <test>` (it needs the PostgreSQL and S3 servers that test starts,
+and that test runs its lines).
 """
 
 from __future__ import annotations
