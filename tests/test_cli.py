@@ -139,7 +139,9 @@ def test_ingest_meta_sets_typed_fields(
         (["a=1", "a=2"], "'a' is given twice"),
         (["a=null"], "--meta a: null is not a field value"),
         (["a="], "--meta a: empty value"),
-        (["a=[1, x]"], "mixes value types"),
+        (["a=[1, [x]]"], "nested lists"),
+        (["a=b: c"], "reads as a mapping"),
+        (["source=x"], "reserved"),
         (["bad key=1"], "not allowed"),
     ],
 )

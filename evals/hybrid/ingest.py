@@ -26,6 +26,7 @@ from evals.machine import load_average
 from groundkit import (
     ChunkingConfig,
     Collection,
+    IngestProgress,
     LanceDBVectorStore,
     SentenceTransformerEmbedder,
     chunk_spans,
@@ -107,9 +108,10 @@ async def _ingest_timed(
         time_method(col.store, "mark_vectors_stored_many", timers, "SQLite vector marks")
     last_progress = 0.0
 
-    def progress(done: int, total: int) -> None:
+    def progress(event: IngestProgress) -> None:
         nonlocal last_progress
-        last_progress = time.perf_counter()
+        if event.stage == "read":  # when the last file was read
+            last_progress = time.perf_counter()
 
     started = time.perf_counter()
     report = await col.ingest(corpus_dir, progress=progress)

@@ -20,7 +20,7 @@ from evals.hybrid.common import log
 from evals.hybrid.embedders import HashEmbedder
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, size_label
 from evals.synthetic import write_corpus as write_synthetic
-from groundkit import Analyzer, Collection
+from groundkit import Analyzer, Collection, IngestProgress
 from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD
 from groundkit.storage.sqlite import SCHEMA_VERSION
 
@@ -82,9 +82,10 @@ async def prepare_synthetic(workdir: Path, passages: int, n_queries: int, fresh:
         time_method(col.vector_store, "optimize", timers, "vector optimize")
         last = 0.0
 
-        def progress(done: int, total: int) -> None:
+        def progress(event: IngestProgress) -> None:
             nonlocal last
-            last = time.perf_counter()
+            if event.stage == "read":  # when the last file was read
+                last = time.perf_counter()
 
         started = time.perf_counter()
         report = await col.ingest(root / "corpus", progress=progress)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata as _metadata
 import logging as _logging
 
 from groundkit.collection import Collection, VerifyReport
@@ -24,7 +25,9 @@ from groundkit.contracts import (
     FetchResult,
     Highlights,
     IngestFailure,
+    IngestProgress,
     IngestReport,
+    IngestWarning,
     MultiSearchResponse,
     QuoteCheck,
     QuoteVerdict,
@@ -91,7 +94,11 @@ from groundkit.storage.sqlite import SQLiteMetadataStore
 from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 from groundkit.utils.url_safety import AddressPolicy
 
-__version__ = "0.1.0"
+try:
+    # One place for the version: pyproject.toml, read back from the installed distribution.
+    __version__ = _metadata.version("groundkit")
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"
 
 # A library configures no handlers; this only silences "no handler" fallbacks.
 _logging.getLogger("groundkit").addHandler(_logging.NullHandler())
@@ -133,7 +140,9 @@ __all__ = [
     "Indexer",
     "IngestConfig",
     "IngestFailure",
+    "IngestProgress",
     "IngestReport",
+    "IngestWarning",
     "IngestionError",
     "LanceDBVectorStore",
     "LexicalIndexProtocol",

@@ -14,17 +14,21 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, ClassVar, TextIO
 
+from groundkit import __version__
 from groundkit.collection import Collection, VerifyReport
 from groundkit.config import MAX_TOP_K
 from groundkit.contracts import (
     SENSITIVITY_LEVELS,
+    SOURCE_FIELD,
     CollectionManifest,
     FetchResult,
     FieldValue,
+    IngestProgress,
     IngestReport,
     MultiSearchResponse,
     SearchResponse,
@@ -37,6 +41,7 @@ from groundkit.retrieval.filters import FILTER_OPERATORS, MAX_FILTER_DEPTH
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import SEARCH_MODES
+from groundkit.service.collections import CollectionInfo, CollectionRegistry
 from groundkit.service.command import add_location_arguments, add_serve_parser, run_serve
 from groundkit.storage.location import StoreLocation
 from groundkit.utils.text import first_unencodable
@@ -47,49 +52,115 @@ EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
 _SNIPPET = 160
 
 
-def _parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--index-dir", default=".groundkit", type=Path, help="index directory (./.groundkit)"
+# Options every command takes, before or after the command name. Given after it, an
+# option replaces what was given before it; --collection and -v add up.
+_COMMANDS = ("ingest", "search", "fetch", "verify", "collections", "drop", "rebase", "serve")
+# What `grk serve` takes of them (it has its own --base-dir and location options).
+_SERVE_GLOBALS = frozenset(
+    {"index_dir", "metadata_url", "storage_uri", "base_dir", "clearance", "verbose", "quiet"}
+)
+_GLOBAL_DEFAULTS: dict[str, Any] = {
+    "index_dir": Path(".groundkit"),
+    "clearance": None,
+    "base_dir": None,
+    "embedder": None,
+    "json": False,
+    "quiet": False,
+}
+
+
+def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """The common options; on the sub-commands they default to 'not given', so a value
+    given before the command name stands unless repeated after it."""
+
+    def default(name: str) -> Any:
+        return _GLOBAL_DEFAULTS[name] if top else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--index-dir",
+        type=Path,
+        default=default("index_dir"),
+        help="index directory (default ./.groundkit)",
     )
-    add_location_arguments(common)
-    common.add_argument(
+    add_location_arguments(parser, suppress=not top)
+    parser.add_argument(
         "--collection",
         action="append",
-        default=None,
-        help="collection name (default); search takes it more than once to search several",
+        dest="collection_top" if top else "collection",
+        default=None if top else argparse.SUPPRESS,
+        metavar="NAME",
+        help="collection name (default: default); search takes it more than once to "
+        "search several collections together",
     )
-    common.add_argument(
+    parser.add_argument(
         "--clearance",
         choices=SENSITIVITY_LEVELS,
-        default=None,
+        default=default("clearance"),
         help="hide documents labelled above this sensitivity (search, fetch, verify)",
     )
-    common.add_argument(
+    parser.add_argument(
         "--base-dir",
         type=Path,
-        default=None,
-        help="directory sources are relative to (stored with a new collection; default: cwd)",
+        default=default("base_dir"),
+        help="directory sources are relative to (stored with a new collection; default: "
+        "the current directory; given later it applies to that run; 'grk rebase' moves it)",
     )
-    common.add_argument(
+    parser.add_argument(
         "--embedder",
-        default=None,
+        default=default("embedder"),
+        metavar="MODEL",
         help="sentence-transformers model name or directory for dense/hybrid "
         "(recorded with the collection; later commands reuse it)",
     )
-    common.add_argument("--json", action="store_true", help="machine-readable output")
-    common.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
-    common.add_argument("-q", "--quiet", action="store_true", help="errors only, no progress")
-
-    parser = argparse.ArgumentParser(
-        prog="grk", description="Citation-verifiable retrieval over your documents."
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=default("json"),
+        help="machine-readable output on stdout (docs/cli.md)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        dest="verbose_top" if top else "verbose",
+        default=0 if top else argparse.SUPPRESS,
+        help="INFO (-v) or DEBUG (-vv) logging on stderr",
+    )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        default=default("quiet"),
+        help="errors only: no progress, no summary; results and problems still print",
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="grk",
+        description="Citation-verifiable retrieval over your documents. Every result names "
+        "its source and exact character offsets, and 'grk fetch' / 'grk verify' check them "
+        "against the source now.",
+        epilog="Options such as --index-dir, --collection or --json may come before or after "
+        "the command. Exit codes: 0 ok, 1 a problem was found (a file failed, a citation "
+        "did not verify), 2 a usage, configuration or storage error.",
+    )
+    parser.add_argument(
+        "-V", "--version", action="version", version=f"grk (groundkit) {__version__}"
+    )
+    _add_common(parser, top=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _add_common(common, top=False)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     ingest = sub.add_parser(
-        "ingest", parents=[common], help="ingest a file, a folder or an http(s) URL"
+        "ingest",
+        parents=[common],
+        help="ingest a file, a folder or an http(s) URL",
+        description="Add, update and prune the documents under PATH (a file or folder inside "
+        "the base directory), or fetch a URL into a snapshot.",
     )
     # A string: Path() would fold the '//' of a URL.
-    ingest.add_argument("path", help="file or folder inside the base directory, or a URL")
+    ingest.add_argument("path", metavar="PATH|URL", help="file or folder, or an http(s) URL")
     ingest.add_argument(
         "--rebuild",
         action="store_true",
@@ -104,17 +175,34 @@ def _parser() -> argparse.ArgumentParser:
         help="a field for every document of this ingest (repeatable); the value is typed "
         'as in front matter: 2024 is a number, true a boolean, [a, b] a list, "2024" text',
     )
-    search = sub.add_parser("search", parents=[common], help="search a collection")
-    search.add_argument("query")
-    search.add_argument("--mode", choices=SEARCH_MODES, default="bm25")
-    search.add_argument("--top-k", type=int, default=None, help=f"1..{MAX_TOP_K} (10)")
+    search = sub.add_parser(
+        "search",
+        parents=[common],
+        help="search one collection, or several fused",
+        description="Rank the chunks that answer QUERY; each result names its source, "
+        "offsets and chunk id (for 'grk fetch').",
+    )
+    search.add_argument(
+        "query", metavar="QUERY", help="what to search for; '-' reads it from stdin"
+    )
+    search.add_argument(
+        "--mode",
+        choices=SEARCH_MODES,
+        default="bm25",
+        help="bm25: words (default); dense: meaning, through the collection's embedding "
+        "model; hybrid: both, fused",
+    )
+    search.add_argument(
+        "--top-k", type=int, default=None, metavar="N", help=f"results wanted, 1..{MAX_TOP_K} (10)"
+    )
     search.add_argument(
         "--where",
         action="append",
         default=[],
         metavar="FILTER",
-        help="only documents whose fields match (repeatable, AND): FIELD=VALUE, "
-        "FIELD.OP=VALUE with OP one of " + ", ".join(FILTER_OPERATORS) + ", or a JSON object",
+        help="only documents that match (repeatable, all must hold): FIELD=VALUE, "
+        "FIELD.OP=VALUE with OP one of " + ", ".join(FILTER_OPERATORS) + ", a JSON object; "
+        "'source' is the document's path (source.prefix=docs/, 'source.glob=docs/**/*.md')",
     )
     search.add_argument(
         "--rerank",
@@ -122,11 +210,55 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="rerank the best candidates with this local cross-encoder",
     )
-    fetch = sub.add_parser("fetch", parents=[common], help="fetch one chunk and verify it")
-    fetch.add_argument("chunk_id")
+    fetch = sub.add_parser(
+        "fetch", parents=[common], help="fetch one chunk and verify it against its source"
+    )
+    fetch.add_argument("chunk_id", metavar="CHUNK_ID", help="a chunk id from 'grk search'")
     sub.add_parser("verify", parents=[common], help="re-verify every chunk of a collection")
+    sub.add_parser(
+        "collections",
+        parents=[common],
+        help="list the collections: counts, base directory, embedder, analyzer, size",
+    )
+    drop = sub.add_parser(
+        "drop",
+        parents=[common],
+        help="delete a collection (its index, vectors and snapshots; never the sources)",
+    )
+    drop.add_argument("name", metavar="NAME", help="the collection to delete")
+    drop.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="do not ask for confirmation (needed off a terminal)",
+    )
+    rebase = sub.add_parser(
+        "rebase",
+        parents=[common],
+        help="record a new base directory for a collection whose sources moved",
+        description="Record NEW_BASE as the directory the collection's sources are relative "
+        "to. Refused when none of its sources is found there, unless --force.",
+    )
+    rebase.add_argument("new_base", type=Path, metavar="NEW_BASE", help="the sources' new home")
+    rebase.add_argument(
+        "--force", action="store_true", help="record it even if no source is found there"
+    )
     add_serve_parser(sub)
     return parser
+
+
+def _merge_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One namespace from the options given before and after the command name."""
+    given_top = args.collection_top or []
+    given_sub = getattr(args, "collection", None) or []
+    args.collection = [*given_top, *given_sub] or None
+    args.verbose = args.verbose_top + getattr(args, "verbose", 0)
+    del args.collection_top, args.verbose_top
+    if args.command == "serve":
+        for name in ("collection", "embedder", "json"):
+            if getattr(args, name):
+                option = "--" + name
+                parser.error(f"grk serve does not take {option}")
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
@@ -142,27 +274,83 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
 
 
 class _Progress:
-    """A one-line progress bar on stderr, shown only on a terminal."""
+    """One status line on stderr while ingesting (a terminal only): the stage at work
+    with a bar, what the others have done, and the embedding rate; the model load gets
+    a line of its own."""
+
+    _VERBS: ClassVar[dict[str, str]] = {
+        "discover": "found",
+        "read": "reading",
+        "chunk": "chunking",
+        "store": "storing",
+        "embed": "embedding",
+    }
 
     def __init__(self, stream: TextIO, enabled: bool) -> None:
         self._stream = stream
         self._enabled = enabled and stream.isatty()
-        self._drawn = False
+        self._last: dict[str, IngestProgress] = {}
+        self._drawn = 0
+        self._drawn_at = 0.0
+        self._embed_started: float | None = None
 
-    def __call__(self, done: int, total: int) -> None:
-        if not self._enabled or total < 2:
+    def __call__(self, event: IngestProgress) -> None:
+        if not self._enabled:
             return
-        width = 30
-        filled = width * done // total
-        bar = "#" * filled + "-" * (width - filled)
-        self._stream.write(f"\r[{bar}] {done}/{total} files")
+        now = time.monotonic()
+        self._last[event.stage] = event
+        if event.stage == "model":
+            self._clear()
+            self._stream.write(f"grk: {event.detail}\n")
+            self._stream.flush()
+            return
+        if event.stage == "embed" and self._embed_started is None:
+            self._embed_started = now
+        read = self._last.get("read")
+        if event.stage != "embed" and (read is None or read.total is None or read.total < 2):
+            return  # a single file: nothing worth a bar
+        if now - self._drawn_at < 0.1 and not event.finished:
+            return
+        self._drawn_at = now
+        self._draw(event, now)
+
+    def _draw(self, event: IngestProgress, now: float) -> None:
+        width = 24
+        if event.total:
+            filled = width * min(event.done, event.total) // event.total
+            bar = "[" + "#" * filled + "-" * (width - filled) + "] "
+            count = f"{event.done}/{event.total}"
+        else:
+            bar, count = "", str(event.done)
+        line = f"{self._VERBS.get(event.stage, event.stage)} {bar}{count} {event.unit}"
+        if event.stage == "embed" and self._embed_started is not None:
+            elapsed = now - self._embed_started
+            if elapsed > 1 and event.done:
+                line += f" ({event.done / elapsed:.0f}/s)"
+        context = []
+        read = self._last.get("read")
+        if event.stage != "read" and read is not None and read.total:
+            context.append(f"files {read.done}/{read.total}")
+        stored = self._last.get("store")
+        if event.stage != "store" and stored is not None:
+            context.append(f"stored {stored.done}")
+        if context:
+            line += " · " + ", ".join(context)
+        padding = max(0, self._drawn - len(line))
+        self._stream.write("\r" + line + " " * padding)
         self._stream.flush()
-        self._drawn = True
+        self._drawn = len(line)
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self._stream.write("\r" + " " * self._drawn + "\r")
+            self._drawn = 0
 
     def finish(self) -> None:
         if self._drawn:
             self._stream.write("\n")
             self._stream.flush()
+            self._drawn = 0
 
 
 def _snippet(text: str) -> str:
@@ -174,9 +362,13 @@ def _emit(data: Any) -> None:
     sys.stdout.write(json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n")
 
 
-def _print_ingest(report: IngestReport, as_json: bool) -> int:
-    if as_json:
+def _print_ingest(report: IngestReport, args: argparse.Namespace, dense: bool) -> int:
+    if args.json:
         _emit(report.model_dump(mode="json"))
+    elif args.quiet:
+        # Errors only: the files that failed, on stderr.
+        for failure in report.failed:
+            print(f"grk: failed: {failure.reason}", file=sys.stderr)
     else:
         print(
             f"added {len(report.added)}, updated {len(report.updated)}, "
@@ -184,6 +376,15 @@ def _print_ingest(report: IngestReport, as_json: bool) -> int:
             f"failed {len(report.failed)}, skipped {report.skipped} "
             f"(generation {report.generation})"
         )
+        if dense or report.chunks_embedded or report.chunks_reused:
+            print(
+                f"vectors: {report.chunks_embedded} chunks embedded, {report.chunks_reused} "
+                f"reused, for {report.embedded} documents"
+            )
+        if report.generation == 0 and not report.failed and not report.unchanged:
+            print("nothing to index here; no collection was created")
+        for warning in report.warnings:
+            print(f"  warning: {warning.source}: {warning.reason}")
         for failure in report.failed:
             print(f"  failed: {failure.reason}")
         for repair in report.repairs:
@@ -255,7 +456,7 @@ def _print_fetch(result: FetchResult, as_json: bool) -> int:
     return EXIT_OK if result.verification == "verified" else EXIT_PROBLEM
 
 
-def _print_verify(report: VerifyReport, as_json: bool) -> int:
+def _print_verify(report: VerifyReport, as_json: bool, quiet: bool = False) -> int:
     if as_json:
         _emit(
             {
@@ -266,10 +467,11 @@ def _print_verify(report: VerifyReport, as_json: bool) -> int:
             }
         )
     else:
-        print(
-            f"verified {report.verified}, drifted {report.drifted}, "
-            f"unresolvable {report.unresolvable}"
-        )
+        if not quiet:
+            print(
+                f"verified {report.verified}, drifted {report.drifted}, "
+                f"unresolvable {report.unresolvable}"
+            )
         for p in report.problems:
             c = p.citation
             print(f"  {p.verification}: {c.source} [{c.start_offset}:{c.end_offset}] {p.detail}")
@@ -334,11 +536,18 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
         name, _, op = target.strip().partition(".")
         if not equals or not name:
             raise ConfigurationError(f"--where {item!r}: expected FIELD=VALUE or FIELD.OP=VALUE")
+        op = op or "eq"
+        if op in ("prefix", "glob") or (name == SOURCE_FIELD and op in ("eq", "ne")):
+            # Paths and patterns are text as typed: '*.md' is a glob, not YAML.
+            if not raw:
+                raise ConfigurationError(f"--where {target.strip()}: empty value")
+            add(name, op, raw)
+            continue
         try:
             value = parse_field_value(raw, f"--where {target.strip()}")
         except IngestionError as exc:
             raise ConfigurationError(str(exc)) from None
-        add(name, op or "eq", value)
+        add(name, op, value)
     return out
 
 
@@ -373,7 +582,7 @@ def _location(args: argparse.Namespace, name: str) -> StoreLocation:
 
 async def _check_collections_exist(args: argparse.Namespace) -> None:
     """Every command but ingest reads an existing collection; say how to make one."""
-    if args.command == "ingest":
+    if args.command in ("ingest", "collections"):
         return
     for name in args.collections:
         location = _location(args, name)
@@ -392,21 +601,79 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
     never load a model.
     """
     wants_vectors = args.command == "ingest" or (args.command == "search" and args.mode != "bm25")
-    recorded: EmbedderFactory | None = _recorded_embedder if wants_vectors else None
-    return Collection.open(
-        location=_location(args, name),
-        create=args.command == "ingest",
-        rebuild_damaged=args.command == "ingest" and args.rebuild,
-        base_dir=args.base_dir,
-        embedder=_named_embedder(args) if args.command in ("ingest", "search") else None,
-        embedder_for=recorded,
-        reranker=reranker,
-        clearance=args.clearance,
+    notice = _ModelNotice(sys.stderr, enabled=not args.quiet)
+    recorded: EmbedderFactory | None = None
+    if wants_vectors:
+
+        def recorded(manifest: CollectionManifest) -> EmbeddingProtocol:
+            notice.loading(manifest.model_name)
+            return _recorded_embedder(manifest)
+
+    named = _named_embedder(args) if args.command in ("ingest", "search") else None
+    if named is not None:
+        notice.loading(named.model_name)
+    return _Announced(
+        Collection.open(
+            location=_location(args, name),
+            create=args.command == "ingest",
+            rebuild_damaged=args.command == "ingest" and args.rebuild,
+            base_dir=args.base_dir,
+            embedder=named,
+            embedder_for=recorded,
+            reranker=reranker,
+            clearance=args.clearance,
+        ),
+        notice,
     )
+
+
+class _ModelNotice:
+    """'loading MODEL' before a collection opens with an embedding model (the load takes
+    seconds), 'loaded MODEL in N s' once it has; on a terminal, unless -q."""
+
+    def __init__(self, stream: TextIO, enabled: bool) -> None:
+        self._stream = stream
+        self._enabled = enabled and stream.isatty()
+        self._model: str | None = None
+        self._since = 0.0
+
+    def loading(self, model: str) -> None:
+        self._model, self._since = model, time.monotonic()
+        if self._enabled:
+            self._stream.write(f"grk: loading {model} ...\n")
+            self._stream.flush()
+
+    def loaded(self) -> None:
+        if self._enabled and self._model is not None:
+            seconds = time.monotonic() - self._since
+            self._stream.write(f"grk: loaded {self._model} in {seconds:.1f} s\n")
+            self._stream.flush()
+        self._model = None
+
+
+class _Announced:
+    """``Collection.open(...)`` for ``async with``, telling when its model has loaded."""
+
+    def __init__(self, opener: Any, notice: _ModelNotice) -> None:
+        self._opener = opener
+        self._notice = notice
+
+    async def __aenter__(self) -> Collection:
+        collection: Collection = await self._opener.__aenter__()
+        if collection.embedder is not None:
+            self._notice.loaded()
+        return collection
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._opener.__aexit__(*exc)
 
 
 async def _run_search(args: argparse.Namespace) -> int:
     filters = _where(args.where)
+    if args.query == "-":
+        args.query = sys.stdin.read().strip()
+        if not args.query:
+            raise ConfigurationError("the query read from stdin is empty")
     reranker: RerankerProtocol | None = None
     if args.rerank:
         from groundkit.retrieval.rerank import CrossEncoderReranker
@@ -436,7 +703,7 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
     (U+DC80..U+DCFF), which nothing can store, hash or search for.
     """
     given: list[tuple[str, str]] = []
-    if args.command == "search":
+    if args.command == "search" and args.query != "-":
         given.append(("the query", args.query))
         given.extend(("--where", item) for item in args.where)
     elif args.command == "fetch":
@@ -457,11 +724,17 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     _check_text_arguments(args)
+    if args.command == "collections":
+        return await _run_collections(args)
+    if args.command == "drop":
+        return await _run_drop(args)
     await _check_collections_exist(args)
     if args.command == "search":
         return await _run_search(args)
     meta = _meta_fields(args.meta) if args.command == "ingest" else None
     (name,) = args.collections
+    if args.command == "rebase":
+        return await _run_rebase(args, name)
     async with _open(args, name, None) as col:
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
@@ -469,10 +742,118 @@ async def _run(args: argparse.Namespace) -> int:
                 report = await col.ingest(args.path, metadata=meta, progress=progress)
             finally:
                 progress.finish()
-            return _print_ingest(report, args.json)
+            return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "fetch":
             return _print_fetch(await col.fetch_chunk(args.chunk_id), args.json)
-        return _print_verify(await col.verify(), args.json)
+        return _print_verify(await col.verify(), args.json, args.quiet)
+
+
+def _registry(args: argparse.Namespace) -> CollectionRegistry:
+    return CollectionRegistry(
+        None if args.metadata_url else args.index_dir,
+        metadata_url=args.metadata_url,
+        storage_uri=args.storage_uri,
+        base_dir=args.base_dir,
+    )
+
+
+def _size(size: int | None) -> str:
+    if size is None:
+        return "-"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+async def _run_collections(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    try:
+        names = await registry.names()
+        if args.collection:
+            missing = [n for n in args.collections if n not in names]
+            if missing:
+                raise ConfigurationError(
+                    f"no collection {missing[0]!r} in {registry.where!r} "
+                    f"(there are: {', '.join(names) or 'none'})"
+                )
+            names = [n for n in names if n in args.collections]
+        infos = [await registry.describe(name, full=True) for name in names]
+    finally:
+        await registry.close()
+    damaged = any(info.status != "ok" for info in infos)
+    if args.json:
+        _emit({"collections": [info.model_dump(mode="json") for info in infos]})
+        return EXIT_PROBLEM if damaged else EXIT_OK
+    if not infos:
+        if not args.quiet:
+            print(f"no collections in {registry.where}; run 'grk ingest PATH' to make one")
+        return EXIT_OK
+    for info in infos:
+        _print_collection(info)
+    return EXIT_PROBLEM if damaged else EXIT_OK
+
+
+def _print_collection(info: CollectionInfo) -> None:
+    if info.status != "ok":
+        print(f"{info.name}  damaged: {info.error}")
+        return
+    embedder = info.embedding.model_name if info.embedding is not None else "none (bm25 only)"
+    print(
+        f"{info.name}  {info.documents} documents, {info.chunks} chunks, generation "
+        f"{info.generation}, {_size(info.size_bytes)}"
+    )
+    print(f"  base:     {info.base_dir}")
+    print(f"  embedder: {embedder}")
+    print(f"  analyzer: {info.analyzer or 'none yet'}")
+
+
+async def _run_drop(args: argparse.Namespace) -> int:
+    location = _location(args, args.name)
+    if not await location.exists():
+        raise ConfigurationError(f"no collection {args.name!r} in {location.describe_root()!r}")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise ConfigurationError(
+                f"dropping {args.name!r} deletes its index, vectors and snapshots; "
+                "pass --yes to confirm"
+            )
+        answer = await asyncio.to_thread(
+            input,
+            f"Delete collection {args.name!r} in {location.describe_root()} (its index, "
+            "vectors and snapshots; the source files stay)? [y/N] ",
+        )
+        if answer.strip().lower() not in ("y", "yes"):
+            print("not dropped", file=sys.stderr)
+            return EXIT_PROBLEM
+    await location.drop()
+    if args.json:
+        _emit({"dropped": args.name})
+    elif not args.quiet:
+        print(f"dropped collection {args.name!r}")
+    return EXIT_OK
+
+
+async def _run_rebase(args: argparse.Namespace, name: str) -> int:
+    async with Collection.open(location=_location(args, name), create=False) as col:
+        before = col.base_dir
+        found, checked = await col.rebase(args.new_base, force=args.force)
+        if args.json:
+            _emit(
+                {
+                    "collection": name,
+                    "base_dir": str(col.base_dir),
+                    "previous": str(before),
+                    "sources_found": found,
+                    "sources_checked": checked,
+                }
+            )
+        elif not args.quiet:
+            print(f"collection {name!r}: base directory {col.base_dir} (was {before})")
+            print(f"  {found} of {checked} sources checked are there")
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -480,10 +861,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = _parser()
     args = parser.parse_args(argv)
+    _merge_globals(parser, args)
     _configure_logging(args.verbose, args.quiet)
-    if args.command != "serve":
+    if args.command == "drop" and args.collection:
+        parser.error("grk drop takes the collection's name, not --collection")
+    if args.command not in ("serve", "drop"):
         args.collections = list(dict.fromkeys(args.collection or ["default"]))
-        if len(args.collections) > 1 and args.command != "search":
+        if len(args.collections) > 1 and args.command not in ("search", "collections"):
             parser.error(f"{args.command} takes one --collection")
     try:
         return run_serve(args) if args.command == "serve" else asyncio.run(_run(args))
@@ -493,6 +877,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("grk: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (grk search ... | head): not an error of ours.
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (no flush at exit)
+        return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, overload
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
@@ -29,6 +29,7 @@ from groundkit.contracts import (
     FetchResult,
     IngestReport,
     OptimizeReport,
+    RetrievalResult,
     SearchMode,
     SearchResponse,
     fields_of,
@@ -114,6 +115,7 @@ class Collection:
         url_loader: UrlLoader | None = None,
         clearance: str | None = None,
         opened_generation: int = 0,
+        created: bool = False,
     ) -> None:
         self.reranker = reranker
         # The most restricted label this collection object may return (None: all).
@@ -141,17 +143,9 @@ class Collection:
         self._analyzer = analyzer
         # Verification reads a source under the same cap its ingest read it with.
         self._max_file_bytes = ingest.max_file_bytes
-        self._indexer = Indexer(
-            self.store,
-            base_dir,
-            chunking=chunking,
-            analyzer=analyzer,
-            ingest=ingest,
-            embedder=embedder,
-            vector_store=self.vector_store,
-            collection=self.name,
-            snapshot_dir=self.snapshots,
-        )
+        self._chunking = chunking
+        self._ingest_config = ingest
+        self._indexer = self._make_indexer()
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
         # The lexical index, once something needed it; shared by searches and writes.
@@ -159,6 +153,10 @@ class Collection:
         self._merging: asyncio.Task[bool] | None = None
         # Repairs made while opening, reported by the next ingest.
         self._pending_repairs: list[str] = list(stores.repairs)
+        # This object created the collection: if nothing was ever written to it when it
+        # closes (a first ingest that failed), it is removed rather than left behind.
+        self._created = created
+        self._closed = False
 
     @classmethod
     def open(
@@ -227,7 +225,13 @@ class Collection:
         async def factory() -> Collection:
             # Built first: a bad stem language must fail before a store is opened.
             text_analyzer = Analyzer(analyzer)
-            stores = await where.open(create=create, rebuild_damaged=rebuild_damaged)
+            created = create and not await where.exists()
+            try:
+                stores = await where.open(create=create, rebuild_damaged=rebuild_damaged)
+            except BaseException:
+                if created:
+                    await _remove_created(where)
+                raise
             chosen = embedder
             try:
                 base = await _resolve_base(stores.metadata, where.index_dir, base_dir)
@@ -241,6 +245,8 @@ class Collection:
                     await stores.open_vectors(identity.dimensions)
             except BaseException:
                 await stores.close()
+                if created:  # nothing of a failed first open stays behind
+                    await _remove_created(where)
                 raise
             return cls(
                 stores=stores,
@@ -254,21 +260,78 @@ class Collection:
                 url_loader=url_loader,
                 clearance=clearance,
                 opened_generation=generation,
+                created=created,
             )
 
         return _Opener(factory)
 
     async def close(self) -> None:
-        """Finish a merge in progress, then close the stores. Idempotent."""
+        """Finish a merge in progress, then close the stores. A collection this object
+        created and nothing was ever written to (its first ingest failed, or found nothing
+        to store) is removed, so a mistaken first run leaves no collection behind (with
+        its base directory). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         merging, self._merging = self._merging, None
-        try:
-            if merging is not None:
-                with contextlib.suppress(Exception):
-                    await merging
-        finally:
-            self._retriever = None
-            self._live = None
-            await self._stores.close()
+        if merging is not None:
+            with contextlib.suppress(Exception):
+                await merging
+        self._retriever = None
+        self._live = None
+        remove = False
+        if self._created:
+            try:
+                remove = await self.store.generation() == 0
+            except Exception:  # the store is unusable; closing is what is left to do
+                remove = False
+        await self._stores.close()
+        if remove:
+            await _remove_created(self.location)
+
+    async def rebase(self, base_dir: str | Path, *, force: bool = False) -> tuple[int, int]:
+        """Record ``base_dir`` as the directory this collection's sources are relative to
+        (after the source tree moved), and use it from now on.
+
+        Checks up to 200 file sources first and returns ``(found, checked)``; when none
+        of them exists under ``base_dir`` it raises ``ConfigurationError`` instead of
+        recording a base that resolves nothing, unless ``force``.
+        """
+        base = Path(os.path.realpath(base_dir))
+        if not base.is_dir():
+            raise ConfigurationError(f"the new base directory {str(base)!r} is not a directory")
+        sources = [
+            r.source async for r in self.store.iter_documents() if r.source_class != "snapshot"
+        ][:_REBASE_SAMPLE]
+        found = sum(1 for s in sources if (base / s).is_file())
+        if sources and not found and not force:
+            raise ConfigurationError(
+                f"none of {len(sources)} sources of collection {self.name!r} (such as "
+                f"{sources[0]!r}) is under {str(base)!r}; check the path, or force it"
+            )
+        index_dir = self.location.index_dir
+        recorded = str(base) if index_dir is None else os.path.relpath(base, index_dir)
+        if not utf8_encodable(recorded):
+            raise ConfigurationError(
+                f"the base directory '{printable_path(str(base))}' is not valid UTF-8"
+            )
+        await self.store.set_base_dir(recorded)
+        self.base_dir = base
+        self._indexer = self._make_indexer()
+        return found, len(sources)
+
+    def _make_indexer(self) -> Indexer:
+        return Indexer(
+            self.store,
+            self.base_dir,
+            chunking=self._chunking,
+            analyzer=self._analyzer,
+            ingest=self._ingest_config,
+            embedder=self.embedder,
+            vector_store=self.vector_store,
+            collection=self.name,
+            snapshot_dir=self.snapshots,
+        )
 
     async def generation(self) -> int:
         return await self.store.generation()
@@ -379,8 +442,10 @@ class Collection:
         """Bring the persisted lexical index up to the store after a write of this
         object, and start a merge if the policy wants one (it runs in the
         background; ``close`` waits for it). Searches catch up on their own."""
-        if self._live is None and self._stores.segments is None:
-            return  # nothing persisted: the index is built when a search needs it
+        if self._live is None and (
+            self._stores.segments is None or await self.store.generation() == 0
+        ):
+            return  # nothing to persist: the index is built when a search needs it
         live = await self._lexical()
         await live.commit()
         if self._merging is None and live.merge_due():
@@ -543,8 +608,79 @@ class Collection:
             span.set(source_class=citation.source_class, verification=result.verification)
             return result
 
-    async def verify(self) -> VerifyReport:
-        """Re-verify every chunk, reading each source once (read as ``fetch_chunk`` does)."""
+    @overload
+    async def verify(self) -> VerifyReport: ...
+
+    @overload
+    async def verify(
+        self, target: RetrievalResult | FetchResult | Citation, *, content: str | None = None
+    ) -> FetchResult: ...
+
+    async def verify(
+        self,
+        target: RetrievalResult | FetchResult | Citation | None = None,
+        *,
+        content: str | None = None,
+    ) -> VerifyReport | FetchResult:
+        """Re-verify every chunk (no argument), or one result or citation.
+
+        Without an argument: every chunk, reading each source once (as ``fetch_chunk``
+        does), as a ``VerifyReport``. With a ``RetrievalResult`` or ``FetchResult``:
+        whether its source still holds its ``content`` at its offsets, read from this
+        collection's base directory, or its snapshot store for a URL, as a
+        ``FetchResult`` (``.ok``, ``.verification``, ``.detail``). A ``Citation`` is
+        checked against ``content`` when given, else against the text this collection
+        stored for its chunk. A result of another collection, or a chunk hidden by the
+        clearance or unknown (for a bare citation), is a ``RetrievalError``.
+        """
+        if target is None:
+            if content is not None:
+                raise TypeError("content= goes with a citation to verify")
+            return await self._verify_all()
+        return await self._verify_one(target, content)
+
+    async def _verify_one(
+        self, target: RetrievalResult | FetchResult | Citation, content: str | None
+    ) -> FetchResult:
+        expected: str | None
+        if isinstance(target, RetrievalResult | FetchResult):
+            if content is not None:
+                raise TypeError("content= is for a bare citation; a result carries its own")
+            other = target.collection if isinstance(target, RetrievalResult) else None
+            if other is not None and other != self.name:
+                raise RetrievalError(
+                    f"the result is from collection {other!r}; verify it with that collection"
+                )
+            citation, expected = target.citation, target.content
+        elif isinstance(target, Citation):
+            citation, expected = target, content
+        else:
+            raise TypeError(
+                f"verify takes a RetrievalResult, FetchResult or Citation, not "
+                f"{type(target).__name__}"
+            )
+        stored = await self.store.get_chunk(citation.chunk_id)
+        if stored is not None and not self._visible(stored):
+            # Above the clearance reads exactly like an unknown chunk.
+            raise RetrievalError(
+                f"no chunk {citation.chunk_id!r} in collection {self.name!r}",
+                verdict="unresolvable",
+            )
+        if expected is None:
+            if stored is None:
+                raise RetrievalError(
+                    f"no chunk {citation.chunk_id!r} in collection {self.name!r}; pass "
+                    "content= (the text the citation stands for) to check it anyway",
+                    verdict="unresolvable",
+                )
+            expected = stored.content
+        try:
+            text = await self._read_source(citation)
+        except RetrievalError as exc:
+            return _verdict(expected, citation, None, exc)
+        return _verdict(expected, citation, text, None)
+
+    async def _verify_all(self) -> VerifyReport:
         report = VerifyReport()
         current: tuple[str, str | None, RetrievalError | None] | None = None
         async for batch in self.store.iter_chunks():
@@ -584,7 +720,7 @@ class Collection:
 def _fetch_result(
     stored: StoredChunk, citation: Citation, text: str | None, error: RetrievalError | None
 ) -> FetchResult:
-    result = _verdict(stored, citation, text, error)
+    result = _verdict(stored.content, citation, text, error)
     if stored.valid_to is None:
         return result.model_copy(update={"version": stored.version})
     replaced_at = iso_time(stored.valid_to)
@@ -599,9 +735,8 @@ def _fetch_result(
 
 
 def _verdict(
-    stored: StoredChunk, citation: Citation, text: str | None, error: RetrievalError | None
+    content: str, citation: Citation, text: str | None, error: RetrievalError | None
 ) -> FetchResult:
-    content = stored.content
     if text is not None:
         try:
             span = slice_span(text, citation)
@@ -644,6 +779,20 @@ def _strings(values: Sequence[str], what: str) -> list[str]:
         if problem is not None:
             raise ConfigurationError(problem)
     return out
+
+
+# File sources rebase() looks for under a new base directory before recording it.
+_REBASE_SAMPLE = 200
+
+
+async def _remove_created(location: StoreLocation) -> None:
+    """Remove a collection this process created and never wrote to; a failure to do so
+    is logged, never raised over the error that led here."""
+    try:
+        if await location.exists():
+            await location.drop()
+    except Exception as exc:
+        logger.warning("could not remove the unused new collection %s (%s)", location.name, exc)
 
 
 async def _resolve_base(

@@ -25,6 +25,7 @@ __all__ = [
     "PAGE_STARTS_KEY",
     "SENSITIVITY_FIELD",
     "SENSITIVITY_LEVELS",
+    "SOURCE_FIELD",
     "Chunk",
     "Citation",
     "CollectionFailure",
@@ -38,7 +39,10 @@ __all__ = [
     "FieldValue",
     "Highlights",
     "IngestFailure",
+    "IngestProgress",
     "IngestReport",
+    "IngestStage",
+    "IngestWarning",
     "MultiSearchResponse",
     "OptimizeReport",
     "QuoteCheck",
@@ -75,6 +79,10 @@ FIELD_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 # every collection and at every server (adr/0021-sensitivity.md).
 SENSITIVITY_FIELD = "sensitivity"
 SENSITIVITY_LEVELS: tuple[str, ...] = ("public", "internal", "confidential", "restricted")
+
+# The name filters give a document's source (its path, or its URL). No field may take
+# it, so ``{"source": {"prefix": "docs/"}}`` means one thing in every collection.
+SOURCE_FIELD = "source"
 
 FieldScalar = str | int | float | bool
 # Lists hold one type of scalar; ingestion/fields.py enforces the rules.
@@ -229,6 +237,9 @@ class Document(_Frozen):
     source_class: SourceClass = "text"
     extractor: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # What the loader read but passed over (a front matter field it could not store),
+    # one line each: reported in ``IngestReport.warnings``, never stored.
+    notes: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _validate(self) -> Document:
@@ -440,6 +451,11 @@ class FetchResult(_Frozen):
     version: int | None = Field(default=None, ge=1)
     replaced_at: str | None = None
 
+    @property
+    def ok(self) -> bool:
+        """True when the source holds ``content`` at the cited offsets now."""
+        return self.verification == "verified"
+
 
 class QuoteCheck(_Frozen):
     """Whether a quote lies in a cited span that still reads as indexed, and why not.
@@ -515,6 +531,42 @@ class OptimizeReport(_Frozen):
     merged: bool
 
 
+IngestStage = Literal["discover", "read", "chunk", "store", "model", "embed"]
+
+
+class IngestProgress(_Frozen):
+    """One progress event of an ingest, for ``Collection.ingest(progress=...)``.
+
+    ``stage`` is what is being counted and ``unit`` what it counts: ``discover``,
+    ``read`` (files, out of the files found), ``chunk`` (chunks cut from changed files),
+    ``store`` (chunks written, out of those cut), ``model`` (the embedding model
+    loading: 0 of 1, then 1 of 1, ``detail`` naming it) and ``embed`` (chunks given
+    vectors, embedded or reused, out of those waiting). ``done`` counts from the start
+    of the ingest and never goes down; ``total`` is what is known so far (it grows while
+    files are still being read; ``None`` when nothing bounds it yet). Every stage that
+    ran ends with an event where ``done == total``. docs/progress.md drives tqdm and
+    rich bars with it.
+    """
+
+    stage: IngestStage
+    done: int = Field(ge=0)
+    total: int | None = Field(default=None, ge=0)
+    unit: Literal["files", "chunks", "models"]
+    detail: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.total is not None and self.done >= self.total
+
+
+class IngestWarning(_Frozen):
+    """Something an ingest passed over in a source it did index (a front matter field
+    it could not store, say), and why."""
+
+    source: str
+    reason: str
+
+
 class IngestReport(_Frozen):
     """What one ingest did, by source (each list sorted)."""
 
@@ -523,6 +575,8 @@ class IngestReport(_Frozen):
     unchanged: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
     failed: list[IngestFailure] = Field(default_factory=list)
+    # Indexed, with something left out (one line each, sorted by source).
+    warnings: list[IngestWarning] = Field(default_factory=list)
     skipped: int = Field(default=0, ge=0)
     embedded: int = Field(default=0, ge=0)
     chunks_embedded: int = Field(default=0, ge=0)

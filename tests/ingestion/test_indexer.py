@@ -16,6 +16,7 @@ from groundkit import (
     IndexIdentityError,
     IngestConfig,
     IngestionError,
+    IngestProgress,
     LoaderProtocol,
     SQLiteMetadataStore,
 )
@@ -180,10 +181,20 @@ async def test_file_that_breaks_keeps_previous_version(
 async def test_skipped_and_progress(store: SQLiteMetadataStore, tmp_path: Path) -> None:
     base = tmp_path / "base"
     write_tree(base, {"a.txt": "a text", "b.md": "b text", "c.csv": b"1,2", "d.png": b"\x89PNG"})
-    calls: list[tuple[int, int]] = []
-    report = await Indexer(store, base).ingest(base, progress=lambda d, t: calls.append((d, t)))
+    calls: list[IngestProgress] = []
+    report = await Indexer(store, base).ingest(base, progress=calls.append)
     assert report.skipped == 2
-    assert calls == [(1, 2), (2, 2)]
+    read = [(p.done, p.total) for p in calls if p.stage == "read"]
+    assert read == [(1, 2), (2, 2)]
+    assert [(p.stage, p.done, p.total) for p in calls if p.stage == "discover"] == [
+        ("discover", 2, 2)
+    ]
+    # Each stage ends finished, counts never go down.
+    for stage in {p.stage for p in calls}:
+        mine = [p for p in calls if p.stage == stage]
+        assert mine[-1].finished
+        assert [p.done for p in mine] == sorted(p.done for p in mine)
+    assert not any(p.stage in ("model", "embed") for p in calls)
 
 
 async def test_outside_base_refused(

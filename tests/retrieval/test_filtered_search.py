@@ -30,6 +30,14 @@ FILTERS: list[dict[str, Any]] = [
     {"tags": {"nin": ["roof"]}},
     {"team": {"exists": False}},
     {"team": "blue", "year": {"lt": 2003}},
+    # Where a document lives: its source, exact, by prefix or by glob.
+    {"source": "red/0.md"},
+    {"source": {"in": ["red/1.md", "blue/03.md"]}},
+    {"source": {"prefix": "red/"}},
+    {"source": {"glob": "blue/1?.md"}},
+    {"source": {"glob": "**/*.txt"}},
+    {"source": {"nin": ["plain.txt"]}, "team": {"prefix": "bl"}},
+    {"tags": {"prefix": "ener"}},
 ]
 
 
@@ -62,7 +70,7 @@ async def dense(tmp_path: Path, minilm: SentenceTransformerEmbedder) -> AsyncIte
 def _matches(filters: dict[str, Any], result: Any) -> bool:
     flt = parse_filters(filters)
     assert flt is not None
-    return flt.matches(result.fields)
+    return flt.matches(result.fields, result.source)
 
 
 async def test_top_k_is_honoured_after_filtering_bm25(bm25: Collection) -> None:
@@ -98,6 +106,11 @@ async def test_filter_matching_nothing_returns_nothing(bm25: Collection) -> None
         ({"year": {"gt": "2010"}}, "a str value for a field holding number"),
         ({"team": {"near": "red"}}, "unknown operator"),
         ({"team": {"between": ["a"]}}, "takes [low, high]"),
+        ({"source": {"gt": "a"}}, "source (the document's path or URL) takes eq, ne"),
+        ({"source": 3}, "a source is text"),
+        ({"team": {"glob": "r*"}}, "glob applies to source"),
+        ({"team": {"prefix": 3}}, "takes a non-empty string"),
+        ({"source": {"prefix": ""}}, "takes a non-empty string"),
     ],
 )
 async def test_bad_filters_are_errors_on_every_path(

@@ -111,7 +111,8 @@ def test_malformed_filters_are_refused(filters: Any, needle: str) -> None:
 def test_every_operator_is_accepted() -> None:
     operands: dict[str, Any] = {"in": ["a"], "nin": ["a"], "between": ["a", "b"], "exists": True}
     for op in FILTER_OPERATORS:
-        assert parse_filters({"team": {op: operands.get(op, "a")}}) is not None
+        name = "source" if op == "glob" else "team"  # glob is for sources only
+        assert parse_filters({name: {op: operands.get(op, "a")}}) is not None
 
 
 def test_schema_check_names_unknown_fields_and_wrong_types() -> None:
@@ -246,3 +247,41 @@ def test_any_input_is_a_filter_or_a_retrieval_error(filters: Any) -> None:
         parse_filters(filters)
     except RetrievalError as exc:
         assert "\n" not in str(exc)
+
+
+@pytest.mark.parametrize(
+    ("glob", "source", "matches"),
+    [
+        ("docs/*.md", "docs/a.md", True),
+        ("docs/*.md", "docs/x/a.md", False),
+        ("docs/**/*.md", "docs/a.md", True),
+        ("docs/**/*.md", "docs/x/y/a.md", True),
+        ("docs/**", "docs/x/y/a.md", True),
+        ("**/*.txt", "a.txt", True),
+        ("**/*.txt", "deep/er/a.txt", True),
+        ("?.md", "a.md", True),
+        ("?.md", "ab.md", False),
+        ("[ab].md", "b.md", True),
+        ("[!ab].md", "b.md", False),
+        ("notes/东京.txt", "notes/东京.txt", True),
+        ("https://example.com/*", "https://example.com/page", True),
+        ("*.MD", "a.md", False),  # case-sensitive, like the sources themselves
+        ("a.(md)", "a.(md)", True),  # regex characters are literal
+    ],
+)
+def test_source_glob(glob: str, source: str, matches: bool) -> None:
+    flt = parse_filters({"source": {"glob": glob}})
+    assert flt is not None and flt.needs_source
+    assert flt.matches({}, source) is matches
+    # Without the source (not known), a source condition never lets a document through.
+    assert flt.matches({}) is False
+
+
+def test_prefix_on_fields_and_sources() -> None:
+    flt = parse_filters({"tags": {"prefix": "ops"}, "source": {"prefix": "runbooks/"}})
+    assert flt is not None
+    assert flt.fields == frozenset({"tags"})
+    assert flt.matches({"tags": ["misc", "ops-oncall"]}, "runbooks/a.md")
+    assert not flt.matches({"tags": ["misc"]}, "runbooks/a.md")
+    assert not flt.matches({"tags": ["ops"]}, "handbook/a.md")
+    assert not flt.matches({"tags": [1, 2]}, "runbooks/a.md")

@@ -111,7 +111,15 @@ async def test_streamable_http_with_a_token(served: Served, tmp_path: Path) -> N
             for headers in ({}, {"Authorization": "Bearer not-the-token-0123456789"}):
                 response = await raw.post(url, json=initialize, headers={**accept, **headers})
                 assert response.status_code == 401
-                assert response.json() == {"error": "unauthorized"}
+                body = response.json()
+                assert body["error"] == "invalid_token"
+                assert "static bearer token" in body["error_description"]
+                assert "no OAuth" in response.headers["www-authenticate"]
+            # An MCP client's OAuth discovery finds nothing, and is told why.
+            for path in ("oauth-protected-resource/mcp", "oauth-authorization-server"):
+                found = await raw.get(f"http://127.0.0.1:{port}/.well-known/{path}")
+                assert found.status_code == 404
+                assert "static bearer token" in found.json()["error_description"]
         auth = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient() as raw:
             # Token right, but the Host of another site (DNS rebinding): refused.

@@ -117,7 +117,10 @@ async def test_search_then_fetch_verified_then_drifted(served: Served) -> None:
         ({"query": "   "}, "query must be a non-empty string"),
         ({"query": "x" * 10_001}, "query: String should have at most 10000 characters"),
         ({"top_k": 3}, "query: Field required"),
-        ({"query": "tea", "topk": 3}, "unknown argument(s) for search: 'topk'"),
+        (
+            {"query": "tea", "topk": 3},
+            "search failed (invalid arguments): unknown argument(s) 'topk'",
+        ),
         ({"query": "tea", "collection": "../etc"}, "collection: String should match pattern"),
         ({"query": "tea", "mode": "dense"}, "mode 'dense' needs vectors"),
         ({"query": "tea", "rerank": True}, "no reranker"),
@@ -300,7 +303,7 @@ async def test_sentinel_reaches_no_span_and_no_log_through_the_server(
             empty = await call(client, "search", query=f"{SENTINEL}nothing", collection="dense")
             assert empty["total_results"] == 0
             assert "top_k" in await refused(client, "search", query=query, top_k=0)
-            assert "unexpectedly (RuntimeError)" in await refused(
+            assert "search failed (RuntimeError): unexpected error" in await refused(
                 client, "search", query=query, rerank=True
             )
             assert "mode" in await refused(client, "search", query=query, mode=SENTINEL)

@@ -8,27 +8,40 @@ so no user key can shadow the page offsets citations depend on
 (adr/0016-document-fields.md).
 
 A value is a ``str``, ``int`` (64-bit), finite ``float`` or ``bool``, or a list
-of one of those types; dates are ISO 8601 strings. Anything else is refused
-with an ``IngestionError`` naming the key, never dropped.
+of one of those types; dates are ISO 8601 strings. Anything else given by the
+caller is refused with an ``IngestionError`` naming the key, never dropped.
 
-Front matter is read by a small parser written for this subset (section 2.8
-of SPEC.md), not by a YAML library: a YAML feature outside it is an error, not
-a value YAML would have read differently.
+Front matter is what static-site tools write (Jekyll, Hugo, MkDocs, Obsidian):
+YAML between ``---`` lines, parsed by PyYAML, or TOML between ``+++`` lines
+(Hugo), parsed by ``tomllib``. The YAML resolver is groundkit's own, so values
+keep the meaning they were written with: only ``true``/``false`` are booleans
+(``no`` and ``on`` stay text), a number whose digits a float or an int would
+lose stays text (``1.10``, ``007``), and dates stay text unless tagged
+``!!timestamp``. A field that cannot be a field (a nested mapping, a tag
+groundkit does not know, a list of lists) is skipped and named in a note; the
+rest of the file, body included, is indexed (adr/0040-front-matter.md). Only a
+``sensitivity`` label that cannot be read fails the file: skipping it would
+make a labelled document public.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import re
-from collections.abc import Mapping
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
+
+import yaml
 
 from groundkit.contracts import (
     FIELD_NAME_PATTERN,
     SENSITIVITY_FIELD,
     SENSITIVITY_LEVELS,
+    SOURCE_FIELD,
     FieldScalar,
     FieldValue,
 )
@@ -36,26 +49,17 @@ from groundkit.errors import IngestionError
 from groundkit.utils.text import describe_unencodable
 
 __all__ = [
+    "MAX_FRONT_MATTER_CHARS",
+    "FrontMatter",
     "check_fields",
     "extraction_fields",
     "front_matter_fields",
     "parse_field_value",
     "pdf_date",
+    "read_front_matter",
 ]
 
 _INT_LIMIT = 2**63
-
-_FENCE = re.compile(r"---[ \t]*")
-_CLOSE = re.compile(r"(?:---|\.\.\.)[ \t]*")
-_INT = re.compile(r"[-+]?[0-9]+")
-_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
-_NULLS = frozenset({"null", "Null", "NULL", "~"})
-_BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
-# Plain values may not start with these: YAML gives them a meaning this subset lacks.
-_INDICATORS = frozenset("&*!|>{}[]%@`,?")
-_NOT_FINITE = re.compile(r"[-+]?\.(?:inf|Inf|INF|nan|NaN|NAN)")
-_RADIX = re.compile(r"[-+]?0[xXoObB][0-9A-Fa-f_]+")
-_COMMENT = re.compile(r"[ \t]#")
 
 
 def _scalar(value: object, key: str, where: str) -> FieldScalar:
@@ -108,6 +112,11 @@ def check_fields(fields: Mapping[Any, object], where: str) -> dict[str, FieldVal
                 f"{where}: field name {key!r} is not allowed; use 1-64 letters, digits, '_' "
                 "or '-', starting with a letter or '_'"
             )
+        if key == SOURCE_FIELD:
+            raise IngestionError(
+                f"{where}: field name {key!r} is reserved: filters use it for the "
+                "document's own source (its path or URL); choose another name"
+            )
         value = fields[key]
         if isinstance(value, list | tuple):
             items = [_scalar(item, key, where) for item in value]
@@ -130,212 +139,369 @@ def check_fields(fields: Mapping[Any, object], where: str) -> dict[str, FieldVal
 
 # -- front matter ----------------------------------------------------------------
 
+# Front matter longer than this is not parsed; its fields are skipped with a note. A page's
+# metadata is a few hundred bytes, and a parser should not be handed megabytes of it.
+MAX_FRONT_MATTER_CHARS = 256 * 1024
 
-def _strip_comment(text: str) -> str:
-    """Plain text without a trailing `` # comment`` (YAML needs the blank before ``#``)."""
-    match = _COMMENT.search(text)
-    return (text[: match.start()] if match else text).strip()
-
-
-def _quoted(text: str, where: str) -> tuple[str, str]:
-    """A leading quoted string's value and the text after its closing quote."""
-    quote = text[0]
-    i = 1
-    while i < len(text):
-        char = text[i]
-        if quote == '"' and char == "\\":
-            i += 2
-            continue
-        if char == quote:
-            if quote == "'" and text[i + 1 : i + 2] == "'":
-                i += 2  # '' is one quote inside single quotes
-                continue
-            break
-        i += 1
-    else:
-        raise IngestionError(f"{where}: the quoted value has no closing {quote}")
-    body, rest = text[1:i], text[i + 1 :]
-    if quote == "'":
-        return body.replace("''", "'"), rest
-    try:
-        value = json.loads(f'"{body}"', strict=False)
-    except ValueError:
-        raise IngestionError(
-            f"{where}: cannot read the double-quoted value (only JSON escapes such as "
-            '\\n, \\" and \\u00e9 are supported)'
-        ) from None
-    return str(value), rest
+_YAML_FENCE = re.compile(r"---[ \t]*")
+_YAML_CLOSE = re.compile(r"(?:---|\.\.\.)[ \t]*")
+_TOML_FENCE = re.compile(r"\+\+\+[ \t]*")
+# A label that cannot be read must fail the file, not leave it public: looked for by line
+# when the front matter as a whole cannot be parsed.
+_LABEL_LINE = re.compile(rf"^[ \t]*['\"]?{SENSITIVITY_FIELD}['\"]?[ \t]*[:=]", re.MULTILINE)
+_FLOAT_DIGITS = 15  # a float keeps at most this many significant decimal digits
+_WHAT_FIELDS_HOLD = "fields hold text, numbers, booleans or lists of one of them"
 
 
-def _plain(text: str, where: str) -> FieldScalar:
-    if not text:
-        raise IngestionError(f"{where}: empty value")
-    if text in _NULLS:
-        raise IngestionError(f"{where}: null is not a field value; leave the key out")
-    if text in _BOOLS:
-        return _BOOLS[text]
-    if _INT.fullmatch(text):
-        return int(text)
-    if _FLOAT.fullmatch(text):
-        return float(text)
-    if _NOT_FINITE.fullmatch(text):
-        raise IngestionError(f"{where}: {text!r} is not a finite number; quote it")
-    if _RADIX.fullmatch(text):
-        raise IngestionError(f"{where}: write {text!r} in decimal, or quote it")
-    if text[0] in _INDICATORS or text.startswith(("- ", ": ", "#")) or text == "-":
-        raise IngestionError(
-            f"{where}: a value starting with {text[0]!r} needs quotes in this subset"
-        )
-    if ": " in text or text.endswith(":"):
-        raise IngestionError(f"{where}: a value containing ': ' needs quotes")
-    if _COMMENT.search(text):
-        raise IngestionError(f"{where}: ' #' starts a comment here; quote the value")
-    return text
+@dataclass(frozen=True, slots=True)
+class FrontMatter:
+    """The fields a file's front matter gives, and one note per field it passed over."""
+
+    fields: dict[str, FieldValue] = dc_field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
 
-def _scalar_text(text: str, where: str) -> FieldScalar:
-    """One scalar: quoted (always a string) or plain (typed by its spelling)."""
-    text = text.strip()
-    if text[:1] in ("'", '"'):
-        value, rest = _quoted(text, where)
-        if _strip_comment(" " + rest):
-            raise IngestionError(f"{where}: text after the closing quote")
-        return value
-    return _plain(_strip_comment(text), where)
+class _Unreadable:
+    """A value YAML read but a field cannot hold (an unknown tag)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
 
 
-def _flow_list(text: str, where: str) -> list[FieldScalar]:
-    """``[a, "b, c", 3]``: scalars separated by commas, no nesting."""
-    items: list[FieldScalar] = []
-    rest = text[1:].lstrip()
-    if rest.startswith("]"):
-        tail = rest[1:]
-    else:
-        while True:
-            if rest[:1] in ("'", '"'):
-                value, rest = _quoted(rest, where)
-                items.append(value)
-            else:
-                match = re.match(r"[^,\]\[{}]*", rest)
-                assert match is not None
-                if rest[match.end() : match.end() + 1] in ("[", "{"):
-                    raise IngestionError(f"{where}: nested lists or mappings in a list")
-                items.append(_plain(match.group().strip(), where))
-                rest = rest[match.end() :]
-            rest = rest.lstrip()
-            if rest.startswith(","):
-                rest = rest[1:].lstrip()
-                continue
-            if rest.startswith("]"):
-                tail = rest[1:]
-                break
-            raise IngestionError(f"{where}: a list needs a closing ']'")
-    if _strip_comment(" " + tail):
-        raise IngestionError(f"{where}: text after the closing ']'")
-    return items
+_ABSENT = object()  # null: the same as leaving the key out
+
+# groundkit's own tags for what plain (unquoted) scalars resolve to; the standard
+# ``!!int``, ``!!float``, ``!!bool``, ``!!timestamp`` tags keep PyYAML's constructors,
+# so a value its author typed explicitly is read the way YAML says.
+_TAG = "tag:groundkit.dev,2024:"
+_BOOL_TAG, _INT_TAG, _FLOAT_TAG, _NULL_TAG = (_TAG + k for k in ("bool", "int", "float", "null"))
+
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def parse_field_value(text: str, where: str = "value") -> FieldValue:
-    """A value as written after ``key:``: a flow list ``[...]`` or one scalar.
+class _Loader(_SafeLoader):  # type: ignore[valid-type,misc]
+    """PyYAML's safe loader with a resolver that keeps plain values as written.
 
-    Also how ``grk ingest --meta key=value`` types its values. ``where`` starts
-    any error message.
+    Plain scalars become: a bool only for ``true``/``false`` (any case YAML 1.2 allows),
+    null only for ``null``/``~``/nothing, an int for decimal digits without a leading
+    zero, a float for a decimal whose written digits a float keeps (``4.5``, ``1e3``, but
+    not ``1.10``, ``2.0`` or 17 digits), and text for everything else: ``no``, ``on``,
+    ``007``, ``0x1F``, ``2024-03-01``, ``.inf``. No implicit timestamps, no sexagesimal.
     """
-    stripped = text.strip()
-    if stripped.startswith("["):
-        return _flow_list(stripped, where)
-    return _scalar_text(stripped, where)
+
+    yaml_implicit_resolvers: dict[Any, Any] = {}  # noqa: RUF012  (PyYAML's class registry)
 
 
-def _split_front_matter(text: str) -> tuple[list[str], int] | None:
-    """The lines between the fences and the file line number of the first, or None."""
+_Loader.add_implicit_resolver(
+    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+# Merge keys (``<<: *defaults``), which PyYAML expands when flattening a mapping.
+_Loader.add_implicit_resolver("tag:yaml.org,2002:merge", re.compile(r"^(?:<<)$"), ["<"])
+_Loader.add_implicit_resolver(
+    _NULL_TAG, re.compile(r"^(?:~|null|Null|NULL|)$"), ["~", "n", "N", ""]
+)
+_Loader.add_implicit_resolver(
+    _INT_TAG, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789")
+)
+_Loader.add_implicit_resolver(
+    _FLOAT_TAG,
+    re.compile(
+        r"^[-+]?(?:(?:(?:0|[1-9][0-9]*)?\.[0-9]*[1-9])(?:[eE][-+]?[0-9]+)?"
+        r"|(?:0|[1-9][0-9]*)[eE][-+]?[0-9]+)$"
+    ),
+    list("-+.0123456789"),
+)
+
+
+def _construct_bool(loader: yaml.SafeLoader, node: yaml.Node) -> bool:
+    return str(loader.construct_scalar(node)).lower() == "true"  # type: ignore[arg-type]
+
+
+def _construct_null(loader: yaml.SafeLoader, node: yaml.Node) -> None:
+    return None
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> int | str:
+    text = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    value = int(text)
+    # Beyond 64 bits a field cannot hold it as a number; the digits are kept as text.
+    return value if -_INT_LIMIT <= value < _INT_LIMIT else text
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.Node) -> float | str:
+    text = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    mantissa = re.split(r"[eE]", text)[0].lstrip("+-").replace(".", "").lstrip("0")
+    if len(mantissa) > _FLOAT_DIGITS:
+        return text  # a float would round it
+    return float(text)
+
+
+def _construct_unknown(loader: yaml.SafeLoader, node: yaml.Node) -> _Unreadable:
+    return _Unreadable(f"has the tag {node.tag!r}, which groundkit does not read")
+
+
+_Loader.add_constructor(_BOOL_TAG, _construct_bool)
+_Loader.add_constructor(_NULL_TAG, _construct_null)
+_Loader.add_constructor(_INT_TAG, _construct_int)
+_Loader.add_constructor(_FLOAT_TAG, _construct_float)
+_Loader.add_constructor(None, _construct_unknown)
+
+
+def _yaml_problem(exc: BaseException, first_line: int) -> str:
+    """A YAML error in one line, its line counted in the file."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        problem = exc.problem or exc.context or "cannot be parsed"
+        return f"line {first_line + exc.problem_mark.line}: {' '.join(str(problem).split())}"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _field_value(value: object, node: yaml.Node | None, key: str) -> object:
+    """``value`` as a field value, ``_ABSENT`` for null; ``ValueError`` says why it cannot be."""
+    if value is None:
+        return _ABSENT
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, bool | int | float | str):
+        return _scalar(value, key, "front matter")
+    if isinstance(value, list):
+        if any(isinstance(item, list | dict | set | _Unreadable | bytes) for item in value):
+            raise ValueError("holds nested lists or mappings")
+        items = [
+            item.isoformat() if isinstance(item, dt.datetime | dt.date | dt.time) else item
+            for item in value
+            if item is not None
+        ]
+        if len(items) != len(value):
+            raise ValueError("holds an empty (null) item; give every item a value")
+        if len({kind_of_value(item) for item in items}) > 1:
+            written = _written_items(node)
+            if written is None:
+                raise ValueError("mixes value types in one list")
+            items = written  # as written: ``[2024, news]`` is a list of text
+        return [_scalar(item, key, "front matter") for item in items]
+    if isinstance(value, dict):
+        raise ValueError(f"is a mapping (nested fields are not stored; {_WHAT_FIELDS_HOLD})")
+    if isinstance(value, _Unreadable):
+        raise ValueError(value.why)
+    raise ValueError(f"is a {type(value).__name__} ({_WHAT_FIELDS_HOLD})")
+
+
+def kind_of_value(value: object) -> str:
+    """``str``, ``number`` or ``bool``: the kinds a list may not mix."""
+    if isinstance(value, bool):
+        return "bool"
+    return "number" if isinstance(value, int | float) else type(value).__name__
+
+
+def _written_items(node: yaml.Node | None) -> list[FieldScalar] | None:
+    """The items of a sequence of plain scalars as their text, or None."""
+    if not isinstance(node, yaml.SequenceNode):
+        return None
+    items = [item for item in node.value if isinstance(item, yaml.ScalarNode)]
+    if len(items) != len(node.value):
+        return None
+    return [str(item.value) for item in items]
+
+
+def _split_front_matter(text: str) -> tuple[str, str, int] | None:
+    """``(syntax, block, file line of its first line)`` of a leading front matter block.
+
+    YAML between ``---`` and ``---`` (or ``...``), TOML between ``+++`` lines; a block
+    without its closing line is not front matter (a thematic break, say).
+    """
     start = 1 if text.startswith("\ufeff") else 0
     end = text.find("\n", start)
-    if end < 0 or not _FENCE.fullmatch(text[start:end].rstrip("\r")):
+    if end < 0:
+        return None
+    opening = text[start:end].rstrip("\r")
+    if _YAML_FENCE.fullmatch(opening):
+        syntax, close = "yaml", _YAML_CLOSE
+    elif _TOML_FENCE.fullmatch(opening):
+        syntax, close = "toml", _TOML_FENCE
+    else:
         return None
     lines: list[str] = []
     for raw in text[end + 1 :].split("\n"):
         line = raw.rstrip("\r")
-        if _CLOSE.fullmatch(line):
-            return lines, 2
+        if close.fullmatch(line):
+            return syntax, "\n".join(lines), 2
         lines.append(line)
-    return None  # no closing fence: a thematic break, not front matter
+    return None
 
 
-_INDENTED = (
-    "line {}: indented line outside a list (nested mappings and values spanning lines "
-    "are not supported)"
-)
+def read_front_matter(text: str) -> FrontMatter:
+    """The fields of a leading front matter block, and notes on what was passed over.
 
-
-def _block_items(lines: list[str], i: int, first: int) -> tuple[list[FieldScalar], int]:
-    """``- item`` lines from ``lines[i]`` on; returns the items and the next line index."""
-    items: list[FieldScalar] = []
-    while i < len(lines):
-        line = lines[i]
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            i += 1
-            continue
-        number = first + i
-        if not (stripped == "-" or stripped.startswith("- ")):
-            if line[0] in " \t":
-                raise IngestionError(_INDENTED.format(number))
-            break
-        if stripped == "-":
-            raise IngestionError(f"line {number}: empty list item")
-        item = stripped[2:]
-        if item.lstrip().startswith(("[", "- ")):
-            raise IngestionError(f"line {number}: nested lists are not supported")
-        items.append(_scalar_text(item, f"line {number}"))
-        i += 1
-    return items, i
-
-
-def front_matter_fields(text: str) -> dict[str, FieldValue]:
-    """Fields of a leading ``---`` block; ``{}`` when the text has none.
-
-    Raises ``IngestionError`` ("line N: ...", counted from the top of the file)
-    for anything outside the supported subset.
+    Each note is one line, ``line N: field 'x' ...`` (N counted in the file). A field
+    that cannot be a field is skipped and noted; front matter that cannot be parsed at
+    all gives no fields and one note. Raises ``IngestionError`` only when the
+    ``sensitivity`` label is present but cannot be read: without it the document
+    would be public.
     """
     found = _split_front_matter(text)
     if found is None:
-        return {}
-    lines, first = found
-    fields: dict[str, FieldValue] = {}
-    i = 0
-    while i < len(lines):
-        line, number = lines[i], first + i
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            i += 1
-            continue
-        if line[0] in " \t":
-            raise IngestionError(_INDENTED.format(number))
-        if stripped == "-" or stripped.startswith("- "):
-            raise IngestionError(f"line {number}: a list item needs a 'key:' line above it")
-        key, colon, rest = line.partition(":")
-        if not colon or (rest and rest[0] not in " \t"):
-            raise IngestionError(f"line {number}: expected 'key: value'")
-        key = key.strip()
-        if not FIELD_NAME_PATTERN.fullmatch(key):
-            raise IngestionError(
-                f"line {number}: field name {key!r} is not allowed; use 1-64 letters, digits, "
-                "'_' or '-', starting with a letter or '_'"
+        return FrontMatter()
+    syntax, block, first_line = found
+    if len(block) > MAX_FRONT_MATTER_CHARS:
+        return _unparsed(block, f"front matter is longer than {MAX_FRONT_MATTER_CHARS} characters")
+    if syntax == "toml":
+        return _toml_front_matter(block)
+    return _yaml_front_matter(block, first_line)
+
+
+def _unparsed(block: str, why: str) -> FrontMatter:
+    if _LABEL_LINE.search(block):
+        raise IngestionError(
+            f"{why}, and it names a {SENSITIVITY_FIELD!r} label that therefore cannot be "
+            "read; fix the front matter"
+        )
+    return FrontMatter({}, (f"{why}; no fields read from it",))
+
+
+class _Collector:
+    """Gathers fields and notes; a problem with the label fails the file."""
+
+    def __init__(self) -> None:
+        self.fields: dict[str, FieldValue] = {}
+        self.notes: list[str] = []
+        self._lines: dict[str, int | None] = {}
+
+    def add(self, key: object, line: int | None, value: Callable[[], object]) -> None:
+        where = f"line {line}: " if line is not None else ""
+        if not isinstance(key, str) or not FIELD_NAME_PATTERN.fullmatch(key):
+            self.notes.append(
+                f"{where}key {str(key)!r} is not a field name (1-64 letters, digits, '_' or "
+                "'-', starting with a letter or '_'); skipped"
             )
-        if key in fields:
-            raise IngestionError(f"line {number}: field {key!r} appears twice")
-        if _strip_comment(" " + rest):
-            fields[key] = parse_field_value(rest, f"line {number}")
-            i += 1
-            continue
-        items, i = _block_items(lines, i + 1, first)
-        if not items:
-            raise IngestionError(
-                f"line {number}: field {key!r} has no value (null is not a field value)"
+            return
+        if key == SOURCE_FIELD:
+            self.notes.append(
+                f"{where}field {key!r} is skipped: 'source' is the document's own location "
+                "(filters use it); rename the field"
             )
-        fields[key] = items
-    return check_fields(fields, "front matter")
+            return
+        try:
+            got = value()
+        except (IngestionError, ValueError) as exc:
+            reason = str(exc).removeprefix(f"front matter: field {key!r} ")
+            self._skip(key, where, reason)
+            return
+        except Exception as exc:  # a constructor PyYAML runs on an explicitly tagged value
+            self._skip(key, where, f"cannot be read ({type(exc).__name__})")
+            return
+        if key in self.fields or key in self._lines:
+            before = self._lines.get(key)
+            self.notes.append(
+                f"{where}field {key!r} is given again"
+                + (f" (first on line {before})" if before is not None else "")
+                + "; the last value is kept"
+            )
+        self._lines[key] = line
+        if got is _ABSENT:
+            self.fields.pop(key, None)
+            return
+        self.fields[key] = got  # type: ignore[assignment]
+
+    def _skip(self, key: str, where: str, reason: str) -> None:
+        if key == SENSITIVITY_FIELD:
+            raise IngestionError(
+                f"{where}field {key!r} {reason}; a label that cannot be read is never "
+                "skipped (the document would be public)"
+            )
+        self.notes.append(f"{where}field {key!r} {reason}; skipped")
+
+    def result(self) -> FrontMatter:
+        try:
+            fields = check_fields(self.fields, "front matter")
+        except IngestionError as exc:  # the label's value (the one check left)
+            raise IngestionError(str(exc).removeprefix("front matter: ")) from None
+        return FrontMatter(fields, tuple(self.notes))
+
+
+def _yaml_front_matter(block: str, first_line: int) -> FrontMatter:
+    loader = _Loader(block)
+    try:
+        try:
+            root = loader.get_single_node()
+            if isinstance(root, yaml.MappingNode):
+                loader.flatten_mapping(root)  # merge keys (<<: *defaults)
+        except yaml.YAMLError as exc:
+            return _unparsed(
+                block, f"front matter is not valid YAML ({_yaml_problem(exc, first_line)})"
+            )
+        if root is None:
+            return FrontMatter()
+        if not isinstance(root, yaml.MappingNode):
+            return _unparsed(block, "front matter is not a mapping of keys to values")
+        collector = _Collector()
+        for key_node, value_node in root.value:
+            line = first_line + key_node.start_mark.line
+            key: object = key_node.value if isinstance(key_node, yaml.ScalarNode) else key_node
+            if not isinstance(key_node, yaml.ScalarNode):
+                key = "<a mapping or list>"
+
+            def construct(node: yaml.Node = value_node, name: object = key) -> object:
+                value = loader.construct_object(node, deep=True)
+                return _field_value(value, node, str(name))
+
+            collector.add(key, line, construct)
+        return collector.result()
+    finally:
+        loader.dispose()
+
+
+def _toml_front_matter(block: str) -> FrontMatter:
+    try:
+        data = tomllib.loads(block)
+    except tomllib.TOMLDecodeError as exc:
+        return _unparsed(block, f"front matter is not valid TOML ({' '.join(str(exc).split())})")
+    collector = _Collector()
+    for key, value in data.items():
+
+        def convert(v: object = value, k: str = key) -> object:
+            return _field_value(v, None, k)
+
+        collector.add(key, None, convert)
+    return collector.result()
+
+
+def front_matter_fields(text: str) -> dict[str, FieldValue]:
+    """The fields of ``text``'s front matter (``read_front_matter`` without the notes)."""
+    return read_front_matter(text).fields
+
+
+def parse_field_value(text: str, where: str = "value") -> FieldValue:
+    """A value as front matter would read it after ``key:``: a flow list ``[...]`` or one
+    scalar, typed by the same rules (``2024`` a number, ``"2024"`` and ``1.10`` text).
+
+    How ``grk ingest --meta key=value`` and ``grk search --where`` type their values.
+    ``IngestionError`` (starting with ``where``) for an empty or null value, a mapping,
+    a nested list or anything a field cannot hold.
+    """
+    if not text.strip():
+        raise IngestionError(f"{where}: empty value")
+    loader = _Loader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except yaml.YAMLError as exc:
+            problem = _yaml_problem(exc, 1).removeprefix("line 1: ")
+            raise IngestionError(f"{where}: cannot read the value ({problem}); quote it") from None
+        if isinstance(node, yaml.MappingNode):
+            raise IngestionError(
+                f"{where}: a value containing ': ' reads as a mapping; quote the value"
+            )
+        try:
+            value = _field_value(loader.construct_object(node, deep=True), node, where)
+        except (IngestionError, ValueError) as exc:
+            raise IngestionError(f"{where}: {exc}") from None
+        except Exception as exc:
+            raise IngestionError(f"{where}: cannot read the value ({type(exc).__name__})") from None
+    finally:
+        loader.dispose()
+    if value is _ABSENT:
+        raise IngestionError(f"{where}: null is not a field value; leave the key out")
+    return value  # type: ignore[return-value]
 
 
 # -- PDF and HTML ----------------------------------------------------------------

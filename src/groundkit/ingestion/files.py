@@ -12,7 +12,7 @@ from groundkit.config import IngestConfig
 from groundkit.contracts import FIELDS_KEY, Document
 from groundkit.errors import IngestionError
 from groundkit.extraction.sources import read_utf8
-from groundkit.ingestion.fields import front_matter_fields
+from groundkit.ingestion.fields import read_front_matter
 from groundkit.storage.names import document_id_for
 from groundkit.utils.file_reads import file_kind
 from groundkit.utils.path_safety import (
@@ -160,17 +160,20 @@ class FileLoader:
         if not text.strip():
             raise IngestionError(f"{source}: empty (no text to index)")
         metadata = {}
+        notes: tuple[str, ...] = ()
         if self.config.read_fields and path.suffix.lower() in FRONT_MATTER_EXTENSIONS:
             try:
-                fields = front_matter_fields(text)
-            except IngestionError as exc:
+                front = read_front_matter(text)
+            except IngestionError as exc:  # only a sensitivity label it cannot read
                 raise IngestionError(f"{source}: front matter {exc}") from None
-            if fields:
-                metadata[FIELDS_KEY] = fields
+            if front.fields:
+                metadata[FIELDS_KEY] = front.fields
+            notes = tuple(f"front matter {note}" for note in front.notes)
         return Document(
             document_id=document_id_for(source),
             source=source,
             content=text,
             source_class="text",
             metadata=metadata,
+            notes=notes,
         )

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,12 +28,14 @@ from groundkit.contracts import (
     FieldValue,
     IngestFailure,
     IngestReport,
+    IngestWarning,
 )
 from groundkit.errors import ConfigurationError, IngestionError, kind_of
 from groundkit.ingestion.chunking import chunk_document
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files, unportable_name
+from groundkit.ingestion.progress import ProgressCallback, Reporter, embed_in_slices
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.identity import ensure_identity
@@ -61,7 +63,6 @@ __all__ = ["Indexer", "ProgressCallback"]
 
 logger = logging.getLogger("groundkit.ingest")
 
-ProgressCallback = Callable[[int, int], None]
 # Fields given to an ingest call, as the caller passes them (checked before use).
 FieldsArgument = Mapping[str, object]
 
@@ -159,15 +160,23 @@ class Indexer:
     ) -> IngestReport:
         await self._bind()
         repairs = await self._reconcile()
+        reporter = Reporter(progress)
         discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
         known = await self._store.document_states()
         added: list[str] = []
         updated: list[str] = []
         unchanged: list[str] = []
         failed: list[IngestFailure] = []
+        warnings: list[IngestWarning] = []
         seen: set[str] = set()
         total = len(discovery.files)
-        writer = _Writer(self, reuse=await self._vectors_present(), valid_as_of=valid_as_of)
+        reporter.update("discover", done=total, total=total)
+        writer = _Writer(
+            self,
+            reuse=await self._vectors_present(),
+            reporter=reporter,
+            valid_as_of=valid_as_of,
+        )
         for done, file in enumerate(discovery.files, start=1):
             source = to_relative(file, self._base)
             seen.add(source)
@@ -183,6 +192,10 @@ class Indexer:
                         await self._loader.load(file, base_dir=self._base), fields
                     )
                     span.set(source_class=document.source_class)
+                    warnings.extend(
+                        IngestWarning(source=document.source, reason=note)
+                        for note in document.notes
+                    )
                     if _unchanged(document, known):
                         unchanged.append(document.source)
                         span.set(outcome="unchanged")
@@ -198,17 +211,18 @@ class Indexer:
                     # The reason names the source (a path or URL): DEBUG only.
                     logger.info("a document failed to ingest (%s)", kind_of(exc))
                     logger.debug("ingest failed: %s", exc)
-            if progress is not None:
-                progress(done, total)
+            reporter.update("read", done=done, total=total)
         await writer.finish()
         removed = await self._prune(root, known, seen)
         await self._sync_vectors(writer)
+        reporter.finish()
         return IngestReport(
             added=sorted(added),
             updated=sorted(updated),
             unchanged=sorted(unchanged),
             removed=removed,
             failed=sorted(failed, key=lambda f: f.source),
+            warnings=sorted(warnings, key=lambda w: w.source),
             skipped=discovery.skipped,
             embedded=writer.documents_embedded,
             chunks_embedded=writer.chunks_embedded,
@@ -282,7 +296,9 @@ class Indexer:
         if writer.documents_embedded or orphans:
             await self._vectors.optimize()
 
-    async def _embed_and_store(self, jobs: list[_VectorJob], reuse: bool) -> tuple[int, int]:
+    async def _embed_and_store(
+        self, jobs: list[_VectorJob], reuse: bool, reporter: Reporter | None = None
+    ) -> tuple[int, int]:
         """Vectors for ``jobs``: reused by chunk content hash where stored, else embedded.
 
         Returns ``(chunks embedded, chunks reused)``. Vectors are stored before
@@ -302,8 +318,16 @@ class Indexer:
                     reused += 1
                 elif content_hash not in todo:
                     todo[content_hash] = text
+        reporter = reporter or Reporter(None)
+        if reused:
+            reporter.update("embed", add=reused)
         if todo:
-            vectors = await self._embedder.embed_documents(list(todo.values()))
+            await self._load_model(reporter)
+            vectors = await embed_in_slices(
+                self._embedder.embed_documents,
+                list(todo.values()),
+                (lambda n: reporter.update("embed", add=n)) if reporter.active else None,
+            )
             by_hash.update(zip(todo, vectors, strict=True))
         await self._vectors.upsert_documents(
             [
@@ -316,6 +340,19 @@ class Indexer:
             [(job.document_id, job.document_hash) for job in jobs]
         )
         return len(todo), reused
+
+    async def _load_model(self, reporter: Reporter) -> None:
+        """Load a local model before the first batch, announced (it can take seconds)."""
+        embedder = self._embedder
+        load = getattr(embedder, "load", None)
+        if getattr(embedder, "loaded", True) or not callable(load):
+            return
+        name = getattr(embedder, "model_name", "the embedding model")
+        reporter.update("model", done=0, total=1, detail=f"loading {name}")
+        began = time.perf_counter()
+        await load()
+        seconds = time.perf_counter() - began
+        reporter.update("model", done=1, total=1, detail=f"loaded {name} in {seconds:.1f} s")
 
     def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[str]]]:
         chunks = chunk_document(document, self._chunking)
@@ -471,10 +508,16 @@ class _Writer:
     """
 
     def __init__(
-        self, indexer: Indexer, *, reuse: bool, valid_as_of: datetime | None = None
+        self,
+        indexer: Indexer,
+        *,
+        reuse: bool,
+        reporter: Reporter | None = None,
+        valid_as_of: datetime | None = None,
     ) -> None:
         self._indexer = indexer
         self._reuse = reuse
+        self._reporter = reporter or Reporter(None)
         self._valid_as_of = valid_as_of
         self._docs: list[tuple[Document, list[Chunk], list[list[str]]]] = []
         self._doc_chunks = 0
@@ -487,6 +530,7 @@ class _Writer:
     async def add(self, document: Document) -> int:
         """Prepare ``document`` (chunk and analyse) and queue it; returns its chunk count."""
         chunks, terms = await asyncio.to_thread(self._indexer._prepare, document)
+        self._reporter.update("chunk", add=len(chunks))
         self._docs.append((document, chunks, terms))
         self._doc_chunks += len(chunks)
         if self._doc_chunks >= self._indexer._write_batch:
@@ -506,6 +550,8 @@ class _Writer:
             valid_as_of=self._valid_as_of,
             keep_versions=self._indexer._ingest.keep_versions,
         )
+        stored = sum(len(chunks) for _, chunks, _ in docs)
+        self._reporter.update("store", add=stored, total=self._reporter.done_of("chunk"))
         if self._indexer._embedder is None:
             return
         for document, chunks, _ in docs:
@@ -520,6 +566,7 @@ class _Writer:
             )
 
     async def queue_vectors(self, job: _VectorJob) -> None:
+        self._reporter.count("embed", add_total=len(job.chunk_ids))
         self._jobs.append(job)
         self._job_chunks += len(job.chunk_ids)
         if self._job_chunks >= self._indexer._embed_batch:
@@ -532,7 +579,7 @@ class _Writer:
         # Reuse is looked up only when the table had vectors before this ingest:
         # on a bulk first ingest every lookup would scan a growing table for
         # nothing but the odd repeated chunk.
-        embedded, reused = await self._indexer._embed_and_store(jobs, self._reuse)
+        embedded, reused = await self._indexer._embed_and_store(jobs, self._reuse, self._reporter)
         self.documents_embedded += len(jobs)
         self.chunks_embedded += embedded
         self.chunks_reused += reused

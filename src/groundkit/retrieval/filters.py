@@ -6,6 +6,12 @@ decided per document (on its fields) and applied to chunks as a mask, so a
 filter narrows the candidates before ranking and never after it
 (adr/0020-filters.md).
 
+``source`` is not a field: it names the document's own source (its path relative
+to the base directory, or its URL), and takes ``eq``, ``ne``, ``in``, ``nin``,
+``prefix`` (``"docs/"``) and ``glob`` (``"docs/**/*.md"``: ``*`` and ``?`` stay
+within one path segment, ``**`` crosses them). ``prefix`` applies to text fields
+as well.
+
 A document lacking the field matches no operator but ``{"exists": False}``;
 a list-valued field matches when any element does (``ne`` and ``nin``: when
 none does). Values compare only with values of the same kind: ``str``,
@@ -25,11 +31,12 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from groundkit.contracts import FIELD_NAME_PATTERN, FieldScalar, FieldValue
+from groundkit.contracts import FIELD_NAME_PATTERN, SOURCE_FIELD, FieldScalar, FieldValue
 from groundkit.errors import RetrievalError
 from groundkit.utils.text import describe_unencodable
 
@@ -40,6 +47,7 @@ __all__ = [
     "MAX_FILTER_DEPTH",
     "MAX_FILTER_LIST",
     "MAX_FILTER_VALUES",
+    "SOURCE_OPERATORS",
     "Condition",
     "Filter",
     "field_kinds",
@@ -48,8 +56,24 @@ __all__ = [
 ]
 
 Kind = Literal["str", "number", "bool"]
-FILTER_OPERATORS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "between", "exists")
+FILTER_OPERATORS = (
+    "eq",
+    "ne",
+    "in",
+    "nin",
+    "gt",
+    "gte",
+    "lt",
+    "lte",
+    "between",
+    "exists",
+    "prefix",
+    "glob",
+)
+# What ``source`` (the document's path or URL) takes.
+SOURCE_OPERATORS = ("eq", "ne", "in", "nin", "prefix", "glob")
 _ORDERED = frozenset({"gt", "gte", "lt", "lte", "between"})
+_TEXT_ONLY = frozenset({"prefix", "glob"})
 
 # The filter mapping, a field's operators, an operand list: nothing valid nests deeper.
 MAX_FILTER_DEPTH = 3
@@ -86,17 +110,30 @@ class Condition:
     op: str
     values: tuple[FieldScalar, ...]
     kind: Kind | None  # None for ``exists``
+    pattern: re.Pattern[str] | None = None  # ``glob``, compiled
 
-    def matches(self, fields: Mapping[str, FieldValue]) -> bool:
-        if self.op == "exists":
-            return (self.field in fields) is self.values[0]
-        if self.field not in fields:
-            return False
-        value = fields[self.field]
-        items = [
-            v for v in (value if isinstance(value, list) else [value]) if kind_of(v) == self.kind
-        ]
+    def matches(self, fields: Mapping[str, FieldValue], source: str | None = None) -> bool:
+        if self.field == SOURCE_FIELD:
+            if source is None:
+                return False  # a source that is not known is never let through
+            items: list[FieldScalar] = [source]
+        else:
+            if self.op == "exists":
+                return (self.field in fields) is self.values[0]
+            if self.field not in fields:
+                return False
+            value = fields[self.field]
+            items = [
+                v
+                for v in (value if isinstance(value, list) else [value])
+                if kind_of(v) == self.kind
+            ]
         op, operands = self.op, self.values
+        if op == "prefix":
+            return any(str(v).startswith(str(o)) for v in items for o in operands)
+        if op == "glob":
+            assert self.pattern is not None
+            return any(self.pattern.fullmatch(str(v)) is not None for v in items)
         if op in ("eq", "in"):
             return any(v == o for v in items for o in operands)
         if op in ("ne", "nin"):
@@ -123,10 +160,17 @@ class Filter:
 
     @property
     def fields(self) -> frozenset[str]:
-        return frozenset(c.field for c in self.conditions)
+        return frozenset(c.field for c in self.conditions if c.field != SOURCE_FIELD)
 
-    def matches(self, fields: Mapping[str, FieldValue]) -> bool:
-        return all(c.matches(fields) for c in self.conditions)
+    @property
+    def needs_source(self) -> bool:
+        """Whether a condition is on the document's source rather than its fields."""
+        return any(c.field == SOURCE_FIELD for c in self.conditions)
+
+    def matches(self, fields: Mapping[str, FieldValue], source: str | None = None) -> bool:
+        """Whether a document with ``fields`` (and ``source``) passes every condition;
+        a condition on the source fails when ``source`` is not given."""
+        return all(c.matches(fields, source) for c in self.conditions)
 
     def check_schema(self, kinds: Mapping[str, frozenset[Kind]]) -> None:
         """Refuse a field no document has, or a value no document's field can equal.
@@ -134,6 +178,8 @@ class Filter:
         ``kinds`` is what ``field_kinds`` gives for the searchable documents.
         """
         for c in self.conditions:
+            if c.field == SOURCE_FIELD:
+                continue  # every document has one
             if c.field not in kinds:
                 known = ", ".join(sorted(kinds)[:20]) or "none"
                 raise RetrievalError(
@@ -201,6 +247,17 @@ def _condition(name: str, op: object, operand: object) -> Condition:
         )
     assert isinstance(op, str)
     where = f"filter {name!r} {op}"
+    if name == SOURCE_FIELD and op not in SOURCE_OPERATORS:
+        raise RetrievalError(
+            f"{where}: source (the document's path or URL) takes {', '.join(SOURCE_OPERATORS)}"
+        )
+    if op == "glob" and name != SOURCE_FIELD:
+        raise RetrievalError(f"{where}: glob applies to source; use prefix or eq for a field")
+    if op in _TEXT_ONLY:
+        if not isinstance(operand, str) or not operand:
+            raise RetrievalError(f"{where}: takes a non-empty string, not {operand!r}")
+        pattern = glob_pattern(operand) if op == "glob" else None
+        return Condition(name, op, (operand,), "str", pattern)
     if op == "exists":
         if not isinstance(operand, bool):
             raise RetrievalError(f"{where}: takes true or false, not {operand!r}")
@@ -221,11 +278,50 @@ def _condition(name: str, op: object, operand: object) -> Condition:
     else:
         values = (_scalar(operand, where),)
     kind = kind_of(values[0])
+    if name == SOURCE_FIELD and kind != "str":
+        raise RetrievalError(f"{where}: a source is text, not {values[0]!r}")
     if op in _ORDERED and kind == "bool":
         raise RetrievalError(f"{where}: true and false have no order")
     if op == "between" and values[0] > values[1]:  # type: ignore[operator]
         raise RetrievalError(f"{where}: low {values[0]!r} is above high {values[1]!r}")
     return Condition(name, op, values, kind)
+
+
+def glob_pattern(glob: str) -> re.Pattern[str]:
+    """A compiled pattern for a path glob: ``*`` and ``?`` within one segment, ``**``
+    across segments (``docs/**/*.md`` matches ``docs/a.md`` and ``docs/x/y/a.md``),
+    ``[abc]`` a character class; case-sensitive, whole-string."""
+    out: list[str] = []
+    i = 0
+    while i < len(glob):
+        char = glob[i]
+        if glob.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if glob.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[":
+            end = glob.find("]", i + 2 if glob[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if end < 0:
+                out.append(re.escape(char))
+            else:
+                body = glob[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end + 1
+                continue
+        else:
+            out.append(re.escape(char))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
 
 
 def _scalar(value: object, where: str) -> FieldScalar:

@@ -47,8 +47,15 @@ class Scope:
     """Documents visible under a clearance, and the subsets filters select."""
 
     def __init__(
-        self, owners: ChunkOwners, lexical_keys: npt.NDArray[np.int64], clearance: str | None
+        self,
+        owners: ChunkOwners,
+        lexical_keys: npt.NDArray[np.int64],
+        clearance: str | None,
+        store: MetadataStoreProtocol | None = None,
     ) -> None:
+        self._store = store
+        # Document sources, read on the first filter on ``source`` (``load_sources``).
+        self._sources: list[str | None] | None = None
         self._ids = owners.document_ids
         self._fields = owners.fields
         # Vectors exist for current versions only: past ones never widen that side.
@@ -71,7 +78,16 @@ class Scope:
         lexical_keys: npt.NDArray[np.int64],
         clearance: str | None,
     ) -> Scope:
-        return cls(await store.chunk_owners(), lexical_keys, clearance)
+        return cls(await store.chunk_owners(), lexical_keys, clearance, store)
+
+    async def load_sources(self) -> None:
+        """Read every document's source once, for filters on ``source``. A document
+        written since the owners were read has none here and is not let through (the
+        row check after the search judges it on its own source)."""
+        if self._sources is not None or self._store is None:
+            return
+        by_id = {r.document_id: r.source async for r in self._store.iter_documents()}
+        self._sources = [by_id.get(i) for i in self._ids]
 
     def allowed(self, flt: Filter | None) -> Allowed:
         """Where a search with ``flt`` may look; ``RetrievalError`` for a bad field or type."""
@@ -84,8 +100,11 @@ class Scope:
             return cached
         docs = self._visible.copy()
         if flt is not None:
+            sources = self._sources if flt.needs_source else None
+            if flt.needs_source and sources is None:
+                raise RuntimeError("Scope.load_sources() must run before a filter on source")
             for i in np.flatnonzero(docs).tolist():
-                docs[i] = flt.matches(self._fields[i])
+                docs[i] = flt.matches(self._fields[i], sources[i] if sources else None)
         if docs.all():
             allowed = EVERYTHING
         else:

@@ -325,7 +325,7 @@ class Retriever:
         if flt is not None or self.clearance is not None:
             # The masks were decided at the first filtered search; a document
             # written since is judged here, on the row that is being returned.
-            kept = [r for r in results if self._admits(r.metadata, flt)]
+            kept = [r for r in results if self._admits(r.metadata, flt, r.source)]
             stale += len(results) - len(kept)
             results = kept
         stage: str = "fusion" if served == "hybrid" else served
@@ -421,11 +421,13 @@ class Retriever:
         async with self._scope_lock:
             if self._scope is None or self._scope[0] is not index:
                 self._scope = (index, await Scope.load(self._store, index.keys, self.clearance))
+            if flt is not None and flt.needs_source:
+                await self._scope[1].load_sources()
         return self._scope[1].allowed(flt)
 
-    def _admits(self, metadata: Mapping[str, Any], flt: Filter | None) -> bool:
+    def _admits(self, metadata: Mapping[str, Any], flt: Filter | None, source: str) -> bool:
         fields = fields_of(metadata)
-        return visible(fields, self.clearance) and (flt is None or flt.matches(fields))
+        return visible(fields, self.clearance) and (flt is None or flt.matches(fields, source))
 
     async def _lexical_hits(
         self, terms: list[str], k: int, threshold: float | None, search: _Pass

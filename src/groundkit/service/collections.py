@@ -46,6 +46,10 @@ class CollectionInfo(BaseModel):
 
     ``status`` is ``"damaged"`` when the collection's stores could not be read;
     ``error`` then says why in one line, and the counts are None (unknown).
+    ``analyzer`` is the analyzer identity the collection is bound to (None before its
+    first ingest), ``size_bytes`` what its files take in the index directory (None for
+    a shared collection), and ``base_dir`` the directory its sources resolve against,
+    which only ``describe(..., full=True)`` fills in (the MCP tool never shows it).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,6 +61,9 @@ class CollectionInfo(BaseModel):
     embedding: EmbeddingIdentity | None
     status: Literal["ok", "damaged"] = "ok"
     error: str | None = None
+    analyzer: str | None = None
+    size_bytes: int | None = None
+    base_dir: str | None = None
 
 
 @dataclass(eq=False)
@@ -121,7 +128,7 @@ class CollectionRegistry:
         """Names of the collections in the index directory or database, sorted."""
         return await self._where.list_collections()
 
-    async def describe(self, name: str) -> CollectionInfo:
+    async def describe(self, name: str, *, full: bool = False) -> CollectionInfo:
         """Sizes and embedding identity of ``name``, read without opening it for search
         (so no embedding model is loaded).
 
@@ -131,7 +138,7 @@ class CollectionRegistry:
         """
         await self._check_known(name)
         try:
-            return await self._read_info(name)
+            return await self._read_info(name, full)
         except Exception as exc:
             if isinstance(exc, GroundkitError):
                 reason = " ".join(str(exc).split())
@@ -149,17 +156,29 @@ class CollectionRegistry:
                 error=reason,
             )
 
-    async def _read_info(self, name: str) -> CollectionInfo:
-        stores = await self.location(name).open(create=False)
+    async def _read_info(self, name: str, full: bool) -> CollectionInfo:
+        location = self.location(name)
+        stores = await location.open(create=False)
         try:
             store = stores.metadata
             manifest = await store.read_manifest()
+            base: str | None = None
+            if full:
+                stored = await store.get_base_dir()
+                if self.base_dir is not None:
+                    base = str(self.base_dir)
+                elif stored is not None:
+                    root = location.index_dir
+                    base = os.path.realpath(stored if root is None else root / stored)
             return CollectionInfo(
                 name=name,
                 documents=len(await store.document_ids()),
                 chunks=await store.chunk_count(),
                 generation=await store.generation(),
                 embedding=manifest.identity if manifest is not None else None,
+                analyzer=await store.get_analyzer(),
+                size_bytes=await location.disk_usage(),
+                base_dir=base,
             )
         finally:
             await stores.close()

@@ -34,16 +34,20 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         description="Serve every collection in --index-dir over the Model Context Protocol: "
         "tools search, fetch_chunk and list_collections.",
     )
+    # Defaults come from grk's own options (they may also be given before 'serve').
     serve.add_argument(
-        "--index-dir", default=".groundkit", type=Path, help="index directory (./.groundkit)"
+        "--index-dir",
+        default=argparse.SUPPRESS,
+        type=Path,
+        help="index directory (./.groundkit)",
     )
     serve.add_argument(
         "--base-dir",
         type=Path,
-        default=None,
+        default=argparse.SUPPRESS,
         help="directory sources are relative to (default: the one stored with each collection)",
     )
-    add_location_arguments(serve)
+    add_location_arguments(serve, suppress=True)
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP address ({DEFAULT_HOST})")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
@@ -62,24 +66,30 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     serve.add_argument(
         "--clearance",
         choices=SENSITIVITY_LEVELS,
-        default=None,
+        default=argparse.SUPPRESS,
         help="never return documents labelled above this sensitivity, from any tool",
     )
-    serve.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
-    serve.add_argument("-q", "--quiet", action="store_true", help="errors only")
+    serve.add_argument(
+        "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more log output"
+    )
+    serve.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="errors only"
+    )
 
 
-def add_location_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--metadata-url`` and ``--storage-uri`` (shared collections), for grk and grk serve."""
+def add_location_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--metadata-url`` and ``--storage-uri`` (shared collections), for grk and grk serve.
+
+    ``suppress``: no default (a sub-command's copy of an option grk itself takes)."""
     parser.add_argument(
         "--metadata-url",
-        default=os.environ.get(METADATA_URL_ENV) or None,
+        default=argparse.SUPPRESS if suppress else os.environ.get(METADATA_URL_ENV) or None,
         help=f"PostgreSQL URL of shared collections, instead of --index-dir (default "
         f"${METADATA_URL_ENV}; prefer the variable: it keeps the password off the command line)",
     )
     parser.add_argument(
         "--storage-uri",
-        default=os.environ.get(STORAGE_URI_ENV) or None,
+        default=argparse.SUPPRESS if suppress else os.environ.get(STORAGE_URI_ENV) or None,
         help=f"where shared collections keep vectors and snapshots: a shared directory or "
         f"s3://bucket/prefix, configured by the AWS_* variables (default ${STORAGE_URI_ENV})",
     )

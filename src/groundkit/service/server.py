@@ -8,13 +8,21 @@ server is built so that ``import groundkit`` stays light; without the
 
 Arguments have typed schemas. A call that does not fit them, names an unknown
 collection, or fails inside groundkit comes back as a tool error (``isError``)
-with a one-line reason, never as a protocol error or a traceback. Reasons are
-written for the caller, who sent the query, but the SDK also logs them at
-INFO, so the query text is cut out of every message before it leaves.
+with one line, ``<tool> failed (<kind>): <reason>``, never as a protocol error or
+a traceback. Reasons are written for the caller, who sent the query, but the SDK
+also logs them at INFO, so the query text is cut out of every message before it
+leaves.
+
+Every tool is annotated read-only and idempotent, and answers twice: the full
+result as ``structuredContent`` (its schema published), and a compact text block
+for a model to read (``compact_text``: a line per result with its source,
+offsets and chunk id, then its text), instead of the same JSON indented
+(adr/0041-mcp-text-and-errors.md).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -25,6 +33,7 @@ from groundkit.config import MAX_TOP_K
 from groundkit.contracts import (
     Citation,
     CollectionFailure,
+    EmbeddingIdentity,
     MultiSearchResponse,
     RetrievalResult,
     SearchMode,
@@ -45,9 +54,12 @@ __all__ = [
     "CitedResult",
     "CollectionList",
     "FetchedChunk",
+    "ListedCollection",
     "MultiSearchOutput",
     "SearchOutput",
     "build_server",
+    "compact_text",
+    "tool_error",
 ]
 
 logger = logging.getLogger("groundkit.service")
@@ -86,7 +98,9 @@ FiltersArg = Annotated[
     Field(
         description="only documents whose fields match, all conditions together: "
         '{"field": {"op": value}} with op one of ' + ", ".join(FILTER_OPERATORS) + "; "
-        '{"field": value} means eq. Unknown fields are an error, never ignored.'
+        '{"field": value} means eq. "source" is the document\'s path or URL: '
+        '{"source": {"prefix": "docs/"}} or {"source": {"glob": "docs/**/*.md"}}. '
+        "Unknown fields are an error, never ignored."
     ),
 ]
 CollectionsArg = Annotated[
@@ -158,10 +172,123 @@ class FetchedChunk(_Wire):
     detail: str
 
 
+class ListedCollection(_Wire):
+    """One collection as ``list_collections`` shows it (the server's paths left out)."""
+
+    name: str
+    documents: int | None
+    chunks: int | None
+    generation: int | None
+    embedding: EmbeddingIdentity | None
+    analyzer: str | None = None
+    size_bytes: int | None = None
+    status: str = "ok"
+    error: str | None = None
+
+    @classmethod
+    def of(cls, info: CollectionInfo) -> ListedCollection:
+        return cls(**info.model_dump(exclude={"base_dir"}))
+
+
 class CollectionList(_Wire):
     """What ``list_collections`` returns."""
 
-    collections: list[CollectionInfo]
+    collections: list[ListedCollection]
+
+
+# -- the text block a model reads ---------------------------------------------
+
+_TEXT_CONTENT_CHARS = 2000  # per result; the structured content has all of it
+
+
+def _flat(text: str, limit: int = _TEXT_CONTENT_CHARS) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _where(citation: Citation) -> str:
+    page = f" p. {citation.page}" if citation.page else ""
+    return f"{citation.source} [{citation.start_offset}:{citation.end_offset}]{page}"
+
+
+def _fields_line(metadata: dict[str, Any]) -> str | None:
+    fields = metadata.get("fields")
+    if not isinstance(fields, dict) or not fields:
+        return None
+    shown = ", ".join(f"{k}={v}" for k, v in list(fields.items())[:8])
+    return "   fields: " + _flat(shown, 300)
+
+
+def _result_lines(results: list[CitedResult], with_collection: bool) -> list[str]:
+    lines: list[str] = []
+    for r in results:
+        where = f"{r.collection}: " if with_collection else ""
+        lines.append(
+            f"[{r.rank}] {where}{_where(r.citation)} score {r.score:.4f} "
+            f"chunk_id {r.citation.chunk_id}"
+        )
+        fields = _fields_line(r.metadata)
+        if fields:
+            lines.append(fields)
+        lines.append("   " + _flat(r.content))
+    return lines
+
+
+def compact_text(output: BaseModel) -> str:
+    """The text block beside a tool's structured result: short lines a person or a model
+    reads at a glance (source, offsets, chunk id, then the text), not the JSON again."""
+    if isinstance(output, SearchOutput):
+        head = (
+            f"{output.total_results} result(s) from collection {output.collection!r} "
+            f"({output.stage}, generation {output.generation}, {output.latency_ms:.1f} ms)"
+        )
+        lines = [head]
+        if output.degraded:
+            lines.append(f"note: {output.degraded}")
+        lines += _result_lines(output.results, with_collection=False)
+        if output.results:
+            lines.append("Verify a result with fetch_chunk(chunk_id) before quoting it.")
+        return "\n".join(lines)
+    if isinstance(output, MultiSearchOutput):
+        names = ", ".join(output.collections)
+        lines = [f"{output.total_results} result(s) fused from {names}"]
+        lines += [f"note: {name}: {why}" for name, why in output.degraded.items()]
+        lines += [f"failed: {f.collection}: {f.error}: {f.detail}" for f in output.failures]
+        lines += _result_lines(output.results, with_collection=True)
+        return "\n".join(lines)
+    if isinstance(output, FetchedChunk):
+        return "\n".join(
+            [
+                f"{output.verification}: {_where(output.citation)} chunk_id "
+                f"{output.citation.chunk_id} in collection {output.collection!r}",
+                f"   {output.detail}",
+                output.content,
+            ]
+        )
+    if isinstance(output, CollectionList):
+        if not output.collections:
+            return "no collections"
+        lines = []
+        for c in output.collections:
+            if c.status != "ok":
+                lines.append(f"{c.name}: damaged: {c.error}")
+                continue
+            model = (
+                f"{c.embedding.model_name} ({c.embedding.dimensions}-d)"
+                if c.embedding is not None
+                else "none (bm25 only)"
+            )
+            lines.append(
+                f"{c.name}: {c.documents} documents, {c.chunks} chunks, generation "
+                f"{c.generation}, embedding {model}"
+            )
+        return "\n".join(lines)
+    return output.model_dump_json()
+
+
+def tool_error(tool: str, kind: str, message: str) -> str:
+    """Every tool error, one line: ``<tool> failed (<kind>): <reason>``."""
+    return f"{tool} failed ({kind}): " + " ".join(message.split())
 
 
 def _cited(results: list[RetrievalResult], collection: str) -> list[CitedResult]:
@@ -236,7 +363,16 @@ def _describe_invalid(tool: str, exc: ValidationError) -> str:
     for error in exc.errors(include_url=False, include_input=False, include_context=False):
         where = ".".join(str(part) for part in error["loc"]) or "arguments"
         problems.append(f"{where}: {error['msg']}")
-    return f"invalid arguments for {tool}: " + "; ".join(problems)
+    return tool_error(tool, "invalid arguments", "; ".join(problems))
+
+
+# What each tool's annotations say: all of them only read, the same answer twice over.
+_TITLES = {
+    "search": "Search a collection",
+    "search_collections": "Search several collections",
+    "fetch_chunk": "Fetch and verify a chunk",
+    "list_collections": "List collections",
+}
 
 
 _T = TypeVar("_T")
@@ -248,6 +384,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
         from mcp.server.mcpserver.tools import Tool
+        from mcp_types import CallToolResult, TextContent, ToolAnnotations
     except ImportError as exc:
         raise ConfigurationError(SERVE_EXTRA_HINT) from exc
     from groundkit import __version__
@@ -262,17 +399,34 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
             unknown = sorted(set(arguments) - known)
             if unknown:
                 raise ToolError(
-                    f"unknown argument(s) for {self.name}: {', '.join(map(repr, unknown))}; "
-                    f"expected {', '.join(sorted(known))}"
+                    tool_error(
+                        self.name,
+                        "invalid arguments",
+                        f"unknown argument(s) {', '.join(map(repr, unknown))}; expected "
+                        f"{', '.join(sorted(known))}",
+                    )
                 )
             try:
-                return await super().run(arguments, context, convert_result)
+                output = await super().run(arguments, context, convert_result=False)
             except UnexpectedToolError:
                 raise
             except ToolError as exc:
-                if isinstance(exc.__cause__, ValidationError):
-                    raise ToolError(_describe_invalid(self.name, exc.__cause__)) from exc.__cause__
+                cause = exc.__cause__
+                if isinstance(cause, ValidationError):
+                    raise ToolError(_describe_invalid(self.name, cause)) from cause
+                if isinstance(cause, ToolError):
+                    # Ours, already in the one style; without the SDK's prefix.
+                    raise ToolError(str(cause)) from None
                 raise
+            if not convert_result:
+                return output
+            converted = self.fn_metadata.convert_result(output)
+            if not isinstance(converted, CallToolResult) or not isinstance(output, BaseModel):
+                return converted
+            # The structured result stays as the SDK built it; the text beside it is ours.
+            return converted.model_copy(
+                update={"content": [TextContent(type="text", text=compact_text(output))]}
+            )
 
     async def guarded(action: Callable[[], Awaitable[_T]], tool: str, secret: str | None) -> _T:
         """Run ``action``; any failure becomes a ToolError with a message safe to log."""
@@ -281,14 +435,16 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         except ToolError:
             raise
         except GroundkitError as exc:
-            raise ToolError(_without(str(exc), secret)) from None
+            raise ToolError(tool_error(tool, kind_of(exc), _without(str(exc), secret))) from None
         except Exception as exc:
             kind = kind_of(exc)
             # Messages of unexpected errors may quote user text: type name only,
             # the rest at DEBUG for whoever runs the server.
             logger.error("%s failed unexpectedly (%s)", tool, kind)
             logger.debug("%s failure detail", tool, exc_info=True)
-            raise ToolError(f"{tool} failed unexpectedly ({kind})") from None
+            raise ToolError(
+                tool_error(tool, kind, "unexpected error; the server log has the detail")
+            ) from None
 
     async def search(
         query: QueryArg,
@@ -309,7 +465,11 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     )
                 except RerankerNotConfiguredError:
                     raise ToolError(
-                        "rerank=true: this server has no reranker (start it with --rerank)"
+                        tool_error(
+                            "search",
+                            "RerankerNotConfiguredError",
+                            "rerank=true: this server has no reranker (start it with --rerank)",
+                        )
                     ) from None
                 except ConfigurationError:
                     if mode == "bm25" or col.embedder is not None:
@@ -317,13 +477,22 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     manifest = await col.store.read_manifest()
                     if manifest is None:
                         raise ToolError(
-                            f"mode {mode!r} needs vectors and collection {collection!r} has "
-                            "none; ingest it with an embedder (grk ingest --embedder MODEL)"
+                            tool_error(
+                                "search",
+                                "ConfigurationError",
+                                f"mode {mode!r} needs vectors and collection {collection!r} "
+                                "has none; ingest it with an embedder (grk ingest --embedder "
+                                "MODEL)",
+                            )
                         ) from None
                     raise ToolError(
-                        f"collection {collection!r} uses {manifest.provider} model "
-                        f"{manifest.model_name!r}, which this server cannot load; "
-                        "only mode='bm25' is available"
+                        tool_error(
+                            "search",
+                            "ConfigurationError",
+                            f"collection {collection!r} uses {manifest.provider} model "
+                            f"{manifest.model_name!r}, which this server cannot load; "
+                            "only mode='bm25' is available",
+                        )
                     ) from None
             return _search_output(collection, response)
 
@@ -344,7 +513,14 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
             known = set(await registry.names())
             unknown = [n for n in collections if n not in known]
             if unknown:
-                raise ToolError(f"no collection(s) {', '.join(map(repr, unknown))}")
+                raise ToolError(
+                    tool_error(
+                        "search_collections",
+                        "StorageError",
+                        f"no collection(s) {', '.join(map(repr, unknown))} (this server has: "
+                        f"{', '.join(sorted(known)) or 'none'})",
+                    )
+                )
             response = await search_collections(
                 [_Leased(registry, n) for n in collections],
                 query,
@@ -383,14 +559,30 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
 
         async def run() -> CollectionList:
             names = await registry.names()
-            return CollectionList(collections=[await registry.describe(n) for n in names])
+            return CollectionList(
+                collections=[ListedCollection.of(await registry.describe(n)) for n in names]
+            )
 
         return await guarded(run, "list_collections", None)
 
-    tools = [
-        _Tool.from_function(fn)
-        for fn in (search, search_collections_tool, fetch_chunk, list_collections)
-    ]
+    tools = []
+    for fn in (search, search_collections_tool, fetch_chunk, list_collections):
+        title = _TITLES[fn.__name__]
+        tools.append(
+            _Tool.from_function(
+                fn,
+                title=title,
+                # Docstrings keep their source indentation; hosts show the text as is.
+                description=inspect.cleandoc(fn.__doc__ or ""),
+                annotations=ToolAnnotations(
+                    title=title,
+                    read_only_hint=True,
+                    destructive_hint=False,
+                    idempotent_hint=True,
+                    open_world_hint=False,
+                ),
+            )
+        )
     # MCPServer's constructor calls logging.basicConfig, which would install a
     # handler on the root logger; a library must leave that to the application.
     root = logging.getLogger()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Literal
@@ -68,8 +69,23 @@ def check_binding(transport: Transport, host: str, token: str | None) -> None:
         )
 
 
+# What a caller without the token is told, in the 401 and on the OAuth discovery paths.
+TOKEN_REQUIRED = (
+    "this server requires a static bearer token: send 'Authorization: Bearer <token>' with "
+    f"the token grk serve was started with (--token or {TOKEN_ENV}); it offers no OAuth, "
+    "so there is nothing to discover or log in to"
+)
+
+
 class BearerTokenGate:
-    """ASGI middleware: without ``Authorization: Bearer <token>``, 401 and nothing else."""
+    """ASGI middleware: without ``Authorization: Bearer <token>``, 401 and nothing else.
+
+    The 401 says that a static token is required, in its body and its
+    ``WWW-Authenticate`` error description. MCP clients answer a 401 by looking for
+    OAuth metadata under ``/.well-known/``; those paths get 404 with the same
+    explanation, so a client reports that no OAuth is offered instead of attempting
+    a login that cannot exist.
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self._app = app
@@ -77,17 +93,28 @@ class BearerTokenGate:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket") and not self._authorised(scope):
+            discovery = str(scope.get("path", "")).startswith("/.well-known/")
+            body = json.dumps(
+                {
+                    "error": "not_found" if discovery else "invalid_token",
+                    "error_description": TOKEN_REQUIRED,
+                }
+            ).encode()
+            headers = [(b"content-type", b"application/json")]
+            if not discovery:
+                challenge = (
+                    'Bearer realm="groundkit", error="invalid_token", '
+                    f'error_description="{TOKEN_REQUIRED}"'
+                )
+                headers.append((b"www-authenticate", challenge.encode()))
             await send(
                 {
                     "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"www-authenticate", b'Bearer realm="groundkit"'),
-                    ],
+                    "status": 404 if discovery else 401,
+                    "headers": headers,
                 }
             )
-            await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
+            await send({"type": "http.response.body", "body": body})
             return
         await self._app(scope, receive, send)
 

@@ -452,9 +452,7 @@ def _tie_columns_checked(rows: Sequence[Sequence[Any]]) -> _Ties:
         content_hash = _text(row[3], "content hash", where)
         document_id = _text(row[5], "document id", where)
         try:
-            order[i] = order_key(
-                content_hash, int_value(row[4], "chunk index", where), document_id
-            )
+            order[i] = order_key(content_hash, int_value(row[4], "chunk index", where), document_id)
         except ValueError:  # not hex
             raise damaged(where, "content hash") from None
         valid_from[i] = _seconds(row[6], "start of validity", where)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,6 +250,36 @@ class StoreLocation:
             self, metadata, self.snapshots(), segments=self.segments(), repairs=repairs
         )
 
+    async def drop(self) -> None:
+        """Remove the collection: its metadata, lexical segments, vectors and URL snapshots.
+
+        Files a repair set aside (``<name>.sqlite3.damaged-*``, ``<name>.lance.damaged-*``)
+        are kept. A collection that does not exist is a ``StorageError``.
+        """
+        if not await self.exists():
+            raise StorageError(f"no collection {self.name!r} in {self.describe_root()!r}")
+        if self.metadata_url is not None:
+            from groundkit.storage.postgres import PostgresMetadataStore
+
+            store = await PostgresMetadataStore.open(self.metadata_url, self.name, create=False)
+            await store.drop()
+        root = self.storage_root
+        if isinstance(root, Path):
+            await asyncio.to_thread(_remove_local, root, self.name, self.metadata_url is None)
+        elif root is not None:
+            snapshots = self.snapshots()
+            if snapshots is not None:
+                await snapshots.remove_stale([])
+            await _drop_object_table(root, self.name, self.storage_options)
+
+    async def disk_usage(self) -> int | None:
+        """Bytes the collection's files take in its index directory (metadata, lexical
+        segments, vectors, snapshots); None for a shared collection, whose database and object store
+        account for their own space."""
+        if self.metadata_url is not None or self.index_dir is None:
+            return None
+        return await asyncio.to_thread(_local_size, self.index_dir, self.name)
+
     def describe(self) -> str:
         """Where the collection is, for messages: the metadata URL without its password."""
         if self.metadata_url is not None:
@@ -264,6 +295,63 @@ class StoreLocation:
 
             return redact_dsn(self.metadata_url)
         return str(self.index_dir)
+
+
+def _local_paths(root: Path, name: str, with_metadata: bool) -> list[Path]:
+    paths = [
+        root / f"{name}.lance",
+        snapshot_dir_for(root, name),
+        root / f"{name}{_SEGMENTS_SUFFIX}",
+    ]
+    if with_metadata:
+        sqlite = metadata_path(root, name)
+        paths += [sqlite, Path(f"{sqlite}-wal"), Path(f"{sqlite}-shm")]
+    return paths
+
+
+def _remove_local(root: Path, name: str, with_metadata: bool) -> None:
+    # The metadata file last: until it is gone the collection still exists and a
+    # failed removal can be repeated.
+    for path in reversed(_local_paths(root, name, with_metadata)):
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        except OSError as exc:
+            raise StorageError(
+                f"cannot remove {str(path)!r} ({exc.strerror or exc}); the collection is "
+                "partly removed, run the drop again"
+            ) from None
+
+
+def _local_size(root: Path, name: str) -> int:
+    total = 0
+    for path in _local_paths(root, name, True):
+        if path.is_file():
+            total += path.stat().st_size
+        elif path.is_dir():
+            for dirpath, _, files in os.walk(path):
+                for file in files:
+                    try:
+                        total += (Path(dirpath) / file).stat().st_size
+                    except OSError:
+                        continue
+    return total
+
+
+async def _drop_object_table(root: str, name: str, options: Mapping[str, str]) -> None:
+    """Drop a collection's vector table under an object-store root, if it has one."""
+    import lancedb
+
+    try:
+        conn = await lancedb.connect_async(root, storage_options=dict(options))
+        if name in (await conn.list_tables()).tables:
+            await conn.drop_table(name)
+    except Exception as exc:
+        raise StorageError(
+            f"cannot drop the vector table of {name!r} under {root!r} ({type(exc).__name__})"
+        ) from None
 
 
 def _scan(index_dir: Path) -> list[str]:

@@ -1067,8 +1067,7 @@ class SQLiteMetadataStore:
 
     async def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:
         async with self._conn.execute(
-            f"SELECT {_POSTING_COLUMNS} FROM chunks"
-            " ORDER BY content_hash, chunk_index, document_id"
+            f"SELECT {_POSTING_COLUMNS} FROM chunks ORDER BY content_hash, chunk_index, document_id"
         ) as cur:
             while rows := await cur.fetchmany(batch_size):
                 yield postings_from_rows(list(rows))

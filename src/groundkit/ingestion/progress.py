@@ -1,0 +1,121 @@
+"""Progress of one ingest, as ``IngestProgress`` events for the caller's callback.
+
+The Indexer counts; this module turns the counts into events, one stage at a
+time, and closes every stage that ran with ``done == total``. Embedding is the
+long part of a dense ingest, so its batches are cut into slices that each take
+about ``EMBED_SLICE_SECONDS`` (longest texts first, as sentence-transformers
+orders them itself, so the padding per batch stays what one large call would
+have): every slice is one event, and a bar moves while vectors are made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.contracts import IngestProgress, IngestStage
+
+__all__ = ["EMBED_SLICE_SECONDS", "ProgressCallback", "Reporter", "embed_in_slices"]
+
+ProgressCallback = Callable[[IngestProgress], None]
+
+# How long one embedding call should take, so progress moves at least this often.
+EMBED_SLICE_SECONDS = 0.5
+_FIRST_SLICE = 32
+_MIN_SLICE, _MAX_SLICE = 8, 512
+
+_UNITS = {
+    "discover": "files",
+    "read": "files",
+    "chunk": "chunks",
+    "store": "chunks",
+    "model": "models",
+    "embed": "chunks",
+}
+
+
+class Reporter:
+    """Counts per stage, sent to ``callback`` (nothing happens without one)."""
+
+    def __init__(self, callback: ProgressCallback | None) -> None:
+        self._callback = callback
+        self._done: dict[IngestStage, int] = {}
+        self._total: dict[IngestStage, int | None] = {}
+
+    @property
+    def active(self) -> bool:
+        return self._callback is not None
+
+    def done_of(self, stage: IngestStage) -> int:
+        return self._done.get(stage, 0)
+
+    def count(self, stage: IngestStage, *, add_total: int) -> None:
+        """Grow ``stage``'s total without an event (the next update carries it)."""
+        self._done.setdefault(stage, 0)
+        self._total[stage] = (self._total.get(stage) or 0) + add_total
+
+    def update(
+        self,
+        stage: IngestStage,
+        *,
+        done: int | None = None,
+        add: int = 0,
+        total: int | None = None,
+        add_total: int = 0,
+        detail: str | None = None,
+    ) -> None:
+        """Set or advance ``stage``'s counts and send an event."""
+        count = (self._done.get(stage, 0) if done is None else done) + add
+        known = self._total.get(stage)
+        if total is not None:
+            known = total
+        elif add_total:
+            known = (known or 0) + add_total
+        self._done[stage] = count
+        self._total[stage] = known
+        if self._callback is not None:
+            unit = _UNITS[stage]
+            self._callback(
+                IngestProgress(stage=stage, done=count, total=known, unit=unit, detail=detail)  # type: ignore[arg-type]
+            )
+
+    def finish(self) -> None:
+        """Close every stage that ran: ``done == total`` (the totals are final now)."""
+        for stage in list(self._done):
+            if self._total.get(stage) != self._done[stage]:
+                self.update(stage, total=self._done[stage])
+
+
+async def embed_in_slices(
+    embed: Callable[[list[str]], Awaitable[npt.NDArray[np.float32]]],
+    texts: Sequence[str],
+    on_slice: Callable[[int], None] | None = None,
+) -> npt.NDArray[np.float32]:
+    """``embed(texts)`` in slices of about ``EMBED_SLICE_SECONDS`` each, longest first;
+    rows come back in the order of ``texts``. ``on_slice(n)`` follows each slice."""
+    if on_slice is None or len(texts) <= _FIRST_SLICE:
+        rows = await embed(list(texts))
+        if on_slice is not None:
+            on_slice(len(texts))
+        return rows
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    parts: list[npt.NDArray[np.float32]] = []
+    size, start = _FIRST_SLICE, 0
+    while start < len(order):
+        picked = order[start : start + size]
+        began = time.perf_counter()
+        parts.append(await embed([texts[i] for i in picked]))
+        elapsed = time.perf_counter() - began
+        start += len(picked)
+        on_slice(len(picked))
+        if elapsed > 0:
+            # Aim the next slice at the target time; round to a multiple of 8.
+            wanted = int(len(picked) * EMBED_SLICE_SECONDS / elapsed) // 8 * 8
+            size = max(_MIN_SLICE, min(_MAX_SLICE, wanted, size * 2))
+    stacked = np.concatenate(parts)
+    out = np.empty_like(stacked)
+    out[np.asarray(order)] = stacked
+    return out
