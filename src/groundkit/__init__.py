@@ -28,11 +28,13 @@ from groundkit.contracts import (
     MultiSearchResponse,
     QuoteCheck,
     QuoteVerdict,
+    Record,
     RetrievalResult,
     SearchMode,
     SearchResponse,
     SourceClass,
     Verification,
+    record_id_of,
 )
 from groundkit.errors import (
     ConfigurationError,
@@ -88,6 +90,7 @@ from groundkit.storage.protocols import (
     VectorStoreProtocol,
 )
 from groundkit.storage.sqlite import SQLiteMetadataStore
+from groundkit.sync import SyncCollection
 from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 from groundkit.utils.url_safety import AddressPolicy
 
@@ -148,6 +151,7 @@ __all__ = [
     "PostgresMetadataStore",
     "QuoteCheck",
     "QuoteVerdict",
+    "Record",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
     "RetrievalConfig",
@@ -163,6 +167,7 @@ __all__ = [
     "SourceClass",
     "StorageError",
     "StoreLocation",
+    "SyncCollection",
     "UrlLoader",
     "VectorHit",
     "VectorStoreProtocol",
@@ -178,6 +183,7 @@ __all__ = [
     "ensure_identity",
     "identity_of",
     "reciprocal_rank_fusion",
+    "record_id_of",
     "resolve_citation",
     "resolve_model",
     "run_server",
