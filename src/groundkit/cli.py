@@ -89,7 +89,16 @@ def _parser() -> argparse.ArgumentParser:
         "ingest", parents=[common], help="ingest a file, a folder or an http(s) URL"
     )
     # A string: Path() would fold the '//' of a URL.
-    ingest.add_argument("path", help="file or folder inside the base directory, or a URL")
+    ingest.add_argument(
+        "path", nargs="?", help="file or folder inside the base directory, or a URL"
+    )
+    ingest.add_argument(
+        "--jsonl",
+        metavar="FILE",
+        default=None,
+        help="add in-memory documents instead: one JSON object a line, "
+        '{"id": ..., "text": ..., "fields": {...}} (FILE "-" reads stdin)',
+    )
     ingest.add_argument(
         "--rebuild",
         action="store_true",
@@ -455,7 +464,51 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         raise ConfigurationError(f"{label} holds a lone surrogate at character {index}")
 
 
+def read_jsonl_records(name: str) -> list[dict[str, Any]]:
+    """The records of a JSON Lines file (``-``: stdin); a bad line is a usage error
+    naming its number. Blank lines are skipped; the records are checked by
+    ``add_documents``."""
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            data = Path(name).read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc.strerror or exc})") from None
+    records: list[dict[str, Any]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            item = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigurationError(
+                f"--jsonl line {number}: not valid UTF-8 (byte {exc.start})"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(
+                f"--jsonl line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        except RecursionError:
+            raise ConfigurationError(f"--jsonl line {number}: JSON nested too deeply") from None
+        if not isinstance(item, dict):
+            raise ConfigurationError(
+                f"--jsonl line {number}: expected an object with id and text, "
+                f"not a JSON {type(item).__name__}"
+            )
+        records.append(item)
+    return records
+
+
+def _check_ingest_target(args: argparse.Namespace) -> None:
+    if args.command != "ingest":
+        return
+    if (args.path is None) == (args.jsonl is None):
+        raise ConfigurationError("grk ingest takes a PATH (or URL), or --jsonl FILE: one of them")
+
+
 async def _run(args: argparse.Namespace) -> int:
+    _check_ingest_target(args)
     _check_text_arguments(args)
     await _check_collections_exist(args)
     if args.command == "search":
@@ -463,6 +516,9 @@ async def _run(args: argparse.Namespace) -> int:
     meta = _meta_fields(args.meta) if args.command == "ingest" else None
     (name,) = args.collections
     async with _open(args, name, None) as col:
+        if args.command == "ingest" and args.jsonl is not None:
+            records = await asyncio.to_thread(read_jsonl_records, args.jsonl)
+            return _print_ingest(await col.add_documents(records, metadata=meta), args.json)
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
             try:
