@@ -469,10 +469,7 @@ def read_jsonl_records(name: str) -> list[dict[str, Any]]:
     naming its number. Blank lines are skipped; the records are checked by
     ``add_documents``."""
     try:
-        if name == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            data = Path(name).read_bytes()
+        data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
     except OSError as exc:
         raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc.strerror or exc})") from None
     records: list[dict[str, Any]] = []
