@@ -143,7 +143,7 @@ class Collection:
             if isinstance(self.snapshots, LocalSnapshots)
             else self.snapshots
         )
-        self._url_loader = url_loader or UrlLoader()
+        self._url_loader = url_loader or UrlLoader(html_extractor=ingest.html_extractor)
         self.name = stores.location.name
         self.store: MetadataStoreProtocol = stores.metadata
         self.base_dir = base_dir

@@ -63,6 +63,10 @@ async def _read_utf8(path: Path, source: str, what: str, max_bytes: int | None) 
         ) from None
 
 
+def _stored(citation: Citation) -> str:
+    return "the snapshot of" if citation.source_class == "snapshot" else "the stored text of"
+
+
 async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | None) -> str:
     store = as_snapshot_store(snapshot_dir)
     if store is None:
@@ -78,14 +82,14 @@ async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | No
         raise RetrievalError(f"refused: {exc}", verdict="unresolvable") from None
     except OSError as exc:
         raise RetrievalError(
-            f"cannot read the stored text of {citation.source!r}: {exc.strerror or exc}",
+            f"cannot read {_stored(citation)} {citation.source!r}: {exc.strerror or exc}",
             verdict="unresolvable",
         ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise RetrievalError(
-            f"the stored text of {citation.source!r} is no longer valid UTF-8",
+            f"{_stored(citation)} {citation.source!r} is no longer valid UTF-8",
             verdict="unresolvable",
         ) from None
 
