@@ -31,13 +31,22 @@ from groundkit.contracts import (
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.ingestion.fields import check_fields, parse_field_value
-from groundkit.providers.factory import embedder_for_manifest
+from groundkit.providers.factory import (
+    HTTP_PROVIDERS,
+    http_embedder,
+    require_embedder_for_manifest,
+)
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.filters import FILTER_OPERATORS, MAX_FILTER_DEPTH
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import SEARCH_MODES
-from groundkit.service.command import add_location_arguments, add_serve_parser, run_serve
+from groundkit.service.command import (
+    add_embedding_url_argument,
+    add_location_arguments,
+    add_serve_parser,
+    run_serve,
+)
 from groundkit.storage.location import StoreLocation
 from groundkit.utils.text import first_unencodable
 
@@ -74,9 +83,17 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--embedder",
         default=None,
-        help="sentence-transformers model name or directory for dense/hybrid "
-        "(recorded with the collection; later commands reuse it)",
+        help="embedding model for dense/hybrid: a sentence-transformers name or directory, "
+        "or with --embedding-provider the server's model name (recorded with the "
+        "collection; later commands reuse it)",
     )
+    common.add_argument(
+        "--embedding-provider",
+        choices=("sentence-transformers", *HTTP_PROVIDERS),
+        default="sentence-transformers",
+        help="who computes --embedder's vectors: a local model, or an HTTP server",
+    )
+    add_embedding_url_argument(common)
     common.add_argument("--json", action="store_true", help="machine-readable output")
     common.add_argument("-v", "--verbose", action="count", default=0, help="more log output")
     common.add_argument("-q", "--quiet", action="store_true", help="errors only, no progress")
@@ -352,23 +369,25 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
 
 
 def _named_embedder(args: argparse.Namespace) -> EmbeddingProtocol | None:
-    """The embedder ``--embedder`` names, if any."""
+    """The embedder ``--embedder`` (and ``--embedding-provider``) names, if any."""
     if not args.embedder:
         return None
+    if args.embedding_provider in HTTP_PROVIDERS:
+        return http_embedder(args.embedding_provider, args.embedder, endpoint=args.embedding_url)
     from groundkit.providers.local import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(args.embedder)
 
 
-def _recorded_embedder(manifest: CollectionManifest) -> EmbeddingProtocol:
-    """The embedder a bound collection recorded; ``ConfigurationError`` if grk cannot build it."""
-    embedder = embedder_for_manifest(manifest)
-    if embedder is None:
-        raise ConfigurationError(
-            f"collection uses {manifest.provider!r} embeddings, which grk cannot build; "
-            "use the Python API with that embedder"
-        )
-    return embedder
+def _recorder(args: argparse.Namespace) -> EmbedderFactory:
+    """Builds the embedder a bound collection recorded (an HTTP one at
+    ``--embedding-url`` or ``GROUNDKIT_EMBEDDING_URL``); ``ConfigurationError`` if grk
+    cannot."""
+
+    def build(manifest: CollectionManifest) -> EmbeddingProtocol:
+        return require_embedder_for_manifest(manifest, endpoint=args.embedding_url)
+
+    return build
 
 
 def _location(args: argparse.Namespace, name: str) -> StoreLocation:
@@ -401,7 +420,7 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
     never load a model.
     """
     wants_vectors = args.command == "ingest" or (args.command == "search" and args.mode != "bm25")
-    recorded: EmbedderFactory | None = _recorded_embedder if wants_vectors else None
+    recorded: EmbedderFactory | None = _recorder(args) if wants_vectors else None
     return Collection.open(
         location=_location(args, name),
         create=args.command == "ingest",
