@@ -47,15 +47,25 @@ from groundkit.errors import (
     StorageError,
 )
 from groundkit.extraction import (
+    DocxExtractor,
+    EpubExtractor,
     Extraction,
     ExtractorProtocol,
     HtmlExtractor,
+    MainContentHtmlExtractor,
     PdfExtractor,
+    PptxExtractor,
     active_extractors,
 )
 from groundkit.ingestion.chunking import chunk_document, chunk_spans
 from groundkit.ingestion.dispatch import RoutingLoader
-from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
+from groundkit.ingestion.extracted import (
+    DocxLoader,
+    EpubLoader,
+    HtmlLoader,
+    PdfLoader,
+    PptxLoader,
+)
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
 from groundkit.ingestion.protocols import LoaderProtocol
@@ -121,8 +131,12 @@ __all__ = [
     "CrossEncoderReranker",
     "Document",
     "DocumentRecord",
+    "DocxExtractor",
+    "DocxLoader",
     "EmbeddingIdentity",
     "EmbeddingProtocol",
+    "EpubExtractor",
+    "EpubLoader",
     "Extraction",
     "ExtractorProtocol",
     "FetchResult",
@@ -141,6 +155,7 @@ __all__ = [
     "LanceDBVectorStore",
     "LexicalIndexProtocol",
     "LoaderProtocol",
+    "MainContentHtmlExtractor",
     "MetadataStoreProtocol",
     "MultiSearchResponse",
     "NotGroundedError",
@@ -149,6 +164,8 @@ __all__ = [
     "PdfExtractor",
     "PdfLoader",
     "PostgresMetadataStore",
+    "PptxExtractor",
+    "PptxLoader",
     "QuoteCheck",
     "QuoteVerdict",
     "Record",
