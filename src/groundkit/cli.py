@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from groundkit.collection import Collection, VerifyReport
-from groundkit.config import MAX_TOP_K
+from groundkit.config import MAX_TOP_K, IngestConfig
 from groundkit.contracts import (
     SENSITIVITY_LEVELS,
     CollectionManifest,
@@ -115,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="add in-memory documents instead: one JSON object a line, "
         '{"id": ..., "text": ..., "fields": {...}} (FILE "-" reads stdin)',
+    )
+    ingest.add_argument(
+        "--html",
+        choices=("full", "main-content"),
+        default="full",
+        help="how HTML files and pages become text: every block (full), or the article "
+        "only (main-content, trafilatura: pip install groundkit[main-content])",
     )
     ingest.add_argument(
         "--rebuild",
@@ -430,6 +437,7 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
         embedder_for=recorded,
         reranker=reranker,
         clearance=args.clearance,
+        ingest=IngestConfig(html_extractor=args.html) if args.command == "ingest" else None,
     )
 
 

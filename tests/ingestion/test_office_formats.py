@@ -365,3 +365,15 @@ async def test_main_content_refuses_a_page_without_any() -> None:
         await main_content_extractor().extract_bytes(
             b"<html><body><script>x()</script></body></html>"
         )
+
+
+def test_grk_ingest_html_main_content(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from groundkit.cli import main
+
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "kettles.html").write_bytes(ARTICLE)
+    where = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
+    assert main(["ingest", str(tmp_path / "site"), *where, "--html", "main-content"]) == 0
+    assert main(["search", "privacy cookies imprint", *where]) == 0
+    assert "no results" in capsys.readouterr().out
+    assert main(["verify", *where]) == 0
