@@ -5,6 +5,7 @@ model and size, the endpoint comes from configuration, and no secret is stored."
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from pathlib import Path
 
@@ -153,3 +154,57 @@ async def test_grk_serve_answers_hybrid_through_the_server(
             listed = await call(client, "list_collections")
             assert listed["collections"][0]["embedding"]["provider"] == "openai-compatible"
     assert "serving 1 collection(s)" in log.read_text(encoding="utf-8")
+
+
+async def test_records_get_vectors_and_lose_them_when_deleted(
+    tmp_path: Path, openai_server: OpenAIServer
+) -> None:
+    embedder = OpenAICompatibleEmbedder(MODEL, base_url=openai_server.base_url)
+    async with Collection.open(tmp_path / "idx", base_dir=tmp_path, embedder=embedder) as col:
+        report = await col.add_documents(
+            [
+                {"id": "q1", "text": "Parcels to Norway take five working days."},
+                {"id": "q2", "text": "Our office dog is called Biscuit."},
+            ]
+        )
+        assert report.chunks_embedded == 2
+        dense = await col.search("how long does shipping to Scandinavia take", mode="dense")
+        assert dense.results[0].source == "record://q1"
+        assert (await col.fetch_chunk(dense.results[0].chunk_id)).verification == "verified"
+        assert col.vector_store is not None
+        assert await col.vector_store.count() == 2
+        # The same text again is neither stored nor embedded again.
+        again = await col.add_documents(
+            [{"id": "q1", "text": "Parcels to Norway take five working days."}]
+        )
+        assert again.unchanged == ["record://q1"] and again.chunks_embedded == 0
+        await col.delete_documents(["q1"])
+        assert await col.vector_store.count() == 1
+        left = await col.search("shipping to Scandinavia", mode="dense")
+        assert [r.source for r in left.results] == ["record://q2"]
+    await embedder.aclose()
+
+
+async def test_a_server_without_an_endpoint_still_serves_bm25(
+    tmp_path: Path, corpus: Path, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("mcp")
+    from groundkit import CollectionRegistry, ConfigurationError
+    from groundkit.providers.factory import embedder_for_manifest
+
+    index = tmp_path / "idx"
+    await embed_collection(index, corpus, openai_server)
+    registry = CollectionRegistry(
+        index, embedder_for=functools.partial(embedder_for_manifest, environ={})
+    )
+    try:
+        with caplog.at_level("WARNING", logger="groundkit"):
+            async with registry.lease("default") as col:
+                assert col.embedder is None
+                found = await col.search("boiling water tea")
+                assert found.results[0].source == "docs/kitchen/tea.rst"
+                with pytest.raises(ConfigurationError):
+                    await col.search("boiling water tea", mode="hybrid")
+        assert "GROUNDKIT_EMBEDDING_URL" in caplog.text
+    finally:
+        await registry.close()

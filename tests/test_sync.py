@@ -209,3 +209,44 @@ sys.exit(os.waitstatus_to_exitcode(status))
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+INTERRUPTED = """
+import asyncio, sys, time
+import groundkit.sync as gks
+
+async def long() -> None:
+    print("ready", flush=True)  # running on groundkit's loop now
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        with open(sys.argv[1], "w") as out:
+            out.write("cancelled")
+        raise
+
+try:
+    gks.run(long())
+except KeyboardInterrupt:
+    time.sleep(1)
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_cancels_the_call_it_interrupts(tmp_path: Path) -> None:
+    import signal
+
+    marker = tmp_path / "marker"
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, str(marker)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    assert "interrupted" in out
+    assert marker.read_text() == "cancelled"
