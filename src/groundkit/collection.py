@@ -195,7 +195,8 @@ class Collection:
         url_loader: UrlLoader | None = None,
         clearance: str | None = None,
     ) -> _Opener:
-        """Open or create a collection; ``await`` it or use ``async with``.
+        """Open or create a collection; ``await`` it, use ``async with``, or pass it to
+        ``asyncio.run`` (it is a coroutine). For blocking use, ``groundkit.sync``.
 
         ``base_dir`` defaults to the one stored with the collection, or to the
         current directory for a new collection. With an ``embedder`` the
