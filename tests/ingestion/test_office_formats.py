@@ -377,3 +377,56 @@ def test_grk_ingest_html_main_content(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["search", "privacy cookies imprint", *where]) == 0
     assert "no results" in capsys.readouterr().out
     assert main(["verify", *where]) == 0
+
+
+_WORDS = st.text(
+    st.characters(whitelist_categories=["L", "N", "Zs", "P"], blacklist_characters="<>&"),
+    min_size=1,
+    max_size=120,
+).filter(str.strip)
+
+
+@hsettings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(chapters=st.lists(st.tuples(_WORDS, _WORDS), min_size=1, max_size=4))
+async def test_epub_chapters_are_pages_and_chunks_stay_inside_them(
+    chapters: list[tuple[str, str]],
+) -> None:
+    extraction = await epub_extractor().extract_bytes(epub_bytes(chapters))
+    text = extraction.text
+    pages = text.split(PAGE_SEPARATOR)
+    assert len(pages) == len(extraction.page_starts) == len(chapters)
+    for page, (heading, body) in zip(pages, chapters, strict=True):
+        # The HTML rules: whitespace runs become one space, blocks a blank line apart.
+        assert page == f"{' '.join(heading.split())}\n\n{' '.join(body.split())}"
+    metadata = {"page_starts": list(extraction.page_starts)}
+    document = groundkit.Document(document_id="d", source="d.epub", content=text, metadata=metadata)
+    for chunk in chunk_document(document, SMALL_CHUNKS):
+        assert text[chunk.start_offset : chunk.end_offset] == chunk.content
+        page = page_at(metadata, chunk.start_offset)
+        assert page is not None
+        assert chunk.end_offset <= extraction.page_starts[page - 1] + len(pages[page - 1])
+
+
+@hsettings(max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    kind=st.sampled_from(["docx", "pptx", "epub"]),
+    texts=st.lists(_WORDS, min_size=1, max_size=5),
+)
+async def test_every_stored_citation_resolves_to_its_chunk(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, texts: list[str]
+) -> None:
+    root = tmp_path_factory.mktemp(kind)
+    data = {
+        "docx": lambda: docx_bytes(list(texts)),
+        "pptx": lambda: pptx_bytes([[t] for t in texts]),
+        "epub": lambda: epub_bytes([(f"Chapter {i}", t) for i, t in enumerate(texts)]),
+    }[kind]()
+    (root / f"file.{kind}").write_bytes(data)
+    async with Collection.open(root / "idx", base_dir=root, chunking=SMALL_CHUNKS) as col:
+        report = await col.ingest(root / f"file.{kind}")
+        assert report.added == [f"file.{kind}"], report.failed
+        async for batch in col.store.iter_chunks():
+            for stored in batch:
+                span = await groundkit.resolve_citation(stored.citation, col.base_dir)
+                assert span == stored.content
+        assert (await col.verify()).ok
