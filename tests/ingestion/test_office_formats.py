@@ -395,9 +395,9 @@ async def test_epub_chapters_are_pages_and_chunks_stay_inside_them(
     text = extraction.text
     pages = text.split(PAGE_SEPARATOR)
     assert len(pages) == len(extraction.page_starts) == len(chapters)
-    for page, (heading, body) in zip(pages, chapters, strict=True):
+    for page_text, (heading, body) in zip(pages, chapters, strict=True):
         # The HTML rules: whitespace runs become one space, blocks a blank line apart.
-        assert page == f"{' '.join(heading.split())}\n\n{' '.join(body.split())}"
+        assert page_text == f"{' '.join(heading.split())}\n\n{' '.join(body.split())}"
     metadata = {"page_starts": list(extraction.page_starts)}
     document = groundkit.Document(document_id="d", source="d.epub", content=text, metadata=metadata)
     for chunk in chunk_document(document, SMALL_CHUNKS):
