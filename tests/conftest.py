@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from groundkit import Collection, SQLiteMetadataStore
+from tests.embedding_server import OpenAIServer, start_openai_server
 from tests.pg_support import fresh, postgres_dsn  # noqa: F401  (shared fixtures)
 from tests.s3_support import s3_server  # noqa: F401  (a session fixture, shared)
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree
@@ -50,3 +51,13 @@ async def ingested(collection: Collection, corpus_dir: Path) -> Collection:
     report = await collection.ingest(corpus_dir)
     assert not report.failed
     return collection
+
+
+@pytest.fixture(scope="session")
+def openai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAIServer]:
+    """A real OpenAI-compatible embedding server (txtai serving the packaged MiniLM)."""
+    server = start_openai_server(tmp_path_factory.mktemp("txtai"))
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -54,6 +54,10 @@ def test_the_contracts_hold(lint_available: None) -> None:
         ("retrieval/fusion.py", "import groundkit.cli", "Only the surfaces"),
         # the facade importing a backend library directly
         ("collection.py", "import lancedb", "Storage backends stay"),
+        # the async facade reaching up into the blocking one
+        ("collection.py", "import groundkit.sync", "layers import downwards"),
+        # a framework retriever reaching the MCP service
+        ("integrations/_common.py", "import groundkit.service", "Only the surfaces"),
     ],
 )
 def test_a_wrong_import_breaks_them(

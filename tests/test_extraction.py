@@ -16,14 +16,35 @@ from groundkit.extraction import (
     ExtractorProtocol,
     active_extractors,
     decode_body,
+    docx_extractor,
+    epub_extractor,
     html_extractor,
+    main_content_extractor,
     pdf_extractor,
+    pptx_extractor,
 )
 from tests.sources import HTML_PAGE, PAGES, image_only_pdf, make_pdf
 
+_ALL = (
+    pdf_extractor,
+    html_extractor,
+    main_content_extractor,
+    docx_extractor,
+    pptx_extractor,
+    epub_extractor,
+)
+
 
 def _clear_caches() -> None:
-    for cached in (pdf_extractor, html_extractor, active_extractors):
+    for cached in (
+        pdf_extractor,
+        html_extractor,
+        docx_extractor,
+        pptx_extractor,
+        epub_extractor,
+        main_content_extractor,
+        active_extractors,
+    ):
         cached.cache_clear()
 
 
@@ -167,22 +188,25 @@ class TestDecode:
 
 
 class TestRegistry:
-    def test_both_active(self) -> None:
+    def test_all_active(self) -> None:
         active = active_extractors()
-        assert set(active) == {pdf_extractor().identity, html_extractor().identity}
+        assert set(active) == {e().identity for e in _ALL}
         assert all(active[key].identity == key for key in active)
 
     def test_missing_pdf_extra_hides_only_pdf(self, without: Callable[[str], None]) -> None:
         without("pypdf")
         with pytest.raises(ConfigurationError, match=r"pip install groundkit\[pdf\]"):
             pdf_extractor()
-        assert list(active_extractors()) == [html_extractor().identity]
+        assert set(active_extractors()) == {e().identity for e in _ALL if e is not pdf_extractor}
 
     def test_missing_html_extra_hides_only_html(self, without: Callable[[str], None]) -> None:
         without("bs4")
         with pytest.raises(ConfigurationError, match=r"pip install groundkit\[html\]"):
             html_extractor()
-        assert list(active_extractors()) == [pdf_extractor().identity]
+        # EPUB chapters are read by the HTML rules, so it needs bs4 too.
+        assert set(active_extractors()) == {
+            e().identity for e in _ALL if e not in (html_extractor, epub_extractor)
+        }
 
     def test_importing_groundkit_loads_neither_library(self) -> None:
         code = (

@@ -56,7 +56,8 @@ def test_importing_groundkit_loads_no_optional_dependency() -> None:
     code = (
         "import sys, groundkit, groundkit.testing; "
         "heavy = {'torch', 'sentence_transformers', 'transformers', 'lancedb', 'pyarrow', "
-        "'mcp', 'uvicorn', 'starlette', 'opentelemetry.sdk', 'pypdf', 'bs4'}; "
+        "'mcp', 'uvicorn', 'starlette', 'opentelemetry.sdk', 'pypdf', 'bs4', 'docx', 'pptx', "
+        "'ebooklib', 'trafilatura', 'lxml', 'langchain_core', 'llama_index', 'haystack'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -48,6 +48,7 @@ def _environment(bin_dir: Path) -> dict[str, str]:
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "HF_HUB_OFFLINE": "1",
         "LANCEDB_LOG": "error",
+        "HAYSTACK_TELEMETRY_ENABLED": "False",
     }
 
 
@@ -77,12 +78,28 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
             outputs.append((lang, _run(tmp_path, number, lang, body)))
     python = [out for lang, out in outputs if lang == "python"]
     bash = [out for lang, out in outputs if lang == "bash"]
-    assert len(python) == 3, "README has the BM25, the dense and the answer-checking example"
+    assert len(python) == 9, (
+        "README has the BM25, dense, sync, in-memory, LangChain, LlamaIndex, Haystack, "
+        "office-formats and answer-checking examples"
+    )
     assert "added: ['notes/tea.md']" in python[0]
     assert "verified=True" in python[0]
     assert python[0].rstrip().endswith("verified")
     assert python[1].startswith("notes/tea.md ")
-    fields, highlights, check = python[2].splitlines()
+    kettle, verified = python[2].splitlines()
+    assert kettle == "notes/kettle.md verified" and verified == "True"
+    added, top, changed = python[3].splitlines()
+    assert added == "['record://TCK-1', 'record://TCK-2']"
+    assert top == "record://TCK-1 {'floor': 2} verified"
+    assert changed == "['record://TCK-2'] ['record://TCK-1']"
+    assert python[4].strip() == "record://faq-1 verified"
+    assert python[5].strip() == "0 27 record://faq-2"
+    assert python[6].strip() == "record://faq-1"
+    added_files, docx_hit, pptx_hit = python[7].splitlines()
+    assert added_files == "['handbook/oncall.docx', 'handbook/roadmap.pptx']"
+    assert docx_hit == "handbook/oncall.docx None groundkit-docx/1"
+    assert pptx_hit == "handbook/roadmap.pptx 2 groundkit-pptx/1"
+    fields, highlights, check = python[8].splitlines()
     assert fields == "{'team': 'kitchen', 'title': 'Oolong', 'year': 2024}"
     assert highlights == "['Oolong', 'Oolong', 'roasted']"
     assert check.startswith("verified ")

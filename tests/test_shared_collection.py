@@ -291,3 +291,27 @@ async def test_lost_vector_objects_degrade_to_bm25_and_one_ingest_repairs(
         assert response.results and "degraded" not in response.metadata
         for r in response.results:
             assert (await col.fetch_chunk(r.chunk_id)).verification == "verified"
+
+
+async def test_records_on_a_shared_collection_live_in_object_storage(
+    postgres_dsn: str, fresh: str, bucket: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    storage = f"s3://{bucket}/groundkit"
+    opened = Collection.open(
+        name=fresh, metadata_url=postgres_dsn, storage_uri=storage, base_dir=tmp_path
+    )
+    async with opened as col:
+        report = await col.add_documents(
+            [{"id": "row/1", "text": "Tidal turbines spin twice a day."}]
+        )
+        assert report.added == ["record://row/1"]
+        hit = (await col.search("tidal turbines")).results[0]
+        assert hit.source_class == "record"
+        assert (await col.fetch_chunk(hit.chunk_id)).verification == "verified"
+    keys = s3_server.keys(bucket)
+    assert f"groundkit/{fresh}.snapshots/{hit.document_id}" in keys
+    # Another host (another open) verifies against the same stored record, then deletes it.
+    async with Collection.open(name=fresh, metadata_url=postgres_dsn, storage_uri=storage) as again:
+        assert (await again.verify()).ok
+        assert (await again.delete_documents(["row/1"])).removed == ["record://row/1"]
+    assert f"groundkit/{fresh}.snapshots/{hit.document_id}" not in s3_server.keys(bucket)

@@ -31,11 +31,13 @@ from groundkit.contracts import (
     MultiSearchResponse,
     QuoteCheck,
     QuoteVerdict,
+    Record,
     RetrievalResult,
     SearchMode,
     SearchResponse,
     SourceClass,
     Verification,
+    record_id_of,
 )
 from groundkit.errors import (
     ConfigurationError,
@@ -48,15 +50,25 @@ from groundkit.errors import (
     StorageError,
 )
 from groundkit.extraction import (
+    DocxExtractor,
+    EpubExtractor,
     Extraction,
     ExtractorProtocol,
     HtmlExtractor,
+    MainContentHtmlExtractor,
     PdfExtractor,
+    PptxExtractor,
     active_extractors,
 )
 from groundkit.ingestion.chunking import chunk_document, chunk_spans
 from groundkit.ingestion.dispatch import RoutingLoader
-from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
+from groundkit.ingestion.extracted import (
+    DocxLoader,
+    EpubLoader,
+    HtmlLoader,
+    PdfLoader,
+    PptxLoader,
+)
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
 from groundkit.ingestion.protocols import LoaderProtocol
@@ -91,6 +103,7 @@ from groundkit.storage.protocols import (
     VectorStoreProtocol,
 )
 from groundkit.storage.sqlite import SQLiteMetadataStore
+from groundkit.sync import SyncCollection
 from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 from groundkit.utils.url_safety import AddressPolicy
 
@@ -125,8 +138,12 @@ __all__ = [
     "CrossEncoderReranker",
     "Document",
     "DocumentRecord",
+    "DocxExtractor",
+    "DocxLoader",
     "EmbeddingIdentity",
     "EmbeddingProtocol",
+    "EpubExtractor",
+    "EpubLoader",
     "Extraction",
     "ExtractorProtocol",
     "FetchResult",
@@ -147,6 +164,7 @@ __all__ = [
     "LanceDBVectorStore",
     "LexicalIndexProtocol",
     "LoaderProtocol",
+    "MainContentHtmlExtractor",
     "MetadataStoreProtocol",
     "MultiSearchResponse",
     "NotGroundedError",
@@ -155,8 +173,11 @@ __all__ = [
     "PdfExtractor",
     "PdfLoader",
     "PostgresMetadataStore",
+    "PptxExtractor",
+    "PptxLoader",
     "QuoteCheck",
     "QuoteVerdict",
+    "Record",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
     "RetrievalConfig",
@@ -172,6 +193,7 @@ __all__ = [
     "SourceClass",
     "StorageError",
     "StoreLocation",
+    "SyncCollection",
     "UrlLoader",
     "VectorHit",
     "VectorStoreProtocol",
@@ -187,6 +209,7 @@ __all__ = [
     "ensure_identity",
     "identity_of",
     "reciprocal_rank_fusion",
+    "record_id_of",
     "resolve_citation",
     "resolve_model",
     "run_server",

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TextIO
 
 from groundkit import __version__
 from groundkit.collection import Collection, VerifyReport
-from groundkit.config import MAX_TOP_K
+from groundkit.config import MAX_TOP_K, IngestConfig
 from groundkit.contracts import (
     SENSITIVITY_LEVELS,
     SOURCE_FIELD,
@@ -35,14 +35,23 @@ from groundkit.contracts import (
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.ingestion.fields import check_fields, parse_field_value
-from groundkit.providers.factory import embedder_for_manifest
+from groundkit.providers.factory import (
+    HTTP_PROVIDERS,
+    http_embedder,
+    require_embedder_for_manifest,
+)
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.filters import FILTER_OPERATORS, MAX_FILTER_DEPTH
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import SEARCH_MODES
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
-from groundkit.service.command import add_location_arguments, add_serve_parser, run_serve
+from groundkit.service.command import (
+    add_embedding_url_argument,
+    add_location_arguments,
+    add_serve_parser,
+    run_serve,
+)
 from groundkit.storage.location import StoreLocation
 from groundkit.utils.text import first_unencodable
 
@@ -64,6 +73,7 @@ _GLOBAL_DEFAULTS: dict[str, Any] = {
     "clearance": None,
     "base_dir": None,
     "embedder": None,
+    "embedding_provider": "sentence-transformers",
     "json": False,
     "quiet": False,
 }
@@ -109,9 +119,17 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "--embedder",
         default=default("embedder"),
         metavar="MODEL",
-        help="sentence-transformers model name or directory for dense/hybrid "
-        "(recorded with the collection; later commands reuse it)",
+        help="embedding model for dense/hybrid: a sentence-transformers name or directory, "
+        "or with --embedding-provider the server's model name (recorded with the "
+        "collection; later commands reuse it)",
     )
+    parser.add_argument(
+        "--embedding-provider",
+        choices=("sentence-transformers", *HTTP_PROVIDERS),
+        default=default("embedding_provider"),
+        help="who computes --embedder's vectors: a local model, or an HTTP server",
+    )
+    add_embedding_url_argument(parser, suppress=not top)
     parser.add_argument(
         "--json",
         action="store_true",
@@ -160,7 +178,26 @@ def _parser() -> argparse.ArgumentParser:
         "the base directory), or fetch a URL into a snapshot.",
     )
     # A string: Path() would fold the '//' of a URL.
-    ingest.add_argument("path", metavar="PATH|URL", help="file or folder, or an http(s) URL")
+    ingest.add_argument(
+        "path",
+        nargs="?",
+        metavar="PATH|URL",
+        help="file or folder inside the base directory, or an http(s) URL",
+    )
+    ingest.add_argument(
+        "--jsonl",
+        metavar="FILE",
+        default=None,
+        help="add in-memory documents instead: one JSON object a line, "
+        '{"id": ..., "text": ..., "fields": {...}} (FILE "-" reads stdin)',
+    )
+    ingest.add_argument(
+        "--html",
+        choices=("full", "main-content"),
+        default="full",
+        help="how HTML files and pages become text: every block (full), or the article "
+        "only (main-content, trafilatura: pip install groundkit[main-content])",
+    )
     ingest.add_argument(
         "--rebuild",
         action="store_true",
@@ -552,23 +589,14 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
 
 
 def _named_embedder(args: argparse.Namespace) -> EmbeddingProtocol | None:
-    """The embedder ``--embedder`` names, if any."""
+    """The embedder ``--embedder`` (and ``--embedding-provider``) names, if any."""
     if not args.embedder:
         return None
+    if args.embedding_provider in HTTP_PROVIDERS:
+        return http_embedder(args.embedding_provider, args.embedder, endpoint=args.embedding_url)
     from groundkit.providers.local import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(args.embedder)
-
-
-def _recorded_embedder(manifest: CollectionManifest) -> EmbeddingProtocol:
-    """The embedder a bound collection recorded; ``ConfigurationError`` if grk cannot build it."""
-    embedder = embedder_for_manifest(manifest)
-    if embedder is None:
-        raise ConfigurationError(
-            f"collection uses {manifest.provider!r} embeddings, which grk cannot build; "
-            "use the Python API with that embedder"
-        )
-    return embedder
 
 
 def _location(args: argparse.Namespace, name: str) -> StoreLocation:
@@ -607,7 +635,7 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
 
         def recorded(manifest: CollectionManifest) -> EmbeddingProtocol:
             notice.loading(manifest.model_name)
-            return _recorded_embedder(manifest)
+            return require_embedder_for_manifest(manifest, endpoint=args.embedding_url)
 
     named = _named_embedder(args) if args.command in ("ingest", "search") else None
     if named is not None:
@@ -622,6 +650,7 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
             embedder_for=recorded,
             reranker=reranker,
             clearance=args.clearance,
+            ingest=IngestConfig(html_extractor=args.html) if args.command == "ingest" else None,
         ),
         notice,
     )
@@ -722,7 +751,48 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         raise ConfigurationError(f"{label} holds a lone surrogate at character {index}")
 
 
+def read_jsonl_records(name: str) -> list[dict[str, Any]]:
+    """The records of a JSON Lines file (``-``: stdin); a bad line is a usage error
+    naming its number. Blank lines are skipped; the records are checked by
+    ``add_documents``."""
+    try:
+        data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc.strerror or exc})") from None
+    records: list[dict[str, Any]] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            item = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigurationError(
+                f"--jsonl line {number}: not valid UTF-8 (byte {exc.start})"
+            ) from None
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(
+                f"--jsonl line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        except RecursionError:
+            raise ConfigurationError(f"--jsonl line {number}: JSON nested too deeply") from None
+        if not isinstance(item, dict):
+            raise ConfigurationError(
+                f"--jsonl line {number}: expected an object with id and text, "
+                f"not a JSON {type(item).__name__}"
+            )
+        records.append(item)
+    return records
+
+
+def _check_ingest_target(args: argparse.Namespace) -> None:
+    if args.command != "ingest":
+        return
+    if (args.path is None) == (args.jsonl is None):
+        raise ConfigurationError("grk ingest takes a PATH (or URL), or --jsonl FILE: one of them")
+
+
 async def _run(args: argparse.Namespace) -> int:
+    _check_ingest_target(args)
     _check_text_arguments(args)
     if args.command == "collections":
         return await _run_collections(args)
@@ -736,6 +806,10 @@ async def _run(args: argparse.Namespace) -> int:
     if args.command == "rebase":
         return await _run_rebase(args, name)
     async with _open(args, name, None) as col:
+        if args.command == "ingest" and args.jsonl is not None:
+            records = await asyncio.to_thread(read_jsonl_records, args.jsonl)
+            report = await col.add_documents(records, metadata=meta)
+            return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
             try:

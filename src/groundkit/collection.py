@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +35,9 @@ from groundkit.contracts import (
     fields_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
+from groundkit.ingestion.records import RecordInput, record_documents, record_sources
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
@@ -74,18 +76,38 @@ class VerifyReport:
         return self.drifted == 0 and self.unresolvable == 0
 
 
-class _Opener:
-    """Lets ``Collection.open(...)`` be awaited or used with ``async with``."""
+class _Opener(Coroutine[Any, Any, "Collection"]):
+    """Lets ``Collection.open(...)`` be awaited, used with ``async with``, or handed
+    to anything that takes a coroutine (``asyncio.run``, ``create_task``)."""
 
-    def __init__(self, factory: Any) -> None:
+    def __init__(self, factory: Callable[[], Coroutine[Any, Any, Collection]]) -> None:
         self._factory = factory
+        self._running: Coroutine[Any, Any, Collection] | None = None
         self._collection: Collection | None = None
 
+    def _coroutine(self) -> Coroutine[Any, Any, Collection]:
+        if self._running is None:
+            self._running = self._factory()
+        return self._running
+
     def __await__(self) -> Generator[Any, None, Collection]:
-        return self._factory().__await__()  # type: ignore[no-any-return]
+        return self._coroutine().__await__()
+
+    def send(self, value: Any) -> Any:
+        return self._coroutine().send(value)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        coroutine = self._coroutine()
+        if val is None and tb is None:
+            return coroutine.throw(typ)
+        return coroutine.throw(typ, val, tb)
+
+    def close(self) -> None:
+        if self._running is not None:
+            self._running.close()
 
     async def __aenter__(self) -> Collection:
-        self._collection = await self._factory()
+        self._collection = await self._coroutine()
         return self._collection
 
     async def __aexit__(
@@ -118,6 +140,9 @@ class Collection:
         created: bool = False,
     ) -> None:
         self.reranker = reranker
+        # The event loop this collection was opened on: its stores belong to it.
+        # groundkit.sync and the framework retrievers run calls there.
+        self.loop: asyncio.AbstractEventLoop | None = _running_loop()
         # The most restricted label this collection object may return (None: all).
         self.clearance = check_clearance(clearance)
         self._stores = stores
@@ -130,7 +155,7 @@ class Collection:
             if isinstance(self.snapshots, LocalSnapshots)
             else self.snapshots
         )
-        self._url_loader = url_loader or UrlLoader()
+        self._url_loader = url_loader or UrlLoader(html_extractor=ingest.html_extractor)
         self.name = stores.location.name
         self.store: MetadataStoreProtocol = stores.metadata
         self.base_dir = base_dir
@@ -181,7 +206,8 @@ class Collection:
         url_loader: UrlLoader | None = None,
         clearance: str | None = None,
     ) -> _Opener:
-        """Open or create a collection; ``await`` it or use ``async with``.
+        """Open or create a collection; ``await`` it, use ``async with``, or pass it to
+        ``asyncio.run`` (it is a coroutine). For blocking use, ``groundkit.sync``.
 
         ``base_dir`` defaults to the one stored with the collection, or to the
         current directory for a new collection. With an ``embedder`` the
@@ -379,6 +405,54 @@ class Collection:
             pending, self._pending_repairs = self._pending_repairs, []
             report = report.model_copy(update={"repairs": [*pending, *report.repairs]})
         return report
+
+    async def add_documents(
+        self,
+        records: Iterable[RecordInput],
+        *,
+        metadata: Mapping[str, object] | None = None,
+    ) -> IngestReport:
+        """Add or replace in-memory documents: text that is not a file, by the caller's id.
+
+        Each item is a ``groundkit.Record`` or a mapping ``{"id": ..., "text": ...,
+        "fields": {...}}``. A record is stored as a ``record`` document whose source
+        is ``record://<id>``; its text is kept in the collection's snapshot store, and
+        its citations verify against that stored text. Adding an id again replaces
+        that record (``updated``); the same text and fields change nothing
+        (``unchanged``, by content hash). ``metadata`` gives every record these
+        fields, over its own, as for ``ingest``.
+
+        The whole batch is checked first: an invalid id (1-256 characters, no
+        control characters, no surrounding whitespace), an id given twice, empty
+        text or invalid fields raise ``IngestionError`` naming each problem, and
+        nothing is stored. Folder ingests never prune records.
+        """
+        fields = check_fields(metadata, "metadata argument") if metadata is not None else None
+        documents = record_documents(records, fields)
+        try:
+            report = await self._indexer.ingest_documents(documents)
+        finally:
+            await self._after_write()
+        return self._with_pending_repairs(report)
+
+    async def delete_documents(
+        self, ids: Iterable[str], *, missing_ok: bool = False
+    ) -> IngestReport:
+        """Delete in-memory documents by id, with their stored text and vectors.
+
+        ``IngestionError`` before anything is deleted when an id names no record
+        here, unless ``missing_ok=True``. The report lists what went in ``removed``.
+        """
+        try:
+            return await self._indexer.delete_stored(record_sources(ids), missing_ok=missing_ok)
+        finally:
+            await self._after_write()
+
+    def _with_pending_repairs(self, report: IngestReport) -> IngestReport:
+        if not self._pending_repairs:
+            return report
+        pending, self._pending_repairs = self._pending_repairs, []
+        return report.model_copy(update={"repairs": [*pending, *report.repairs]})
 
     async def retriever(self) -> Retriever:
         """The current Retriever: caught up if the text changed since its last search
@@ -715,6 +789,13 @@ class Collection:
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _fetch_result(

@@ -20,9 +20,12 @@ from groundkit.errors import ConfigurationError
 __all__ = [
     "DEFAULT_EXTENSIONS",
     "DEFAULT_MAX_FILE_BYTES",
+    "DOCX_EXTENSIONS",
+    "EPUB_EXTENSIONS",
     "HTML_EXTENSIONS",
     "MAX_TOP_K",
     "PDF_EXTENSIONS",
+    "PPTX_EXTENSIONS",
     "AnalyzerConfig",
     "ChunkingConfig",
     "IngestConfig",
@@ -33,6 +36,9 @@ MAX_TOP_K = 1000
 DEFAULT_EXTENSIONS: tuple[str, ...] = (".txt", ".md", ".markdown", ".rst")
 PDF_EXTENSIONS: tuple[str, ...] = (".pdf",)
 HTML_EXTENSIONS: tuple[str, ...] = (".html", ".htm", ".xhtml")
+DOCX_EXTENSIONS: tuple[str, ...] = (".docx",)
+PPTX_EXTENSIONS: tuple[str, ...] = (".pptx",)
+EPUB_EXTENSIONS: tuple[str, ...] = (".epub",)
 # The largest source file read, at ingest and when a citation is checked.
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 
@@ -124,8 +130,12 @@ def _normalise_extensions(value: tuple[str, ...]) -> tuple[str, ...]:
 class IngestConfig(_Settings):
     """Which files are read, by which loader, and how large one may be.
 
-    ``extensions`` are read as UTF-8 text; ``pdf_extensions`` and
-    ``html_extensions`` go through an extractor (an empty tuple turns one off).
+    ``extensions`` are read as UTF-8 text; ``pdf_extensions``,
+    ``html_extensions``, ``docx_extensions``, ``pptx_extensions`` and
+    ``epub_extensions`` go through an extractor (an empty tuple turns one off).
+    ``html_extractor`` picks how HTML files and pages become text: ``"full"``
+    (every block, BeautifulSoup) or ``"main-content"`` (the article only,
+    trafilatura; the ``main-content`` extra).
     ``max_file_bytes`` caps the files read, at ingest and, for a ``Collection``
     opened with this config, when its citations are checked.
     ``read_fields`` reads document fields from the files themselves (Markdown
@@ -138,6 +148,10 @@ class IngestConfig(_Settings):
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     pdf_extensions: tuple[str, ...] = PDF_EXTENSIONS
     html_extensions: tuple[str, ...] = HTML_EXTENSIONS
+    docx_extensions: tuple[str, ...] = DOCX_EXTENSIONS
+    pptx_extensions: tuple[str, ...] = PPTX_EXTENSIONS
+    epub_extensions: tuple[str, ...] = EPUB_EXTENSIONS
+    html_extractor: Literal["full", "main-content"] = "full"
     max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
     read_fields: bool = True
     keep_versions: int | None = Field(default=None, ge=0)
@@ -150,14 +164,23 @@ class IngestConfig(_Settings):
             raise ValueError("at least one extension is needed")
         return out
 
-    @field_validator("pdf_extensions", "html_extensions")
+    @field_validator(
+        "pdf_extensions", "html_extensions", "docx_extensions", "pptx_extensions", "epub_extensions"
+    )
     @classmethod
     def _normalise_extracted(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _normalise_extensions(value)
 
     @model_validator(mode="after")
     def _one_loader_per_extension(self) -> IngestConfig:
-        groups = (self.extensions, self.pdf_extensions, self.html_extensions)
+        groups = (
+            self.extensions,
+            self.pdf_extensions,
+            self.html_extensions,
+            self.docx_extensions,
+            self.pptx_extensions,
+            self.epub_extensions,
+        )
         seen: set[str] = set()
         for group in groups:
             clash = seen & set(group)

@@ -14,18 +14,28 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import CoreSchema, core_schema
 
+from groundkit.errors import IngestionError
 from groundkit.utils.hashing import sha256_text
 
 __all__ = [
     "FIELDS_KEY",
     "FIELD_NAME_PATTERN",
     "PAGE_STARTS_KEY",
+    "RECORD_SOURCE_PREFIX",
     "SENSITIVITY_FIELD",
     "SENSITIVITY_LEVELS",
     "SOURCE_FIELD",
+    "STORED_TEXT_CLASSES",
     "Chunk",
     "Citation",
     "CollectionFailure",
@@ -47,6 +57,7 @@ __all__ = [
     "OptimizeReport",
     "QuoteCheck",
     "QuoteVerdict",
+    "Record",
     "RetrievalResult",
     "SearchMode",
     "SearchResponse",
@@ -54,9 +65,17 @@ __all__ = [
     "Verification",
     "fields_of",
     "page_at",
+    "record_id_of",
+    "record_source",
 ]
 
-SourceClass = Literal["text", "extracted", "snapshot"]
+SourceClass = Literal["text", "extracted", "snapshot", "record"]
+# Classes whose text is kept in the collection's snapshot store (URL snapshots and
+# in-memory records): verified against that copy, never pruned by a folder scan.
+STORED_TEXT_CLASSES: frozenset[str] = frozenset({"snapshot", "record"})
+# The source of an in-memory record: this prefix and the caller's id. No path
+# relative to a base directory can start with it ("//" never survives there).
+RECORD_SOURCE_PREFIX = "record://"
 SearchMode = Literal["bm25", "dense", "hybrid"]
 Verification = Literal["verified", "drifted", "unresolvable"]
 # A quote check adds one outcome: the span is intact but does not hold the quote.
@@ -103,6 +122,16 @@ def page_at(metadata: Mapping[str, Any], offset: int) -> int | None:
     if not all(type(s) is int for s in starts):
         return None
     return bisect_right(starts, offset)
+
+
+def record_source(record_id: str) -> str:
+    """The source a record is stored under: ``record://<id>``."""
+    return RECORD_SOURCE_PREFIX + record_id
+
+
+def record_id_of(source: str) -> str | None:
+    """The caller's id of a record's source (``record://<id>``), else None."""
+    return source[len(RECORD_SOURCE_PREFIX) :] if source.startswith(RECORD_SOURCE_PREFIX) else None
 
 
 Span = tuple[int, int]
@@ -255,6 +284,36 @@ class Document(_Frozen):
     def fields(self) -> dict[str, FieldValue]:
         """The document's fields (``metadata["fields"]``), a copy."""
         return fields_of(self.metadata)
+
+
+class Record(_Frozen):
+    """Text that is not a file (a database row, a ticket, a framework's document),
+    given with the caller's own ``id`` and optional ``fields``.
+
+    Stored as a ``record`` document whose source is ``record://<id>``; its text is
+    kept in the collection's snapshot store and citations verify against it. The
+    id rules are checked when it is added (``Collection.add_documents``).
+    Invalid arguments raise ``IngestionError`` (not pydantic's error), like every
+    other bad input to an ingest.
+    """
+
+    id: str
+    text: str
+    fields: dict[str, Any] = Field(default_factory=dict)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
+                for e in exc.errors(include_url=False, include_input=False)
+            )
+            raise IngestionError(f"invalid record: {problems}") from None
+
+    @property
+    def source(self) -> str:
+        return record_source(self.id)
 
 
 class Chunk(_Frozen):

@@ -108,7 +108,7 @@ SPAN_ATTRIBUTES: Final[Mapping[str, _Check]] = {
     "documents.embedded": _count,
     "outcome": _one_of("added", "updated", "unchanged", "failed"),
     "chunk_count": _count,
-    "source_class": _one_of("text", "extracted", "snapshot"),
+    "source_class": _one_of("text", "extracted", "snapshot", "record"),
     "verification": _one_of("verified", "drifted", "unresolvable"),
     "failure_kind": _matching(_TYPE_NAME),
 }

@@ -20,7 +20,13 @@ from groundkit import (
 )
 from groundkit.extraction import active_extractors, html_extractor, pdf_extractor
 from groundkit.ingestion.dispatch import RoutingLoader
-from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
+from groundkit.ingestion.extracted import (
+    DocxLoader,
+    EpubLoader,
+    HtmlLoader,
+    PdfLoader,
+    PptxLoader,
+)
 from groundkit.ingestion.files import FileLoader
 from groundkit.testing.conformance.helpers import document_by_source, document_sources
 from tests.sources import HTML_PAGE, PAGES, image_only_pdf, make_pdf
@@ -255,7 +261,10 @@ def test_routing_loader() -> None:
     assert isinstance(router.loader_for(Path("a.PDF")), PdfLoader)
     assert isinstance(router.loader_for(Path("a.xhtml")), HtmlLoader)
     assert isinstance(router.loader_for(Path("a.rst")), FileLoader)
-    assert router.loader_for(Path("a.docx")) is None
+    assert isinstance(router.loader_for(Path("a.docx")), DocxLoader)
+    assert isinstance(router.loader_for(Path("a.PPTX")), PptxLoader)
+    assert isinstance(router.loader_for(Path("a.epub")), EpubLoader)
+    assert router.loader_for(Path("a.xlsx")) is None
     assert not router.accepts(Path("Makefile"))
 
 

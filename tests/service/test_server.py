@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from groundkit import Collection, CollectionManifest, ConfigurationError
+from groundkit.providers import OllamaEmbedder, OpenAICompatibleEmbedder
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.service import CollectionRegistry, build_server
 from tests.otel_support import capture
@@ -244,8 +245,20 @@ async def test_recorded_sentence_transformers_model_is_rebuilt(served: Served) -
     )
     embedder = embedder_for_manifest(manifest)
     assert embedder is not None and embedder.model_name == manifest.model_name
-    other = manifest.model_copy(update={"provider": "ollama"})
-    assert embedder_for_manifest(other) is None
+    unknown = manifest.model_copy(update={"provider": "someone-elses"})
+    assert embedder_for_manifest(unknown) is None
+    # HTTP providers are rebuilt at the endpoint this process is configured with.
+    ollama = manifest.model_copy(update={"provider": "ollama", "model_name": "nomic"})
+    built = embedder_for_manifest(ollama, environ={"OLLAMA_HOST": "127.0.0.1:1"})
+    assert isinstance(built, OllamaEmbedder)
+    assert built.url == "http://127.0.0.1:1/api/embed" and built.dimensions == 384
+    openai = manifest.model_copy(update={"provider": "openai-compatible"})
+    assert embedder_for_manifest(openai, environ={}) is None
+    served_by = embedder_for_manifest(
+        openai, environ={"GROUNDKIT_EMBEDDING_URL": "http://127.0.0.1:2/v1"}
+    )
+    assert isinstance(served_by, OpenAICompatibleEmbedder)
+    assert served_by.url == "http://127.0.0.1:2/v1/embeddings"
 
 
 async def test_concurrent_requests_share_one_open_collection(

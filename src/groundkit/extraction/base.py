@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import io
+import zipfile
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,11 +22,15 @@ from groundkit.extraction.sources import read_capped
 from groundkit.utils.path_safety import printable_path
 
 __all__ = [
+    "MAX_UNPACKED_BYTES",
     "PAGE_SEPARATOR",
     "BaseExtractor",
     "Extraction",
     "ExtractorProtocol",
+    "check_zip_container",
+    "composite_identity",
     "distribution_identity",
+    "join_pages",
 ]
 
 # Between the text of two PDF pages. A form feed marks the page; the newlines
@@ -80,6 +86,50 @@ def distribution_identity(distribution: str) -> str:
             f"{distribution} is importable but not installed as a distribution, so its "
             "version (part of every extracted citation) is unknown; reinstall it with pip"
         ) from None
+
+
+def composite_identity(layout: str, *distributions: str) -> str:
+    """An identity for an extractor whose text depends on groundkit's own layout rules
+    (``layout``, a name and revision such as ``"groundkit-docx/1"``) and on several
+    libraries: ``"groundkit-docx/1+python-docx/1.2.0"``. Changing either changes
+    offsets, so either change is a new identity (adr/0052-extractor-identities.md)."""
+    return "+".join([layout, *(distribution_identity(d) for d in distributions)])
+
+
+# Office files and EPUBs are ZIP containers; what their members may unpack to in
+# all, as the container declares it (a member cannot be read past its declared
+# size), so a small file cannot expand into gigabytes of XML.
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
+_MAX_MEMBERS = 50_000
+
+
+def check_zip_container(data: bytes, kind: str) -> None:
+    """``IngestionError`` unless ``data`` is a ZIP whose members unpack to at most
+    ``MAX_UNPACKED_BYTES`` (checked from the central directory, nothing unpacked)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError):
+        raise IngestionError(
+            f"not a readable {kind} (not a ZIP container: damaged or truncated?)"
+        ) from None
+    if len(members) > _MAX_MEMBERS:
+        raise IngestionError(f"{kind} holds {len(members)} parts, over the limit of {_MAX_MEMBERS}")
+    total = sum(member.file_size for member in members)
+    if total > MAX_UNPACKED_BYTES:
+        raise IngestionError(
+            f"{kind} unpacks to {total} bytes, over the limit of {MAX_UNPACKED_BYTES}"
+        )
+
+
+def join_pages(pages: list[str]) -> tuple[str, tuple[int, ...]]:
+    """Pages (slides, chapters) joined by ``PAGE_SEPARATOR``, and where each starts."""
+    starts: list[int] = []
+    offset = 0
+    for page in pages:
+        starts.append(offset)
+        offset += len(page) + len(PAGE_SEPARATOR)
+    return PAGE_SEPARATOR.join(pages), tuple(starts)
 
 
 def _read_bytes(path: Path) -> bytes:

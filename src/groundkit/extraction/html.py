@@ -16,7 +16,7 @@ from typing import Any
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.base import BaseExtractor, Extraction, distribution_identity
 
-__all__ = ["HtmlExtractor", "decode_body", "html_extractor"]
+__all__ = ["HtmlExtractor", "body_text", "decode_body", "html_extractor"]
 
 
 def _import_bs4() -> Any:
@@ -160,28 +160,44 @@ class HtmlExtractor(BaseExtractor):
             # The first tag of a name counts, as it does for the <title>.
             if name in _HTML_META and content and name not in info:
                 info[name] = str(content)
-        builder = _TextBuilder()
-        for event, node, pre in _walk(soup, bs4):
-            if event == "text":
-                builder.text(node, pre)
-            elif node in _BLOCKS:
-                builder.end_block()
-            elif node in _CELLS:
-                builder.text(" ", pre)
-            elif node == "br" and event == "start":
-                builder.end_line()
-        builder.end_block()
-        return Extraction(text="\n\n".join(builder.blocks), title=title or None, info=info)
+        return Extraction(text=_text_of(soup, bs4), title=title or None, info=info)
 
 
-def _walk(soup: Any, bs4: Any) -> Iterator[tuple[str, str, bool]]:
+def body_text(bs4: Any, data: bytes) -> str:
+    """The text of an XHTML document's ``<body>`` (the whole document when it has
+    none) by the rules of ``HtmlExtractor``, without the ``<title>``: an EPUB
+    chapter, whose title usually repeats the book's."""
+    try:
+        soup = bs4.BeautifulSoup(decode_body(data), "html.parser")
+    except Exception as exc:  # html.parser is lenient; this is a last resort
+        raise IngestionError(f"cannot parse XHTML: {type(exc).__name__}") from None
+    body = soup.find("body")
+    return _text_of(body if body is not None else soup, bs4)
+
+
+def _text_of(root: Any, bs4: Any) -> str:
+    builder = _TextBuilder()
+    for event, node, pre in _walk(root, bs4):
+        if event == "text":
+            builder.text(node, pre)
+        elif node in _BLOCKS:
+            builder.end_block()
+        elif node in _CELLS:
+            builder.text(" ", pre)
+        elif node == "br" and event == "start":
+            builder.end_line()
+    builder.end_block()
+    return "\n\n".join(builder.blocks)
+
+
+def _walk(root: Any, bs4: Any) -> Iterator[tuple[str, str, bool]]:
     """Events ``("text", value, in_pre)``, ``("start"|"end", tag_name, in_pre)``.
 
     Iterative, so deeply nested markup cannot exhaust the recursion limit.
     """
     element = bs4.element
     skip = (element.PreformattedString, element.Script, element.Stylesheet, element.TemplateString)
-    stack: list[tuple[str | None, Iterator[Any]]] = [(None, iter(soup.contents))]
+    stack: list[tuple[str | None, Iterator[Any]]] = [(None, iter(root.contents))]
     pre = 0
     while stack:
         name, children = stack[-1]

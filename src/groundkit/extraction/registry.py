@@ -7,19 +7,29 @@ from functools import cache
 
 from groundkit.errors import ConfigurationError
 from groundkit.extraction.base import ExtractorProtocol
+from groundkit.extraction.epub import epub_extractor
 from groundkit.extraction.html import html_extractor
+from groundkit.extraction.main_content import main_content_extractor
+from groundkit.extraction.office import docx_extractor, pptx_extractor
 from groundkit.extraction.pdf import pdf_extractor
 
 __all__ = ["active_extractors"]
 
-_FACTORIES: tuple[Callable[[], ExtractorProtocol], ...] = (pdf_extractor, html_extractor)
+_FACTORIES: tuple[Callable[[], ExtractorProtocol], ...] = (
+    pdf_extractor,
+    html_extractor,
+    main_content_extractor,
+    docx_extractor,
+    pptx_extractor,
+    epub_extractor,
+)
 
 
 @cache
 def active_extractors() -> Mapping[str, ExtractorProtocol]:
     """The extractors installed here, keyed by identity (memoised).
 
-    Probed one at a time: a missing ``pdf`` extra must not hide HTML, nor the reverse.
+    Probed one at a time: a missing extra (``pdf``, ``docx``...) must not hide the others.
     """
     found: dict[str, ExtractorProtocol] = {}
     for factory in _FACTORIES:

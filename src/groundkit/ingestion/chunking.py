@@ -3,16 +3,18 @@
 Spans are computed, never searched for: every chunk is ``text[start:end]``
 of the text it came from. Cuts prefer paragraph breaks, then sentence ends
 (ASCII and CJK), then whitespace, and only as a last resort a hard cut at the
-budget. Chunks never begin or end with whitespace.
+budget. Chunks never begin or end with whitespace, and never cross the start of
+a page (PDF page, slide, chapter) when the document records where pages begin.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
 
 from groundkit.config import ChunkingConfig
-from groundkit.contracts import Chunk, Document
+from groundkit.contracts import PAGE_STARTS_KEY, Chunk, Document
 from groundkit.utils.hashing import stable_id
 
 __all__ = ["Span", "chunk_document", "chunk_spans"]
@@ -82,17 +84,25 @@ def _units(text: str, budget: int) -> list[Span]:
     return units
 
 
-def chunk_spans(text: str, config: ChunkingConfig | None = None) -> list[Span]:
-    """Chunk spans of ``text``: each at most ``max_chars`` long, in order."""
+def chunk_spans(
+    text: str, config: ChunkingConfig | None = None, *, page_starts: Sequence[int] = ()
+) -> list[Span]:
+    """Chunk spans of ``text``: each at most ``max_chars`` long, in order.
+
+    With ``page_starts`` (where each page, slide or chapter begins), no chunk and
+    no overlap crosses a page start, so the page a citation names holds its span.
+    """
     cfg = config or ChunkingConfig()
     budget, overlap = cfg.max_chars, cfg.overlap_chars
     units = _units(text, budget)
+    starts = sorted(s for s in page_starts if s > 0)
+    pages = [bisect_right(starts, unit[0]) for unit in units]
     spans: list[Span] = []
     i = 0
     while i < len(units):
         start = units[i][0]
         j = i + 1
-        while j < len(units) and units[j][1] - start <= budget:
+        while j < len(units) and units[j][1] - start <= budget and pages[j] == pages[i]:
             j += 1
         end = units[j - 1][1]
         spans.append((start, end))
@@ -102,7 +112,11 @@ def chunk_spans(text: str, config: ChunkingConfig | None = None) -> list[Span]:
         # window and still leaves room for the next new unit; else at unit j.
         nxt = j
         for k in range(i + 1, j):
-            if end - units[k][0] <= overlap and units[j][1] - units[k][0] <= budget:
+            if (
+                end - units[k][0] <= overlap
+                and units[j][1] - units[k][0] <= budget
+                and pages[k] == pages[j]
+            ):
                 nxt = k
                 break
         i = nxt
@@ -113,7 +127,10 @@ def chunk_document(document: Document, config: ChunkingConfig | None = None) -> 
     """Chunks of ``document`` with ids stable across runs for the same content."""
     doc_hash = document.content_hash
     chunks: list[Chunk] = []
-    for index, (start, end) in enumerate(chunk_spans(document.content, config)):
+    page_starts = document.metadata.get(PAGE_STARTS_KEY)
+    breaks = page_starts if isinstance(page_starts, list) else ()
+    spans = chunk_spans(document.content, config, page_starts=breaks)
+    for index, (start, end) in enumerate(spans):
         chunks.append(
             Chunk(
                 chunk_id=stable_id(document.document_id, doc_hash, str(index)),

@@ -14,7 +14,13 @@ from pathlib import Path
 from groundkit.config import IngestConfig
 from groundkit.contracts import Document
 from groundkit.errors import ConfigurationError, IngestionError
-from groundkit.ingestion.extracted import HtmlLoader, PdfLoader
+from groundkit.ingestion.extracted import (
+    DocxLoader,
+    EpubLoader,
+    HtmlLoader,
+    PdfLoader,
+    PptxLoader,
+)
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.utils.path_safety import to_relative
@@ -26,7 +32,8 @@ class RoutingLoader:
     """``LoaderProtocol`` over several loaders; the first that accepts a path loads it.
 
     By default: ``FileLoader`` (UTF-8 text), ``PdfLoader``, ``HtmlLoader``,
-    each configured from the same ``IngestConfig``.
+    ``DocxLoader``, ``PptxLoader``, ``EpubLoader``, each configured from the same
+    ``IngestConfig``.
     """
 
     def __init__(
@@ -39,7 +46,14 @@ class RoutingLoader:
         self.loaders: tuple[LoaderProtocol, ...] = tuple(
             loaders
             if loaders is not None
-            else (FileLoader(self.config), PdfLoader(self.config), HtmlLoader(self.config))
+            else (
+                FileLoader(self.config),
+                PdfLoader(self.config),
+                HtmlLoader(self.config),
+                DocxLoader(self.config),
+                PptxLoader(self.config),
+                EpubLoader(self.config),
+            )
         )
 
     def loader_for(self, path: Path) -> LoaderProtocol | None:

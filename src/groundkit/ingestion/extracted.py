@@ -1,4 +1,4 @@
-"""PDF and HTML files: loaders whose documents are ``extracted`` text.
+"""PDF, HTML, DOCX, PPTX and EPUB files: loaders whose documents are ``extracted`` text.
 
 The document records the extractor's identity; a citation into it is checked
 by running that same extractor again (retrieval/citations.py), so the text is
@@ -18,15 +18,27 @@ from groundkit.errors import IngestionError
 from groundkit.extraction import (
     Extraction,
     ExtractorProtocol,
+    docx_extractor,
+    epub_extractor,
     html_extractor,
+    main_content_extractor,
     pdf_extractor,
+    pptx_extractor,
 )
 from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source
 from groundkit.storage.names import document_id_for
 
-__all__ = ["HtmlLoader", "PdfLoader", "extracted_metadata"]
+__all__ = [
+    "DocxLoader",
+    "EpubLoader",
+    "HtmlLoader",
+    "PdfLoader",
+    "PptxLoader",
+    "extracted_metadata",
+    "html_extractor_for",
+]
 
 
 def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> dict[str, Any]:
@@ -113,10 +125,52 @@ class PdfLoader(_ExtractedLoader):
         )
 
 
+def html_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:
+    """The HTML extractor ``config.html_extractor`` names (its factory)."""
+    if config.html_extractor == "main-content":
+        return main_content_extractor
+    return html_extractor
+
+
 class HtmlLoader(_ExtractedLoader):
-    """``.html``/``.htm``/``.xhtml`` through BeautifulSoup (the ``html`` extra)."""
+    """``.html``/``.htm``/``.xhtml`` through BeautifulSoup (the ``html`` extra), or
+    with ``IngestConfig(html_extractor="main-content")`` through trafilatura."""
+
+    def __init__(self, config: IngestConfig | None = None) -> None:
+        chosen = config or IngestConfig()
+        super().__init__(
+            chosen,
+            html_extractor_for(chosen),
+            lambda c: c.html_extensions,
+            "no text in this HTML page",
+        )
+
+
+class DocxLoader(_ExtractedLoader):
+    """``.docx`` through python-docx (the ``docx`` extra): paragraphs, headings and
+    tables in reading order."""
 
     def __init__(self, config: IngestConfig | None = None) -> None:
         super().__init__(
-            config, html_extractor, lambda c: c.html_extensions, "no text in this HTML page"
+            config, docx_extractor, lambda c: c.docx_extensions, "no text in this document"
+        )
+
+
+class PptxLoader(_ExtractedLoader):
+    """``.pptx`` through python-pptx (the ``pptx`` extra); a citation names its slide
+    as the page."""
+
+    def __init__(self, config: IngestConfig | None = None) -> None:
+        super().__init__(
+            config, pptx_extractor, lambda c: c.pptx_extensions, "no text on any slide"
+        )
+
+
+class EpubLoader(_ExtractedLoader):
+    """``.epub`` through ebooklib and the HTML rules (the ``epub`` extra); a citation
+    names its chapter as the page."""
+
+    def __init__(self, config: IngestConfig | None = None) -> None:
+        super().__init__(
+            config, epub_extractor, lambda c: c.epub_extensions, "no text in any chapter"
         )

@@ -568,6 +568,17 @@ def extraction_fields(title: str | None, info: Mapping[str, str]) -> dict[str, F
     keywords: list[FieldScalar] = [k for k in parts if k]
     if keywords:
         fields["keywords"] = keywords
+    iso = _text(info.get("created"))
+    if iso is not None:
+        # Already ISO 8601 (DOCX/PPTX core properties), checked all the same.
+        try:
+            dt.datetime.fromisoformat(iso)
+        except ValueError:
+            raise IngestionError(
+                "the document's creation date is not an ISO 8601 date; fix the file's "
+                "properties, or ingest with IngestConfig(read_fields=False)"
+            ) from None
+        fields["created"] = iso
     raw = _text(info.get("creation_date"))
     if raw is not None:
         try:

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -23,12 +23,14 @@ import numpy.typing as npt
 from groundkit.config import ChunkingConfig, IngestConfig
 from groundkit.contracts import (
     FIELDS_KEY,
+    STORED_TEXT_CLASSES,
     Chunk,
     Document,
     FieldValue,
     IngestFailure,
     IngestReport,
     IngestWarning,
+    record_id_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, kind_of
 from groundkit.ingestion.chunking import chunk_document
@@ -367,12 +369,12 @@ class Indexer:
         if root.is_file():
             return []
         under = (lambda s: True) if prefix == "." else (lambda s: s.startswith(prefix + "/"))
-        # URL documents live beside the files, not under them: a folder scan
-        # has no say over them.
+        # URL documents and records live beside the files, not under them: a
+        # folder scan has no say over them.
         gone = sorted(
             s
             for s, state in known.items()
-            if under(s) and s not in seen and state.source_class != "snapshot"
+            if under(s) and s not in seen and state.source_class not in STORED_TEXT_CLASSES
         )
         if gone:
             await self._store.delete_documents(gone)
@@ -437,15 +439,7 @@ class Indexer:
                 else:
                     status[outcome].append(document.source)
             await self._sync_vectors(writer)
-            keep = [
-                r.document_id
-                async for r in self._store.iter_documents()
-                if r.source_class == "snapshot"
-            ]
-            try:
-                await self._snapshots.remove_stale(keep)
-            except OSError as exc:  # the next ingest sweeps again
-                logger.warning("could not remove stale snapshots: %s", exc.strerror or exc)
+            await self._sweep_snapshots()
             return IngestReport(
                 added=status["added"],
                 updated=status["updated"],
@@ -457,6 +451,102 @@ class Indexer:
                 repairs=repairs,
                 generation=await self._store.generation(),
             )
+
+    async def _sweep_snapshots(self) -> None:
+        """Remove stored texts whose document is gone (URL snapshots and records)."""
+        assert self._snapshots is not None
+        keep = [
+            r.document_id
+            async for r in self._store.iter_documents()
+            if r.source_class in STORED_TEXT_CLASSES
+        ]
+        try:
+            await self._snapshots.remove_stale(keep)
+        except OSError as exc:  # the next ingest sweeps again
+            logger.warning("could not remove stale snapshots: %s", exc.strerror or exc)
+
+    async def ingest_documents(self, documents: Sequence[Document]) -> IngestReport:
+        """Store documents whose text is kept in the snapshot store (in-memory records).
+
+        Each is added, updated, or left unchanged (same text, class and fields), by
+        its source. The metadata store is written first, then each text; a text
+        already stored as it should be is not rewritten, and one that differs (an
+        interrupted earlier run) is repaired. A text that cannot be written is a
+        failure in the report (its citations are unresolvable until the next add).
+        Documents are checked by the caller; traced as ``groundkit.ingest``.
+        """
+        if self._snapshots is None:
+            raise ConfigurationError("in-memory documents need a snapshot store; use a Collection")
+        snapshots = self._snapshots
+        with traced(SPAN_INGEST, collection=self.collection) as span:
+            async with self._lock:
+                await self._bind()
+                repairs = await self._reconcile()
+                known = await self._store.document_states()
+                writer = _Writer(self, reuse=await self._vectors_present())
+                added: list[str] = []
+                updated: list[str] = []
+                unchanged: list[str] = []
+                failed: list[IngestFailure] = []
+                for document in documents:
+                    if _unchanged(document, known):
+                        unchanged.append(document.source)
+                        continue
+                    await writer.add(document)
+                    (updated if document.source in known else added).append(document.source)
+                await writer.finish()
+                for document in documents:
+                    if await snapshots.matches(document.document_id, document.content):
+                        continue
+                    try:
+                        await snapshots.write(document.document_id, document.content)
+                    except OSError as exc:
+                        failed.append(
+                            IngestFailure(
+                                source=document.source,
+                                reason=f"{document.source}: cannot store its text "
+                                f"({exc.strerror or exc})",
+                            )
+                        )
+                await self._sync_vectors(writer)
+                report = IngestReport(
+                    added=sorted(added),
+                    updated=sorted(updated),
+                    unchanged=sorted(unchanged),
+                    failed=sorted(failed, key=lambda f: f.source),
+                    embedded=writer.documents_embedded,
+                    chunks_embedded=writer.chunks_embedded,
+                    chunks_reused=writer.chunks_reused,
+                    repairs=repairs,
+                    generation=await self._store.generation(),
+                )
+            span.set(**_report_counts(report))
+            return report
+
+    async def delete_stored(self, sources: Sequence[str], *, missing_ok: bool) -> IngestReport:
+        """Delete stored-text documents (records) by source, with their text and vectors.
+
+        A source that names no such document raises ``IngestionError`` before
+        anything is deleted, unless ``missing_ok``.
+        """
+        if self._snapshots is None:
+            raise ConfigurationError("in-memory documents need a snapshot store; use a Collection")
+        async with self._lock:
+            known = await self._store.document_states()
+            present = [s for s in sources if s in known and known[s].source_class == "record"]
+            missing = [s for s in sources if s not in present]
+            if missing and not missing_ok:
+                shown = ", ".join(repr(record_id_of(s) or s) for s in missing[:5])
+                more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+                raise IngestionError(
+                    f"no record {shown}{more} in collection {self.collection!r}; nothing was "
+                    "deleted (pass missing_ok=True to delete the ones that exist)"
+                )
+            if present:
+                await self._store.delete_documents(present)
+                await self._sweep_snapshots()
+                await self._sync_vectors(_Writer(self, reuse=False))
+            return IngestReport(removed=sorted(present), generation=await self._store.generation())
 
     async def _store_snapshot_document(
         self, document: Document, known: dict[str, DocumentState], writer: _Writer

@@ -16,7 +16,7 @@ import asyncio
 import importlib.metadata
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -27,6 +27,7 @@ from groundkit.extraction import (
     ExtractorProtocol,
     decode_body,
     html_extractor,
+    main_content_extractor,
     pdf_extractor,
 )
 from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
@@ -85,7 +86,8 @@ class UrlLoader:
     passed to httpx (an ``ssl.SSLContext`` to trust a private CA). Nothing is
     read from the environment: no proxy, no certificate override.
     ``read_fields`` takes document fields from an HTML page's title and meta
-    tags or a PDF's document info.
+    tags or a PDF's document info. ``html_extractor="main-content"`` reads only a
+    page's main content (trafilatura, the ``main-content`` extra).
     """
 
     def __init__(
@@ -97,10 +99,12 @@ class UrlLoader:
         timeout: float = DEFAULT_URL_TIMEOUT,
         verify: ssl.SSLContext | bool = True,
         read_fields: bool = True,
+        html_extractor: Literal["full", "main-content"] = "full",
     ) -> None:
         if max_bytes < 1 or not timeout > 0:
             raise ValueError("max_bytes and timeout must be positive")
         self.read_fields = read_fields
+        self.html_extractor = html_extractor
         self.policy = policy
         self.max_bytes = max_bytes
         self.timeout = timeout
@@ -230,7 +234,11 @@ class UrlLoader:
     ) -> tuple[Extraction, ExtractorProtocol | None]:
         extractor: ExtractorProtocol | None = None
         if body.media_type in _HTML_TYPES:
-            extractor = html_extractor()
+            extractor = (
+                main_content_extractor()
+                if self.html_extractor == "main-content"
+                else html_extractor()
+            )
         elif body.media_type in _PDF_TYPES:
             extractor = pdf_extractor()
         if extractor is None:

@@ -21,7 +21,7 @@ import asyncio
 from pathlib import Path
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import Citation
+from groundkit.contracts import STORED_TEXT_CLASSES, Citation
 from groundkit.errors import IngestionError, RetrievalError
 from groundkit.extraction import active_extractors
 from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
@@ -63,12 +63,17 @@ async def _read_utf8(path: Path, source: str, what: str, max_bytes: int | None) 
         ) from None
 
 
+def _stored(citation: Citation) -> str:
+    return "the snapshot of" if citation.source_class == "snapshot" else "the stored text of"
+
+
 async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | None) -> str:
     store = as_snapshot_store(snapshot_dir)
     if store is None:
         raise RetrievalError(
-            f"cannot check {citation.source!r}: a 'snapshot' citation is read from the "
-            "collection's snapshot directory, and no snapshot_dir argument was given",
+            f"cannot check {citation.source!r}: a {citation.source_class!r} citation is read "
+            "from the collection's snapshot store, and no snapshot_dir argument was given "
+            "(pass snapshot_dir=collection.snapshots)",
             verdict="unresolvable",
         )
     try:
@@ -77,14 +82,15 @@ async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | No
         raise RetrievalError(f"refused: {exc}", verdict="unresolvable") from None
     except OSError as exc:
         raise RetrievalError(
-            f"cannot read the snapshot of {citation.source!r}: {exc.strerror or exc}",
+            f"cannot read {_stored(citation)} {citation.source!r}: {exc.strerror or exc}",
             verdict="unresolvable",
         ) from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise RetrievalError(
-            f"the snapshot of {citation.source!r} is no longer valid UTF-8", verdict="unresolvable"
+            f"{_stored(citation)} {citation.source!r} is no longer valid UTF-8",
+            verdict="unresolvable",
         ) from None
 
 
@@ -126,8 +132,9 @@ async def read_source(
     the cap the collection was ingested with. A snapshot is the collection's
     own copy and is not capped.
     """
-    if citation.source_class == "snapshot":
-        # A URL is never a path: it must not reach the containment check below.
+    if citation.source_class in STORED_TEXT_CLASSES:
+        # A URL or a record id is never a path: it must not reach the containment
+        # check below.
         return await _read_snapshot(citation, snapshot_dir)
     try:
         path = ensure_within(citation.source, Path(allowed_base_dir))

@@ -14,7 +14,14 @@ import unicodedata
 from pathlib import Path
 from typing import TypedDict, Unpack
 
-from groundkit.contracts import Citation, FetchResult, QuoteCheck, QuoteVerdict, RetrievalResult
+from groundkit.contracts import (
+    STORED_TEXT_CLASSES,
+    Citation,
+    FetchResult,
+    QuoteCheck,
+    QuoteVerdict,
+    RetrievalResult,
+)
 from groundkit.errors import RetrievalError
 from groundkit.retrieval.citations import read_source, slice_span
 from groundkit.storage.snapshots import SnapshotLocation
@@ -112,7 +119,7 @@ def _cited(cited: Cited, content: str | None) -> tuple[Citation, str]:
 
 
 def _source_key(citation: Citation) -> tuple[str, str, str | None, str]:
-    snapshot = citation.document_id if citation.source_class == "snapshot" else ""
+    snapshot = citation.document_id if citation.source_class in STORED_TEXT_CLASSES else ""
     return (citation.source_class, citation.source, citation.extractor, snapshot)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -11,6 +12,11 @@ from pathlib import Path
 
 from groundkit.contracts import SENSITIVITY_LEVELS
 from groundkit.errors import ConfigurationError
+from groundkit.providers.factory import (
+    EMBEDDING_API_KEY_ENV,
+    EMBEDDING_URL_ENV,
+    embedder_for_manifest,
+)
 from groundkit.retrieval.rerank import CrossEncoderReranker
 from groundkit.service.collections import CollectionRegistry
 from groundkit.service.transport import (
@@ -23,7 +29,12 @@ from groundkit.service.transport import (
 )
 from groundkit.storage.location import METADATA_URL_ENV, STORAGE_URI_ENV
 
-__all__ = ["add_location_arguments", "add_serve_parser", "run_serve"]
+__all__ = [
+    "add_embedding_url_argument",
+    "add_location_arguments",
+    "add_serve_parser",
+    "run_serve",
+]
 
 
 def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,6 +59,7 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="directory sources are relative to (default: the one stored with each collection)",
     )
     add_location_arguments(serve, suppress=True)
+    add_embedding_url_argument(serve, suppress=True)
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     serve.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP address ({DEFAULT_HOST})")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
@@ -95,6 +107,20 @@ def add_location_arguments(parser: argparse.ArgumentParser, *, suppress: bool = 
     )
 
 
+def add_embedding_url_argument(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--embedding-url``: where collections bound to an HTTP embedder find its server.
+
+    ``suppress``: no default (a sub-command's copy of an option grk itself takes)."""
+    parser.add_argument(
+        "--embedding-url",
+        default=argparse.SUPPRESS if suppress else os.environ.get(EMBEDDING_URL_ENV) or None,
+        metavar="URL",
+        help=f"base URL of the embedding server of collections bound to an openai-compatible "
+        f"or ollama model (default ${EMBEDDING_URL_ENV}; never stored; its key, if any, only "
+        f"from ${EMBEDDING_API_KEY_ENV})",
+    )
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until stdin closes (stdio) or the process is stopped (http); 0 on a clean end."""
     transport: Transport = args.transport
@@ -108,6 +134,7 @@ def run_serve(args: argparse.Namespace) -> int:
         storage_uri=args.storage_uri,
         base_dir=args.base_dir,
         reranker=CrossEncoderReranker(args.rerank) if args.rerank else None,
+        embedder_for=functools.partial(embedder_for_manifest, endpoint=args.embedding_url),
         clearance=args.clearance,
     )
     _route_third_party_logs()

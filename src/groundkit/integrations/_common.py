@@ -1,0 +1,167 @@
+"""What the framework retrievers share: searching a collection from sync or async
+code, and carrying a result's citation in a framework document's metadata."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from groundkit.collection import Collection
+from groundkit.contracts import (
+    Citation,
+    FieldValue,
+    Record,
+    RetrievalResult,
+    SearchMode,
+    SearchResponse,
+)
+from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.sync import SyncCollection, background_loop, run, run_async
+
+__all__ = [
+    "CITATION_KEY",
+    "Searcher",
+    "citation_from_metadata",
+    "record_from",
+    "result_metadata",
+]
+
+# The metadata key under which every returned document carries its citation (a
+# JSON-ready dict that ``Citation.model_validate`` reads back).
+CITATION_KEY = "groundkit_citation"
+# Keys the frameworks should not show an LLM or an embedder as part of the text.
+HIDDEN_KEYS = (CITATION_KEY, "chunk_id", "document_id", "score", "collection")
+
+Searchable = Collection | SyncCollection
+
+
+@dataclass(frozen=True)
+class Searcher:
+    """One collection and the search settings a retriever was made with."""
+
+    collection: Collection
+    home: asyncio.AbstractEventLoop | None
+    top_k: int
+    mode: SearchMode
+    filters: Mapping[str, Any] | None
+    rerank: bool
+
+    @classmethod
+    def of(
+        cls,
+        collection: object,
+        *,
+        top_k: int,
+        mode: SearchMode,
+        filters: Mapping[str, Any] | None,
+        rerank: bool,
+    ) -> Searcher:
+        if isinstance(collection, SyncCollection):
+            return cls(collection.aio, background_loop(), top_k, mode, filters, rerank)
+        if isinstance(collection, Collection):
+            return cls(collection, collection.loop, top_k, mode, filters, rerank)
+        raise ConfigurationError(
+            "a groundkit retriever needs a groundkit.Collection or groundkit.SyncCollection, "
+            f"not {type(collection).__name__}"
+        )
+
+    def _search(self, query: str, top_k: int | None, filters: Mapping[str, Any] | None) -> Any:
+        return self.collection.search(
+            query,
+            top_k if top_k is not None else self.top_k,
+            mode=self.mode,
+            rerank=self.rerank,
+            filters=filters if filters is not None else self.filters,
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> SearchResponse:
+        """Blocking: on the collection's own loop when it runs in another thread (or
+        groundkit's background loop), so sync framework calls work from anywhere
+        but that loop's own thread."""
+        response: SearchResponse = run(self._search(query, top_k, filters), home=self.home)
+        return response
+
+    async def asearch(
+        self,
+        query: str,
+        *,
+        top_k: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> SearchResponse:
+        response: SearchResponse = await run_async(
+            self._search(query, top_k, filters), home=self.home
+        )
+        return response
+
+
+def result_metadata(result: RetrievalResult) -> dict[str, Any]:
+    """A result's metadata for a framework document: where it is from and its citation."""
+    citation = result.citation
+    return {
+        "source": result.source,
+        "page": citation.page,
+        "score": result.score,
+        "chunk_id": result.chunk_id,
+        "document_id": result.document_id,
+        "collection": result.collection,
+        "fields": result.fields,
+        CITATION_KEY: citation.model_dump(mode="json"),
+    }
+
+
+def citation_from_metadata(metadata: Mapping[str, Any] | None, what: str) -> Citation:
+    """The ``Citation`` a retriever put in ``metadata``; ``RetrievalError`` without one."""
+    raw = metadata.get(CITATION_KEY) if isinstance(metadata, Mapping) else None
+    if raw is None:
+        raise RetrievalError(
+            f"this {what} carries no groundkit citation (metadata[{CITATION_KEY!r}]); only "
+            "what a groundkit retriever returned can be turned back into one"
+        )
+    if isinstance(raw, Citation):
+        return raw
+    try:
+        return Citation.model_validate(raw)
+    except ValidationError:
+        raise RetrievalError(
+            f"this {what}'s metadata[{CITATION_KEY!r}] is not a valid groundkit citation"
+        ) from None
+
+
+def record_from(
+    record_id: object,
+    text: object,
+    metadata: Mapping[str, Any] | None,
+    fields: list[str] | None,
+    where: str,
+) -> Record:
+    """A ``Record`` from a framework document's id, text and metadata.
+
+    ``fields`` names the metadata keys to keep as fields (None: all of them); a key
+    it names that the metadata lacks is an error, never skipped.
+    """
+    if record_id is None or record_id == "":
+        raise IngestionError(
+            f"{where} has no id; give each document a stable id (a re-add with another id "
+            "would store it twice), or pass id_key= naming the metadata key that holds one"
+        )
+    chosen: dict[str, FieldValue] = {}
+    source = dict(metadata or {})
+    keys = list(source) if fields is None else fields
+    for key in keys:
+        if key not in source:
+            raise IngestionError(f"{where}: its metadata has no key {key!r} (named in fields=)")
+        chosen[key] = source[key]
+    try:
+        return Record(id=record_id, text=text, fields=chosen)
+    except IngestionError as exc:
+        raise IngestionError(f"{where}: {exc}") from None

@@ -1,0 +1,131 @@
+"""groundkit as a LangChain retriever (``pip install groundkit[langchain]``).
+
+::
+
+    from groundkit.integrations.langchain import GroundkitRetriever, citation_of
+
+    retriever = GroundkitRetriever(collection=col, top_k=4, mode="hybrid")
+    docs = retriever.invoke("how hot should green tea be")   # or: await retriever.ainvoke(...)
+    citation = citation_of(docs[0])                          # a groundkit.Citation
+
+``collection`` is a ``groundkit.Collection`` (async) or ``groundkit.SyncCollection``.
+Both ``invoke`` and ``ainvoke`` work with either: a call runs on the loop the
+collection was opened on. Each ``Document`` has the chunk id as its ``id``, the
+chunk as ``page_content``, and in ``metadata`` its ``source``, ``page``, ``score``,
+``fields`` and the citation under ``"groundkit_citation"``, which ``citation_of``
+reads back for ``groundkit.verify_citation`` or ``Collection.fetch_chunk``.
+
+``records_from_documents`` turns a LangChain loader's documents into records for
+``Collection.add_documents``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from groundkit.contracts import Citation, Record, RetrievalResult, SearchMode
+from groundkit.errors import ConfigurationError
+from groundkit.integrations._common import (
+    CITATION_KEY,
+    Searcher,
+    citation_from_metadata,
+    record_from,
+    result_metadata,
+)
+
+try:
+    from langchain_core.callbacks import (
+        AsyncCallbackManagerForRetrieverRun,
+        CallbackManagerForRetrieverRun,
+    )
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ImportError:  # pragma: no cover - exercised without the extra
+    raise ConfigurationError(
+        "the LangChain retriever needs the 'langchain' extra: pip install groundkit[langchain]"
+    ) from None
+
+__all__ = [
+    "CITATION_KEY",
+    "GroundkitRetriever",
+    "citation_of",
+    "records_from_documents",
+    "to_document",
+]
+
+
+class GroundkitRetriever(BaseRetriever):
+    """A LangChain ``BaseRetriever`` over one groundkit collection."""
+
+    collection: Any
+    """A ``groundkit.Collection`` or ``groundkit.SyncCollection``."""
+    top_k: int = 4
+    mode: SearchMode = "bm25"
+    filters: dict[str, Any] | None = None
+    rerank: bool = False
+
+    def _searcher(self) -> Searcher:
+        return Searcher.of(
+            self.collection,
+            top_k=self.top_k,
+            mode=self.mode,
+            filters=self.filters,
+            rerank=self.rerank,
+        )
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        response = self._searcher().search(query)
+        return [to_document(result) for result in response.results]
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        response = await self._searcher().asearch(query)
+        return [to_document(result) for result in response.results]
+
+
+def to_document(result: RetrievalResult) -> Document:
+    """A search result as a LangChain ``Document`` carrying its citation."""
+    return Document(
+        id=result.chunk_id, page_content=result.content, metadata=result_metadata(result)
+    )
+
+
+def citation_of(document: Document) -> Citation:
+    """The ``Citation`` of a document a ``GroundkitRetriever`` returned.
+
+    ``RetrievalError`` for a document that carries none (or a damaged one).
+    """
+    return citation_from_metadata(document.metadata, "LangChain document")
+
+
+def records_from_documents(
+    documents: Iterable[Document],
+    *,
+    id_key: str | None = None,
+    fields: list[str] | None = None,
+) -> list[Record]:
+    """Records for ``Collection.add_documents`` from LangChain documents (a loader's output).
+
+    The id is ``document.id``, or ``metadata[id_key]`` when ``id_key`` is given; a
+    document without one is an ``IngestionError`` (an id is what makes a re-add a
+    replacement). Fields are the metadata (only the keys in ``fields`` when given),
+    checked by the field rules when added.
+    """
+    records: list[Record] = []
+    for index, document in enumerate(documents):
+        metadata: Mapping[str, Any] = document.metadata or {}
+        record_id = metadata.get(id_key) if id_key is not None else document.id
+        records.append(
+            record_from(
+                record_id,
+                document.page_content,
+                metadata,
+                fields,
+                f"LangChain document {index}",
+            )
+        )
+    return records

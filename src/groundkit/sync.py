@@ -1,0 +1,379 @@
+"""Blocking groundkit: the async API, driven by one background event loop per process.
+
+``groundkit.sync`` is for scripts, notebooks and synchronous frameworks. It has no
+logic of its own: every call submits the very coroutine the async API runs to one
+event loop that lives in a daemon thread (started on first use, restarted after a
+``fork``), and waits for its result, as LanceDB's synchronous client does. So:
+
+- it works from plain scripts, from any number of threads at once (the calls
+  interleave on that loop as concurrent tasks do), and from inside a running
+  event loop such as Jupyter's, whose thread simply waits for the answer;
+- errors are the async API's own exceptions, raised in the caller's thread;
+- an interrupted call (Ctrl-C) cancels the coroutine it was waiting for;
+- collections still open when the interpreter exits are closed first, so a script
+  that forgot ``close()`` still exits.
+
+An object belongs to the loop it was opened on. ``run`` takes ``home=`` (an event
+loop) so a synchronous caller can reach an object opened by async code in another
+thread; ``run_async`` does the reverse for async code holding a ``SyncCollection``'s
+collection. The framework retrievers (``groundkit.integrations``) use both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import functools
+import os
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from groundkit.collection import Collection as AsyncCollection
+from groundkit.contracts import MultiSearchResponse, SearchMode
+from groundkit.errors import ConfigurationError
+from groundkit.retrieval.citations import resolve_citation as _resolve_citation
+from groundkit.retrieval.citations import verify_citation as _verify_citation
+from groundkit.retrieval.multi import search_collections as _search_collections
+from groundkit.retrieval.quotes import check_quote as _check_quote
+from groundkit.retrieval.quotes import verify_quote as _verify_quote
+from groundkit.storage.protocols import SnapshotStore
+
+__all__ = [
+    "Collection",
+    "SyncCollection",
+    "check_quote",
+    "resolve_citation",
+    "run",
+    "run_async",
+    "search_collections",
+    "verify_citation",
+    "verify_quote",
+]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+# How long the exit hook waits for open collections to close.
+_EXIT_WAIT = 10.0
+
+
+class _LoopThread:
+    """The process's background event loop, started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            alive = (
+                self._loop is not None
+                and self._pid == os.getpid()
+                and self._thread is not None
+                and self._thread.is_alive()
+            )
+            if not alive:
+                # A forked child has the parent's loop object but not its thread.
+                self._loop = asyncio.new_event_loop()
+                self._pid = os.getpid()
+                started = threading.Event()
+                self._thread = threading.Thread(
+                    target=self._serve,
+                    args=(self._loop, started),
+                    name="groundkit-sync",
+                    daemon=True,
+                )
+                self._thread.start()
+                started.wait()
+            assert self._loop is not None
+            return self._loop
+
+    @staticmethod
+    def _serve(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(started.set)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    def current(self) -> asyncio.AbstractEventLoop | None:
+        """The loop if it is running in this process, without starting one."""
+        with self._lock:
+            if self._loop is not None and self._pid == os.getpid():
+                return self._loop
+            return None
+
+    def in_loop_thread(self) -> bool:
+        return self._thread is not None and threading.current_thread() is self._thread
+
+    def stop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            if loop is None or thread is None or self._pid != os.getpid():
+                return
+            self._loop = self._thread = None
+        if thread.is_alive():
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(_EXIT_WAIT)
+
+
+_BACKGROUND = _LoopThread()
+# Sync collections not yet closed; the exit hook closes them.
+_OPEN: weakref.WeakSet[SyncCollection] = weakref.WeakSet()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _usable(loop: asyncio.AbstractEventLoop | None) -> bool:
+    return loop is not None and loop.is_running() and not loop.is_closed()
+
+
+def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = None) -> T:
+    """Run ``awaitable`` to completion and return its result, blocking this thread.
+
+    It runs on ``home`` when that loop is running in another thread (the loop an
+    object was opened on), else on groundkit's background loop. Safe from any
+    thread and from inside a running event loop (that loop waits meanwhile). Its
+    exception, if any, is raised here. A ``KeyboardInterrupt`` while waiting
+    cancels it.
+
+    ``ConfigurationError`` when called from the loop that would have to run it,
+    where waiting could never end: await the async API there instead.
+    """
+    target = home if _usable(home) else None
+    current = _running_loop()
+    if target is not None and target is current:
+        _close_unawaited(awaitable)
+        raise ConfigurationError(
+            "a blocking groundkit call was made on the event loop that owns the object; "
+            "await the async API (groundkit.Collection) there instead"
+        )
+    if target is None:
+        if _BACKGROUND.in_loop_thread():
+            _close_unawaited(awaitable)
+            raise ConfigurationError(
+                "a blocking groundkit call was made from inside groundkit's own event loop "
+                "(a callback of an async call); await the async API there instead"
+            )
+        target = _BACKGROUND.loop()
+    future: Future[T] = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), target)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()
+        raise
+
+
+async def run_async(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = None) -> T:
+    """Await ``awaitable`` on ``home`` (an object's own loop) without blocking this one.
+
+    When ``home`` is this loop, not running, or None, it is simply awaited here.
+    """
+    current = _running_loop()
+    if not _usable(home) or home is current:
+        return await awaitable
+    assert home is not None
+    future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), home)
+    return await asyncio.wrap_future(future)
+
+
+def background_loop() -> asyncio.AbstractEventLoop:
+    """groundkit's background loop (started if needed): where ``SyncCollection``s live."""
+    return _BACKGROUND.loop()
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _as_coroutine(awaitable: Awaitable[T]) -> Coroutine[Any, Any, T]:
+    if isinstance(awaitable, Coroutine):
+        return awaitable
+    return _await(awaitable)
+
+
+def _close_unawaited(awaitable: Awaitable[Any]) -> None:
+    # Refused before it ran: close it, so Python does not warn it was never awaited.
+    close = getattr(awaitable, "close", None)
+    if callable(close):
+        close()
+
+
+def _blocking(
+    method: Callable[Concatenate[AsyncCollection, P], Awaitable[T]],
+) -> Callable[Concatenate[SyncCollection, P], T]:
+    """``Collection.<method>`` as a blocking method of ``SyncCollection`` (same signature)."""
+
+    def call(self: SyncCollection, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return run(method(self.aio, *args, **kwargs), home=self._home)
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+def _opening(
+    opener: Callable[P, Awaitable[AsyncCollection]],
+) -> Callable[P, SyncCollection]:
+    """``Collection.open`` as a blocking function returning a ``SyncCollection``."""
+
+    @functools.wraps(opener)
+    def open_blocking(*args: P.args, **kwargs: P.kwargs) -> SyncCollection:
+        home = _BACKGROUND.loop()
+        return SyncCollection(run(opener(*args, **kwargs), home=home), home=home)
+
+    return open_blocking
+
+
+class SyncCollection:
+    """A ``groundkit.Collection`` with blocking methods (also ``groundkit.sync.Collection``).
+
+    ``SyncCollection.open(...)`` takes exactly ``Collection.open``'s arguments and
+    returns an open collection; use it with ``with`` or call ``close()``. Every
+    method runs the async ``Collection``'s method of the same name on groundkit's
+    background loop. ``aio`` is that async collection, for the rare call this
+    class does not mirror (``groundkit.sync.run(col.aio.retriever())``).
+    """
+
+    def __init__(self, collection: AsyncCollection, *, home: asyncio.AbstractEventLoop) -> None:
+        self.aio = collection
+        self._home = home
+        self._closed = False
+        _OPEN.add(self)
+
+    # Open or create a collection: exactly the arguments of ``groundkit.Collection.open``.
+    open = staticmethod(_opening(AsyncCollection.open))
+
+    @property
+    def name(self) -> str:
+        return self.aio.name
+
+    @property
+    def base_dir(self) -> Path:
+        return self.aio.base_dir
+
+    @property
+    def snapshots(self) -> SnapshotStore | None:
+        """Where URL snapshots and stored records are kept (for ``verify_citation``)."""
+        return self.aio.snapshots
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _OPEN.discard(self)
+            run(self.aio.close(), home=self._home)
+
+    def __enter__(self) -> SyncCollection:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"SyncCollection({self.name!r}, {state})"
+
+    generation = _blocking(AsyncCollection.generation)
+    ingest = _blocking(AsyncCollection.ingest)
+    add_documents = _blocking(AsyncCollection.add_documents)
+    delete_documents = _blocking(AsyncCollection.delete_documents)
+    search = _blocking(AsyncCollection.search)
+    fetch_chunk = _blocking(AsyncCollection.fetch_chunk)
+    verify = _blocking(AsyncCollection.verify)
+
+
+def _blocking_function(function: Callable[P, Awaitable[T]]) -> Callable[P, T]:
+    """An async groundkit function as a blocking one (same signature)."""
+
+    @functools.wraps(function)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run(function(*args, **kwargs))
+
+    return call
+
+
+verify_citation = _blocking_function(_verify_citation)
+resolve_citation = _blocking_function(_resolve_citation)
+check_quote = _blocking_function(_check_quote)
+verify_quote = _blocking_function(_verify_quote)
+
+
+def search_collections(
+    collections: Iterable[SyncCollection],
+    query: str,
+    top_k: int | None = None,
+    *,
+    mode: SearchMode = "bm25",
+    rerank: bool = False,
+    filters: Mapping[str, Any] | None = None,
+    rrf_k: int = 60,
+) -> MultiSearchResponse:
+    """``groundkit.search_collections`` over sync collections, blocking."""
+    members: Sequence[SyncCollection] = list(collections)
+    return run(
+        _search_collections(
+            [c.aio for c in members],
+            query,
+            top_k,
+            mode=mode,
+            rerank=rerank,
+            filters=filters,
+            rrf_k=rrf_k,
+        ),
+        home=_BACKGROUND.loop(),
+    )
+
+
+def _close_open_collections() -> None:
+    """At exit: close what scripts left open, then stop the loop (bounded)."""
+    loop = _BACKGROUND.current()
+    if loop is None:
+        return
+    pending = [c for c in list(_OPEN) if not c.closed]
+    for collection in pending:
+        collection._closed = True
+    if pending and _usable(loop) and not _BACKGROUND.in_loop_thread():
+
+        async def close_all() -> None:
+            await asyncio.gather(*(c.aio.close() for c in pending), return_exceptions=True)
+
+        future = asyncio.run_coroutine_threadsafe(close_all(), loop)
+        try:
+            future.result(_EXIT_WAIT)
+        except Exception:  # best effort at exit
+            future.cancel()
+    _BACKGROUND.stop()
+
+
+# Before non-daemon threads are joined (a store's worker thread would otherwise
+# keep the interpreter waiting), where the interpreter allows it.
+_register_early = getattr(threading, "_register_atexit", None)
+if callable(_register_early):
+    _register_early(_close_open_collections)
+else:  # pragma: no cover - every supported CPython has it
+    atexit.register(_close_open_collections)
+
+
+# ``from groundkit.sync import Collection``: the name a script expects.
+Collection = SyncCollection

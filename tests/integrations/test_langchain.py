@@ -1,0 +1,120 @@
+"""The LangChain retriever against the real langchain-core package."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.runnables import RunnableLambda
+
+import groundkit
+import groundkit.sync as gks
+from groundkit import ConfigurationError, IngestionError, RetrievalError
+from groundkit.integrations.langchain import (
+    CITATION_KEY,
+    GroundkitRetriever,
+    citation_of,
+    records_from_documents,
+)
+
+
+def test_invoke_returns_documents_that_round_trip_to_verified_citations(
+    sync_collection: gks.SyncCollection,
+) -> None:
+    retriever = GroundkitRetriever(collection=sync_collection, top_k=2)
+    docs = retriever.invoke("boiling water four minutes")
+    assert isinstance(docs[0], Document)
+    top = docs[0]
+    assert top.metadata["source"] == "tea/black.md"
+    assert top.id == top.metadata["chunk_id"]
+    citation = citation_of(top)
+    assert isinstance(citation, groundkit.Citation)
+    assert citation.source == "tea/black.md"
+    assert gks.verify_citation(citation, top.page_content, sync_collection.base_dir)
+    assert sync_collection.fetch_chunk(citation.chunk_id).verification == "verified"
+    # Metadata survives JSON (a document sent over the wire, stored, reloaded).
+    revived = Document(**json.loads(json.dumps(top.model_dump())))
+    assert citation_of(revived) == citation
+
+
+def test_records_verify_through_the_retriever(sync_collection: gks.SyncCollection) -> None:
+    retriever = GroundkitRetriever(collection=sync_collection, filters={"floor": 2})
+    (doc,) = retriever.invoke("kettle leaks")
+    citation = citation_of(doc)
+    assert (citation.source, citation.source_class) == ("record://TCK-1", "record")
+    assert doc.metadata["fields"] == {"floor": 2}
+    assert gks.verify_citation(
+        citation, doc.page_content, sync_collection.base_dir, snapshot_dir=sync_collection.snapshots
+    )
+
+
+async def test_ainvoke_on_an_async_collection(async_collection: groundkit.Collection) -> None:
+    retriever = GroundkitRetriever(collection=async_collection, top_k=3, mode="bm25")
+    docs = await retriever.ainvoke("espresso")
+    assert {d.metadata["source"] for d in docs} == {"coffee/espresso.md", "record://TCK-2"}
+    for doc in docs:
+        fetched = await async_collection.fetch_chunk(citation_of(doc).chunk_id)
+        assert fetched.verification == "verified"
+        assert fetched.content == doc.page_content
+
+
+async def test_a_sync_invoke_on_the_collections_own_loop_says_use_ainvoke(
+    async_collection: groundkit.Collection,
+) -> None:
+    retriever = GroundkitRetriever(collection=async_collection)
+    with pytest.raises(ConfigurationError, match="await the async API"):
+        retriever.invoke("tea")
+
+
+def test_batch_and_chains_run_from_langchains_threads(
+    sync_collection: gks.SyncCollection,
+) -> None:
+    retriever = GroundkitRetriever(collection=sync_collection, top_k=1)
+    batched = retriever.batch(["green tea", "espresso machine", "kettle"])
+    assert [d[0].metadata["source"] for d in batched] == [
+        "tea/green.md",
+        "record://TCK-2",
+        "record://TCK-1",
+    ]
+
+    def sources(docs: list[Document]) -> list[str]:
+        return [citation_of(d).source for d in docs]
+
+    chain = retriever | RunnableLambda(sources)
+    assert chain.invoke("coffee") == ["coffee/espresso.md"]
+
+
+def test_errors_are_groundkits(sync_collection: gks.SyncCollection) -> None:
+    with pytest.raises(RetrievalError, match="empty"):
+        GroundkitRetriever(collection=sync_collection).invoke("  ")
+    with pytest.raises(RetrievalError, match="carries no groundkit citation"):
+        citation_of(Document(page_content="x"))
+    with pytest.raises(RetrievalError, match="not a valid groundkit citation"):
+        citation_of(Document(page_content="x", metadata={CITATION_KEY: {"source": "x"}}))
+    with pytest.raises(ConfigurationError, match=r"needs a groundkit\.Collection"):
+        GroundkitRetriever(collection="not a collection").invoke("tea")
+
+
+def test_a_loaders_documents_are_ingested_as_records(tmp_path: Path) -> None:
+    loaded = [
+        Document(
+            id="kb-1",
+            page_content="Rotate the API keys every ninety days.",
+            metadata={"team": "security", "page": 1},
+        ),
+        Document(page_content="Backups run nightly.", metadata={"doc_id": "kb-2", "page": 2}),
+    ]
+    with pytest.raises(IngestionError, match="LangChain document 1 has no id"):
+        records_from_documents(loaded)
+    records = records_from_documents(loaded[:1])
+    assert records[0].id == "kb-1" and records[0].fields == {"team": "security", "page": 1}
+    keyed = records_from_documents(loaded[1:], id_key="doc_id", fields=["page"])
+    assert keyed[0].id == "kb-2" and keyed[0].fields == {"page": 2}
+    with gks.Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
+        assert col.add_documents([*records, *keyed]).added == ["record://kb-1", "record://kb-2"]
+        assert col.add_documents(records).unchanged == ["record://kb-1"]
+        (doc,) = GroundkitRetriever(collection=col, top_k=1).invoke("api keys rotate")
+        assert doc.metadata["fields"] == {"page": 1, "team": "security"}
+        assert col.fetch_chunk(citation_of(doc).chunk_id).verification == "verified"
