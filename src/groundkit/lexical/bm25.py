@@ -250,6 +250,11 @@ class BM25Index:
     def live_size(self) -> int:
         return sum(v.segment.size - v.dead_docs for v in self._views)
 
+    def postings_of(self, query: Mapping[int, int]) -> int:
+        """How many postings the query's terms hold in all (what a search may read)."""
+        ids = np.asarray(sorted(query), dtype=np.int32)
+        return sum(hi - lo for v in self._views for _, _, lo, hi in _present(v.segment, ids))
+
     def current_keys(self) -> npt.NDArray[np.int64]:
         """Keys of every current document, ascending."""
         if not self._views:

@@ -69,7 +69,10 @@ logger = logging.getLogger("groundkit.retrieval")
 MAX_QUERY_CHARS = 10_000
 SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "dense", "hybrid")
 # Above this many chunks a BM25 query costs milliseconds; run it off the loop.
-_THREAD_THRESHOLD = 20_000
+# A BM25 query whose terms hold more postings than this runs off the event loop: it
+# may take milliseconds. Below it a query takes well under one, less than the hop to
+# a worker thread and back costs (measured at a million chunks: docs/benchmarks.md).
+_THREAD_POSTINGS = 200_000
 # A vector search restricted to at least this share of the chunks ranks
 # k / share * depth rows unrestricted and keeps the allowed ones; measured at
 # 100k rows: 37 ms for 400 rows against 76 ms for 100 rows behind a predicate
@@ -439,7 +442,7 @@ class Retriever:
         if not query:
             return []
         index, mask = search.index, search.allowed.mask
-        if index.size > _THREAD_THRESHOLD:
+        if index.postings_of(query) > _THREAD_POSTINGS:
             found = await asyncio.to_thread(
                 index.search_ids, query, k, score_threshold=threshold, mask=mask, view=search.view
             )

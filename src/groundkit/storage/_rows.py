@@ -265,8 +265,72 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
     """A chunk row joined to its document, every value checked.
 
     ``content[start:end]`` consistency is what every citation rests on, so a row
-    whose offsets cannot describe its content is refused here, not later.
+    whose offsets cannot describe its content is refused here, not later. Rows are
+    checked in one expression first (a search joins ten of them, and the checks
+    one by one cost as much as the scoring); a row failing it goes through the
+    checks one by one, which name what is damaged.
     """
+    values: Sequence[Any] = row if len(row) == 16 else (None,) * 16
+    (key, cid, index, content, start, end, did, src, dhash, when, cls, ext, meta, ver, vf, vt) = (
+        values
+    )
+    if (
+        type(key) is int
+        and key >= 1
+        and type(cid) is str
+        and cid
+        and type(index) is int
+        and index >= 0
+        and type(content) is str
+        and content
+        and type(start) is int
+        and start >= 0
+        and type(end) is int
+        and end - start == len(content)
+        and type(did) is str
+        and did
+        and type(src) is str
+        and src
+        and type(dhash) is str
+        and dhash
+        and type(when) is str
+        and when
+        and cls in _SOURCE_CLASSES
+        and (ext is None if cls != "extracted" else type(ext) is str)
+        and type(ver) is int
+        and ver >= 1
+        and type(vf) in (float, int)
+        and vf == vf
+        and (vt is None or (type(vt) in (float, int) and vt == vt))
+        and (meta == "{}" or type(meta) is str)
+    ):
+        try:
+            metadata = parse_metadata(meta)
+        except StorageError:
+            metadata = None
+        if metadata is not None:
+            return StoredChunk(
+                key=key,
+                chunk_id=cid,
+                chunk_index=index,
+                content=content,
+                start_offset=start,
+                end_offset=end,
+                document_id=did,
+                source=src,
+                document_hash=dhash,
+                ingested_at=when,
+                source_class=cls,
+                extractor=ext,
+                metadata=metadata,
+                version=ver,
+                valid_from=float(vf),
+                valid_to=None if vt is None else float(vt),
+            )
+    return _stored_chunk_checked(row)
+
+
+def _stored_chunk_checked(row: Sequence[Any]) -> StoredChunk:
     key = row[0]
     where = f"chunk row {key}" if type(key) is int else "a chunk row"
     int_value(key, "key", where, minimum=1)

@@ -12,10 +12,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import numpy as np
@@ -259,6 +259,20 @@ async def _close_connection(conn: aiosqlite.Connection, worker: _Worker | None) 
         raise
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Awaitable[Any]])
+
+
+def _serialized(method: _Method) -> _Method:
+    """Run a writing method under the store's write lock (see ``_writing``)."""
+
+    @functools.wraps(method)
+    async def run(self: SQLiteMetadataStore, *args: Any, **kwargs: Any) -> Any:
+        async with self._writing:
+            return await method(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
 class SQLiteMetadataStore:
     """``MetadataStoreProtocol`` on one SQLite file; create with ``await .open(path)``."""
 
@@ -270,6 +284,10 @@ class SQLiteMetadataStore:
         self.path = path
         self._vocab: dict[str, int] | None = None
         self._reader: sqlite3.Connection | None = None
+        # One write transaction at a time on the shared connection: coroutines of one
+        # process (an ingest and a background merge pruning the change log) would
+        # otherwise interleave their BEGIN and COMMIT.
+        self._writing = asyncio.Lock()
         # What opening had to repair (``open(rebuild_damaged=True)``), for the next report.
         self.repairs: list[str] = []
 
@@ -461,12 +479,14 @@ class SQLiteMetadataStore:
     async def get_base_dir(self) -> str | None:
         return optional_text(await self._state("base_dir"), "base directory", self.path.name)
 
+    @_serialized
     async def set_base_dir(self, base_dir: str) -> None:
         await self._conn.execute("UPDATE state SET base_dir = ? WHERE id = 1", (base_dir,))
 
     async def get_analyzer(self) -> str | None:
         return optional_text(await self._state("analyzer"), "analyzer", self.path.name)
 
+    @_serialized
     async def bind_analyzer(self, identity: str) -> str:
         """Bind the collection to ``identity`` unless bound; returns the bound identity."""
         await self._conn.execute("BEGIN IMMEDIATE")
@@ -484,6 +504,7 @@ class SQLiteMetadataStore:
     async def read_manifest(self) -> CollectionManifest | None:
         return manifest_value(await self._state("manifest"), self.path.name)
 
+    @_serialized
     async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:
         """Bind the collection to ``identity`` unless bound; returns the bound manifest."""
         await self._conn.execute("BEGIN IMMEDIATE")
@@ -540,6 +561,7 @@ class SQLiteMetadataStore:
                     vocab[term] = term_id
         return vocab
 
+    @_serialized
     async def replace_documents(
         self,
         items: WriteItems,
@@ -716,6 +738,7 @@ class SQLiteMetadataStore:
         if self._conn.in_transaction:
             await self._conn.execute("ROLLBACK")
 
+    @_serialized
     async def delete_documents(self, sources: Sequence[str]) -> int:
         if not sources:
             return 0
@@ -739,6 +762,7 @@ class SQLiteMetadataStore:
             raise
         return deleted
 
+    @_serialized
     async def purge_versions(self, keep: int) -> int:
         check_keep(keep)
         try:
@@ -842,6 +866,7 @@ class SQLiteMetadataStore:
             postings=batches,
         )
 
+    @_serialized
     async def prune_changes(self, through_generation: int) -> None:
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
@@ -893,6 +918,7 @@ class SQLiteMetadataStore:
     async def bump_vectors_generation(self) -> None:
         await self._vector_write("record a vector write", None, [])
 
+    @_serialized
     async def _vector_write(self, what: str, sql: str | None, rows: list[tuple[Any, ...]]) -> None:
         """``sql`` for each of ``rows`` and a vectors-generation bump, in one transaction."""
         try:
