@@ -428,7 +428,7 @@ def test_grk_ingest_finishes_and_reports_each_bad_entry(tmp_path: Path) -> None:
     hostile_folder(base)
     grk = Path(sys.executable).with_name("grk")
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
-    argv = [str(grk), "ingest", str(base), "--index-dir", str(tmp_path / "idx"), "-q"]
+    argv = [str(grk), "ingest", str(base), "--index-dir", str(tmp_path / "idx")]
     argv += ["--base-dir", str(base)]
     try:
         done = subprocess.run(

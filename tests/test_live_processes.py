@@ -80,7 +80,7 @@ def _log(path: Path) -> list[dict[str, object]]:
     if not path.exists():
         return []
     lines = path.read_text(encoding="utf-8").splitlines()
-    out = []
+    out: list[dict[str, object]] = []
     for line in lines:
         try:
             out.append(json.loads(line))
@@ -213,7 +213,7 @@ _KILLED = textwrap.dedent(
 
 
 async def _ranking(live: LiveIndex) -> list[object]:
-    out = []
+    out: list[object] = []
     for query in (["amber"], ["basalt", "cobalt"], ["dune", "ember", "fjord"], WORDS):
         ids = await live.term_ids(query)
         out.append(live.index.search_ids(Counter(ids[t] for t in query if t in ids), 10))

@@ -103,8 +103,9 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert fields == "{'team': 'kitchen', 'title': 'Oolong', 'year': 2024}"
     assert highlights == "['Oolong', 'Oolong', 'roasted']"
     assert check.startswith("verified ")
-    assert len(bash) == 2, "the filters block and the command-line block"
-    filtered, commands = bash
+    assert len(bash) == 3, "the JSON Lines block, the filters block and the command-line block"
+    tickets, filtered, commands = bash
+    assert tickets.startswith("added 1, updated 0")
     assert "handbook: handbook/rota.md" in filtered or "handbook/rota.md" in filtered
     assert "wiki: wiki/swaps.md" in filtered  # the fused search names each collection
     assert "corpus/rrf.md" in commands and "dropped collection 'default'" in commands

@@ -233,7 +233,7 @@ def test_cli_dense_search_after_the_vectors_were_deleted(
     assert grk(["ingest", str(base), *args, "--embedder", "all-MiniLM-L6-v2", "-q"]) == 0
     capsys.readouterr()
     shutil.rmtree(index / "default.lance")
-    assert grk(["ingest", str(base), *args, "-q"]) == 0  # repairs: embeds everything again
+    assert grk(["ingest", str(base), *args]) == 0  # repairs: embeds everything again
     out = capsys.readouterr().out
     assert "repaired:" in out and "embedding them again" in out
     assert grk(["search", "tea", "--mode", "dense", "--json", *args]) == 0

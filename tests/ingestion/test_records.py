@@ -202,15 +202,15 @@ def test_grk_ingest_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     ]
     jsonl.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n", encoding="utf-8")
     where = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
-    assert main(["ingest", "--jsonl", str(jsonl), *where, "--meta", "source=helpdesk"]) == 0
+    assert main(["ingest", "--jsonl", str(jsonl), *where, "--meta", "desk=helpdesk"]) == 0
     assert "added 2" in capsys.readouterr().out
     assert main(["search", "printer jams", *where, "--json"]) == 0
     found = json.loads(capsys.readouterr().out)["results"][0]
     assert found["source"] == "record://T-1"
-    assert found["metadata"]["fields"] == {"floor": 2, "source": "helpdesk"}
+    assert found["metadata"]["fields"] == {"floor": 2, "desk": "helpdesk"}
     assert main(["fetch", found["chunk_id"], *where]) == 0
     assert "verified" in capsys.readouterr().out
-    assert main(["ingest", "--jsonl", str(jsonl), *where, "--meta", "source=helpdesk"]) == 0
+    assert main(["ingest", "--jsonl", str(jsonl), *where, "--meta", "desk=helpdesk"]) == 0
     assert "unchanged 2" in capsys.readouterr().out
     jsonl.write_text('{"id": "T-3", "text": "ok"}\n{"id": "T-4", "text": \n', encoding="utf-8")
     assert main(["ingest", "--jsonl", str(jsonl), *where]) == 2

@@ -111,8 +111,8 @@ def test_pruned_top_k_equals_exhaustive(
     for _ in range(4):
         query = _query(rng, n_terms)
         kw = {"score_threshold": threshold, "mask": mask}
-        pruned = index.search_ids(query, k, prune=True, **kw)  # type: ignore[arg-type]
-        exhaustive = index.search_ids(query, k, prune=False, **kw)  # type: ignore[arg-type]
+        pruned = index.search_ids(query, k, prune=True, **kw)
+        exhaustive = index.search_ids(query, k, prune=False, **kw)
         assert pruned == exhaustive
 
 

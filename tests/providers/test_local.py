@@ -266,7 +266,7 @@ async def test_hub_models_of_unknown_size_ask_for_load(monkeypatch: pytest.Monke
     with pytest.raises(ConfigurationError, match="load"):
         await embedder.embed_documents([])
     # Offline and not cached: loading fails as configuration, not as a hub error.
-    with pytest.raises(ConfigurationError, match="could not load"):
+    with pytest.raises(ConfigurationError, match="neither a model directory"):
         await ensure_identity(embedder)
 
 

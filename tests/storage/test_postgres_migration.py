@@ -220,8 +220,8 @@ async def test_a_version_2_schema_is_migrated_in_place(postgres_dsn: str, fresh:
         log = await other.changes_since(_OLD_GENERATION)
         assert sorted(log.keys.tolist()) == [old[0].key, old[1].key]
         assert log.valid_to.tolist() == [current.valid_from] * 2
-        record = await document_by_source(other, "a.txt")
-        assert record is not None and (record.version, record.past_versions) == (2, 1)
+        doc_now = await document_by_source(other, "a.txt")
+        assert doc_now is not None and (doc_now.version, doc_now.past_versions) == (2, 1)
         assert await store.purge_versions(0) == 1
         assert await store.get_chunk("doc:a.txt#0", 1) is None
         assert (await store.changes_since(_OLD_GENERATION + 1)).valid_to.tolist() == [-math.inf] * 2

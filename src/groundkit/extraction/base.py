@@ -92,7 +92,7 @@ def composite_identity(layout: str, *distributions: str) -> str:
     """An identity for an extractor whose text depends on groundkit's own layout rules
     (``layout``, a name and revision such as ``"groundkit-docx/1"``) and on several
     libraries: ``"groundkit-docx/1+python-docx/1.2.0"``. Changing either changes
-    offsets, so either change is a new identity (adr/0052-extractor-identities.md)."""
+    offsets, so either change is a new identity (adr/0038-extractor-identities.md)."""
     return "+".join([layout, *(distribution_identity(d) for d in distributions)])
 
 

@@ -19,7 +19,7 @@ keep the meaning they were written with: only ``true``/``false`` are booleans
 lose stays text (``1.10``, ``007``), and dates stay text unless tagged
 ``!!timestamp``. A field that cannot be a field (a nested mapping, a tag
 groundkit does not know, a list of lists) is skipped and named in a note; the
-rest of the file, body included, is indexed (adr/0040-front-matter.md). Only a
+rest of the file, body included, is indexed (adr/0031-front-matter.md). Only a
 ``sensitivity`` label that cannot be read fails the file: skipping it would
 make a labelled document public.
 """

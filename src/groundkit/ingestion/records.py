@@ -5,7 +5,7 @@ text, like a URL snapshot's, is kept in the collection's snapshot store: the sto
 record is what citations are verified against. Everything about a batch is checked
 before anything is written, so bad input never leaves part of a batch behind.
 
-Id rules (adr/0050-in-memory-records.md): 1 to 256 characters, no control
+Id rules (adr/0036-in-memory-records.md): 1 to 256 characters, no control
 characters, no lone surrogates, no leading or trailing whitespace; compared
 exactly (case and Unicode form included). The document id is derived from the
 source, so any valid id is safe as a snapshot name and in a vector-store filter.

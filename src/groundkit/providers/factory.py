@@ -2,7 +2,7 @@
 
 A collection's manifest records the provider, the model name and the vector size,
 never where an HTTP embedding server is or how to log in to it
-(adr/0053-http-embedder-endpoints.md). For ``openai-compatible`` and ``ollama``
+(adr/0039-http-embedder-endpoints.md). For ``openai-compatible`` and ``ollama``
 collections the endpoint comes from this process's configuration:
 
 - an explicit ``endpoint`` (``grk --embedding-url``), else

@@ -490,9 +490,20 @@ class Retriever:
     async def _hybrid(
         self, query: str, k: int, timings: dict[str, float], search: _Pass
     ) -> tuple[list[RetrievalResult], int]:
+        """Fused results; candidates replaced since the index was caught up (another
+        process writing) are made up for by fusing deeper, as dense search does."""
+        depth = max(k, self._config.hybrid_candidates)
+        while True:
+            results, stale = await self._hybrid_at(query, k, depth, timings, search)
+            if len(results) >= k or stale == 0 or depth >= MAX_TOP_K:
+                return results, stale
+            depth = min(MAX_TOP_K, depth + 2 * stale)
+
+    async def _hybrid_at(
+        self, query: str, k: int, depth: int, timings: dict[str, float], search: _Pass
+    ) -> tuple[list[RetrievalResult], int]:
         allowed = search.allowed
         cfg = self._config
-        depth = max(k, cfg.hybrid_candidates)
         clock = time.perf_counter()
         terms = self._analyzer.terms(query)
 
@@ -525,26 +536,28 @@ class Retriever:
             )
         else:
             fused = convex_combination([lex_scored, dense_scored], weights=weights)
-        top = fused[:k]
         clock = _lap(timings, "fusion_ms", clock)
-        missing = [h.key for h in top if h.key not in known]
-        if missing:
-            known.update(await self._store.get_chunks_by_ids(missing))
         # Every fused result gets highlights: a dense-only survivor may still
         # contain query terms (it ranked below the lexical candidate depth).
         spans, wanted = self._analyzer.spans, frozenset(terms)
-        results = [
-            _result(
-                known[h.key],
-                h.score,
-                Highlights.deferred(spans, known[h.key].content, wanted),
-                self.collection,
-            )
-            for h in top
-            if h.key in known
-        ]
+        results: list[RetrievalResult] = []
+        stale, start = 0, 0
+        while len(results) < k and start < len(fused):
+            # A candidate whose row is gone (replaced since) gives its place to the next.
+            window = fused[start : start + k - len(results)]
+            start += len(window)
+            missing = [h.key for h in window if h.key not in known]
+            if missing:
+                known.update(await self._store.get_chunks_by_ids(missing))
+            for h in window:
+                row = known.get(h.key)
+                if row is None:
+                    stale += 1
+                    continue
+                deferred = Highlights.deferred(spans, row.content, wanted)
+                results.append(_result(row, h.score, deferred, self.collection))
         _lap(timings, "hydrate_ms", clock)
-        return results, len(top) - len(results)
+        return results, stale
 
     async def _rows_for_keys(self, keys: list[int], view: View) -> Mapping[int, StoredChunk]:
         if not keys:

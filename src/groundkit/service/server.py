@@ -17,7 +17,7 @@ Every tool is annotated read-only and idempotent, and answers twice: the full
 result as ``structuredContent`` (its schema published), and a compact text block
 for a model to read (``compact_text``: a line per result with its source,
 offsets and chunk id, then its text), instead of the same JSON indented
-(adr/0041-mcp-text-and-errors.md).
+(adr/0032-mcp-text-and-errors.md).
 """
 
 from __future__ import annotations
