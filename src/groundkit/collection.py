@@ -23,6 +23,7 @@ from typing import Any, overload
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
+    STORED_TEXT_CLASSES,
     Citation,
     DeleteReport,
     DocumentRecord,
@@ -587,12 +588,13 @@ class Collection:
                 if vectors is not None:
                     await vectors.delete_documents(sorted(chosen))
                 if self.snapshots is not None and any(
-                    r.source_class == "snapshot" for r in chosen.values()
+                    r.source_class in STORED_TEXT_CLASSES for r in chosen.values()
                 ):
+                    # Records keep their text in the same store as URL snapshots.
                     keep = [
                         r.document_id
                         async for r in self.store.iter_documents()
-                        if r.source_class == "snapshot"
+                        if r.source_class in STORED_TEXT_CLASSES
                     ]
                     await self.snapshots.remove_stale(keep)
         finally:
