@@ -2,9 +2,10 @@
 
 Two shapes (adr/0025-shared-collections.md). Local: everything under one
 index directory (``<name>.sqlite3``, ``<name>.lance``, ``<name>.snapshots``).
-Shared: metadata in PostgreSQL (``metadata_url``) and vectors and snapshots
-under ``storage_uri`` (a directory every host mounts, or ``s3://bucket/prefix``),
-so several processes on several hosts open the same collection.
+Shared: metadata in PostgreSQL (``metadata_url``) and vectors, snapshots and
+the lexical index's segments under ``storage_uri`` (a directory every host
+mounts, or ``s3://bucket/prefix``), so several processes on several hosts open
+the same collection.
 
 This module is the only place that knows the on-disk layout: callers ask a
 ``StoreLocation`` whether a collection exists, which collections there are, and
@@ -23,8 +24,9 @@ from pathlib import Path
 
 from groundkit.errors import ConfigurationError, StorageError
 from groundkit.storage.names import COLLECTION_NAME_PATTERN, check_collection_name
+from groundkit.storage.object_segments import ObjectSegments
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, VectorStoreProtocol
-from groundkit.storage.segments import LocalSegments
+from groundkit.storage.segments import LocalSegments, PackStore
 from groundkit.storage.snapshots import as_snapshot_store, is_object_uri
 
 __all__ = [
@@ -92,7 +94,7 @@ class CollectionStores:
     snapshots: SnapshotStore | None
     vectors: VectorStoreProtocol | None = None
     # Where the lexical index is persisted (None: it is built in memory at open).
-    segments: LocalSegments | None = None
+    segments: PackStore | None = None
     # What opening repaired (a damaged metadata file set aside), for the next report.
     repairs: list[str] = field(default_factory=list)
 
@@ -166,14 +168,19 @@ class StoreLocation:
             return self.storage_uri if is_object_uri(self.storage_uri) else Path(self.storage_uri)
         return self.index_dir
 
-    def segments(self) -> LocalSegments | None:
+    def segments(self) -> PackStore | None:
         """Where the lexical index's segments are kept: ``<root>/<name>.segments`` beside
-        the collection's other files. None for a collection on object storage or
-        without a storage root: its lexical index is built in memory when opened."""
+        the collection's other files, a directory or an object-store prefix (packs
+        then cached on this host, ``ObjectSegments``). None without a storage root
+        (a shared collection without ``storage_uri``): the lexical index is built in
+        memory when opened."""
         root = self.storage_root
-        if not isinstance(root, Path):
+        if root is None:
             return None
-        return LocalSegments(root / f"{check_collection_name(self.name)}{_SEGMENTS_SUFFIX}")
+        folder = f"{check_collection_name(self.name)}{_SEGMENTS_SUFFIX}"
+        if isinstance(root, Path):
+            return LocalSegments(root / folder)
+        return ObjectSegments(f"{root}/{folder}", self.storage_options)
 
     def snapshots(self) -> SnapshotStore | None:
         root = self.storage_root
@@ -270,6 +277,9 @@ class StoreLocation:
             snapshots = self.snapshots()
             if snapshots is not None:
                 await snapshots.remove_stale([])
+            segments = self.segments()
+            if isinstance(segments, ObjectSegments):
+                await segments.drop()
             await _drop_object_table(root, self.name, self.storage_options)
 
     async def disk_usage(self) -> int | None:

@@ -16,6 +16,11 @@ mismatch is a ``StorageError`` for the caller to rebuild from, never trusted.
 The checksum is computed with plain reads, not through the mapping: pages a
 search never touches stay out of the process, and processes on one host share
 the ones it does.
+
+A collection whose storage root is an object store keeps the same files under
+its prefix instead (``ObjectSegments``, ``storage/object_segments.py``); the
+pieces both share (the entry checks, the atomic pack write, the sweep and the
+writer lock) are the helpers at the end of this module.
 """
 
 from __future__ import annotations
@@ -26,18 +31,20 @@ import fcntl
 import json
 import mmap
 import os
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError, StorageError
 
-__all__ = ["LocalSegments", "file_checksum", "new_pack_name"]
+__all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
 
 _MANIFEST = "manifest.json"
 _LOCK = "writer.lock"
@@ -49,6 +56,39 @@ _SUFFIX = ".pack"
 _GRACE_SECONDS = 600.0
 # The dtypes a pack may hold (anything else in a header is damage).
 _DTYPES = frozenset({"<i4", "<i8", "<u2", "<u4", "<u8", "<f8", "|u1", "|b1"})
+# What a pack may be called: one plain file or object name, never a path.
+_PACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
+
+
+@runtime_checkable
+class PackStore(Protocol):
+    """Where a lexical index's packs and manifest are kept.
+
+    The same shape as ``groundkit.lexical.live.PackFiles``, spelled again here
+    because storage and lexical import nothing of each other; the conformance
+    suite ``groundkit.testing.conformance.PackStoreConformance`` pins it down.
+    """
+
+    @property
+    def location(self) -> str: ...
+
+    async def read_manifest(self) -> dict[str, Any] | None: ...
+
+    async def write_manifest(self, manifest: Mapping[str, Any]) -> None: ...
+
+    async def write_pack(
+        self, name: str, arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
+
+    async def load_pack(
+        self, entry: Mapping[str, Any]
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]: ...
+
+    async def remove_unreferenced(self, keep: Iterable[str]) -> int: ...
+
+    async def clear(self) -> None: ...
+
+    def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]: ...
 
 
 def _xxhash() -> Any:
@@ -117,10 +157,15 @@ def _encode_pack(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
 
 
 class LocalSegments:
-    """Packs and the manifest in a local directory (beside the SQLite file)."""
+    """Packs and the manifest in a local directory (beside the SQLite file).
 
-    def __init__(self, directory: Path) -> None:
+    ``grace_seconds`` is how old a pack the manifest no longer names must be
+    before ``remove_unreferenced`` deletes it (default: ten minutes).
+    """
+
+    def __init__(self, directory: Path, *, grace_seconds: float | None = None) -> None:
         self.directory = Path(directory)
+        self.grace_seconds = grace_seconds
 
     @property
     def location(self) -> str:
@@ -141,63 +186,27 @@ class LocalSegments:
             return None
         except OSError as exc:
             raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
-        try:
-            value = json.loads(raw)
-        except (ValueError, RecursionError):
-            raise StorageError(f"{str(path)!r} is not valid JSON") from None
-        if not isinstance(value, dict):
-            raise StorageError(f"{str(path)!r} does not hold a manifest")
-        return value
+        return parse_manifest(raw, str(path))
 
     async def write_manifest(self, manifest: Mapping[str, Any]) -> None:
-        data = json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8")
-        await asyncio.to_thread(self._write_manifest, data)
+        await asyncio.to_thread(self._write_manifest, manifest_bytes(manifest))
 
     def _write_manifest(self, data: bytes) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / _MANIFEST
-        temp = _temp_name(path)
-        try:
-            with open(temp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp, path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(self.directory)
+        _write_atomically(self.directory / _MANIFEST, [data])
 
     # -- packs --------------------------------------------------------------------
 
     async def write_pack(
         self, name: str, arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """Write a pack whole; returns its manifest entry (name, bytes, checksum)."""
-        return await asyncio.to_thread(self._write_pack, name, dict(arrays), dict(meta))
-
-    def _write_pack(
-        self, name: str, arrays: dict[str, npt.NDArray[Any]], meta: dict[str, Any]
-    ) -> dict[str, Any]:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / f"{name}{_SUFFIX}"
-        temp = _temp_name(path)
-        hasher = _xxhash().xxh3_64()
-        size = 0
-        try:
-            with open(temp, "wb") as handle:
-                for piece in _encode_pack(arrays, meta):
-                    handle.write(piece)
-                    hasher.update(piece)
-                    size += len(piece)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.rename(temp, path)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(self.directory)
-        return {"name": name, "bytes": size, "xxh3": str(hasher.hexdigest())}
+        """Write a pack whole; returns its manifest entry (name, bytes, checksum).
+        ``ValueError`` for a name that is not a plain pack name or an array of a
+        dtype a pack cannot hold."""
+        check_new_pack_name(name)
+        return await asyncio.to_thread(
+            write_pack_file, self.directory, name, dict(arrays), dict(meta)
+        )
 
     async def load_pack(
         self, entry: Mapping[str, Any]
@@ -209,23 +218,9 @@ class LocalSegments:
     def _load_pack(
         self, entry: dict[str, Any]
     ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
-        name = entry.get("name")
-        if not isinstance(name, str) or "/" in name or name.startswith("."):
-            raise StorageError("a pack entry of the lexical index manifest is malformed")
-        path = self.directory / f"{name}{_SUFFIX}"
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise StorageError(f"index file {str(path)!r} is missing") from None
-        except OSError as exc:
-            raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
-        if size != entry.get("bytes"):
-            raise StorageError(
-                f"index file {str(path)!r} has {size} bytes, the manifest says "
-                f"{entry.get('bytes')}: it was cut short or replaced"
-            )
-        if file_checksum(path) != entry.get("xxh3"):
-            raise StorageError(f"index file {str(path)!r} does not match its checksum")
+        name, size, checksum = entry_fields(entry)
+        path = pack_path(self.directory, name)
+        verify_pack_file(path, size, checksum)
         return _map_pack(path, size)
 
     # -- housekeeping -------------------------------------------------------------
@@ -233,61 +228,189 @@ class LocalSegments:
     async def remove_unreferenced(self, keep: Iterable[str]) -> int:
         """Delete packs the manifest no longer names (once older than a grace period)
         and temporary leftovers; returns how many files went."""
-        return await asyncio.to_thread(self._remove_unreferenced, set(keep))
-
-    def _remove_unreferenced(self, keep: set[str]) -> int:
-        if not self.directory.is_dir():
-            return 0
-        now = time.time()
-        removed = 0
-        for entry in self.directory.iterdir():
-            name = entry.name
-            if name in (_MANIFEST, _LOCK):
-                continue
-            if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)] in keep:
-                continue
-            try:
-                if now - entry.stat().st_mtime < _GRACE_SECONDS or entry.is_dir():
-                    continue
-                entry.unlink()
-                removed += 1
-            except OSError:
-                continue
-        return removed
+        grace = grace_period(self.grace_seconds)
+        return await asyncio.to_thread(sweep_directory, self.directory, set(keep), grace)
 
     async def clear(self) -> None:
         """Remove the manifest and every pack (the index is then rebuilt from the store)."""
-        await asyncio.to_thread(self._clear)
+        await asyncio.to_thread(clear_directory, self.directory)
 
-    def _clear(self) -> None:
-        if not self.directory.is_dir():
-            return
-        for entry in self.directory.iterdir():
-            if entry.name != _LOCK and entry.is_file():
-                entry.unlink(missing_ok=True)
-
-    @contextlib.asynccontextmanager
-    async def writer_lock(self, *, wait: bool = True) -> AsyncIterator[bool]:
+    def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]:
         """Exclusive among the writers of this index, in any process on this host.
 
         Yields True when held; with ``wait=False`` it yields False at once if
         another writer holds it (a reader that only wanted to save its work).
         """
-        await asyncio.to_thread(self.directory.mkdir, parents=True, exist_ok=True)
-        handle = await asyncio.to_thread(open, self.directory / _LOCK, "a+b")
+        return directory_lock(self.directory, wait=wait)
+
+
+# -- shared with ObjectSegments ---------------------------------------------------------
+
+
+def grace_period(given: float | None) -> float:
+    """A store's grace period: its own, else the module's (read now, so tests can set it)."""
+    return _GRACE_SECONDS if given is None else float(given)
+
+
+def check_new_pack_name(name: str) -> None:
+    """``ValueError`` unless ``name`` can name a pack (a plain name, never a path)."""
+    if not isinstance(name, str) or not _PACK_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} cannot name a pack: letters, digits, '-' and '_' only")
+
+
+def entry_fields(entry: Mapping[str, Any]) -> tuple[str, int, str]:
+    """The name, size and checksum of a manifest entry; ``StorageError`` when any of
+    them is missing or unusable (a name is checked before it becomes a path or key)."""
+    name, size, checksum = entry.get("name"), entry.get("bytes"), entry.get("xxh3")
+    if (
+        not isinstance(name, str)
+        or not _PACK_NAME.fullmatch(name)
+        or not isinstance(size, int)
+        or isinstance(size, bool)
+        or size < 0
+        or not isinstance(checksum, str)
+    ):
+        raise StorageError("a pack entry of the lexical index manifest is malformed")
+    return name, size, checksum
+
+
+def pack_names(manifest: Any) -> set[str]:
+    """The name of every pack entry anywhere in ``manifest`` (a dict holding ``name``,
+    ``bytes`` and ``xxh3``): what a sweep must keep, whatever the manifest's layout."""
+    found: set[str] = set()
+    stack = [manifest]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            name = value.get("name")
+            if isinstance(name, str) and "bytes" in value and "xxh3" in value:
+                found.add(name)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return found
+
+
+def pack_path(directory: Path, name: str) -> Path:
+    return directory / f"{name}{_SUFFIX}"
+
+
+def verify_pack_file(path: Path, size: int, checksum: str) -> None:
+    """``StorageError`` unless the file at ``path`` has ``size`` bytes and ``checksum``."""
+    try:
+        found = path.stat().st_size
+    except FileNotFoundError:
+        raise StorageError(f"index file {str(path)!r} is missing") from None
+    except OSError as exc:
+        raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    if found != size:
+        raise StorageError(
+            f"index file {str(path)!r} has {found} bytes, the manifest says "
+            f"{size}: it was cut short or replaced"
+        )
+    if file_checksum(path) != checksum:
+        raise StorageError(f"index file {str(path)!r} does not match its checksum")
+
+
+def write_pack_file(
+    directory: Path, name: str, arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Write pack ``name`` into ``directory`` whole (temporary name, fsync, rename);
+    returns its manifest entry."""
+    directory.mkdir(parents=True, exist_ok=True)
+    hasher = _xxhash().xxh3_64()
+    size = _write_atomically(pack_path(directory, name), _encode_pack(arrays, meta), hasher)
+    return {"name": name, "bytes": size, "xxh3": str(hasher.hexdigest())}
+
+
+def _write_atomically(path: Path, pieces: Iterable[Any], hasher: Any = None) -> int:
+    """Write ``pieces`` to ``path`` whole: a temporary name, fsync, rename, fsync of
+    the directory. Each piece also goes to ``hasher`` when given; returns the size."""
+    temp = _temp_name(path)
+    size = 0
+    try:
+        with open(temp, "wb") as handle:
+            for piece in pieces:
+                handle.write(piece)
+                if hasher is not None:
+                    hasher.update(piece)
+                size += len(piece)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return size
+
+
+def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    return json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8")
+
+
+def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
+    """The manifest in ``raw``; ``StorageError`` naming ``where`` unless a JSON object."""
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise StorageError(f"{where!r} is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise StorageError(f"{where!r} does not hold a manifest")
+    return value
+
+
+def sweep_directory(directory: Path, keep: set[str], grace: float) -> int:
+    """Delete the files of ``directory`` that are neither the manifest, the lock nor a
+    pack named in ``keep``, once older than ``grace`` seconds; returns how many went."""
+    if not directory.is_dir():
+        return 0
+    now = time.time()
+    removed = 0
+    for entry in directory.iterdir():
+        name = entry.name
+        if name in (_MANIFEST, _LOCK):
+            continue
+        if name.endswith(_SUFFIX) and name[: -len(_SUFFIX)] in keep:
+            continue
         try:
-            flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
-            try:
-                await asyncio.to_thread(fcntl.flock, handle.fileno(), flags)
-            except BlockingIOError:
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            if now - entry.stat().st_mtime < grace or entry.is_dir():
+                continue
+            entry.unlink()
+            removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def clear_directory(directory: Path) -> None:
+    """Remove every file of ``directory`` but the writer lock."""
+    if not directory.is_dir():
+        return
+    for entry in directory.iterdir():
+        if entry.name != _LOCK and entry.is_file():
+            entry.unlink(missing_ok=True)
+
+
+@contextlib.asynccontextmanager
+async def directory_lock(directory: Path, *, wait: bool) -> AsyncIterator[bool]:
+    """An exclusive ``flock`` on ``directory``'s lock file: True when held, False at
+    once with ``wait=False`` if another holder (any process on this host) has it."""
+    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
+    handle = await asyncio.to_thread(open, directory / _LOCK, "a+b")
+    try:
+        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
+        try:
+            await asyncio.to_thread(fcntl.flock, handle.fileno(), flags)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
-            handle.close()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    finally:
+        handle.close()
 
 
 def _map_pack(path: Path, size: int) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
@@ -340,6 +463,8 @@ def _array_at(view: mmap.mmap, spec: Any, data_start: int, path: Path) -> npt.ND
     ):
         raise StorageError(f"index file {str(path)!r} has a damaged array table")
     if count == 0:
-        return np.zeros(shape, dtype=dtype)
+        empty = np.zeros(shape, dtype=dtype)
+        empty.flags.writeable = False  # read-only like every array cut from the mapping
+        return empty
     array = np.frombuffer(view, dtype=dtype, count=count, offset=offset).reshape(shape)
     return array

@@ -15,14 +15,23 @@ against it (as Haystack ships its document-store tests)::
             await store.close()
 
 ``VectorStoreConformance`` wants a ``vector_store`` fixture (``DIM``-wide
-vectors), ``SnapshotStoreConformance`` a ``snapshot_store`` fixture. The suites
-need pytest and pytest-asyncio (``asyncio_mode = "auto"``).
+vectors), ``SnapshotStoreConformance`` a ``snapshot_store`` fixture, and
+``PackStoreConformance`` (the lexical index's packs) a ``pack_store`` fixture
+plus two hooks that reach a pack's stored bytes. The suites need pytest and
+pytest-asyncio (``asyncio_mode = "auto"``).
 """
 
 from __future__ import annotations
 
 from groundkit.testing.conformance.metadata import MetadataStoreConformance
+from groundkit.testing.conformance.segments import PackStoreConformance
 from groundkit.testing.conformance.snapshots import SnapshotStoreConformance
 from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance
 
-__all__ = ["DIM", "MetadataStoreConformance", "SnapshotStoreConformance", "VectorStoreConformance"]
+__all__ = [
+    "DIM",
+    "MetadataStoreConformance",
+    "PackStoreConformance",
+    "SnapshotStoreConformance",
+    "VectorStoreConformance",
+]
