@@ -15,7 +15,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -26,11 +27,14 @@ from groundkit.contracts import (
     SENSITIVITY_LEVELS,
     SOURCE_FIELD,
     CollectionManifest,
+    DeleteReport,
     FetchResult,
     FieldValue,
     IngestProgress,
     IngestReport,
     MultiSearchResponse,
+    OptimizeReport,
+    SearchMode,
     SearchResponse,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
@@ -52,6 +56,7 @@ from groundkit.service.command import (
     add_serve_parser,
     run_serve,
 )
+from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.location import StoreLocation
 from groundkit.utils.text import first_unencodable
 
@@ -59,11 +64,27 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
 _SNIPPET = 160
+_WHEN_HELP = (
+    f"an ISO 8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight UTC, "
+    "a time without an offset is read as UTC"
+)
 
 
 # Options every command takes, before or after the command name. Given after it, an
 # option replaces what was given before it; --collection and -v add up.
-_COMMANDS = ("ingest", "search", "fetch", "verify", "collections", "drop", "rebase", "serve")
+_COMMANDS = (
+    "ingest",
+    "search",
+    "fetch",
+    "verify",
+    "delete",
+    "purge",
+    "optimize",
+    "collections",
+    "drop",
+    "rebase",
+    "serve",
+)
 # What `grk serve` takes of them (it has its own --base-dir and location options).
 _SERVE_GLOBALS = frozenset(
     {"index_dir", "metadata_url", "storage_uri", "base_dir", "clearance", "verbose", "quiet"}
@@ -212,6 +233,21 @@ def _parser() -> argparse.ArgumentParser:
         help="a field for every document of this ingest (repeatable); the value is typed "
         'as in front matter: 2024 is a number, true a boolean, [a, b] a list, "2024" text',
     )
+    ingest.add_argument(
+        "--valid-as-of",
+        metavar="WHEN",
+        default=None,
+        help="the moment the versions this ingest writes became true (default: now), "
+        f"for 'grk search --as-of'; {_WHEN_HELP}; not in the future",
+    )
+    ingest.add_argument(
+        "--keep-versions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="keep at most N past versions of each document this ingest changes "
+        "(default: every one; 0: none)",
+    )
     search = sub.add_parser(
         "search",
         parents=[common],
@@ -247,11 +283,66 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="rerank the best candidates with this local cross-encoder",
     )
+    search.add_argument(
+        "--as-of",
+        metavar="WHEN",
+        default=None,
+        help="search the documents as they stood then: each one's version current at "
+        f"WHEN (bm25 only); {_WHEN_HELP}",
+    )
     fetch = sub.add_parser(
         "fetch", parents=[common], help="fetch one chunk and verify it against its source"
     )
     fetch.add_argument("chunk_id", metavar="CHUNK_ID", help="a chunk id from 'grk search'")
+    fetch.add_argument(
+        "--version",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the chunk as version N of its document had it (default: the current one, "
+        "else the newest past one)",
+    )
     sub.add_parser("verify", parents=[common], help="re-verify every chunk of a collection")
+    delete = sub.add_parser(
+        "delete",
+        parents=[common],
+        help="remove documents, every version of them, their vectors and snapshots",
+        description="Remove the documents named by SOURCE (a path as ingested, or a file "
+        "under the base directory), URL (as ingested) or --id, with all their versions, "
+        "vectors and snapshots. The source files stay; a later ingest of their folder adds "
+        "them again.",
+    )
+    delete.add_argument(
+        "sources",
+        nargs="*",
+        metavar="SOURCE|URL",
+        help="a document's source: its path or URL, as search results show it",
+    )
+    delete.add_argument(
+        "--id",
+        action="append",
+        default=[],
+        dest="document_ids",
+        metavar="DOCUMENT_ID",
+        help="a document id from search results (repeatable)",
+    )
+    purge = sub.add_parser(
+        "purge",
+        parents=[common],
+        help="remove past document versions (what 'grk search --as-of' reaches back to)",
+    )
+    purge.add_argument(
+        "--keep",
+        type=int,
+        default=0,
+        metavar="N",
+        help="past versions to keep for each document, the newest ones (default 0)",
+    )
+    sub.add_parser(
+        "optimize",
+        parents=[common],
+        help="merge the lexical index into one segment, dropping what deletes left behind",
+    )
     sub.add_parser(
         "collections",
         parents=[common],
@@ -465,14 +556,15 @@ def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool)
             data["failures"] = [f.model_dump(mode="json") for f in failures]
         _emit(data)
         return EXIT_PROBLEM if failures else EXIT_OK
+    past = "as_of" in response.metadata
     if not response.results:
-        print("no results")
+        print("no results" + (f" as of {response.metadata['as_of']}" if past else ""))
     for rank, r in enumerate(response.results, start=1):
         page = f" p. {r.citation.page}" if r.citation.page else ""
         where = f"{r.collection}: " if multi else ""
         print(
             f"{rank:>3}. {where}{r.source} [{r.start_offset}:{r.end_offset}]{page}"
-            f"  score {r.score:.4f}"
+            f"{_version_mark(r.version, shown=past)}  score {r.score:.4f}"
         )
         print(f"     chunk {r.chunk_id}")
         print(f"     {_snippet(r.content)}")
@@ -481,13 +573,28 @@ def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool)
     return EXIT_PROBLEM if failures else EXIT_OK
 
 
+def _version_mark(
+    version: int | None, *, shown: bool = False, replaced_at: str | None = None
+) -> str:
+    """`` v2`` after a citation: for a document's later versions, and always when
+    ``shown`` (a search of the past) or the version has been replaced."""
+    if version is None or not (shown or version > 1 or replaced_at):
+        return ""
+    return f" v{version}" + (f" (replaced {replaced_at})" if replaced_at else "")
+
+
+def _where_fetched(result: FetchResult) -> str:
+    c = result.citation
+    page = f" p. {c.page}" if c.page else ""
+    mark = _version_mark(result.version, replaced_at=result.replaced_at)
+    return f"{c.source} [{c.start_offset}:{c.end_offset}]{page}{mark}"
+
+
 def _print_fetch(result: FetchResult, as_json: bool) -> int:
     if as_json:
         _emit(result.model_dump(mode="json"))
     else:
-        c = result.citation
-        page = f" p. {c.page}" if c.page else ""
-        print(f"{c.source} [{c.start_offset}:{c.end_offset}]{page}  {result.verification}")
+        print(f"{_where_fetched(result)}  {result.verification}")
         print(f"  {result.detail}")
         print(result.content)
     return EXIT_OK if result.verification == "verified" else EXIT_PROBLEM
@@ -510,9 +617,44 @@ def _print_verify(report: VerifyReport, as_json: bool, quiet: bool = False) -> i
                 f"unresolvable {report.unresolvable}"
             )
         for p in report.problems:
-            c = p.citation
-            print(f"  {p.verification}: {c.source} [{c.start_offset}:{c.end_offset}] {p.detail}")
+            print(f"  {p.verification}: {_where_fetched(p)} {p.detail}")
     return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
+def _print_delete(report: DeleteReport, args: argparse.Namespace) -> int:
+    if args.json:
+        _emit(report.model_dump(mode="json"))
+    elif args.quiet:
+        for name in report.missing:
+            print(f"grk: missing: {name}: no document has this source or id", file=sys.stderr)
+    else:
+        print(f"deleted {len(report.deleted)}, missing {len(report.missing)}")
+        for source in report.deleted:
+            print(f"  deleted: {source}")
+        for name in report.missing:
+            print(f"  missing: {name}: no document has this source or id")
+    return EXIT_PROBLEM if report.missing else EXIT_OK
+
+
+def _print_purge(removed: int, args: argparse.Namespace) -> int:
+    if args.json:
+        _emit({"removed": removed, "keep": args.keep})
+    elif not args.quiet:
+        kept = "none kept" if args.keep == 0 else f"at most {args.keep} kept per document"
+        print(f"removed {removed} past version(s); {kept}")
+    return EXIT_OK
+
+
+def _print_optimize(report: OptimizeReport, args: argparse.Namespace) -> int:
+    if args.json:
+        _emit(report.model_dump(mode="json"))
+    elif not args.quiet:
+        outcome = "merged" if report.merged else "nothing to merge"
+        print(
+            f"lexical index: {report.segments_before} segment(s) before, "
+            f"{report.segments_after} after ({outcome})"
+        )
+    return EXIT_OK
 
 
 def _meta_fields(items: Sequence[str]) -> dict[str, FieldValue] | None:
@@ -650,7 +792,11 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
             embedder_for=recorded,
             reranker=reranker,
             clearance=args.clearance,
-            ingest=IngestConfig(html_extractor=args.html) if args.command == "ingest" else None,
+            ingest=(
+                IngestConfig(html_extractor=args.html, keep_versions=args.keep_versions)
+                if args.command == "ingest"
+                else None
+            ),
         ),
         notice,
     )
@@ -714,15 +860,47 @@ async def _run_search(args: argparse.Namespace) -> int:
             for name in args.collections
         ]
         rerank = reranker is not None
+        as_of: datetime | None = args.as_of
         if len(collections) == 1:
             response: SearchResponse | MultiSearchResponse = await collections[0].search(
-                args.query, args.top_k, mode=args.mode, rerank=rerank, filters=filters
+                args.query, args.top_k, mode=args.mode, rerank=rerank, filters=filters, as_of=as_of
             )
         else:
             response = await search_collections(
-                collections, args.query, args.top_k, mode=args.mode, rerank=rerank, filters=filters
+                [_AsOf(c, as_of) for c in collections],
+                args.query,
+                args.top_k,
+                mode=args.mode,
+                rerank=rerank,
+                filters=filters,
             )
+            if as_of is not None:
+                moment = {**response.metadata, "as_of": as_of.isoformat()}
+                response = response.model_copy(update={"metadata": moment})
     return _print_search(response, args.json)
+
+
+class _AsOf:
+    """A collection whose searches look at one moment (``search_collections`` passes
+    each collection the same arguments, and ``as_of`` is not among them)."""
+
+    def __init__(self, collection: Collection, as_of: datetime | None) -> None:
+        self.name = collection.name
+        self._collection = collection
+        self._as_of = as_of
+
+    async def search(
+        self,
+        query: str,
+        top_k: int | None = None,
+        *,
+        mode: SearchMode = "bm25",
+        rerank: bool = False,
+        filters: Mapping[str, Any] | None = None,
+    ) -> SearchResponse:
+        return await self._collection.search(
+            query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=self._as_of
+        )
 
 
 def _check_text_arguments(args: argparse.Namespace) -> None:
@@ -739,6 +917,12 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         given.append(("CHUNK_ID", args.chunk_id))
     elif args.command == "ingest":
         given.extend(("--meta", item) for item in args.meta)
+    elif args.command == "delete":
+        given.extend(("SOURCE", item) for item in args.sources)
+        given.extend(("--id", item) for item in args.document_ids)
+    for option in ("as_of", "valid_as_of"):
+        if getattr(args, option, None) is not None:
+            given.append(("--" + option.replace("_", "-"), getattr(args, option)))
     for label, text in given:
         index = first_unencodable(text)
         if index is None:
@@ -785,15 +969,62 @@ def read_jsonl_records(name: str) -> list[dict[str, Any]]:
 
 
 def _check_ingest_target(args: argparse.Namespace) -> None:
+    if args.command == "delete" and not (args.sources or args.document_ids):
+        raise ConfigurationError(
+            "grk delete takes the documents to remove: one or more SOURCE or URL, "
+            "or --id DOCUMENT_ID"
+        )
     if args.command != "ingest":
         return
     if (args.path is None) == (args.jsonl is None):
         raise ConfigurationError("grk ingest takes a PATH (or URL), or --jsonl FILE: one of them")
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Counts that argparse reads as any integer, held to their ranges (one-line errors)."""
+    bounds = {"keep_versions": 0, "keep": 0, "version": 1}
+    for name, least in bounds.items():
+        value = getattr(args, name, None)
+        if value is not None and value < least:
+            option = "--" + name.replace("_", "-")
+            raise ConfigurationError(f"{option} must be at least {least}, got {value}")
+
+
+def _read_moments(args: argparse.Namespace) -> None:
+    """``--as-of`` and ``--valid-as-of`` as timezone-aware datetimes (in place), checked
+    with the options they go with before any collection is opened or created."""
+    for name in ("as_of", "valid_as_of"):
+        text = getattr(args, name, None)
+        if text is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        try:
+            setattr(args, name, parse_moment(text))
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{option} {text!r}: {exc}") from None
+    as_of: datetime | None = getattr(args, "as_of", None)
+    if as_of is not None and args.mode != "bm25":
+        raise ConfigurationError(
+            f"--as-of searches in bm25 mode only (vectors are kept for current versions "
+            f"alone), not --mode {args.mode}"
+        )
+    valid_as_of: datetime | None = getattr(args, "valid_as_of", None)
+    if valid_as_of is None:
+        return
+    if args.jsonl is not None:
+        raise ConfigurationError("--valid-as-of goes with a PATH or URL ingest, not --jsonl")
+    if valid_as_of > datetime.now(UTC):
+        raise ConfigurationError(
+            f"--valid-as-of {valid_as_of.isoformat()} is in the future; a version can only "
+            "have become true by now"
+        )
+
+
 async def _run(args: argparse.Namespace) -> int:
     _check_ingest_target(args)
     _check_text_arguments(args)
+    _check_numbers(args)
+    _read_moments(args)
     if args.command == "collections":
         return await _run_collections(args)
     if args.command == "drop":
@@ -813,12 +1044,22 @@ async def _run(args: argparse.Namespace) -> int:
         if args.command == "ingest":
             progress = _Progress(sys.stderr, enabled=not args.quiet)
             try:
-                report = await col.ingest(args.path, metadata=meta, progress=progress)
+                report = await col.ingest(
+                    args.path, metadata=meta, progress=progress, valid_as_of=args.valid_as_of
+                )
             finally:
                 progress.finish()
             return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "fetch":
-            return _print_fetch(await col.fetch_chunk(args.chunk_id), args.json)
+            return _print_fetch(await col.fetch_chunk(args.chunk_id, args.version), args.json)
+        if args.command == "delete":
+            deleted = await col.delete(document_ids=args.document_ids, sources=args.sources)
+            return _print_delete(deleted, args)
+        if args.command == "purge":
+            removed = await col.purge_versions(args.keep)
+            return _print_purge(removed, args)
+        if args.command == "optimize":
+            return _print_optimize(await col.optimize(), args)
         return _print_verify(await col.verify(), args.json, args.quiet)
 
 
@@ -875,8 +1116,10 @@ def _print_collection(info: CollectionInfo) -> None:
         print(f"{info.name}  damaged: {info.error}")
         return
     embedder = info.embedding.model_name if info.embedding is not None else "none (bm25 only)"
+    n = info.past_versions or 0
+    past = f" ({n} past version{'' if n == 1 else 's'})" if n else ""
     print(
-        f"{info.name}  {info.documents} documents, {info.chunks} chunks, generation "
+        f"{info.name}  {info.documents} documents{past}, {info.chunks} chunks, generation "
         f"{info.generation}, {_size(info.size_bytes)}"
     )
     print(f"  base:     {info.base_dir}")

@@ -50,6 +50,8 @@ class CollectionInfo(BaseModel):
     first ingest), ``size_bytes`` what its files take in the index directory (None for
     a shared collection), and ``base_dir`` the directory its sources resolve against,
     which only ``describe(..., full=True)`` fills in (the MCP tool never shows it).
+    ``past_versions`` counts the earlier document versions kept for ``as_of``
+    searches; it takes a pass over the documents, so only ``full=True`` fills it in.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,6 +66,7 @@ class CollectionInfo(BaseModel):
     analyzer: str | None = None
     size_bytes: int | None = None
     base_dir: str | None = None
+    past_versions: int | None = None
 
 
 @dataclass(eq=False)
@@ -163,7 +166,11 @@ class CollectionRegistry:
             store = stores.metadata
             manifest = await store.read_manifest()
             base: str | None = None
+            past: int | None = None
             if full:
+                past = 0
+                async for record in store.iter_documents():
+                    past += record.past_versions
                 stored = await store.get_base_dir()
                 if self.base_dir is not None:
                     base = str(self.base_dir)
@@ -179,6 +186,7 @@ class CollectionRegistry:
                 analyzer=await store.get_analyzer(),
                 size_bytes=await location.disk_usage(),
                 base_dir=base,
+                past_versions=past,
             )
         finally:
             await stores.close()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
@@ -45,6 +46,7 @@ from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.search import MAX_QUERY_CHARS
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
+from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.names import COLLECTION_NAME_PATTERN
 
 if TYPE_CHECKING:
@@ -111,6 +113,23 @@ ChunkIdArg = Annotated[
     str,
     Field(min_length=1, max_length=256, description="chunk_id from a search result"),
 ]
+AsOfArg = Annotated[
+    str | None,
+    Field(
+        max_length=64,
+        description="search the documents as they stood at this moment (bm25 only): an ISO "
+        f"8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight UTC, a time "
+        "without an offset is UTC",
+    ),
+]
+VersionArg = Annotated[
+    StrictInt | None,
+    Field(
+        ge=1,
+        description="the document version the chunk belongs to, as a result's version "
+        "names it (default: the current one, else the newest past one)",
+    ),
+]
 
 
 # -- results ----------------------------------------------------------------
@@ -132,6 +151,8 @@ class CitedResult(_Wire):
     metadata: dict[str, Any]
     # Query-term spans relative to ``content``; null for dense hits.
     highlights: list[tuple[int, int]] | None = None
+    # The document version the text is from (a past one only in as_of searches).
+    version: int | None = None
 
 
 class SearchOutput(_Wire):
@@ -147,6 +168,8 @@ class SearchOutput(_Wire):
     # Set when dense or hybrid was asked for but the vectors were unavailable: the
     # results are BM25's, and this says why.
     degraded: str | None = None
+    # The moment searched (ISO 8601) when the call gave as_of.
+    as_of: str | None = None
 
 
 class MultiSearchOutput(_Wire):
@@ -160,6 +183,7 @@ class MultiSearchOutput(_Wire):
     failures: list[CollectionFailure]
     # Collections that answered from BM25 because their vectors were unavailable, and why.
     degraded: dict[str, str] = Field(default_factory=dict)
+    as_of: str | None = None
 
 
 class FetchedChunk(_Wire):
@@ -170,6 +194,10 @@ class FetchedChunk(_Wire):
     citation: Citation
     verification: Verification
     detail: str
+    # The document version the chunk belongs to, and when that version stopped being
+    # current (ISO 8601; null while it is).
+    version: int | None = None
+    replaced_at: str | None = None
 
 
 class ListedCollection(_Wire):
@@ -187,7 +215,7 @@ class ListedCollection(_Wire):
 
     @classmethod
     def of(cls, info: CollectionInfo) -> ListedCollection:
-        return cls(**info.model_dump(exclude={"base_dir"}))
+        return cls(**info.model_dump(exclude={"base_dir", "past_versions"}))
 
 
 class CollectionList(_Wire):
@@ -219,13 +247,18 @@ def _fields_line(metadata: dict[str, Any]) -> str | None:
     return "   fields: " + _flat(shown, 300)
 
 
-def _result_lines(results: list[CitedResult], with_collection: bool) -> list[str]:
+def _version(version: int | None, shown: bool) -> str:
+    """`` version N`` where it tells something: a later version, or a search of the past."""
+    return f" version {version}" if version is not None and (shown or version > 1) else ""
+
+
+def _result_lines(results: list[CitedResult], with_collection: bool, past: bool) -> list[str]:
     lines: list[str] = []
     for r in results:
         where = f"{r.collection}: " if with_collection else ""
         lines.append(
-            f"[{r.rank}] {where}{_where(r.citation)} score {r.score:.4f} "
-            f"chunk_id {r.citation.chunk_id}"
+            f"[{r.rank}] {where}{_where(r.citation)}{_version(r.version, past)} score "
+            f"{r.score:.4f} chunk_id {r.citation.chunk_id}"
         )
         fields = _fields_line(r.metadata)
         if fields:
@@ -243,23 +276,31 @@ def compact_text(output: BaseModel) -> str:
             f"({output.stage}, generation {output.generation}, {output.latency_ms:.1f} ms)"
         )
         lines = [head]
+        if output.as_of:
+            lines.append(f"as of {output.as_of}: each document as it stood then")
         if output.degraded:
             lines.append(f"note: {output.degraded}")
-        lines += _result_lines(output.results, with_collection=False)
+        lines += _result_lines(output.results, with_collection=False, past=bool(output.as_of))
         if output.results:
             lines.append("Verify a result with fetch_chunk(chunk_id) before quoting it.")
         return "\n".join(lines)
     if isinstance(output, MultiSearchOutput):
         names = ", ".join(output.collections)
         lines = [f"{output.total_results} result(s) fused from {names}"]
+        if output.as_of:
+            lines.append(f"as of {output.as_of}: each document as it stood then")
         lines += [f"note: {name}: {why}" for name, why in output.degraded.items()]
         lines += [f"failed: {f.collection}: {f.error}: {f.detail}" for f in output.failures]
-        lines += _result_lines(output.results, with_collection=True)
+        lines += _result_lines(output.results, with_collection=True, past=bool(output.as_of))
         return "\n".join(lines)
     if isinstance(output, FetchedChunk):
+        replaced = output.replaced_at is not None
+        version = _version(output.version, replaced)
+        if replaced:
+            version += f" (replaced {output.replaced_at})"
         return "\n".join(
             [
-                f"{output.verification}: {_where(output.citation)} chunk_id "
+                f"{output.verification}: {_where(output.citation)}{version} chunk_id "
                 f"{output.citation.chunk_id} in collection {output.collection!r}",
                 f"   {output.detail}",
                 output.content,
@@ -302,6 +343,7 @@ def _cited(results: list[RetrievalResult], collection: str) -> list[CitedResult]
             citation=r.citation,
             metadata=r.metadata,
             highlights=None if r.highlights is None else list(r.highlights),
+            version=r.version,
         )
         for rank, r in enumerate(results, start=1)
     ]
@@ -318,10 +360,11 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
         latency_ms=float(meta.get("latency_ms", 0.0)),
         results=_cited(response.results, collection),
         degraded=meta.get("degraded"),
+        as_of=meta.get("as_of"),
     )
 
 
-def _multi_output(response: MultiSearchResponse) -> MultiSearchOutput:
+def _multi_output(response: MultiSearchResponse, as_of: datetime | None) -> MultiSearchOutput:
     return MultiSearchOutput(
         collections=response.collections,
         mode=response.mode,
@@ -334,20 +377,25 @@ def _multi_output(response: MultiSearchResponse) -> MultiSearchOutput:
             for name, entry in response.metadata.get("per_collection", {}).items()
             if entry.get("degraded")
         },
+        as_of=None if as_of is None else as_of.isoformat(),
     )
 
 
 class _Leased:
     """A registry collection leased for each search only, so opening it can fail
-    inside ``search_collections`` and be reported there like any other failure."""
+    inside ``search_collections`` and be reported there like any other failure.
+    ``as_of`` goes to every search (``search_collections`` has no such argument)."""
 
-    def __init__(self, registry: CollectionRegistry, name: str) -> None:
+    def __init__(
+        self, registry: CollectionRegistry, name: str, as_of: datetime | None = None
+    ) -> None:
         self._registry = registry
         self.name = name
+        self._as_of = as_of
 
     async def search(self, query: str, top_k: int | None = None, **options: Any) -> SearchResponse:
         async with self._registry.lease(self.name) as col:
-            return await col.search(query, top_k, **options)
+            return await col.search(query, top_k, as_of=self._as_of, **options)
 
 
 def _without(text: str, secret: str | None) -> str:
@@ -446,6 +494,26 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 tool_error(tool, kind, "unexpected error; the server log has the detail")
             ) from None
 
+    def moment(tool: str, as_of: str | None, mode: str) -> datetime | None:
+        """The ``as_of`` argument as a datetime (None when not given), else a ToolError
+        that names the argument but never echoes its value."""
+        if as_of is None:
+            return None
+        try:
+            when = parse_moment(as_of)
+        except ConfigurationError as exc:
+            raise ToolError(tool_error(tool, "invalid arguments", f"as_of: {exc}")) from None
+        if mode != "bm25":
+            raise ToolError(
+                tool_error(
+                    tool,
+                    "invalid arguments",
+                    f"as_of: the past is searched in bm25 mode only (vectors are kept for "
+                    f"current versions alone), not {mode}",
+                )
+            )
+        return when
+
     async def search(
         query: QueryArg,
         collection: CollectionArg = "default",
@@ -453,15 +521,18 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         top_k: TopKArg = 10,
         rerank: RerankArg = False,
         filters: FiltersArg = None,
+        as_of: AsOfArg = None,
     ) -> SearchOutput:
-        """Search one collection. Every result carries a citation: source, chunk_id and
-        character offsets. Call fetch_chunk on a result before quoting it."""
+        """Search one collection. Every result carries a citation: source, chunk_id,
+        character offsets and the document version. as_of searches the documents as they
+        stood at that moment. Call fetch_chunk on a result before quoting it."""
 
         async def run() -> SearchOutput:
+            when = moment("search", as_of, mode)
             async with registry.lease(collection) as col:
                 try:
                     response = await col.search(
-                        query, top_k, mode=mode, rerank=rerank, filters=filters
+                        query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=when
                     )
                 except RerankerNotConfiguredError:
                     raise ToolError(
@@ -504,12 +575,14 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         mode: ModeArg = "bm25",
         top_k: TopKArg = 10,
         filters: FiltersArg = None,
+        as_of: AsOfArg = None,
     ) -> MultiSearchOutput:
         """Search several collections at once; one ranking fused by rank, each result
         naming its collection. Collections that could not be searched are listed in
-        failures, never silently left out."""
+        failures, never silently left out. as_of searches each as it stood then."""
 
         async def run() -> MultiSearchOutput:
+            when = moment("search_collections", as_of, mode)
             known = set(await registry.names())
             unknown = [n for n in collections if n not in known]
             if unknown:
@@ -522,33 +595,37 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     )
                 )
             response = await search_collections(
-                [_Leased(registry, n) for n in collections],
+                [_Leased(registry, n, when) for n in collections],
                 query,
                 top_k,
                 mode=mode,
                 filters=filters,
             )
-            return _multi_output(response)
+            return _multi_output(response, when)
 
         return await guarded(run, "search_collections", query)
 
     search_collections_tool.__name__ = "search_collections"
 
     async def fetch_chunk(
-        chunk_id: ChunkIdArg, collection: CollectionArg = "default"
+        chunk_id: ChunkIdArg, collection: CollectionArg = "default", version: VersionArg = None
     ) -> FetchedChunk:
         """One chunk with its citation, re-checked against its source now: verification is
-        verified (the source holds this text at these offsets), drifted or unresolvable."""
+        verified (the source holds this text at these offsets), drifted or unresolvable.
+        version picks a past version's chunk (a result's version); replaced_at says when
+        that version stopped being current."""
 
         async def run() -> FetchedChunk:
             async with registry.lease(collection) as col:
-                result = await col.fetch_chunk(chunk_id)
+                result = await col.fetch_chunk(chunk_id, version)
             return FetchedChunk(
                 collection=collection,
                 content=result.content,
                 citation=result.citation,
                 verification=result.verification,
                 detail=result.detail,
+                version=result.version,
+                replaced_at=result.replaced_at,
             )
 
         return await guarded(run, "fetch_chunk", None)
