@@ -249,11 +249,6 @@ async def test_delete_a_url_removes_its_snapshot(base: Path, site: Site) -> None
     assert as_json(grk("verify", "--json", cwd=base))["unresolvable"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: Collection.delete of a URL document removes the stored text of "
-    "every in-memory record too (it keeps only 'snapshot' documents' files)",
-)
 async def test_delete_a_url_keeps_the_text_of_records(base: Path, site: Site) -> None:
     records = base / "tickets.jsonl"
     records.write_text('{"id": "T-1", "text": "Printers jam on Mondays."}\n', encoding="utf-8")
