@@ -14,12 +14,14 @@ import math
 import random
 from collections import Counter
 from collections.abc import Sequence
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from groundkit.lexical import bm25
 from groundkit.lexical.bm25 import BM25Index, SegmentView, View
 from groundkit.lexical.segment import BLOCK, build_segment, order_key
 
@@ -111,9 +113,11 @@ def test_pruned_top_k_equals_exhaustive(
     for _ in range(4):
         query = _query(rng, n_terms)
         kw = {"score_threshold": threshold, "mask": mask}
-        pruned = index.search_ids(query, k, prune=True, **kw)
+        auto = index.search_ids(query, k, prune=True, **kw)  # small: mostly scored whole
+        with mock.patch.object(bm25, "_DENSE_POSTINGS", 0):  # MaxScore, whatever the size
+            pruned = index.search_ids(query, k, prune=True, **kw)
         exhaustive = index.search_ids(query, k, prune=False, **kw)
-        assert pruned == exhaustive
+        assert auto == pruned == exhaustive
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -198,6 +202,19 @@ def test_blocks_are_skipped_and_the_answer_is_still_exact() -> None:
     docs = [[0] * rng.randint(1, 3) + ([7] if i % 97 == 0 else []) for i in range(20 * BLOCK)]
     index = _index(docs, [list(range(len(docs)))], {})
     query = {0: 1, 7: 1}
-    assert index.search_ids(query, 10) == index.search_ids(query, 10, prune=False)
+    scored: list[int] = []
+    real_score = bm25._SegmentSearch.score
+
+    def counting(self: bm25._SegmentSearch, candidates: np.ndarray, theta: float) -> object:
+        scored.append(int(candidates.shape[0]))
+        return real_score(self, candidates, theta)
+
+    with (
+        mock.patch.object(bm25, "_DENSE_POSTINGS", 0),
+        mock.patch.object(bm25._SegmentSearch, "score", counting),
+    ):
+        pruned = index.search_ids(query, 10)
+    assert scored and max(scored) < len(docs) // 4  # most blocks never became candidates
+    assert pruned == index.search_ids(query, 10, prune=False) == index.search_ids(query, 10)
     # The rare term decides the top: every hit holds it.
     assert all(7 in docs[key - 1000] for key, _, _ in index.search_ids(query, 5))

@@ -387,6 +387,12 @@ class BM25Index:
 _Term = tuple[int, int, int, int]
 # Below this many candidates, scoring them all costs less than narrowing them down.
 _NARROW_FROM = 1024
+# A segment this small, searched for terms with this few postings, is scored whole
+# (``run_dense``): a few array operations per term instead of a lookup per candidate.
+# Measured on SciFact (7k chunks): 0.40 ms against 1.1 ms end to end at p50; on a
+# segment much larger than the postings, the array itself costs more than it saves.
+_DENSE_POSTINGS = 65536
+_DENSE_RATIO = 4.0
 
 
 def _present(seg: Segment, query_ids: npt.NDArray[np.int32]) -> list[_Term]:
@@ -467,6 +473,10 @@ class _SegmentSearch:
         return keep
 
     def run(self, best: _TopK, prune: bool) -> None:
+        postings = sum(hi - lo for _, _, lo, hi in self.terms)
+        if prune and postings <= _DENSE_POSTINGS and self.seg.size <= _DENSE_RATIO * postings:
+            self.run_dense(best)
+            return
         if prune and best.threshold <= 0.0:
             best.raise_threshold(self.first_threshold(best.k))
         # The threshold is a float32 score; the sums compared with it are float64, which
@@ -490,6 +500,31 @@ class _SegmentSearch:
         scored = self.score(candidates, theta)
         if scored is not None:
             best.offer(scored[1], scored[0], self.seg, self.seg_no)
+
+    def run_dense(self, best: _TopK) -> None:
+        """Every posting of the query terms added into one array of the segment's
+        documents: when those postings are few, cheaper than narrowing candidates
+        down. The same additions in the same term order as ``score``, so the same bits."""
+        seg = self.seg
+        terms = sorted(self.terms)
+        counts = np.array([hi - lo for _, _, lo, hi in terms], dtype=np.int64)
+        firsts = np.array([lo for _, _, lo, _ in terms], dtype=np.int64)
+        # Every posting of every term, terms in id order: one gather, not one per term.
+        at = np.arange(int(counts.sum()), dtype=np.int64)
+        at += np.repeat(firsts - (np.cumsum(counts) - counts), counts)
+        docs = seg.docs[at]
+        tf = seg.tfs[at].astype(np.float64)
+        weight = tf / (tf + self.norm.lengths(seg.lengths)[docs])
+        weight *= np.repeat(np.array([self.scale[t] for t, _, _, _ in terms]), counts)
+        # bincount adds in input order, so each document's sum runs in term-id order.
+        total = np.bincount(docs, weights=weight, minlength=seg.size)
+        keep = total > 0.0
+        keep &= self.visible
+        if self.mask is not None:
+            keep &= self.mask
+        docs_kept = np.flatnonzero(keep).astype(np.uint32)
+        if docs_kept.size:
+            best.offer(total[docs_kept].astype(np.float32), docs_kept, seg, self.seg_no)
 
     def first_threshold(self, k: int) -> float:
         """A score at least k allowed documents reach: the k-th best single-term weight.

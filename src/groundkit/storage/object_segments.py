@@ -2,7 +2,7 @@
 
 A shared collection whose ``storage_uri`` is ``s3://bucket/prefix`` keeps its
 packs and manifest under ``<storage_uri>/<name>.segments/``, exactly the files
-``LocalSegments`` keeps in a directory (adr/0045-segments-on-object-storage.md).
+``LocalSegments`` keeps in a directory (adr/0041-segments-on-object-storage.md).
 A pack is memory-mapped, so it must be a local file: ``load_pack`` serves it
 from a cache directory on this host when the cached copy has the entry's size
 and checksum, and otherwise downloads it under a temporary name, checks it and
