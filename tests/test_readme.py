@@ -78,9 +78,9 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
             outputs.append((lang, _run(tmp_path, number, lang, body)))
     python = [out for lang, out in outputs if lang == "python"]
     bash = [out for lang, out in outputs if lang == "bash"]
-    assert len(python) == 9, (
+    assert len(python) == 10, (
         "README has the BM25, dense, sync, in-memory, LangChain, LlamaIndex, Haystack, "
-        "office-formats and answer-checking examples"
+        "office-formats, answer-checking and versions examples"
     )
     assert "added: ['notes/tea.md']" in python[0]
     assert "verified=True" in python[0]
@@ -103,9 +103,15 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert fields == "{'team': 'kitchen', 'title': 'Oolong', 'year': 2024}"
     assert highlights == "['Oolong', 'Oolong', 'roasted']"
     assert check.startswith("verified ")
+    now, then, past, deleted = python[9].splitlines()
+    assert now == "Refunds are paid within 14 days. 2"
+    assert then == "Refunds are paid within 30 days. 1"
+    assert past == "drifted 2026-06-01T00:00:00+00:00"
+    assert deleted == "['policy/refunds.md'] []"
     assert len(bash) == 3, "the JSON Lines block, the filters block and the command-line block"
     tickets, filtered, commands = bash
     assert tickets.startswith("added 1, updated 0")
     assert "handbook: handbook/rota.md" in filtered or "handbook/rota.md" in filtered
     assert "wiki: wiki/swaps.md" in filtered  # the fused search names each collection
     assert "corpus/rrf.md" in commands and "dropped collection 'default'" in commands
+    assert "deleted 1" in commands or "corpus/rrf.md" in commands.split("deleted", 1)[-1]

@@ -170,19 +170,46 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
     with sqlite3.connect(path) as conn:
         conn.executescript(_VERSION_1)
+        # Enough rows that the old chunk table's pages would stay free without compaction.
+        conn.execute(
+            "INSERT INTO documents VALUES ('d2', 'b.txt', 'h2', "
+            "'2026-01-01T00:00:00+00:00', 'text', NULL, '{}', NULL)"
+        )
+        conn.executemany(
+            "INSERT INTO chunks (id, document_id, chunk_index, content, start_offset,"
+            " end_offset, content_hash, term_ids, tfs) VALUES (?, 'd2', ?, ?, ?, ?, ?,"
+            " X'01000000', X'01000000')",
+            [(f"b{i}", i, "alpha " * 80, i * 480, i * 480 + 480, f"h{i}") for i in range(500)],
+        )
     conn.close()
     store = await SQLiteMetadataStore.open(path)
     try:
         assert await store.generations() == (7, 0)
         assert await store.get_analyzer() == "an"
-        assert [s.content async for batch in store.iter_chunks() for s in batch] == ["alpha"]
+        contents = [s.content async for batch in store.iter_chunks() for s in batch]
+        assert contents[0] == "alpha" and len(contents) == 501
         await store.mark_vectors_stored_many([("d1", "h")])
         assert await store.generations() == (7, 1)
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT schema_version FROM state").fetchone() == (SCHEMA_VERSION,)
+        # The rebuilt chunk table's old pages are given back, not left free in the file.
+        assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
+        migrated = _indexes(conn)
     conn.close()
+    fresh = await SQLiteMetadataStore.open(tmp_path / "fresh.sqlite3")
+    await fresh.close()
+    with sqlite3.connect(tmp_path / "fresh.sqlite3") as conn:
+        assert _indexes(conn) == migrated
+    conn.close()
+
+
+def _indexes(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT name, tbl_name FROM sqlite_master WHERE type = 'index' ORDER BY name"
+    ).fetchall()
+    return [(str(name), str(table)) for name, table in rows]
 
 
 @pytest.mark.parametrize(

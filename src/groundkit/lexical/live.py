@@ -546,7 +546,8 @@ class LiveIndex:
                         valid_to[new_local[kept]] = latest[id(old.segment)].valid_to[kept]
                     merged_view = SegmentView.with_valid_to(merged_view.segment, valid_to)
                 parts = [p for p in current.parts if id(p.view.segment) not in merged_segments]
-                parts.append(_Part(merged_view, overlay_saved=merged_view.dead_docs == 0))
+                if merged_view.segment.size:  # everything removed: no segment at all
+                    parts.append(_Part(merged_view, overlay_saved=merged_view.dead_docs == 0))
                 parts.sort(key=lambda p: -p.view.segment.size)  # large first, as searched
                 self._state = replace(current, parts=tuple(parts), index=self._index_of(parts))
             await self._persist()

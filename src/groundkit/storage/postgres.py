@@ -113,7 +113,7 @@ CREATE TABLE {s}.changes (
 );
 CREATE INDEX changes_by_generation ON {s}.changes(generation);
 CREATE UNIQUE INDEX chunks_current_id ON {s}.chunks(id) WHERE valid_to IS NULL;
-CREATE INDEX chunks_by_id ON {s}.chunks(id, version);
+CREATE INDEX chunks_past_id ON {s}.chunks(id, version) WHERE valid_to IS NOT NULL;
 CREATE INDEX chunks_by_document ON {s}.chunks(document_id, version, chunk_index);
 CREATE INDEX chunks_canonical ON {s}.chunks(content_hash, chunk_index, document_id, key);
 """
@@ -1015,14 +1015,16 @@ class PostgresMetadataStore:
         if version is not None:
             where += " AND c.version = $2"
             args.append(int(version))
-        # NULL valid_to (current) sorts first; among past rows the highest version wins.
-        rows = await self._fetch(
-            "read a chunk",
-            f"{self._any_version} WHERE {where}"
-            " ORDER BY c.valid_to IS NOT NULL, c.version DESC LIMIT 1",
-            *args,
-        )
-        return stored_chunk(rows[0]) if rows else None
+        # The current row first, then the newest past one, each on its partial index.
+        for when in ("c.valid_to IS NULL", "c.valid_to IS NOT NULL"):
+            rows = await self._fetch(
+                "read a chunk",
+                f"{self._any_version} WHERE {where} AND {when} ORDER BY c.version DESC LIMIT 1",
+                *args,
+            )
+            if rows:
+                return stored_chunk(rows[0])
+        return None
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         if not keys:
