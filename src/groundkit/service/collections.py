@@ -2,8 +2,8 @@
 opened on first use, reused.
 
 A long-running server must answer from what is on disk *now*. A ``Collection``
-notices a new generation and rebuilds its Retriever, and moves its vector handle
-forward when only the vectors changed, on the next search. One thing it cannot
+notices a new generation and catches its lexical index up (no rebuild), and moves
+its vector handle forward when only the vectors changed, on the next search. One thing it cannot
 notice by itself is handled here, by comparing the generation before each
 request: a collection that became bound to an embedder since it was opened is
 reopened with that embedder, so dense and hybrid start to work.
