@@ -164,7 +164,12 @@ class Indexer:
         repairs = await self._reconcile()
         reporter = Reporter(progress)
         discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
-        known = await self._store.document_states()
+        # Only what this ingest can add, change or prune: one file, or one folder's.
+        prefix = to_relative(root, self._base)
+        if root.is_file():
+            known = await self._store.document_states(sources=[prefix])
+        else:
+            known = await self._store.document_states(under=None if prefix == "." else prefix)
         added: list[str] = []
         updated: list[str] = []
         unchanged: list[str] = []
@@ -428,7 +433,8 @@ class Indexer:
         async with self._lock:
             await self._bind()
             repairs = await self._reconcile()
-            known = await self._store.document_states()
+            wanted = [document.source] if document is not None else []
+            known = await self._store.document_states(sources=wanted)
             writer = _Writer(self, reuse=await self._vectors_present(), valid_as_of=valid_as_of)
             status: dict[str, list[str]] = {"added": [], "updated": [], "unchanged": []}
             if document is not None:
@@ -482,7 +488,7 @@ class Indexer:
             async with self._lock:
                 await self._bind()
                 repairs = await self._reconcile()
-                known = await self._store.document_states()
+                known = await self._store.document_states(sources=[d.source for d in documents])
                 writer = _Writer(self, reuse=await self._vectors_present())
                 added: list[str] = []
                 updated: list[str] = []
@@ -532,7 +538,7 @@ class Indexer:
         if self._snapshots is None:
             raise ConfigurationError("in-memory documents need a snapshot store; use a Collection")
         async with self._lock:
-            known = await self._store.document_states()
+            known = await self._store.document_states(sources=sources)
             present = [s for s in sources if s in known and known[s].source_class == "record"]
             missing = [s for s in sources if s not in present]
             if missing and not missing_ok:

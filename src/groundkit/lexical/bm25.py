@@ -76,6 +76,23 @@ class SegmentView:
     removed: int = 0
     _current: npt.NDArray[np.bool_] | None = None
     _total_length: int | None = None
+    # Per-posting tf / (tf + norm) for one normalisation, kept for small segments.
+    _weights: tuple[float, float, npt.NDArray[np.float64]] | None = None
+
+    def tf_weights(self, norm: _Norm) -> npt.NDArray[np.float64] | None:
+        """``tf / (tf + norm(len))`` of every posting, for ``norm``; computed once and
+        kept while the statistics stay the same (searches between writes), for
+        segments of at most ``_CACHED_POSTINGS`` postings. None for larger ones."""
+        seg = self.segment
+        if seg.docs.shape[0] > _CACHED_POSTINGS:
+            return None
+        cached = self._weights
+        if cached is not None and cached[0] == norm.base and cached[1] == norm.per_length:
+            return cached[2]
+        tf = seg.tfs.astype(np.float64)
+        weights = tf / (tf + norm.lengths(seg.lengths)[seg.docs])
+        self._weights = (norm.base, norm.per_length, weights)
+        return weights
 
     @property
     def total_length(self) -> int:
@@ -351,7 +368,7 @@ class BM25Index:
             if mask is not None:
                 local_mask = mask[self._offsets[i] : self._offsets[i + 1]]
             search = _SegmentSearch(
-                seg_view.segment,
+                seg_view,
                 i,
                 terms,
                 scale,
@@ -393,6 +410,9 @@ _NARROW_FROM = 1024
 # segment much larger than the postings, the array itself costs more than it saves.
 _DENSE_POSTINGS = 65536
 _DENSE_RATIO = 4.0
+# Segments of up to this many postings keep their per-posting weights between
+# searches (8 bytes a posting: 16 MB at most per segment).
+_CACHED_POSTINGS = 2_000_000
 
 
 def _present(seg: Segment, query_ids: npt.NDArray[np.int32]) -> list[_Term]:
@@ -443,7 +463,7 @@ class _SegmentSearch:
 
     def __init__(
         self,
-        seg: Segment,
+        view: SegmentView,
         seg_no: int,
         terms: list[_Term],
         scale: dict[int, float],
@@ -451,18 +471,26 @@ class _SegmentSearch:
         visible: npt.NDArray[np.bool_],
         mask: npt.NDArray[np.bool_] | None,
     ) -> None:
-        self.seg = seg
+        self.view = view
+        self.seg = view.segment
         self.seg_no = seg_no
         self.terms = terms
         self.scale = scale
         self.norm = norm
         self.visible = visible
         self.mask = mask
+        self.bound: dict[int, float] = {}
+        self.total_bound = 0.0
+
+    def _bounds(self) -> None:
+        """Each term's largest possible weight here (what pruning needs; a segment
+        scored whole never asks)."""
+        seg, norm, scale = self.seg, self.norm, self.scale
         self.bound = {
             t: scale[t]
             * norm.weight(float(seg.term_max_tf[j]), float(seg.term_min_len[j]))
             * _SLACK
-            for t, j, _, _ in terms
+            for t, j, _, _ in self.terms
         }
         self.total_bound = sum(self.bound.values())
 
@@ -477,6 +505,7 @@ class _SegmentSearch:
         if prune and postings <= _DENSE_POSTINGS and self.seg.size <= _DENSE_RATIO * postings:
             self.run_dense(best)
             return
+        self._bounds()
         if prune and best.threshold <= 0.0:
             best.raise_threshold(self.first_threshold(best.k))
         # The threshold is a float32 score; the sums compared with it are float64, which
@@ -513,8 +542,12 @@ class _SegmentSearch:
         at = np.arange(int(counts.sum()), dtype=np.int64)
         at += np.repeat(firsts - (np.cumsum(counts) - counts), counts)
         docs = seg.docs[at]
-        tf = seg.tfs[at].astype(np.float64)
-        weight = tf / (tf + self.norm.lengths(seg.lengths)[docs])
+        cached = self.view.tf_weights(self.norm)
+        if cached is not None:
+            weight = cached[at]
+        else:
+            tf = seg.tfs[at].astype(np.float64)
+            weight = tf / (tf + self.norm.lengths(seg.lengths)[docs])
         weight *= np.repeat(np.array([self.scale[t] for t, _, _, _ in terms]), counts)
         # bincount adds in input order, so each document's sum runs in term-id order.
         total = np.bincount(docs, weights=weight, minlength=seg.size)

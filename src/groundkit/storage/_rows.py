@@ -65,6 +65,7 @@ __all__ = [
     "plan_versions",
     "postings_from_blobs",
     "postings_from_rows",
+    "prefix_range",
     "stored_chunk",
     "term_counts",
     "text_value",
@@ -180,6 +181,12 @@ def manifest_value(raw: Any, where: str) -> CollectionManifest | None:
         return CollectionManifest.model_validate_json(raw)
     except ValidationError:
         raise damaged(where, "embedding manifest") from None
+
+
+def prefix_range(under: str) -> tuple[str, str]:
+    """The open byte-order range of sources beneath the folder ``under``: after
+    ``under/`` and before ``under0`` (``0`` is the character right after ``/``)."""
+    return f"{under}/", f"{under}0"
 
 
 def document_state(row: Sequence[Any]) -> DocumentState:

@@ -49,6 +49,7 @@ from groundkit.storage._rows import (
     parse_metadata,
     plan_versions,
     postings_from_rows,
+    prefix_range,
     stored_chunk,
     term_counts,
     text_value,
@@ -600,11 +601,27 @@ class PostgresMetadataStore:
 
     # -- documents -----------------------------------------------------------
 
-    async def document_states(self) -> dict[str, DocumentState]:
+    async def document_states(
+        self, *, sources: Sequence[str] | None = None, under: str | None = None
+    ) -> dict[str, DocumentState]:
+        sql = (
+            f"SELECT source, content_hash, source_class, extractor, metadata FROM {self._s}"
+            ".documents"
+        )
+        if sources is None and under is None:
+            rows = await self._fetch("read documents", sql)
+            return {row[0]: document_state(row) for row in rows}
+        low, high = prefix_range(under if under is not None else "")
+        # The column's collation is "C" (byte order), so the range is the prefix.
         rows = await self._fetch(
             "read documents",
-            f"SELECT source, content_hash, source_class, extractor, metadata FROM {self._s}"
-            ".documents",
+            f"{sql} WHERE source = ANY($1::text[])"
+            " OR ($2::boolean AND (source = $3 OR (source > $4 AND source < $5)))",
+            list(dict.fromkeys(sources or ())),
+            under is not None,
+            under or "",
+            low,
+            high,
         )
         return {row[0]: document_state(row) for row in rows}
 

@@ -270,8 +270,13 @@ class MetadataStoreProtocol(Protocol):
         """
         ...
 
-    async def document_states(self) -> dict[str, DocumentState]:
-        """``{source: state}`` of every stored document, metadata as stored (JSON types)."""
+    async def document_states(
+        self, *, sources: Sequence[str] | None = None, under: str | None = None
+    ) -> dict[str, DocumentState]:
+        """``{source: state}`` of the stored documents, metadata as stored (JSON types):
+        every one, or those ``sources`` names, or those whose source is ``under`` or
+        lies beneath it (``under/...``). Both given: documents matching either. A
+        one-file ingest then reads one row, not a whole large collection."""
         ...
 
     def iter_documents(self) -> AsyncIterator[DocumentRecord]:

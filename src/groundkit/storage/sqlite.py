@@ -43,6 +43,7 @@ from groundkit.storage._rows import (
     optional_text,
     plan_versions,
     postings_from_rows,
+    prefix_range,
     stored_chunk,
     term_counts,
     text_value,
@@ -540,11 +541,28 @@ class SQLiteMetadataStore:
 
     # -- documents -----------------------------------------------------------
 
-    async def document_states(self) -> dict[str, DocumentState]:
-        async with self._conn.execute(
-            "SELECT source, content_hash, source_class, extractor, metadata FROM documents"
-        ) as cur:
-            return {row[0]: document_state(row) async for row in cur}
+    async def document_states(
+        self, *, sources: Sequence[str] | None = None, under: str | None = None
+    ) -> dict[str, DocumentState]:
+        sql = "SELECT source, content_hash, source_class, extractor, metadata FROM documents"
+        if sources is None and under is None:
+            async with self._conn.execute(sql) as cur:
+                return {row[0]: document_state(row) async for row in cur}
+        out: dict[str, DocumentState] = {}
+        if under is not None:
+            # Byte order (BINARY): everything from "dir/" up to "dir0" lies under "dir".
+            low, high = prefix_range(under)
+            async with self._conn.execute(
+                f"{sql} WHERE source = ? OR (source > ? AND source < ?)", (under, low, high)
+            ) as cur:
+                out.update({row[0]: document_state(row) async for row in cur})
+        wanted = [s for s in dict.fromkeys(sources or ()) if s not in out]
+        for start in range(0, len(wanted), _IN_BATCH):
+            part = wanted[start : start + _IN_BATCH]
+            marks = ", ".join("?" * len(part))
+            async with self._conn.execute(f"{sql} WHERE source IN ({marks})", part) as cur:
+                out.update({row[0]: document_state(row) async for row in cur})
+        return out
 
     async def iter_documents(self) -> AsyncIterator[DocumentRecord]:
         async with self._conn.execute(

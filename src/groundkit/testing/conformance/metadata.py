@@ -176,6 +176,20 @@ class MetadataStoreConformance:
             "r.pdf": DocumentState(doc.content_hash, "extracted", "pdf-text@1", doc.metadata),
         }
 
+    async def test_document_states_of_some_sources_or_a_folder(self, store: Store) -> None:
+        for source in ["a", "a.txt", "a/b.txt", "a/c/d.txt", "a0.txt", "ab/x.txt", "b/a/y.txt"]:
+            await put(store, source, [f"words of {source}"])
+        everything = await store.document_states()
+        assert len(everything) == 7
+        assert sorted(await store.document_states(under="a")) == ["a", "a/b.txt", "a/c/d.txt"]
+        assert sorted(await store.document_states(under="a/c")) == ["a/c/d.txt"]
+        assert await store.document_states(under="missing") == {}
+        some = await store.document_states(sources=["a.txt", "nope", "a.txt", "b/a/y.txt"])
+        assert some == {s: everything[s] for s in ["a.txt", "b/a/y.txt"]}
+        assert await store.document_states(sources=[]) == {}
+        both = await store.document_states(sources=["ab/x.txt"], under="a/c")
+        assert sorted(both) == ["a/c/d.txt", "ab/x.txt"]
+
     async def test_replace_keeps_the_previous_version(self, store: Store) -> None:
         await put(store, "a.txt", ["one two", "three"], chunk_ids=["old0", "old1"])
         await put(store, "a.txt", ["four five six"], chunk_ids=["new0"])
