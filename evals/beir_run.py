@@ -59,6 +59,7 @@ from evals.machine import (
     source_state,
 )
 from evals.metrics import Report, evaluate
+from evals.plots import plot_quality_ndcg
 from evals.stats import percentile
 from groundkit import (
     AnalyzerConfig,
@@ -463,56 +464,9 @@ def render(
 
 
 def write_plot(run: BeirRun, path: Path) -> None:
-    """Bars of nDCG@10 per mode, with the dataset's published figures as dashed lines."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    anchors = ANCHORS.get(run.name, [])
-    values = [r.ndcg10 for r in run.modes]
-    low = min([*values, *(v for _, v in anchors)])
-    fig, ax = plt.subplots(figsize=(8.0, 5.6))
-    bars = ax.bar([r.mode for r in run.modes], values, color="#4c72b0", width=0.55, zorder=2)
-    for bar, value in zip(bars, values, strict=True):
-        ax.annotate(
-            f"{value:.3f}",
-            (bar.get_x() + bar.get_width() / 2, value),
-            textcoords="offset points",
-            xytext=(0, 3),
-            ha="center",
-            fontsize=9,
-        )
-    styles = ["--", ":", "-.", (0, (5, 1)), (0, (3, 1, 1, 1)), (0, (1, 1))]
-    colours = ["#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3"]
-    for i, (label, value) in enumerate(anchors):
-        ax.axhline(
-            value,
-            linestyle=styles[i % len(styles)],
-            color=colours[i % len(colours)],
-            linewidth=1.3,
-            label=f"{value:.3f} {label}",
-            zorder=3,
-        )
-    ax.set_ylim(max(0.0, low - 0.1), min(1.0, max([*values, *(v for _, v in anchors)]) + 0.05))
-    ax.set_ylabel("nDCG@10")
-    ax.set_title(f"{run.name}: nDCG@10 per mode ({run.queries} queries)")
-    ax.grid(axis="y", alpha=0.3, zorder=0)
-    ax.set_xlim(-0.75, len(values) - 0.25)
-    if anchors:
-        ax.legend(
-            fontsize=7.5,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.09),
-            ncol=2,
-            title="published, not run here",
-            title_fontsize=8,
-            frameon=False,
-        )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
+    """Bars of nDCG@10 per mode, with the dataset's published figures as reference lines."""
+    modes = [(r.mode, r.ndcg10) for r in run.modes]
+    plot_quality_ndcg(run.name, run.queries, modes, ANCHORS.get(run.name, []), path)
 
 
 # --- command line ---------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import Any
 
 from evals.hybrid.embedders import HashEmbedder
 from evals.machine import command_line, machine_lines, markdown_table
+from evals.plots import FilterPoint, plot_filter_cost, size_name
 from evals.stats import percentile
 from evals.synthetic import (
     BENCH_CHUNKING,
@@ -35,7 +36,7 @@ from groundkit.contracts import fields_of
 from groundkit.retrieval.filters import parse_filters
 from groundkit.retrieval.sensitivity import visible
 
-__all__ = ["main"]
+__all__ = ["main", "plot_link"]
 
 _TEAMS = ("ops", "data", "web", "infra", "legal")
 
@@ -97,7 +98,7 @@ async def _shares(col: Collection, settings: list[tuple[str, Any]]) -> dict[str,
 
 async def _measure(index: Path, queries: list[str]) -> dict[str, Any]:
     embedder = HashEmbedder()
-    out: dict[str, Any] = {"rows": [], "first": []}
+    out: dict[str, Any] = {"rows": [], "first": [], "p50": []}
     async with Collection.open(index, "bench", embedder=embedder) as col:
         assert col.vector_store is not None
         settings = _SETTINGS
@@ -137,6 +138,7 @@ async def _measure(index: Path, queries: list[str]) -> dict[str, Any]:
             base = percentile(samples["no filter"], 50)
             for name, _, _ in variants:
                 p50 = percentile(samples[name], 50)
+                out["p50"].append((mode, name, out["share"][name], p50))
                 out["rows"].append(
                     [
                         mode,
@@ -161,6 +163,7 @@ async def _run(args: argparse.Namespace) -> list[str]:
         *machine_lines(),
         "",
     ]
+    points: list[FilterPoint] = []
     for size in [parse_size(s) for s in args.sizes.split(",")]:
         name = f"synthetic-{size_label(size)}"
         root = args.workdir / name
@@ -171,6 +174,7 @@ async def _run(args: argparse.Namespace) -> list[str]:
         queries = corpus.queries
         folders, chunks, ingest_s = await _ingest(root / "corpus", root / "index")
         measured = await _measure(root / "index", queries)
+        points += [FilterPoint(size_name(chunks), *row) for row in measured["p50"]]
         lines += [
             f"## {chunks:,} chunks",
             "",
@@ -189,7 +193,28 @@ async def _run(args: argparse.Namespace) -> list[str]:
             ),
             "",
         ]
-    return lines
+    png = args.out.parent / "img" / f"{args.out.stem}-p50.png"
+    plot_filter_cost(points, png)
+    return [*lines, *plot_section(f"{png.parent.name}/{png.name}")]
+
+
+def plot_link(path: str) -> str:
+    """The page's line showing the plot, ``path`` relative to the page."""
+    return f"![query p50 against the share of chunks a filter keeps, per mode and size]({path})"
+
+
+def plot_section(path: str) -> list[str]:
+    """The closing section: the tables above as one figure."""
+    return [
+        "## Against the share of chunks kept",
+        "",
+        "The p50 of every table above, a panel per mode: field filters (and no filter, at",
+        "100%) as a line per corpus size, the clearance as its own marker, and each size's",
+        "unfiltered p50 as a dotted reference line.",
+        "",
+        plot_link(path),
+        "",
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

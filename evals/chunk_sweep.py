@@ -21,9 +21,10 @@ from pathlib import Path
 from evals.beir import DEFAULT_MEASURES, BeirDataset, RunResult, document_text, load_beir, run_bm25
 from evals.machine import command_line, default_scifact_dir, machine_lines, markdown_table
 from evals.metrics import Report, evaluate, paired_randomization_test
+from evals.plots import plot_chunk_sweep
 from groundkit import Analyzer, AnalyzerConfig, ChunkingConfig
 
-__all__ = ["bm25s_document_run", "main"]
+__all__ = ["bm25s_document_run", "main", "plot_link"]
 
 # Longer than any SciFact abstract (the longest is ~10k characters).
 WHOLE_DOCUMENT = 20_000
@@ -112,6 +113,11 @@ def _report_row(label: str, report: Report, baseline: Report | None) -> list[str
         f"{m['recall@100']:.4f}",
         f"{m['mrr@10']:.4f}",
     ]
+
+
+def plot_link(path: str) -> str:
+    """The page's line showing the plot, ``path`` relative to the page."""
+    return f"![nDCG@10 against max_chars, the whole-document run as a reference line]({path})"
 
 
 SWEEP_HEADER = [
@@ -203,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         print(reference)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
     if args.out is not None:
+        png = args.out.parent / "img" / f"{args.out.stem}-ndcg.png"
+        points = [(c.max_chars, r.report.means["ndcg@10"]) for _, c, r in runs[1:]]
+        plot_chunk_sweep(points, whole.means["ndcg@10"], png)
         text = [
             "# SciFact chunk-budget sweep (BM25)",
             "",
@@ -217,13 +226,15 @@ def main(argv: list[str] | None = None) -> int:
             "",
             sweep,
             "",
+            plot_link(f"{png.parent.name}/{png.name}"),
+            "",
         ]
         if reference:
             text += ["Reference runs:", "", reference, ""]
         text += ["Machine:", "", *machine_lines(), ""]
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("\n".join(text), encoding="utf-8")
-        print(f"wrote {args.out}")
+        print(f"wrote {args.out} and {png}")
     return 0
 
 

@@ -29,6 +29,7 @@ from evals.beir import (
 )
 from evals.machine import command_line, default_scifact_dir, machine_lines
 from evals.metrics import evaluate
+from evals.plots import fusion_points, plot_fusion_weight
 from evals.stats import percentile
 from groundkit import (
     MAX_TOP_K,
@@ -117,6 +118,11 @@ def _row(r: ModeResult) -> str:
     )
 
 
+def plot_link(path: str) -> str:
+    """The page's line showing the plot, ``path`` relative to the page."""
+    return f"![nDCG@10 against the BM25 weight of convex fusion, RRF as a reference]({path})"
+
+
 def main(argv: list[str] | None = None) -> int:
     offline_models()
     parser = argparse.ArgumentParser(description=__doc__)
@@ -127,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     data = load_beir(args.data)
     results, ingest_s, chunks = asyncio.run(run(data, args.limit_queries))
     rows = [_row(r) for r in results]
+    link: list[str] = []
+    if args.out:
+        png = args.out.parent / "img" / f"{args.out.stem}-fusion.png"
+        weights, references = fusion_points([(r.label, r.means["ndcg@10"]) for r in results])
+        plot_fusion_weight(weights, references, RetrievalConfig().hybrid_bm25_weight, png)
+        link = [plot_link(f"{png.parent.name}/{png.name}"), ""]
     text = [
         "# SciFact: bm25, dense and hybrid",
         "",
@@ -145,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|",
         *rows,
         "",
+        *link,
         "Machine:",
         "",
         *machine_lines(),
