@@ -336,12 +336,17 @@ _WRITE_HOW = {
 }
 
 
-def _take_serve(m: Measured, data: dict[str, Any]) -> None:
+def _take_serve(m: Measured, data: dict[str, Any], prepared: Prepared | None = None) -> None:
     lat = data["latency_ms"]
     m.p50_ms = percentile(lat, 50)
     m.p95_ms = percentile(lat, 95)
     m.queries = len(lat)
     m.top = data.get("top")
+    if data.get("top_hits") is not None and prepared is not None:
+        # groundkit's hits are (source, chunk index): numbered here, as the others'.
+        rows = json.loads((prepared.root / "rows.json").read_text(encoding="utf-8"))
+        row_of = {(source, index): i for i, (source, index) in enumerate(rows)}
+        m.top = [[row_of.get((s, i), -1) for s, i in query] for query in data["top_hits"]]
     m.peak_mb = data["rss_peak_mb"]
     m.before = data["memory_before"]
     m.opened = data["memory_open"]
@@ -380,7 +385,7 @@ def _measure(system: str, prepared: Prepared, opts: Options, eviction: EvictionP
                 and opened["mapped_before_cold"] == 0
                 and (resident is None or resident <= _COLD_RESIDENT_MAX)
             )
-            _take_serve(m, _run(system, "serve", prepared, opts))
+            _take_serve(m, _run(system, "serve", prepared, opts), prepared)
     except WorkerFailed as exc:
         m.error = str(exc)
         return m

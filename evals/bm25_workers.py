@@ -302,13 +302,11 @@ def _gk_phase(
 
     pause = _pair_pause if phase == "pair" else None
     served = _serve(open_once, search_of, _queries(root, max_queries), _index_dir(root), pause)
-    # Hits become row numbers only now: a million-row lookup table held while serving
-    # would be counted in this process's memory, and it is the benchmark's, not groundkit's.
-    rows = json.loads((root / "rows.json").read_text(encoding="utf-8"))
-    row_of = {(source, index): i for i, (source, index) in enumerate(rows)}
-    del rows
-    timed_hits = hits[-len(served["top"]) :] if served["top"] else []
-    served["top"] = [[row_of.get(hit, -1) for hit in query] for query in timed_hits]
+    # Hits go back as (source, chunk index); the parent turns them into row numbers. A
+    # million-row lookup table here would count in this process's memory, and it is
+    # the benchmark's, not groundkit's.
+    served["top_hits"] = hits[-len(served["top"]) :] if served["top"] else []
+    served["top"] = None
     return served
 
 

@@ -111,6 +111,7 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert len(bash) == 3, "the JSON Lines block, the filters block and the command-line block"
     tickets, filtered, commands = bash
     assert tickets.startswith("added 1, updated 0")
+    assert "deleted: record://TCK-3" in tickets
     assert "handbook: handbook/rota.md" in filtered or "handbook/rota.md" in filtered
     assert "wiki: wiki/swaps.md" in filtered  # the fused search names each collection
     assert "corpus/rrf.md" in commands and "dropped collection 'default'" in commands

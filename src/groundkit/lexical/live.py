@@ -124,6 +124,8 @@ class LiveSource(Protocol):
 
     async def term_ids(self, terms: Sequence[str]) -> dict[str, int]: ...
 
+    async def vocabulary(self) -> dict[str, int]: ...
+
 
 class PackFiles(Protocol):
     """Where the segments are kept (``storage.segments.LocalSegments`` and kin)."""
@@ -222,7 +224,21 @@ class LiveIndex:
         """Load the persisted segments (or build them) and catch up with the store."""
         live = cls(source, files, k1=k1, b=b)
         await live._open()
+        await live._remember_vocabulary()
         return live
+
+    async def _remember_vocabulary(self) -> None:
+        """Read a vocabulary small enough to remember whole once, at open, instead of
+        a term lookup in the store for each query term not seen yet."""
+        assert self._state is not None
+        largest = max(
+            (int(p.view.segment.terms[-1]) for p in self._state.parts if p.view.segment.terms.size),
+            default=-1,
+        )
+        if 0 <= largest < _TERM_CACHE:
+            self._terms.update(await self._source.vocabulary())
+            while len(self._terms) > _TERM_CACHE:
+                self._terms.popitem(last=False)
 
     async def _open(self) -> None:
         self._uid = await self._source.collection_uid()
