@@ -28,7 +28,7 @@ import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -169,12 +169,44 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
                 "(a callback of an async call); await the async API there instead"
             )
         target = _BACKGROUND.loop()
-    future: Future[T] = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), target)
+    # The future exists before anything is scheduled, so a Ctrl-C that lands at any
+    # point from here on cancels the work (run_coroutine_threadsafe would leave a
+    # window in which the call runs on, unseen, and keeps the process from exiting).
+    future: Future[T] = Future()
     try:
+        target.call_soon_threadsafe(_start, _as_coroutine(awaitable), future)
         return future.result()
     except BaseException:
         future.cancel()
         raise
+
+
+def _start(coroutine: Coroutine[Any, Any, T], future: Future[T]) -> None:
+    """On the loop: run ``coroutine`` as a task tied to ``future`` both ways."""
+    if future.cancelled():
+        coroutine.close()
+        return
+    task = asyncio.ensure_future(coroutine)
+
+    def settle(done: asyncio.Future[T]) -> None:
+        if future.done():
+            return
+        try:
+            if done.cancelled():
+                future.cancel()
+            elif (error := done.exception()) is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(done.result())
+        except InvalidStateError:  # cancelled by the caller meanwhile
+            pass
+
+    def on_future(settled: Future[T]) -> None:
+        if settled.cancelled():
+            task.get_loop().call_soon_threadsafe(task.cancel)
+
+    task.add_done_callback(settle)
+    future.add_done_callback(on_future)
 
 
 async def run_async(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = None) -> T:
