@@ -16,8 +16,12 @@ $(VENV)/.base: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
+# TORCH: an exact torch to install with the rest (CI sets the build machines' CPU wheel);
+# empty, pip picks from the range pyproject.toml declares.
+TORCH ?=
+
 $(VENV)/.dev: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(TORCH) -e '.[dev]'
 	touch $@ $(VENV)/.base
 
 # Ingest this project's own docs into a throwaway index, search it, verify every citation.
