@@ -12,8 +12,10 @@ import math
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Literal, overload
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
+import numpy.typing as npt
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -55,6 +57,7 @@ __all__ = [
     "IngestWarning",
     "MultiSearchResponse",
     "OptimizeReport",
+    "PackStore",
     "QuoteCheck",
     "QuoteVerdict",
     "Record",
@@ -647,3 +650,34 @@ class IngestReport(_Frozen):
     @property
     def changed(self) -> bool:
         return bool(self.added or self.updated or self.removed)
+
+
+@runtime_checkable
+class PackStore(Protocol):
+    """Where a lexical index's packs and manifest are kept: the seam between the
+    live index (``groundkit.lexical.live``) and its stores (``groundkit.storage.
+    segments``, ``object_segments``). It lives here because those two packages
+    import nothing of each other; ``groundkit.testing.conformance.PackStoreConformance``
+    pins down what an implementation must do.
+    """
+
+    @property
+    def location(self) -> str: ...
+
+    async def read_manifest(self) -> dict[str, Any] | None: ...
+
+    async def write_manifest(self, manifest: Mapping[str, Any]) -> None: ...
+
+    async def write_pack(
+        self, name: str, arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
+    ) -> dict[str, Any]: ...
+
+    async def load_pack(
+        self, entry: Mapping[str, Any]
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]: ...
+
+    async def remove_unreferenced(self, keep: Iterable[str]) -> int: ...
+
+    async def clear(self) -> None: ...
+
+    def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]: ...

@@ -267,10 +267,15 @@ class BM25Index:
     def live_size(self) -> int:
         return sum(v.segment.size - v.dead_docs for v in self._views)
 
-    def postings_of(self, query: Mapping[int, int]) -> int:
-        """How many postings the query's terms hold in all (what a search may read)."""
-        ids = np.asarray(sorted(query), dtype=np.int32)
-        return sum(hi - lo for v in self._views for _, _, lo, hi in _present(v.segment, ids))
+    def lookup(self, query: Mapping[int, int]) -> TermLookup:
+        """Where the query's terms are in each segment, and how many postings they
+        hold in all (what a search may read). ``search_ids`` takes it, so a caller
+        that looks first, to decide where to run the search, does not look twice."""
+        wanted = sorted(t for t, n in query.items() if n > 0)
+        ids = np.asarray(wanted, dtype=np.int32)
+        present = [_present(v.segment, ids) for v in self._views]
+        postings = sum(hi - lo for found in present for _, _, lo, hi in found)
+        return TermLookup(wanted, present, postings)
 
     def current_keys(self) -> npt.NDArray[np.int64]:
         """Keys of every current document, ascending."""
@@ -336,15 +341,18 @@ class BM25Index:
         mask: npt.NDArray[np.bool_] | None = None,
         view: View = CURRENT,
         prune: bool = True,
+        lookup: TermLookup | None = None,
     ) -> list[tuple[int, float, bool]]:
         """Like ``search`` on ``{term id: query frequency}``; each hit is ``(key, score,
         tied)``, where ``tied`` marks hits whose score and tie key equal a neighbour's
-        (the caller orders those by their full canonical key)."""
-        wanted = sorted(t for t, n in query.items() if n > 0)
-        if top_k < 1 or not wanted or self.size == 0:
+        (the caller orders those by their full canonical key). ``lookup`` is this
+        index's ``lookup(query)``, when the caller already has it."""
+        if top_k < 1 or self.size == 0:
             return []
-        query_ids = np.asarray(wanted, dtype=np.int32)
-        present = [_present(v.segment, query_ids) for v in self._views]
+        found = self.lookup(query) if lookup is None else lookup
+        wanted, present = found.wanted, found.present
+        if not wanted:
+            return []
         stats = self._stats(wanted, present, view)
         if stats.docs == 0:
             return []
@@ -402,6 +410,18 @@ class BM25Index:
 
 # (term id, index in the segment's term table, first posting, end of postings)
 _Term = tuple[int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TermLookup:
+    """A query's term ids (ascending), where each segment holds them, and their
+    postings in all (``BM25Index.lookup``)."""
+
+    wanted: list[int]
+    present: list[list[_Term]]
+    postings: int
+
+
 # Below this many candidates, scoring them all costs less than narrowing them down.
 _NARROW_FROM = 1024
 # A segment this small, searched for terms with this few postings, is scored whole

@@ -29,26 +29,20 @@ import math
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from groundkit.contracts import PackStore
 from groundkit.errors import GroundkitError
 from groundkit.lexical.bm25 import BM25Index, SegmentView, view_from_batches
+from groundkit.lexical.protocols import ChangeEntries, LiveSource
 from groundkit.lexical.segment import Segment, merge_segments, segment_from_arrays
 
-__all__ = [
-    "FORMAT",
-    "ChangeEntries",
-    "LiveIndex",
-    "LiveSource",
-    "PackFiles",
-    "ValidityBatch",
-]
+__all__ = ["FORMAT", "LiveIndex"]
 
 logger = logging.getLogger("groundkit.lexical")
 
@@ -60,96 +54,6 @@ _MAX_SEGMENTS = 8
 _MAX_REMOVED_SHARE = 0.3
 # Terms whose ids are remembered (a query looks each one up in the store once).
 _TERM_CACHE = 100_000
-
-
-class ValidityBatch(Protocol):
-    """Postings of a batch of chunks with their tie keys and validity
-    (``storage.protocols.ChunkPostings``)."""
-
-    @property
-    def keys(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def offsets(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def term_ids(self) -> npt.NDArray[np.int32]: ...
-    @property
-    def tfs(self) -> npt.NDArray[np.int32]: ...
-    @property
-    def order(self) -> npt.NDArray[np.uint64] | None: ...
-    @property
-    def valid_from(self) -> npt.NDArray[np.float64] | None: ...
-    @property
-    def valid_to(self) -> npt.NDArray[np.float64] | None: ...
-
-
-class ChangeEntries(Protocol):
-    """Chunks that left the current view (``storage.protocols.ChangeLog``)."""
-
-    @property
-    def complete(self) -> bool: ...
-    @property
-    def keys(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def valid_to(self) -> npt.NDArray[np.float64]: ...
-    @property
-    def offsets(self) -> npt.NDArray[np.int64]: ...
-    @property
-    def term_ids(self) -> npt.NDArray[np.int32]: ...
-
-
-class LexicalDeltaLike(Protocol):
-    @property
-    def generation(self) -> int: ...
-    @property
-    def changes(self) -> ChangeEntries: ...
-    @property
-    def postings(self) -> Sequence[ValidityBatch]: ...
-
-
-class LiveSource(Protocol):
-    """What the live index reads from the metadata store (structurally: the stores
-    in ``groundkit.storage`` satisfy it without this package importing them)."""
-
-    async def generation(self) -> int: ...
-
-    async def collection_uid(self) -> str: ...
-
-    def postings_since(
-        self, after_key: int, batch_size: int = ...
-    ) -> AsyncIterator[ValidityBatch]: ...
-
-    async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDeltaLike: ...
-
-    async def prune_changes(self, through_generation: int) -> None: ...
-
-    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]: ...
-
-    async def vocabulary(self) -> dict[str, int]: ...
-
-
-class PackFiles(Protocol):
-    """Where the segments are kept (``storage.segments.LocalSegments`` and kin)."""
-
-    @property
-    def location(self) -> str: ...
-
-    async def read_manifest(self) -> dict[str, Any] | None: ...
-
-    async def write_manifest(self, manifest: Mapping[str, Any]) -> None: ...
-
-    async def write_pack(
-        self, name: str, arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
-    ) -> dict[str, Any]: ...
-
-    async def load_pack(
-        self, entry: Mapping[str, Any]
-    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]: ...
-
-    async def remove_unreferenced(self, keep: Iterable[str]) -> int: ...
-
-    async def clear(self) -> None: ...
-
-    def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]: ...
 
 
 class _Stale(Exception):
@@ -194,7 +98,7 @@ class LiveIndex:
     def __init__(
         self,
         source: LiveSource,
-        files: PackFiles | None,
+        files: PackStore | None,
         *,
         k1: float = 1.5,
         b: float = 0.75,
@@ -216,7 +120,7 @@ class LiveIndex:
     async def open(
         cls,
         source: LiveSource,
-        files: PackFiles | None = None,
+        files: PackStore | None = None,
         *,
         k1: float = 1.5,
         b: float = 0.75,

@@ -14,7 +14,16 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["LexicalHit", "LexicalIndexProtocol", "PostingsBatch", "PostingsSource"]
+__all__ = [
+    "ChangeEntries",
+    "LexicalDeltaLike",
+    "LexicalHit",
+    "LexicalIndexProtocol",
+    "LiveSource",
+    "PostingsBatch",
+    "PostingsSource",
+    "ValidityBatch",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +85,60 @@ class LexicalIndexProtocol(Protocol):
         many allowed chunks match.
         """
         ...
+
+
+class ValidityBatch(PostingsBatch, Protocol):
+    """Postings of a batch of chunks with their tie keys and validity
+    (``storage.protocols.ChunkPostings``)."""
+
+    @property
+    def order(self) -> npt.NDArray[np.uint64] | None: ...
+    @property
+    def valid_from(self) -> npt.NDArray[np.float64] | None: ...
+    @property
+    def valid_to(self) -> npt.NDArray[np.float64] | None: ...
+
+
+class ChangeEntries(Protocol):
+    """Chunks that left the current view (``storage.protocols.ChangeLog``)."""
+
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def keys(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def valid_to(self) -> npt.NDArray[np.float64]: ...
+    @property
+    def offsets(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def term_ids(self) -> npt.NDArray[np.int32]: ...
+
+
+class LexicalDeltaLike(Protocol):
+    @property
+    def generation(self) -> int: ...
+    @property
+    def changes(self) -> ChangeEntries: ...
+    @property
+    def postings(self) -> Sequence[ValidityBatch]: ...
+
+
+class LiveSource(Protocol):
+    """What the live index reads from the metadata store (structurally: the stores
+    in ``groundkit.storage`` satisfy it without this package importing them)."""
+
+    async def generation(self) -> int: ...
+
+    async def collection_uid(self) -> str: ...
+
+    def postings_since(
+        self, after_key: int, batch_size: int = ...
+    ) -> AsyncIterator[ValidityBatch]: ...
+
+    async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDeltaLike: ...
+
+    async def prune_changes(self, through_generation: int) -> None: ...
+
+    async def term_ids(self, terms: Sequence[str]) -> dict[str, int]: ...
+
+    async def vocabulary(self) -> dict[str, int]: ...

@@ -14,6 +14,7 @@ so it never drops.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import time
@@ -28,6 +29,7 @@ import numpy as np
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import (
     Highlights,
+    PackStore,
     RetrievalResult,
     SearchMode,
     SearchResponse,
@@ -41,7 +43,7 @@ from groundkit.errors import (
 )
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.bm25 import CURRENT, BM25Index, View
-from groundkit.lexical.live import LiveIndex, PackFiles
+from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
@@ -62,13 +64,12 @@ from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 from groundkit.utils.hashing import sha256_text
 from groundkit.utils.text import describe_unencodable
 
-__all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_request"]
+__all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_as_of", "validate_request"]
 
 logger = logging.getLogger("groundkit.retrieval")
 
 MAX_QUERY_CHARS = 10_000
 SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "dense", "hybrid")
-# Above this many chunks a BM25 query costs milliseconds; run it off the loop.
 # A BM25 query whose terms hold more postings than this runs off the event loop: it
 # may take milliseconds. Below it a query takes well under one, less than the hop to
 # a worker thread and back costs (measured at a million chunks: docs/benchmarks.md).
@@ -134,7 +135,7 @@ class Retriever:
         reranker: RerankerProtocol | None = None,
         collection: str | None = None,
         clearance: str | None = None,
-        segments: PackFiles | None = None,
+        segments: PackStore | None = None,
         lexical: LiveIndex | None = None,
     ) -> Retriever:
         """Load the lexical index (``segments``: where it is persisted; without them
@@ -301,7 +302,7 @@ class Retriever:
         started = time.perf_counter()
         final_k = validate_request(query, top_k, mode, self._config)
         flt = parse_filters(filters)
-        view = _view_of(as_of, mode)
+        view = validate_as_of(as_of, mode)
         # One index for the whole search: a refresh meanwhile swaps in another.
         index = self._live.index
         if mode != "bm25":
@@ -442,14 +443,17 @@ class Retriever:
         if not query:
             return []
         index, mask = search.index, search.allowed.mask
-        if index.postings_of(query) > _THREAD_POSTINGS:
-            found = await asyncio.to_thread(
-                index.search_ids, query, k, score_threshold=threshold, mask=mask, view=search.view
-            )
-        else:
-            found = index.search_ids(
-                query, k, score_threshold=threshold, mask=mask, view=search.view
-            )
+        lookup = index.lookup(query)
+        run = functools.partial(
+            index.search_ids,
+            query,
+            k,
+            score_threshold=threshold,
+            mask=mask,
+            view=search.view,
+            lookup=lookup,
+        )
+        found = await asyncio.to_thread(run) if lookup.postings > _THREAD_POSTINGS else run()
         return [_Hit(key, score, tied) for key, score, tied in found]
 
     async def _dense_hits(
@@ -629,7 +633,9 @@ class _Pass:
     allowed: Allowed
 
 
-def _view_of(as_of: object, mode: str) -> View:
+def validate_as_of(as_of: object, mode: str) -> View:
+    """The view an ``as_of`` argument asks for; ``RetrievalError`` when it cannot be
+    searched (not a timezone-aware datetime, or a mode other than bm25)."""
     if as_of is None:
         return CURRENT
     if not isinstance(as_of, datetime):

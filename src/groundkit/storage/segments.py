@@ -37,11 +37,12 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from groundkit.contracts import PackStore
 from groundkit.errors import ConfigurationError, StorageError
 
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
@@ -58,37 +59,6 @@ _GRACE_SECONDS = 600.0
 _DTYPES = frozenset({"<i4", "<i8", "<u2", "<u4", "<u8", "<f8", "|u1", "|b1"})
 # What a pack may be called: one plain file or object name, never a path.
 _PACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
-
-
-@runtime_checkable
-class PackStore(Protocol):
-    """Where a lexical index's packs and manifest are kept.
-
-    The same shape as ``groundkit.lexical.live.PackFiles``, spelled again here
-    because storage and lexical import nothing of each other; the conformance
-    suite ``groundkit.testing.conformance.PackStoreConformance`` pins it down.
-    """
-
-    @property
-    def location(self) -> str: ...
-
-    async def read_manifest(self) -> dict[str, Any] | None: ...
-
-    async def write_manifest(self, manifest: Mapping[str, Any]) -> None: ...
-
-    async def write_pack(
-        self, name: str, arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]
-    ) -> dict[str, Any]: ...
-
-    async def load_pack(
-        self, entry: Mapping[str, Any]
-    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]: ...
-
-    async def remove_unreferenced(self, keep: Iterable[str]) -> int: ...
-
-    async def clear(self) -> None: ...
-
-    def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]: ...
 
 
 def _xxhash() -> Any:
