@@ -15,8 +15,8 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
@@ -34,7 +34,6 @@ from groundkit.contracts import (
     IngestReport,
     MultiSearchResponse,
     OptimizeReport,
-    SearchMode,
     SearchResponse,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
@@ -58,6 +57,7 @@ from groundkit.service.command import (
 )
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.location import StoreLocation
+from groundkit.storage.versions import version_start
 from groundkit.utils.text import first_unencodable
 
 __all__ = ["main"]
@@ -867,40 +867,15 @@ async def _run_search(args: argparse.Namespace) -> int:
             )
         else:
             response = await search_collections(
-                [_AsOf(c, as_of) for c in collections],
+                collections,
                 args.query,
                 args.top_k,
                 mode=args.mode,
                 rerank=rerank,
                 filters=filters,
+                as_of=as_of,
             )
-            if as_of is not None:
-                moment = {**response.metadata, "as_of": as_of.isoformat()}
-                response = response.model_copy(update={"metadata": moment})
     return _print_search(response, args.json)
-
-
-class _AsOf:
-    """A collection whose searches look at one moment (``search_collections`` passes
-    each collection the same arguments, and ``as_of`` is not among them)."""
-
-    def __init__(self, collection: Collection, as_of: datetime | None) -> None:
-        self.name = collection.name
-        self._collection = collection
-        self._as_of = as_of
-
-    async def search(
-        self,
-        query: str,
-        top_k: int | None = None,
-        *,
-        mode: SearchMode = "bm25",
-        rerank: bool = False,
-        filters: Mapping[str, Any] | None = None,
-    ) -> SearchResponse:
-        return await self._collection.search(
-            query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=self._as_of
-        )
 
 
 def _check_text_arguments(args: argparse.Namespace) -> None:
@@ -1013,11 +988,10 @@ def _read_moments(args: argparse.Namespace) -> None:
         return
     if args.jsonl is not None:
         raise ConfigurationError("--valid-as-of goes with a PATH or URL ingest, not --jsonl")
-    if valid_as_of > datetime.now(UTC):
-        raise ConfigurationError(
-            f"--valid-as-of {valid_as_of.isoformat()} is in the future; a version can only "
-            "have become true by now"
-        )
+    try:  # the library's own rule, checked here before anything is opened
+        version_start(valid_as_of, time.time())
+    except IngestionError as exc:
+        raise ConfigurationError(f"--valid-as-of: {exc}") from None
 
 
 async def _run(args: argparse.Namespace) -> int:

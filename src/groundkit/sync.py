@@ -29,6 +29,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -360,6 +361,7 @@ def search_collections(
     rerank: bool = False,
     filters: Mapping[str, Any] | None = None,
     rrf_k: int = 60,
+    as_of: datetime | None = None,
 ) -> MultiSearchResponse:
     """``groundkit.search_collections`` over sync collections, blocking."""
     members: Sequence[SyncCollection] = list(collections)
@@ -372,6 +374,7 @@ def search_collections(
             rerank=rerank,
             filters=filters,
             rrf_k=rrf_k,
+            as_of=as_of,
         ),
         home=_BACKGROUND.loop(),
     )

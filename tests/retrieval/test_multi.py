@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -126,10 +127,26 @@ async def test_errors_before_any_search(pair: tuple[Collection, Collection]) -> 
         await search_collections([a, b], "  ")
     with pytest.raises(RetrievalError, match="unknown operator"):
         await search_collections([a, b], "solar", filters={"x": {"like": 1}})
+    with pytest.raises(RetrievalError, match="time zone"):
+        await search_collections([a, b], "solar", as_of=datetime(2026, 3, 1))
+    with pytest.raises(RetrievalError, match="bm25 mode only"):
+        await search_collections([a, b], "solar", mode="dense", as_of=datetime.now(UTC))
     await a.close()
     await b.close()
     with pytest.raises(RetrievalError, match=r"no collection could be searched.*docs.*library"):
         await search_collections([a, b], "solar")
+
+
+async def test_as_of_reaches_every_collection(pair: tuple[Collection, Collection]) -> None:
+    a, b = pair
+    now = datetime.now(UTC)
+    current = await search_collections([a, b], "solar panels", 10)
+    same = await search_collections([a, b], "solar panels", 10, as_of=now)
+    assert shape(same) == shape(current) and same.metadata["as_of"] == now.isoformat()
+    assert "as_of" not in current.metadata
+    # Before the first ingest neither collection held anything.
+    before = await search_collections([a, b], "solar panels", 10, as_of=now - timedelta(days=1))
+    assert before.results == [] and before.complete
 
 
 async def test_filters_apply_in_every_collection(tmp_path: Path) -> None:

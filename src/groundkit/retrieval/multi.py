@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 from groundkit.config import RetrievalConfig
@@ -24,7 +25,7 @@ from groundkit.errors import GroundkitError, RetrievalError, kind_of
 from groundkit.retrieval._tasks import all_or_nothing
 from groundkit.retrieval.filters import parse_filters
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
-from groundkit.retrieval.search import validate_request
+from groundkit.retrieval.search import validate_as_of, validate_request
 
 __all__ = ["SearchableCollection", "search_collections"]
 
@@ -42,6 +43,7 @@ class SearchableCollection(Protocol):
         mode: SearchMode = "bm25",
         rerank: bool = False,
         filters: Mapping[str, Any] | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse: ...
 
 
@@ -54,8 +56,12 @@ async def search_collections(
     rerank: bool = False,
     filters: Mapping[str, Any] | None = None,
     rrf_k: int = 60,
+    as_of: datetime | None = None,
 ) -> MultiSearchResponse:
     """Search every collection and fuse the rankings; each result names its collection.
+
+    ``as_of`` searches each collection as it stood then (bm25 only, as for
+    ``Collection.search``) and is echoed in ``metadata["as_of"]``.
 
     Bad arguments raise ``RetrievalError`` before any collection is searched.
     A collection raising a groundkit error is reported in ``failures``; if
@@ -71,10 +77,13 @@ async def search_collections(
         raise RetrievalError(f"collections are named more than once: {sorted(names)}")
     k = validate_request(query, top_k, mode, RetrievalConfig())
     parse_filters(filters)  # syntax errors are the caller's, not a collection's
+    validate_as_of(as_of, mode)
 
     async def one(collection: SearchableCollection) -> SearchResponse | CollectionFailure:
         try:
-            return await collection.search(query, k, mode=mode, rerank=rerank, filters=filters)
+            return await collection.search(
+                query, k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
+            )
         except GroundkitError as exc:
             return CollectionFailure(
                 collection=collection.name, error=kind_of(exc), detail=str(exc)
@@ -120,5 +129,6 @@ async def search_collections(
             "rrf_k": rrf_k,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
             "per_collection": per_collection,
+            **({} if as_of is None else {"as_of": as_of.isoformat()}),
         },
     )

@@ -364,7 +364,7 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
     )
 
 
-def _multi_output(response: MultiSearchResponse, as_of: datetime | None) -> MultiSearchOutput:
+def _multi_output(response: MultiSearchResponse) -> MultiSearchOutput:
     return MultiSearchOutput(
         collections=response.collections,
         mode=response.mode,
@@ -377,25 +377,21 @@ def _multi_output(response: MultiSearchResponse, as_of: datetime | None) -> Mult
             for name, entry in response.metadata.get("per_collection", {}).items()
             if entry.get("degraded")
         },
-        as_of=None if as_of is None else as_of.isoformat(),
+        as_of=response.metadata.get("as_of"),
     )
 
 
 class _Leased:
     """A registry collection leased for each search only, so opening it can fail
-    inside ``search_collections`` and be reported there like any other failure.
-    ``as_of`` goes to every search (``search_collections`` has no such argument)."""
+    inside ``search_collections`` and be reported there like any other failure."""
 
-    def __init__(
-        self, registry: CollectionRegistry, name: str, as_of: datetime | None = None
-    ) -> None:
+    def __init__(self, registry: CollectionRegistry, name: str) -> None:
         self._registry = registry
         self.name = name
-        self._as_of = as_of
 
     async def search(self, query: str, top_k: int | None = None, **options: Any) -> SearchResponse:
         async with self._registry.lease(self.name) as col:
-            return await col.search(query, top_k, as_of=self._as_of, **options)
+            return await col.search(query, top_k, **options)
 
 
 def _without(text: str, secret: str | None) -> str:
@@ -595,13 +591,14 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     )
                 )
             response = await search_collections(
-                [_Leased(registry, n, when) for n in collections],
+                [_Leased(registry, n) for n in collections],
                 query,
                 top_k,
                 mode=mode,
                 filters=filters,
+                as_of=when,
             )
-            return _multi_output(response, when)
+            return _multi_output(response)
 
         return await guarded(run, "search_collections", query)
 
