@@ -590,13 +590,7 @@ class Collection:
                 if self.snapshots is not None and any(
                     r.source_class in STORED_TEXT_CLASSES for r in chosen.values()
                 ):
-                    # Records keep their text in the same store as URL snapshots.
-                    keep = [
-                        r.document_id
-                        async for r in self.store.iter_documents()
-                        if r.source_class in STORED_TEXT_CLASSES
-                    ]
-                    await self.snapshots.remove_stale(keep)
+                    await self._indexer.sweep_snapshots()
         finally:
             if chosen:
                 await self._after_write()

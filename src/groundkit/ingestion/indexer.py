@@ -445,7 +445,7 @@ class Indexer:
                 else:
                     status[outcome].append(document.source)
             await self._sync_vectors(writer)
-            await self._sweep_snapshots()
+            await self.sweep_snapshots()
             return IngestReport(
                 added=status["added"],
                 updated=status["updated"],
@@ -458,8 +458,10 @@ class Indexer:
                 generation=await self._store.generation(),
             )
 
-    async def _sweep_snapshots(self) -> None:
-        """Remove stored texts whose document is gone (URL snapshots and records)."""
+    async def sweep_snapshots(self) -> None:
+        """Remove stored texts whose document is gone (URL snapshots and records),
+        reading the store after the write that removed them. A failure is logged:
+        the next ingest or delete sweeps again."""
         assert self._snapshots is not None
         keep = [
             r.document_id
@@ -550,7 +552,7 @@ class Indexer:
                 )
             if present:
                 await self._store.delete_documents(present)
-                await self._sweep_snapshots()
+                await self.sweep_snapshots()
                 await self._sync_vectors(_Writer(self, reuse=False))
             return IngestReport(removed=sorted(present), generation=await self._store.generation())
 
