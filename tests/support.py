@@ -5,7 +5,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import signal
 import stat
+import subprocess
+import sys
+import textwrap
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -151,3 +156,59 @@ class ToyEmbedder:
         import numpy as np
 
         return np.asarray(self._vector(text), dtype=np.float32)
+
+
+_SLOW_INGEST = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from groundkit import Collection, ChunkingConfig
+    from tests.support import ToyEmbedder
+
+    delay, write_batch = float(sys.argv[3]), int(sys.argv[4])
+
+    class Slow(ToyEmbedder):
+        async def embed_documents(self, texts):
+            await asyncio.sleep(delay)
+            return await super().embed_documents(texts)
+
+    async def main():
+        index, base = Path(sys.argv[1]), Path(sys.argv[2])
+        col = await Collection.open(index, base_dir=base, embedder=Slow(),
+                                    chunking=ChunkingConfig(max_chars=80, overlap_chars=20))
+        col._indexer._embed_batch = 8
+        if write_batch:
+            col._indexer._write_batch = write_batch
+        print("ready", flush=True)
+        report = await col.ingest(base)
+        await col.close()
+        print("done", len(report.added), len(report.updated), flush=True)
+
+    asyncio.run(main())
+    """
+)
+
+
+def slow_dense_ingest(
+    index: Path, base: Path, kill_after: float | None, *, delay: float, write_batch: int = 0
+) -> bool:
+    """Ingest ``base`` with a slow toy embedder (``delay`` s per batch of 8 chunks) in a
+    child process; SIGKILL it ``kill_after`` seconds after it starts, unless None. True
+    if it finished. ``write_batch`` (0: the default) sets how many documents a write holds."""
+    repo = Path(__file__).resolve().parents[1]
+    argv = [sys.executable, "-c", _SLOW_INGEST, str(index), str(base), str(delay), str(write_batch)]
+    proc = subprocess.Popen(
+        argv,
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    if kill_after is None:
+        assert proc.wait(timeout=120) == 0
+        return True
+    time.sleep(kill_after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return proc.returncode == 0

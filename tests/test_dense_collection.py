@@ -5,11 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import textwrap
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +34,7 @@ from tests.support import (
     ToyEmbedder,
     assert_all_verify,
     assert_highlighted,
+    slow_dense_ingest,
     write_tree,
 )
 
@@ -220,46 +216,6 @@ async def test_dense_needs_an_embedder(index_dir: Path, corpus_dir: Path) -> Non
             await col.search("solar", mode="hybrid")
 
 
-_KILLED_INGEST = textwrap.dedent(
-    """
-    import asyncio, sys
-    from pathlib import Path
-    from groundkit import Collection, ChunkingConfig
-    from tests.support import ToyEmbedder
-
-    class Slow(ToyEmbedder):
-        async def embed_documents(self, texts):
-            await asyncio.sleep(0.05)
-            return await super().embed_documents(texts)
-
-    async def main():
-        index, base = Path(sys.argv[1]), Path(sys.argv[2])
-        col = await Collection.open(index, base_dir=base, embedder=Slow(),
-                                    chunking=ChunkingConfig(max_chars=80, overlap_chars=20))
-        col._indexer._embed_batch = 8
-        print("ready", flush=True)
-        await col.ingest(base)
-
-    asyncio.run(main())
-    """
-)
-
-
-def _start_and_kill(index_dir: Path, base: Path) -> None:
-    repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _KILLED_INGEST, str(index_dir), str(base)],
-        cwd=repo,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(repo)},
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    time.sleep(1.0)  # mid-ingest: 200 files, embedding in slow batches of 8 chunks
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-
-
 async def test_ingest_killed_with_sigkill_is_repaired(index_dir: Path, tmp_path: Path) -> None:
     base = tmp_path / "big"
     write_tree(
@@ -269,7 +225,8 @@ async def test_ingest_killed_with_sigkill_is_repaired(index_dir: Path, tmp_path:
             for i in range(200)
         },
     )
-    await asyncio.to_thread(_start_and_kill, index_dir, base)
+    # Killed mid-ingest: 200 files, embedding in slow batches of 8 chunks.
+    await asyncio.to_thread(slow_dense_ingest, index_dir, base, 1.0, delay=0.05)
     store = await SQLiteMetadataStore.open(metadata_path(index_dir, "default"))
     try:
         assert await store.documents_missing_vectors(), "the kill must land mid-ingest"

@@ -9,11 +9,8 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,55 +21,13 @@ from groundkit.cli import main as grk
 from groundkit.service import CollectionRegistry
 from tests.service.test_server import connected
 from tests.services import REPO_ROOT
-from tests.support import ToyEmbedder, assert_all_verify, write_tree
+from tests.support import ToyEmbedder, assert_all_verify, slow_dense_ingest, write_tree
 
 CHUNKS = ChunkingConfig(max_chars=80, overlap_chars=20)
 
-_INGEST = textwrap.dedent(
-    """
-    import asyncio, sys
-    from pathlib import Path
-    from groundkit import Collection, ChunkingConfig
-    from tests.support import ToyEmbedder
-
-    class Slow(ToyEmbedder):
-        async def embed_documents(self, texts):
-            await asyncio.sleep(0.1)
-            return await super().embed_documents(texts)
-
-    async def main():
-        index, base = Path(sys.argv[1]), Path(sys.argv[2])
-        col = await Collection.open(index, base_dir=base, embedder=Slow(),
-                                    chunking=ChunkingConfig(max_chars=80, overlap_chars=20))
-        col._indexer._embed_batch = 8
-        col._indexer._write_batch = 8
-        print("ready", flush=True)
-        report = await col.ingest(base)
-        await col.close()
-        print("done", len(report.added), len(report.updated), flush=True)
-
-    asyncio.run(main())
-    """
-)
-
 
 def _run_ingest(index: Path, base: Path, kill_after: float | None) -> bool:
-    """Run an ingest in a child; SIGKILL it ``kill_after`` seconds in. True if it finished."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _INGEST, str(index), str(base)],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    if kill_after is None:
-        assert proc.wait(timeout=120) == 0
-        return True
-    time.sleep(kill_after)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
-    return proc.returncode == 0
+    return slow_dense_ingest(index, base, kill_after, delay=0.1, write_batch=8)
 
 
 def _files(round_: int, rng: random.Random) -> dict[str, str]:
