@@ -61,7 +61,7 @@ def test_ingest_search_fetch_verify_round_trip(
 
     code, out, _ = run(capsys, "verify", *common(tmp_path))
     assert code == 0
-    assert out.startswith("verified 2, drifted 0, unresolvable 0")
+    assert out.startswith("verified 2, moved 0, drifted 0, unresolvable 0")
 
     (corpus / "sub" / "b.txt").write_text("The stock market rose.\n", encoding="utf-8")
     code, out, _ = run(capsys, "verify", *common(tmp_path), "--json")

@@ -70,14 +70,18 @@ async def test_edited_source_drifts(ingested: Collection, corpus_dir: Path) -> N
     assert {p.citation.source for p in report.problems} == {"energy/solar.md"}
 
 
-async def test_inserted_prefix_drifts_every_chunk(ingested: Collection, corpus_dir: Path) -> None:
+async def test_inserted_prefix_moves_every_chunk(ingested: Collection, corpus_dir: Path) -> None:
     ids = await _chunks_of(ingested, "kitchen/tea.rst")
     path = corpus_dir / "kitchen" / "tea.rst"
     path.write_text("Preface. " + path.read_text("utf-8"), "utf-8")
     for chunk_id in ids:
         result = await ingested.fetch_chunk(chunk_id)
-        assert result.verification == "drifted"
+        # The text is intact, nine characters further on: moved, not verified.
+        assert result.verification == "moved" and not result.ok
         assert "kitchen/tea.rst" in result.detail
+        assert result.current_start_offset == result.citation.start_offset + len("Preface. ")
+    report = await ingested.verify()
+    assert report.moved == len(ids) and not report.ok
 
 
 async def test_truncated_source_drifts(ingested: Collection, corpus_dir: Path) -> None:

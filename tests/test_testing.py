@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from groundkit import Collection, NotGroundedError, RetrievalResult
-from groundkit.testing import Grounding, assert_grounded, check_grounded
+from groundkit.testing import Grounding, assert_answer_grounded, assert_grounded, check_grounded
 from tests.support import write_tree
 
 pytest_plugins = ["pytester"]
@@ -187,5 +187,86 @@ def test_sample_project_grounded_passes_altered_fails(pytester: pytest.Pytester)
         [
             "FAILED test_answer.py::test_altered_quote - *",
             "FAILED test_answer.py::test_source_edited_after_the_answer - *",
+        ]
+    )
+
+
+# -- whole answers ----------------------------------------------------------------
+
+
+async def test_assert_answer_grounded_passes_and_returns_the_report(col: Collection) -> None:
+    response = await col.search("green tea degrees espresso seconds")
+    assert [r.source for r in response.results] == ["tea.md", "coffee.txt"]
+    report = assert_answer_grounded(
+        'Green tea is brewed at about 80 degrees [1]. An espresso takes "about 25 seconds" [2].',
+        response,
+        base_dir=col.base_dir,
+    )
+    assert [s.verdict for s in report.sentences] == ["supported", "quoted"]
+
+
+async def test_assert_answer_grounded_names_each_failing_sentence(col: Collection) -> None:
+    response = await col.search("green tea degrees espresso seconds")
+    answer = (
+        "Green tea is brewed at about 80 degrees [1]. "
+        "Espresso machines were invented on the moon [2]. "
+        "Everyone drinks tea every single morning. "
+        "See also [5]."
+    )
+    with pytest.raises(NotGroundedError) as caught:
+        assert_answer_grounded(answer, response, base_dir=col.base_dir)
+    message = str(caught.value)
+    assert message.splitlines()[0] == "3 problem(s) in an answer of 4 sentence(s):"
+    assert "sentence 2 [unsupported] 'Espresso machines were invented on the moon [2].'" in message
+    assert "sentence 3 [uncited] 'Everyone drinks tea every single morning.'" in message
+    assert "sentence 4 [dangling] 'See also [5].': marker '5' names no result" in message
+    # allow= lets a verdict through; an answer citing nothing always fails.
+    with pytest.raises(NotGroundedError, match="cites nothing"):
+        assert_answer_grounded(
+            "Everyone drinks tea every morning.", response, base_dir=col.base_dir, allow={"uncited"}
+        )
+    with pytest.raises(ValueError, match="not problems"):
+        assert_answer_grounded("x", response, base_dir=col.base_dir, allow={"quoted"})
+
+
+SAMPLE_ANSWER_TEST = """
+import asyncio
+from pathlib import Path
+
+from groundkit import Collection
+
+HERE = Path(__file__).parent
+
+
+def search(query):
+    async def run():
+        async with Collection.open(HERE / ".index", base_dir=HERE / "docs") as col:
+            await col.ingest(HERE / "docs")
+            return await col.search(query)
+
+    return asyncio.run(run())
+
+
+def test_grounded(grounded_answer):
+    grounded_answer("Green tea is brewed at about 80 degrees [1].", search("green tea"))
+
+
+def test_ungrounded(grounded_answer):
+    grounded_answer("Green tea is brewed at about 80 degrees [2].", search("green tea"))
+"""
+
+
+def test_sample_project_grounded_answer_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".md", **{"docs/tea": TEA})
+    pytester.makeini("[pytest]\ngroundkit_base_dir = docs\n")
+    pytester.makepyfile(test_answer=SAMPLE_ANSWER_TEST)
+    run = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    run.assert_outcomes(passed=1, failed=1)
+    run.stdout.fnmatch_lines(
+        [
+            "*NotGroundedError: 1 problem(s) in an answer of 1 sentence(s):",
+            # fnmatch reads [...] as a character class: ? stands for each bracket.
+            "*sentence 1 ?dangling? 'Green tea is brewed at about 80 degrees ?2?.': marker '2' "
+            "names no result (there are 1; numbers count from 1)",
         ]
     )

@@ -14,7 +14,11 @@ from groundkit.config import (
     RetrievalConfig,
 )
 from groundkit.contracts import (
+    ANSWER_PROBLEMS,
     SENSITIVITY_LEVELS,
+    AnswerReport,
+    AnswerSentence,
+    AnswerVerdict,
     Chunk,
     Citation,
     CollectionFailure,
@@ -22,6 +26,9 @@ from groundkit.contracts import (
     Document,
     DocumentRecord,
     EmbeddingIdentity,
+    Evidence,
+    EvidenceMethod,
+    EvidenceSpan,
     FetchResult,
     Highlights,
     IngestFailure,
@@ -85,7 +92,9 @@ from groundkit.providers import (
     identity_of,
     resolve_model,
 )
+from groundkit.retrieval.answers import verify_answer
 from groundkit.retrieval.citations import resolve_citation, verify_citation
+from groundkit.retrieval.evidence import load_evidence
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.multi import search_collections
@@ -105,6 +114,7 @@ from groundkit.storage.protocols import (
 from groundkit.storage.sqlite import SQLiteMetadataStore
 from groundkit.sync import SyncCollection
 from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
+from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.url_safety import AddressPolicy
 
 try:
@@ -117,6 +127,7 @@ except _metadata.PackageNotFoundError:  # imported from a source tree that was n
 _logging.getLogger("groundkit").addHandler(_logging.NullHandler())
 
 __all__ = [
+    "ANSWER_PROBLEMS",
     "FILTER_OPERATORS",
     "MAX_TOP_K",
     "SENSITIVITY_LEVELS",
@@ -125,6 +136,9 @@ __all__ = [
     "AddressPolicy",
     "Analyzer",
     "AnalyzerConfig",
+    "AnswerReport",
+    "AnswerSentence",
+    "AnswerVerdict",
     "BM25Index",
     "Chunk",
     "ChunkingConfig",
@@ -144,6 +158,9 @@ __all__ = [
     "EmbeddingProtocol",
     "EpubExtractor",
     "EpubLoader",
+    "Evidence",
+    "EvidenceMethod",
+    "EvidenceSpan",
     "Extraction",
     "ExtractorProtocol",
     "FetchResult",
@@ -208,12 +225,15 @@ __all__ = [
     "convex_combination",
     "ensure_identity",
     "identity_of",
+    "load_evidence",
     "reciprocal_rank_fusion",
     "record_id_of",
     "resolve_citation",
     "resolve_model",
     "run_server",
     "search_collections",
+    "sentence_spans",
+    "verify_answer",
     "verify_citation",
     "verify_quote",
 ]

@@ -44,6 +44,7 @@ from groundkit.providers.factory import (
     require_embedder_for_manifest,
 )
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
+from groundkit.retrieval.evidence import load_evidence
 from groundkit.retrieval.filters import FILTER_OPERATORS, MAX_FILTER_DEPTH
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.rerank import RerankerProtocol
@@ -560,14 +561,20 @@ def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool)
     if not response.results:
         print("no results" + (f" as of {response.metadata['as_of']}" if past else ""))
     for rank, r in enumerate(response.results, start=1):
-        page = f" p. {r.citation.page}" if r.citation.page else ""
+        pages = r.citation.pages
+        page = f" {pages}" if pages else ""
         where = f"{r.collection}: " if multi else ""
         print(
             f"{rank:>3}. {where}{r.source} [{r.start_offset}:{r.end_offset}]{page}"
             f"{_version_mark(r.version, shown=past)}  score {r.score:.4f}"
         )
         print(f"     chunk {r.chunk_id}")
-        print(f"     {_snippet(r.content)}")
+        best = r.evidence[0] if r.evidence else None
+        if best is None:
+            print(f"     {_snippet(r.content)}")
+        else:
+            # The sentence that answers the query, not the head of the chunk.
+            print(f"     {_snippet(best.text)}  [{best.start_offset}:{best.end_offset}]")
     for failure in failures:
         print(f"  failed: collection {failure.collection!r}: {failure.error}: {failure.detail}")
     return EXIT_PROBLEM if failures else EXIT_OK
@@ -585,7 +592,7 @@ def _version_mark(
 
 def _where_fetched(result: FetchResult) -> str:
     c = result.citation
-    page = f" p. {c.page}" if c.page else ""
+    page = f" {c.pages}" if c.pages else ""
     mark = _version_mark(result.version, replaced_at=result.replaced_at)
     return f"{c.source} [{c.start_offset}:{c.end_offset}]{page}{mark}"
 
@@ -605,18 +612,20 @@ def _print_verify(report: VerifyReport, as_json: bool, quiet: bool = False) -> i
         _emit(
             {
                 "verified": report.verified,
+                "moved": report.moved,
                 "drifted": report.drifted,
                 "unresolvable": report.unresolvable,
                 "problems": [p.model_dump(mode="json") for p in report.problems],
+                "moved_chunks": [p.model_dump(mode="json") for p in report.relocated],
             }
         )
     else:
         if not quiet:
             print(
-                f"verified {report.verified}, drifted {report.drifted}, "
+                f"verified {report.verified}, moved {report.moved}, drifted {report.drifted}, "
                 f"unresolvable {report.unresolvable}"
             )
-        for p in report.problems:
+        for p in [*report.relocated, *report.problems]:
             print(f"  {p.verification}: {_where_fetched(p)} {p.detail}")
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
@@ -875,6 +884,8 @@ async def _run_search(args: argparse.Namespace) -> int:
                 filters=filters,
                 as_of=as_of,
             )
+        # Worked out while the collections (and their embedders) are open.
+        await load_evidence(response.results)
     return _print_search(response, args.json)
 
 

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +25,7 @@ from typing import Any, overload
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
     STORED_TEXT_CLASSES,
+    AnswerReport,
     Citation,
     DeleteReport,
     DocumentRecord,
@@ -33,6 +35,7 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchMode,
     SearchResponse,
+    Verification,
     fields_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
@@ -44,7 +47,9 @@ from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
-from groundkit.retrieval.citations import read_source, slice_span
+from groundkit.retrieval.anchoring import indexed_context, reanchor
+from groundkit.retrieval.answers import AnswerChecker
+from groundkit.retrieval.citations import read_source
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.retrieval.sensitivity import check_clearance, visible
@@ -68,13 +73,17 @@ class VerifyReport:
     """Outcome of re-verifying every chunk of a collection."""
 
     verified: int = 0
+    # Intact, but elsewhere in the source now (still true; re-ingest for new offsets).
+    moved: int = 0
     drifted: int = 0
     unresolvable: int = 0
     problems: list[FetchResult] = field(default_factory=list)
+    relocated: list[FetchResult] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return self.drifted == 0 and self.unresolvable == 0
+        """Every chunk verified: a moved one is still true, but its citation is stale."""
+        return self.moved == 0 and self.drifted == 0 and self.unresolvable == 0
 
 
 class _Opener(Coroutine[Any, Any, "Collection"]):
@@ -674,7 +683,8 @@ class Collection:
             except RetrievalError as exc:
                 result = _fetch_result(stored, citation, None, exc)
             else:
-                result = _fetch_result(stored, citation, text, None)
+                context = await self._context(stored, text)
+                result = _fetch_result(stored, citation, text, None, context)
             span.set(source_class=citation.source_class, verification=result.verification)
             return result
 
@@ -708,6 +718,69 @@ class Collection:
                 raise TypeError("content= goes with a citation to verify")
             return await self._verify_all()
         return await self._verify_one(target, content)
+
+    async def verify_answer(
+        self,
+        answer: str,
+        cited: SearchResponse | Sequence[RetrievalResult] | Sequence[str],
+        *,
+        markers: Mapping[str, str] | None = None,
+        marker_pattern: str | re.Pattern[str] | None = None,
+        supported_threshold: float | None = None,
+        weak_threshold: float | None = None,
+    ) -> AnswerReport:
+        """Check ``answer``, written from this collection's ``cited`` results, sentence
+        by sentence (``groundkit.verify_answer``): sources read from this collection's
+        base directory and snapshot store under its read cap, unquoted sentences
+        compared with its embedder when it has one, else by shared terms.
+
+        ``cited`` may also be the chunk ids the answer was written from, in marker
+        order; an id this collection does not hold (or hides) is a ``RetrievalError``."""
+        if isinstance(cited, str | bytes):
+            raise RetrievalError(
+                "cited must be the SearchResponse, results or chunk ids the answer was "
+                "written from, not one string"
+            )
+        given: Any = cited
+        if isinstance(cited, SearchResponse):
+            given = list(cited.results)
+        elif isinstance(cited, Sequence):
+            given = list(cited)
+            if given and all(isinstance(r, str) for r in given):
+                given = await self._results_for(given)
+        for result in given if isinstance(given, list) else ():
+            other = getattr(result, "collection", None)
+            if other is not None and other != self.name:
+                raise RetrievalError(
+                    f"a cited result is from collection {other!r}; check the answer with "
+                    "that collection, or with groundkit.verify_answer"
+                )
+        checker = AnswerChecker(
+            self.base_dir,
+            snapshot_dir=self.snapshots,
+            max_bytes=self._max_file_bytes,
+            embedder=self.embedder,
+            analyzer=self._analyzer,
+            supported_threshold=supported_threshold,
+            weak_threshold=weak_threshold,
+        )
+        return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
+
+    async def _results_for(self, chunk_ids: list[str]) -> list[RetrievalResult]:
+        """Current chunks by id, as results (score 0), in the order given."""
+        for chunk_id in chunk_ids:
+            problem = describe_unencodable(chunk_id, "a chunk id")
+            if problem is not None:
+                raise RetrievalError(problem)
+        rows = await self.store.get_chunks_by_ids(chunk_ids)
+        missing = [c for c in chunk_ids if c not in rows or not self._visible(rows[c])]
+        if missing:
+            raise RetrievalError(
+                f"no chunk {missing[0]!r} in collection {self.name!r}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                verdict="unresolvable",
+            )
+        return [_as_result(rows[c], self.name) for c in chunk_ids]
 
     async def _verify_one(
         self, target: RetrievalResult | FetchResult | Citation, content: str | None
@@ -748,7 +821,10 @@ class Collection:
             text = await self._read_source(citation)
         except RetrievalError as exc:
             return _verdict(expected, citation, None, exc)
-        return _verdict(expected, citation, text, None)
+        context = None
+        if stored is not None and stored.content == expected:
+            context = await self._context(stored, text)
+        return _verdict(expected, citation, text, None, context)
 
     async def _verify_all(self) -> VerifyReport:
         report = VerifyReport()
@@ -764,9 +840,13 @@ class Collection:
                         current = (citation.source, text, None)
                     except RetrievalError as exc:
                         current = (citation.source, None, exc)
-                result = _fetch_result(stored, citation, current[1], current[2])
+                context = await self._context(stored, current[1])
+                result = _fetch_result(stored, citation, current[1], current[2], context)
                 if result.verification == "verified":
                     report.verified += 1
+                elif result.verification == "moved":
+                    report.moved += 1
+                    report.relocated.append(result)
                 else:
                     if result.verification == "drifted":
                         report.drifted += 1
@@ -786,6 +866,17 @@ class Collection:
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
 
+    async def _context(self, stored: StoredChunk, text: str | None) -> tuple[str, str] | None:
+        """The indexed text either side of ``stored``'s span, from its neighbouring
+        chunks (which overlap it), when the source now holds its text more than once:
+        what tells the occurrences apart. None when not needed or not known."""
+        if not _repeated(stored.content, stored.citation, text) or not stored.current:
+            return None
+        chunks = (await self.store.get_chunks_for_documents([stored.document_id])).get(
+            stored.document_id, []
+        )
+        return indexed_context(chunks, stored.start_offset, stored.end_offset)
+
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
@@ -795,9 +886,13 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 def _fetch_result(
-    stored: StoredChunk, citation: Citation, text: str | None, error: RetrievalError | None
+    stored: StoredChunk,
+    citation: Citation,
+    text: str | None,
+    error: RetrievalError | None,
+    context: tuple[str, str] | None = None,
 ) -> FetchResult:
-    result = _verdict(stored.content, citation, text, error)
+    result = _verdict(stored.content, citation, text, error, context)
     if stored.valid_to is None:
         return result.model_copy(update={"version": stored.version})
     replaced_at = iso_time(stored.valid_to)
@@ -811,35 +906,92 @@ def _fetch_result(
     )
 
 
+def _as_result(stored: StoredChunk, collection: str) -> RetrievalResult:
+    return RetrievalResult(
+        content=stored.content,
+        score=0.0,
+        document_id=stored.document_id,
+        chunk_id=stored.chunk_id,
+        chunk_index=stored.chunk_index,
+        source=stored.source,
+        source_class=stored.source_class,
+        extractor=stored.extractor,
+        start_offset=stored.start_offset,
+        end_offset=stored.end_offset,
+        metadata=stored.metadata,
+        collection=collection,
+        version=stored.version,
+    )
+
+
+def _repeated(content: str, citation: Citation, text: str | None) -> bool:
+    """Whether the span lost its text, which the source now holds more than once."""
+    if text is None or not content or text[citation.start_offset : citation.end_offset] == content:
+        return False
+    first = text.find(content)
+    return first >= 0 and text.find(content, first + 1) >= 0
+
+
 def _verdict(
-    content: str, citation: Citation, text: str | None, error: RetrievalError | None
+    content: str,
+    citation: Citation,
+    text: str | None,
+    error: RetrievalError | None,
+    context: tuple[str, str] | None = None,
 ) -> FetchResult:
-    if text is not None:
-        try:
-            span = slice_span(text, citation)
-        except RetrievalError as exc:
-            error = exc
-        else:
-            if span == content:
-                return FetchResult(
-                    content=content,
-                    citation=citation,
-                    verification="verified",
-                    detail="the source holds this text at the cited offsets",
-                )
-            return FetchResult(
-                content=content,
-                citation=citation,
-                verification="drifted",
-                detail=f"{citation.source!r} changed at "
-                f"{citation.start_offset}..{citation.end_offset} since it was indexed",
-            )
-    assert error is not None
-    return FetchResult(
-        content=content,
-        citation=citation,
-        verification=error.verdict or "unresolvable",
-        detail=str(error),
+    """The verdict on ``content`` cited at ``citation`` in ``text`` (the source now).
+
+    A span that no longer holds its text is looked for elsewhere (``reanchor``):
+    ``moved`` when found once, or once with the indexed ``context`` around it."""
+    if text is None:
+        assert error is not None
+        return FetchResult(
+            content=content,
+            citation=citation,
+            verification=error.verdict or "unresolvable",
+            detail=str(error),
+        )
+    where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"
+
+    def made(verification: Verification, detail: str, **found: Any) -> FetchResult:
+        return FetchResult(
+            content=content, citation=citation, verification=verification, detail=detail, **found
+        )
+
+    if text[citation.start_offset : citation.end_offset] == content:
+        return made("verified", "the source holds this text at the cited offsets")
+    prefix, suffix = context if context is not None else (None, None)
+    anchor = reanchor(text, content, citation.start_offset, prefix=prefix, suffix=suffix)
+    if anchor.outcome == "moved":
+        return made(
+            "moved",
+            f"{where} changed, but the indexed text is intact at {anchor.start}..{anchor.end} "
+            "now (moved since it was indexed; re-ingest for current offsets)",
+            current_start_offset=anchor.start,
+            current_end_offset=anchor.end,
+            similarity=1.0,
+        )
+    if anchor.outcome == "ambiguous":
+        return made(
+            "drifted",
+            f"{where} changed; the indexed text appears {anchor.occurrences} times in the "
+            "source now and nothing tells which is the cited one (not guessed)",
+        )
+    change = (
+        f"{citation.source!r} is now {len(text)} characters long; the citation ends at "
+        f"{citation.end_offset}"
+        if citation.end_offset > len(text)
+        else f"{where} changed since it was indexed"
+    )
+    if anchor.start is None or not anchor.similarity:
+        return made("drifted", change)
+    return made(
+        "drifted",
+        f"{change}; the closest passage is at {anchor.start}..{anchor.end} "
+        f"({anchor.similarity:.0%} similar)",
+        current_start_offset=anchor.start,
+        current_end_offset=anchor.end,
+        similarity=anchor.similarity,
     )
 
 

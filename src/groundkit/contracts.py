@@ -13,7 +13,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol, overload, runtime_checkable
+from typing import Any, Literal, Protocol, Self, TypeVar, overload, runtime_checkable
 
 import numpy.typing as npt
 from pydantic import (
@@ -30,6 +30,7 @@ from groundkit.errors import IngestionError
 from groundkit.utils.hashing import sha256_text
 
 __all__ = [
+    "ANSWER_PROBLEMS",
     "FIELDS_KEY",
     "FIELD_NAME_PATTERN",
     "PAGE_STARTS_KEY",
@@ -38,6 +39,9 @@ __all__ = [
     "SENSITIVITY_LEVELS",
     "SOURCE_FIELD",
     "STORED_TEXT_CLASSES",
+    "AnswerReport",
+    "AnswerSentence",
+    "AnswerVerdict",
     "Chunk",
     "Citation",
     "CollectionFailure",
@@ -46,6 +50,9 @@ __all__ = [
     "Document",
     "DocumentRecord",
     "EmbeddingIdentity",
+    "Evidence",
+    "EvidenceMethod",
+    "EvidenceSpan",
     "FetchResult",
     "FieldScalar",
     "FieldValue",
@@ -58,6 +65,8 @@ __all__ = [
     "MultiSearchResponse",
     "OptimizeReport",
     "PackStore",
+    "ProviderCitation",
+    "ProviderVerdict",
     "QuoteCheck",
     "QuoteVerdict",
     "Record",
@@ -66,6 +75,7 @@ __all__ = [
     "SearchResponse",
     "SourceClass",
     "Verification",
+    "end_page_at",
     "fields_of",
     "page_at",
     "record_id_of",
@@ -80,9 +90,30 @@ STORED_TEXT_CLASSES: frozenset[str] = frozenset({"snapshot", "record"})
 # relative to a base directory can start with it ("//" never survives there).
 RECORD_SOURCE_PREFIX = "record://"
 SearchMode = Literal["bm25", "dense", "hybrid"]
-Verification = Literal["verified", "drifted", "unresolvable"]
+EvidenceMethod = Literal["terms", "embedding", "hybrid"]
+# ``moved``: the indexed text is intact, but elsewhere in the source now.
+Verification = Literal["verified", "moved", "drifted", "unresolvable"]
 # A quote check adds one outcome: the span is intact but does not hold the quote.
 QuoteVerdict = Literal["verified", "not_in_span", "drifted", "unresolvable"]
+# What a provider's citation comes to, mapped back and checked (integrations/providers).
+ProviderVerdict = Literal["verified", "not_in_span", "drifted", "unresolvable", "unmapped"]
+# What an answer check says of one sentence (groundkit/retrieval/answers.py).
+AnswerVerdict = Literal[
+    "quoted",
+    "supported",
+    "weak",
+    "unsupported",
+    "misquoted",
+    "uncited",
+    "dangling",
+    "drifted",
+    "unresolvable",
+    "no_claim",
+]
+# The verdicts that make an answer fail a grounding check.
+ANSWER_PROBLEMS: frozenset[str] = frozenset(
+    {"weak", "unsupported", "misquoted", "uncited", "dangling", "drifted", "unresolvable"}
+)
 
 
 # Document metadata key holding the offset where each page of the text begins
@@ -127,6 +158,11 @@ def page_at(metadata: Mapping[str, Any], offset: int) -> int | None:
     return bisect_right(starts, offset)
 
 
+def end_page_at(metadata: Mapping[str, Any], start: int, end: int) -> int | None:
+    """The 1-based page the span ``[start, end)`` ends on (its last character's)."""
+    return page_at(metadata, max(start, end - 1))
+
+
 def record_source(record_id: str) -> str:
     """The source a record is stored under: ``record://<id>``."""
     return RECORD_SOURCE_PREFIX + record_id
@@ -140,79 +176,107 @@ def record_id_of(source: str) -> str | None:
 Span = tuple[int, int]
 
 
-class Highlights(Sequence[Span]):
-    """Where a result's query terms occur in its content: sorted ``(start, end)`` pairs.
+T = TypeVar("T")
 
-    Offsets are relative to ``RetrievalResult.content``; add the result's
-    ``start_offset`` for offsets into the source. A search hands each result a
-    deferred computation, so only highlights that are read (or serialised)
-    cost a pass over the text: the BM25 path stays as fast as without them.
-    Compares equal to any sequence of the same pairs.
+
+class _Deferred(Sequence[T]):
+    """A read-only sequence that may be computed on first use.
+
+    A search hands each result deferred work (highlights, evidence), so only
+    what is read, or serialised, costs anything. Compares equal to any sequence
+    of the same items; pickles and copies as its resolved items.
     """
 
-    __slots__ = ("_args", "_compute", "_spans")
+    __slots__ = ("_args", "_compute", "_items")
 
-    def __init__(self, spans: Iterable[Span] = ()) -> None:
-        self._spans: tuple[Span, ...] | None = tuple((int(a), int(b)) for a, b in spans)
-        self._compute: Callable[..., Sequence[Span]] | None = None
+    def __init__(self, items: Iterable[T] = ()) -> None:
+        self._items: tuple[T, ...] | None = tuple(self._coerce(items))
+        self._compute: Callable[..., Sequence[T]] | None = None
         self._args: tuple[Any, ...] = ()
 
+    @staticmethod
+    def _coerce(items: Iterable[Any]) -> Iterable[T]:
+        return items
+
     @classmethod
-    def deferred(cls, compute: Callable[..., Sequence[Span]], *args: Any) -> Highlights:
-        """Highlights that ``compute(*args)`` produces on first use."""
+    def deferred(cls, compute: Callable[..., Sequence[T]], *args: Any) -> Self:
+        """Items that ``compute(*args)`` produces on first use."""
         lazy = cls.__new__(cls)
-        lazy._spans = None
+        lazy._items = None
         lazy._compute = compute
         lazy._args = args
         return lazy
 
     @property
     def resolved(self) -> bool:
-        """Whether the spans are known yet (nothing is computed to answer)."""
-        return self._spans is not None
+        """Whether the items are known yet (nothing is computed to answer)."""
+        return self._items is not None
 
-    def _resolve(self) -> tuple[Span, ...]:
-        if self._spans is None:
+    def _resolve(self) -> tuple[T, ...]:
+        if self._items is None:
             assert self._compute is not None
-            self._spans = tuple(self._compute(*self._args))
+            self._items = tuple(self._compute(*self._args))
             self._compute, self._args = None, ()
-        return self._spans
+        return self._items
 
     @overload
-    def __getitem__(self, index: int) -> Span: ...
+    def __getitem__(self, index: int) -> T: ...
 
     @overload
-    def __getitem__(self, index: slice) -> Sequence[Span]: ...
+    def __getitem__(self, index: slice) -> Sequence[T]: ...
 
-    def __getitem__(self, index: int | slice) -> Span | Sequence[Span]:
+    def __getitem__(self, index: int | slice) -> T | Sequence[T]:
         return self._resolve()[index]
 
     def __len__(self) -> int:
         return len(self._resolve())
 
-    def __iter__(self) -> Iterator[Span]:
+    def __iter__(self) -> Iterator[T]:
         return iter(self._resolve())
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, Highlights):
+        if isinstance(other, _Deferred):
             return self._resolve() == other._resolve()
         if isinstance(other, Sequence) and not isinstance(other, str | bytes):
-            return list(self._resolve()) == [tuple(pair) for pair in other]
+            return list(self._resolve()) == [self._same(item) for item in other]
         return NotImplemented
+
+    @staticmethod
+    def _same(item: Any) -> Any:
+        return item
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Highlights({list(self._resolve())!r})"
+        return f"{type(self).__name__}({list(self._resolve())!r})"
 
-    def __reduce__(self) -> tuple[type[Highlights], tuple[tuple[Span, ...]]]:
-        return (Highlights, (self._resolve(),))
+    def __reduce__(self) -> tuple[type[Self], tuple[tuple[T, ...]]]:
+        return (type(self), (self._resolve(),))
 
-    def __copy__(self) -> Highlights:
-        return Highlights(self._resolve())
+    def __copy__(self) -> Self:
+        return type(self)(self._resolve())
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Highlights:
-        return Highlights(self._resolve())
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        return type(self)(self._resolve())
+
+
+class Highlights(_Deferred[Span]):
+    """Where a result's query terms occur in its content: sorted ``(start, end)`` pairs.
+
+    Offsets are relative to ``RetrievalResult.content``; add the result's
+    ``start_offset`` for offsets into the source. Deferred until read, so the
+    BM25 path stays as fast as without them.
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def _coerce(items: Iterable[Any]) -> Iterable[Span]:
+        return ((int(a), int(b)) for a, b in items)
+
+    @staticmethod
+    def _same(item: Any) -> Any:
+        return tuple(item)
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -234,6 +298,55 @@ class Highlights(Sequence[Span]):
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+
+
+class EvidenceSpan(_Frozen):
+    """One sentence of a result that answers the query, as exact source offsets.
+
+    ``text`` is ``source[start_offset:end_offset]`` as indexed, so it verifies
+    like any quote of the result (``check_quote``). ``method`` says how it was
+    chosen: ``terms`` (the query's terms, weighted by their rarity in the
+    collection), ``embedding`` (cosine similarity of the sentence and the query
+    under the collection's embedder) or ``hybrid`` (both, standardised within
+    the chunk and summed). ``score`` is on that method's scale: higher is better
+    within one result; scores of different methods do not compare.
+    """
+
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+    text: str
+    score: float
+    method: EvidenceMethod
+
+    @model_validator(mode="after")
+    def _validate(self) -> EvidenceSpan:
+        _check_span(self.start_offset, self.end_offset)
+        if self.end_offset - self.start_offset != len(self.text):
+            raise ValueError("evidence span length does not match its text")
+        if not math.isfinite(self.score):
+            raise ValueError("evidence score must be finite")
+        return self
+
+
+class Evidence(_Deferred[EvidenceSpan]):
+    """A result's evidence sentences, best first (at most three), computed on first read."""
+
+    __slots__ = ()
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        items = core_schema.list_schema(handler.generate_schema(EvidenceSpan))
+        from_items = core_schema.no_info_after_validator_function(cls, items)
+        return core_schema.json_or_python_schema(
+            json_schema=from_items,
+            python_schema=core_schema.union_schema(
+                [core_schema.is_instance_schema(cls), from_items]
+            ),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda e: [span.model_dump() for span in e],
+                return_schema=core_schema.list_schema(core_schema.dict_schema()),
+            ),
+        )
 
 
 def _check_extractor(source_class: SourceClass, extractor: str | None) -> None:
@@ -375,8 +488,9 @@ class DocumentRecord(_Frozen):
 class Citation(_Frozen):
     """Where a passage came from, precisely enough to read it back.
 
-    ``page`` (1-based) is the page the span starts on, for sources that have
-    pages; it helps a reader find the passage and plays no part in verifying it.
+    ``page`` (1-based) is the page the span starts on and ``end_page`` the one it
+    ends on, for sources that have pages; they help a reader find the passage and
+    play no part in verifying it.
     ``version`` is the document version the span was taken from (1 for a
     document's first ingest; ``None`` when the citation was built by hand).
     """
@@ -390,12 +504,25 @@ class Citation(_Frozen):
     end_offset: int = Field(ge=0)
     page: int | None = Field(default=None, ge=1)
     version: int | None = Field(default=None, ge=1)
+    # The page the span ends on (its last character's), when the source has pages.
+    end_page: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _validate(self) -> Citation:
         _check_span(self.start_offset, self.end_offset)
         _check_extractor(self.source_class, self.extractor)
+        if self.end_page is not None and (self.page is None or self.end_page < self.page):
+            raise ValueError("end_page needs a page and cannot come before it")
         return self
+
+    @property
+    def pages(self) -> str | None:
+        """``"p. 3"`` or ``"pp. 3-4"`` for a span crossing a page break; None without pages."""
+        if self.page is None:
+            return None
+        if self.end_page is None or self.end_page == self.page:
+            return f"p. {self.page}"
+        return f"pp. {self.page}-{self.end_page}"
 
 
 class RetrievalResult(_Frozen):
@@ -418,6 +545,8 @@ class RetrievalResult(_Frozen):
     collection: str | None = None
     # The document version the chunk belongs to (a past one only in ``as_of`` searches).
     version: int | None = Field(default=None, ge=1)
+    # The chunk's sentences that best answer the query (a search fills it in).
+    evidence: Evidence | None = None
 
     @model_validator(mode="after")
     def _validate(self) -> RetrievalResult:
@@ -456,6 +585,7 @@ class RetrievalResult(_Frozen):
             end_offset=self.end_offset,
             page=page_at(self.metadata, self.start_offset),
             version=self.version,
+            end_page=end_page_at(self.metadata, self.start_offset, self.end_offset),
         )
 
 
@@ -504,6 +634,9 @@ class FetchResult(_Frozen):
 
     ``version`` is the document version the chunk belongs to; ``replaced_at``
     (ISO 8601) is when that version stopped being current, ``None`` while it is.
+    ``verification`` is ``moved`` when the text is intact but no longer at the
+    cited offsets (``current_start_offset``/``current_end_offset`` say where):
+    still true, yet not the citation it was; a re-ingest gives new offsets.
     """
 
     content: str
@@ -512,11 +645,21 @@ class FetchResult(_Frozen):
     detail: str
     version: int | None = Field(default=None, ge=1)
     replaced_at: str | None = None
+    # Where the indexed text is now (``moved``), or the passage closest to it
+    # (``drifted``, with ``similarity`` from 0 to 1) for a person to review.
+    current_start_offset: int | None = Field(default=None, ge=0)
+    current_end_offset: int | None = Field(default=None, ge=0)
+    similarity: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @property
     def ok(self) -> bool:
         """True when the source holds ``content`` at the cited offsets now."""
         return self.verification == "verified"
+
+    @property
+    def moved(self) -> bool:
+        """True when the source holds ``content`` intact, at other offsets."""
+        return self.verification == "moved"
 
 
 class QuoteCheck(_Frozen):
@@ -541,6 +684,84 @@ class QuoteCheck(_Frozen):
         if self.start_offset is not None and self.end_offset is not None:
             _check_span(self.start_offset, self.end_offset)
         return self
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == "verified"
+
+
+class AnswerSentence(_Frozen):
+    """One sentence of a checked answer: what it cites and what the check found.
+
+    Offsets are into the answer text (``text`` is that slice, markers included).
+    ``cited`` are the citations its markers point at; ``quotes`` the checks of
+    every passage it quotes; ``evidence`` the cited sentence closest to it, with
+    ``similarity`` its score on the report's ``method`` scale.
+    """
+
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+    text: str
+    verdict: AnswerVerdict
+    detail: str
+    markers: list[str] = Field(default_factory=list)
+    cited: list[Citation] = Field(default_factory=list)
+    quotes: list[QuoteCheck] = Field(default_factory=list)
+    evidence: EvidenceSpan | None = None
+    similarity: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True unless the verdict is a problem (``ANSWER_PROBLEMS``)."""
+        return self.verdict not in ANSWER_PROBLEMS
+
+
+class AnswerReport(_Frozen):
+    """The verdict on every sentence of an answer, with counts and one line per problem.
+
+    ``method`` is how unquoted sentences were compared with their evidence
+    (``embedding``: cosine under the embedder; ``terms``: the share of the
+    sentence's terms the evidence holds); a sentence is ``supported`` at
+    ``supported_threshold`` or above and ``weak`` from ``weak_threshold``.
+    Similarity is not entailment: a sentence that contradicts its source can
+    still read as ``supported`` (KNOWN_LIMITATIONS.md says how often).
+    """
+
+    sentences: list[AnswerSentence]
+    counts: dict[str, int]
+    problems: list[str]
+    method: Literal["embedding", "terms"]
+    supported_threshold: float
+    weak_threshold: float
+
+    @property
+    def ok(self) -> bool:
+        """True when no sentence has a problem verdict."""
+        return not self.problems
+
+
+class ProviderCitation(_Frozen):
+    """A citation an LLM provider returned, mapped back to a groundkit result and checked.
+
+    ``kind`` is the provider's own type (``search_result_location``,
+    ``char_location``, ``file_citation``...). ``answer_text`` is the part of the
+    answer it supports; ``cited_text`` what the provider says it cited, checked
+    against the mapped result's span as the source reads now (``verdict``, with
+    ``start_offset``/``end_offset`` in the source once verified). ``unmapped``: no
+    result it could stand for; ``drifted``/``unresolvable``: the span no longer
+    verifies; ``not_in_span``: the cited text is not in the result it names.
+    """
+
+    provider: Literal["anthropic", "openai"]
+    kind: str
+    answer_text: str
+    cited_text: str | None = None
+    result_index: int | None = None
+    citation: Citation | None = None
+    verdict: ProviderVerdict
+    detail: str
+    start_offset: int | None = Field(default=None, ge=0)
+    end_offset: int | None = Field(default=None, ge=0)
 
     @property
     def ok(self) -> bool:

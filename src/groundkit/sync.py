@@ -37,6 +37,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from groundkit.collection import Collection as AsyncCollection
 from groundkit.contracts import MultiSearchResponse, SearchMode
 from groundkit.errors import ConfigurationError
+from groundkit.retrieval.answers import verify_answer as _verify_answer
 from groundkit.retrieval.citations import resolve_citation as _resolve_citation
 from groundkit.retrieval.citations import verify_citation as _verify_citation
 from groundkit.retrieval.multi import search_collections as _search_collections
@@ -52,6 +53,7 @@ __all__ = [
     "run",
     "run_async",
     "search_collections",
+    "verify_answer",
     "verify_citation",
     "verify_quote",
 ]
@@ -334,6 +336,7 @@ class SyncCollection:
     search = _blocking(AsyncCollection.search)
     fetch_chunk = _blocking(AsyncCollection.fetch_chunk)
     verify = _blocking(AsyncCollection.verify)
+    verify_answer = _blocking(AsyncCollection.verify_answer)
 
 
 def _blocking_function(function: Callable[P, Awaitable[T]]) -> Callable[P, T]:
@@ -350,6 +353,7 @@ verify_citation = _blocking_function(_verify_citation)
 resolve_citation = _blocking_function(_resolve_citation)
 check_quote = _blocking_function(_check_quote)
 verify_quote = _blocking_function(_verify_quote)
+verify_answer = _blocking_function(_verify_answer)
 
 
 def search_collections(

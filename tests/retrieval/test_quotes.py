@@ -5,6 +5,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -181,9 +182,11 @@ async def test_checker_reads_each_source_once(
     reads: list[str] = []
     real = citations.read_source
 
-    async def counting(citation: Citation, base: Path, *, snapshot_dir: Path | None = None) -> str:
+    async def counting(
+        citation: Citation, base: Path, *, snapshot_dir: Path | None = None, **options: Any
+    ) -> str:
         reads.append(citation.source)
-        return await real(citation, base, snapshot_dir=snapshot_dir)
+        return await real(citation, base, snapshot_dir=snapshot_dir, **options)
 
     monkeypatch.setattr(quotes, "read_source", counting)
     results = (await col.search("tea boiling water leaves")).results

@@ -24,7 +24,7 @@ from tests.support import write_tree
 
 INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"
 TOKEN = "inspector-test-token-0123456789"
-TOOLS = {"search", "search_collections", "fetch_chunk", "list_collections"}
+TOOLS = {"search", "search_collections", "fetch_chunk", "list_collections", "verify_answer"}
 
 
 @pytest.fixture(scope="module")

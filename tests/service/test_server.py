@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ResourceLink, TextContent, TextResourceContents
 
 from groundkit import Collection, CollectionManifest, ConfigurationError
 from groundkit.providers import OllamaEmbedder, OpenAICompatibleEmbedder
@@ -65,7 +65,13 @@ async def refused(client: Client, tool: str, **arguments: Any) -> str:
 async def test_tools_have_typed_schemas(served: Served) -> None:
     async with connected(CollectionRegistry(served.index)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"search", "search_collections", "fetch_chunk", "list_collections"}
+    assert set(tools) == {
+        "search",
+        "search_collections",
+        "fetch_chunk",
+        "list_collections",
+        "verify_answer",
+    }
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     props = search["properties"]
@@ -78,6 +84,7 @@ async def test_tools_have_typed_schemas(served: Served) -> None:
     assert sorted(multi["required"]) == ["collections", "query"]
     assert multi["properties"]["collections"]["type"] == "array"
     assert tools["fetch_chunk"].input_schema["required"] == ["chunk_id"]
+    assert sorted(tools["verify_answer"].input_schema["required"]) == ["answer", "chunk_ids"]
     assert tools["search"].output_schema is not None
 
 
@@ -371,3 +378,48 @@ async def test_dense_with_the_recorded_sentence_transformers_model(served: Serve
                 client, "search", query="photovoltaic energy", collection="minilm", mode=mode
             )
             assert found["results"][0]["citation"]["source"] == "docs/energy/solar.md"
+
+
+# -- answers, evidence and chunk resources ----------------------------------------------
+
+
+async def test_search_results_carry_evidence_and_link_their_chunks(served: Served) -> None:
+    async with connected(CollectionRegistry(served.index)) as client:
+        result = await client.call_tool("search", {"query": "solar panels electricity", "top_k": 3})
+        assert not result.is_error
+        content = result.structured_content
+        assert content is not None
+        top = content["results"][0]
+        best = top["evidence"][0]
+        text = served.source(top["citation"]["source"]).read_text(encoding="utf-8")
+        assert text[best["start_offset"] : best["end_offset"]] == best["text"]
+        assert best["method"] == "terms"
+        assert f"evidence [{best['start_offset']}:{best['end_offset']}]" in text_of(result)
+        links = [b for b in result.content if isinstance(b, ResourceLink)]
+        assert [str(link.uri) for link in links] == [
+            f"groundkit://default/chunks/{r['citation']['chunk_id']}" for r in content["results"]
+        ]
+        read = await client.read_resource(str(links[0].uri))
+        (contents,) = read.contents
+        assert isinstance(contents, TextResourceContents)
+        assert contents.text == top["content"]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["groundkit://{collection}/chunks/{chunk_id}"]
+        with pytest.raises(Exception, match="no chunk"):
+            await client.read_resource("groundkit://default/chunks/nope")
+
+
+async def test_verify_answer_tool(served: Served) -> None:
+    async with connected(CollectionRegistry(served.index)) as client:
+        found = await call(client, "search", query="solar panels electricity", top_k=2)
+        ids = [r["citation"]["chunk_id"] for r in found["results"]]
+        sentence = found["results"][0]["evidence"][0]["text"]
+        answer = f'As the notes put it, "{sentence}" [1]. Solar panels are made of cheese [2]. [9]'
+        checked = await call(client, "verify_answer", answer=answer, chunk_ids=ids)
+        verdicts = [s["verdict"] for s in checked["sentences"]]
+        assert verdicts[0] == "quoted"
+        assert "dangling" in verdicts and not checked["ok"]
+        result = await client.call_tool("verify_answer", {"answer": answer, "chunk_ids": ids})
+        assert text_of(result).startswith(f"{len(checked['problems'])} problem(s): ")
+        missing = await refused(client, "verify_answer", answer="x [1].", chunk_ids=["nope"])
+        assert missing.startswith("verify_answer failed (RetrievalError): no chunk 'nope'")

@@ -277,6 +277,10 @@ class BM25Index:
         postings = sum(hi - lo for found in present for _, _, lo, hi in found)
         return TermLookup(wanted, present, postings)
 
+    def idf(self, lookup: TermLookup, view: View = CURRENT) -> dict[int, float]:
+        """The idf of each looked-up term that some document of ``view`` holds."""
+        return _idf(self._stats(lookup.wanted, lookup.present, view))
+
     def current_keys(self) -> npt.NDArray[np.int64]:
         """Keys of every current document, ascending."""
         if not self._views:
@@ -356,11 +360,7 @@ class BM25Index:
         stats = self._stats(wanted, present, view)
         if stats.docs == 0:
             return []
-        scale = {
-            t: query[t] * math.log1p((stats.docs - stats.df[t] + 0.5) / (stats.df[t] + 0.5))
-            for t in wanted
-            if stats.df[t] > 0
-        }
+        scale = {t: query[t] * w for t, w in _idf(stats).items()}
         if not scale:
             return []
         floor = 0.0 if score_threshold is None else float(score_threshold)
@@ -406,6 +406,11 @@ class BM25Index:
                     df[t] += int(np.count_nonzero(visible[seg.docs[lo:hi]]))
         avg = length / docs if docs else 1.0
         return _Stats(docs, avg or 1.0, df)
+
+
+def _idf(stats: _Stats) -> dict[int, float]:
+    n = stats.docs
+    return {t: math.log1p((n - df + 0.5) / (df + 0.5)) for t, df in stats.df.items() if df > 0}
 
 
 # (term id, index in the segment's term table, first posting, end of postings)

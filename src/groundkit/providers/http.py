@@ -172,6 +172,7 @@ class _HTTPEmbedder:
         self._retry_backoff = _non_negative_float("retry_backoff", retry_backoff)
         self._max_backoff = _non_negative_float("max_backoff", max_backoff)
         self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     # -- wire format (overridden) -------------------------------------------
@@ -256,6 +257,7 @@ class _HTTPEmbedder:
             raise ConfigurationError(f"{type(self).__name__} is closed")
         if self._client is None:
             self._client = httpx.AsyncClient(timeout=httpx.Timeout(self._timeout))
+            self._client_loop = asyncio.get_running_loop()
         return self._client
 
     def _redact(self, text: str) -> str:
@@ -287,7 +289,17 @@ class _HTTPEmbedder:
         return min(exponential * random.uniform(0.5, 1.0), self._max_backoff)
 
     async def _post(self, payload: dict[str, Any], *, for_query: bool) -> Any:
-        client = self._http()
+        if self._client is not None and self._client_loop is not asyncio.get_running_loop():
+            # A call from another event loop (evidence read inside a coroutine runs
+            # on one of its own): the pool's connections belong to the first loop.
+            self._http()  # the closed check
+            async with httpx.AsyncClient(timeout=httpx.Timeout(self._timeout)) as client:
+                return await self._post_with(client, payload, for_query=for_query)
+        return await self._post_with(self._http(), payload, for_query=for_query)
+
+    async def _post_with(
+        self, client: httpx.AsyncClient, payload: dict[str, Any], *, for_query: bool
+    ) -> Any:
         headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key else None
         attempts = self._max_retries + 1
         for attempt in range(attempts):

@@ -14,6 +14,7 @@ import unicodedata
 from pathlib import Path
 from typing import TypedDict, Unpack
 
+from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import (
     STORED_TEXT_CLASSES,
     Citation,
@@ -135,10 +136,15 @@ class QuoteChecker:
     """
 
     def __init__(
-        self, allowed_base_dir: Path | str, *, snapshot_dir: SnapshotLocation | None = None
+        self,
+        allowed_base_dir: Path | str,
+        *,
+        snapshot_dir: SnapshotLocation | None = None,
+        max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
     ) -> None:
         self.allowed_base_dir = Path(allowed_base_dir)
         self.snapshot_dir = snapshot_dir
+        self.max_bytes = max_bytes
         self._sources: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
 
     async def _source(self, citation: Citation) -> str:
@@ -146,7 +152,10 @@ class QuoteChecker:
         if key not in self._sources:
             try:
                 self._sources[key] = await read_source(
-                    citation, self.allowed_base_dir, snapshot_dir=self.snapshot_dir
+                    citation,
+                    self.allowed_base_dir,
+                    snapshot_dir=self.snapshot_dir,
+                    max_bytes=self.max_bytes,
                 )
             except RetrievalError as exc:
                 self._sources[key] = exc
@@ -158,6 +167,21 @@ class QuoteChecker:
     async def span(self, citation: Citation) -> str:
         """The cited span as the source reads now; raises like ``resolve_citation``."""
         return slice_span(await self._source(citation), citation)
+
+    async def problem(self, result: RetrievalResult) -> RetrievalError | None:
+        """None when ``result``'s span reads now as it was indexed, else why not (the
+        error carries the verdict: ``drifted`` or ``unresolvable``)."""
+        try:
+            span = await self.span(result.citation)
+        except RetrievalError as exc:
+            return exc
+        if span == result.content:
+            return None
+        return RetrievalError(
+            f"{result.source!r} [{result.start_offset}:{result.end_offset}] no longer holds "
+            "the text it was indexed with; re-ingest and search again",
+            verdict="drifted",
+        )
 
     async def check(self, quote: str, cited: Cited, *, content: str | None = None) -> QuoteCheck:
         """The verdict on one quote; see ``check_quote``."""

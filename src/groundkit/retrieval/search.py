@@ -20,7 +20,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -28,6 +28,7 @@ import numpy as np
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import (
+    Evidence,
     Highlights,
     PackStore,
     RetrievalResult,
@@ -47,6 +48,7 @@ from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
+from groundkit.retrieval.evidence import EvidenceBatch, query_weights
 from groundkit.retrieval.filters import Filter, parse_filters
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.rerank import RerankerProtocol
@@ -340,6 +342,7 @@ class Retriever:
                 results = await self._reranker.rerank(query, results, top_k=final_k)
                 span.set(result_count=len(results))
             stage = "rerank"
+        await self._attach_evidence(query, results, served, search)
         meta: dict[str, Any] = {
             "stage": stage,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
@@ -361,6 +364,39 @@ class Retriever:
             query=query, mode=mode, results=results, total_results=len(results), metadata=meta
         )
 
+    async def _attach_evidence(
+        self, query: str, results: list[RetrievalResult], served: SearchMode, search: _Pass
+    ) -> None:
+        """Give each result deferred evidence, all of them sharing one batch."""
+        if not results:
+            return
+        terms = self._analyzer.terms(query)
+        ids = search.term_ids
+        if terms and not ids:  # a dense search: nothing looked the terms up yet
+            ids = await self._live.term_ids(terms)
+        index, view, analyzer = search.index, search.view, self._analyzer
+
+        def weights() -> dict[str, float]:
+            lookup = index.lookup(Counter(ids[t] for t in terms if t in ids))
+            by_id = index.idf(lookup, view)
+            return query_weights(
+                analyzer, query, {t: by_id[i] for t, i in ids.items() if i in by_id}
+            )
+
+        semantic = served != "bm25" and bool(search.query_vector) and self._embedder is not None
+        batch = EvidenceBatch(
+            analyzer,
+            weights,
+            embedder=self._embedder if semantic else None,
+            query_vector=search.query_vector[0] if semantic else None,
+            home=asyncio.get_running_loop(),
+            hybrid=served == "hybrid",
+        )
+        for result in results:
+            slot = batch.add(result.content, result.start_offset)
+            result.__dict__["evidence"] = Evidence.deferred(batch.evidence, slot)
+            result.__pydantic_fields_set__.add("evidence")
+
     async def _ranked(
         self,
         query: str,
@@ -377,18 +413,18 @@ class Retriever:
             hits = await self._lexical_hits(terms, k, self._config.score_threshold, search)
             return await self._join(hits, frozenset(terms), k, search.view)
         if mode == "dense":
-            return await self._dense(query, k, timings, search.allowed)
+            return await self._dense(query, k, timings, search)
         return await self._hybrid(query, k, timings, search)
 
     async def _dense(
-        self, query: str, k: int, timings: dict[str, float], allowed: Allowed
+        self, query: str, k: int, timings: dict[str, float], search: _Pass
     ) -> tuple[list[RetrievalResult], int]:
         """Dense hits joined to their rows; rows written since the vector handle moved
         (another process's ingest in flight) are made up for by asking for more."""
         threshold = self._config.score_threshold
         depth = k
         while True:
-            dense = await self._dense_hits(query, depth, timings, allowed)
+            dense = await self._dense_hits(query, depth, timings, search)
             fetched = len(dense)
             if threshold is not None:
                 dense = [h for h in dense if h.score >= threshold]
@@ -439,6 +475,7 @@ class Retriever:
         if not terms:
             return []
         ids = await self._live.term_ids(terms)
+        search.term_ids.update(ids)
         query = Counter(ids[t] for t in terms if t in ids)
         if not query:
             return []
@@ -457,14 +494,17 @@ class Retriever:
         return [_Hit(key, score, tied) for key, score, tied in found]
 
     async def _dense_hits(
-        self, query: str, k: int, timings: dict[str, float], allowed: Allowed
+        self, query: str, k: int, timings: dict[str, float], search: _Pass
     ) -> list[VectorHit]:
         assert self._embedder is not None and self._vectors is not None
         clock = time.perf_counter()
-        vector = await self._embedder.embed_query(query)
-        clock = _lap(timings, "embed_ms", clock)
+        if not search.query_vector:
+            # Once per search: a deeper second pass and the evidence reuse it.
+            search.query_vector.append(await self._embedder.embed_query(query))
+            clock = _lap(timings, "embed_ms", clock)
+        vector = search.query_vector[0]
         try:
-            hits = await self._vector_hits(vector, k, allowed)
+            hits = await self._vector_hits(vector, k, search.allowed)
         except StorageError as exc:
             raise _VectorsUnavailable(str(exc)) from None
         _lap(timings, "vector_ms", clock)
@@ -506,7 +546,6 @@ class Retriever:
     async def _hybrid_at(
         self, query: str, k: int, depth: int, timings: dict[str, float], search: _Pass
     ) -> tuple[list[RetrievalResult], int]:
-        allowed = search.allowed
         cfg = self._config
         clock = time.perf_counter()
         terms = self._analyzer.terms(query)
@@ -524,7 +563,7 @@ class Retriever:
         # If one side fails the other is cancelled and awaited: nothing of this
         # search may go on reading the stores after it has raised.
         (found, _), dense = await both(
-            lexical_side(), self._dense_hits(query, depth, timings, allowed)
+            lexical_side(), self._dense_hits(query, depth, timings, search)
         )
         clock = _lap(timings, "candidates_ms", clock)
         known = {row.chunk_id: row for row, _ in found}
@@ -631,6 +670,10 @@ class _Pass:
     index: BM25Index
     view: View
     allowed: Allowed
+    # The query's embedding, once a dense side has computed it.
+    query_vector: list[Any] = field(default_factory=list)
+    # The query's terms with their store ids, once a lexical side has looked them up.
+    term_ids: dict[str, int] = field(default_factory=dict)
 
 
 def validate_as_of(as_of: object, mode: str) -> View:
@@ -707,9 +750,12 @@ def validate_request(query: object, top_k: object, mode: object, config: Retriev
 _RESULT_FIELDS = frozenset(RetrievalResult.model_fields)
 # Fields left unset (as the constructor would leave them) when their value is None.
 _OPTIONAL_FIELDS = ("highlights", "collection")
+# Unset until the search attaches evidence to the final results.
+_LATER_FIELDS = frozenset({"evidence"})
 # The field sets a result can have, by (highlights given, collection given).
 _FIELDS_SET = {
     (h, c): _RESULT_FIELDS
+    - _LATER_FIELDS
     - {n for n, given in zip(_OPTIONAL_FIELDS, (h, c), strict=True) if not given}
     for h in (False, True)
     for c in (False, True)
@@ -750,6 +796,7 @@ def _result(
             "highlights": highlights,
             "collection": collection,
             "version": stored.version,
+            "evidence": None,  # the search attaches it once the results are final
         },
     )
     # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.

@@ -32,9 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from groundkit.config import MAX_TOP_K
 from groundkit.contracts import (
+    AnswerSentence,
     Citation,
     CollectionFailure,
     EmbeddingIdentity,
+    EvidenceSpan,
     MultiSearchResponse,
     RetrievalResult,
     SearchMode,
@@ -42,6 +44,7 @@ from groundkit.contracts import (
     Verification,
 )
 from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError, kind_of
+from groundkit.retrieval.evidence import load_evidence
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.search import MAX_QUERY_CHARS
@@ -53,6 +56,8 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 __all__ = [
+    "CHUNK_URI_TEMPLATE",
+    "AnswerCheck",
     "CitedResult",
     "CollectionList",
     "FetchedChunk",
@@ -60,6 +65,7 @@ __all__ = [
     "MultiSearchOutput",
     "SearchOutput",
     "build_server",
+    "chunk_resource",
     "compact_text",
     "tool_error",
 ]
@@ -70,7 +76,10 @@ SERVE_EXTRA_HINT = "the MCP server needs the serve extra: pip install groundkit[
 _INSTRUCTIONS = (
     "Search document collections and quote them with verifiable citations. Call search, "
     "then fetch_chunk on the chunk you intend to quote: its verification says whether the "
-    "source still holds that text at the cited offsets (verified, drifted, unresolvable)."
+    "source still holds that text at the cited offsets (verified, moved, drifted, "
+    "unresolvable). Quote a result's evidence sentences where you can. Before giving an "
+    "answer that cites results as [1], [2]..., call verify_answer with it and the chunk_ids "
+    "in that order, and fix every sentence it reports."
 )
 
 # -- argument types (module level: the SDK resolves annotations by name) -----
@@ -113,6 +122,23 @@ ChunkIdArg = Annotated[
     str,
     Field(min_length=1, max_length=256, description="chunk_id from a search result"),
 ]
+AnswerArg = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200_000,
+        description="the answer to check, citing results with markers such as [1] or [1, 3]",
+    ),
+]
+CitedChunksArg = Annotated[
+    list[ChunkIdArg],
+    Field(
+        min_length=1,
+        max_length=200,
+        description="chunk_ids of the results the answer was written from, in order: "
+        "marker [n] means the n-th",
+    ),
+]
 AsOfArg = Annotated[
     str | None,
     Field(
@@ -153,6 +179,9 @@ class CitedResult(_Wire):
     highlights: list[tuple[int, int]] | None = None
     # The document version the text is from (a past one only in as_of searches).
     version: int | None = None
+    # Up to three sentences of ``content`` that best answer the query, best first,
+    # each with source offsets (quote these).
+    evidence: list[EvidenceSpan] | None = None
 
 
 class SearchOutput(_Wire):
@@ -198,6 +227,23 @@ class FetchedChunk(_Wire):
     # current (ISO 8601; null while it is).
     version: int | None = None
     replaced_at: str | None = None
+    # moved: where the indexed text is now; drifted: the closest passage, and how similar.
+    current_start_offset: int | None = None
+    current_end_offset: int | None = None
+    similarity: float | None = None
+
+
+class AnswerCheck(_Wire):
+    """What ``verify_answer`` returns: one verdict per sentence of the answer."""
+
+    collection: str
+    ok: bool
+    counts: dict[str, int]
+    problems: list[str]
+    method: str
+    supported_threshold: float
+    weak_threshold: float
+    sentences: list[AnswerSentence]
 
 
 class ListedCollection(_Wire):
@@ -235,7 +281,7 @@ def _flat(text: str, limit: int = _TEXT_CONTENT_CHARS) -> str:
 
 
 def _where(citation: Citation) -> str:
-    page = f" p. {citation.page}" if citation.page else ""
+    page = f" {citation.pages}" if citation.pages else ""
     return f"{citation.source} [{citation.start_offset}:{citation.end_offset}]{page}"
 
 
@@ -263,8 +309,20 @@ def _result_lines(results: list[CitedResult], with_collection: bool, past: bool)
         fields = _fields_line(r.metadata)
         if fields:
             lines.append(fields)
+        if r.evidence:
+            best = r.evidence[0]
+            lines.append(f"   evidence [{best.start_offset}:{best.end_offset}]: {_flat(best.text)}")
         lines.append("   " + _flat(r.content))
     return lines
+
+
+# Every chunk is readable as a resource by this URI (search results link to it).
+CHUNK_URI_TEMPLATE = "groundkit://{collection}/chunks/{chunk_id}"
+
+
+def chunk_resource(collection: str, chunk_id: str) -> str:
+    """The resource URI of one chunk."""
+    return CHUNK_URI_TEMPLATE.format(collection=collection, chunk_id=chunk_id)
 
 
 def compact_text(output: BaseModel) -> str:
@@ -306,6 +364,12 @@ def compact_text(output: BaseModel) -> str:
                 output.content,
             ]
         )
+    if isinstance(output, AnswerCheck):
+        verdict = "grounded" if output.ok else f"{len(output.problems)} problem(s)"
+        counts = ", ".join(f"{n} {v}" for v, n in output.counts.items())
+        lines = [f"{verdict}: {len(output.sentences)} sentence(s) ({counts or 'none'})"]
+        lines += output.problems
+        return "\n".join(lines)
     if isinstance(output, CollectionList):
         if not output.collections:
             return "no collections"
@@ -344,6 +408,7 @@ def _cited(results: list[RetrievalResult], collection: str) -> list[CitedResult]
             metadata=r.metadata,
             highlights=None if r.highlights is None else list(r.highlights),
             version=r.version,
+            evidence=None if r.evidence is None else list(r.evidence),
         )
         for rank, r in enumerate(results, start=1)
     ]
@@ -416,6 +481,7 @@ _TITLES = {
     "search_collections": "Search several collections",
     "fetch_chunk": "Fetch and verify a chunk",
     "list_collections": "List collections",
+    "verify_answer": "Check an answer against its sources",
 }
 
 
@@ -426,9 +492,13 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
     """An MCP server answering from ``registry``'s collections (not started)."""
     try:
         from mcp.server.mcpserver import MCPServer
-        from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+        from mcp.server.mcpserver.exceptions import (
+            ResourceNotFoundError,
+            ToolError,
+            UnexpectedToolError,
+        )
         from mcp.server.mcpserver.tools import Tool
-        from mcp_types import CallToolResult, TextContent, ToolAnnotations
+        from mcp_types import CallToolResult, ResourceLink, TextContent, ToolAnnotations
     except ImportError as exc:
         raise ConfigurationError(SERVE_EXTRA_HINT) from exc
     from groundkit import __version__
@@ -467,10 +537,21 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
             converted = self.fn_metadata.convert_result(output)
             if not isinstance(converted, CallToolResult) or not isinstance(output, BaseModel):
                 return converted
-            # The structured result stays as the SDK built it; the text beside it is ours.
-            return converted.model_copy(
-                update={"content": [TextContent(type="text", text=compact_text(output))]}
-            )
+            # The structured result stays as the SDK built it; the text beside it is ours,
+            # and each search result links to its chunk as a resource.
+            content: list[Any] = [TextContent(type="text", text=compact_text(output))]
+            if isinstance(output, SearchOutput | MultiSearchOutput):
+                content += [
+                    ResourceLink(
+                        type="resource_link",
+                        uri=chunk_resource(r.collection, r.citation.chunk_id),
+                        name=f"chunk {r.citation.chunk_id}",
+                        title=f"[{r.rank}] {_where(r.citation)}",
+                        mime_type="text/plain",
+                    )
+                    for r in output.results
+                ]
+            return converted.model_copy(update={"content": content})
 
     async def guarded(action: Callable[[], Awaitable[_T]], tool: str, secret: str | None) -> _T:
         """Run ``action``; any failure becomes a ToolError with a message safe to log."""
@@ -530,6 +611,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     response = await col.search(
                         query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=when
                     )
+                    await load_evidence(response.results)
                 except RerankerNotConfiguredError:
                     raise ToolError(
                         tool_error(
@@ -598,6 +680,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 filters=filters,
                 as_of=when,
             )
+            await load_evidence(response.results)
             return _multi_output(response)
 
         return await guarded(run, "search_collections", query)
@@ -623,6 +706,9 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 detail=result.detail,
                 version=result.version,
                 replaced_at=result.replaced_at,
+                current_start_offset=result.current_start_offset,
+                current_end_offset=result.current_end_offset,
+                similarity=result.similarity,
             )
 
         return await guarded(run, "fetch_chunk", None)
@@ -639,8 +725,47 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
 
         return await guarded(run, "list_collections", None)
 
+    async def verify_answer(
+        answer: AnswerArg, chunk_ids: CitedChunksArg, collection: CollectionArg = "default"
+    ) -> AnswerCheck:
+        """Check an answer written from search results, sentence by sentence, against the
+        sources as they read now. Marker [n] cites chunk_ids[n-1]. Each sentence gets a
+        verdict: quoted (its quotes are in the cited spans), supported / weak /
+        unsupported (its closest cited sentence is similar enough or not: similarity, not
+        entailment), misquoted, uncited, dangling (a marker naming no chunk), drifted or
+        unresolvable (the cited text is gone), no_claim."""
+
+        async def run() -> AnswerCheck:
+            async with registry.lease(collection) as col:
+                report = await col.verify_answer(answer, chunk_ids)
+            return AnswerCheck(
+                collection=collection,
+                ok=report.ok,
+                counts=report.counts,
+                problems=report.problems,
+                method=report.method,
+                supported_threshold=report.supported_threshold,
+                weak_threshold=report.weak_threshold,
+                sentences=report.sentences,
+            )
+
+        return await guarded(run, "verify_answer", answer)
+
+    async def read_chunk(collection: str, chunk_id: str) -> str:
+        """The chunk's text exactly as indexed (fetch_chunk says whether its source still
+        holds it)."""
+
+        if not COLLECTION_NAME_PATTERN.fullmatch(collection):
+            raise ResourceNotFoundError(f"no collection {collection!r}")
+        try:
+            async with registry.lease(collection) as col:
+                return (await col.fetch_chunk(chunk_id)).content
+        except GroundkitError as exc:
+            # A missing chunk or collection reads as not found; the message is ours.
+            raise ResourceNotFoundError(" ".join(str(exc).split())) from None
+
     tools = []
-    for fn in (search, search_collections_tool, fetch_chunk, list_collections):
+    for fn in (search, search_collections_tool, fetch_chunk, list_collections, verify_answer):
         title = _TITLES[fn.__name__]
         tools.append(
             _Tool.from_function(
@@ -663,6 +788,15 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
     placeholder = logging.NullHandler()
     root.addHandler(placeholder)
     try:
-        return MCPServer(name, version=__version__, instructions=_INSTRUCTIONS, tools=tools)
+        server = MCPServer(name, version=__version__, instructions=_INSTRUCTIONS, tools=tools)
     finally:
         root.removeHandler(placeholder)
+    server.resource(
+        CHUNK_URI_TEMPLATE,
+        name="chunk",
+        title="A chunk of a collection",
+        description="The text of one chunk exactly as it was indexed; search results link "
+        "to these. Call fetch_chunk to re-check it against its source.",
+        mime_type="text/plain",
+    )(read_chunk)
+    return server

@@ -24,6 +24,7 @@ from groundkit.contracts import (
     EmbeddingIdentity,
     FieldValue,
     SourceClass,
+    end_page_at,
     page_at,
 )
 
@@ -113,6 +114,7 @@ class StoredChunk:
             end_offset=self.end_offset,
             page=page_at(self.metadata, self.start_offset),
             version=self.version,
+            end_page=end_page_at(self.metadata, self.start_offset, self.end_offset),
         )
 
 

@@ -16,6 +16,11 @@ groundkit makes it available (``-p no:groundkit`` turns it off). It adds:
   and none), plus the ``groundkit_base_dir`` and ``groundkit_snapshot_dir``
   fixtures themselves.
 
+- ``assert_answer_grounded(answer, results, base_dir=...)``: the whole answer,
+  markers and all, through ``verify_answer``; fails naming each sentence whose
+  verdict is a problem (uncited, unsupported, misquoted, dangling, drifted...),
+  and the ``grounded_answer`` fixture with the directories bound.
+
 A quote is a string, grounded when any result holds it, or a ``(quote,
 chunk_id)`` pair, grounded only by that chunk. Only groundkit's own core is
 imported: no model, vector store or extractor library.
@@ -25,15 +30,24 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from groundkit.contracts import FetchResult, QuoteCheck, RetrievalResult, SearchResponse
+from groundkit.contracts import (
+    ANSWER_PROBLEMS,
+    AnswerReport,
+    FetchResult,
+    QuoteCheck,
+    RetrievalResult,
+    SearchResponse,
+)
 from groundkit.errors import NotGroundedError
+from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval.answers import AnswerChecker
 from groundkit.retrieval.quotes import QuoteChecker, matched_prefix, normalize_quote
 from groundkit.storage.snapshots import SnapshotLocation
 
@@ -42,9 +56,11 @@ from groundkit.storage.snapshots import SnapshotLocation
 pytest.register_assert_rewrite("groundkit.testing.conformance")
 
 __all__ = [
+    "AnswerGrounding",
     "GroundedQuote",
     "Grounding",
     "NotGroundedError",
+    "assert_answer_grounded",
     "assert_grounded",
     "check_grounded",
 ]
@@ -251,6 +267,72 @@ class Grounding:
         )
 
 
+def assert_answer_grounded(
+    answer: str,
+    results: SearchResponse | Sequence[RetrievalResult],
+    *,
+    base_dir: Path | str,
+    snapshot_dir: SnapshotLocation | None = None,
+    embedder: EmbeddingProtocol | None = None,
+    markers: Mapping[str, str] | None = None,
+    allow: Iterable[str] = (),
+    supported_threshold: float | None = None,
+    weak_threshold: float | None = None,
+) -> AnswerReport:
+    """Fail unless every sentence of ``answer`` is grounded in the results it cites.
+
+    Runs ``verify_answer``; raises ``NotGroundedError`` naming each sentence
+    whose verdict is a problem (``ANSWER_PROBLEMS``) and why, except verdicts
+    listed in ``allow`` (``allow={"weak"}``, say). An answer with no sentence
+    that cites anything fails too. Returns the report when all is well.
+    """
+    __tracebackhide__ = True
+    allowed = set(allow)
+    unknown = allowed - set(ANSWER_PROBLEMS)
+    if unknown:
+        raise ValueError(f"allow= names verdicts that are not problems: {sorted(unknown)}")
+    checker = AnswerChecker(
+        base_dir,
+        snapshot_dir=snapshot_dir,
+        embedder=embedder,
+        supported_threshold=supported_threshold,
+        weak_threshold=weak_threshold,
+    )
+    report: AnswerReport = _run(lambda: checker.check(answer, results, markers=markers))
+    failing = [
+        f"  sentence {i + 1} [{s.verdict}] {s.text.strip()!r}: {s.detail}"
+        for i, s in enumerate(report.sentences)
+        if s.verdict in ANSWER_PROBLEMS and s.verdict not in allowed
+    ]
+    if not any(s.markers for s in report.sentences):
+        failing.append("  the answer cites nothing: it has no citation marker")
+    if failing:
+        raise NotGroundedError(
+            f"{len(failing)} problem(s) in an answer of {len(report.sentences)} sentence(s):\n"
+            + "\n".join(failing)
+        )
+    return report
+
+
+@dataclass(frozen=True)
+class AnswerGrounding:
+    """``assert_answer_grounded`` with the directories bound (``grounded_answer``)."""
+
+    base_dir: Path
+    snapshot_dir: SnapshotLocation | None = None
+
+    def __call__(
+        self,
+        answer: str,
+        results: SearchResponse | Sequence[RetrievalResult],
+        **options: Any,
+    ) -> AnswerReport:
+        __tracebackhide__ = True
+        return assert_answer_grounded(
+            answer, results, base_dir=self.base_dir, snapshot_dir=self.snapshot_dir, **options
+        )
+
+
 # -- the plugin ------------------------------------------------------------------
 
 
@@ -292,3 +374,11 @@ def groundkit_snapshot_dir(pytestconfig: pytest.Config) -> Path | None:
 def grounded(groundkit_base_dir: Path, groundkit_snapshot_dir: Path | None) -> Grounding:
     """``grounded(answer_quotes, results)`` asserts the answer is grounded."""
     return Grounding(groundkit_base_dir, groundkit_snapshot_dir)
+
+
+@pytest.fixture
+def grounded_answer(
+    groundkit_base_dir: Path, groundkit_snapshot_dir: Path | None
+) -> AnswerGrounding:
+    """``grounded_answer(answer, results)`` asserts every sentence of the answer is grounded."""
+    return AnswerGrounding(groundkit_base_dir, groundkit_snapshot_dir)

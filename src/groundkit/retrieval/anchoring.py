@@ -1,0 +1,149 @@
+"""Where an indexed span went: re-anchoring a citation whose offsets no longer hold it.
+
+A source edited above a cited passage shifts it without changing a word. The
+indexed text is then looked for in the source as it reads now, the way a W3C
+Web Annotation ``TextQuoteSelector`` (exact text, with a short prefix and
+suffix) is re-attached:
+
+- found exactly once, or more than once with exactly one occurrence whose
+  surroundings match the indexed context best: ``moved``, with its new offsets;
+- found several times with nothing to tell them apart: ``ambiguous`` (reported,
+  never guessed);
+- not found: ``drifted``, with the closest passage near the old offsets and its
+  similarity (rapidfuzz's normalised Indel ratio, 0 to 1), for a person to review.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from rapidfuzz import fuzz
+
+__all__ = ["CONTEXT_CHARS", "Anchor", "context_around", "indexed_context", "reanchor"]
+
+# How much text either side of a span serves as its context.
+CONTEXT_CHARS = 32
+# At most this many exact occurrences are weighed against each other.
+_MAX_OCCURRENCES = 1000
+# Characters allowed between a context and the span (chunks skip blank lines).
+_SLACK = 16
+# The closest passage is looked for within this many characters of the old span.
+_SCAN_CHARS = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The outcome of looking for a span's indexed text in the current source."""
+
+    outcome: Literal["moved", "ambiguous", "drifted"]
+    # Where the text is now (moved), or the closest passage (drifted); None if ambiguous.
+    start: int | None
+    end: int | None
+    similarity: float | None
+    occurrences: int
+
+
+def context_around(text: str, start: int, end: int) -> tuple[str, str]:
+    """The ``CONTEXT_CHARS`` before ``start`` and after ``end`` in ``text``."""
+    return text[max(0, start - CONTEXT_CHARS) : start], text[end : end + CONTEXT_CHARS]
+
+
+class _Indexed(Protocol):
+    @property
+    def content(self) -> str: ...
+    @property
+    def start_offset(self) -> int: ...
+    @property
+    def end_offset(self) -> int: ...
+
+
+def indexed_context(chunks: Sequence[_Indexed], start: int, end: int) -> tuple[str, str]:
+    """The indexed text nearest before ``start`` and after ``end`` (up to
+    ``CONTEXT_CHARS`` each), from the other chunks of the same document version:
+    neighbours overlap the span or sit just beside it."""
+    prefix, prefix_end = "", -1
+    suffix, suffix_start = "", -1
+    for c in chunks:
+        a, b = c.start_offset, c.end_offset
+        if a < start:
+            stop = min(b, start)
+            lo = max(a, stop - CONTEXT_CHARS)
+            if stop > prefix_end or (stop == prefix_end and stop - lo > len(prefix)):
+                prefix, prefix_end = c.content[lo - a : stop - a], stop
+        if b > end:
+            begin = max(a, end)
+            hi = min(b, begin + CONTEXT_CHARS)
+            if suffix_start < 0 or begin < suffix_start:
+                suffix, suffix_start = c.content[begin - a : hi - a], begin
+    return prefix, suffix
+
+
+def reanchor(
+    text: str,
+    content: str,
+    start: int,
+    *,
+    prefix: str | None = None,
+    suffix: str | None = None,
+) -> Anchor:
+    """Find ``content`` (indexed at ``start``) in ``text``, the source as it reads now."""
+    if not content:
+        return Anchor("drifted", None, None, None, 0)
+    found: list[int] = []
+    at = text.find(content)
+    while at >= 0 and len(found) < _MAX_OCCURRENCES:
+        found.append(at)
+        at = text.find(content, at + 1)
+    if len(found) == 1:
+        return Anchor("moved", found[0], found[0] + len(content), 1.0, 1)
+    if found:
+        scores = [_context_score(text, p, p + len(content), prefix, suffix) for p in found]
+        best = max(scores)
+        winners = [p for p, s in zip(found, scores, strict=True) if s == best]
+        if best > 0 and len(winners) == 1:
+            return Anchor("moved", winners[0], winners[0] + len(content), 1.0, len(found))
+        return Anchor("ambiguous", None, None, None, len(found))
+    lo, hi, similarity = _closest(text, content, start)
+    return Anchor("drifted", lo, hi, similarity, 0)
+
+
+def _context_score(text: str, start: int, end: int, prefix: str | None, suffix: str | None) -> int:
+    """How much of the indexed context is found right around an occurrence: the
+    prefix just before it and the suffix just after (a little slack for the
+    whitespace between chunks)."""
+    score = 0
+    if prefix and prefix in text[max(0, start - len(prefix) - _SLACK) : start]:
+        score += len(prefix)
+    if suffix and suffix in text[end : end + len(suffix) + _SLACK]:
+        score += len(suffix)
+    return score
+
+
+def _closest(text: str, content: str, start: int) -> tuple[int | None, int | None, float | None]:
+    """The window of ``len(content)`` characters near ``start`` most like ``content``."""
+    if not text:
+        return None, None, 0.0
+    width = len(content)
+    lo = max(0, start - _SCAN_CHARS)
+    hi = min(len(text), start + width + _SCAN_CHARS)
+    if hi - lo <= width:
+        return lo, hi, fuzz.ratio(content, text[lo:hi]) / 100.0
+    step = max(1, width // 8)
+
+    def score(i: int) -> float:
+        return float(fuzz.ratio(content, text[i : i + width]))
+
+    last = hi - width
+    best_at, best = lo, -1.0
+    for i in range(lo, last + 1, step):
+        s = score(i)
+        if s > best:
+            best_at, best = i, s
+    # Refine around the best coarse window, one character at a time.
+    for i in range(max(lo, best_at - step), min(last, best_at + step) + 1):
+        s = score(i)
+        if s > best:
+            best_at, best = i, s
+    return best_at, best_at + width, round(best / 100.0, 4)

@@ -1,0 +1,549 @@
+"""Check an answer written from search results, sentence by sentence.
+
+An LLM answer cites results with markers ("... lowers risk [2].") and may
+quote them. ``verify_answer`` finds the markers, splits the answer into
+sentences carrying them, re-reads every cited span from its source (the span
+must still be what was indexed), checks each quoted passage inside the spans
+its sentence cites, and compares each unquoted sentence with the closest
+sentence of the results it cites. Each sentence gets one verdict:
+
+- ``quoted``: every passage it quotes is inside a span it cites, and that span verifies;
+- ``supported`` / ``weak`` / ``unsupported``: no quote; its closest cited sentence is
+  at least ``supported_threshold`` similar, at least ``weak_threshold``, or less;
+- ``misquoted``: a quoted passage is in none of the spans it cites;
+- ``uncited``: a claim with no marker; ``no_claim``: too short, a question or a
+  lead-in ("Here is what I found:"), so nothing to check;
+- ``dangling``: a marker names no result;
+- ``drifted`` / ``unresolvable``: none of the spans it cites verifies now.
+
+Similarity is not entailment: a sentence that contradicts its source while
+sharing its words reads as ``supported``. The thresholds and how often that
+happens are measured (``python -m evals.evidence``; docs/quality-evidence.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from groundkit.config import DEFAULT_MAX_FILE_BYTES
+from groundkit.contracts import (
+    ANSWER_PROBLEMS,
+    AnswerReport,
+    AnswerSentence,
+    AnswerVerdict,
+    EvidenceSpan,
+    MultiSearchResponse,
+    QuoteCheck,
+    RetrievalResult,
+    SearchResponse,
+)
+from groundkit.errors import RetrievalError
+from groundkit.lexical.analyzer import Analyzer
+from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval.evidence import rank_evidence
+from groundkit.retrieval.markers import Marker, find_markers
+from groundkit.retrieval.markers import marker_pattern as compile_markers
+from groundkit.retrieval.quotes import QuoteChecker
+from groundkit.storage.snapshots import SnapshotLocation
+from groundkit.utils.sentences import sentence_spans
+from groundkit.utils.text import describe_unencodable
+
+__all__ = ["SUPPORTED_THRESHOLDS", "WEAK_THRESHOLDS", "AnswerChecker", "verify_answer"]
+
+Cited = SearchResponse | MultiSearchResponse | Sequence[RetrievalResult]
+
+# Calibrated with ``python -m evals.evidence`` (docs/quality-evidence.md): a claim
+# citing the abstract that supports it against one citing an abstract retrieved
+# for it that is not relevant.
+SUPPORTED_THRESHOLDS: dict[str, float] = {"embedding": 0.64, "terms": 0.44}
+WEAK_THRESHOLDS: dict[str, float] = {"embedding": 0.56, "terms": 0.27}
+
+# Quoted passages: straight, curly and guillemet double quotes, CJK corner brackets.
+_QUOTE = re.compile(
+    r'"(?P<a>[^"\n]{1,4000})"|\u201c(?P<b>[^\u201d]{1,4000})\u201d'
+    r"|\u00ab(?P<c>[^\u00bb]{1,4000})\u00bb|\u300c(?P<d>[^\u300d]{1,4000})\u300d"
+    r"|\u300e(?P<e>[^\u300f]{1,4000})\u300f"
+)
+_WORD = re.compile(r"[^\W_]+")
+# A sentence with fewer words than this, and no marker, states nothing to check.
+_MIN_CLAIM_WORDS = 4
+_MAX_ANSWER_CHARS = 200_000
+_EXCERPT = 48
+
+
+_Resolver = Callable[[str], "int | None"]
+
+
+@dataclass
+class _Sentence:
+    start: int
+    end: int
+    markers: list[Marker] = field(default_factory=list)
+    quotes: list[tuple[int, int]] = field(default_factory=list)
+
+
+class AnswerChecker:
+    """Checks answers against the results they cite, reading each source once."""
+
+    def __init__(
+        self,
+        allowed_base_dir: Path | str,
+        *,
+        snapshot_dir: SnapshotLocation | None = None,
+        max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+        embedder: EmbeddingProtocol | None = None,
+        analyzer: Analyzer | None = None,
+        supported_threshold: float | None = None,
+        weak_threshold: float | None = None,
+    ) -> None:
+        self._quotes = QuoteChecker(
+            allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
+        )
+        self._embedder = embedder
+        self._analyzer = analyzer or Analyzer()
+        self.method: str = "embedding" if embedder is not None else "terms"
+        supported = (
+            SUPPORTED_THRESHOLDS[self.method]
+            if supported_threshold is None
+            else supported_threshold
+        )
+        weak = WEAK_THRESHOLDS[self.method] if weak_threshold is None else weak_threshold
+        for name, value in (("supported_threshold", supported), ("weak_threshold", weak)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not -1.0 <= value <= 1.0
+            ):
+                raise RetrievalError(f"{name} must be a number from -1 to 1, got {value!r}")
+        if weak > supported:
+            raise RetrievalError(
+                f"weak_threshold ({weak}) must not be above supported_threshold ({supported})"
+            )
+        self.supported_threshold = float(supported)
+        self.weak_threshold = float(weak)
+
+    async def check(
+        self,
+        answer: str,
+        cited: Cited,
+        *,
+        markers: Mapping[str, str] | None = None,
+        marker_pattern: str | re.Pattern[str] | None = None,
+    ) -> AnswerReport:
+        """The report on ``answer``; see ``verify_answer``."""
+        results = _results_of(cited)
+        _check_answer(answer)
+        pattern = compile_markers(marker_pattern)
+        sentences = _sentences(answer, find_markers(answer, pattern))
+        resolve = _resolver(results, markers)
+        intact = await self._intact(results, sentences, resolve)
+        closest = await self._closest(answer, results, sentences, resolve, intact)
+        out: list[AnswerSentence] = []
+        for i, sentence in enumerate(sentences):
+            judged = await self._judge(answer, results, sentence, resolve, intact, closest.get(i))
+            out.append(judged)
+        counts = Counter(s.verdict for s in out)
+        problems = [
+            f"sentence {i + 1} ({s.verdict}): {_excerpt(s.text)}: {s.detail}"
+            for i, s in enumerate(out)
+            if s.verdict in ANSWER_PROBLEMS
+        ]
+        return AnswerReport(
+            sentences=out,
+            counts={verdict: counts[verdict] for verdict in sorted(counts)},
+            problems=problems,
+            method="embedding" if self.method == "embedding" else "terms",
+            supported_threshold=self.supported_threshold,
+            weak_threshold=self.weak_threshold,
+        )
+
+    async def _intact(
+        self,
+        results: list[RetrievalResult],
+        sentences: list[_Sentence],
+        resolve: _Resolver,
+    ) -> dict[int, RetrievalError | None]:
+        """For each cited result (by position), None when its span verifies, else why not."""
+        wanted = sorted(
+            {
+                i
+                for s in sentences
+                for m in s.markers
+                for label in m.labels
+                if (i := resolve(label)) is not None
+            }
+        )
+        out: dict[int, RetrievalError | None] = {}
+        for i in wanted:
+            out[i] = await self._quotes.problem(results[i])
+        return out
+
+    async def _closest(
+        self,
+        answer: str,
+        results: list[RetrievalResult],
+        sentences: list[_Sentence],
+        resolve: _Resolver,
+        intact: Mapping[int, RetrievalError | None],
+    ) -> dict[int, tuple[EvidenceSpan, float]]:
+        """Each cited, unquoted sentence's closest sentence in its intact results."""
+        claims: dict[int, str] = {}
+        cited_by: dict[int, list[int]] = {}
+        for i, s in enumerate(sentences):
+            if s.quotes:
+                continue
+            usable = _cited_positions(s, resolve, intact)
+            if usable:
+                claims[i] = _claim_text(answer, s)
+                cited_by[i] = usable
+        if not claims:
+            return {}
+        used = sorted({r for rs in cited_by.values() for r in rs})
+        spans = {r: sentence_spans(results[r].content) for r in used}
+        out: dict[int, tuple[EvidenceSpan, float]] = {}
+        if self._embedder is not None:
+            order = list(claims)
+            texts = [claims[i] for i in order]
+            keys = [(r, k) for r in used for k in range(len(spans[r]))]
+            texts += [results[r].content[slice(*spans[r][k])] for r, k in keys]
+            rows = np.asarray(await self._embedder.embed_documents(texts), dtype=np.float64)
+            claim_rows = {i: rows[n] for n, i in enumerate(order)}
+            at = len(order)
+            sentence_rows: dict[int, np.ndarray] = {}
+            for r in used:
+                sentence_rows[r] = rows[at : at + len(spans[r])]
+                at += len(spans[r])
+            for i, rs in cited_by.items():
+                best = None
+                for r in rs:
+                    scores = (sentence_rows[r] @ claim_rows[i]).tolist() if len(spans[r]) else []
+                    best = _better(best, results[r], spans[r], scores, "embedding")
+                if best is not None:
+                    out[i] = best
+            return out
+        for i, rs in cited_by.items():
+            wanted = set(self._analyzer.terms(claims[i]))
+            best = None
+            for r in rs:
+                content = results[r].content
+                scores = [
+                    len(wanted & set(self._analyzer.terms(content[a:b]))) / len(wanted)
+                    if wanted
+                    else 0.0
+                    for a, b in spans[r]
+                ]
+                best = _better(best, results[r], spans[r], scores, "terms")
+            if best is not None:
+                out[i] = best
+        return out
+
+    async def _judge(
+        self,
+        answer: str,
+        results: list[RetrievalResult],
+        s: _Sentence,
+        resolve: _Resolver,
+        intact: Mapping[int, RetrievalError | None],
+        closest: tuple[EvidenceSpan, float] | None,
+    ) -> AnswerSentence:
+        labels = [label for m in s.markers for label in m.labels]
+        positions = [resolve(label) for label in labels]
+        cited = [results[i].citation for i in dict.fromkeys(p for p in positions if p is not None)]
+
+        def verdict(
+            name: AnswerVerdict,
+            detail: str,
+            quotes: Sequence[QuoteCheck] = (),
+            best: tuple[EvidenceSpan, float] | None = None,
+        ) -> AnswerSentence:
+            return AnswerSentence(
+                start_offset=s.start,
+                end_offset=s.end,
+                text=answer[s.start : s.end],
+                verdict=name,
+                detail=detail,
+                markers=labels,
+                cited=cited,
+                quotes=list(quotes),
+                evidence=None if best is None else best[0],
+                similarity=None if best is None else best[1],
+            )
+
+        if not s.markers:
+            if _is_claim(answer, s):
+                return verdict("uncited", "a claim with no citation marker")
+            return verdict("no_claim", "nothing to check (too short, a question or a lead-in)")
+        dangling = [label for label, p in zip(labels, positions, strict=True) if p is None]
+        if dangling:
+            return verdict(
+                "dangling",
+                f"marker {', '.join(repr(d) for d in dangling)} names no result "
+                f"(there are {len(results)}; numbers count from 1)",
+            )
+        usable = _cited_positions(s, resolve, intact)
+        if not usable:
+            problems = [e for p in positions if p is not None and (e := intact.get(p)) is not None]
+            worst: AnswerVerdict = (
+                "drifted" if any(e.verdict == "drifted" for e in problems) else "unresolvable"
+            )
+            return verdict(worst, "; ".join(dict.fromkeys(str(e) for e in problems)))
+        if s.quotes:
+            checks = [await self._quote(answer[a:b], results, usable) for a, b in s.quotes]
+            failed = [c for c in checks if not c.ok]
+            if failed:
+                shown = ", ".join(_excerpt(c.quote) for c in failed)
+                return verdict("misquoted", f"quoted {shown}, which no span it cites holds", checks)
+            return verdict(
+                "quoted", f"all {len(checks)} quoted passage(s) found in the cited spans", checks
+            )
+        if closest is None:
+            return verdict("unsupported", "the cited results have no sentence to compare with")
+        score = closest[1]
+        shown = f"{score:.2f} ({self.method})"
+        if score >= self.supported_threshold:
+            return verdict("supported", f"closest cited sentence scores {shown}", best=closest)
+        if score >= self.weak_threshold:
+            return verdict(
+                "weak",
+                f"closest cited sentence scores {shown}, below {self.supported_threshold:.2f}",
+                best=closest,
+            )
+        return verdict(
+            "unsupported",
+            f"closest cited sentence scores {shown}, below {self.weak_threshold:.2f}",
+            best=closest,
+        )
+
+    async def _quote(
+        self, quote: str, results: list[RetrievalResult], usable: list[int]
+    ) -> QuoteCheck:
+        """The quote's check against the first span holding it (else the first span's verdict)."""
+        plain = _without_markers(quote)
+        first: QuoteCheck | None = None
+        for candidate in dict.fromkeys([quote, plain]):
+            for r in usable:
+                check = await self._quotes.check(candidate, results[r])
+                if check.ok:
+                    return check.model_copy(update={"quote": quote})
+                first = first or check
+        assert first is not None
+        return first.model_copy(update={"quote": quote})
+
+
+async def verify_answer(
+    answer: str,
+    cited: Cited,
+    allowed_base_dir: Path | str,
+    *,
+    markers: Mapping[str, str] | None = None,
+    marker_pattern: str | re.Pattern[str] | None = None,
+    embedder: EmbeddingProtocol | None = None,
+    analyzer: Analyzer | None = None,
+    snapshot_dir: SnapshotLocation | None = None,
+    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+    supported_threshold: float | None = None,
+    weak_threshold: float | None = None,
+) -> AnswerReport:
+    """Check every sentence of ``answer`` against the results it cites.
+
+    ``cited`` is the response (or list of results) the answer was written from;
+    marker ``[n]`` means its n-th result. ``markers`` maps other labels
+    (``[^a]``, or what ``marker_pattern``'s first group captures) to chunk ids.
+    With an ``embedder`` unquoted sentences are compared with cited sentences by
+    cosine similarity, else by the share of their terms the cited sentence holds.
+    Sources are read from ``allowed_base_dir`` (and ``snapshot_dir`` for URLs and
+    records), once each. Never raises for a source problem: that is a verdict.
+    """
+    checker = AnswerChecker(
+        allowed_base_dir,
+        snapshot_dir=snapshot_dir,
+        max_bytes=max_bytes,
+        embedder=embedder,
+        analyzer=analyzer,
+        supported_threshold=supported_threshold,
+        weak_threshold=weak_threshold,
+    )
+    return await checker.check(answer, cited, markers=markers, marker_pattern=marker_pattern)
+
+
+# -- pieces ------------------------------------------------------------------------
+
+
+def _results_of(cited: object) -> list[RetrievalResult]:
+    if isinstance(cited, SearchResponse | MultiSearchResponse):
+        return list(cited.results)
+    if isinstance(cited, Sequence) and not isinstance(cited, str | bytes):
+        results = list(cited)
+        for r in results:
+            if not isinstance(r, RetrievalResult):
+                raise RetrievalError(
+                    f"cited results must be RetrievalResult objects, found {type(r).__name__}"
+                )
+        return results
+    raise RetrievalError(
+        "verify_answer takes the SearchResponse (or list of results) the answer was "
+        f"written from, not {type(cited).__name__}"
+    )
+
+
+def _check_answer(answer: object) -> None:
+    if not isinstance(answer, str):
+        raise RetrievalError(f"the answer must be a str, not {type(answer).__name__}")
+    if len(answer) > _MAX_ANSWER_CHARS:
+        raise RetrievalError(
+            f"the answer is {len(answer)} characters; at most {_MAX_ANSWER_CHARS} are checked"
+        )
+    problem = describe_unencodable(answer, "the answer")
+    if problem is not None:
+        raise RetrievalError(problem)
+
+
+def _resolver(results: list[RetrievalResult], markers: Mapping[str, str] | None) -> _Resolver:
+    by_chunk: dict[str, int] = {}
+    for i, r in enumerate(results):
+        by_chunk.setdefault(r.chunk_id, i)
+    if markers is not None and not isinstance(markers, Mapping):
+        raise RetrievalError(f"markers must map labels to chunk ids, not {type(markers).__name__}")
+    mapping = dict(markers or {})
+
+    def resolve(label: str) -> int | None:
+        if label in mapping:
+            return by_chunk.get(mapping[label])
+        if label.isdigit():
+            n = int(label)
+            return n - 1 if 1 <= n <= len(results) else None
+        return None
+
+    return resolve
+
+
+def _sentences(answer: str, markers: list[Marker]) -> list[_Sentence]:
+    """The answer's sentences, each with the markers and quotes it carries.
+
+    Markers are blanked out before splitting (so "risk.[2] Next" splits after
+    the marker) and a marker between two sentences belongs to the one before
+    it: a marker follows what it supports. A quote the splitter cut in two
+    joins its pieces back into one sentence.
+    """
+    masked = list(answer)
+    for m in markers:
+        masked[m.start : m.end] = " " * (m.end - m.start)
+    blanked = "".join(masked)
+    spans = [list(span) for span in _split_lead_ins(blanked, sentence_spans(blanked))]
+    quotes = [
+        (m.start(g), m.end(g))
+        for m in _QUOTE.finditer(answer)
+        for g in "abcde"
+        if m.group(g) is not None and m.group(g).strip()
+    ]
+    for qa, qb in quotes:  # a quote spanning sentences makes them one
+        inside = [i for i, (a, b) in enumerate(spans) if a < qb and b > qa]
+        if len(inside) > 1:
+            first, last = inside[0], inside[-1]
+            spans[first : last + 1] = [[spans[first][0], spans[last][1]]]
+    sentences = [_Sentence(a, b) for a, b in spans]
+    for m in markers:
+        owner = None
+        for i, s in enumerate(sentences):
+            if s.start <= m.start < s.end:
+                owner = i
+                break
+            if s.start > m.start:
+                owner = max(i - 1, 0)
+                break
+        if owner is None:
+            if not sentences:
+                sentences.append(_Sentence(m.start, m.end))
+            owner = len(sentences) - 1
+        s = sentences[owner]
+        s.markers.append(m)
+        s.start, s.end = min(s.start, m.start), max(s.end, m.end)
+    for qa, qb in quotes:
+        for s in sentences:
+            if s.start <= qa and qb <= s.end:
+                s.quotes.append((qa, qb))
+                break
+    return sentences
+
+
+# A lead-in ("Here is what I found:") before a capital or a line break is a sentence
+# of its own in an answer; in a source, "Results: Tea helped" stays one sentence.
+_LEAD_IN = re.compile(r":[ \t]*\n\s*|:[ \t]+(?=[A-Z\u00c0-\u00de])")
+
+
+def _split_lead_ins(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in spans:
+        start = a
+        for m in _LEAD_IN.finditer(text, a, b):
+            out.append((start, m.start() + 1))
+            start = m.end()
+        if start < b:
+            out.append((start, b))
+    return out
+
+
+def _without_markers(text: str) -> str:
+    """``text`` with the default-form markers cut out, whitespace runs made one space."""
+    out, at = [], 0
+    for m in find_markers(text):
+        out.append(text[at : m.start])
+        at = m.end
+    out.append(text[at:])
+    return " ".join("".join(out).split())
+
+
+def _claim_text(answer: str, s: _Sentence) -> str:
+    out, at = [], s.start
+    for m in sorted(s.markers, key=lambda m: m.start):
+        out.append(answer[at : m.start])
+        at = m.end
+    out.append(answer[at : s.end])
+    return " ".join("".join(out).split())
+
+
+def _is_claim(answer: str, s: _Sentence) -> bool:
+    text = answer[s.start : s.end].strip()
+    if text.endswith(("?", ":", "\uff1f", "\uff1a")):
+        return False
+    return len(_WORD.findall(text)) >= _MIN_CLAIM_WORDS
+
+
+def _cited_positions(
+    s: _Sentence, resolve: _Resolver, intact: Mapping[int, RetrievalError | None]
+) -> list[int]:
+    """Positions of the results the sentence cites whose spans verify, in marker order."""
+    out: list[int] = []
+    for m in s.markers:
+        for label in m.labels:
+            p = resolve(label)
+            if p is not None and p in intact and intact[p] is None and p not in out:
+                out.append(p)
+    return out
+
+
+def _better(
+    best: tuple[EvidenceSpan, float] | None,
+    result: RetrievalResult,
+    spans: list[tuple[int, int]],
+    scores: list[float],
+    method: str,
+) -> tuple[EvidenceSpan, float] | None:
+    ranked = rank_evidence(result.content, result.start_offset, spans, scores, method, limit=1)  # type: ignore[arg-type]
+    if not ranked:
+        return best
+    top = ranked[0]
+    if best is None or top.score > best[1]:
+        return top, top.score
+    return best
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= _EXCERPT else flat[: _EXCERPT - 1] + "\u2026")

@@ -1,0 +1,159 @@
+"""Re-anchoring: a span whose text moved is found again; a changed one is drifted, with
+the closest passage; a repeated one is reported ambiguous, never guessed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groundkit import ChunkingConfig, Collection
+from groundkit.retrieval.anchoring import context_around, indexed_context, reanchor
+from tests.support import write_tree
+
+PASSAGE = "Green tea lowers blood pressure in adults, a trial of 400 people found."
+
+
+def test_moved_exactly() -> None:
+    before = f"Intro.\n\n{PASSAGE}\n"
+    after = f"A new first paragraph, added later.\n\nIntro.\n\n{PASSAGE}\n"
+    start = before.index(PASSAGE)
+    anchor = reanchor(after, PASSAGE, start)
+    assert anchor.outcome == "moved" and anchor.start is not None and anchor.end is not None
+    assert after[anchor.start : anchor.end] == PASSAGE
+    assert anchor.similarity == 1.0
+
+
+def test_edited_is_drifted_with_the_closest_passage() -> None:
+    edited = PASSAGE.replace("400", "4,000")
+    text = f"Intro.\n\n{edited}\n\nOutro about something else entirely.\n"
+    anchor = reanchor(text, PASSAGE, 8)
+    assert anchor.outcome == "drifted"
+    assert anchor.start is not None and anchor.end is not None
+    assert "Green tea lowers" in text[anchor.start : anchor.end]
+    assert anchor.similarity is not None and 0.9 < anchor.similarity < 1.0
+
+
+def test_deleted_is_drifted_and_dissimilar() -> None:
+    text = "Nothing of the kind is written here any more; the page is about cats.\n"
+    anchor = reanchor(text, PASSAGE, 0)
+    assert anchor.outcome == "drifted"
+    assert anchor.similarity is not None and anchor.similarity < 0.6
+    assert reanchor("", PASSAGE, 0).similarity == 0.0
+
+
+def test_duplicated_passage_is_ambiguous_unless_the_context_tells() -> None:
+    text = f"First: {PASSAGE} Second: {PASSAGE}"
+    bare = reanchor(text, PASSAGE, 0)
+    assert bare.outcome == "ambiguous" and bare.start is None and bare.occurrences == 2
+    told = reanchor(text, PASSAGE, 0, prefix="Second: ", suffix="")
+    assert told.outcome == "moved" and told.start == text.rindex(PASSAGE)
+    same = reanchor(f"x {PASSAGE} x {PASSAGE}", PASSAGE, 0, prefix="x ", suffix="")
+    assert same.outcome == "ambiguous"  # both occurrences match the context equally
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.text(min_size=0, max_size=40),
+    st.text(min_size=1, max_size=60),
+    st.text(min_size=0, max_size=40),
+    st.text(min_size=1, max_size=40),
+)
+def test_an_insertion_above_a_unique_span_is_always_found(
+    head: str, span: str, tail: str, inserted: str
+) -> None:
+    before = head + span + tail
+    if before.count(span) != 1:
+        return
+    after = inserted + before
+    anchor = reanchor(after, span, len(head))
+    if after.count(span) == 1:
+        assert anchor.outcome == "moved" and anchor.start == len(inserted) + len(head)
+    else:
+        prefix, suffix = context_around(before, len(head), len(head) + len(span))
+        anchor = reanchor(after, span, len(head), prefix=prefix, suffix=suffix)
+        assert anchor.outcome in {"moved", "ambiguous"}
+        if anchor.outcome == "moved":
+            assert anchor.start is not None and after[anchor.start : anchor.end] == span
+
+
+def test_indexed_context_comes_from_overlapping_chunks() -> None:
+    class C:
+        def __init__(self, text: str, a: int, b: int) -> None:
+            self.content, self.start_offset, self.end_offset = text[a:b], a, b
+
+    text = "".join(chr(ord("a") + i % 26) for i in range(300))
+    chunks = [C(text, 0, 120), C(text, 100, 220), C(text, 200, 300)]
+    prefix, suffix = indexed_context(chunks, 100, 220)
+    assert prefix == text[68:100] and suffix == text[220:252]
+    assert indexed_context(chunks, 0, 120) == ("", text[120:152])
+
+
+@pytest.fixture
+async def col(tmp_path: Path) -> AsyncIterator[Collection]:
+    base = tmp_path / "corpus"
+    write_tree(base, {"tea.txt": f"Intro.\n\n{PASSAGE}\n"})
+    async with Collection.open(tmp_path / "index", base_dir=base) as opened:
+        await opened.ingest(base)
+        yield opened
+
+
+async def test_fetch_and_verify_report_moved_and_a_reingest_clears_it(col: Collection) -> None:
+    hit = (await col.search("green tea blood pressure")).results[0]
+    path = col.base_dir / "tea.txt"
+    path.write_text(f"A paragraph added on top.\n\nIntro.\n\n{PASSAGE}\n", encoding="utf-8")
+    fetched = await col.fetch_chunk(hit.chunk_id)
+    assert fetched.verification == "moved" and fetched.moved and not fetched.ok
+    now = path.read_text(encoding="utf-8")
+    assert fetched.current_start_offset is not None and fetched.current_end_offset is not None
+    assert now[fetched.current_start_offset : fetched.current_end_offset] == hit.content
+    assert "intact at" in fetched.detail
+    assert (await col.verify(hit)).verification == "moved"
+    report = await col.verify()
+    assert (report.moved, report.drifted, len(report.relocated)) == (1, 0, 1)
+    assert not report.ok
+    await col.ingest(col.base_dir)
+    again = (await col.search("green tea blood pressure")).results[0]
+    assert (await col.fetch_chunk(again.chunk_id)).verification == "verified"
+    assert (await col.verify()).ok
+
+
+async def test_a_duplicated_document_is_ambiguous(col: Collection) -> None:
+    hit = (await col.search("green tea blood pressure")).results[0]
+    text = (col.base_dir / "tea.txt").read_text(encoding="utf-8")
+    (col.base_dir / "tea.txt").write_text("New head.\n" + text + text, encoding="utf-8")
+    fetched = await col.fetch_chunk(hit.chunk_id)
+    assert fetched.verification == "drifted"
+    assert "appears 2 times" in fetched.detail and "not guessed" in fetched.detail
+    assert fetched.current_start_offset is None
+
+
+async def test_neighbouring_chunks_tell_duplicates_apart(tmp_path: Path) -> None:
+    base = tmp_path / "corpus"
+    # Small chunks, so the passage has neighbours whose text differs on each side.
+    paragraphs = [f"Paragraph {i} talks about topic number {i} at length." for i in range(6)]
+    write_tree(base, {"doc.txt": "\n\n".join(paragraphs) + "\n"})
+    chunking = ChunkingConfig(max_chars=60, overlap_chars=20)
+    async with Collection.open(tmp_path / "index", base_dir=base, chunking=chunking) as c:
+        await c.ingest(base)
+        hit = next(r for r in (await c.search("topic number 3")).results if "3" in r.content)
+        text = (base / "doc.txt").read_text(encoding="utf-8")
+        # The passage is copied to the top (without its surroundings) and the file shifted.
+        (base / "doc.txt").write_text(hit.content + "\n\nAdded.\n\n" + text, encoding="utf-8")
+        fetched = await c.fetch_chunk(hit.chunk_id)
+    assert fetched.verification == "moved", fetched.detail
+    now = (base / "doc.txt").read_text(encoding="utf-8")
+    assert fetched.current_start_offset == now.rindex(hit.content)
+
+
+async def test_an_edited_chunk_is_drifted_with_the_closest_passage(col: Collection) -> None:
+    hit = (await col.search("green tea blood pressure")).results[0]
+    edited = f"Intro.\n\n{PASSAGE.replace('400', '40')}\n"
+    (col.base_dir / "tea.txt").write_text(edited, encoding="utf-8")
+    fetched = await col.fetch_chunk(hit.chunk_id)
+    assert fetched.verification == "drifted"
+    assert fetched.similarity is not None and fetched.similarity > 0.9
+    assert "closest passage" in fetched.detail
