@@ -52,6 +52,7 @@ from evals.echo import EchoReport, echo_collection
 from evals.echo import summary_rows as echo_rows
 from evals.machine import (
     REPO_ROOT,
+    carried_sections,
     command_line,
     default_scifact_dir,
     machine_lines,
@@ -546,9 +547,9 @@ def main(argv: list[str] | None = None) -> int:
         write_plot(run, plot)
         rel = os.path.relpath(plot, args.out.parent)
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(
-            render(run, recorded=recorded, plot=Path(rel).as_posix()), encoding="utf-8"
-        )
+        # Sections other evaluations wrote into the page (evidence) are kept.
+        page = render(run, recorded=recorded, plot=Path(rel).as_posix()).rstrip("\n") + "\n"
+        args.out.write_text(page + carried_sections(args.out), encoding="utf-8")
         print(f"wrote {args.out} and {plot}")
     if not run.ok:
         print("citation checks FAILED: see the failures above")

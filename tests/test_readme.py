@@ -78,9 +78,9 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
             outputs.append((lang, _run(tmp_path, number, lang, body)))
     python = [out for lang, out in outputs if lang == "python"]
     bash = [out for lang, out in outputs if lang == "bash"]
-    assert len(python) == 10, (
+    assert len(python) == 11, (
         "README has the BM25, dense, sync, in-memory, LangChain, LlamaIndex, Haystack, "
-        "office-formats, answer-checking and versions examples"
+        "office-formats, quotes, answer-checking and versions examples"
     )
     assert "added: ['notes/tea.md']" in python[0]
     assert "verified=True" in python[0]
@@ -103,7 +103,12 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert fields == "{'team': 'kitchen', 'title': 'Oolong', 'year': 2024}"
     assert highlights == "['Oolong', 'Oolong', 'roasted']"
     assert check.startswith("verified ")
-    now, then, past, deleted = python[9].splitlines()
+    evidence, verdicts, unsupported, dangling = python[9].splitlines()
+    assert evidence == "Green tea is steeped at 80 degrees for two minutes. 0 51 terms"
+    assert verdicts == "['quoted', 'supported', 'unsupported', 'dangling']"
+    assert unsupported.startswith("sentence 3 (unsupported): 'Oolong must be brewed cold [1].'")
+    assert dangling.startswith("sentence 4 (dangling): ")
+    now, then, past, deleted = python[10].splitlines()
     assert now == "Refunds are paid within 14 days. 2"
     assert then == "Refunds are paid within 30 days. 1"
     assert past == "drifted 2026-06-01T00:00:00+00:00"
