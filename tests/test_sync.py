@@ -242,6 +242,9 @@ def test_ctrl_c_cancels_the_call_it_interrupts(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A runner started in the background ignores SIGINT, and a child inherits that
+        # (Python then installs no KeyboardInterrupt handler): give it the default back.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "ready"

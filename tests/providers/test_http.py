@@ -447,3 +447,23 @@ def test_invalid_arguments_are_configuration_errors(
     options: dict[str, object] = {"model": "m", "base_url": "http://127.0.0.1:1", **kwargs}
     with pytest.raises(ConfigurationError, match=message):
         OpenAICompatibleEmbedder(**options)  # type: ignore[arg-type]
+
+
+@BOTH
+async def test_a_call_from_another_event_loop_gets_its_own_connection(
+    server: EmbeddingServer, make: Factory
+) -> None:
+    # Evidence read inside a coroutine embeds on a fresh loop in a worker thread; the
+    # pool's connections belong to this loop and must not be used there.
+    import asyncio
+
+    async with make(server, dimensions=8) as embedder:
+        here = await embedder.embed_documents(["alpha"])
+
+        def elsewhere() -> npt.NDArray[Any]:
+            return asyncio.run(embedder.embed_documents(["alpha", "beta"]))
+
+        there = await asyncio.to_thread(elsewhere)
+        again = await embedder.embed_documents(["beta"])  # this loop's pool still works
+    np.testing.assert_allclose(there[0], here[0], atol=1e-6)
+    np.testing.assert_allclose(again[0], there[1], atol=1e-6)
