@@ -31,7 +31,6 @@ import json
 import tempfile
 import textwrap
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,20 +99,17 @@ def hit(span: tuple[int, int], gold: Sequence[tuple[int, int]]) -> bool:
     return False
 
 
-IdfLookup = Callable[[str], Awaitable[dict[str, float]]]
+WeightLookup = Callable[[str], Awaitable[dict[str, float]]]
 
 
-async def _idf_of(collection: Collection) -> IdfLookup:
-    """``claim -> {term: idf}`` from the collection's live BM25 statistics."""
+async def _weights_of(collection: Collection) -> WeightLookup:
+    """``claim -> {term: weight}`` as a search of the collection weighs its terms."""
     live = (await collection.retriever()).lexical
     analyzer = Analyzer()
 
     async def lookup(claim: str) -> dict[str, float]:
         terms = analyzer.terms(claim)
-        ids = await live.term_ids(terms)
-        index = live.index
-        by_id = index.idf(index.lookup(Counter(ids[t] for t in terms if t in ids)))
-        return {t: by_id[i] for t, i in ids.items() if i in by_id}
+        return query_weights(live.index, terms, await live.term_ids(terms))
 
     return lookup
 
@@ -134,7 +130,7 @@ class _Scores:
 async def evidence_run(
     dataset: BeirDataset,
     pairs: list[Pair],
-    idf: IdfLookup,
+    weigh: WeightLookup,
     embedder: EmbeddingProtocol | None,
 ) -> tuple[_Scores, dict[tuple[str, str], list[tuple[int, int]]]]:
     analyzer = Analyzer()
@@ -158,7 +154,7 @@ async def evidence_run(
         overlap = [len(wanted & set(analyzer.terms(text[a:b]))) for a, b in spans]
         best = max(range(len(spans)), key=lambda i: (overlap[i], -i))
         scores.add("shared query terms (count)", p, hit(spans[best], p.gold))
-        weights = query_weights(analyzer, p.claim, await idf(p.claim))
+        weights = await weigh(p.claim)
 
         def fixed(w: dict[str, float] = weights) -> dict[str, float]:
             return w
@@ -368,8 +364,8 @@ async def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="groundkit-evidence-") as tmp:
         root = Path(tmp)
         async with ingest_dataset(dataset, root) as ingested:
-            idf = await _idf_of(ingested.collection)
-            scores, _ = await evidence_run(dataset, pairs, idf, embedder)
+            weigh = await _weights_of(ingested.collection)
+            scores, _ = await evidence_run(dataset, pairs, weigh, embedder)
             answers = await answer_run(dataset, pairs, ingested.collection, root, embedder)
     chosen = {
         method: choose_thresholds(cases.get("SUPPORT", []), cases.get("irrelevant", []))

@@ -47,11 +47,11 @@ from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
-from groundkit.retrieval.anchoring import indexed_context, reanchor
+from groundkit.retrieval.anchoring import Anchor, indexed_context, reanchor
 from groundkit.retrieval.answers import AnswerChecker
 from groundkit.retrieval.citations import read_source
 from groundkit.retrieval.rerank import RerankerProtocol
-from groundkit.retrieval.search import Retriever
+from groundkit.retrieval.search import Retriever, result_from_row
 from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage._rows import iso_time
 from groundkit.storage.binding import check_embedding
@@ -683,8 +683,8 @@ class Collection:
             except RetrievalError as exc:
                 result = _fetch_result(stored, citation, None, exc)
             else:
-                context = await self._context(stored, text)
-                result = _fetch_result(stored, citation, text, None, context)
+                anchor = await self._anchor(stored.content, citation, text, stored)
+                result = _fetch_result(stored, citation, text, None, anchor)
             span.set(source_class=citation.source_class, verification=result.verification)
             return result
 
@@ -780,7 +780,7 @@ class Collection:
                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
                 verdict="unresolvable",
             )
-        return [_as_result(rows[c], self.name) for c in chunk_ids]
+        return [result_from_row(rows[c], 0.0, collection=self.name) for c in chunk_ids]
 
     async def _verify_one(
         self, target: RetrievalResult | FetchResult | Citation, content: str | None
@@ -821,10 +821,9 @@ class Collection:
             text = await self._read_source(citation)
         except RetrievalError as exc:
             return _verdict(expected, citation, None, exc)
-        context = None
-        if stored is not None and stored.content == expected:
-            context = await self._context(stored, text)
-        return _verdict(expected, citation, text, None, context)
+        same = stored if stored is not None and stored.content == expected else None
+        anchor = await self._anchor(expected, citation, text, same)
+        return _verdict(expected, citation, text, None, anchor)
 
     async def _verify_all(self) -> VerifyReport:
         report = VerifyReport()
@@ -836,12 +835,16 @@ class Collection:
                 citation = stored.citation
                 if current is None or current[0] != citation.source:
                     try:
-                        text = await self._read_source(citation)
-                        current = (citation.source, text, None)
+                        current = (citation.source, await self._read_source(citation), None)
                     except RetrievalError as exc:
                         current = (citation.source, None, exc)
-                context = await self._context(stored, current[1])
-                result = _fetch_result(stored, citation, current[1], current[2], context)
+                _, source_text, error = current
+                anchor = (
+                    None
+                    if source_text is None
+                    else await self._anchor(stored.content, citation, source_text, stored)
+                )
+                result = _fetch_result(stored, citation, source_text, error, anchor)
                 if result.verification == "verified":
                     report.verified += 1
                 elif result.verification == "moved":
@@ -866,16 +869,24 @@ class Collection:
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
 
-    async def _context(self, stored: StoredChunk, text: str | None) -> tuple[str, str] | None:
-        """The indexed text either side of ``stored``'s span, from its neighbouring
-        chunks (which overlap it), when the source now holds its text more than once:
-        what tells the occurrences apart. None when not needed or not known."""
-        if not _repeated(stored.content, stored.citation, text) or not stored.current:
+    async def _anchor(
+        self, content: str, citation: Citation, text: str, stored: StoredChunk | None
+    ) -> Anchor | None:
+        """Where ``content`` is in ``text`` now when the cited span lost it (None while
+        the span holds it). When the text is there more than once, the indexed context
+        of ``stored`` (its neighbouring chunks, which overlap it) is read to tell the
+        occurrences apart; only then, so a verified or plainly moved span costs no read."""
+        start = citation.start_offset
+        if text[start : citation.end_offset] == content:
             return None
+        anchor = reanchor(text, content, start)
+        if anchor.outcome != "ambiguous" or stored is None or not stored.current:
+            return anchor
         chunks = (await self.store.get_chunks_for_documents([stored.document_id])).get(
             stored.document_id, []
         )
-        return indexed_context(chunks, stored.start_offset, stored.end_offset)
+        prefix, suffix = indexed_context(chunks, stored.start_offset, stored.end_offset)
+        return reanchor(text, content, start, prefix=prefix, suffix=suffix)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -890,9 +901,9 @@ def _fetch_result(
     citation: Citation,
     text: str | None,
     error: RetrievalError | None,
-    context: tuple[str, str] | None = None,
+    anchor: Anchor | None = None,
 ) -> FetchResult:
-    result = _verdict(stored.content, citation, text, error, context)
+    result = _verdict(stored.content, citation, text, error, anchor)
     if stored.valid_to is None:
         return result.model_copy(update={"version": stored.version})
     replaced_at = iso_time(stored.valid_to)
@@ -906,43 +917,15 @@ def _fetch_result(
     )
 
 
-def _as_result(stored: StoredChunk, collection: str) -> RetrievalResult:
-    return RetrievalResult(
-        content=stored.content,
-        score=0.0,
-        document_id=stored.document_id,
-        chunk_id=stored.chunk_id,
-        chunk_index=stored.chunk_index,
-        source=stored.source,
-        source_class=stored.source_class,
-        extractor=stored.extractor,
-        start_offset=stored.start_offset,
-        end_offset=stored.end_offset,
-        metadata=stored.metadata,
-        collection=collection,
-        version=stored.version,
-    )
-
-
-def _repeated(content: str, citation: Citation, text: str | None) -> bool:
-    """Whether the span lost its text, which the source now holds more than once."""
-    if text is None or not content or text[citation.start_offset : citation.end_offset] == content:
-        return False
-    first = text.find(content)
-    return first >= 0 and text.find(content, first + 1) >= 0
-
-
 def _verdict(
     content: str,
     citation: Citation,
     text: str | None,
     error: RetrievalError | None,
-    context: tuple[str, str] | None = None,
+    anchor: Anchor | None = None,
 ) -> FetchResult:
-    """The verdict on ``content`` cited at ``citation`` in ``text`` (the source now).
-
-    A span that no longer holds its text is looked for elsewhere (``reanchor``):
-    ``moved`` when found once, or once with the indexed ``context`` around it."""
+    """The verdict on ``content`` cited at ``citation`` in ``text`` (the source now):
+    verified without an ``anchor``, else what looking for the text found (``_anchor``)."""
     if text is None:
         assert error is not None
         return FetchResult(
@@ -958,10 +941,8 @@ def _verdict(
             content=content, citation=citation, verification=verification, detail=detail, **found
         )
 
-    if text[citation.start_offset : citation.end_offset] == content:
+    if anchor is None:
         return made("verified", "the source holds this text at the cited offsets")
-    prefix, suffix = context if context is not None else (None, None)
-    anchor = reanchor(text, content, citation.start_offset, prefix=prefix, suffix=suffix)
     if anchor.outcome == "moved":
         return made(
             "moved",

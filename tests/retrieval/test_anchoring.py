@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundkit import ChunkingConfig, Collection
-from groundkit.retrieval.anchoring import context_around, indexed_context, reanchor
+from groundkit.retrieval.anchoring import CONTEXT_CHARS, indexed_context, reanchor
 from tests.support import write_tree
 
 PASSAGE = "Green tea lowers blood pressure in adults, a trial of 400 people found."
@@ -73,7 +73,9 @@ def test_an_insertion_above_a_unique_span_is_always_found(
     if after.count(span) == 1:
         assert anchor.outcome == "moved" and anchor.start == len(inserted) + len(head)
     else:
-        prefix, suffix = context_around(before, len(head), len(head) + len(span))
+        end = len(head) + len(span)
+        prefix = before[max(0, len(head) - CONTEXT_CHARS) : len(head)]
+        suffix = before[end : end + CONTEXT_CHARS]
         anchor = reanchor(after, span, len(head), prefix=prefix, suffix=suffix)
         assert anchor.outcome in {"moved", "ambiguous"}
         if anchor.outcome == "moved":

@@ -249,7 +249,7 @@ async def test_stale_rows_never_served_with_or_without_preload(
 def test_unvalidated_result_equals_a_validated_one(
     highlights: list[tuple[int, int]] | None, collection: str | None
 ) -> None:
-    from groundkit.retrieval.search import _result
+    from groundkit.retrieval.search import result_from_row
     from groundkit.storage.protocols import StoredChunk
 
     stored = StoredChunk(
@@ -268,7 +268,7 @@ def test_unvalidated_result_equals_a_validated_one(
         metadata={"page_starts": [0, 12]},
     )
     deferred = None if highlights is None else Highlights.deferred(lambda: highlights)
-    fast = _result(stored, 2.5, deferred, collection)
+    fast = result_from_row(stored, 2.5, deferred, collection)
     extra: dict[str, object] = {} if highlights is None else {"highlights": highlights}
     if collection is not None:
         extra["collection"] = collection

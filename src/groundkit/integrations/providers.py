@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import (
@@ -121,7 +121,7 @@ def _int(value: Any) -> int | None:
 class _Mapper:
     def __init__(
         self,
-        provider: str,
+        provider: Literal["anthropic", "openai"],
         results: list[RetrievalResult],
         base_dir: Path | str,
         snapshot_dir: SnapshotLocation | None,
@@ -135,7 +135,7 @@ class _Mapper:
         self, kind: str, answer: str, verdict: ProviderVerdict, detail: str, **found: Any
     ) -> ProviderCitation:
         return ProviderCitation(
-            provider=self.provider,  # type: ignore[arg-type]
+            provider=self.provider,
             kind=kind,
             answer_text=answer,
             verdict=verdict,

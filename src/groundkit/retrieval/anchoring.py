@@ -21,7 +21,7 @@ from typing import Literal, Protocol
 
 from rapidfuzz import fuzz
 
-__all__ = ["CONTEXT_CHARS", "Anchor", "context_around", "indexed_context", "reanchor"]
+__all__ = ["CONTEXT_CHARS", "Anchor", "indexed_context", "reanchor"]
 
 # How much text either side of a span serves as its context.
 CONTEXT_CHARS = 32
@@ -43,11 +43,6 @@ class Anchor:
     end: int | None
     similarity: float | None
     occurrences: int
-
-
-def context_around(text: str, start: int, end: int) -> tuple[str, str]:
-    """The ``CONTEXT_CHARS`` before ``start`` and after ``end`` in ``text``."""
-    return text[max(0, start - CONTEXT_CHARS) : start], text[end : end + CONTEXT_CHARS]
 
 
 class _Indexed(Protocol):

@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from groundkit.contracts import (
     AnswerReport,
     AnswerSentence,
     AnswerVerdict,
+    EvidenceMethod,
     EvidenceSpan,
     MultiSearchResponse,
     QuoteCheck,
@@ -58,7 +60,7 @@ __all__ = ["SUPPORTED_THRESHOLDS", "WEAK_THRESHOLDS", "AnswerChecker", "verify_a
 
 Cited = SearchResponse | MultiSearchResponse | Sequence[RetrievalResult]
 
-# Calibrated with ``python -m evals.evidence`` (docs/quality-evidence.md): a claim
+# Calibrated with ``python -m evals.evidence`` (docs/quality.md): a claim
 # citing the abstract that supports it against one citing an abstract retrieved
 # for it that is not relevant.
 SUPPORTED_THRESHOLDS: dict[str, float] = {"embedding": 0.64, "terms": 0.44}
@@ -77,7 +79,7 @@ _MAX_ANSWER_CHARS = 200_000
 _EXCERPT = 48
 
 
-_Resolver = Callable[[str], "int | None"]
+_Resolver = Callable[[str], int | None]
 
 
 @dataclass
@@ -86,6 +88,13 @@ class _Sentence:
     end: int
     markers: list[Marker] = field(default_factory=list)
     quotes: list[tuple[int, int]] = field(default_factory=list)
+    # Every label of its markers in order, and the result each names (None: none).
+    labels: list[str] = field(default_factory=list)
+    positions: list[int | None] = field(default_factory=list)
+
+    def cited(self, intact: Mapping[int, RetrievalError | None]) -> list[int]:
+        """The results it cites whose spans verify, once each, in marker order."""
+        return list(dict.fromkeys(p for p in self.positions if p is not None and not intact[p]))
 
 
 class AnswerChecker:
@@ -107,7 +116,9 @@ class AnswerChecker:
         )
         self._embedder = embedder
         self._analyzer = analyzer or Analyzer()
-        self.method: str = "embedding" if embedder is not None else "terms"
+        self.method: Literal["embedding", "terms"] = (
+            "embedding" if embedder is not None else "terms"
+        )
         supported = (
             SUPPORTED_THRESHOLDS[self.method]
             if supported_threshold is None
@@ -142,12 +153,17 @@ class AnswerChecker:
         pattern = compile_markers(marker_pattern)
         sentences = _sentences(answer, find_markers(answer, pattern))
         resolve = _resolver(results, markers)
-        intact = await self._intact(results, sentences, resolve)
-        closest = await self._closest(answer, results, sentences, resolve, intact)
-        out: list[AnswerSentence] = []
-        for i, sentence in enumerate(sentences):
-            judged = await self._judge(answer, results, sentence, resolve, intact, closest.get(i))
-            out.append(judged)
+        for s in sentences:
+            s.labels = [label for m in s.markers for label in m.labels]
+            s.positions = [resolve(label) for label in s.labels]
+        named = sorted({p for s in sentences for p in s.positions if p is not None})
+        # Each cited span read once: None when it still holds its indexed text.
+        intact = {p: await self._quotes.problem(results[p]) for p in named}
+        closest = await self._closest(answer, results, sentences, intact)
+        out = [
+            await self._judge(answer, results, s, intact, closest.get(i))
+            for i, s in enumerate(sentences)
+        ]
         counts = Counter(s.verdict for s in out)
         problems = [
             f"sentence {i + 1} ({s.verdict}): {_excerpt(s.text)}: {s.detail}"
@@ -158,38 +174,16 @@ class AnswerChecker:
             sentences=out,
             counts={verdict: counts[verdict] for verdict in sorted(counts)},
             problems=problems,
-            method="embedding" if self.method == "embedding" else "terms",
+            method=self.method,
             supported_threshold=self.supported_threshold,
             weak_threshold=self.weak_threshold,
         )
-
-    async def _intact(
-        self,
-        results: list[RetrievalResult],
-        sentences: list[_Sentence],
-        resolve: _Resolver,
-    ) -> dict[int, RetrievalError | None]:
-        """For each cited result (by position), None when its span verifies, else why not."""
-        wanted = sorted(
-            {
-                i
-                for s in sentences
-                for m in s.markers
-                for label in m.labels
-                if (i := resolve(label)) is not None
-            }
-        )
-        out: dict[int, RetrievalError | None] = {}
-        for i in wanted:
-            out[i] = await self._quotes.problem(results[i])
-        return out
 
     async def _closest(
         self,
         answer: str,
         results: list[RetrievalResult],
         sentences: list[_Sentence],
-        resolve: _Resolver,
         intact: Mapping[int, RetrievalError | None],
     ) -> dict[int, tuple[EvidenceSpan, float]]:
         """Each cited, unquoted sentence's closest sentence in its intact results."""
@@ -198,9 +192,9 @@ class AnswerChecker:
         for i, s in enumerate(sentences):
             if s.quotes:
                 continue
-            usable = _cited_positions(s, resolve, intact)
+            usable = s.cited(intact)
             if usable:
-                claims[i] = _claim_text(answer, s)
+                claims[i] = _cut(answer, s.start, s.end, s.markers)
                 cited_by[i] = usable
         if not claims:
             return {}
@@ -227,17 +221,15 @@ class AnswerChecker:
                 if best is not None:
                     out[i] = best
             return out
+        terms = {
+            r: [set(self._analyzer.terms(results[r].content[a:b])) for a, b in spans[r]]
+            for r in used
+        }
         for i, rs in cited_by.items():
             wanted = set(self._analyzer.terms(claims[i]))
             best = None
             for r in rs:
-                content = results[r].content
-                scores = [
-                    len(wanted & set(self._analyzer.terms(content[a:b]))) / len(wanted)
-                    if wanted
-                    else 0.0
-                    for a, b in spans[r]
-                ]
+                scores = [len(wanted & held) / len(wanted) if wanted else 0.0 for held in terms[r]]
                 best = _better(best, results[r], spans[r], scores, "terms")
             if best is not None:
                 out[i] = best
@@ -248,12 +240,10 @@ class AnswerChecker:
         answer: str,
         results: list[RetrievalResult],
         s: _Sentence,
-        resolve: _Resolver,
         intact: Mapping[int, RetrievalError | None],
         closest: tuple[EvidenceSpan, float] | None,
     ) -> AnswerSentence:
-        labels = [label for m in s.markers for label in m.labels]
-        positions = [resolve(label) for label in labels]
+        labels, positions = s.labels, s.positions
         cited = [results[i].citation for i in dict.fromkeys(p for p in positions if p is not None)]
 
         def verdict(
@@ -286,7 +276,7 @@ class AnswerChecker:
                 f"marker {', '.join(repr(d) for d in dangling)} names no result "
                 f"(there are {len(results)}; numbers count from 1)",
             )
-        usable = _cited_positions(s, resolve, intact)
+        usable = s.cited(intact)
         if not usable:
             problems = [e for p in positions if p is not None and (e := intact.get(p)) is not None]
             worst: AnswerVerdict = (
@@ -294,7 +284,7 @@ class AnswerChecker:
             )
             return verdict(worst, "; ".join(dict.fromkeys(str(e) for e in problems)))
         if s.quotes:
-            checks = [await self._quote(answer[a:b], results, usable) for a, b in s.quotes]
+            checks = [await self._quote(answer, a, b, s, results, usable) for a, b in s.quotes]
             failed = [c for c in checks if not c.ok]
             if failed:
                 shown = ", ".join(_excerpt(c.quote) for c in failed)
@@ -321,10 +311,19 @@ class AnswerChecker:
         )
 
     async def _quote(
-        self, quote: str, results: list[RetrievalResult], usable: list[int]
+        self,
+        answer: str,
+        start: int,
+        end: int,
+        s: _Sentence,
+        results: list[RetrievalResult],
+        usable: list[int],
     ) -> QuoteCheck:
-        """The quote's check against the first span holding it (else the first span's verdict)."""
-        plain = _without_markers(quote)
+        """The quote ``answer[start:end]`` checked as written, then with the markers inside
+        it cut out, against each span it may come from; the first that holds it wins,
+        else the first span's verdict stands."""
+        quote = answer[start:end]
+        plain = _cut(answer, start, end, s.markers)
         first: QuoteCheck | None = None
         for candidate in dict.fromkeys([quote, plain]):
             for r in usable:
@@ -489,22 +488,14 @@ def _split_lead_ins(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, 
     return out
 
 
-def _without_markers(text: str) -> str:
-    """``text`` with the default-form markers cut out, whitespace runs made one space."""
-    out, at = [], 0
-    for m in find_markers(text):
-        out.append(text[at : m.start])
-        at = m.end
-    out.append(text[at:])
-    return " ".join("".join(out).split())
-
-
-def _claim_text(answer: str, s: _Sentence) -> str:
-    out, at = [], s.start
-    for m in sorted(s.markers, key=lambda m: m.start):
-        out.append(answer[at : m.start])
-        at = m.end
-    out.append(answer[at : s.end])
+def _cut(text: str, start: int, end: int, markers: Sequence[Marker]) -> str:
+    """``text[start:end]`` without the markers inside it, whitespace runs made one space."""
+    out, at = [], start
+    for m in sorted(markers, key=lambda m: m.start):
+        if start <= m.start and m.end <= end:
+            out.append(text[at : m.start])
+            at = m.end
+    out.append(text[at:end])
     return " ".join("".join(out).split())
 
 
@@ -515,32 +506,17 @@ def _is_claim(answer: str, s: _Sentence) -> bool:
     return len(_WORD.findall(text)) >= _MIN_CLAIM_WORDS
 
 
-def _cited_positions(
-    s: _Sentence, resolve: _Resolver, intact: Mapping[int, RetrievalError | None]
-) -> list[int]:
-    """Positions of the results the sentence cites whose spans verify, in marker order."""
-    out: list[int] = []
-    for m in s.markers:
-        for label in m.labels:
-            p = resolve(label)
-            if p is not None and p in intact and intact[p] is None and p not in out:
-                out.append(p)
-    return out
-
-
 def _better(
     best: tuple[EvidenceSpan, float] | None,
     result: RetrievalResult,
     spans: list[tuple[int, int]],
     scores: list[float],
-    method: str,
+    method: EvidenceMethod,
 ) -> tuple[EvidenceSpan, float] | None:
-    ranked = rank_evidence(result.content, result.start_offset, spans, scores, method, limit=1)  # type: ignore[arg-type]
-    if not ranked:
-        return best
-    top = ranked[0]
-    if best is None or top.score > best[1]:
-        return top, top.score
+    """``best``, or ``result``'s best sentence when it scores higher (earlier wins ties)."""
+    ranked = rank_evidence(result.content, result.start_offset, spans, scores, method, limit=1)
+    if ranked and (best is None or ranked[0].score > best[1]):
+        return ranked[0], ranked[0].score
     return best
 
 

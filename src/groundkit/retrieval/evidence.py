@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from groundkit.contracts import EvidenceMethod, EvidenceSpan, RetrievalResult
 from groundkit.lexical.analyzer import Analyzer
+from groundkit.lexical.bm25 import CURRENT, BM25Index, View
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.utils.sentences import sentence_spans
 
@@ -44,6 +45,7 @@ __all__ = [
     "HYBRID_TERMS_WEIGHT",
     "EvidenceBatch",
     "load_evidence",
+    "query_weights",
     "rank_evidence",
     "term_scores",
 ]
@@ -111,10 +113,15 @@ def rank_evidence(
     return out
 
 
-def query_weights(analyzer: Analyzer, query: str, idf: Mapping[str, float]) -> dict[str, float]:
-    """Each query term's weight: its count in the query times its idf."""
-    counts = Counter(analyzer.terms(query))
-    return {t: n * idf[t] for t, n in counts.items() if idf.get(t, 0.0) > 0.0}
+def query_weights(
+    index: BM25Index, terms: Sequence[str], ids: Mapping[str, int], view: View = CURRENT
+) -> dict[str, float]:
+    """Each query term's weight: its count in the query times its BM25 idf in ``view``
+    of ``index`` (``ids`` maps terms to store ids; a term with none, or that no
+    document of the view holds, weighs nothing)."""
+    counts = Counter(t for t in terms if t in ids)
+    idf = index.idf(index.lookup(Counter({ids[t]: n for t, n in counts.items()})), view)
+    return {t: n * idf[ids[t]] for t, n in counts.items() if ids[t] in idf}
 
 
 @dataclass

@@ -66,7 +66,14 @@ from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 from groundkit.utils.hashing import sha256_text
 from groundkit.utils.text import describe_unencodable
 
-__all__ = ["MAX_QUERY_CHARS", "SEARCH_MODES", "Retriever", "validate_as_of", "validate_request"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "SEARCH_MODES",
+    "Retriever",
+    "result_from_row",
+    "validate_as_of",
+    "validate_request",
+]
 
 logger = logging.getLogger("groundkit.retrieval")
 
@@ -370,18 +377,14 @@ class Retriever:
         """Give each result deferred evidence, all of them sharing one batch."""
         if not results:
             return
-        terms = self._analyzer.terms(query)
-        ids = search.term_ids
-        if terms and not ids:  # a dense search: nothing looked the terms up yet
-            ids = await self._live.term_ids(terms)
-        index, view, analyzer = search.index, search.view, self._analyzer
+        analyzer, index, view = self._analyzer, search.index, search.view
+        ids = search.term_ids  # looked up by the lexical side, if there was one
+        if not ids:
+            terms = analyzer.terms(query)
+            ids = await self._live.term_ids(terms) if terms else {}
 
         def weights() -> dict[str, float]:
-            lookup = index.lookup(Counter(ids[t] for t in terms if t in ids))
-            by_id = index.idf(lookup, view)
-            return query_weights(
-                analyzer, query, {t: by_id[i] for t, i in ids.items() if i in by_id}
-            )
+            return query_weights(index, analyzer.terms(query), ids, view)
 
         semantic = served != "bm25" and bool(search.query_vector) and self._embedder is not None
         batch = EvidenceBatch(
@@ -598,7 +601,7 @@ class Retriever:
                     stale += 1
                     continue
                 deferred = Highlights.deferred(spans, row.content, wanted)
-                results.append(_result(row, h.score, deferred, self.collection))
+                results.append(result_from_row(row, h.score, deferred, self.collection))
         _lap(timings, "hydrate_ms", clock)
         return results, stale
 
@@ -641,7 +644,7 @@ class Retriever:
         found, stale = await self._rows_in_order(hits, k, view)
         spans, name = self._analyzer.spans, self.collection
         results = [
-            _result(stored, score, Highlights.deferred(spans, stored.content, wanted), name)
+            result_from_row(stored, score, Highlights.deferred(spans, stored.content, wanted), name)
             for stored, score in found
         ]
         return results, stale
@@ -650,7 +653,9 @@ class Retriever:
         if not scored:
             return [], 0
         rows = await self._store.get_chunks_by_ids([c for c, _ in scored])
-        results = [_result(rows[c], s, None, self.collection) for c, s in scored if c in rows]
+        results = [
+            result_from_row(rows[c], s, None, self.collection) for c, s in scored if c in rows
+        ]
         return results, len(scored) - len(results)
 
 
@@ -762,7 +767,7 @@ _FIELDS_SET = {
 }
 
 
-def _result(
+def result_from_row(
     stored: StoredChunk,
     score: float,
     highlights: Highlights | None = None,
