@@ -1,21 +1,24 @@
 """Retrieval over long documents: abstracts concatenated into Markdown files, scored by span.
 
     python -m evals.longdoc --data DIR [--docs-per-file N] [--seed S]
-                            [--modes bm25,dense,hybrid] [--budgets 1600,800]
+                            [--modes bm25,dense,hybrid] [--configs fixed,structure,...]
                             [--out docs/quality-longdoc.md] [--json FILE]
 
 ``DIR`` is any BEIR-format folder. Its documents are shuffled with ``--seed`` and
 written ``N`` to a file, each under a ``## <title>`` heading, so a relevant passage
 is one section of a long file, as in a handbook or a report. The folder is
-ingested with ``groundkit.Collection`` once per chunk budget, and every judged
-query is searched in each mode.
+ingested with ``groundkit.Collection`` once per chunker configuration
+(``CONFIGS``), and every judged query is searched in each mode, plain and with
+the search-time steps the configuration lists (passages, MMR, reordering).
 
 Scoring is at the span level. The chunks come back in rank order; a chunk is
 relevant when it overlaps the section of a relevant abstract that no earlier
 chunk already covered (each abstract counts once, at its best chunk), so nDCG@10
 and Recall@100 are taken over the chunk ranking. *Citation precision* is the share
 of the top ten chunks' characters that lie inside a relevant abstract's section:
-what a reader of the cited spans is actually shown.
+what a reader of the cited spans is actually shown. With ``expand`` the
+citation is still the small chunk; *context precision* is the same share over
+the passages returned around the top ten.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ import tempfile
 import time
 from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evals.beir import BeirDataset, load_beir, offline_models
 from evals.machine import command_line, default_scifact_dir, machine_lines, markdown_table
@@ -43,10 +47,62 @@ from groundkit import (
     SentenceTransformerEmbedder,
 )
 
-__all__ = ["LongCorpus", "build_corpus", "main", "score_query"]
+__all__ = ["CONFIGS", "LongCorpus", "build_corpus", "main", "score_query"]
 
 # Chunks fetched per query: enough for 100 distinct abstracts in all but a few queries.
 FETCH = 300
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A search-time step run on top of a configuration's plain searches."""
+
+    label: str
+    options: dict[str, Any]
+    modes: tuple[SearchMode, ...] | None = None  # None: every mode of the run
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One chunker configuration (one ingest) and the variants searched on it."""
+
+    label: str
+    chunking: ChunkingConfig
+    variants: tuple[Variant, ...] = field(default=())
+
+
+_BM25: tuple[SearchMode, ...] = ("bm25",)
+CONFIGS: dict[str, Setup] = {
+    "fixed": Setup("fixed 1600 (overlap 200)", ChunkingConfig(strategy="fixed")),
+    "fixed-800": Setup(
+        "fixed 800 (overlap 100)",
+        ChunkingConfig(strategy="fixed", max_chars=800, overlap_chars=100),
+    ),
+    "structure": Setup(
+        "structure 1600",
+        ChunkingConfig(strategy="structure"),
+        (
+            Variant("+ mmr 0.7", {"mmr": 0.7}, _BM25),
+            Variant("+ lost-in-the-middle", {"reorder": "lost-in-the-middle"}, _BM25),
+        ),
+    ),
+    "structure-ctx": Setup(
+        "structure 1600 + contextual", ChunkingConfig(strategy="structure", contextual=True)
+    ),
+    "sentence": Setup(
+        "sentence",
+        ChunkingConfig(strategy="sentence"),
+        (Variant("+ expand parent", {"expand": "parent"}),),
+    ),
+    "sentence-ctx": Setup(
+        "sentence + contextual",
+        ChunkingConfig(strategy="sentence", contextual=True),
+        (
+            Variant("+ expand window", {"expand": "window"}),
+            Variant("+ expand parent", {"expand": "parent"}),
+        ),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -100,12 +156,13 @@ def build_corpus(dataset: BeirDataset, docs_per_file: int, seed: int) -> LongCor
 
 def score_query(
     corpus: LongCorpus, results: Sequence[RetrievalResult], relevant: dict[str, int]
-) -> tuple[list[str], float]:
+) -> tuple[list[str], float, float]:
     """The chunk ranking as ids for the metrics (a credited abstract, or a filler that
-    counts as not relevant), and the top ten's citation precision."""
+    counts as not relevant), and the top ten's citation and context precision."""
     credited: set[str] = set()
     ranking: list[str] = []
     inside = total = 0
+    context_inside = context_total = 0
     for rank, r in enumerate(results):
         touched = corpus.overlaps(r.source, r.start_offset, r.end_offset)
         fresh = [d for d, _ in touched if relevant.get(d, 0) > 0 and d not in credited]
@@ -118,7 +175,17 @@ def score_query(
         if rank < 10:
             total += r.end_offset - r.start_offset
             inside += sum(n for d, n in touched if relevant.get(d, 0) > 0)
-    return ranking, (inside / total if total else 0.0)
+            start, end = (
+                (r.context.start_offset, r.context.end_offset)
+                if r.context is not None
+                else (r.start_offset, r.end_offset)
+            )
+            context_total += end - start
+            context_inside += sum(
+                n for d, n in corpus.overlaps(r.source, start, end) if relevant.get(d, 0) > 0
+            )
+    precision = inside / total if total else 0.0
+    return ranking, precision, (context_inside / context_total if context_total else 0.0)
 
 
 @dataclass
@@ -128,20 +195,20 @@ class _Row:
     ndcg: float
     recall: float
     precision: float
+    context_precision: float
     chunks: int
     ingest_s: float
+    ms_per_query: float
 
 
-async def _run_budget(
+async def _run_setup(
     dataset: BeirDataset,
     corpus: LongCorpus,
-    budget: int,
+    setup: Setup,
     modes: list[SearchMode],
     embedder: EmbeddingProtocol | None,
     limit: int | None,
 ) -> list[_Row]:
-    chunking = ChunkingConfig(max_chars=budget, overlap_chars=budget // 8)
-    config = f"fixed {budget} chars (overlap {budget // 8})"
     queries = dataset.judged_queries(limit)
     rows: list[_Row] = []
     with tempfile.TemporaryDirectory(prefix="groundkit-longdoc-") as tmp:
@@ -151,7 +218,7 @@ async def _run_budget(
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         async with Collection.open(
-            root / "index", "longdoc", base_dir=root, chunking=chunking, embedder=embedder
+            root / "index", "longdoc", base_dir=root, chunking=setup.chunking, embedder=embedder
         ) as col:
             started = time.perf_counter()
             report = await col.ingest(root / "long")
@@ -159,33 +226,55 @@ async def _run_budget(
             if report.failed:
                 raise RuntimeError(f"{len(report.failed)} files failed: {report.failed[:2]}")
             chunks = await col.store.chunk_count()
-            for mode in modes:
-                rankings: dict[str, list[str]] = {}
-                precisions: list[float] = []
-                for qid, text in queries.items():
-                    response = await col.search(text, FETCH, mode=mode)
-                    ranking, precision = score_query(corpus, response.results, dataset.qrels[qid])
-                    rankings[qid] = ranking
-                    precisions.append(precision)
-                qrels = {q: dataset.qrels[q] for q in queries}
-                means = evaluate(qrels, rankings, (("ndcg", 10), ("recall", 100))).means
-                rows.append(
-                    _Row(
-                        config,
-                        mode,
-                        means["ndcg@10"],
-                        means["recall@100"],
-                        sum(precisions) / len(precisions) if precisions else 0.0,
-                        chunks,
-                        ingest_s,
+            plain = Variant("", {})
+            for variant in (plain, *setup.variants):
+                for mode in modes:
+                    if variant.modes is not None and mode not in variant.modes:
+                        continue
+                    rankings: dict[str, list[str]] = {}
+                    precisions: list[float] = []
+                    contexts: list[float] = []
+                    began = time.perf_counter()
+                    for qid, text in queries.items():
+                        response = await col.search(text, FETCH, mode=mode, **variant.options)
+                        ranking, precision, context = score_query(
+                            corpus, response.results, dataset.qrels[qid]
+                        )
+                        rankings[qid] = ranking
+                        precisions.append(precision)
+                        contexts.append(context)
+                    per_query = (time.perf_counter() - began) * 1000 / max(1, len(queries))
+                    qrels = {q: dataset.qrels[q] for q in queries}
+                    means = evaluate(qrels, rankings, (("ndcg", 10), ("recall", 100))).means
+                    rows.append(
+                        _Row(
+                            f"{setup.label} {variant.label}".strip(),
+                            mode,
+                            means["ndcg@10"],
+                            means["recall@100"],
+                            sum(precisions) / len(precisions) if precisions else 0.0,
+                            sum(contexts) / len(contexts) if contexts else 0.0,
+                            chunks,
+                            ingest_s,
+                            per_query,
+                        )
                     )
-                )
     return rows
 
 
 def render(data: Path, docs_per_file: int, seed: int, corpus: LongCorpus, rows: list[_Row]) -> str:
     table = markdown_table(
-        ["chunker", "mode", "nDCG@10", "Recall@100", "citation precision", "chunks", "ingest s"],
+        [
+            "configuration",
+            "mode",
+            "nDCG@10",
+            "Recall@100",
+            "citation precision",
+            "context precision",
+            "chunks",
+            "ingest s",
+            "ms / query",
+        ],
         [
             [
                 r.config,
@@ -193,8 +282,10 @@ def render(data: Path, docs_per_file: int, seed: int, corpus: LongCorpus, rows: 
                 f"{r.ndcg:.4f}",
                 f"{r.recall:.4f}",
                 f"{r.precision:.3f}",
+                f"{r.context_precision:.3f}",
                 str(r.chunks),
                 f"{r.ingest_s:.1f}",
+                f"{r.ms_per_query:.1f}",
             ]
             for r in rows
         ],
@@ -208,7 +299,9 @@ def render(data: Path, docs_per_file: int, seed: int, corpus: LongCorpus, rows: 
         f"{seed}), each abstract a `## title` section. Span-level scoring: a chunk counts "
         "once for the first relevant abstract it overlaps that no earlier chunk covered; "
         f"{FETCH} chunks fetched per query; citation precision is the share of the top ten "
-        "chunks' characters inside a relevant abstract.",
+        "chunks' characters inside a relevant abstract, context precision the same share "
+        "over the passages returned with them (the chunks themselves without `expand`). "
+        "Rows marked `+` add a search-time step to the plain searches of the row above.",
         "",
         table,
         "",
@@ -229,8 +322,12 @@ async def run(args: argparse.Namespace) -> int:
     if any(m != "bm25" for m in modes):
         embedder = SentenceTransformerEmbedder(args.embedder)
     rows: list[_Row] = []
-    for budget in (int(b) for b in args.budgets.split(",")):
-        rows += await _run_budget(dataset, corpus, budget, modes, embedder, args.limit_queries)
+    for name in args.configs.split(","):
+        if name not in CONFIGS:
+            raise SystemExit(f"unknown configuration {name!r}; choose from {', '.join(CONFIGS)}")
+        setup = CONFIGS[name]
+        rows += await _run_setup(dataset, corpus, setup, modes, embedder, args.limit_queries)
+        print(f"done: {setup.label}", flush=True)
     page = render(args.data, args.docs_per_file, args.seed, corpus, rows)
     print(page)
     if args.out is not None:
@@ -244,6 +341,7 @@ async def run(args: argparse.Namespace) -> int:
                 "ndcg@10": r.ndcg,
                 "recall@100": r.recall,
                 "citation_precision": r.precision,
+                "context_precision": r.context_precision,
             }
             for r in rows
         }
@@ -257,7 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs-per-file", type=int, default=20)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--modes", default="bm25")
-    parser.add_argument("--budgets", default="1600", help="chunk budgets in characters")
+    parser.add_argument(
+        "--configs",
+        default="fixed,structure,structure-ctx,sentence-ctx",
+        help=f"chunker configurations, from: {', '.join(CONFIGS)}",
+    )
     parser.add_argument("--embedder", default="all-MiniLM-L6-v2")
     parser.add_argument("--limit-queries", type=int, default=None)
     parser.add_argument("--out", type=Path, default=None)

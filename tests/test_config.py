@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,7 @@ class TestChunkingConfig:
         "kwargs",
         [{"max_chars": 31}, {"max_chars": 100_001}, {"overlap_chars": -1}],
     )
-    def test_bounds(self, kwargs: dict[str, int]) -> None:
+    def test_bounds(self, kwargs: dict[str, Any]) -> None:
         with pytest.raises(ConfigurationError):
             ChunkingConfig(**kwargs)
 

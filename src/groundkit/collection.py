@@ -27,6 +27,7 @@ from groundkit.contracts import (
     STORED_TEXT_CLASSES,
     AnswerReport,
     Citation,
+    ContextKind,
     DeleteReport,
     DocumentRecord,
     FetchResult,
@@ -50,7 +51,9 @@ from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.anchoring import Anchor, indexed_context, reanchor
 from groundkit.retrieval.answers import AnswerChecker
 from groundkit.retrieval.citations import read_source
+from groundkit.retrieval.postprocess import Reorder
 from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.search import Retriever, result_from_row
 from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage._rows import iso_time
@@ -148,8 +151,10 @@ class Collection:
         clearance: str | None = None,
         opened_generation: int = 0,
         created: bool = False,
+        rewriter: QueryRewriterProtocol | None = None,
     ) -> None:
         self.reranker = reranker
+        self.rewriter = rewriter
         # The event loop this collection was opened on: its stores belong to it.
         # groundkit.sync and the framework retrievers run calls there.
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
@@ -215,6 +220,7 @@ class Collection:
         reranker: RerankerProtocol | None = None,
         url_loader: UrlLoader | None = None,
         clearance: str | None = None,
+        rewriter: QueryRewriterProtocol | None = None,
     ) -> _Opener:
         """Open or create a collection; ``await`` it, use ``async with``, or pass it to
         ``asyncio.run`` (it is a coroutine). For blocking use, ``groundkit.sync``.
@@ -229,7 +235,10 @@ class Collection:
 
         ``clearance`` (one of ``SENSITIVITY_LEVELS``) hides every document
         labelled above it from search, ``fetch_chunk`` and ``verify``
-        (adr/0021-sensitivity.md).
+        (adr/0021-sensitivity.md). ``rewriter`` (a ``QueryRewriterProtocol``, e.g.
+        ``GlossaryRewriter.from_file("terms.toml")``) serves ``search(rewrite=True)``.
+        Without ``chunking``, an existing collection is chunked the way it is bound
+        to; a different ``chunking`` is refused at the next ingest.
 
         Shared collections: ``metadata_url`` (``postgresql://...``) instead of
         ``index_dir`` keeps documents and chunks in PostgreSQL; ``storage_uri``
@@ -272,6 +281,7 @@ class Collection:
             try:
                 base = await _resolve_base(stores.metadata, where.index_dir, base_dir)
                 generation = await stores.metadata.generation()
+                chosen_chunking = chunking or _bound_chunking(await stores.metadata.get_chunker())
                 manifest = await stores.metadata.read_manifest()
                 if chosen is None and embedder_for is not None and manifest is not None:
                     chosen = await asyncio.to_thread(embedder_for, manifest)
@@ -288,7 +298,7 @@ class Collection:
                 stores=stores,
                 base_dir=base,
                 retrieval=retrieval or RetrievalConfig(),
-                chunking=chunking or ChunkingConfig(),
+                chunking=chosen_chunking,
                 analyzer=text_analyzer,
                 ingest=ingest or IngestConfig(),
                 embedder=chosen,
@@ -297,6 +307,7 @@ class Collection:
                 clearance=clearance,
                 opened_generation=generation,
                 created=created,
+                rewriter=rewriter,
             )
 
         return _Opener(factory)
@@ -481,6 +492,7 @@ class Collection:
                     collection=self.name,
                     clearance=self.clearance,
                     lexical=await self._lexical(),
+                    rewriter=self.rewriter,
                 )
             elif self._retriever.generation != generation:
                 await self._retriever.refresh()
@@ -503,11 +515,24 @@ class Collection:
         rerank: bool = False,
         filters: Mapping[str, Any] | None = None,
         as_of: datetime | None = None,
+        expand: ContextKind | None = None,
+        mmr: float | None = None,
+        reorder: Reorder | None = None,
+        rewrite: bool = False,
     ) -> SearchResponse:
         """See ``Retriever.search``; catches up with the store first if it moved on."""
         retriever = await self.retriever()
         return await retriever.search(
-            query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
+            query,
+            top_k,
+            mode=mode,
+            rerank=rerank,
+            filters=filters,
+            as_of=as_of,
+            expand=expand,
+            mmr=mmr,
+            reorder=reorder,
+            rewrite=rewrite,
         )
 
     # -- the lexical index and writes ---------------------------------------------
@@ -1030,3 +1055,9 @@ async def _resolve_base(
             )
         await store.set_base_dir(recorded)
     return base
+
+
+def _bound_chunking(identity: str | None) -> ChunkingConfig:
+    """The chunking a collection is bound to (the default for a new one, or for an
+    identity this version cannot read: the next ingest then says why it refuses)."""
+    return ChunkingConfig.from_identity(identity) or ChunkingConfig()

@@ -27,6 +27,7 @@ __all__ = [
     "PDF_EXTENSIONS",
     "PPTX_EXTENSIONS",
     "AnalyzerConfig",
+    "ChunkStrategy",
     "ChunkingConfig",
     "IngestConfig",
     "RetrievalConfig",
@@ -82,6 +83,14 @@ class RetrievalConfig(_Settings):
     # from BM25 and say so in the response ("bm25"), or refuse them ("error").
     # adr/0029-reconcile-vectors.md.
     vector_fallback: Literal["bm25", "error"] = "bm25"
+    # search(expand=...): the chunks either side of a hit in a "window" passage,
+    # and the longest passage (either kind) in characters.
+    context_window: StrictInt = Field(default=2, ge=1, le=50)
+    context_max_chars: StrictInt = Field(default=4000, ge=32, le=100_000)
+    # Candidates read when a step chooses among more than it returns (expand, mmr).
+    postprocess_candidates: StrictInt = Field(default=50, ge=1, le=MAX_TOP_K)
+    # search(rewrite=True): the most query variants searched beside the original.
+    max_rewrites: StrictInt = Field(default=3, ge=0, le=10)
 
     @field_validator("bm25_k1", "bm25_b", "score_threshold")
     @classmethod
@@ -91,20 +100,73 @@ class RetrievalConfig(_Settings):
         return value
 
 
-class ChunkingConfig(_Settings):
-    """Character budget per chunk and how much neighbouring chunks share.
+ChunkStrategy = Literal["fixed", "structure", "sentence"]
 
-    Defaults chosen on SciFact; see adr/0003-chunk-budget.md.
+
+class ChunkingConfig(_Settings):
+    """How documents are cut into chunks, and what their index text is.
+
+    ``strategy``: ``"fixed"`` packs paragraphs, then sentences, up to
+    ``max_chars`` with ``overlap_chars`` shared between neighbours;
+    ``"structure"`` does the same but never across a heading (Markdown,
+    reStructuredText, HTML ``h1``-``h6``, DOCX heading styles) or a page;
+    ``"sentence"`` makes one chunk per sentence, also cut at headings (small
+    children for ``search(expand=...)``; no overlap).
+    ``contextual`` prefixes each chunk's *index* text (its BM25 terms and the
+    embedder's input) with its document title and heading path; the stored
+    content, offsets and citations are unchanged.
+    The chunking a collection is first ingested with is bound to it
+    (``identity``). Defaults chosen on SciFact and the long-document benchmark:
+    adr/0003-chunk-budget.md, adr/0046-structure-chunking.md.
     """
 
+    strategy: ChunkStrategy = "fixed"
     max_chars: int = Field(default=1600, ge=32, le=100_000)
     overlap_chars: int = Field(default=200, ge=0)
+    contextual: bool = False
 
     @model_validator(mode="after")
     def _overlap_below_budget(self) -> ChunkingConfig:
+        if self.strategy == "sentence":
+            if "overlap_chars" in self.model_fields_set and self.overlap_chars:
+                raise ValueError("sentence chunks do not overlap: leave overlap_chars unset or 0")
+            return self
         if self.overlap_chars * 2 > self.max_chars:
             raise ValueError("overlap_chars must be at most half of max_chars")
         return self
+
+    @property
+    def effective_overlap(self) -> int:
+        """The overlap actually applied (sentence chunks have none)."""
+        return 0 if self.strategy == "sentence" else self.overlap_chars
+
+    @property
+    def identity(self) -> str:
+        """What the collection is bound to: changing any of it changes the chunks."""
+        text = f"chunker/1:{self.strategy}:{self.max_chars}:{self.effective_overlap}"
+        return text + (":contextual" if self.contextual else "")
+
+    @classmethod
+    def from_identity(cls, identity: str | None) -> ChunkingConfig | None:
+        """The chunking an ``identity`` names; None when it is not one this version wrote."""
+        parts = (identity or "").split(":")
+        if len(parts) not in (4, 5) or parts[0] != "chunker/1":
+            return None
+        if len(parts) == 5 and parts[4] != "contextual":
+            return None
+        strategy, budget, overlap = parts[1], parts[2], parts[3]
+        if strategy not in ("fixed", "structure", "sentence"):
+            return None
+        if not (budget.isdigit() and overlap.isdigit()):
+            return None
+        try:
+            settings: dict[str, Any] = {"strategy": strategy, "max_chars": int(budget)}
+            if strategy != "sentence":
+                settings["overlap_chars"] = int(overlap)
+            made = cls(**settings, contextual=len(parts) == 5)
+        except ConfigurationError:
+            return None
+        return made if made.identity == identity else None
 
 
 class AnalyzerConfig(_Settings):

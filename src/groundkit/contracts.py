@@ -33,6 +33,8 @@ __all__ = [
     "ANSWER_PROBLEMS",
     "FIELDS_KEY",
     "FIELD_NAME_PATTERN",
+    "GAPS_KEY",
+    "HEADINGS_KEY",
     "PAGE_STARTS_KEY",
     "RECORD_SOURCE_PREFIX",
     "SENSITIVITY_FIELD",
@@ -46,6 +48,8 @@ __all__ = [
     "Citation",
     "CollectionFailure",
     "CollectionManifest",
+    "ContextKind",
+    "ContextSpan",
     "DeleteReport",
     "Document",
     "DocumentRecord",
@@ -77,6 +81,7 @@ __all__ = [
     "Verification",
     "end_page_at",
     "fields_of",
+    "heading_path_at",
     "page_at",
     "record_id_of",
     "record_source",
@@ -120,6 +125,17 @@ ANSWER_PROBLEMS: frozenset[str] = frozenset(
 # (PDFs). Citations derive their 1-based page from it.
 PAGE_STARTS_KEY = "page_starts"
 
+# Document metadata key holding the document's outline: ``[offset, level, title]``
+# per heading, in offset order, where ``offset`` is where the heading's line
+# begins in the text and ``level`` is 1 (``#``, ``<h1>``) to 6. The chunker cuts
+# there and a result's heading path is read from it (adr/0046-structure-chunking.md).
+HEADINGS_KEY = "headings"
+
+# Document metadata key holding what lies between consecutive disjoint chunks
+# when it is not a single space (``{"<i>": text between chunk i and i + 1}``),
+# so a context span can be rebuilt exactly from stored chunks.
+GAPS_KEY = "chunk_gaps"
+
 # Document metadata key holding the document's fields: typed, descriptive
 # values (front matter, PDF info, HTML meta, the ingest call's metadata) kept
 # apart from the keys groundkit records for itself (adr/0016-document-fields.md).
@@ -156,6 +172,31 @@ def page_at(metadata: Mapping[str, Any], offset: int) -> int | None:
     if not all(type(s) is int for s in starts):
         return None
     return bisect_right(starts, offset)
+
+
+def heading_path_at(metadata: Mapping[str, Any], offset: int) -> list[str]:
+    """Titles of the headings enclosing ``offset``, outermost first (``[]`` when none).
+
+    A heading encloses what follows it up to the next heading of the same or a
+    higher level, so ``# Guide`` / ``## Install`` / ``### Linux`` gives
+    ``["Guide", "Install", "Linux"]`` for text under the last one.
+    """
+    outline = metadata.get(HEADINGS_KEY)
+    if not isinstance(outline, list) or not outline:
+        return []
+    stack: list[tuple[int, str]] = []
+    for entry in outline:
+        if not (isinstance(entry, list) and len(entry) == 3):
+            return []
+        start, level, title = entry
+        if type(start) is not int or type(level) is not int or not isinstance(title, str):
+            return []
+        if start > offset:
+            break
+        while stack and stack[-1][0] >= level:
+            stack.pop()
+        stack.append((level, title))
+    return [title for _, title in stack]
 
 
 def end_page_at(metadata: Mapping[str, Any], start: int, end: int) -> int | None:
@@ -525,6 +566,34 @@ class Citation(_Frozen):
         return f"pp. {self.page}-{self.end_page}"
 
 
+ContextKind = Literal["parent", "window"]
+
+
+class ContextSpan(_Frozen):
+    """The passage around a result, for reading: an exact slice of the same source.
+
+    ``search(expand="parent")`` gives the section the result's chunk lies in
+    (bounded by headings, at most ``context_max_chars``); ``expand="window"``
+    the chunks next to it within that section. ``collapsed`` names the other
+    hits of the search that fell inside this passage and were folded into this
+    result rather than returned again.
+    """
+
+    kind: ContextKind
+    content: str
+    start_offset: int = Field(ge=0)
+    end_offset: int = Field(ge=0)
+    chunk_ids: tuple[str, ...]
+    collapsed: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _validate(self) -> ContextSpan:
+        _check_span(self.start_offset, self.end_offset)
+        if self.end_offset - self.start_offset != len(self.content):
+            raise ValueError("context span length does not match its content")
+        return self
+
+
 class RetrievalResult(_Frozen):
     """One ranked hit; ``citation`` says exactly where its content lives."""
 
@@ -547,6 +616,8 @@ class RetrievalResult(_Frozen):
     version: int | None = Field(default=None, ge=1)
     # The chunk's sentences that best answer the query (a search fills it in).
     evidence: Evidence | None = None
+    # The passage around the chunk, when the search asked for one (``expand=``).
+    context: ContextSpan | None = None
 
     @model_validator(mode="after")
     def _validate(self) -> RetrievalResult:
@@ -571,6 +642,11 @@ class RetrievalResult(_Frozen):
     def fields(self) -> dict[str, FieldValue]:
         """The fields of the result's document (``metadata["fields"]``), a copy."""
         return fields_of(self.metadata)
+
+    @property
+    def heading_path(self) -> list[str]:
+        """The headings the chunk lies under, outermost first (``[]`` when none)."""
+        return heading_path_at(self.metadata, self.start_offset)
 
     @property
     def citation(self) -> Citation:

@@ -55,11 +55,12 @@ def test_each_abstract_counts_once_at_its_best_chunk(tmp_path: Path) -> None:
         _hit(name, starts[0] + 2, ends[0], text),  # the same abstract again: no credit
         _hit(name, ends[0] - 3, starts[1] + 10, text),  # straddles into the second
     ]
-    ranking, precision = longdoc.score_query(corpus, hits, {first: 1, second: 2})
+    ranking, precision, context = longdoc.score_query(corpus, hits, {first: 1, second: 2})
     assert ranking == [first, "-1", second]
     assert precision == 1.0 - 1 / sum(h.end_offset - h.start_offset for h in hits)  # the gap
-    ranking, precision = longdoc.score_query(corpus, hits, {})
-    assert ranking == ["-0", "-1", "-2"] and precision == 0.0
+    assert context == precision  # no passages: the chunks are what is read
+    ranking, precision, context = longdoc.score_query(corpus, hits, {})
+    assert ranking == ["-0", "-1", "-2"] and precision == 0.0 == context
 
 
 def test_runs_on_any_beir_folder(tmp_path: Path) -> None:
@@ -71,8 +72,8 @@ def test_runs_on_any_beir_folder(tmp_path: Path) -> None:
             str(root),
             "--docs-per-file",
             "2",
-            "--budgets",
-            "200,100",
+            "--configs",
+            "fixed,structure,sentence",
             "--out",
             str(out),
             "--json",
@@ -81,12 +82,17 @@ def test_runs_on_any_beir_folder(tmp_path: Path) -> None:
     )
     assert code == 0
     page = out.read_text(encoding="utf-8")
-    assert (
-        "<!-- section:longdoc-2 -->" in page and "| fixed 200 chars (overlap 25) | bm25 |" in page
-    )
+    assert "<!-- section:longdoc-2 -->" in page and "| fixed 1600 (overlap 200) | bm25 |" in page
     figures = json.loads(js.read_text(encoding="utf-8"))
     assert set(figures) == {
-        "fixed 200 chars (overlap 25) / bm25",
-        "fixed 100 chars (overlap 12) / bm25",
+        "fixed 1600 (overlap 200) / bm25",
+        "structure 1600 / bm25",
+        "structure 1600 + mmr 0.7 / bm25",
+        "structure 1600 + lost-in-the-middle / bm25",
+        "sentence / bm25",
+        "sentence + expand parent / bm25",
     }
-    assert all(set(v) == {"ndcg@10", "recall@100", "citation_precision"} for v in figures.values())
+    keys = {"ndcg@10", "recall@100", "citation_precision", "context_precision"}
+    assert all(set(v) == keys for v in figures.values())
+    # Passages hold their sentence: never less of the relevant text than the citation.
+    assert figures["sentence + expand parent / bm25"]["recall@100"] > 0

@@ -54,6 +54,10 @@ class Extraction:
     # Why the descriptive values could not be read (the text still was); an
     # ingest that reads fields fails the file on it.
     info_error: str | None = None
+    # The outline, ``(offset, level 1-6, title)`` per heading in offset order, where
+    # ``offset`` is where the heading's line begins in ``text`` (HTML h1-h6, DOCX
+    # heading styles). Never part of the text, so citations do not depend on it.
+    headings: tuple[tuple[int, int, str], ...] = ()
 
 
 @runtime_checkable

@@ -26,7 +26,7 @@ from groundkit.extraction.base import (
     composite_identity,
     join_pages,
 )
-from groundkit.extraction.html import body_text
+from groundkit.extraction.html import body_text_and_headings
 
 __all__ = ["EpubExtractor", "epub_extractor"]
 
@@ -75,9 +75,20 @@ class EpubExtractor(BaseExtractor):
             ) from None
         if not chapters:
             raise IngestionError("the EPUB's spine holds no chapters")
-        pages = [body_text(self._bs4, chapter) for chapter in chapters]
-        text, starts = join_pages(pages)
-        return Extraction(text=text, page_starts=starts, title=info.pop("title", None), info=info)
+        read = [body_text_and_headings(self._bs4, chapter) for chapter in chapters]
+        text, starts = join_pages([page for page, _ in read])
+        headings = tuple(
+            (start + offset, level, title)
+            for start, (_, outline) in zip(starts, read, strict=True)
+            for offset, level, title in outline
+        )
+        return Extraction(
+            text=text,
+            page_starts=starts,
+            title=info.pop("title", None),
+            info=info,
+            headings=headings,
+        )
 
 
 def _dc_info(book: Any) -> dict[str, str]:

@@ -16,7 +16,15 @@ from typing import Any
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.base import BaseExtractor, Extraction, distribution_identity
 
-__all__ = ["HtmlExtractor", "body_text", "decode_body", "html_extractor"]
+__all__ = [
+    "Heading",
+    "HtmlExtractor",
+    "body_text",
+    "body_text_and_headings",
+    "decode_body",
+    "html_extractor",
+    "text_and_headings",
+]
 
 
 def _import_bs4() -> Any:
@@ -96,6 +104,10 @@ _BLOCKS = frozenset({
 })
 # fmt: on
 _CELLS = frozenset({"td", "th"})
+_HEADING_LEVELS = {f"h{level}": level for level in range(1, 7)}
+_BLOCK_SEPARATOR = "\n\n"
+# ``(offset, level 1-6, title)`` of a heading in the text.
+Heading = tuple[int, int, str]
 _HTML_META = frozenset({"description", "author", "keywords"})
 
 
@@ -160,34 +172,73 @@ class HtmlExtractor(BaseExtractor):
             # The first tag of a name counts, as it does for the <title>.
             if name in _HTML_META and content and name not in info:
                 info[name] = str(content)
-        return Extraction(text=_text_of(soup, bs4), title=title or None, info=info)
+        text, headings = text_and_headings(soup, bs4)
+        return Extraction(text=text, title=title or None, info=info, headings=headings)
 
 
 def body_text(bs4: Any, data: bytes) -> str:
     """The text of an XHTML document's ``<body>`` (the whole document when it has
     none) by the rules of ``HtmlExtractor``, without the ``<title>``: an EPUB
     chapter, whose title usually repeats the book's."""
+    return body_text_and_headings(bs4, data)[0]
+
+
+def body_text_and_headings(bs4: Any, data: bytes) -> tuple[str, tuple[Heading, ...]]:
+    """``body_text`` and the headings in it (as ``text_and_headings`` gives them)."""
     try:
         soup = bs4.BeautifulSoup(decode_body(data), "html.parser")
     except Exception as exc:  # html.parser is lenient; this is a last resort
         raise IngestionError(f"cannot parse XHTML: {type(exc).__name__}") from None
     body = soup.find("body")
-    return _text_of(body if body is not None else soup, bs4)
+    return text_and_headings(body if body is not None else soup, bs4)
 
 
-def _text_of(root: Any, bs4: Any) -> str:
+def text_and_headings(root: Any, bs4: Any) -> tuple[str, tuple[Heading, ...]]:
+    """The text of ``root`` by the rules of ``_TextBuilder``, and its outline: per
+    ``<h1>``-``<h6>`` with text, ``(offset, level, title)``, where ``offset`` is where
+    the heading's first block starts in the text and ``title`` its text with
+    whitespace runs made one space. Recording them never changes the text."""
     builder = _TextBuilder()
+    # Per open heading: its slot in ``found``, the index of its first block, its text.
+    open_headings: list[tuple[int, int, list[str]]] = []
+    found: list[tuple[int, int, str]] = []  # (block index, level, title), in start order
     for event, node, pre in _walk(root, bs4):
         if event == "text":
             builder.text(node, pre)
+            if open_headings:  # the innermost only: nested headings stay linear
+                open_headings[-1][2].append(node)
         elif node in _BLOCKS:
             builder.end_block()
+            level = _HEADING_LEVELS.get(node)
+            if level is None:
+                continue
+            if event == "start":
+                open_headings.append((len(found), len(builder.blocks), []))
+                found.append((len(builder.blocks), level, ""))
+            elif open_headings:
+                slot, first, parts = open_headings.pop()
+                title = " ".join("".join(parts).split())
+                # A heading that made no block, or no title, is no heading.
+                if title and len(builder.blocks) > first:
+                    found[slot] = (first, found[slot][1], title)
         elif node in _CELLS:
             builder.text(" ", pre)
         elif node == "br" and event == "start":
             builder.end_line()
+            if open_headings:
+                open_headings[-1][2].append(" ")
     builder.end_block()
-    return "\n\n".join(builder.blocks)
+    starts: list[int] = []
+    offset = 0
+    for block in builder.blocks:
+        starts.append(offset)
+        offset += len(block) + len(_BLOCK_SEPARATOR)
+    headings: list[Heading] = []
+    for first, level, title in found:
+        # One heading per block: the first with a title (an <h2> nested in an <h1>).
+        if title and first < len(starts) and not (headings and headings[-1][0] == starts[first]):
+            headings.append((starts[first], level, title))
+    return _BLOCK_SEPARATOR.join(builder.blocks), tuple(headings)
 
 
 def _walk(root: Any, bs4: Any) -> Iterator[tuple[str, str, bool]]:

@@ -12,7 +12,8 @@ per row, its cells joined by ``" | "``; a cell is its paragraphs (and any nested
 table's cells) joined by one space with whitespace runs made one space; a cell
 spanning several grid columns counts once; empty rows are left out. Blocks are
 separated by a blank line. Headers, footers, footnotes, comments and text boxes
-are not read. No page numbers: a DOCX has no fixed pages.
+are not read. No page numbers: a DOCX has no fixed pages. Paragraphs styled
+"Title" or "Heading N" make the outline (``Extraction.headings``), not the text.
 
 PPTX (``groundkit-pptx/1``): one page per slide, in presentation order, joined by
 ``PAGE_SEPARATOR`` (a slide with no text is an empty page, so page N is slide N).
@@ -25,6 +26,7 @@ then the speaker notes. Blocks are separated by a blank line.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from functools import cache
@@ -42,6 +44,8 @@ from groundkit.extraction.base import (
 __all__ = ["DocxExtractor", "PptxExtractor", "docx_extractor", "pptx_extractor"]
 
 DOCX_LAYOUT = "groundkit-docx/1"
+# The built-in heading styles, as python-docx names them ("Heading 1" to "Heading 9").
+_HEADING_STYLE = re.compile(r"Heading ([1-9])")
 PPTX_LAYOUT = "groundkit-pptx/1"
 
 
@@ -93,24 +97,56 @@ class DocxExtractor(BaseExtractor):
         check_zip_container(data, "DOCX")
         try:
             document = docx.Document(io.BytesIO(data))
-            blocks = [block for block in _docx_blocks(document) if block]
+            blocks: list[str] = []
+            headings: list[tuple[int, int, str]] = []
+            offset = 0
+            for block, level in _docx_body(document):
+                if not block:
+                    continue
+                if level is not None:
+                    headings.append((offset, level, _flat(block)))
+                blocks.append(block)
+                offset += len(block) + len("\n\n")
             info = _core_info(document.core_properties)
         except IngestionError:
             raise
         except Exception as exc:  # python-docx, lxml and zipfile raise many types
             raise _failure("DOCX", exc) from None
-        return Extraction(text="\n\n".join(blocks), info=info)
+        return Extraction(text="\n\n".join(blocks), info=info, headings=tuple(headings))
+
+
+def _docx_body(document: Any) -> Iterator[tuple[str, int | None]]:
+    """The body's blocks as ``_docx_blocks`` gives them, each with its heading level:
+    1-6 for a paragraph styled "Title" (1) or "Heading N" (N, past 6 as 6), else None."""
+    from docx.table import Table
+
+    for item in document.iter_inner_content():
+        level = None if isinstance(item, Table) else _heading_level(item)
+        yield _docx_item_text(item), level
+
+
+def _heading_level(paragraph: Any) -> int | None:
+    style = getattr(paragraph.style, "name", None)
+    if not isinstance(style, str):
+        return None
+    if style == "Title":
+        return 1
+    match = _HEADING_STYLE.fullmatch(style)
+    return min(int(match.group(1)), 6) if match else None
 
 
 def _docx_blocks(container: Any) -> Iterator[str]:
+    for item in container.iter_inner_content():
+        yield _docx_item_text(item)
+
+
+def _docx_item_text(item: Any) -> str:
     from docx.table import Table
 
-    for item in container.iter_inner_content():
-        if isinstance(item, Table):
-            lines = [line for row in item.rows if (line := _row_line(_docx_cells(row)))]
-            yield "\n".join(lines)
-        else:
-            yield item.text.strip()
+    if isinstance(item, Table):
+        lines = [line for row in item.rows if (line := _row_line(_docx_cells(row)))]
+        return "\n".join(lines)
+    return str(item.text.strip())
 
 
 def _docx_cells(row: Any) -> list[str]:

@@ -5,6 +5,8 @@ of the text it came from. Cuts prefer paragraph breaks, then sentence ends
 (ASCII and CJK), then whitespace, and only as a last resort a hard cut at the
 budget. Chunks never begin or end with whitespace, and never cross the start of
 a page (PDF page, slide, chapter) when the document records where pages begin.
+The structure-aware strategies also never cross a heading: a section's chunks
+start at its heading line (adr/0046-structure-chunking.md).
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 
 from groundkit.config import ChunkingConfig
-from groundkit.contracts import PAGE_STARTS_KEY, Chunk, Document
+from groundkit.contracts import HEADINGS_KEY, PAGE_STARTS_KEY, Chunk, Document
 from groundkit.utils.hashing import stable_id
+from groundkit.utils.sentences import sentence_spans
 
-__all__ = ["Span", "chunk_document", "chunk_spans"]
+__all__ = ["Span", "chunk_document", "chunk_gaps", "chunk_spans", "heading_starts"]
 
 Span = tuple[int, int]
 
@@ -84,18 +88,96 @@ def _units(text: str, budget: int) -> list[Span]:
     return units
 
 
+def _segments(text: str, cuts: Sequence[int]) -> list[Span]:
+    """``text`` cut at ``cuts`` (sorted offsets inside it) into consecutive pieces."""
+    bounds = [0, *(c for c in cuts if 0 < c < len(text)), len(text)]
+    return [(a, b) for a, b in pairwise(bounds) if b > a]
+
+
+def _structured_units(
+    text: str, budget: int, cuts: Sequence[int], lines: Sequence[int], sentences: bool
+) -> list[Span]:
+    """Units that never straddle a cut; a heading line is a unit of its own."""
+    units: list[Span] = []
+    heading_lines = set(lines)
+    for seg_start, seg_end in _segments(text, cuts):
+        body_start = seg_start
+        if seg_start in heading_lines:
+            line_end = text.find("\n", seg_start, seg_end)
+            line_end = seg_end if line_end < 0 else line_end
+            units.extend(_hard_split(text, seg_start, line_end, budget))
+            body_start = line_end
+        for p_start, p_end in _split_at(text, body_start, seg_end, _PARAGRAPH_BREAK):
+            if not sentences and p_end - p_start <= budget:
+                units.append((p_start, p_end))
+                continue
+            pieces = (
+                [(p_start + a, p_start + b) for a, b in sentence_spans(text[p_start:p_end])]
+                if sentences
+                else list(_split_at(text, p_start, p_end, _SENTENCE_END))
+            )
+            for s_start, s_end in pieces:
+                if s_end - s_start <= budget:
+                    units.append((s_start, s_end))
+                else:
+                    units.extend(_hard_split(text, s_start, s_end, budget))
+    return units
+
+
+def _heading_with_next(units: list[Span], lines: Sequence[int], budget: int) -> list[Span]:
+    """Sentence chunks: a heading line joins the sentence after it when both fit,
+    so no chunk is a bare title (the heading path names it anyway)."""
+    heads = set(lines)
+    out: list[Span] = []
+    i = 0
+    while i < len(units):
+        start, end = units[i]
+        if (
+            start in heads
+            and i + 1 < len(units)
+            and units[i + 1][0] not in heads
+            and units[i + 1][1] - start <= budget
+        ):
+            end = units[i + 1][1]
+            i += 1
+        out.append((start, end))
+        i += 1
+    return out
+
+
+def heading_starts(outline: object) -> list[int]:
+    """The offsets where a document's headings begin, from its stored outline."""
+    if not isinstance(outline, list):
+        return []
+    starts = [e[0] for e in outline if isinstance(e, list) and e and type(e[0]) is int]
+    return sorted(set(starts))
+
+
 def chunk_spans(
-    text: str, config: ChunkingConfig | None = None, *, page_starts: Sequence[int] = ()
+    text: str,
+    config: ChunkingConfig | None = None,
+    *,
+    page_starts: Sequence[int] = (),
+    headings: Sequence[int] = (),
 ) -> list[Span]:
     """Chunk spans of ``text``: each at most ``max_chars`` long, in order.
 
     With ``page_starts`` (where each page, slide or chapter begins), no chunk and
     no overlap crosses a page start, so the page a citation names holds its span.
+    ``headings`` (where each heading line begins) are honoured the same way by
+    the ``structure`` and ``sentence`` strategies; ``fixed`` ignores them.
     """
     cfg = config or ChunkingConfig()
-    budget, overlap = cfg.max_chars, cfg.overlap_chars
-    units = _units(text, budget)
+    budget, overlap = cfg.max_chars, cfg.effective_overlap
     starts = sorted(s for s in page_starts if s > 0)
+    if cfg.strategy == "fixed":
+        units = _units(text, budget)
+    else:
+        lines = sorted({h for h in headings if 0 <= h < len(text)})
+        starts = sorted(set(starts) | {h for h in lines if h > 0})
+        units = _structured_units(text, budget, starts, lines, cfg.strategy == "sentence")
+        if cfg.strategy == "sentence":
+            return _heading_with_next(units, lines, budget)
     pages = [bisect_right(starts, unit[0]) for unit in units]
     spans: list[Span] = []
     i = 0
@@ -123,13 +205,28 @@ def chunk_spans(
     return spans
 
 
+def chunk_gaps(text: str, spans: Sequence[Span]) -> dict[str, str]:
+    """The text between consecutive disjoint chunks, where it is not one space.
+
+    Chunks are trimmed, so what lies between two of them is whitespace; kept
+    with the document, it lets a context span (a parent section, a sentence
+    window) be rebuilt from stored chunks as an exact slice of the source.
+    """
+    gaps: dict[str, str] = {}
+    for index, ((_, end), (start, _)) in enumerate(pairwise(spans)):
+        if start > end and text[end:start] != " ":
+            gaps[str(index)] = text[end:start]
+    return gaps
+
+
 def chunk_document(document: Document, config: ChunkingConfig | None = None) -> list[Chunk]:
     """Chunks of ``document`` with ids stable across runs for the same content."""
     doc_hash = document.content_hash
     chunks: list[Chunk] = []
     page_starts = document.metadata.get(PAGE_STARTS_KEY)
     breaks = page_starts if isinstance(page_starts, list) else ()
-    spans = chunk_spans(document.content, config, page_starts=breaks)
+    headings = heading_starts(document.metadata.get(HEADINGS_KEY))
+    spans = chunk_spans(document.content, config, page_starts=breaks, headings=headings)
     for index, (start, end) in enumerate(spans):
         chunks.append(
             Chunk(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from groundkit.config import IngestConfig
-from groundkit.contracts import FIELDS_KEY, PAGE_STARTS_KEY, Document
+from groundkit.contracts import FIELDS_KEY, HEADINGS_KEY, PAGE_STARTS_KEY, Document
 from groundkit.errors import IngestionError
 from groundkit.extraction import (
     Extraction,
@@ -28,6 +28,7 @@ from groundkit.extraction import (
 from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source
+from groundkit.ingestion.outline import as_outline
 from groundkit.storage.names import document_id_for
 
 __all__ = [
@@ -42,8 +43,9 @@ __all__ = [
 
 
 def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> dict[str, Any]:
-    """Document metadata for an extraction: page offsets (for citation pages) and,
-    with ``read_fields``, the fields its title and info give.
+    """Document metadata for an extraction: page offsets (for citation pages), its
+    outline (for chunk boundaries and heading paths) and, with ``read_fields``, the
+    fields its title and info give.
 
     ``IngestionError`` when the info could not be read or does not make valid fields.
     """
@@ -51,6 +53,8 @@ def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> d
     if extraction.page_starts:
         metadata[PAGE_STARTS_KEY] = list(extraction.page_starts)
         metadata["pages"] = len(extraction.page_starts)
+    if extraction.headings:
+        metadata[HEADINGS_KEY] = as_outline(extraction.headings)
     if read_fields:
         if extraction.info_error is not None:
             raise IngestionError(

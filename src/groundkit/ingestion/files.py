@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groundkit.config import IngestConfig
-from groundkit.contracts import FIELDS_KEY, Document
+from groundkit.contracts import FIELDS_KEY, HEADINGS_KEY, Document
 from groundkit.errors import IngestionError
 from groundkit.extraction.sources import read_utf8
 from groundkit.ingestion.fields import read_front_matter
+from groundkit.ingestion.outline import markdown_outline, rst_outline
 from groundkit.storage.names import document_id_for
 from groundkit.utils.file_reads import file_kind
 from groundkit.utils.path_safety import (
@@ -128,13 +129,16 @@ def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]
 
 # Where a leading '---' block is front matter rather than text that happens to start so.
 FRONT_MATTER_EXTENSIONS = frozenset({".md", ".markdown"})
+# Files whose headings make the document's outline (``HEADINGS_KEY``), and how to read them.
+_OUTLINES = {".md": markdown_outline, ".markdown": markdown_outline, ".rst": rst_outline}
 
 
 class FileLoader:
     """Loads UTF-8 text files (``.txt``, ``.md``, ``.markdown``, ``.rst`` by default).
 
     A Markdown file's front matter becomes the document's fields and stays in
-    its text, so offsets still count from the top of the file.
+    its text, so offsets still count from the top of the file. Markdown and
+    reStructuredText headings become the document's outline (``HEADINGS_KEY``).
     """
 
     def __init__(self, config: IngestConfig | None = None) -> None:
@@ -159,9 +163,15 @@ class FileLoader:
             raise IngestionError(f"{source}: cannot read ({exc.strerror or exc})") from None
         if not text.strip():
             raise IngestionError(f"{source}: empty (no text to index)")
-        metadata = {}
+        metadata: dict[str, object] = {}
         notes: tuple[str, ...] = ()
-        if self.config.read_fields and path.suffix.lower() in FRONT_MATTER_EXTENSIONS:
+        suffix = path.suffix.lower()
+        outline_of = _OUTLINES.get(suffix)
+        if outline_of is not None:
+            outline = await asyncio.to_thread(outline_of, text)
+            if outline:
+                metadata[HEADINGS_KEY] = outline
+        if self.config.read_fields and suffix in FRONT_MATTER_EXTENSIONS:
             try:
                 front = read_front_matter(text)
             except IngestionError as exc:  # only a sensitivity label it cannot read

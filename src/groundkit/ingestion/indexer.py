@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,7 @@ import numpy.typing as npt
 from groundkit.config import ChunkingConfig, IngestConfig
 from groundkit.contracts import (
     FIELDS_KEY,
+    GAPS_KEY,
     STORED_TEXT_CLASSES,
     Chunk,
     Document,
@@ -33,10 +34,11 @@ from groundkit.contracts import (
     record_id_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, kind_of
-from groundkit.ingestion.chunking import chunk_document
+from groundkit.ingestion.chunking import chunk_document, chunk_gaps
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files, unportable_name
+from groundkit.ingestion.index_text import index_text
 from groundkit.ingestion.progress import ProgressCallback, Reporter, embed_in_slices
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
@@ -262,6 +264,7 @@ class Indexer:
             self._store,
             analyzer=self._analyzer.identity,
             embedding=identity,
+            chunker=self._chunking.identity,
             collection=self.collection,
         )
 
@@ -286,13 +289,14 @@ class Indexer:
             for document_id in part:
                 rows = grouped.get(document_id)
                 if rows:
+                    texts = self.index_texts([r.chunk for r in rows], rows[0].metadata)
                     await writer.queue_vectors(
                         _VectorJob(
                             document_id,
                             rows[0].document_hash,
                             [r.chunk_id for r in rows],
-                            [sha256_text(r.content) for r in rows],
-                            [r.content for r in rows],
+                            [sha256_text(t) for t in texts],
+                            texts,
                         )
                     )
         await writer.flush_vectors()
@@ -361,11 +365,26 @@ class Indexer:
         seconds = time.perf_counter() - began
         reporter.update("model", done=1, total=1, detail=f"loaded {name} in {seconds:.1f} s")
 
-    def _prepare(self, document: Document) -> tuple[list[Chunk], list[list[str]]]:
+    def _prepare(self, document: Document) -> tuple[Document, list[Chunk], list[list[str]]]:
+        """Chunk and analyse ``document``; it comes back with its chunk gaps recorded."""
         chunks = chunk_document(document, self._chunking)
         if not chunks:
             raise IngestionError(f"{document.source}: no text to index")
-        return chunks, [self._analyzer.terms(c.content) for c in chunks]
+        gaps = chunk_gaps(document.content, [(c.start_offset, c.end_offset) for c in chunks])
+        metadata = {k: v for k, v in document.metadata.items() if k != GAPS_KEY}
+        if gaps:
+            metadata[GAPS_KEY] = gaps
+        if metadata != document.metadata:
+            document = document.model_copy(update={"metadata": metadata})
+        texts = self.index_texts(chunks, document.metadata)
+        return document, chunks, [self._analyzer.terms(t) for t in texts]
+
+    def index_texts(self, chunks: Sequence[Chunk], metadata: Mapping[str, Any]) -> list[str]:
+        """What each chunk is analysed and embedded as (groundkit/ingestion/index_text.py)."""
+        contextual = self._chunking.contextual
+        return [
+            index_text(c.content, c.start_offset, metadata, contextual=contextual) for c in chunks
+        ]
 
     async def _prune(
         self, root: Path, known: dict[str, DocumentState], seen: set[str]
@@ -627,7 +646,7 @@ class _Writer:
 
     async def add(self, document: Document) -> int:
         """Prepare ``document`` (chunk and analyse) and queue it; returns its chunk count."""
-        chunks, terms = await asyncio.to_thread(self._indexer._prepare, document)
+        document, chunks, terms = await asyncio.to_thread(self._indexer._prepare, document)
         self._reporter.update("chunk", add=len(chunks))
         self._docs.append((document, chunks, terms))
         self._doc_chunks += len(chunks)
@@ -653,13 +672,14 @@ class _Writer:
         if self._indexer._embedder is None:
             return
         for document, chunks, _ in docs:
+            texts = self._indexer.index_texts(chunks, document.metadata)
             await self.queue_vectors(
                 _VectorJob(
                     document.document_id,
                     document.content_hash,
                     [c.chunk_id for c in chunks],
-                    [c.content_hash for c in chunks],
-                    [c.content for c in chunks],
+                    [sha256_text(t) for t in texts],
+                    texts,
                 )
             )
 
@@ -717,8 +737,14 @@ def _unchanged(document: Document, known: dict[str, DocumentState]) -> bool:
         and state.content_hash == document.content_hash
         and state.source_class == document.source_class
         and state.extractor == document.extractor
-        and state.metadata == stored_metadata(document.metadata)
+        and _without_gaps(state.metadata) == _without_gaps(stored_metadata(document.metadata))
     )
+
+
+def _without_gaps(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata as the loader gave it: the chunk gaps are derived at ingest from the
+    text and the bound chunker, so equal text means equal gaps."""
+    return {k: v for k, v in metadata.items() if k != GAPS_KEY}
 
 
 def _report_counts(report: IngestReport) -> dict[str, int]:

@@ -32,6 +32,7 @@ from groundkit.extraction import (
 )
 from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
 from groundkit.ingestion.extracted import extracted_metadata
+from groundkit.ingestion.outline import markdown_headings, rst_headings
 from groundkit.storage.names import document_id_for
 from groundkit.utils.url_safety import (
     PUBLIC_ONLY,
@@ -49,6 +50,12 @@ DEFAULT_URL_TIMEOUT = 30.0
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _PDF_TYPES = frozenset({"application/pdf"})
+# Text bodies whose headings make the document's outline.
+_OUTLINED_TEXT = {
+    "text/markdown": markdown_headings,
+    "text/x-markdown": markdown_headings,
+    "text/x-rst": rst_headings,
+}
 _ACCEPT = "text/html, application/xhtml+xml, application/pdf, text/plain;q=0.9, text/*;q=0.8"
 
 
@@ -243,7 +250,9 @@ class UrlLoader:
             extractor = pdf_extractor()
         if extractor is None:
             text = await asyncio.to_thread(decode_body, body.data, body.charset, markup=False)
-            return Extraction(text=text), None
+            outline_of = _OUTLINED_TEXT.get(body.media_type)
+            headings = tuple(await asyncio.to_thread(outline_of, text)) if outline_of else ()
+            return Extraction(text=text, headings=headings), None
         try:
             return await extractor.extract_bytes(body.data, charset=body.charset), extractor
         except IngestionError as exc:

@@ -28,6 +28,7 @@ import numpy as np
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import (
+    ContextKind,
     Evidence,
     Highlights,
     PackStore,
@@ -51,7 +52,16 @@ from groundkit.retrieval._tasks import both
 from groundkit.retrieval.evidence import EvidenceBatch, query_weights
 from groundkit.retrieval.filters import Filter, parse_filters
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.postprocess import (
+    NO_STEPS,
+    Reorder,
+    Steps,
+    fuse_rankings,
+    postprocess,
+    rewritten,
+)
 from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.scope import EVERYTHING, Allowed, Scope
 from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage.binding import check_analyzer, check_embedding
@@ -111,8 +121,10 @@ class Retriever:
         reranker: RerankerProtocol | None = None,
         collection: str | None = None,
         clearance: str | None = None,
+        rewriter: QueryRewriterProtocol | None = None,
     ) -> None:
         self._reranker = reranker
+        self.rewriter = rewriter
         self.clearance = check_clearance(clearance)
         # Decided for one lexical index (positions are the index's): rebuilt for another.
         self._scope: tuple[BM25Index, Scope] | None = None
@@ -146,6 +158,7 @@ class Retriever:
         clearance: str | None = None,
         segments: PackStore | None = None,
         lexical: LiveIndex | None = None,
+        rewriter: QueryRewriterProtocol | None = None,
     ) -> Retriever:
         """Load the lexical index (``segments``: where it is persisted; without them
         it is built from ``store`` in memory; ``lexical``: one already open on this
@@ -188,6 +201,7 @@ class Retriever:
             reranker=reranker,
             collection=collection,
             clearance=clearance,
+            rewriter=rewriter,
         )
         await retriever._preload()
         logger.info(
@@ -265,9 +279,22 @@ class Retriever:
         rerank: bool = False,
         filters: Mapping[str, Any] | None = None,
         as_of: datetime | None = None,
+        expand: ContextKind | None = None,
+        mmr: float | None = None,
+        reorder: Reorder | None = None,
+        rewrite: bool = False,
     ) -> SearchResponse:
         """Rank chunks for ``query``; with ``rerank`` the cross-encoder reorders the
         best ``rerank_depth`` candidates of the chosen mode.
+
+        Opt-in steps after ranking (groundkit/retrieval/postprocess.py):
+        ``rewrite`` also runs the rewriter's variants of the query and fuses all
+        the rankings by RRF (the original query first); ``expand`` (``"parent"``
+        or ``"window"``) gives each result the passage around it as ``context``
+        and folds hits inside a returned passage into it; ``mmr`` (a lambda in
+        [0, 1], 1 = relevance only) picks diverse results; ``reorder=
+        "lost-in-the-middle"`` puts the strongest results at both ends, for
+        prompts. ``top_k`` is honoured by all of them.
 
         ``as_of`` (a timezone-aware datetime) searches the corpus as it stood
         then: each document's version current at that moment, scored with the
@@ -284,8 +311,9 @@ class Retriever:
         """
         k = self._config.top_k if top_k is None else top_k
         with traced(SPAN_SEARCH, collection=self.collection, mode=mode, top_k=k) as span:
+            steps = Steps.checked(expand, mmr, reorder, rewrite)
             response = await self._search(
-                query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
+                query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of, steps=steps
             )
             if span.recording:
                 meta = response.metadata
@@ -307,6 +335,7 @@ class Retriever:
         rerank: bool,
         filters: Mapping[str, Any] | None,
         as_of: datetime | None,
+        steps: Steps = NO_STEPS,
     ) -> SearchResponse:
         started = time.perf_counter()
         final_k = validate_request(query, top_k, mode, self._config)
@@ -320,7 +349,16 @@ class Retriever:
             raise RerankerNotConfiguredError(
                 "rerank=True needs a reranker: open with reranker=CrossEncoderReranker(...)"
             )
+        if steps.rewrite and self.rewriter is None:
+            raise ConfigurationError(
+                "rewrite=True needs a query rewriter: open with rewriter=GlossaryRewriter(...)"
+            )
         k = max(final_k, self._config.rerank_depth) if rerank else final_k
+        if steps.widens:
+            k = max(k, self._config.postprocess_candidates)
+        queries = [query]
+        if steps.rewrite and self.rewriter is not None:
+            queries = await rewritten(self.rewriter, query, self._config.max_rewrites)
         timings: dict[str, float] = {}
         allowed = await self._allowed(flt, index)
         search = _Pass(index, view, allowed)
@@ -329,12 +367,12 @@ class Retriever:
         if mode != "bm25" and self.vector_problem is not None:
             degraded, served = self._fall_back(self.vector_problem), "bm25"
         try:
-            results, stale = await self._ranked(query, k, served, timings, search)
+            results, stale = await self._ranked_all(queries, k, served, timings, search)
         except _VectorsUnavailable as exc:
             # The vector store failed in this search (damage that no cheap check sees).
             degraded, served = self._fall_back(exc.reason), "bm25"
             timings.clear()
-            results, stale = await self._ranked(query, k, served, timings, search)
+            results, stale = await self._ranked_all(queries, k, served, timings, search)
         if flt is not None or self.clearance is not None:
             # The masks were decided at the first filtered search; a document
             # written since is judged here, on the row that is being returned.
@@ -349,6 +387,16 @@ class Retriever:
                 results = await self._reranker.rerank(query, results, top_k=final_k)
                 span.set(result_count=len(results))
             stage = "rerank"
+        if steps.any:
+            results = await postprocess(
+                results,
+                steps,
+                top_k=final_k,
+                store=self._store,
+                config=self._config,
+                analyzer=self._analyzer,
+                embedder=self._embedder if served != "bm25" else None,
+            )
         await self._attach_evidence(query, results, served, search)
         meta: dict[str, Any] = {
             "stage": stage,
@@ -359,6 +407,10 @@ class Retriever:
         }
         if as_of is not None:
             meta["as_of"] = as_of.isoformat()
+        if len(queries) > 1:
+            meta["queries"] = queries
+        if steps.any:
+            meta["steps"] = steps.names
         if degraded is not None:
             meta["degraded"] = degraded
         if timings:
@@ -399,6 +451,27 @@ class Retriever:
             slot = batch.add(result.content, result.start_offset)
             result.__dict__["evidence"] = Evidence.deferred(batch.evidence, slot)
             result.__pydantic_fields_set__.add("evidence")
+
+    async def _ranked_all(
+        self,
+        queries: list[str],
+        k: int,
+        mode: SearchMode,
+        timings: dict[str, float],
+        search: _Pass,
+    ) -> tuple[list[RetrievalResult], int]:
+        """One query's ranking, or several fused by RRF (the original query's pass
+        keeps its term ids and vector for the evidence)."""
+        if len(queries) == 1:
+            return await self._ranked(queries[0], k, mode, timings, search)
+        rankings: list[list[RetrievalResult]] = []
+        stale = 0
+        for position, text in enumerate(queries):
+            own = search if position == 0 else _Pass(search.index, search.view, search.allowed)
+            found, dropped = await self._ranked(text, k, mode, timings, own)
+            rankings.append(found)
+            stale += dropped
+        return fuse_rankings(rankings, k, self._config.rrf_k), stale
 
     async def _ranked(
         self,
@@ -755,8 +828,8 @@ def validate_request(query: object, top_k: object, mode: object, config: Retriev
 _RESULT_FIELDS = frozenset(RetrievalResult.model_fields)
 # Fields left unset (as the constructor would leave them) when their value is None.
 _OPTIONAL_FIELDS = ("highlights", "collection")
-# Unset until the search attaches evidence to the final results.
-_LATER_FIELDS = frozenset({"evidence"})
+# Unset until the search attaches evidence (and, when asked, context) to the final results.
+_LATER_FIELDS = frozenset({"evidence", "context"})
 # The field sets a result can have, by (highlights given, collection given).
 _FIELDS_SET = {
     (h, c): _RESULT_FIELDS
@@ -802,6 +875,7 @@ def result_from_row(
             "collection": collection,
             "version": stored.version,
             "evidence": None,  # the search attaches it once the results are final
+            "context": None,
         },
     )
     # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.

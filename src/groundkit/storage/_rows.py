@@ -22,6 +22,8 @@ from pydantic import ValidationError
 from groundkit.contracts import (
     FIELD_NAME_PATTERN,
     FIELDS_KEY,
+    GAPS_KEY,
+    HEADINGS_KEY,
     PAGE_STARTS_KEY,
     Chunk,
     CollectionManifest,
@@ -219,7 +221,33 @@ def parse_metadata(raw: Any, where: str = "a document row") -> dict[str, Any]:
         or starts != sorted(starts)
     ):
         raise damaged(where, "page offsets")
+    gaps = value.get(GAPS_KEY)
+    if gaps is not None and not (
+        isinstance(gaps, dict)
+        and all(k.isdigit() and isinstance(v, str) and not v.strip() for k, v in gaps.items())
+    ):
+        raise damaged(where, "chunk gaps")
+    outline = value.get(HEADINGS_KEY)
+    if outline is not None and not _valid_outline(outline):
+        raise damaged(where, "headings")
     return value
+
+
+def _valid_outline(outline: Any) -> bool:
+    """``[[offset, level 1-6, title], ...]`` in offset order, as the ingest writes it."""
+    if not isinstance(outline, list):
+        return False
+    last = -1
+    for entry in outline:
+        if not (isinstance(entry, list) and len(entry) == 3):
+            return False
+        start, level, title = entry
+        if type(start) is not int or start < last or type(level) is not int:
+            return False
+        if not 1 <= level <= 6 or not isinstance(title, str):
+            return False
+        last = start
+    return True
 
 
 def check_fields_value(fields: Any, where: str) -> dict[str, FieldValue]:

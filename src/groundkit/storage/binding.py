@@ -2,7 +2,7 @@
 
 Terms and vectors are only comparable with what produced them, so the first
 ingest records both identities and everything later is checked against them: an
-ingest binds (``bind_for_ingest``), an open checks (``check_analyzer``,
+ingest binds (``bind_for_ingest``; the chunker too), an open checks (``check_analyzer``,
 ``check_embedding``). The stores only compare-and-set; what a mismatch means,
 and what the user is told, is decided here, once.
 """
@@ -16,6 +16,7 @@ from groundkit.storage.protocols import MetadataStoreProtocol
 __all__ = [
     "bind_for_ingest",
     "check_analyzer",
+    "check_chunker",
     "check_embedding",
     "describe_embedding",
     "identity_mismatch",
@@ -44,6 +45,18 @@ def check_analyzer(bound: str | None, identity: str, collection: str | None = No
         raise identity_mismatch("analyzer", repr(bound), repr(identity), collection)
 
 
+def check_chunker(bound: str | None, identity: str, collection: str | None = None) -> None:
+    """Refuse a chunker other than the bound one: a collection chunked two ways would
+    rank a document by when it was ingested, and its context spans would disagree."""
+    if bound is not None and bound != identity:
+        subject = f"collection {collection!r}" if collection else "this collection"
+        raise IndexIdentityError(
+            f"{subject} is bound to the chunker {bound!r}, not {identity!r}: every document "
+            "of a collection is chunked one way; ingest with the same chunking, or into a new "
+            "collection (or delete this one and ingest again)"
+        )
+
+
 def check_embedding(
     manifest: CollectionManifest | None,
     identity: EmbeddingIdentity,
@@ -67,6 +80,7 @@ async def bind_for_ingest(
     *,
     analyzer: str,
     embedding: EmbeddingIdentity | None,
+    chunker: str | None = None,
     collection: str | None = None,
 ) -> CollectionManifest | None:
     """Bind the collection before anything is written; returns its manifest, if any.
@@ -75,6 +89,8 @@ async def bind_for_ingest(
     its text would move on while its vectors stayed behind.
     """
     check_analyzer(await store.bind_analyzer(analyzer), analyzer, collection)
+    if chunker is not None:
+        check_chunker(await store.bind_chunker(chunker), chunker, collection)
     if embedding is None:
         manifest = await store.read_manifest()
         if manifest is not None:

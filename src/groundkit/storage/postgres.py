@@ -80,7 +80,7 @@ __all__ = [
     "schema_name",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 SCHEMA_PREFIX = "gk_"
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes (names here are ASCII)
 # Seconds ``close`` waits for borrowed connections (an abandoned iterator) before cutting them.
@@ -134,7 +134,8 @@ CREATE TABLE {s}.state (
     analyzer TEXT,
     manifest TEXT,
     uid TEXT,
-    changes_floor BIGINT NOT NULL DEFAULT 0
+    changes_floor BIGINT NOT NULL DEFAULT 0,
+    chunker TEXT
 );
 CREATE TABLE {s}.documents (
     id TEXT COLLATE "C" PRIMARY KEY,
@@ -174,7 +175,8 @@ CREATE TABLE {s}.terms (
 
 # ``_MIGRATIONS[n]`` takes a schema from version n to n + 1; they run in order, each with
 # its version bump, inside the opening transaction. Version 2: the vectors generation.
-# Version 3: document versions, the change log, the collection uid ({uid}). Where SQLite
+# Version 3: document versions, the change log, the collection uid ({uid}). Version 4: the
+# chunker the collection is bound to. Where SQLite
 # rebuilds its chunk table for 3, PostgreSQL alters it in place: the new columns have
 # constant defaults (a catalog change), and the unique chunk id constraint gives way to a
 # partial unique index. ``_date_versions`` then writes each stored version's start, which
@@ -193,6 +195,7 @@ ALTER TABLE {s}.chunks ADD COLUMN version INTEGER NOT NULL DEFAULT 1,
 DROP INDEX {s}.chunks_by_document, {s}.chunks_canonical;
 """
     + _VERSIONED,
+    3: "ALTER TABLE {s}.state ADD COLUMN chunker TEXT",
 }
 
 # A chunk joined to its document: ``d`` is the current row (``_current``) or the row of the
@@ -569,6 +572,20 @@ class PostgresMetadataStore:
 
     async def get_analyzer(self) -> str | None:
         return optional_text(await self._state("analyzer"), "analyzer", self._where)
+
+    async def get_chunker(self) -> str | None:
+        return optional_text(await self._state("chunker"), "chunker", self._where)
+
+    async def bind_chunker(self, identity: str) -> str:
+        """Bind the collection to the chunker ``identity`` unless bound; returns the bound one."""
+        async with self._write("bind the chunker") as conn:
+            current = await conn.fetchval(f"SELECT chunker FROM {self._s}.state WHERE id = 1")
+            if current is None:
+                await conn.execute(
+                    f"UPDATE {self._s}.state SET chunker = $1 WHERE id = 1", identity
+                )
+                current = identity
+        return str(current)
 
     async def bind_analyzer(self, identity: str) -> str:
         """Bind the collection to ``identity`` unless bound; returns the bound identity."""

@@ -262,6 +262,13 @@ class MetadataStoreProtocol(Protocol):
         """
         ...
 
+    async def get_chunker(self) -> str | None: ...
+
+    async def bind_chunker(self, identity: str) -> str:
+        """Record the chunker ``identity`` if none is bound yet; return the bound one
+        (a compare-and-set, like ``bind_analyzer``)."""
+        ...
+
     async def read_manifest(self) -> CollectionManifest | None: ...
 
     async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:

@@ -65,12 +65,14 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Applied in order to a file of an older version, each in the opening transaction,
 # so an existing collection opens without a re-ingest. Version 2: the vectors
 # generation. Version 3: document versions, the change log, the collection uid.
+# Version 4: the chunker the collection is bound to.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE state ADD COLUMN vectors_generation INTEGER NOT NULL DEFAULT 0",),
+    3: ("ALTER TABLE state ADD COLUMN chunker TEXT",),
     2: (
         "ALTER TABLE state ADD COLUMN uid TEXT",
         "UPDATE state SET uid = lower(hex(randomblob(16)))",
@@ -138,7 +140,8 @@ CREATE TABLE IF NOT EXISTS state (
     analyzer TEXT,
     manifest TEXT,
     uid TEXT,
-    changes_floor INTEGER NOT NULL DEFAULT 0
+    changes_floor INTEGER NOT NULL DEFAULT 0,
+    chunker TEXT
 );
 CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY,
@@ -501,6 +504,24 @@ class SQLiteMetadataStore:
 
     async def get_analyzer(self) -> str | None:
         return optional_text(await self._state("analyzer"), "analyzer", self.path.name)
+
+    async def get_chunker(self) -> str | None:
+        return optional_text(await self._state("chunker"), "chunker", self.path.name)
+
+    @_serialized
+    async def bind_chunker(self, identity: str) -> str:
+        """Bind the collection to the chunker ``identity`` unless bound; returns the bound one."""
+        await self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            current = await self._state("chunker")
+            if current is None:
+                await self._conn.execute("UPDATE state SET chunker = ? WHERE id = 1", (identity,))
+                current = identity
+            await self._conn.execute("COMMIT")
+        except BaseException:
+            await self._conn.execute("ROLLBACK")
+            raise
+        return str(current)
 
     @_serialized
     async def bind_analyzer(self, identity: str) -> str:

@@ -24,6 +24,7 @@ pytest-asyncio (``asyncio_mode = "auto"``).
 from __future__ import annotations
 
 from groundkit.testing.conformance.metadata import MetadataStoreConformance
+from groundkit.testing.conformance.rewriters import RewriterConformance
 from groundkit.testing.conformance.segments import PackStoreConformance
 from groundkit.testing.conformance.snapshots import SnapshotStoreConformance
 from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance
@@ -32,6 +33,7 @@ __all__ = [
     "DIM",
     "MetadataStoreConformance",
     "PackStoreConformance",
+    "RewriterConformance",
     "SnapshotStoreConformance",
     "VectorStoreConformance",
 ]
