@@ -406,7 +406,9 @@ async def test_embedder_for_builds_the_recorded_embedder_once(
         return ToyEmbedder()
 
     # Unbound: the factory is never called and the collection opens without vectors.
-    async with Collection.open(index_dir, base_dir=corpus_dir, embedder_for=factory) as col:
+    async with Collection.open(
+        index_dir, base_dir=corpus_dir, embedder_for=factory, chunking=SMALL_CHUNKS
+    ) as col:
         assert col.embedder is None and col.vector_store is None
         await col.ingest(corpus_dir)
     assert asked == []

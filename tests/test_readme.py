@@ -78,9 +78,9 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
             outputs.append((lang, _run(tmp_path, number, lang, body)))
     python = [out for lang, out in outputs if lang == "python"]
     bash = [out for lang, out in outputs if lang == "bash"]
-    assert len(python) == 11, (
+    assert len(python) == 12, (
         "README has the BM25, dense, sync, in-memory, LangChain, LlamaIndex, Haystack, "
-        "office-formats, quotes, answer-checking and versions examples"
+        "office-formats, quotes, answer-checking, versions and long-document examples"
     )
     assert "added: ['notes/tea.md']" in python[0]
     assert "verified=True" in python[0]
@@ -113,6 +113,10 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert then == "Refunds are paid within 30 days. 1"
     assert past == "drifted 2026-06-01T00:00:00+00:00"
     assert deleted == "['policy/refunds.md'] []"
+    queries, heading, exact, passage, verified_long = python[11].splitlines()
+    assert queries == "['remove limescale', 'remove descaling']"
+    assert heading == "Kettle manual > Descaling 17 89"
+    assert exact == "True" and passage == "## Descaling 2" and verified_long == "verified"
     assert len(bash) == 3, "the JSON Lines block, the filters block and the command-line block"
     tickets, filtered, commands = bash
     assert tickets.startswith("added 1, updated 0")

@@ -10,6 +10,7 @@ from groundkit.config import (
     MAX_TOP_K,
     AnalyzerConfig,
     ChunkingConfig,
+    ChunkStrategy,
     IngestConfig,
     RetrievalConfig,
 )
@@ -23,6 +24,8 @@ from groundkit.contracts import (
     Citation,
     CollectionFailure,
     CollectionManifest,
+    ContextKind,
+    ContextSpan,
     Document,
     DocumentRecord,
     EmbeddingIdentity,
@@ -44,6 +47,7 @@ from groundkit.contracts import (
     SearchResponse,
     SourceClass,
     Verification,
+    heading_path_at,
     record_id_of,
 )
 from groundkit.errors import (
@@ -78,6 +82,7 @@ from groundkit.ingestion.extracted import (
 )
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
+from groundkit.ingestion.outline import markdown_outline, rst_outline
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.lexical.analyzer import Analyzer
@@ -94,12 +99,14 @@ from groundkit.providers import (
 )
 from groundkit.retrieval.answers import verify_answer
 from groundkit.retrieval.citations import resolve_citation, verify_citation
+from groundkit.retrieval.diversity import lost_in_the_middle, mmr_order
 from groundkit.retrieval.evidence import load_evidence
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.multi import search_collections
 from groundkit.retrieval.quotes import check_quote, verify_quote
 from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
+from groundkit.retrieval.rewriting import GlossaryRewriter, QueryRewriterProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.service import CollectionInfo, CollectionRegistry, build_server, run_server
 from groundkit.storage.lancedb import LanceDBVectorStore
@@ -141,6 +148,7 @@ __all__ = [
     "AnswerVerdict",
     "BM25Index",
     "Chunk",
+    "ChunkStrategy",
     "ChunkingConfig",
     "Citation",
     "Collection",
@@ -149,6 +157,8 @@ __all__ = [
     "CollectionManifest",
     "CollectionRegistry",
     "ConfigurationError",
+    "ContextKind",
+    "ContextSpan",
     "CrossEncoderReranker",
     "Document",
     "DocumentRecord",
@@ -166,6 +176,7 @@ __all__ = [
     "FetchResult",
     "FileLoader",
     "FusedHit",
+    "GlossaryRewriter",
     "GroundkitError",
     "Highlights",
     "HtmlExtractor",
@@ -192,6 +203,7 @@ __all__ = [
     "PostgresMetadataStore",
     "PptxExtractor",
     "PptxLoader",
+    "QueryRewriterProtocol",
     "QuoteCheck",
     "QuoteVerdict",
     "Record",
@@ -224,12 +236,17 @@ __all__ = [
     "chunk_spans",
     "convex_combination",
     "ensure_identity",
+    "heading_path_at",
     "identity_of",
     "load_evidence",
+    "lost_in_the_middle",
+    "markdown_outline",
+    "mmr_order",
     "reciprocal_rank_fusion",
     "record_id_of",
     "resolve_citation",
     "resolve_model",
+    "rst_outline",
     "run_server",
     "search_collections",
     "sentence_spans",

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -22,7 +23,7 @@ from typing import Any, ClassVar, TextIO
 
 from groundkit import __version__
 from groundkit.collection import Collection, VerifyReport
-from groundkit.config import MAX_TOP_K, IngestConfig
+from groundkit.config import MAX_TOP_K, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
     SENSITIVITY_LEVELS,
     SOURCE_FIELD,
@@ -44,10 +45,13 @@ from groundkit.providers.factory import (
     require_embedder_for_manifest,
 )
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
+from groundkit.retrieval.context import EXPAND_KINDS
 from groundkit.retrieval.evidence import load_evidence
 from groundkit.retrieval.filters import FILTER_OPERATORS, MAX_FILTER_DEPTH
 from groundkit.retrieval.multi import search_collections
+from groundkit.retrieval.postprocess import REORDERS
 from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT, GlossaryRewriter
 from groundkit.retrieval.search import SEARCH_MODES
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
 from groundkit.service.command import (
@@ -65,6 +69,9 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
 _SNIPPET = 160
+_CHUNK_DEFAULTS = ChunkingConfig()
+# The search options that work on one collection's results only (not search_collections).
+_SINGLE_COLLECTION_OPTIONS = ("expand", "mmr", "reorder", "glossary", "rewrites")
 _WHEN_HELP = (
     f"an ISO 8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight UTC, "
     "a time without an offset is read as UTC"
@@ -249,6 +256,38 @@ def _parser() -> argparse.ArgumentParser:
         help="keep at most N past versions of each document this ingest changes "
         "(default: every one; 0: none)",
     )
+    ingest.add_argument(
+        "--chunker",
+        choices=("fixed", "structure", "sentence"),
+        default=None,
+        help="how documents are cut: fixed (paragraphs and sentences packed to a size), "
+        "structure (the same, never across a heading or page) or sentence (one chunk a "
+        f"sentence, for search --expand); default {_CHUNK_DEFAULTS.strategy} for a new "
+        "collection. The first ingest binds the collection to its chunking; later ingests "
+        "without chunking options reuse it",
+    )
+    ingest.add_argument(
+        "--chunk-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"the longest chunk in characters (default {_CHUNK_DEFAULTS.max_chars})",
+    )
+    ingest.add_argument(
+        "--chunk-overlap",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"characters shared by neighbouring chunks, at most half of --chunk-chars "
+        f"(default {_CHUNK_DEFAULTS.overlap_chars}; sentence chunks have none)",
+    )
+    ingest.add_argument(
+        "--contextual",
+        action="store_true",
+        default=None,
+        help="index each chunk with its document title and heading path in front (its "
+        "terms and vectors; the stored text and citations are unchanged)",
+    )
     search = sub.add_parser(
         "search",
         parents=[common],
@@ -290,6 +329,43 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="search the documents as they stood then: each one's version current at "
         f"WHEN (bm25 only); {_WHEN_HELP}",
+    )
+    search.add_argument(
+        "--expand",
+        choices=EXPAND_KINDS,
+        default=None,
+        help="give each result the passage around it, an exact slice of its source: "
+        "parent (its section) or window (the chunks next to it); hits inside a passage "
+        "are folded into it",
+    )
+    search.add_argument(
+        "--mmr",
+        type=float,
+        default=None,
+        metavar="LAMBDA",
+        help="diversify the results (maximal marginal relevance): LAMBDA from 0 to 1, "
+        "1 is relevance only",
+    )
+    search.add_argument(
+        "--reorder",
+        choices=REORDERS,
+        default=None,
+        help="lost-in-the-middle: the strongest results first and last, for prompts",
+    )
+    search.add_argument(
+        "--glossary",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also search the query's rephrasings from this TOML glossary ([synonyms] "
+        "term = [alternatives], [[groups]] terms = [...]), fused by rank",
+    )
+    search.add_argument(
+        "--rewrites",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"with --glossary: the most rephrasings searched, 0..{MAX_VARIANTS_LIMIT} (3)",
     )
     fetch = sub.add_parser(
         "fetch", parents=[common], help="fetch one chunk and verify it against its source"
@@ -530,7 +606,9 @@ def _degraded(response: SearchResponse | MultiSearchResponse) -> dict[str, str]:
     return {"": str(reason)} if reason else {}
 
 
-def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool) -> int:
+def _print_search(
+    response: SearchResponse | MultiSearchResponse, as_json: bool, rewrite: bool = False
+) -> int:
     multi = isinstance(response, MultiSearchResponse)
     failures = response.failures if isinstance(response, MultiSearchResponse) else []
     for name, reason in _degraded(response).items():
@@ -548,7 +626,12 @@ def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool)
             "total_results": response.total_results,
             "metadata": response.metadata,
             "results": [
-                {"rank": rank, "page": r.citation.page, **r.model_dump(mode="json")}
+                {
+                    "rank": rank,
+                    "page": r.citation.page,
+                    "heading_path": r.heading_path,
+                    **r.model_dump(mode="json"),
+                }
                 for rank, r in enumerate(response.results, start=1)
             ],
         }
@@ -558,6 +641,14 @@ def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool)
         _emit(data)
         return EXIT_PROBLEM if failures else EXIT_OK
     past = "as_of" in response.metadata
+    queries = response.metadata.get("queries")
+    if queries:
+        print("queries: " + ", ".join(json.dumps(q, ensure_ascii=False) for q in queries))
+    elif rewrite:
+        print(
+            f"queries: {json.dumps(response.query, ensure_ascii=False)} (the glossary has "
+            "no rephrasing of it)"
+        )
     if not response.results:
         print("no results" + (f" as of {response.metadata['as_of']}" if past else ""))
     for rank, r in enumerate(response.results, start=1):
@@ -569,12 +660,21 @@ def _print_search(response: SearchResponse | MultiSearchResponse, as_json: bool)
             f"{_version_mark(r.version, shown=past)}  score {r.score:.4f}"
         )
         print(f"     chunk {r.chunk_id}")
+        headings = r.heading_path
+        if headings:
+            print(f"     under: {' > '.join(headings)}")
         best = r.evidence[0] if r.evidence else None
         if best is None:
             print(f"     {_snippet(r.content)}")
         else:
             # The sentence that answers the query, not the head of the chunk.
             print(f"     {_snippet(best.text)}  [{best.start_offset}:{best.end_offset}]")
+        if r.context is not None:
+            span = r.context
+            folded = len(span.collapsed)
+            hits = f", {folded} more hit{'' if folded == 1 else 's'} folded in" if folded else ""
+            print(f"     {span.kind} [{span.start_offset}:{span.end_offset}]{hits}")
+            print(f"       {_snippet(span.content)}")
     for failure in failures:
         print(f"  failed: collection {failure.collection!r}: {failure.error}: {failure.detail}")
     return EXIT_PROBLEM if failures else EXIT_OK
@@ -772,7 +872,12 @@ async def _check_collections_exist(args: argparse.Namespace) -> None:
             )
 
 
-def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None) -> Any:
+def _open(
+    args: argparse.Namespace,
+    name: str,
+    reranker: RerankerProtocol | None,
+    rewriter: GlossaryRewriter | None,
+) -> Any:
     """``Collection.open`` for a command: ingest creates, the others need an existing one.
 
     The recorded embedder is built only where it is used: an ingest (to keep the
@@ -789,8 +894,13 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
             return require_embedder_for_manifest(manifest, endpoint=args.embedding_url)
 
     named = _named_embedder(args) if args.command in ("ingest", "search") else None
+    chunking = _chunking(args) if args.command == "ingest" else None
     if named is not None:
         notice.loading(named.model_name)
+    retrieval = None
+    if rewriter is not None:
+        # Every rephrasing the glossary gives is searched (the library's cap is 3).
+        retrieval = RetrievalConfig(max_rewrites=rewriter.max_variants)
     return _Announced(
         Collection.open(
             location=_location(args, name),
@@ -800,6 +910,9 @@ def _open(args: argparse.Namespace, name: str, reranker: RerankerProtocol | None
             embedder=named,
             embedder_for=recorded,
             reranker=reranker,
+            rewriter=rewriter,
+            retrieval=retrieval,
+            chunking=chunking,
             clearance=args.clearance,
             ingest=(
                 IngestConfig(html_extractor=args.html, keep_versions=args.keep_versions)
@@ -863,16 +976,31 @@ async def _run_search(args: argparse.Namespace) -> int:
         from groundkit.retrieval.rerank import CrossEncoderReranker
 
         reranker = CrossEncoderReranker(args.rerank)
+    rewriter: GlossaryRewriter | None = None
+    if args.glossary is not None:
+        variants = 3 if args.rewrites is None else args.rewrites
+        rewriter = await asyncio.to_thread(
+            GlossaryRewriter.from_file, args.glossary, max_variants=variants
+        )
     async with contextlib.AsyncExitStack() as stack:
         collections = [
-            await stack.enter_async_context(_open(args, name, reranker))
+            await stack.enter_async_context(_open(args, name, reranker, rewriter))
             for name in args.collections
         ]
         rerank = reranker is not None
         as_of: datetime | None = args.as_of
         if len(collections) == 1:
             response: SearchResponse | MultiSearchResponse = await collections[0].search(
-                args.query, args.top_k, mode=args.mode, rerank=rerank, filters=filters, as_of=as_of
+                args.query,
+                args.top_k,
+                mode=args.mode,
+                rerank=rerank,
+                filters=filters,
+                as_of=as_of,
+                expand=args.expand,
+                mmr=args.mmr,
+                reorder=args.reorder,
+                rewrite=rewriter is not None,
             )
         else:
             response = await search_collections(
@@ -886,7 +1014,7 @@ async def _run_search(args: argparse.Namespace) -> int:
             )
         # Worked out while the collections (and their embedders) are open.
         await load_evidence(response.results)
-    return _print_search(response, args.json)
+    return _print_search(response, args.json, rewrite=rewriter is not None)
 
 
 def _check_text_arguments(args: argparse.Namespace) -> None:
@@ -968,12 +1096,73 @@ def _check_ingest_target(args: argparse.Namespace) -> None:
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts that argparse reads as any integer, held to their ranges (one-line errors)."""
-    bounds = {"keep_versions": 0, "keep": 0, "version": 1}
+    bounds = {"keep_versions": 0, "keep": 0, "version": 1, "chunk_overlap": 0}
     for name, least in bounds.items():
         value = getattr(args, name, None)
         if value is not None and value < least:
             option = "--" + name.replace("_", "-")
             raise ConfigurationError(f"{option} must be at least {least}, got {value}")
+    ranges = {"chunk_chars": (32, 100_000), "rewrites": (0, MAX_VARIANTS_LIMIT)}
+    for name, (least, most) in ranges.items():
+        value = getattr(args, name, None)
+        if value is not None and not least <= value <= most:
+            option = "--" + name.replace("_", "-")
+            raise ConfigurationError(f"{option} must be from {least} to {most}, got {value}")
+    mmr: float | None = getattr(args, "mmr", None)
+    if mmr is not None and not (math.isfinite(mmr) and 0.0 <= mmr <= 1.0):
+        raise ConfigurationError(
+            f"--mmr is the relevance weight, a number from 0 to 1 (1: relevance only), got {mmr}"
+        )
+
+
+def _check_search_options(args: argparse.Namespace) -> None:
+    """The search options that go with others, or with one collection only."""
+    if args.command != "search":
+        return
+    if args.rewrites is not None and args.glossary is None:
+        raise ConfigurationError("--rewrites goes with --glossary FILE")
+    if len(args.collections) > 1:
+        given = [name for name in _SINGLE_COLLECTION_OPTIONS if getattr(args, name) is not None]
+        if given:
+            options = ", ".join("--" + name for name in given)
+            raise ConfigurationError(
+                f"{options}: searching several collections together does not take "
+                f"{'this option' if len(given) == 1 else 'these options'}; search one "
+                "--collection at a time"
+            )
+
+
+def _chunking(args: argparse.Namespace) -> ChunkingConfig | None:
+    """The chunking the ingest options ask for; None when none is given (the
+    collection's bound chunking, or the default for a new one)."""
+    given = {
+        "strategy": args.chunker,
+        "max_chars": args.chunk_chars,
+        "overlap_chars": args.chunk_overlap,
+        "contextual": args.contextual,
+    }
+    settings = {name: value for name, value in given.items() if value is not None}
+    if not settings:
+        return None
+    strategy = settings.get("strategy", _CHUNK_DEFAULTS.strategy)
+    budget = settings.get("max_chars", _CHUNK_DEFAULTS.max_chars)
+    overlap = settings.get("overlap_chars")
+    if strategy == "sentence":
+        if overlap:
+            raise ConfigurationError(
+                f"--chunk-overlap {overlap}: sentence chunks do not overlap (leave it out, or 0)"
+            )
+    elif (overlap if overlap is not None else _CHUNK_DEFAULTS.overlap_chars) * 2 > budget:
+        if overlap is None:
+            raise ConfigurationError(
+                f"--chunk-chars {budget} is less than twice the default overlap "
+                f"({_CHUNK_DEFAULTS.overlap_chars}); give a --chunk-overlap of at most "
+                f"{budget // 2}"
+            )
+        raise ConfigurationError(
+            f"--chunk-overlap {overlap} must be at most half of --chunk-chars ({budget})"
+        )
+    return ChunkingConfig(**settings)
 
 
 def _read_moments(args: argparse.Namespace) -> None:
@@ -1009,6 +1198,7 @@ async def _run(args: argparse.Namespace) -> int:
     _check_ingest_target(args)
     _check_text_arguments(args)
     _check_numbers(args)
+    _check_search_options(args)
     _read_moments(args)
     if args.command == "collections":
         return await _run_collections(args)
@@ -1021,7 +1211,7 @@ async def _run(args: argparse.Namespace) -> int:
     (name,) = args.collections
     if args.command == "rebase":
         return await _run_rebase(args, name)
-    async with _open(args, name, None) as col:
+    async with _open(args, name, None, None) as col:
         if args.command == "ingest" and args.jsonl is not None:
             records = await asyncio.to_thread(read_jsonl_records, args.jsonl)
             report = await col.add_documents(records, metadata=meta)

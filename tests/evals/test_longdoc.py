@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from evals import longdoc
 from evals.beir import load_beir
 from groundkit import RetrievalResult
@@ -96,3 +98,24 @@ def test_runs_on_any_beir_folder(tmp_path: Path) -> None:
     assert all(set(v) == keys for v in figures.values())
     # Passages hold their sentence: never less of the relevant text than the citation.
     assert figures["sentence + expand parent / bm25"]["recall@100"] > 0
+
+
+def test_plot_draws_every_configuration(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from evals import longdoc_plot
+
+    figures = {
+        "fixed 1600 (overlap 200) / bm25": {"ndcg@10": 0.6, "citation_precision": 0.1},
+        "structure 1600 / bm25": {"ndcg@10": 0.7, "citation_precision": 0.2},
+        "structure 1600 / hybrid": {"ndcg@10": 0.75, "citation_precision": 0.2},
+    }
+    js = tmp_path / "L.json"
+    js.write_text(json.dumps(figures), encoding="utf-8")
+    assert longdoc_plot.load_figures(js)["structure 1600"]["hybrid"]["ndcg@10"] == 0.75
+    out = tmp_path / "plot.svg"
+    assert longdoc_plot.main(["--json", f"20={js}", "--out", str(out)]) == 0
+    svg = out.read_text(encoding="utf-8")
+    assert "<svg" in svg and "structure 1600" in svg
+    again = tmp_path / "again.svg"
+    longdoc_plot.main(["--json", f"20={js}", "--out", str(again)])
+    assert again.read_bytes() == out.read_bytes()  # same figures, same file

@@ -124,19 +124,25 @@ def _structured_units(
     return units
 
 
-def _heading_with_next(units: list[Span], lines: Sequence[int], budget: int) -> list[Span]:
-    """Sentence chunks: a heading line joins the sentence after it when both fit,
-    so no chunk is a bare title (the heading path names it anyway)."""
-    heads = set(lines)
+def _heading_with_next(
+    text: str, units: list[Span], lines: Sequence[int], cuts: Sequence[int], budget: int
+) -> list[Span]:
+    """Sentence chunks: a heading line joins the sentence after it when both fit and
+    no page starts between them, so no chunk is a bare title (the heading path names
+    it anyway)."""
+    # Where each heading's unit begins: its line, past any indent (units are trimmed).
+    heads = {_trim(text, h, len(text)) for h in lines}
+    starts = {span[0] for span in heads if span is not None}
     out: list[Span] = []
     i = 0
     while i < len(units):
         start, end = units[i]
         if (
-            start in heads
+            start in starts
             and i + 1 < len(units)
-            and units[i + 1][0] not in heads
+            and units[i + 1][0] not in starts
             and units[i + 1][1] - start <= budget
+            and bisect_right(cuts, start) == bisect_right(cuts, units[i + 1][0])
         ):
             end = units[i + 1][1]
             i += 1
@@ -177,7 +183,7 @@ def chunk_spans(
         starts = sorted(set(starts) | {h for h in lines if h > 0})
         units = _structured_units(text, budget, starts, lines, cfg.strategy == "sentence")
         if cfg.strategy == "sentence":
-            return _heading_with_next(units, lines, budget)
+            return _heading_with_next(text, units, lines, starts, budget)
     pages = [bisect_right(starts, unit[0]) for unit in units]
     spans: list[Span] = []
     i = 0

@@ -27,7 +27,7 @@ from groundkit.contracts import (
 from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk
 from groundkit.utils.hashing import stable_id
 
-__all__ = ["EXPAND_KINDS", "expand_results", "rebuild_text", "section_bounds"]
+__all__ = ["EXPAND_KINDS", "expand_results", "gaps_of", "rebuild_text", "section_bounds"]
 
 EXPAND_KINDS: tuple[str, ...] = ("parent", "window")
 
@@ -56,10 +56,11 @@ def section_bounds(metadata: Mapping[str, Any], offset: int) -> tuple[int, int |
     return start, end
 
 
-def rebuild_text(chunks: Sequence[StoredChunk], gaps: Mapping[str, Any]) -> str | None:
+def rebuild_text(chunks: Sequence[StoredChunk], gaps: Mapping[str, Any] | None) -> str | None:
     """The source text from the first chunk's start to the last one's end, or None
-    when a gap between two of them was not recorded (collections chunked before
-    gaps were kept) or does not fit."""
+    when a gap between two of them was not recorded or does not fit. ``gaps`` None:
+    the document was chunked before gaps were recorded (``gaps_of``), so only
+    overlapping and adjacent chunks join."""
     text = [chunks[0].content]
     end = chunks[0].end_offset
     for previous, chunk in pairwise(chunks):
@@ -69,13 +70,29 @@ def rebuild_text(chunks: Sequence[StoredChunk], gaps: Mapping[str, Any]) -> str 
             text.append(chunk.content[end - chunk.start_offset :])
         else:
             width = chunk.start_offset - end
-            gap = gaps.get(str(previous.chunk_index), " " if width == 1 else None)
+            # Unrecorded: nothing between adjacent chunks (a hard cut, CJK sentences), or
+            # one space; anything else was recorded by ``chunk_gaps``.
+            if gaps is None:
+                gap: object = "" if width == 0 else None
+            else:
+                default = "" if width == 0 else " " if width == 1 else None
+                gap = gaps.get(str(previous.chunk_index), default)
             if not isinstance(gap, str) or len(gap) != width:
                 return None
             text.append(gap)
             text.append(chunk.content)
         end = chunk.end_offset
     return "".join(text)
+
+
+def gaps_of(metadata: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """A document's recorded chunk gaps (``{}``: every gap is one space, or none), or
+    None for a document stored before gaps were recorded (``GAPS_KEY`` null, set when
+    its collection was migrated to schema 4)."""
+    if GAPS_KEY in metadata and metadata[GAPS_KEY] is None:
+        return None
+    gaps = metadata.get(GAPS_KEY)
+    return gaps if isinstance(gaps, Mapping) else {}
 
 
 @dataclass(slots=True)
@@ -244,7 +261,7 @@ async def expand_results(
             kept.append(_Kept(result, result.document_id, result.version, 0, 0))
             continue
         passage = await _passage(own, chunk_at, kind, window, max_chars)
-        text = rebuild_text(passage, own.metadata.get(GAPS_KEY) or {})
+        text = rebuild_text(passage, gaps_of(own.metadata))
         if text is None:  # a gap was not recorded: the chunk alone is exact
             passage, text = [own], own.content
         start, end = passage[0].start_offset, passage[-1].end_offset

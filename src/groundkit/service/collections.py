@@ -33,6 +33,7 @@ from groundkit.errors import GroundkitError, StorageError, kind_of
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.sensitivity import check_clearance
 from groundkit.storage.location import StoreLocation
 
@@ -83,6 +84,7 @@ class CollectionRegistry:
     ``embedder_for`` builds the embedder a bound collection recorded; the
     default handles sentence-transformers models, like the CLI. Embedders are
     shared between collections bound to the same model, so a model loads once.
+    ``rewriter`` (a glossary, say) serves every collection's ``search(rewrite=True)``.
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class CollectionRegistry:
         reranker: RerankerProtocol | None = None,
         embedder_for: EmbedderFactory = embedder_for_manifest,
         clearance: str | None = None,
+        rewriter: QueryRewriterProtocol | None = None,
     ) -> None:
         # Every collection is opened with it: nothing above it leaves the server.
         self.clearance = check_clearance(clearance)
@@ -111,6 +114,7 @@ class CollectionRegistry:
         self.index_dir = self._where.index_dir
         self.base_dir = Path(os.path.realpath(base_dir)) if base_dir is not None else None
         self.reranker = reranker
+        self.rewriter = rewriter
         self._retrieval = retrieval
         self._embedder_for = embedder_for
         self._embedders: dict[tuple[str, str], EmbeddingProtocol | None] = {}
@@ -286,6 +290,7 @@ class CollectionRegistry:
             embedder_for=self._embedder,
             reranker=self.reranker,
             clearance=self.clearance,
+            rewriter=self.rewriter,
         )
         logger.info("opened collection %s (dense: %s)", name, collection.embedder is not None)
         return _Entry(collection, collection.opened_generation)

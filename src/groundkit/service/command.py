@@ -18,6 +18,7 @@ from groundkit.providers.factory import (
     embedder_for_manifest,
 )
 from groundkit.retrieval.rerank import CrossEncoderReranker
+from groundkit.retrieval.rewriting import GlossaryRewriter
 from groundkit.service.collections import CollectionRegistry
 from groundkit.service.transport import (
     DEFAULT_HOST,
@@ -76,6 +77,14 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="local cross-encoder for search(rerank=true); loaded on first use",
     )
     serve.add_argument(
+        "--glossary",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="TOML glossary ([synonyms] term = [alternatives], [[groups]] terms = [...]) "
+        "for search(rewrite=true): the query's rephrasings are searched too, fused by rank",
+    )
+    serve.add_argument(
         "--clearance",
         choices=SENSITIVITY_LEVELS,
         default=argparse.SUPPRESS,
@@ -128,6 +137,7 @@ def run_serve(args: argparse.Namespace) -> int:
     check_binding(transport, args.host, token)
     if not 1 <= args.port <= 65535:
         raise ConfigurationError(f"--port must be from 1 to 65535, got {args.port}")
+    rewriter = GlossaryRewriter.from_file(args.glossary) if args.glossary is not None else None
     registry = CollectionRegistry(
         None if args.metadata_url else args.index_dir,
         metadata_url=args.metadata_url,
@@ -136,6 +146,7 @@ def run_serve(args: argparse.Namespace) -> int:
         reranker=CrossEncoderReranker(args.rerank) if args.rerank else None,
         embedder_for=functools.partial(embedder_for_manifest, endpoint=args.embedding_url),
         clearance=args.clearance,
+        rewriter=rewriter,
     )
     _route_third_party_logs()
     asyncio.run(_serve(registry, transport, args.host, args.port, token, quiet=args.quiet))

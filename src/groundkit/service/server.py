@@ -28,13 +28,23 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+)
 
 from groundkit.config import MAX_TOP_K
 from groundkit.contracts import (
     AnswerSentence,
     Citation,
     CollectionFailure,
+    ContextKind,
+    ContextSpan,
     EmbeddingIdentity,
     EvidenceSpan,
     MultiSearchResponse,
@@ -47,6 +57,7 @@ from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConf
 from groundkit.retrieval.evidence import load_evidence
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
+from groundkit.retrieval.postprocess import Reorder
 from groundkit.retrieval.search import MAX_QUERY_CHARS
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
@@ -148,6 +159,35 @@ AsOfArg = Annotated[
         "without an offset is UTC",
     ),
 ]
+ExpandArg = Annotated[
+    ContextKind | None,
+    Field(
+        description="give each result the passage around it as context, an exact slice of "
+        "its source: parent (its section) or window (the chunks next to it); hits inside a "
+        "passage are folded into it (context.collapsed)"
+    ),
+]
+MmrArg = Annotated[
+    StrictFloat | None,
+    Field(
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="diversify the results (maximal marginal relevance): the weight of "
+        "relevance from 0 to 1, 1 is relevance only",
+    ),
+]
+ReorderArg = Annotated[
+    Reorder | None,
+    Field(description="lost-in-the-middle: the strongest results first and last, for prompts"),
+]
+RewriteArg = Annotated[
+    StrictBool,
+    Field(
+        description="also search the query's rephrasings from the server's glossary, "
+        "fused by rank (the server must be started with --glossary)"
+    ),
+]
 VersionArg = Annotated[
     StrictInt | None,
     Field(
@@ -182,6 +222,10 @@ class CitedResult(_Wire):
     # Up to three sentences of ``content`` that best answer the query, best first,
     # each with source offsets (quote these).
     evidence: list[EvidenceSpan] | None = None
+    # The headings the chunk lies under, outermost first (empty when none).
+    heading_path: list[str] = Field(default_factory=list)
+    # The passage around the chunk, when the search asked for one (expand).
+    context: ContextSpan | None = None
 
 
 class SearchOutput(_Wire):
@@ -199,6 +243,10 @@ class SearchOutput(_Wire):
     degraded: str | None = None
     # The moment searched (ISO 8601) when the call gave as_of.
     as_of: str | None = None
+    # With rewrite: the queries searched, the original first (null when no rephrasing).
+    queries: list[str] | None = None
+    # The steps taken after ranking (rewrite, expand:parent, mmr:0.7, ...).
+    steps: list[str] | None = None
 
 
 class MultiSearchOutput(_Wire):
@@ -273,6 +321,7 @@ class CollectionList(_Wire):
 # -- the text block a model reads ---------------------------------------------
 
 _TEXT_CONTENT_CHARS = 2000  # per result; the structured content has all of it
+_TEXT_CONTEXT_CHARS = 4000  # a passage (expand) in place of the chunk's text
 
 
 def _flat(text: str, limit: int = _TEXT_CONTENT_CHARS) -> str:
@@ -306,13 +355,23 @@ def _result_lines(results: list[CitedResult], with_collection: bool, past: bool)
             f"[{r.rank}] {where}{_where(r.citation)}{_version(r.version, past)} score "
             f"{r.score:.4f} chunk_id {r.citation.chunk_id}"
         )
+        if r.heading_path:
+            lines.append("   under: " + _flat(" > ".join(r.heading_path), 300))
         fields = _fields_line(r.metadata)
         if fields:
             lines.append(fields)
         if r.evidence:
             best = r.evidence[0]
             lines.append(f"   evidence [{best.start_offset}:{best.end_offset}]: {_flat(best.text)}")
-        lines.append("   " + _flat(r.content))
+        if r.context is None:
+            lines.append("   " + _flat(r.content))
+            continue
+        # The passage holds the chunk: it is shown instead of the chunk's own text.
+        span = r.context
+        folded = len(span.collapsed)
+        hits = f", {folded} more hit(s) folded in" if folded else ""
+        lines.append(f"   context {span.kind} [{span.start_offset}:{span.end_offset}]{hits}:")
+        lines.append("   " + _flat(span.content, _TEXT_CONTEXT_CHARS))
     return lines
 
 
@@ -336,6 +395,8 @@ def compact_text(output: BaseModel) -> str:
         lines = [head]
         if output.as_of:
             lines.append(f"as of {output.as_of}: each document as it stood then")
+        if output.queries:
+            lines.append("queries searched: " + " | ".join(_flat(q, 300) for q in output.queries))
         if output.degraded:
             lines.append(f"note: {output.degraded}")
         lines += _result_lines(output.results, with_collection=False, past=bool(output.as_of))
@@ -409,6 +470,8 @@ def _cited(results: list[RetrievalResult], collection: str) -> list[CitedResult]
             highlights=None if r.highlights is None else list(r.highlights),
             version=r.version,
             evidence=None if r.evidence is None else list(r.evidence),
+            heading_path=r.heading_path,
+            context=r.context,
         )
         for rank, r in enumerate(results, start=1)
     ]
@@ -426,6 +489,8 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
         results=_cited(response.results, collection),
         degraded=meta.get("degraded"),
         as_of=meta.get("as_of"),
+        queries=meta.get("queries"),
+        steps=meta.get("steps"),
     )
 
 
@@ -599,17 +664,41 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         rerank: RerankArg = False,
         filters: FiltersArg = None,
         as_of: AsOfArg = None,
+        expand: ExpandArg = None,
+        mmr: MmrArg = None,
+        reorder: ReorderArg = None,
+        rewrite: RewriteArg = False,
     ) -> SearchOutput:
         """Search one collection. Every result carries a citation: source, chunk_id,
-        character offsets and the document version. as_of searches the documents as they
-        stood at that moment. Call fetch_chunk on a result before quoting it."""
+        character offsets and the document version, and the headings it lies under. as_of
+        searches the documents as they stood at that moment; expand adds the passage around
+        each result (parent section or window of chunks); mmr diversifies; reorder arranges
+        for a prompt; rewrite also searches the server glossary's rephrasings. Call
+        fetch_chunk on a result before quoting it."""
 
         async def run() -> SearchOutput:
             when = moment("search", as_of, mode)
+            if rewrite and registry.rewriter is None:
+                raise ToolError(
+                    tool_error(
+                        "search",
+                        "ConfigurationError",
+                        "rewrite=true: this server has no glossary (start it with --glossary FILE)",
+                    )
+                )
             async with registry.lease(collection) as col:
                 try:
                     response = await col.search(
-                        query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=when
+                        query,
+                        top_k,
+                        mode=mode,
+                        rerank=rerank,
+                        filters=filters,
+                        as_of=when,
+                        expand=expand,
+                        mmr=mmr,
+                        reorder=reorder,
+                        rewrite=rewrite,
                     )
                     await load_evidence(response.results)
                 except RerankerNotConfiguredError:

@@ -46,6 +46,7 @@ from groundkit.utils.text import describe_unencodable
 from groundkit.utils.ties import order_key
 
 __all__ = [
+    "LEGACY_GAPS_SQL",
     "REMOVED",
     "WriteItems",
     "change_log",
@@ -79,6 +80,15 @@ _SOURCE_CLASSES: frozenset[str] = frozenset(get_args(SourceClass))
 # ``valid_to`` of a change-log entry whose chunk was removed outright (it is
 # visible at no time any more, unlike a past version).
 REMOVED = -math.inf
+# The SET clause (both SQL dialects) that marks a stored document as chunked before chunk
+# gaps were recorded: ``GAPS_KEY`` is null, so a passage rebuilt from its chunks takes no
+# gap for granted (a one-character gap may be a line break). Run by the migration to
+# schema 4, whose writes record the gaps; only JSON objects as this codec writes them
+# (``{...}``, no leading space) are touched, and their text is kept byte for byte.
+LEGACY_GAPS_SQL = (
+    f"metadata = '{{\"{GAPS_KEY}\": null' || CASE WHEN metadata = '{{}}' THEN '}}'"
+    " ELSE ', ' || substr(metadata, 2) END WHERE metadata LIKE '{%'"
+)
 
 
 def now_iso() -> str:

@@ -30,6 +30,7 @@ import numpy as np
 from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, fields_of
 from groundkit.errors import ConfigurationError, GroundkitError, StorageError
 from groundkit.storage._rows import (
+    LEGACY_GAPS_SQL,
     REMOVED,
     WriteItems,
     change_log,
@@ -176,11 +177,13 @@ CREATE TABLE {s}.terms (
 # ``_MIGRATIONS[n]`` takes a schema from version n to n + 1; they run in order, each with
 # its version bump, inside the opening transaction. Version 2: the vectors generation.
 # Version 3: document versions, the change log, the collection uid ({uid}). Version 4: the
-# chunker the collection is bound to. Where SQLite
-# rebuilds its chunk table for 3, PostgreSQL alters it in place: the new columns have
+# chunker the collection is bound to, and every stored document marked as chunked before
+# chunk gaps were recorded (``LEGACY_GAPS_SQL``, its braces doubled for ``format``). Where
+# SQLite rebuilds its chunk table for 3, PostgreSQL alters it in place: the new columns have
 # constant defaults (a catalog change), and the unique chunk id constraint gives way to a
 # partial unique index. ``_date_versions`` then writes each stored version's start, which
 # does touch every chunk row once.
+_LEGACY_GAPS = LEGACY_GAPS_SQL.replace("{", "{{").replace("}", "}}")
 _MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE {s}.state ADD COLUMN vectors_generation BIGINT NOT NULL DEFAULT 0",
     2: """
@@ -195,7 +198,10 @@ ALTER TABLE {s}.chunks ADD COLUMN version INTEGER NOT NULL DEFAULT 1,
 DROP INDEX {s}.chunks_by_document, {s}.chunks_canonical;
 """
     + _VERSIONED,
-    3: "ALTER TABLE {s}.state ADD COLUMN chunker TEXT",
+    3: "ALTER TABLE {s}.state ADD COLUMN chunker TEXT;"
+    + "".join(
+        f"UPDATE {{s}}.{table} SET {_LEGACY_GAPS};" for table in ("documents", "document_versions")
+    ),
 }
 
 # A chunk joined to its document: ``d`` is the current row (``_current``) or the row of the

@@ -24,6 +24,7 @@ import numpy as np
 from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, FieldValue
 from groundkit.errors import StorageError
 from groundkit.storage._rows import (
+    LEGACY_GAPS_SQL,
     REMOVED,
     WriteItems,
     change_log,
@@ -69,10 +70,15 @@ SCHEMA_VERSION = 4
 # Applied in order to a file of an older version, each in the opening transaction,
 # so an existing collection opens without a re-ingest. Version 2: the vectors
 # generation. Version 3: document versions, the change log, the collection uid.
-# Version 4: the chunker the collection is bound to.
+# Version 4: the chunker the collection is bound to; every document stored before it
+# is marked as chunked before chunk gaps were recorded (``LEGACY_GAPS_SQL``).
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE state ADD COLUMN vectors_generation INTEGER NOT NULL DEFAULT 0",),
-    3: ("ALTER TABLE state ADD COLUMN chunker TEXT",),
+    3: (
+        "ALTER TABLE state ADD COLUMN chunker TEXT",
+        f"UPDATE documents SET {LEGACY_GAPS_SQL}",
+        f"UPDATE document_versions SET {LEGACY_GAPS_SQL}",
+    ),
     2: (
         "ALTER TABLE state ADD COLUMN uid TEXT",
         "UPDATE state SET uid = lower(hex(randomblob(16)))",

@@ -98,6 +98,7 @@ async def check_reopen(store: Store, reopen: Callable[[], Awaitable[Store]]) -> 
     store's empty vocabulary cache does not hand out ids already taken."""
     await put(store, "a.txt", ["alpha beta", "gamma"])
     await store.bind_analyzer("an")
+    await store.bind_chunker("chunker/1:structure:1600:200")
     await store.set_base_dir("..")
     before = await snapshot(store)
     await store.close()
@@ -105,6 +106,7 @@ async def check_reopen(store: Store, reopen: Callable[[], Awaitable[Store]]) -> 
     try:
         assert await snapshot(reopened) == before
         assert await reopened.get_analyzer() == "an"
+        assert await reopened.get_chunker() == "chunker/1:structure:1600:200"
         assert await reopened.get_base_dir() == ".."
         await put(reopened, "b.txt", ["gamma delta"])
         vocab = await reopened.vocabulary()
@@ -127,6 +129,7 @@ class MetadataStoreConformance:
         assert await store.chunk_count() == 0
         assert await store.vocabulary() == {}
         assert await store.get_analyzer() is None
+        assert await store.get_chunker() is None
         assert await store.read_manifest() is None
         assert await store.get_base_dir() is None
         assert [b async for b in store.iter_chunks()] == []
@@ -596,6 +599,16 @@ class MetadataStoreConformance:
         final = await store.vocabulary()
         assert final["alpha"] == vocab["alpha"]
         assert final["delta"] not in vocab.values()
+
+    async def test_bind_chunker_is_compare_and_set(self, store: Store) -> None:
+        assert await store.bind_chunker("chunker-A") == "chunker-A"
+        assert await store.bind_chunker("chunker-A") == "chunker-A"
+        assert await store.bind_chunker("chunker-B") == "chunker-A"
+        assert await store.get_chunker() == "chunker-A"
+        assert await store.get_analyzer() is None  # bindings are independent
+        assert await store.generation() == 0
+        await put(store, "a.txt", ["alpha"])
+        assert await store.generation() == 1
 
     async def test_bind_analyzer_is_compare_and_set(self, store: Store) -> None:
         assert await store.bind_analyzer("analyzer-A") == "analyzer-A"
