@@ -1,7 +1,7 @@
 """Plot the long-document figures: nDCG@10 and citation precision per configuration.
 
     python -m evals.longdoc_plot --json 20=L20.json --json 50=L50.json \
-                                 --out docs/quality-longdoc.svg
+                                 --out docs/img/quality-longdoc.png
 
 Each ``--json`` is ``LABEL=FILE``, a file written by ``python -m evals.longdoc --json``
 (``{"<configuration> / <mode>": {"ndcg@10": ..., "citation_precision": ...}}``). One row of
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     # A fixed date and hash salt keep the SVG byte-identical for the same figures.
     plt.rcParams["svg.hashsalt"] = "groundkit"
-    fig.savefig(args.out, metadata={"Date": None})
+    fig.savefig(args.out, metadata={"Date": None} if args.out.suffix == ".svg" else None, dpi=110)
     print(f"wrote {args.out}")
     return 0
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from groundkit import ChunkingConfig
 from tests.test_cli import common, run
 
 GUIDE = """# Guide
@@ -90,7 +91,9 @@ def test_size_options_bind_and_unspecified_values_take_the_defaults(
     code, _, err = run(capsys, *argv, *common(tmp_path))
     assert code == 2
     line = one_error_line(err)
-    assert "'chunker/1:fixed:400:200'" in line and "'chunker/1:fixed:400:200:contextual'" in line
+    default = ChunkingConfig().strategy  # unspecified options take the library's defaults
+    bound = f"'chunker/1:{default}:400:200'"
+    assert bound in line and f"'chunker/1:{default}:400:200:contextual'" in line
     argv = ["ingest", str(docs), "--chunker", "fixed", "--chunk-overlap", "200", *size]
     code, _, err = run(capsys, *argv, *common(tmp_path))
     assert code == 2 and "'chunker/1:fixed:1600:200'" in one_error_line(err)

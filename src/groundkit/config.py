@@ -108,8 +108,8 @@ class ChunkingConfig(_Settings):
 
     ``strategy``: ``"fixed"`` packs paragraphs, then sentences, up to
     ``max_chars`` with ``overlap_chars`` shared between neighbours;
-    ``"structure"`` does the same but never across a heading (Markdown,
-    reStructuredText, HTML ``h1``-``h6``, DOCX heading styles) or a page;
+    ``"structure"`` (the default) does the same but never across a heading
+    (Markdown, reStructuredText, HTML ``h1``-``h6``, DOCX heading styles) or a page;
     ``"sentence"`` makes one chunk per sentence, also cut at headings (small
     children for ``search(expand=...)``; no overlap).
     ``contextual`` prefixes each chunk's *index* text (its BM25 terms and the
@@ -120,7 +120,7 @@ class ChunkingConfig(_Settings):
     adr/0003-chunk-budget.md, adr/0046-structure-chunking.md.
     """
 
-    strategy: ChunkStrategy = "fixed"
+    strategy: ChunkStrategy = "structure"
     max_chars: int = Field(default=1600, ge=32, le=100_000)
     overlap_chars: int = Field(default=200, ge=0)
     contextual: bool = False
