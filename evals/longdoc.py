@@ -86,6 +86,11 @@ CONFIGS: dict[str, Setup] = {
             Variant("+ lost-in-the-middle", {"reorder": "lost-in-the-middle"}, _BM25),
         ),
     ),
+    "structure-mmr": Setup(
+        "structure 1600",
+        ChunkingConfig(strategy="structure"),
+        (Variant("+ mmr 0.7", {"mmr": 0.7}),),
+    ),
     "structure-ctx": Setup(
         "structure 1600 + contextual", ChunkingConfig(strategy="structure", contextual=True)
     ),
