@@ -159,7 +159,7 @@ class _Chunks:
         self, document_id: str, doc_hash: str, version: int, current: bool, index: int
     ) -> None:
         """Read the chunks around ``index`` of one document version into the cache."""
-        wanted = [i for i in range(max(0, index - _READ_AHEAD), index + _READ_AHEAD + 1)]
+        wanted = list(range(max(0, index - _READ_AHEAD), index + _READ_AHEAD + 1))
         wanted = [i for i in wanted if (document_id, version, i) not in self._cache]
         ids = {stable_id(document_id, doc_hash, str(i)): i for i in wanted}
         found: dict[int, StoredChunk] = {}

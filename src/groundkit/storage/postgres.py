@@ -584,22 +584,19 @@ class PostgresMetadataStore:
 
     async def bind_chunker(self, identity: str) -> str:
         """Bind the collection to the chunker ``identity`` unless bound; returns the bound one."""
-        async with self._write("bind the chunker") as conn:
-            current = await conn.fetchval(f"SELECT chunker FROM {self._s}.state WHERE id = 1")
-            if current is None:
-                await conn.execute(
-                    f"UPDATE {self._s}.state SET chunker = $1 WHERE id = 1", identity
-                )
-                current = identity
-        return str(current)
+        return await self._bind("chunker", identity)
 
     async def bind_analyzer(self, identity: str) -> str:
         """Bind the collection to ``identity`` unless bound; returns the bound identity."""
-        async with self._write("bind the analyzer") as conn:
-            current = await conn.fetchval(f"SELECT analyzer FROM {self._s}.state WHERE id = 1")
+        return await self._bind("analyzer", identity)
+
+    async def _bind(self, column: str, identity: str) -> str:
+        """Compare-and-set one binding column of ``state`` (``column`` is ours, not input)."""
+        async with self._write(f"bind the {column}") as conn:
+            current = await conn.fetchval(f"SELECT {column} FROM {self._s}.state WHERE id = 1")
             if current is None:
                 await conn.execute(
-                    f"UPDATE {self._s}.state SET analyzer = $1 WHERE id = 1", identity
+                    f"UPDATE {self._s}.state SET {column} = $1 WHERE id = 1", identity
                 )
                 current = identity
         return str(current)

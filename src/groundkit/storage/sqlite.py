@@ -517,26 +517,20 @@ class SQLiteMetadataStore:
     @_serialized
     async def bind_chunker(self, identity: str) -> str:
         """Bind the collection to the chunker ``identity`` unless bound; returns the bound one."""
-        await self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            current = await self._state("chunker")
-            if current is None:
-                await self._conn.execute("UPDATE state SET chunker = ? WHERE id = 1", (identity,))
-                current = identity
-            await self._conn.execute("COMMIT")
-        except BaseException:
-            await self._conn.execute("ROLLBACK")
-            raise
-        return str(current)
+        return await self._bind("chunker", identity)
 
     @_serialized
     async def bind_analyzer(self, identity: str) -> str:
         """Bind the collection to ``identity`` unless bound; returns the bound identity."""
+        return await self._bind("analyzer", identity)
+
+    async def _bind(self, column: str, identity: str) -> str:
+        """Compare-and-set one binding column of ``state`` (``column`` is ours, not input)."""
         await self._conn.execute("BEGIN IMMEDIATE")
         try:
-            current = await self._state("analyzer")
+            current = await self._state(column)
             if current is None:
-                await self._conn.execute("UPDATE state SET analyzer = ? WHERE id = 1", (identity,))
+                await self._conn.execute(f"UPDATE state SET {column} = ? WHERE id = 1", (identity,))
                 current = identity
             await self._conn.execute("COMMIT")
         except BaseException:
