@@ -9,6 +9,7 @@ equals a fresh index of the documents current at that moment.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import random
@@ -218,3 +219,29 @@ def test_blocks_are_skipped_and_the_answer_is_still_exact() -> None:
     assert pruned == index.search_ids(query, 10, prune=False) == index.search_ids(query, 10)
     # The rare term decides the top: every hit holds it.
     assert all(7 in docs[key - 1000] for key, _, _ in index.search_ids(query, 5))
+
+
+@pytest.mark.parametrize(
+    ("repeat", "stored"),
+    [(3, np.uint8), (300, np.uint16), (70_000, np.uint32)],
+)
+def test_counts_are_stored_narrow_and_score_the_same(repeat: int, stored: type) -> None:
+    # Frequencies and lengths take the narrowest type that holds them; the scores do not
+    # depend on it (every weight is computed in float64 from the stored counts; Lucene's
+    # BM25, without the (k1 + 1) factor).
+    docs = [[1] * repeat + [2], [1, 2, 2], [2] * 5]
+    seg = _segment(docs, [0, 1, 2])
+    for name in ("tfs", "lengths", "term_max_tf", "block_max_tf"):
+        assert getattr(seg, name).dtype == stored, name
+    assert seg.term_min_len.dtype == np.uint8 and seg.block_min_len.dtype == np.uint8
+    counts = ("tfs", "lengths", "term_max_tf", "term_min_len", "block_max_tf", "block_min_len")
+    wide = dataclasses.replace(seg, **{n: getattr(seg, n).astype(np.uint32) for n in counts})
+    index = BM25Index([SegmentView.fresh(seg)], _vocab(3))
+    same = BM25Index([SegmentView.fresh(wide)], _vocab(3))
+    k1, b = index.k1, index.b
+    avg = (repeat + 1 + 3 + 5) / 3
+    idf1 = math.log1p((3 - 2 + 0.5) / (2 + 0.5))
+    expected = idf1 * repeat / (repeat + k1 * (1 - b + b * (repeat + 1) / avg))
+    got = index.search_ids({1: 1}, 3)
+    assert got == same.search_ids({1: 1}, 3)
+    assert dict((k, s) for k, s, _ in got)[1000] == pytest.approx(expected, rel=1e-6)

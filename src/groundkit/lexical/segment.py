@@ -42,7 +42,19 @@ BLOCK = 128
 
 U32 = npt.NDArray[np.uint32]
 I64 = npt.NDArray[np.int64]
-TFs = npt.NDArray[np.uint8] | npt.NDArray[np.uint16] | U32
+# Counts (frequencies, lengths and their block bounds) are stored in the narrowest
+# unsigned type that holds them: most corpora need one or two bytes, not four.
+Counts = npt.NDArray[np.uint8] | npt.NDArray[np.uint16] | U32
+
+
+def narrowest(values: npt.NDArray[np.generic]) -> Counts:
+    """``values`` (non-negative, below 2**32) in the smallest of uint8/16/32 that holds them."""
+    top = int(values.max()) if values.size else 0
+    if top <= 0xFF:
+        return np.asarray(values).astype(np.uint8)
+    if top <= 0xFFFF:
+        return np.asarray(values).astype(np.uint16)
+    return np.asarray(values).astype(np.uint32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,18 +62,18 @@ class Segment:
     """Arrays of one segment; any of them may be a read-only memory map."""
 
     keys: I64  # store key of each document (chunk)
-    lengths: U32  # number of terms (sum of frequencies) of each document
+    lengths: Counts  # number of terms (sum of frequencies) of each document
     order: npt.NDArray[np.uint64]  # (n, ORDER_COLUMNS) canonical tie key
     valid_from: npt.NDArray[np.float64]  # when each document's version became current
     terms: npt.NDArray[np.int32]  # global term ids present, ascending
     term_ptr: I64  # postings of terms[i] are [term_ptr[i], term_ptr[i + 1])
     docs: U32  # local document numbers, ascending within each term
-    tfs: TFs  # term frequency of each posting
-    term_max_tf: U32
-    term_min_len: U32
+    tfs: Counts  # term frequency of each posting
+    term_max_tf: Counts
+    term_min_len: Counts
     block_ptr: I64  # blocks of terms[i] are [block_ptr[i], block_ptr[i + 1])
-    block_max_tf: U32
-    block_min_len: U32
+    block_max_tf: Counts
+    block_min_len: Counts
     by_key: U32  # local document numbers in ascending key order (key -> document lookups)
 
     @property
@@ -161,7 +173,7 @@ def stable_order(values: I64) -> I64:
 
 def assemble(
     keys: I64,
-    lengths: U32,
+    lengths: npt.NDArray[np.generic],
     order: npt.NDArray[np.uint64],
     valid_from: npt.NDArray[np.float64],
     post_term: I64,
@@ -179,15 +191,6 @@ def assemble(
     terms = post_term[starts]
     term_ptr = np.append(starts, total).astype(np.int64)
 
-    # The narrowest type that holds every frequency: most corpora need one byte.
-    top = int(raw_tfs.max()) if raw_tfs.size else 0
-    stored_tfs: TFs
-    if top <= 0xFF:
-        stored_tfs = raw_tfs.astype(np.uint8)
-    elif top <= 0xFFFF:
-        stored_tfs = raw_tfs.astype(np.uint16)
-    else:
-        stored_tfs = raw_tfs.astype(np.uint32)
     posting_len = np.asarray(lengths, dtype=np.uint32)[post_doc]
 
     sizes = np.diff(term_ptr)
@@ -199,32 +202,29 @@ def assemble(
     first = np.repeat(term_ptr[:-1], blocks_per_term)
     within = np.arange(n_blocks, dtype=np.int64) - np.repeat(block_ptr[:-1], blocks_per_term)
     block_start = first + within * BLOCK
+    empty = np.zeros(0, dtype=np.uint32)
+    block_max_tf, block_min_len, term_max_tf, term_min_len = empty, empty, empty, empty
     if n_blocks:
-        block_max_tf = np.maximum.reduceat(raw_tfs, block_start).astype(np.uint32)
-        block_min_len = np.minimum.reduceat(posting_len, block_start).astype(np.uint32)
+        block_max_tf = np.maximum.reduceat(raw_tfs, block_start)
+        block_min_len = np.minimum.reduceat(posting_len, block_start)
         first_block = block_ptr[:-1]
-        term_max_tf = np.maximum.reduceat(block_max_tf, first_block).astype(np.uint32)
-        term_min_len = np.minimum.reduceat(block_min_len, first_block).astype(np.uint32)
-    else:
-        block_max_tf = np.zeros(0, dtype=np.uint32)
-        block_min_len = np.zeros(0, dtype=np.uint32)
-        term_max_tf = np.zeros(0, dtype=np.uint32)
-        term_min_len = np.zeros(0, dtype=np.uint32)
+        term_max_tf = np.maximum.reduceat(block_max_tf, first_block)
+        term_min_len = np.minimum.reduceat(block_min_len, first_block)
 
     return Segment(
         keys=np.asarray(keys, dtype=np.int64),
-        lengths=np.asarray(lengths, dtype=np.uint32),
+        lengths=narrowest(np.asarray(lengths)),
         order=np.asarray(order, dtype=np.uint64),
         valid_from=np.asarray(valid_from, dtype=np.float64),
         terms=terms.astype(np.int32),
         term_ptr=term_ptr,
         docs=post_doc.astype(np.uint32),
-        tfs=stored_tfs,
-        term_max_tf=term_max_tf,
-        term_min_len=term_min_len,
+        tfs=narrowest(raw_tfs),
+        term_max_tf=narrowest(term_max_tf),
+        term_min_len=narrowest(term_min_len),
         block_ptr=block_ptr,
-        block_max_tf=block_max_tf,
-        block_min_len=block_min_len,
+        block_max_tf=narrowest(block_max_tf),
+        block_min_len=narrowest(block_min_len),
         by_key=np.argsort(keys, kind="stable").astype(np.uint32),
     )
 
@@ -274,7 +274,7 @@ def merge_segments(
     )
     merged = assemble(
         keys[rank],
-        lengths[rank].astype(np.uint32),
+        lengths[rank],
         order[rank],
         valid_from[rank],
         post_term[by_term],
