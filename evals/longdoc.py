@@ -9,7 +9,8 @@ written ``N`` to a file, each under a ``## <title>`` heading, so a relevant pass
 is one section of a long file, as in a handbook or a report. The folder is
 ingested with ``groundkit.Collection`` once per chunker configuration
 (``CONFIGS``), and every judged query is searched in each mode, plain and with
-the search-time steps the configuration lists (passages, MMR, reordering).
+the search-time steps the configuration lists (passages, MMR, reordering, query
+variants from a glossary of the corpus's own abbreviations).
 
 Scoring is at the span level. The chunks come back in rank order; a chunk is
 relevant when it overlaps the section of a relevant abstract that no earlier
@@ -36,12 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from evals.beir import BeirDataset, load_beir, offline_models
+from evals.glossary import abbreviation_glossary
 from evals.machine import command_line, default_scifact_dir, machine_lines, markdown_table
 from evals.metrics import evaluate
 from groundkit import (
     ChunkingConfig,
     Collection,
     EmbeddingProtocol,
+    GlossaryRewriter,
     RetrievalResult,
     SearchMode,
     SentenceTransformerEmbedder,
@@ -69,6 +72,8 @@ class Setup:
     label: str
     chunking: ChunkingConfig
     variants: tuple[Variant, ...] = field(default=())
+    # Search with a GlossaryRewriter of the corpus's own abbreviations (evals/glossary.py).
+    glossary: bool = False
 
 
 _BM25: tuple[SearchMode, ...] = ("bm25",)
@@ -90,6 +95,12 @@ CONFIGS: dict[str, Setup] = {
         "structure 1600",
         ChunkingConfig(strategy="structure"),
         (Variant("+ mmr 0.7", {"mmr": 0.7}),),
+    ),
+    "structure-rewrite": Setup(
+        "structure 1600",
+        ChunkingConfig(strategy="structure"),
+        (Variant("+ rewrite (corpus abbreviations)", {"rewrite": True}),),
+        glossary=True,
     ),
     "structure-ctx": Setup(
         "structure 1600 + contextual", ChunkingConfig(strategy="structure", contextual=True)
@@ -222,8 +233,18 @@ async def _run_setup(
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
+        rewriter = (
+            GlossaryRewriter(abbreviation_glossary(corpus.files.values()))
+            if setup.glossary
+            else None
+        )
         async with Collection.open(
-            root / "index", "longdoc", base_dir=root, chunking=setup.chunking, embedder=embedder
+            root / "index",
+            "longdoc",
+            base_dir=root,
+            chunking=setup.chunking,
+            embedder=embedder,
+            rewriter=rewriter,
         ) as col:
             started = time.perf_counter()
             report = await col.ingest(root / "long")
