@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,8 @@ from groundkit import (
     verify_citation,
 )
 from groundkit.lexical.analyzer import Analyzer
-from groundkit.retrieval.diversity import lost_in_the_middle
-from tests.support import write_tree
+from groundkit.retrieval.diversity import cosine_similarity, lost_in_the_middle, mmr_order
+from tests.support import ToyEmbedder, write_tree
 
 CONTEXTUAL = ChunkingConfig(strategy="structure", max_chars=80, overlap_chars=0, contextual=True)
 PLAIN = CONTEXTUAL.model_copy(update={"contextual": False})
@@ -196,6 +197,41 @@ async def test_mmr_spreads_over_near_duplicates(tmp_path: Path) -> None:
         plain = [r.source for r in (await col.search("keeper lamp dusk", 2)).results]
         diverse = [r.source for r in (await col.search("keeper lamp dusk", 2, mmr=0.3)).results]
         assert plain[1] != "d.md" and diverse[1] == "d.md"
+    finally:
+        await col.close()
+
+
+class _Counting(ToyEmbedder):
+    """Counts the passages it embeds (the query is embedded apart)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passages = 0
+
+    async def embed_documents(self, texts: Sequence[str]) -> Any:
+        self.passages += len(texts)
+        return await super().embed_documents(texts)
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+async def test_mmr_over_vectors_reads_the_stored_ones(tmp_path: Path, mode: str) -> None:
+    # The candidates' vectors were computed at ingest; MMR reads them instead of running
+    # the model again, and picks exactly what fresh vectors of the same texts pick.
+    embedder = _Counting()
+    chunking = ChunkingConfig(max_chars=80, overlap_chars=0)
+    col = await _ingested(tmp_path, REPEATS, chunking, embedder=embedder)
+    try:
+        for query in QUERIES:
+            embedder.passages = 0
+            response = await col.search(query, 4, mode=mode, mmr=0.5)  # type: ignore[arg-type]
+            assert embedder.passages == 0
+            assert response.metadata["steps"] == ["mmr:0.5"]
+            candidates = (await col.search(query, 50, mode=mode)).results  # type: ignore[arg-type]
+            vectors = await ToyEmbedder().embed_documents([r.content for r in candidates])
+            order = mmr_order(
+                [r.score for r in candidates], cosine_similarity(vectors), lambda_=0.5, k=4
+            )
+            assert [r.chunk_id for r in response.results] == [candidates[i].chunk_id for i in order]
     finally:
         await col.close()
 

@@ -14,9 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import ContextKind, RetrievalResult
-from groundkit.errors import GroundkitError, RetrievalError
+from groundkit.errors import GroundkitError, RetrievalError, StorageError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.context import EXPAND_KINDS, expand_results
@@ -28,7 +31,8 @@ from groundkit.retrieval.diversity import (
 )
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
 from groundkit.retrieval.rewriting import QueryRewriterProtocol, queries_for
-from groundkit.storage.protocols import MetadataStoreProtocol
+from groundkit.storage.protocols import MetadataStoreProtocol, VectorStoreProtocol
+from groundkit.utils.hashing import sha256_text
 
 __all__ = [
     "NO_STEPS",
@@ -145,6 +149,7 @@ async def postprocess(
     config: RetrievalConfig,
     analyzer: Analyzer,
     embedder: EmbeddingProtocol | None,
+    vectors: VectorStoreProtocol | None = None,
 ) -> list[RetrievalResult]:
     """``results`` (best first) after the steps, at most ``top_k`` of them."""
     if steps.expand is not None:
@@ -160,7 +165,7 @@ async def postprocess(
     if steps.mmr is not None and len(results) > 1:
         texts = [r.context.content if r.context else r.content for r in results]
         if embedder is not None:
-            similarity = cosine_similarity(await embedder.embed_documents(texts))
+            similarity = cosine_similarity(await _vectors_of(texts, embedder, vectors))
         else:
             similarity = term_similarity([frozenset(analyzer.terms(t)) for t in texts])
         order = mmr_order([r.score for r in results], similarity, lambda_=steps.mmr, k=top_k)
@@ -169,3 +174,23 @@ async def postprocess(
     if steps.reorder == "lost-in-the-middle":
         results = lost_in_the_middle(results)
     return results
+
+
+async def _vectors_of(
+    texts: Sequence[str], embedder: EmbeddingProtocol, vectors: VectorStoreProtocol | None
+) -> npt.NDArray[np.float32]:
+    """A vector per text: the stored one where the collection embedded exactly this text
+    at ingest (found by its hash, as the ingest reuses vectors), the others embedded in
+    one call. Reading fifty stored vectors costs a lookup, not fifty passes of the model."""
+    hashes = [sha256_text(t) for t in texts]
+    found: dict[str, npt.NDArray[np.float32]] = {}
+    if vectors is not None:
+        try:
+            found = dict(await vectors.vectors_by_content(hashes))
+        except StorageError:
+            found = {}  # the model gives the same vectors, only slower
+    missing = list(dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in found))
+    if missing:
+        rows = np.asarray(await embedder.embed_documents(missing), dtype=np.float32)
+        found.update(zip((sha256_text(t) for t in missing), rows, strict=True))
+    return np.stack([np.asarray(found[h], dtype=np.float32) for h in hashes])

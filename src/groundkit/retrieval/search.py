@@ -396,6 +396,7 @@ class Retriever:
                 config=self._config,
                 analyzer=self._analyzer,
                 embedder=self._embedder if served != "bm25" else None,
+                vectors=self._vectors if served != "bm25" else None,
             )
         await self._attach_evidence(query, results, served, search)
         meta: dict[str, Any] = {
