@@ -69,10 +69,10 @@ def abbreviation_glossary(texts: Iterable[str], min_count: int = 3) -> dict[str,
     """``{short form: [long form], long form: [short form]}`` for the corpus's abbreviations.
 
     Deterministic: pairs are counted over the texts; each short form takes its most
-    frequent long form (ties: the alphabetically first); a long form claimed by two
-    short forms goes to the more frequent pair; a short form the text also uses as a
-    lower-case word is left out. Matching is case-insensitive, so
-    forms equal but for case count as one.
+    frequent long form (ties: the alphabetically first, but a form before its own
+    prefix); a long form claimed by two short forms goes to the more frequent pair; a
+    short form the text also uses as a lower-case word is left out. Matching is
+    case-insensitive, so forms equal but for case count as one.
     """
     pairs: Counter[tuple[str, str]] = Counter()
     words: Counter[str] = Counter()
@@ -96,7 +96,7 @@ def abbreviation_glossary(texts: Iterable[str], min_count: int = 3) -> dict[str,
         if held is None or (n, _neg(found)) > (held[0], _neg(held[1])):
             best[key] = (n, found)
     spelled: dict[str, str] = {}
-    for short, _ in sorted(pairs, key=lambda p: p):
+    for short, _ in sorted(pairs):
         spelled.setdefault(short.lower(), short)
     ranked = sorted(
         (
@@ -120,5 +120,6 @@ def abbreviation_glossary(texts: Iterable[str], min_count: int = 3) -> dict[str,
 
 
 def _neg(text: str) -> tuple[int, ...]:
-    """A key that sorts strings in reverse, so ``max`` picks the alphabetically first."""
+    """A key under which ``max`` picks the alphabetically first of two strings, or the
+    longer where one is a prefix of the other ("characteristics" over "characteristic")."""
     return tuple(-ord(c) for c in text)

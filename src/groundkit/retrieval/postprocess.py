@@ -183,14 +183,17 @@ async def _vectors_of(
     at ingest (found by its hash, as the ingest reuses vectors), the others embedded in
     one call. Reading fifty stored vectors costs a lookup, not fifty passes of the model."""
     hashes = [sha256_text(t) for t in texts]
+    text_of = dict(zip(hashes, texts, strict=True))  # one text per hash, in order
     found: dict[str, npt.NDArray[np.float32]] = {}
     if vectors is not None:
         try:
-            found = dict(await vectors.vectors_by_content(hashes))
+            found = dict(await vectors.vectors_by_content(list(text_of)))
         except StorageError:
             found = {}  # the model gives the same vectors, only slower
-    missing = list(dict.fromkeys(t for t, h in zip(texts, hashes, strict=True) if h not in found))
+    missing = [h for h in text_of if h not in found]
     if missing:
-        rows = np.asarray(await embedder.embed_documents(missing), dtype=np.float32)
-        found.update(zip((sha256_text(t) for t in missing), rows, strict=True))
+        rows = np.asarray(
+            await embedder.embed_documents([text_of[h] for h in missing]), dtype=np.float32
+        )
+        found.update(zip(missing, rows, strict=True))
     return np.stack([np.asarray(found[h], dtype=np.float32) for h in hashes])
