@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tomllib
 import venv
+import zipfile
 from pathlib import Path
 
 import httpx
@@ -88,3 +91,36 @@ def test_local_and_dense_resolve_from_the_public_index(tmp_path: Path) -> None:
     assert Version(torch["metadata"]["version"]) in _declared_torch().specifier
     # From the public index, not a file on this machine.
     assert torch["download_info"]["url"].startswith("https://"), torch["download_info"]
+
+
+def _source_copy(target: Path) -> Path:
+    """The files a source distribution builds from, without anything built in place."""
+    target.mkdir(parents=True)
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        (target / name).write_bytes((ROOT / name).read_bytes())
+    shutil.copytree(
+        ROOT / "src", target / "src", ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
+    return target
+
+
+@pytest.mark.parametrize("compiler", ["cc", "false"])
+def test_the_compiled_kernel_is_built_when_it_can_be(tmp_path: Path, compiler: str) -> None:
+    # With a C compiler the wheel carries the BM25 kernel; without one (CC=false) the
+    # build still succeeds and the package searches with numpy (the same results).
+    source = _source_copy(tmp_path / "src-tree")
+    env = dict(os.environ, CC=compiler, PIP_NO_INDEX="1")
+    command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    proc = subprocess.run(
+        [*command, "-q", "-w", str(tmp_path / "wheels"), str(source)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = (tmp_path / "wheels").glob("groundkit-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "groundkit/lexical/bm25.py" in names
+    kernels = [n for n in names if n.startswith("groundkit/lexical/_kernel") and n.endswith(".so")]
+    assert len(kernels) == (1 if compiler == "cc" else 0)

@@ -39,6 +39,7 @@ from groundkit.contracts import (
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.ingestion.fields import check_fields, parse_field_value
+from groundkit.lexical.bm25 import compiled_kernel
 from groundkit.providers.factory import (
     HTTP_PROVIDERS,
     http_embedder,
@@ -192,8 +193,12 @@ def _parser() -> argparse.ArgumentParser:
         "the command. Exit codes: 0 ok, 1 a problem was found (a file failed, a citation "
         "did not verify), 2 a usage, configuration or storage error.",
     )
+    kernel = "compiled" if compiled_kernel() else "numpy (no compiled kernel installed)"
     parser.add_argument(
-        "-V", "--version", action="version", version=f"grk (groundkit) {__version__}"
+        "-V",
+        "--version",
+        action="version",
+        version=f"grk (groundkit) {__version__}, BM25 kernel: {kernel}",
     )
     _add_common(parser, top=True)
     common = argparse.ArgumentParser(add_help=False)

@@ -4,7 +4,8 @@ Three equalities are proved on random corpora (with duplicate documents, so ties
 are common): the pruned top k equals the exhaustive one, with masks, thresholds
 and past views; an index of several segments with retired documents equals one
 fresh segment of the current documents (same keys, same scores); and a past view
-equals a fresh index of the documents current at that moment.
+equals a fresh index of the documents current at that moment. Each holds for the
+compiled kernel and for the numpy path alike.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 from groundkit.lexical import bm25
 from groundkit.lexical.bm25 import BM25Index, SegmentView, View
 from groundkit.lexical.segment import BLOCK, build_segment, order_key
+from tests.lexical.kernels import KERNELS, lexical_path, numpy_only
 
 Doc = list[int]  # term ids
 
@@ -114,18 +116,59 @@ def test_pruned_top_k_equals_exhaustive(
     for _ in range(4):
         query = _query(rng, n_terms)
         kw = {"score_threshold": threshold, "mask": mask}
-        auto = index.search_ids(query, k, prune=True, **kw)  # small: mostly scored whole
-        with mock.patch.object(bm25, "_DENSE_POSTINGS", 0):  # MaxScore, whatever the size
-            pruned = index.search_ids(query, k, prune=True, **kw)
+        compiled = index.search_ids(query, k, prune=True, **kw)  # the kernel, where built
+        with mock.patch.object(bm25, "_KERNEL_MODE", 0):  # document at a time
+            assert index.search_ids(query, k, **kw) == compiled
+        with mock.patch.object(bm25, "_KERNEL_MODE", 1):  # term at a time
+            assert index.search_ids(query, k, **kw) == compiled
+        with numpy_only():
+            auto = index.search_ids(query, k, prune=True, **kw)  # small: mostly scored whole
+            with mock.patch.object(bm25, "_DENSE_POSTINGS", 0):  # MaxScore, whatever the size
+                pruned = index.search_ids(query, k, prune=True, **kw)
         exhaustive = index.search_ids(query, k, prune=False, **kw)
-        assert auto == pruned == exhaustive
+        assert compiled == auto == pruned == exhaustive
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    n_docs=st.integers(BLOCK, 12 * BLOCK),
+    n_terms=st.integers(2, 60),
+    parts=st.integers(1, 3),
+    k=st.integers(1, 50),
+)
+def test_pruned_top_k_equals_exhaustive_over_many_blocks(
+    seed: int, n_docs: int, n_terms: int, parts: int, k: int
+) -> None:
+    # Posting lists of many blocks, so block bounds and skipping are exercised.
+    rng = random.Random(seed)
+    docs = _corpus(rng, n_docs, n_terms)
+    retired = {i: -math.inf for i in range(n_docs) if rng.random() < 0.05}
+    index = _index(docs, _split(rng, n_docs, parts), retired)
+    mask = np.asarray([rng.random() < 0.7 for _ in range(index.size)]) if seed % 2 else None
+    threshold = rng.choice([None, None, None, 1.0, 2.5])
+    for _ in range(3):
+        query = dict(Counter(rng.choices(range(n_terms), k=rng.randint(1, 8))))
+        kw = {"score_threshold": threshold, "mask": mask}
+        compiled = index.search_ids(query, k, **kw)
+        with mock.patch.object(bm25, "_KERNEL_MODE", 0):  # document at a time
+            assert index.search_ids(query, k, **kw) == compiled
+        with numpy_only():
+            pruned = index.search_ids(query, k, **kw)
+        assert compiled == pruned == index.search_ids(query, k, prune=False, **kw)
+
+
+@KERNELS
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n_docs=st.integers(2, 300), parts=st.integers(2, 6))
 def test_segments_with_retired_documents_equal_one_fresh_segment(
-    seed: int, n_docs: int, parts: int
+    compiled: bool, seed: int, n_docs: int, parts: int
 ) -> None:
+    with lexical_path(compiled):
+        _retired_equal_fresh(seed, n_docs, parts)
+
+
+def _retired_equal_fresh(seed: int, n_docs: int, parts: int) -> None:
     rng = random.Random(seed)
     n_terms = rng.randint(3, 30)
     docs = _corpus(rng, n_docs, n_terms)
@@ -141,9 +184,17 @@ def test_segments_with_retired_documents_equal_one_fresh_segment(
         assert got == want
 
 
+@KERNELS
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n_docs=st.integers(2, 250))
-def test_a_past_view_equals_an_index_of_what_was_current_then(seed: int, n_docs: int) -> None:
+def test_a_past_view_equals_an_index_of_what_was_current_then(
+    compiled: bool, seed: int, n_docs: int
+) -> None:
+    with lexical_path(compiled):
+        _past_view_equals_fresh(seed, n_docs)
+
+
+def _past_view_equals_fresh(seed: int, n_docs: int) -> None:
     rng = random.Random(seed)
     n_terms = rng.randint(3, 25)
     docs = _corpus(rng, n_docs, n_terms)
@@ -184,7 +235,13 @@ def test_scores_are_lucene_bm25() -> None:
         assert score == pytest.approx(expected, rel=1e-6)
 
 
-def test_ties_break_on_the_canonical_key_across_segments() -> None:
+@KERNELS
+def test_ties_break_on_the_canonical_key_across_segments(compiled: bool) -> None:
+    with lexical_path(compiled):
+        _ties_across_segments()
+
+
+def _ties_across_segments() -> None:
     docs = [[1, 2], [1, 2], [1, 2], [3], [1, 2]]
     split = _index(docs, [[0, 3], [1], [2, 4]], {})
     whole = _index(docs, [[0, 1, 2, 3, 4]], {})
@@ -197,7 +254,8 @@ def test_ties_break_on_the_canonical_key_across_segments() -> None:
     assert [key - 1000 for key, _, _ in got] == ordered[:3]
 
 
-def test_blocks_are_skipped_and_the_answer_is_still_exact() -> None:
+@KERNELS
+def test_blocks_are_skipped_and_the_answer_is_still_exact(compiled: bool) -> None:
     # One very common term and a rare one: the common term's blocks mostly cannot matter.
     rng = random.Random(5)
     docs = [[0] * rng.randint(1, 3) + ([7] if i % 97 == 0 else []) for i in range(20 * BLOCK)]
@@ -205,14 +263,22 @@ def test_blocks_are_skipped_and_the_answer_is_still_exact() -> None:
     query = {0: 1, 7: 1}
     scored: list[int] = []
     real_score = bm25._SegmentSearch.score
+    real_compiled = bm25._SegmentSearch.run_compiled
 
     def counting(self: bm25._SegmentSearch, candidates: np.ndarray, theta: float) -> object:
         scored.append(int(candidates.shape[0]))
         return real_score(self, candidates, theta)
 
+    def counting_compiled(self: bm25._SegmentSearch, best: object) -> None:
+        real_compiled(self, best)  # type: ignore[arg-type]
+        scored.append(self.scored)
+
     with (
+        lexical_path(compiled),
+        mock.patch.object(bm25, "_KERNEL_MODE", 0),
         mock.patch.object(bm25, "_DENSE_POSTINGS", 0),
         mock.patch.object(bm25._SegmentSearch, "score", counting),
+        mock.patch.object(bm25._SegmentSearch, "run_compiled", counting_compiled),
     ):
         pruned = index.search_ids(query, 10)
     assert scored and max(scored) < len(docs) // 4  # most blocks never became candidates

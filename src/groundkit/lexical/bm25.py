@@ -20,14 +20,18 @@ canonical position ``(content_hash, chunk_index, document_id)``; see
 
 from __future__ import annotations
 
+import importlib
+import logging
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
+from groundkit.errors import StorageError
 from groundkit.lexical.protocols import LexicalHit, PostingsBatch, PostingsSource
 from groundkit.lexical.segment import (
     BLOCK,
@@ -37,7 +41,56 @@ from groundkit.lexical.segment import (
     empty_segment,
 )
 
-__all__ = ["BM25Index", "SegmentView", "View", "segment_from_batches", "view_from_batches"]
+
+def _load_kernel() -> ModuleType | None:
+    try:
+        return importlib.import_module("groundkit.lexical._kernel")
+    except ImportError:  # installed without a C compiler: numpy gives the same results
+        return None
+
+
+_kernel = _load_kernel()
+
+__all__ = [
+    "BM25Index",
+    "SegmentView",
+    "View",
+    "compiled_kernel",
+    "segment_from_batches",
+    "view_from_batches",
+]
+
+
+logger = logging.getLogger("groundkit.lexical")
+
+
+def compiled_kernel() -> bool:
+    """Whether pruned searches run in the compiled kernel (``groundkit.lexical._kernel``)
+    rather than in numpy. Both return the same hits and scores; the kernel is faster."""
+    return _kernel is not None and _USE_KERNEL
+
+
+def kernel_module() -> ModuleType | None:
+    """The compiled kernel, or None where it is not installed (or tests turned it off)."""
+    return _kernel if _USE_KERNEL else None
+
+
+def _say_numpy_once() -> None:
+    global _TOLD
+    if not _TOLD:
+        _TOLD = True
+        logger.warning(
+            "groundkit's compiled BM25 kernel is not installed (the package was built "
+            "without a C compiler): searches use numpy, with the same results, slower"
+        )
+
+
+_TOLD = False
+# Tests set this to False to run the numpy path where the kernel is installed.
+_USE_KERNEL = True
+# How the kernel scores a segment: -1 lets it choose (term at a time when the segment is
+# small next to the postings read, else MaxScore); 0 and 1 force one (tests).
+_KERNEL_MODE = -1
 
 # Bounds are stretched, and thresholds shrunk, by this much: more than float32 rounding
 # (about 6e-8 relative), so rounding never makes a bound too tight or a threshold too high.
@@ -227,6 +280,9 @@ class BM25Index:
         self._offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=self._offsets[1:])
         self._keys: npt.NDArray[np.int64] | None = None
+        self._largest_term: int | None = None
+        # Large segments are searched first: the threshold they set prunes the small ones.
+        self._largest_first = sorted(range(len(sizes)), key=lambda i: -sizes[i])
 
     # -- building -------------------------------------------------------------
 
@@ -272,8 +328,7 @@ class BM25Index:
         hold in all (what a search may read). ``search_ids`` takes it, so a caller
         that looks first, to decide where to run the search, does not look twice."""
         wanted = sorted(t for t, n in query.items() if n > 0)
-        ids = np.asarray(wanted, dtype=np.int32)
-        present = [_present(v.segment, ids) for v in self._views]
+        present = [_present(v.segment, wanted) for v in self._views]
         postings = sum(hi - lo for found in present for _, _, lo, hi in found)
         return TermLookup(wanted, present, postings)
 
@@ -286,6 +341,16 @@ class BM25Index:
         if not self._views:
             return np.zeros(0, dtype=np.int64)
         return np.sort(np.concatenate([v.segment.keys[v.current] for v in self._views]))
+
+    @property
+    def largest_term(self) -> int:
+        """The largest term id any segment holds (0 when none holds any)."""
+        if self._largest_term is None:
+            self._largest_term = max(
+                (int(v.segment.terms[-1]) for v in self._views if v.segment.terms.size),
+                default=0,
+            )
+        return self._largest_term
 
     @property
     def views(self) -> list[SegmentView]:
@@ -365,9 +430,8 @@ class BM25Index:
             return []
         floor = 0.0 if score_threshold is None else float(score_threshold)
         best = _TopK(top_k, floor)
-        # Large segments first: the threshold they set prunes the small ones hardest.
-        order = sorted(range(len(self._views)), key=lambda i: -self._views[i].segment.size)
-        for i in order:
+        norm = _Norm.of(self.k1, self.b, stats.avg_length)
+        for i in self._largest_first:
             terms = [p for p in present[i] if p[0] in scale]
             if not terms:
                 continue
@@ -376,13 +440,7 @@ class BM25Index:
             if mask is not None:
                 local_mask = mask[self._offsets[i] : self._offsets[i + 1]]
             search = _SegmentSearch(
-                seg_view,
-                i,
-                terms,
-                scale,
-                _Norm.of(self.k1, self.b, stats.avg_length),
-                seg_view.visible(view),
-                local_mask,
+                seg_view, i, terms, scale, norm, seg_view.visible(view), local_mask
             )
             search.run(best, prune)
         return best.result(self._views)
@@ -415,6 +473,8 @@ def _idf(stats: _Stats) -> dict[int, float]:
 
 # (term id, index in the segment's term table, first posting, end of postings)
 _Term = tuple[int, int, int, int]
+# What the kernel returns per hit: (key, score, tied, local document number).
+_KernelHit = tuple[int, float, bool, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,17 +500,34 @@ _DENSE_RATIO = 4.0
 _CACHED_POSTINGS = 2_000_000
 
 
-def _present(seg: Segment, query_ids: npt.NDArray[np.int32]) -> list[_Term]:
+def _present(seg: Segment, wanted: list[int]) -> list[_Term]:
     """The query terms this segment holds, with their posting ranges (one lookup)."""
-    if seg.terms.shape[0] == 0:
+    if seg.terms.shape[0] == 0 or not wanted:
         return []
+    if _kernel is not None and _USE_KERNEL:
+        try:
+            found: list[_Term] = _kernel.locate(seg.terms, seg.term_ptr, wanted)
+        except ValueError as exc:
+            raise _damaged(exc) from None
+        return found
+    query_ids = np.asarray(wanted, dtype=np.int32)
     at = np.searchsorted(seg.terms, query_ids)
-    at = np.minimum(at, seg.terms.shape[0] - 1)
+    np.minimum(at, seg.terms.shape[0] - 1, out=at)
     hit = seg.terms[at] == query_ids
-    out: list[_Term] = []
-    for t, j in zip(query_ids[hit].tolist(), at[hit].tolist(), strict=True):
-        out.append((int(t), int(j), int(seg.term_ptr[j]), int(seg.term_ptr[j + 1])))
-    return out
+    if not hit.any():
+        return []
+    js = at[hit]
+    starts, ends = seg.term_ptr[js].tolist(), seg.term_ptr[js + 1].tolist()
+    return list(zip(query_ids[hit].tolist(), js.tolist(), starts, ends, strict=True))
+
+
+def _damaged(exc: ValueError) -> StorageError:
+    """What a search says when a segment's arrays do not fit together (the kernel checks
+    every index it reads, so it stops there instead of reading out of bounds)."""
+    return StorageError(
+        f"the lexical index is damaged ({exc}); remove the collection's .segments "
+        "directory and it is rebuilt from the store at the next open"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +583,7 @@ class _SegmentSearch:
         self.mask = mask
         self.bound: dict[int, float] = {}
         self.total_bound = 0.0
+        self.scored = 0  # documents the compiled kernel scored exactly (tests read it)
 
     def _bounds(self) -> None:
         """Each term's largest possible weight here (what pruning needs; a segment
@@ -526,6 +604,11 @@ class _SegmentSearch:
         return keep
 
     def run(self, best: _TopK, prune: bool) -> None:
+        if prune and _kernel is not None and _USE_KERNEL:
+            self.run_compiled(best)
+            return
+        if _kernel is None:
+            _say_numpy_once()
         postings = sum(hi - lo for _, _, lo, hi in self.terms)
         if prune and postings <= _DENSE_POSTINGS and self.seg.size <= _DENSE_RATIO * postings:
             self.run_dense(best)
@@ -554,6 +637,54 @@ class _SegmentSearch:
         scored = self.score(candidates, theta)
         if scored is not None:
             best.offer(scored[1], scored[0], self.seg, self.seg_no)
+
+    def run_compiled(self, best: _TopK) -> None:
+        """The segment's own top k from the compiled kernel (the same MaxScore bounds,
+        document at a time with block skipping; the same sums, so the same bits)."""
+        terms = sorted(self.terms)
+        spans = [(lo, hi, j) for _, j, lo, hi in terms]
+        scales = [self.scale[t] for t, _, _, _ in terms]
+        everyone = self.visible is self.view.current and not self.view.dead_docs
+        try:
+            hits, scored = self._top_k(spans, scales, everyone, best)
+        except ValueError as exc:  # arrays that do not fit: checked there, never read past
+            raise _damaged(exc) from None
+        self.scored = scored
+        if hits:
+            best.offer_ranked(hits, self.seg, self.seg_no)
+
+    def _top_k(
+        self,
+        spans: list[tuple[int, int, int]],
+        scales: list[float],
+        everyone: bool,
+        best: _TopK,
+    ) -> tuple[list[_KernelHit], int]:
+        assert _kernel is not None
+        seg = self.seg
+        found: tuple[list[_KernelHit], int] = _kernel.top_k(
+            seg.docs,
+            seg.tfs,
+            seg.lengths,
+            seg.term_max_tf,
+            seg.term_min_len,
+            seg.block_ptr,
+            seg.block_max_tf,
+            seg.block_min_len,
+            seg.keys,
+            seg.order,
+            spans,
+            scales,
+            self.norm.base,
+            self.norm.per_length,
+            None if everyone else self.visible,
+            self.mask,
+            best.k,
+            best.threshold,
+            best.floor,
+            _KERNEL_MODE,
+        )
+        return found
 
     def run_dense(self, best: _TopK) -> None:
         """Every posting of the query terms added into one array of the segment's
@@ -686,14 +817,21 @@ class _TopK:
     def __init__(self, k: int, floor: float) -> None:
         self.k = k
         self._floor = floor
-        self._scores = np.zeros(0, dtype=np.float32)
-        self._order = np.zeros((0, ORDER_COLUMNS), dtype=np.uint64)
-        self._where = np.zeros((0, 2), dtype=np.int64)  # (segment, local document)
+        self._scores = _NO_SCORES
+        self._order = _NO_ORDER
+        self._where = _NO_WHERE  # (segment, local document)
         self._threshold = floor
+        # One segment's ranked best, kept as the kernel gave it until another segment
+        # offers more (most searches have one segment with the query's terms).
+        self._ranked: tuple[list[_KernelHit], Segment, int] | None = None
 
     @property
     def threshold(self) -> float:
         return self._threshold
+
+    @property
+    def floor(self) -> float:
+        return self._floor
 
     def raise_threshold(self, value: float) -> float:
         self._threshold = max(self._threshold, value)
@@ -706,6 +844,8 @@ class _TopK:
         seg: Segment,
         seg_no: int,
     ) -> None:
+        """Take a segment's candidates (any order; those below the floor are dropped)."""
+        self._unpack_ranked()
         keep = scores >= np.float32(self._floor) if self._floor > 0.0 else scores > 0.0
         if not keep.all():
             scores, docs = scores[keep], docs[keep]
@@ -756,23 +896,53 @@ class _TopK:
         if self._scores.size >= self.k:
             self._threshold = max(self._threshold, float(self._scores[self.k - 1]))
 
+    def offer_ranked(self, hits: list[_KernelHit], seg: Segment, seg_no: int) -> None:
+        """Take a segment's own best from the kernel: at most k, best first, each
+        ``(key, score, tied, document)``, the floor already applied."""
+        if self._ranked is None and self._scores.size == 0:
+            self._ranked = (hits, seg, seg_no)
+            if len(hits) >= self.k:
+                self._threshold = max(self._threshold, hits[self.k - 1][1])
+            return
+        scores = np.array([h[1] for h in hits], dtype=np.float32)
+        docs = np.array([h[3] for h in hits], dtype=np.uint32)
+        self.offer(scores, docs, seg, seg_no)
+
+    def _unpack_ranked(self) -> None:
+        """The kept segment's hits as arrays, to merge with another segment's."""
+        if self._ranked is None:
+            return
+        hits, seg, seg_no = self._ranked
+        self._ranked = None
+        docs = np.array([h[3] for h in hits], dtype=np.int64)
+        self._scores = np.array([h[1] for h in hits], dtype=np.float32)
+        self._order = seg.order[docs]
+        self._where = np.empty((docs.shape[0], 2), dtype=np.int64)
+        self._where[:, 0] = seg_no
+        self._where[:, 1] = docs
+
     def result(self, views: Sequence[SegmentView]) -> list[tuple[int, float, bool]]:
+        if self._ranked is not None:
+            return [(key, score, tied) for key, score, tied, _ in self._ranked[0]]
         n = self._scores.size
         if n == 0:
             return []
-        tied = np.zeros(n, dtype=np.bool_)
-        if n > 1:
-            same = (self._scores[1:] == self._scores[:-1]) & np.all(
-                self._order[1:] == self._order[:-1], axis=1
-            )
-            tied[1:] |= same
-            tied[:-1] |= same
-        out: list[tuple[int, float, bool]] = []
-        for (seg_no, doc), score, is_tied in zip(
-            self._where.tolist(), self._scores.tolist(), tied.tolist(), strict=True
-        ):
-            out.append((int(views[seg_no].segment.keys[doc]), float(score), bool(is_tied)))
-        return out
+        scores = self._scores.tolist()
+        where = self._where.tolist()
+        tied = [False] * n
+        for i in range(n - 1):
+            # Equal scores are rare; only then are the tie keys compared.
+            if scores[i] == scores[i + 1] and bool((self._order[i] == self._order[i + 1]).all()):
+                tied[i] = tied[i + 1] = True
+        return [
+            (int(views[seg_no].segment.keys[doc]), score, is_tied)
+            for (seg_no, doc), score, is_tied in zip(where, scores, tied, strict=True)
+        ]
+
+
+_NO_SCORES = np.zeros(0, dtype=np.float32)
+_NO_ORDER = np.zeros((0, ORDER_COLUMNS), dtype=np.uint64)
+_NO_WHERE = np.zeros((0, 2), dtype=np.int64)
 
 
 def segment_from_batches(batches: Sequence[PostingsBatch]) -> Segment:

@@ -318,4 +318,11 @@ def segment_from_arrays(arrays: Mapping[str, npt.NDArray[np.generic]]) -> Segmen
         raise ValueError("segment postings do not fit their term table")
     if m and int(seg.block_ptr[-1]) != int(seg.block_max_tf.shape[0]):
         raise ValueError("segment blocks do not fit their term table")
+    # Every term has postings, in order (the compiled kernel also checks every
+    # document number it reads, so a bad posting stops a search instead of misleading it).
+    if m and (
+        not bool((seg.term_ptr[1:] > seg.term_ptr[:-1]).all())
+        or not bool((seg.block_ptr[1:] > seg.block_ptr[:-1]).all())
+    ):
+        raise ValueError("segment term table is out of order")
     return seg
