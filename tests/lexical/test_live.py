@@ -28,7 +28,15 @@ from groundkit.storage.sqlite import SQLiteMetadataStore
 from groundkit.testing.conformance.helpers import make_document
 
 WORDS = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu"]
-QUERIES = [["ant"], ["bee", "cat"], ["dog", "dog", "eel"], ["fox", "gnu", "ant", "bee"], ["gnu"]]
+QUERIES = [
+    ["ant"],
+    ["bee", "cat"],
+    ["dog", "dog", "eel"],
+    ["fox", "gnu", "ant", "bee"],
+    ["gnu"],
+    ["new1", "ant"],  # words that appear only later: a reader must learn their ids
+    ["new2", "new3"],
+]
 
 
 async def _ranking(live: LiveIndex, view: View = CURRENT, k: int = 5) -> list[Any]:
@@ -46,7 +54,8 @@ async def _fresh(store: SQLiteMetadataStore) -> LiveIndex:
 
 
 def _text(rng: random.Random) -> list[str]:
-    return [" ".join(rng.choices(WORDS, k=rng.randint(1, 6))) for _ in range(rng.randint(1, 3))]
+    words = [*WORDS, f"new{rng.randrange(4)}"]  # now and then a word no chunk had yet
+    return [" ".join(rng.choices(words, k=rng.randint(1, 6))) for _ in range(rng.randint(1, 3))]
 
 
 async def _apply(store: SQLiteMetadataStore, rng: random.Random, op: str, n_sources: int) -> None:
@@ -206,6 +215,35 @@ async def test_a_reader_catches_up_without_rebuilding(
     assert await _ranking(reader) == await _ranking(await _fresh(store))
 
 
+async def test_a_remembered_vocabulary_follows_new_terms_without_asking_the_store(
+    tmp_path: Path, store: SQLiteMetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = LocalSegments(tmp_path / "c.segments")
+    writer = await _populate(store, files)
+    reader = await LiveIndex.open(store, files)
+    asked: list[list[str]] = []
+    real = store.term_ids
+
+    async def counting(terms: Any) -> dict[str, int]:
+        asked.append(list(terms))
+        return await real(terms)
+
+    monkeypatch.setattr(store, "term_ids", counting)
+    # The whole vocabulary is in memory: a word in no chunk costs no store lookup.
+    assert await reader.term_ids(["ant", "zebra"]) == {"ant": (await real(["ant"]))["ant"]}
+    assert asked == []
+    await store.replace_documents([make_document("z.txt", ["zebra ant"])])
+    await writer.commit()
+    # Not caught up yet: the word is in no segment this reader searches.
+    assert await reader.term_ids(["zebra"]) == {}
+    await reader.refresh()
+    zebra = await reader.term_ids(["zebra"])
+    assert zebra == await real(["zebra"]) and asked == []
+    hits = reader.index.search_ids(Counter(zebra.values()), 5)
+    rows = await store.get_chunks_by_keys([key for key, _, _ in hits])
+    assert [row.source for row in rows.values()] == ["z.txt"]
+
+
 async def test_merge_drops_removed_chunks_and_keeps_past_versions(
     tmp_path: Path, store: SQLiteMetadataStore
 ) -> None:
@@ -242,4 +280,5 @@ async def test_unreferenced_packs_are_swept_after_the_grace_period(
     manifest = json.loads((files.directory / "manifest.json").read_text())
     named = {p["segment"]["name"] for p in manifest["parts"]}
     named |= {p["overlay"]["name"] for p in manifest["parts"] if p["overlay"]}
+    named.add(manifest["vocabulary"]["pack"]["name"])
     assert {p.stem for p in _packs(files.directory)} == named

@@ -38,9 +38,10 @@ import numpy.typing as npt
 
 from groundkit.contracts import PackStore
 from groundkit.errors import GroundkitError
-from groundkit.lexical.bm25 import BM25Index, SegmentView, view_from_batches
+from groundkit.lexical.bm25 import BM25Index, SegmentView, kernel_module, view_from_batches
 from groundkit.lexical.protocols import ChangeEntries, LiveSource
 from groundkit.lexical.segment import Segment, merge_segments, segment_from_arrays
+from groundkit.lexical.vocabulary import VocabularyPack, vocabulary_arrays
 
 __all__ = ["FORMAT", "LiveIndex"]
 
@@ -54,6 +55,12 @@ _MAX_SEGMENTS = 8
 _MAX_REMOVED_SHARE = 0.3
 # Terms whose ids are remembered (a query looks each one up in the store once).
 _TERM_CACHE = 100_000
+# Terms written after the vocabulary pack that are kept in memory; past this many the
+# store is asked instead, until a merge writes a new pack.
+_TAIL_CAP = 200_000
+# A merge writes a new vocabulary pack when the tail holds this many terms (or a tenth
+# of the pack's, if more).
+_TAIL_REWRITE = 10_000
 
 
 class _Stale(Exception):
@@ -111,6 +118,12 @@ class LiveIndex:
         self._lock = asyncio.Lock()
         self._uid: str | None = None
         self._terms: OrderedDict[str, int] = OrderedDict()
+        # The vocabulary (lexical/vocabulary.py): a persisted pack, the terms written
+        # after it, and whether the two together hold every term up to ``_vocab_max``.
+        self._pack: VocabularyPack | None = None
+        self._tail: dict[str, int] = {}
+        self._complete = False
+        self._vocab_max = 0
         # Why the persisted index was not used at open (None: it was, or there was none).
         self.rebuilt_because: str | None = None
 
@@ -132,17 +145,19 @@ class LiveIndex:
         return live
 
     async def _remember_vocabulary(self) -> None:
-        """Read a vocabulary small enough to remember whole once, at open, instead of
-        a term lookup in the store for each query term not seen yet."""
+        """Know every term at open, when that is cheap: the vocabulary pack plus the
+        terms written after it, or a vocabulary small enough to read whole. Then a
+        query term the vocabulary lacks is in no segment, and the store is not asked."""
         assert self._state is not None
-        largest = max(
-            (int(p.view.segment.terms[-1]) for p in self._state.parts if p.view.segment.terms.size),
-            default=-1,
-        )
-        if 0 <= largest < _TERM_CACHE:
-            self._terms.update(await self._source.vocabulary())
-            while len(self._terms) > _TERM_CACHE:
-                self._terms.popitem(last=False)
+        after = 0 if self._pack is None else self._pack.max_id
+        if self._pack is None and not 0 <= self._state.index.largest_term < _TERM_CACHE:
+            return  # no pack, and too large to read at every open: asked term by term
+        tail = await self._source.vocabulary(after)
+        if len(tail) > _TAIL_CAP:
+            return
+        self._tail = tail
+        self._vocab_max = max([after, *tail.values()])
+        self._complete = True
 
     async def _open(self) -> None:
         self._uid = await self._source.collection_uid()
@@ -166,9 +181,11 @@ class LiveIndex:
         if state is None:
             state = await self._build()
         self._state = state
-        if self._files is not None and state.generation != loaded_generation:
+        unsaved = state.generation != loaded_generation
+        if self._files is not None and (unsaved or self._wants_vocabulary()):
             # Saved for the next process (a writer that died before saving, a first
-            # open); skipped when another process is saving right now.
+            # open, files from before vocabulary packs); skipped when another process
+            # is saving right now.
             with contextlib.suppress(OSError):
                 await self._save(wait=False)
 
@@ -199,22 +216,35 @@ class LiveIndex:
 
     async def term_ids(self, terms: Sequence[str]) -> dict[str, int]:
         """Store ids of the ``terms`` that have one; ids never change, so found ones
-        are remembered (an unknown term is asked again: it may exist by now)."""
+        are remembered. An unknown term is asked again (it may exist by now), unless
+        the vocabulary is known up to every id the index holds: then it is in no
+        segment of the index, and the store need not be asked."""
         out: dict[str, int] = {}
         missing: list[str] = []
+        tail, known = self._tail, self._terms
         for term in terms:
-            found = self._terms.get(term)
+            found = tail.get(term)
+            if found is None:
+                found = known.get(term)
+                if found is not None:
+                    known.move_to_end(term)
             if found is None:
                 missing.append(term)
             else:
                 out[term] = found
-                self._terms.move_to_end(term)
-        if missing:
-            looked_up = await self._source.term_ids(missing)
-            out.update(looked_up)
-            self._terms.update(looked_up)
-            while len(self._terms) > _TERM_CACHE:
-                self._terms.popitem(last=False)
+        kernel = kernel_module()
+        if missing and self._pack is not None and kernel is not None:
+            packed = self._pack.find(kernel, missing)
+            if packed:
+                out.update(packed)
+                missing = [t for t in missing if t not in packed]
+        if not missing or (self._complete and self._vocab_max >= self.index.largest_term):
+            return out
+        looked_up = await self._source.term_ids(missing)
+        out.update(looked_up)
+        known.update(looked_up)
+        while len(known) > _TERM_CACHE:
+            known.popitem(last=False)
         return out
 
     # -- following the store --------------------------------------------------------
@@ -229,9 +259,27 @@ class LiveIndex:
             caught = await self._catch_up(self._state)
             if caught is None:
                 self._state = await self._build()
+                await self._follow_vocabulary()
                 return Refresh(_NOTHING.added, _NOTHING.retired, rebuilt=True)
             self._state, change = caught
+            await self._follow_vocabulary()
             return change
+
+    async def _follow_vocabulary(self) -> None:
+        """Read the terms the index's new segments brought into the tail, while the
+        vocabulary is known whole (ids only grow: those above the largest known)."""
+        assert self._state is not None
+        if not self._complete or self._vocab_max >= self._state.index.largest_term:
+            return
+        try:
+            added = await self._source.vocabulary(self._vocab_max)
+        except GroundkitError:
+            added = None
+        if added is None or len(self._tail) + len(added) > _TAIL_CAP:
+            self._complete, self._tail = False, {}  # asked term by term until a merge
+            return
+        self._tail.update(added)
+        self._vocab_max = max([self._vocab_max, *added.values()])
 
     async def _adopt_newer_manifest(self) -> bool:
         """Take a manifest another writer saved past this state, when it can be read:
@@ -251,6 +299,9 @@ class LiveIndex:
             self._state = await self._from_manifest(manifest, await self._source.generation())
         except _Stale:
             return False
+        pack = await self._vocabulary_of(manifest)
+        if pack is not None and (self._pack is None or pack.max_id > self._pack.max_id):
+            self._pack = pack  # the tail still holds every term above the old one
         return True
 
     async def _catch_up(self, state: _State) -> tuple[_State, Refresh] | None:
@@ -308,7 +359,25 @@ class LiveIndex:
             raise _Stale(str(exc)) from None
         if manifest is None:
             return None
-        return await self._from_manifest(manifest, store_generation)
+        state = await self._from_manifest(manifest, store_generation)
+        self._pack = await self._vocabulary_of(manifest)
+        return state
+
+    async def _vocabulary_of(self, manifest: Mapping[str, Any]) -> VocabularyPack | None:
+        """The vocabulary pack ``manifest`` names, checked; None without one, or when it
+        cannot be used (the store is then asked term by term, and the next save writes
+        a new one: the segments stay usable either way)."""
+        assert self._files is not None
+        named = manifest.get("vocabulary")
+        if not isinstance(named, dict) or kernel_module() is None:
+            return None
+        try:
+            entry = named["pack"]
+            arrays, _ = await self._files.load_pack(entry)
+            return VocabularyPack.of(arrays, named.get("max_id"), entry)
+        except (GroundkitError, ValueError, KeyError, TypeError) as exc:
+            logger.warning("the vocabulary pack is not used: %s", exc)
+            return None
 
     async def _from_manifest(self, manifest: Mapping[str, Any], store_generation: int) -> _State:
         assert self._files is not None
@@ -380,12 +449,15 @@ class LiveIndex:
                 await self._persist()
             return held
 
-    async def _persist(self) -> None:
+    async def _persist(self, *, vocabulary: bool = False) -> None:
         """Write the packs the current state lacks, then the manifest naming them
         (the caller holds the writer lock). Searches go on meanwhile: the state is
-        only swapped, for one with the pack entries filled in, at the end."""
+        only swapped, for one with the pack entries filled in, at the end. A
+        vocabulary pack is written when there is none yet, or when ``vocabulary``."""
         assert self._files is not None and self._state is not None
         state = self._state
+        if kernel_module() is not None and (self._pack is None or vocabulary):
+            await self._write_vocabulary()
         previous = None
         with contextlib.suppress(GroundkitError):
             previous = await self._files.read_manifest()
@@ -413,6 +485,7 @@ class LiveIndex:
                 "generation": state.generation,
                 "max_key": state.max_key,
                 "parts": [{"segment": p.segment_pack, "overlay": p.overlay_pack} for p in saved],
+                **self._vocabulary_entry(),
             }
         )
         async with self._lock:
@@ -424,7 +497,38 @@ class LiveIndex:
             await self._source.prune_changes(min(before, state.generation))
         names = [p.segment_pack["name"] for p in saved if p.segment_pack is not None]
         names += [p.overlay_pack["name"] for p in saved if p.overlay_pack is not None]
+        if self._pack is not None:
+            names.append(self._pack.entry["name"])
         await self._files.remove_unreferenced(names)
+
+    def _wants_vocabulary(self) -> bool:
+        """Whether a save would add a vocabulary pack the files lack (or hold damaged)."""
+        return self._pack is None and kernel_module() is not None
+
+    def _vocabulary_entry(self) -> dict[str, Any]:
+        if self._pack is None:
+            return {}
+        return {"vocabulary": {"pack": dict(self._pack.entry), "max_id": self._pack.max_id}}
+
+    async def _write_vocabulary(self) -> None:
+        """Write every term the store holds as a new vocabulary pack (the caller holds
+        the writer lock); the tail keeps only the terms above it."""
+        assert self._files is not None
+        terms = await self._source.vocabulary()
+        arrays = await asyncio.to_thread(vocabulary_arrays, terms)
+        max_id = max(terms.values(), default=0)
+        entry = await self._files.write_pack(_new_name("voc"), arrays, {"terms": len(terms)})
+        pack = VocabularyPack.of(arrays, max_id, entry)
+        async with self._lock:
+            # The pack holds every term up to max_id; a tail known whole still holds
+            # every term above it up to _vocab_max, and any other tail is dropped.
+            if self._complete:
+                self._tail = {t: i for t, i in self._tail.items() if i > max_id}
+                self._vocab_max = max(self._vocab_max, max_id)
+            else:
+                self._tail, self._vocab_max = {}, max_id
+            self._pack = pack
+            self._complete = True
 
     # -- merging -------------------------------------------------------------------------
 
@@ -470,7 +574,8 @@ class LiveIndex:
                     parts.append(_Part(merged_view, overlay_saved=merged_view.dead_docs == 0))
                 parts.sort(key=lambda p: -p.view.segment.size)  # large first, as searched
                 self._state = replace(current, parts=tuple(parts), index=self._index_of(parts))
-            await self._persist()
+            packed = 0 if self._pack is None else int(self._pack.ids.shape[0])
+            await self._persist(vocabulary=len(self._tail) > max(_TAIL_REWRITE, packed // 10))
             return True
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import (
+    GAPS_KEY,
     ContextKind,
     Evidence,
     Highlights,
@@ -856,6 +857,9 @@ def result_from_row(
     building ten results cost as much as scoring. A test pins equality with
     validated construction.
     """
+    metadata = stored.metadata
+    if GAPS_KEY in metadata:  # internal to passages; rows read by key come without them
+        metadata = {k: v for k, v in metadata.items() if k != GAPS_KEY}
     result = RetrievalResult.__new__(RetrievalResult)
     object.__setattr__(
         result,
@@ -871,7 +875,7 @@ def result_from_row(
             "extractor": stored.extractor,
             "start_offset": stored.start_offset,
             "end_offset": stored.end_offset,
-            "metadata": stored.metadata,
+            "metadata": metadata,
             "highlights": highlights,
             "collection": collection,
             "version": stored.version,

@@ -7,6 +7,7 @@ here so the two backends cannot drift apart.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -73,6 +74,7 @@ __all__ = [
     "term_counts",
     "text_value",
     "version_start",
+    "without_gaps",
 ]
 
 WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
@@ -232,15 +234,23 @@ def parse_metadata(raw: Any, where: str = "a document row") -> dict[str, Any]:
     ):
         raise damaged(where, "page offsets")
     gaps = value.get(GAPS_KEY)
-    if gaps is not None and not (
-        isinstance(gaps, dict)
-        and all(k.isdigit() and isinstance(v, str) and not v.strip() for k, v in gaps.items())
-    ):
+    if gaps is not None and not _valid_gaps(gaps):
         raise damaged(where, "chunk gaps")
     outline = value.get(HEADINGS_KEY)
     if outline is not None and not _valid_outline(outline):
         raise damaged(where, "headings")
     return value
+
+
+def _valid_gaps(gaps: Any) -> bool:
+    """``{chunk index: whitespace}``; checked on every row read, so in bulk: JSON keys
+    are strings, and joining the values fails unless every one is a string."""
+    if not isinstance(gaps, dict):
+        return False
+    try:
+        return all(map(str.isdigit, gaps)) and not "".join(gaps.values()).strip()
+    except TypeError:
+        return False
 
 
 def _valid_outline(outline: Any) -> bool:
@@ -375,6 +385,15 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
     return _stored_chunk_checked(row)
 
 
+def without_gaps(stored: StoredChunk) -> StoredChunk:
+    """``stored`` with its document's chunk gaps left out of the metadata, as
+    ``get_chunks_by_keys`` returns rows (only passages need the gaps)."""
+    if GAPS_KEY not in stored.metadata:
+        return stored
+    metadata = {k: v for k, v in stored.metadata.items() if k != GAPS_KEY}
+    return dataclasses.replace(stored, metadata=metadata)
+
+
 def _stored_chunk_checked(row: Sequence[Any]) -> StoredChunk:
     key = row[0]
     where = f"chunk row {key}" if type(key) is int else "a chunk row"
@@ -454,10 +473,10 @@ def chunk_rows(
 def _chunk_row(
     document_id: str, chunk: Chunk, counter: Counter[str], vocab: dict[str, int]
 ) -> tuple[Any, ...]:
-    """A ``chunks`` row: term ids and frequencies as little-endian int32 blobs."""
+    """A ``chunks`` row: term ids as a little-endian int32 blob, frequencies as
+    ``term_blobs`` encodes them."""
     items = sorted((vocab[t], n) for t, n in counter.items())
-    ids = np.fromiter((i for i, _ in items), dtype="<i4", count=len(items))
-    tfs = np.fromiter((n for _, n in items), dtype="<i4", count=len(items))
+    ids, tfs = term_blobs([i for i, _ in items], [n for _, n in items])
     return (
         chunk.chunk_id,
         document_id,
@@ -466,15 +485,26 @@ def _chunk_row(
         chunk.start_offset,
         chunk.end_offset,
         chunk.content_hash,
-        ids.tobytes(),
-        tfs.tobytes(),
+        ids,
+        tfs,
     )
+
+
+def term_blobs(term_ids: Sequence[int], tfs: Sequence[int]) -> tuple[bytes, bytes]:
+    """A chunk's term statistics as stored: ids as little-endian int32; frequencies one
+    byte each when all are below 256 (nearly every chunk), else little-endian int32.
+    The width is told by the blob lengths (one byte or four per id), so rows written
+    with four-byte frequencies read unchanged."""
+    ids = np.asarray(term_ids, dtype="<i4")
+    if not tfs or max(tfs) <= 0xFF:
+        return ids.tobytes(), bytes(tfs)
+    return ids.tobytes(), np.asarray(tfs, dtype="<i4").tobytes()
 
 
 def postings_from_blobs(
     keys: Sequence[int], id_blobs: Sequence[bytes], tf_blobs: Sequence[bytes]
 ) -> ChunkPostings:
-    """One ``ChunkPostings`` from each chunk's little-endian int32 term-id and tf blobs.
+    """One ``ChunkPostings`` from each chunk's term-id and frequency blobs (``term_blobs``).
 
     Checked as a whole (vectorised): blob lengths, ids >= 0, frequencies >= 1,
     so a damaged blob is a ``StorageError`` naming its chunk, never a numpy error.
@@ -484,13 +514,15 @@ def postings_from_blobs(
         raise damaged("a chunk row", "term statistics")
     id_sizes = np.fromiter((len(b) for b in id_blobs), dtype=np.int64, count=n)
     tf_sizes = np.fromiter((len(b) for b in tf_blobs), dtype=np.int64, count=n)
-    bad = np.flatnonzero((id_sizes != tf_sizes) | (id_sizes % 4 != 0))
+    counts = id_sizes // 4
+    narrow = tf_sizes == counts
+    bad = np.flatnonzero((id_sizes % 4 != 0) | ~(narrow | (tf_sizes == id_sizes)))
     if bad.size:
         raise damaged(f"chunk row {keys[int(bad[0])]}", "term statistics")
     offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(id_sizes // 4, out=offsets[1:])
+    np.cumsum(counts, out=offsets[1:])
     term_ids = np.frombuffer(b"".join(id_blobs), dtype="<i4").astype(np.int32)
-    tfs = np.frombuffer(b"".join(tf_blobs), dtype="<i4").astype(np.int32)
+    tfs = _frequencies(b"".join(tf_blobs), narrow, counts, tf_sizes)
     wrong = (term_ids < 0) | (tfs < 1)
     if wrong.any():
         entry = int(np.argmax(wrong))
@@ -499,6 +531,36 @@ def postings_from_blobs(
     return ChunkPostings(
         keys=np.asarray(keys, dtype=np.int64), offsets=offsets, term_ids=term_ids, tfs=tfs
     )
+
+
+def _frequencies(
+    blob: bytes,
+    narrow: npt.NDArray[np.bool_],
+    counts: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64],
+) -> npt.NDArray[np.int32]:
+    """Every row's frequencies from the joined blobs, one byte or four each by row."""
+    raw = np.frombuffer(blob, dtype=np.uint8)
+    if bool(narrow.all()):
+        return raw.astype(np.int32)
+    if not bool(narrow.any()):
+        return np.frombuffer(blob, dtype="<i4").astype(np.int32)
+    # Mixed widths: posting i of row r starts at byte start[r] + width[r] * i.
+    width = np.where(narrow, 1, 4)
+    starts = np.zeros(counts.shape[0], dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    first = np.zeros(counts.shape[0], dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    row = np.repeat(np.arange(counts.shape[0]), counts)
+    at = starts[row] + width[row] * (np.arange(int(counts.sum())) - first[row])
+    low: npt.NDArray[np.int32] = raw[at].astype(np.int32)
+    wide = ~narrow[row]
+    if wide.any():
+        byte = at[wide]
+        low[wide] = np.frombuffer(
+            raw[np.stack([byte, byte + 1, byte + 2, byte + 3], axis=1)].tobytes(), dtype="<i4"
+        )
+    return low
 
 
 def postings_from_rows(rows: Sequence[Sequence[Any]]) -> ChunkPostings:

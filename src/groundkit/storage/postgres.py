@@ -55,6 +55,7 @@ from groundkit.storage._rows import (
     term_counts,
     text_value,
     version_start,
+    without_gaps,
 )
 from groundkit.storage.names import check_collection_name
 from groundkit.storage.protocols import (
@@ -1071,7 +1072,7 @@ class PostgresMetadataStore:
             f"{self._any_version} WHERE c.key = ANY($1::bigint[])",
             [int(k) for k in keys],
         )
-        return {int(row[0]): stored_chunk(row) for row in rows}
+        return {int(row[0]): without_gaps(stored_chunk(row)) for row in rows}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         sql = f"{self._current} ORDER BY d.source, c.chunk_index"
@@ -1080,8 +1081,12 @@ class PostgresMetadataStore:
 
     # -- lexical statistics --------------------------------------------------
 
-    async def vocabulary(self) -> dict[str, int]:
-        rows = await self._fetch("read the vocabulary", f"SELECT term, id FROM {self._s}.terms")
+    async def vocabulary(self, after: int = 0) -> dict[str, int]:
+        rows = await self._fetch(
+            "read the vocabulary",
+            f"SELECT term, id FROM {self._s}.terms WHERE id > $1",
+            int(after),
+        )
         return {term: int(term_id) for term, term_id in rows}
 
     async def chunk_owners(self) -> ChunkOwners:

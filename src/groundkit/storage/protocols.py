@@ -397,15 +397,20 @@ class MetadataStoreProtocol(Protocol):
         ...
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
-        """Chunks by key, current or past (each joined to its own version's document)."""
+        """Chunks by key, current or past (each joined to its own version's document).
+
+        This is how a search reads its hits, so the metadata leaves out the document's
+        chunk gaps (``GAPS_KEY``): one entry per chunk of the document, needed only to
+        rebuild passages, which read rows by id."""
         ...
 
     def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         """Every current chunk joined to its document, by ``(source, chunk_index)``."""
         ...
 
-    async def vocabulary(self) -> dict[str, int]:
-        """``{term: term_id}`` of every term ever written."""
+    async def vocabulary(self, after: int = 0) -> dict[str, int]:
+        """``{term: term_id}`` of every term ever written whose id is above ``after``
+        (ids only grow, so a reader that knows the terms up to an id asks for the rest)."""
         ...
 
     def iter_postings(self, batch_size: int = 50_000) -> AsyncIterator[ChunkPostings]:

@@ -21,7 +21,13 @@ from typing import Any, TypeVar
 import aiosqlite
 import numpy as np
 
-from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, FieldValue
+from groundkit.contracts import (
+    GAPS_KEY,
+    CollectionManifest,
+    DocumentRecord,
+    EmbeddingIdentity,
+    FieldValue,
+)
 from groundkit.errors import StorageError
 from groundkit.storage._rows import (
     LEGACY_GAPS_SQL,
@@ -217,6 +223,16 @@ _CHUNK_COLUMNS = (
     " COALESCE(v.ingested_at, d.ingested_at), COALESCE(v.source_class, d.source_class),"
     " CASE WHEN v.document_id IS NULL THEN d.extractor ELSE v.extractor END,"
     " COALESCE(v.metadata, d.metadata), c.version, c.valid_from, c.valid_to"
+)
+# What a search reads of its hits: the chunk columns, with the document's chunk gaps
+# (one entry per chunk, needed only to rebuild passages) left in the database instead
+# of being parsed for every hit. Metadata that is not valid JSON is passed through, so
+# the row check names the damaged row.
+_HIT_COLUMNS = _CHUNK_COLUMNS.replace(
+    "COALESCE(v.metadata, d.metadata)",
+    "CASE WHEN json_valid(COALESCE(v.metadata, d.metadata))"
+    f" THEN json_remove(COALESCE(v.metadata, d.metadata), '$.{GAPS_KEY}')"
+    " ELSE COALESCE(v.metadata, d.metadata) END",
 )
 _CHUNKS_JOINED = (
     "chunks c JOIN documents d ON d.id = c.document_id"
@@ -1054,13 +1070,15 @@ class SQLiteMetadataStore:
         rows = await self._chunks_where("c.valid_to IS NULL AND c.id", list(chunk_ids))
         return {row.chunk_id: row for row in rows}
 
-    async def _chunks_where(self, column: str, values: list[Any]) -> list[StoredChunk]:
+    async def _chunks_where(
+        self, column: str, values: list[Any], columns: str = _CHUNK_COLUMNS
+    ) -> list[StoredChunk]:
         """Chunks whose ``column`` is one of ``values``; small lookups run inline."""
         out: list[StoredChunk] = []
         for i in range(0, len(values), _IN_BATCH):
             part = values[i : i + _IN_BATCH]
             marks = ",".join("?" * len(part))
-            sql = f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE {column} IN ({marks})"
+            sql = f"SELECT {columns} FROM {_CHUNKS_JOINED} WHERE {column} IN ({marks})"
             rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
             if rows is None:
                 rows = list(await self._conn.execute_fetchall(sql, part))
@@ -1091,7 +1109,7 @@ class SQLiteMetadataStore:
         return None
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
-        rows = await self._chunks_where("c.key", [int(k) for k in keys])
+        rows = await self._chunks_where("c.key", [int(k) for k in keys], _HIT_COLUMNS)
         return {row.key: row for row in rows}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
@@ -1104,8 +1122,10 @@ class SQLiteMetadataStore:
 
     # -- lexical statistics --------------------------------------------------
 
-    async def vocabulary(self) -> dict[str, int]:
-        async with self._conn.execute("SELECT term, id FROM terms") as cur:
+    async def vocabulary(self, after: int = 0) -> dict[str, int]:
+        async with self._conn.execute(
+            "SELECT term, id FROM terms WHERE id > ?", (int(after),)
+        ) as cur:
             rows = await cur.fetchall()
         return {term: int(term_id) for term, term_id in rows}
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from groundkit.contracts import Document, EmbeddingIdentity
+from groundkit.contracts import GAPS_KEY, Document, EmbeddingIdentity
 from groundkit.errors import ConfigurationError, IngestionError, StorageError
 from groundkit.storage.protocols import ConfirmedVectors, DocumentState, MetadataStoreProtocol
 from groundkit.testing.conformance.helpers import (
@@ -536,6 +536,21 @@ class MetadataStoreConformance:
         assert await store.get_chunks_by_keys([]) == {}
         some = await store.get_chunks_by_keys(keys[5:8])
         assert set(some) == set(keys[5:8])
+
+    async def test_rows_read_by_key_leave_out_the_chunk_gaps(self, store: Store) -> None:
+        # A search reads its hits by key: the gaps (one per chunk of the document) stay
+        # in the store, every other field comes back as written. Passages read by id.
+        document, chunks, terms = make_document("g.txt", ["one", "two", "three"])
+        fields = {"title": "Gaps", "ratio": 0.30000000000000004, "tags": ["a", "é\\"]}
+        metadata = {"fields": fields, GAPS_KEY: {"0": "\n\n", "1": "\n\n"}}
+        await put_document(store, document.model_copy(update={"metadata": metadata}), chunks, terms)
+        rows = [s async for batch in store.iter_chunks() for s in batch]
+        by_key = await store.get_chunks_by_keys([r.key for r in rows])
+        by_id = await store.get_chunks_by_ids([r.chunk_id for r in rows])
+        for row in rows:
+            assert by_key[row.key].metadata == {"fields": fields}
+            assert by_id[row.chunk_id].metadata == metadata
+            assert by_key[row.key].chunk == row.chunk
 
     async def test_iter_chunks_batches_in_source_order(self, store: Store) -> None:
         await put(store, "b.txt", ["b0", "b1", "b2"])
