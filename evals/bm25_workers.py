@@ -34,14 +34,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.pagecache import evict, resident_share
+from evals.pagecache import evict, resident_share, warm
 from evals.procmem import mappings_under, memory_snapshot
 from evals.synthetic import BENCH_CHUNKING
 from groundkit import Analyzer, ChunkingConfig
 
 __all__ = ["COLLECTION", "PHASES", "SYSTEMS", "WARMUP", "K", "run_worker", "saved_dir"]
 
-SYSTEMS = ("groundkit", "bm25s", "tantivy", "rank_bm25")
+SYSTEMS = ("groundkit", "bm25s", "tantivy", "tantivy_text", "rank_bm25")
 PHASES = ("build", "open", "serve", "pair", "writes", "all")
 COLLECTION = "bench"
 K = 10
@@ -172,10 +172,18 @@ def _serve(
     search_of: Callable[[Any], TimedSearch],
     queries: Sequence[str],
     watch: Path,
+    files: Callable[[], list[Path]],
     pause: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """One open, memory before and after it, the timed queries, memory after them
-    (after ``pause``, which the ``pair`` phase uses to measure with its twin)."""
+    (after ``pause``, which the ``pair`` phase uses to measure with its twin).
+
+    The queries are timed warm: every file of the saved index (``files``) is read
+    once first, so the page cache holds what a server answering queries would have
+    cached. The open phase's cold opens leave most of it evicted; without this, a
+    system whose search reads a large file (groundkit's rows) would be timed on the
+    disk instead of on its search."""
+    warm(files())
     gc.collect()
     before = memory_snapshot(watch)
     handle, elapsed = open_once()
@@ -301,7 +309,14 @@ def _gk_phase(
         return lambda q: run(timed(q))
 
     pause = _pair_pause if phase == "pair" else None
-    served = _serve(open_once, search_of, _queries(root, max_queries), _index_dir(root), pause)
+    served = _serve(
+        open_once,
+        search_of,
+        _queries(root, max_queries),
+        _index_dir(root),
+        lambda: _gk_files(root),
+        pause,
+    )
     # Hits go back as (source, chunk index); the parent turns them into row numbers. A
     # million-row lookup table here would count in this process's memory, and it is
     # the benchmark's, not groundkit's.
@@ -462,8 +477,8 @@ def _bm25s_worker(root: Path, phase: str, repeat: int, max_queries: int, writes:
         model = bm25s.BM25.load(str(target), mmap=True, show_progress=False)
         return model, time.perf_counter() - started
 
+    files = lambda: sorted(p for p in target.iterdir() if p.is_file())  # noqa: E731
     if phase == "open":
-        files = lambda: sorted(p for p in target.iterdir() if p.is_file())  # noqa: E731
         return _open_cycles(open_once, lambda _: None, files, target, repeat)
 
     def search_of(model: Any) -> TimedSearch:
@@ -473,7 +488,7 @@ def _bm25s_worker(root: Path, phase: str, repeat: int, max_queries: int, writes:
 
         return _clock(search)
 
-    return _serve(open_once, search_of, _queries(root, max_queries), target)
+    return _serve(open_once, search_of, _queries(root, max_queries), target, files)
 
 
 # -- tantivy -------------------------------------------------------------------
@@ -487,12 +502,24 @@ def _tantivy_query(tantivy: Any, schema: Any, terms: Sequence[str]) -> Any:
 
 
 def _tantivy_worker(root: Path, phase: str, repeat: int, max_queries: int, writes: int) -> Any:
+    return _tantivy_phase(root, phase, repeat, max_queries, writes, with_text=False)
+
+
+def _tantivy_text_worker(root: Path, phase: str, repeat: int, max_queries: int, writes: int) -> Any:
+    """tantivy storing each chunk's text, and a query returning it with the row: what a
+    search that shows its results has to do (groundkit's results carry their text)."""
+    return _tantivy_phase(root, phase, repeat, max_queries, writes, with_text=True)
+
+
+def _tantivy_phase(
+    root: Path, phase: str, repeat: int, max_queries: int, writes: int, *, with_text: bool
+) -> Any:
     import tantivy
 
-    target = saved_dir(root, "tantivy")
+    target = saved_dir(root, "tantivy_text" if with_text else "tantivy")
     analyzer = Analyzer()
     if phase == "build":
-        return _tantivy_build(tantivy, root, target, repeat)
+        return _tantivy_build(tantivy, root, target, repeat, with_text=with_text)
     if phase == "writes":
         return _tantivy_writes(tantivy, target, writes)
 
@@ -502,8 +529,8 @@ def _tantivy_worker(root: Path, phase: str, repeat: int, max_queries: int, write
         searcher = index.searcher()
         return (index, searcher), time.perf_counter() - started
 
+    files = lambda: sorted(p for p in target.iterdir() if p.is_file())  # noqa: E731
     if phase == "open":
-        files = lambda: sorted(p for p in target.iterdir() if p.is_file())  # noqa: E731
         return _open_cycles(open_once, lambda _: None, files, target, repeat)
 
     def search_of(handle: Any) -> TimedSearch:
@@ -513,23 +540,33 @@ def _tantivy_worker(root: Path, phase: str, repeat: int, max_queries: int, write
         def search(q: str) -> Sequence[int]:
             query = _tantivy_query(tantivy, schema, analyzer.terms(q))
             hits = searcher.search(query, K, count=False).hits
+            if with_text:
+                docs = [searcher.doc(address) for _, address in hits]
+                texts = [bytes(d["text"][0]).decode("utf-8") for d in docs]
+                assert len(texts) == len(hits)
+                return [int(d["row"][0]) for d in docs]
             return [int(v) for v in searcher.fast_field_values("row", [a for _, a in hits])]
 
         return _clock(search)
 
-    return _serve(open_once, search_of, _queries(root, max_queries), target)
+    return _serve(open_once, search_of, _queries(root, max_queries), target, files)
 
 
-def _tantivy_build(tantivy: Any, root: Path, target: Path, repeat: int) -> dict[str, Any]:
+def _tantivy_build(
+    tantivy: Any, root: Path, target: Path, repeat: int, *, with_text: bool = False
+) -> dict[str, Any]:
     texts = _texts(root)
     analyzer = Analyzer()
-    # ``row`` is indexed as well as fast, so ``writes`` can delete a document by it.
-    schema = (
+    # ``row`` is indexed as well as fast, so ``writes`` can delete a document by it; with
+    # ``with_text`` each document also stores its chunk text, and ``row``, for fetching.
+    builder = (
         tantivy.SchemaBuilder()
         .add_text_field("body", tokenizer_name="whitespace", index_option="freq")
-        .add_integer_field("row", fast=True, indexed=True)
-        .build()
+        .add_integer_field("row", fast=True, indexed=True, stored=with_text)
     )
+    if with_text:
+        builder = builder.add_bytes_field("text", stored=True, indexed=False)
+    schema = builder.build()
     tokenize_s: list[float] = []
 
     def reset() -> None:
@@ -543,7 +580,11 @@ def _tantivy_build(tantivy: Any, root: Path, target: Path, repeat: int) -> dict[
         index = tantivy.Index(schema, path=str(target))
         writer = index.writer(heap_size=_TANTIVY_BUILD_HEAP, num_threads=1)
         for row, body in enumerate(bodies):
-            writer.add_document(tantivy.Document(body=body, row=row))
+            if with_text:
+                stored = texts[row].encode("utf-8")
+                writer.add_document(tantivy.Document(body=body, row=row, text=stored))
+            else:
+                writer.add_document(tantivy.Document(body=body, row=row))
         writer.commit()
         writer.wait_merging_threads()
         index.reload()
@@ -646,6 +687,7 @@ _WORKERS: dict[str, Callable[[Path, str, int, int, int], Any]] = {
     "groundkit": _gk_worker,
     "bm25s": _bm25s_worker,
     "tantivy": _tantivy_worker,
+    "tantivy_text": _tantivy_text_worker,
     "rank_bm25": _rank_bm25_worker,
 }
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EvictionProbe", "evict", "probe", "resident_pages", "resident_share"]
+__all__ = ["EvictionProbe", "evict", "probe", "resident_pages", "resident_share", "warm"]
 
 _PAGE = mmap.PAGESIZE
 _READ_STEP = 1 << 24
@@ -104,6 +104,13 @@ def resident_share(paths: Iterable[Path]) -> float | None:
         resident += counted[0]
         total += counted[1]
     return resident / total if total else 0.0
+
+
+def warm(paths: Iterable[Path]) -> None:
+    """Read every existing file of ``paths`` once, so the page cache holds it."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            _read_all(path)
 
 
 def _read_all(path: Path) -> float:
