@@ -53,6 +53,17 @@ async def _write(store: SQLiteMetadataStore, source: str, words: list[str]) -> N
     await store.replace_documents([make_document(source, [" ".join(words)])])
 
 
+async def _packed(store: SQLiteMetadataStore, tmp_path: Path, extra: list[str]) -> LiveIndex:
+    """A collection of one file per word of ``WORDS`` (each with ``extra``), its
+    segments and vocabulary pack saved; the writer that saved them."""
+    files = LocalSegments(tmp_path / "c.segments")
+    for i, word in enumerate(WORDS):
+        await _write(store, f"s{i}.txt", [word, *extra])
+    writer = await LiveIndex.open(store, files)
+    await writer.commit()
+    return writer
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     terms=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=60, unique=True),
@@ -84,11 +95,8 @@ async def test_lookups_go_through_the_pack_not_the_store(
     tmp_path: Path, store: SQLiteMetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with lexical_path(True):
+        writer = await _packed(store, tmp_path, ["common"])
         files = LocalSegments(tmp_path / "c.segments")
-        for i, word in enumerate(WORDS):
-            await _write(store, f"s{i}.txt", [word, "common"])
-        writer = await LiveIndex.open(store, files)
-        await writer.commit()
         manifest = json.loads((files.directory / "manifest.json").read_text())
         assert manifest["vocabulary"]["max_id"] == max((await store.vocabulary()).values())
         # A vocabulary too large to read whole at open: only the pack can answer.
@@ -163,3 +171,17 @@ async def test_without_the_kernel_the_store_is_asked(
         reader = await LiveIndex.open(store, files)
         assert reader._pack is None
         assert await reader.term_ids(["ant", "zzz"]) == await store.term_ids(["ant"])
+
+
+async def test_a_pack_opened_with_the_kernel_proves_nothing_once_it_is_switched_off(
+    tmp_path: Path, store: SQLiteMetadataStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with lexical_path(True):
+        await _packed(store, tmp_path, [])
+        files = LocalSegments(tmp_path / "c.segments")
+        monkeypatch.setattr(live, "_TERM_CACHE", 2)
+        reader = await LiveIndex.open(store, files)
+        assert reader._pack is not None and reader._tail == {}
+    with numpy_only():
+        # The pack cannot be read now: its terms come from the store, not "absent".
+        assert await reader.term_ids(WORDS) == await store.term_ids(WORDS)

@@ -238,7 +238,9 @@ class LiveIndex:
             if packed:
                 out.update(packed)
                 missing = [t for t in missing if t not in packed]
-        if not missing or (self._complete and self._vocab_max >= self.index.largest_term):
+        # Without the kernel the pack cannot be read, so it proves no term absent.
+        complete = self._complete and (self._pack is None or kernel is not None)
+        if not missing or (complete and self._vocab_max >= self.index.largest_term):
             return out
         looked_up = await self._source.term_ids(missing)
         out.update(looked_up)
