@@ -53,10 +53,9 @@ async def _write(store: SQLiteMetadataStore, source: str, words: list[str]) -> N
     await store.replace_documents([make_document(source, [" ".join(words)])])
 
 
-async def _packed(store: SQLiteMetadataStore, tmp_path: Path, extra: list[str]) -> LiveIndex:
+async def _packed(store: SQLiteMetadataStore, files: LocalSegments, extra: list[str]) -> LiveIndex:
     """A collection of one file per word of ``WORDS`` (each with ``extra``), its
-    segments and vocabulary pack saved; the writer that saved them."""
-    files = LocalSegments(tmp_path / "c.segments")
+    segments and vocabulary pack saved in ``files``; the writer that saved them."""
     for i, word in enumerate(WORDS):
         await _write(store, f"s{i}.txt", [word, *extra])
     writer = await LiveIndex.open(store, files)
@@ -95,8 +94,8 @@ async def test_lookups_go_through_the_pack_not_the_store(
     tmp_path: Path, store: SQLiteMetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with lexical_path(True):
-        writer = await _packed(store, tmp_path, ["common"])
         files = LocalSegments(tmp_path / "c.segments")
+        writer = await _packed(store, files, ["common"])
         manifest = json.loads((files.directory / "manifest.json").read_text())
         assert manifest["vocabulary"]["max_id"] == max((await store.vocabulary()).values())
         # A vocabulary too large to read whole at open: only the pack can answer.
@@ -177,8 +176,8 @@ async def test_a_pack_opened_with_the_kernel_proves_nothing_once_it_is_switched_
     tmp_path: Path, store: SQLiteMetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with lexical_path(True):
-        await _packed(store, tmp_path, [])
         files = LocalSegments(tmp_path / "c.segments")
+        await _packed(store, files, [])
         monkeypatch.setattr(live, "_TERM_CACHE", 2)
         reader = await LiveIndex.open(store, files)
         assert reader._pack is not None and reader._tail == {}
