@@ -351,7 +351,7 @@ async def test_backend_failure_is_a_retrieval_error_without_text(
     candidates = [_result(long_passage, source="long.txt"), *_candidates()]
     with caplog.at_level(logging.INFO), pytest.raises(RetrievalError) as info:
         await reranker.rerank(f"{SENTINEL} {QUERY}", candidates)
-    assert "failed to score" in str(info.value)
+    assert "could not score" in str(info.value)
     assert info.value.__cause__ is None
     assert info.value.__suppress_context__
     _assert_no_sentinel(info.value, caplog)

@@ -43,7 +43,10 @@ class PdfExtractor(BaseExtractor):
                 raise IngestionError(
                     "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
                 )
-            pages = [page.extract_text(extraction_mode="plain") or "" for page in reader.pages]
+            pages: list[str] = []
+            for page in reader.pages:
+                # Layout mode pads lines with spaces to place text in columns; plain does not.
+                pages.append(page.extract_text(extraction_mode="plain") or "")
         except IngestionError:
             raise
         except pypdf.errors.FileNotDecryptedError:

@@ -147,13 +147,13 @@ async def read_source(
 
 def slice_span(text: str, citation: Citation) -> str:
     """``text[start:end]``, or ``drifted`` when the text no longer reaches the span."""
-    if citation.end_offset > len(text):
+    first, stop = citation.start_offset, citation.end_offset
+    if stop > len(text):
         raise RetrievalError(
-            f"{citation.source!r} is now {len(text)} characters long; the citation ends at "
-            f"{citation.end_offset}",
+            f"{citation.source!r} is now {len(text)} characters long; the citation ends at {stop}",
             verdict="drifted",
         )
-    return text[citation.start_offset : citation.end_offset]
+    return text[first:stop]
 
 
 async def resolve_citation(
@@ -189,7 +189,7 @@ async def verify_citation(
     that is no longer a regular file, or is now over ``max_bytes``); one now too
     short for the span raises with ``verdict="drifted"``.
     """
-    span = await resolve_citation(
+    text = await read_source(
         citation, allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
     )
-    return span == expected_content
+    return slice_span(text, citation) == expected_content

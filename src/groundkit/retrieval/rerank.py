@@ -127,10 +127,10 @@ class CrossEncoderReranker:
         """
         if top_k is not None and (isinstance(top_k, bool) or top_k < 1):
             raise RetrievalError(f"rerank top_k must be a positive integer, got {top_k!r}")
-        if not results:
-            return []
-        model = await self._ensure_model()
         pairs = [(query, r.content) for r in results]
+        if not pairs:
+            return []
+        model = await self._loaded_model()
         started = time.perf_counter()
         try:
             raw = await asyncio.to_thread(self._predict, model, pairs)
@@ -139,9 +139,9 @@ class CrossEncoderReranker:
             # echoing a passage, say); only the type crosses this boundary.
             logger.debug("cross-encoder inference failed", exc_info=True)
             raise RetrievalError(
-                f"cross-encoder {self.model_name!r} failed to score {len(pairs)} pairs "
-                f"({type(exc).__name__}); enable DEBUG logging on 'groundkit.retrieval' "
-                "for the backend's message"
+                f"could not score {len(pairs)} query-passage pairs with the cross-encoder "
+                f"{self.model_name!r} ({type(exc).__name__}); enable DEBUG logging on "
+                "'groundkit.retrieval' for the backend's message"
             ) from None
         logits = self._logits(raw, len(pairs))
         scored = [_rescored(r, sigmoid(logit)) for r, logit in zip(results, logits, strict=True)]
@@ -154,7 +154,7 @@ class CrossEncoderReranker:
         )
         return scored if top_k is None else scored[:top_k]
 
-    async def _ensure_model(self) -> _Predictor:
+    async def _loaded_model(self) -> _Predictor:
         if self._model is not None:
             return self._model
         loop = asyncio.get_running_loop()
