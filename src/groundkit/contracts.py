@@ -82,6 +82,7 @@ __all__ = [
     "end_page_at",
     "fields_of",
     "heading_path_at",
+    "metadata_without_gaps",
     "page_at",
     "record_id_of",
     "record_source",
@@ -135,6 +136,13 @@ HEADINGS_KEY = "headings"
 # when it is not a single space (``{"<i>": text between chunk i and i + 1}``),
 # so a context span can be rebuilt exactly from stored chunks.
 GAPS_KEY = "chunk_gaps"
+
+
+def metadata_without_gaps(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` minus the chunk gaps: what a loader gave and a result shows (the
+    gaps are derived at ingest and serve only to rebuild passages)."""
+    return {k: v for k, v in metadata.items() if k != GAPS_KEY}
+
 
 # Document metadata key holding the document's fields: typed, descriptive
 # values (front matter, PDF info, HTML meta, the ingest call's metadata) kept

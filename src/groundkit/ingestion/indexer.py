@@ -31,6 +31,7 @@ from groundkit.contracts import (
     IngestFailure,
     IngestReport,
     IngestWarning,
+    metadata_without_gaps,
     record_id_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, kind_of
@@ -371,7 +372,7 @@ class Indexer:
         if not chunks:
             raise IngestionError(f"{document.source}: no text to index")
         gaps = chunk_gaps(document.content, [(c.start_offset, c.end_offset) for c in chunks])
-        metadata = {k: v for k, v in document.metadata.items() if k != GAPS_KEY}
+        metadata = metadata_without_gaps(document.metadata)
         if gaps:
             metadata[GAPS_KEY] = gaps
         if metadata != document.metadata:
@@ -737,14 +738,11 @@ def _unchanged(document: Document, known: dict[str, DocumentState]) -> bool:
         and state.content_hash == document.content_hash
         and state.source_class == document.source_class
         and state.extractor == document.extractor
-        and _without_gaps(state.metadata) == _without_gaps(stored_metadata(document.metadata))
+        # The gaps are derived at ingest from the text and the bound chunker: equal
+        # text means equal gaps, so only the loader's metadata is compared.
+        and metadata_without_gaps(state.metadata)
+        == metadata_without_gaps(stored_metadata(document.metadata))
     )
-
-
-def _without_gaps(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Metadata as the loader gave it: the chunk gaps are derived at ingest from the
-    text and the bound chunker, so equal text means equal gaps."""
-    return {k: v for k, v in metadata.items() if k != GAPS_KEY}
 
 
 def _report_counts(report: IngestReport) -> dict[str, int]:

@@ -37,6 +37,7 @@ from groundkit.contracts import (
     SearchMode,
     SearchResponse,
     fields_of,
+    metadata_without_gaps,
 )
 from groundkit.errors import (
     ConfigurationError,
@@ -236,7 +237,11 @@ class Retriever:
             self._rows = None
             return
         if self._rows is None:
-            self._rows = {s.key: s async for batch in self._store.iter_chunks(5000) for s in batch}
+            self._rows = {
+                s.key: s.without_gaps()
+                async for batch in self._store.iter_chunks(5000)
+                for s in batch
+            }
             return
         current = index.current_keys()
         known = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
@@ -859,7 +864,7 @@ def result_from_row(
     """
     metadata = stored.metadata
     if GAPS_KEY in metadata:  # internal to passages; rows read by key come without them
-        metadata = {k: v for k, v in metadata.items() if k != GAPS_KEY}
+        metadata = metadata_without_gaps(metadata)
     result = RetrievalResult.__new__(RetrievalResult)
     object.__setattr__(
         result,

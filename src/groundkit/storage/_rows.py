@@ -7,7 +7,6 @@ here so the two backends cannot drift apart.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections import Counter
@@ -74,7 +73,6 @@ __all__ = [
     "term_counts",
     "text_value",
     "version_start",
-    "without_gaps",
 ]
 
 WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
@@ -383,15 +381,6 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
                 valid_to=None if vt is None else float(vt),
             )
     return _stored_chunk_checked(row)
-
-
-def without_gaps(stored: StoredChunk) -> StoredChunk:
-    """``stored`` with its document's chunk gaps left out of the metadata, as
-    ``get_chunks_by_keys`` returns rows (only passages need the gaps)."""
-    if GAPS_KEY not in stored.metadata:
-        return stored
-    metadata = {k: v for k, v in stored.metadata.items() if k != GAPS_KEY}
-    return dataclasses.replace(stored, metadata=metadata)
 
 
 def _stored_chunk_checked(row: Sequence[Any]) -> StoredChunk:

@@ -55,7 +55,6 @@ from groundkit.storage._rows import (
     term_counts,
     text_value,
     version_start,
-    without_gaps,
 )
 from groundkit.storage.names import check_collection_name
 from groundkit.storage.protocols import (
@@ -1072,7 +1071,7 @@ class PostgresMetadataStore:
             f"{self._any_version} WHERE c.key = ANY($1::bigint[])",
             [int(k) for k in keys],
         )
-        return {int(row[0]): without_gaps(stored_chunk(row)) for row in rows}
+        return {int(row[0]): stored_chunk(row).without_gaps() for row in rows}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         sql = f"{self._current} ORDER BY d.source, c.chunk_index"

@@ -6,6 +6,7 @@ a conformance suite in ``groundkit.testing`` that every implementation runs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.contracts import (
+    GAPS_KEY,
     Chunk,
     Citation,
     CollectionManifest,
@@ -25,6 +27,7 @@ from groundkit.contracts import (
     FieldValue,
     SourceClass,
     end_page_at,
+    metadata_without_gaps,
     page_at,
 )
 
@@ -78,6 +81,13 @@ class StoredChunk:
     @property
     def current(self) -> bool:
         return self.valid_to is None
+
+    def without_gaps(self) -> StoredChunk:
+        """This row with its document's chunk gaps left out of the metadata, as
+        searches hold and return rows (only passages need the gaps)."""
+        if GAPS_KEY not in self.metadata:
+            return self
+        return dataclasses.replace(self, metadata=metadata_without_gaps(self.metadata))
 
     @property
     def chunk(self) -> Chunk:
