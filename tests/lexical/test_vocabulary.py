@@ -16,10 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from groundkit.lexical import bm25, live
+from groundkit.lexical import live
 from groundkit.lexical.live import LiveIndex
 from groundkit.lexical.vocabulary import VocabularyPack, vocabulary_arrays
 from groundkit.storage.segments import LocalSegments
@@ -61,22 +59,6 @@ async def _packed(store: SQLiteMetadataStore, files: LocalSegments, extra: list[
     writer = await LiveIndex.open(store, files)
     await writer.commit()
     return writer
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    terms=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=60, unique=True),
-    probes=st.lists(st.text(min_size=1, max_size=12), max_size=20),
-)
-def test_a_pack_finds_exactly_its_terms(terms: list[str], probes: list[str]) -> None:
-    with lexical_path(True):
-        vocabulary = {t: i + 1 for i, t in enumerate(terms)}
-        arrays = vocabulary_arrays(vocabulary)
-        pack = VocabularyPack.of(arrays, len(terms), {"name": "voc"})
-        wanted = [*terms, *probes]
-        assert pack.find(bm25._kernel, wanted) == {
-            t: vocabulary[t] for t in wanted if t in vocabulary
-        }
 
 
 def test_a_pack_that_does_not_fit_is_refused() -> None:
@@ -160,19 +142,25 @@ async def test_a_merge_writes_a_new_pack_once_the_tail_is_long(
         assert await writer.term_ids(list(vocabulary)) == vocabulary
 
 
-async def test_without_the_kernel_the_store_is_asked(
+async def test_without_the_kernel_the_pack_is_written_and_used(
     tmp_path: Path, store: SQLiteMetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The pack does not depend on the kernel (tests/lexical/test_one_format.py
+    # compares the files): found in Python, an absent term still costs no lookup.
     files = LocalSegments(tmp_path / "c.segments")
-    await _write(store, "a.txt", ["ant", "bee"])
     with numpy_only():
-        monkeypatch.setattr(live, "_TERM_CACHE", 1)
+        await _packed(store, files, ["common"])
+        monkeypatch.setattr(live, "_TERM_CACHE", 2)
+        counting = _Counting(store)
+        monkeypatch.setattr(store, "term_ids", counting.term_ids)
         reader = await LiveIndex.open(store, files)
-        assert reader._pack is None
-        assert await reader.term_ids(["ant", "zzz"]) == await store.term_ids(["ant"])
+        assert reader._pack is not None
+        expected = await counting.real([*WORDS, "common"])
+        assert await reader.term_ids([*WORDS, "common", "absent", "日本語"]) == expected
+        assert counting.asked == []
 
 
-async def test_a_pack_opened_with_the_kernel_proves_nothing_once_it_is_switched_off(
+async def test_a_pack_opened_with_the_kernel_still_answers_once_it_is_switched_off(
     tmp_path: Path, store: SQLiteMetadataStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with lexical_path(True):
@@ -181,6 +169,9 @@ async def test_a_pack_opened_with_the_kernel_proves_nothing_once_it_is_switched_
         monkeypatch.setattr(live, "_TERM_CACHE", 2)
         reader = await LiveIndex.open(store, files)
         assert reader._pack is not None and reader._tail == {}
+    counting = _Counting(store)
+    monkeypatch.setattr(store, "term_ids", counting.term_ids)
     with numpy_only():
-        # The pack cannot be read now: its terms come from the store, not "absent".
-        assert await reader.term_ids(WORDS) == await store.term_ids(WORDS)
+        # Read in Python now: the same ids, and "absent" proven without the store.
+        assert await reader.term_ids([*WORDS, "absent"]) == await counting.real(WORDS)
+        assert counting.asked == []

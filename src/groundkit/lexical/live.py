@@ -232,15 +232,12 @@ class LiveIndex:
                 missing.append(term)
             else:
                 out[term] = found
-        kernel = kernel_module()
-        if missing and self._pack is not None and kernel is not None:
-            packed = self._pack.find(kernel, missing)
+        if missing and self._pack is not None:
+            packed = self._pack.find(missing, kernel=kernel_module())
             if packed:
                 out.update(packed)
                 missing = [t for t in missing if t not in packed]
-        # Without the kernel the pack cannot be read, so it proves no term absent.
-        complete = self._complete and (self._pack is None or kernel is not None)
-        if not missing or (complete and self._vocab_max >= self.index.largest_term):
+        if not missing or (self._complete and self._vocab_max >= self.index.largest_term):
             return out
         looked_up = await self._source.term_ids(missing)
         out.update(looked_up)
@@ -371,7 +368,7 @@ class LiveIndex:
         a new one: the segments stay usable either way)."""
         assert self._files is not None
         named = manifest.get("vocabulary")
-        if not isinstance(named, dict) or kernel_module() is None:
+        if not isinstance(named, dict):
             return None
         try:
             entry = named["pack"]
@@ -458,7 +455,7 @@ class LiveIndex:
         vocabulary pack is written when there is none yet, or when ``vocabulary``."""
         assert self._files is not None and self._state is not None
         state = self._state
-        if kernel_module() is not None and (self._pack is None or vocabulary):
+        if self._pack is None or vocabulary:
             await self._write_vocabulary()
         previous = None
         with contextlib.suppress(GroundkitError):
@@ -505,7 +502,7 @@ class LiveIndex:
 
     def _wants_vocabulary(self) -> bool:
         """Whether a save would add a vocabulary pack the files lack (or hold damaged)."""
-        return self._pack is None and kernel_module() is not None
+        return self._pack is None
 
     def _vocabulary_entry(self) -> dict[str, Any]:
         if self._pack is None:
