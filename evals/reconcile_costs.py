@@ -9,7 +9,8 @@ the contents are not what matters), the vectors through ``LanceDBVectorStore``.
 Then it times, with a warm page cache, median of ``--repeats``:
 
 * ``vector_problem``: the check every ``Collection`` and ``Retriever`` open runs
-  (the store's damage flag, ``confirmed_vector_count`` and ``count()``);
+  (``confirmed_vector_count``, the vector handle moved to the latest version, its
+  damage flag and ``count()``);
 * ``reconcile_vectors``: the exact check an ingest runs before it writes
   (``recover()``, every confirmed chunk id from SQLite, every row's ids from LanceDB),
   on a vector handle opened for it, as an ingest's is;

@@ -1,9 +1,10 @@
 """`grk ingest --embedder` on a terminal: the model load is announced and the bar moves
-during embedding, at least every 2 s (the real CLI under a pty, the packaged MiniLM)."""
+during embedding (the real CLI under a pty, the packaged MiniLM). How often it moves is a
+matter of the slice sizes, tested on a clock of the test's own in
+tests/ingestion/test_progress.py, not of this machine's speed."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import pty
 import re
@@ -87,18 +88,25 @@ def test_dense_ingest_shows_progress_while_embedding(tmp_path: Path) -> None:
         tmp_path,
     )
     output = "".join(text for _, text in pieces)
-    # Each redraw of the status line, with when it arrived.
+    # Each redraw of the status line, with the read of the terminal it arrived in.
     updates = [
-        (at, line) for at, text in pieces for line in re.split(r"[\r\n]", text) if line.strip()
+        (read, line)
+        for read, (_, text) in enumerate(pieces)
+        for line in re.split(r"[\r\n]", text)
+        if line.strip()
     ]
     assert "loading sentence-transformers/all-MiniLM-L6-v2" in output
     assert re.search(r"loaded sentence-transformers/all-MiniLM-L6-v2 in [0-9.]+ s", output)
-    embedding = [(at, line) for at, line in updates if line.startswith("embedding [")]
+    embedding = [(read, line) for read, line in updates if line.startswith("embedding [")]
     counts = [int(re.search(r"\] (\d+)/", line).group(1)) for _, line in embedding]  # type: ignore[union-attr]
+    # The bar moves: several redraws, counting up through the batch to its end.
     assert len(embedding) >= 3, output
     assert counts == sorted(counts) and counts[-1] == FILES, counts
-    gaps = [later - earlier for (earlier, _), (later, _) in itertools.pairwise(embedding)]
-    assert max(gaps) <= 2.0, (gaps, output)
+    assert any(0 < count < FILES for count in counts), counts
+    # While embedding, not at the end: the first redraw reached the terminal in an
+    # earlier read than the summary the process prints when it is done.
+    summary = next(read for read, line in updates if line.startswith("added "))
+    assert embedding[0][0] < summary, output
     # The summary says what was embedded.
     assert f"added {FILES}," in output
     assert f"vectors: {FILES} chunks embedded, 0 reused, for {FILES} documents" in output

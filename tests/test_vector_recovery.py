@@ -150,6 +150,156 @@ async def test_a_long_lived_collection_sees_another_processes_vectors(tmp_path: 
         assert response.metadata["stale_dropped"] == 0
 
 
+# Ingests the base directory each time it reads a line, then answers "done": another
+# process whose writes land exactly where the test asks for them.
+_WRITER_ON_CUE = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from groundkit import Collection, ChunkingConfig
+    from tests.support import ToyEmbedder
+
+    async def main():
+        index, base = Path(sys.argv[1]), Path(sys.argv[2])
+        chunks = ChunkingConfig(max_chars=80, overlap_chars=20)
+        print("ready", flush=True)
+        while sys.stdin.readline().strip() == "ingest":
+            opened = Collection.open(index, base_dir=base, embedder=ToyEmbedder(), chunking=chunks)
+            async with opened as col:
+                await col.ingest(base)
+            print("done", flush=True)
+
+    asyncio.run(main())
+    """
+)
+# Only turns a hang into a failure; the writer usually answers in well under a second.
+_CUE_TIMEOUT = 300.0
+
+
+class _WriterOnCue:
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self._proc = proc
+
+    @classmethod
+    async def start(cls, index: Path, base: Path) -> _WriterOnCue:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            _WRITER_ON_CUE,
+            str(index),
+            str(base),
+            cwd=REPO_ROOT,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        writer = cls(proc)
+        await writer._expect("ready")
+        return writer
+
+    async def ingest(self) -> None:
+        """Ingest in the other process and wait until its commits are all made."""
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(b"ingest\n")
+        await self._proc.stdin.drain()
+        await self._expect("done")
+
+    async def _expect(self, word: str) -> None:
+        assert self._proc.stdout is not None
+        line = await asyncio.wait_for(self._proc.stdout.readline(), _CUE_TIMEOUT)
+        assert line.decode().strip() == word, f"the writer said {line!r}"
+
+    async def stop(self) -> None:
+        if self._proc.returncode is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                await asyncio.wait_for(self._proc.wait(), _CUE_TIMEOUT)
+            except TimeoutError:
+                self._proc.kill()
+                await self._proc.wait()
+        assert self._proc.returncode == 0
+
+
+async def _served_densely(col: Collection, query: str) -> str:
+    """The source of the top dense result; fails if the search fell back to BM25."""
+    response = await col.search(query, 1, mode="dense")
+    assert "degraded" not in response.metadata, response.metadata["degraded"]
+    assert response.metadata["stage"] == "dense"
+    return response.results[0].source
+
+
+async def test_vectors_another_process_commits_during_the_check_are_not_a_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each interleaving of a reader's vector check with another process's commits is
+    forced, not waited for: the reader serves the committed state, never BM25 for a
+    loss that is only a write it read half of."""
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(base, {f"seed-{i}.txt": f"Seed note {i} about the harbour.\n" for i in range(8)})
+    async with Collection.open(
+        index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
+    ) as col:
+        await col.ingest(base)
+    writer = await _WriterOnCue.start(index, base)
+    try:
+        async with Collection.open(
+            index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
+        ) as col:
+            assert col.vector_store is not None
+            vectors, store = col.vector_store, col.store
+
+            # 1. The handle opened before the other process wrote; the first search
+            # checks the vector side afterwards.
+            write_tree(base, {"crane-a.txt": "Crane alpha lifts containers at the quay.\n"})
+            await writer.ingest()
+            assert await _served_densely(col, "Crane alpha lifts containers") == "crane-a.txt"
+
+            # 2. The other process stores and confirms vectors right after this handle
+            # moved to the table's latest version.
+            write_tree(base, {"crane-b.txt": "Crane bravo stacks boxes on the ship.\n"})
+            await writer.ingest()  # the next search sees the store moved and checks again
+            moved = vectors.refresh
+            cues = ["crane-c.txt"]
+
+            async def refresh_then_another_write() -> None:
+                await moved()
+                if cues:
+                    write_tree(base, {cues.pop(): "Crane charlie waits for the tide.\n"})
+                    await writer.ingest()
+
+            monkeypatch.setattr(vectors, "refresh", refresh_then_another_write)
+            assert await _served_densely(col, "Crane bravo stacks boxes") == "crane-b.txt"
+            assert not cues, "the other process's write did not land during the check"
+            monkeypatch.undo()
+            assert await _served_densely(col, "Crane charlie waits for the tide") == "crane-c.txt"
+
+            # 3. The other process deletes a document (its confirmation, then its rows)
+            # right after this reader counted the confirmations.
+            (base / "crane-d.txt").write_text("Crane delta rusts in the yard.\n", "utf-8")
+            await writer.ingest()
+            counted = store.confirmed_vector_count
+            deletions = [base / "crane-a.txt", base / "crane-d.txt"]
+
+            async def count_then_a_deletion() -> int:
+                found = await counted()
+                if deletions:
+                    for path in deletions:
+                        path.unlink()
+                    deletions.clear()
+                    await writer.ingest()
+                return found
+
+            monkeypatch.setattr(store, "confirmed_vector_count", count_then_a_deletion)
+            assert await _served_densely(col, "Crane bravo stacks boxes") == "crane-b.txt"
+            assert not deletions, "the other process's deletion did not land during the check"
+            monkeypatch.undo()
+            top = await col.search("Crane delta rusts in the yard", 10, mode="dense")
+            assert "degraded" not in top.metadata
+            assert {r.source for r in top.results}.isdisjoint({"crane-a.txt", "crane-d.txt"})
+    finally:
+        await writer.stop()
+
+
 async def test_mcp_search_says_when_it_answers_from_bm25(tmp_path: Path) -> None:
     base, index = tmp_path / "base", tmp_path / "index"
     write_tree(

@@ -4,11 +4,16 @@ reported slice by slice."""
 from __future__ import annotations
 
 import io
+import random
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from groundkit import Collection, IngestProgress
+from groundkit.ingestion import progress
+from groundkit.ingestion.progress import EMBED_SLICE_SECONDS, embed_in_slices
 from tests.support import ToyEmbedder, write_tree
 
 
@@ -75,3 +80,53 @@ async def test_embedding_is_reported_in_slices(tmp_path: Path) -> None:
     assert len(embed) >= 3  # more than one event for one batch of 200
     assert [e.done for e in embed] == sorted(e.done for e in embed)
     assert embed[-1].done == embed[-1].total == 200
+
+
+class _Clock:
+    """``perf_counter`` for the progress module: time passes only when the fake
+    embedder says it does."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+async def test_slices_keep_the_bar_moving_at_least_every_two_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each slice is sized from the one before, so while the embedding rate changes by
+    at most 4x from one slice to the next, the bar moves at least every
+    4 x EMBED_SLICE_SECONDS = 2 s. Timed on a clock the test owns, not the machine's."""
+    clock = _Clock()
+    monkeypatch.setattr(progress, "time", clock)
+    rng = random.Random(7)
+    texts = [f"text {i} " * (1 + i % 5) for i in range(3000)]
+    position = {t: float(i) for i, t in enumerate(texts)}
+    took: list[float] = []
+    sizes: list[int] = []
+
+    async def embed(batch: list[str]) -> npt.NDArray[np.float32]:
+        per_text = rng.uniform(0.002, 0.008)  # the rate moves within a factor of 4
+        clock.now += per_text * len(batch)
+        took.append(per_text * len(batch))
+        return np.asarray([[position[t]] for t in batch], dtype=np.float32)
+
+    rows = await embed_in_slices(embed, texts, sizes.append)
+    assert rows[:, 0].tolist() == [position[t] for t in texts]  # back in input order
+    assert sum(sizes) == len(texts) and len(sizes) == len(took) > 10
+    assert max(took) <= 4 * EMBED_SLICE_SECONDS
+
+    # At a steady rate every slice after the first takes at most the target.
+    clock.now = 0.0
+    steady: list[float] = []
+
+    async def embed_steadily(batch: list[str]) -> npt.NDArray[np.float32]:
+        clock.now += 0.003 * len(batch)
+        steady.append(0.003 * len(batch))
+        return np.zeros((len(batch), 1), dtype=np.float32)
+
+    await embed_in_slices(embed_steadily, texts, lambda n: None)
+    assert max(steady[1:]) <= EMBED_SLICE_SECONDS
+    assert max(steady[1:]) >= EMBED_SLICE_SECONDS / 2  # not needlessly small either

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,8 +32,15 @@ class Reply:
     status: int
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
-    delay: float = 0.0
     drop: bool = False  # close the connection without answering
+    # Held until the test sets this event (at most HOLD_LIMIT s): a server that has not
+    # answered yet, for as long as the test needs, without guessing a duration.
+    until: threading.Event | None = None
+
+
+# How long a held reply waits for its event at most: only keeps a forgotten one from
+# holding a server thread for ever.
+HOLD_LIMIT = 120.0
 
 
 Responder = Callable[["EmbeddingServer", Request], Reply]
@@ -92,8 +98,8 @@ class _Handler(BaseHTTPRequestHandler):
         request = Request(self.path, dict(self.headers.items()), body)
         owner = self.server.owner
         reply = owner.answer(request)
-        if reply.delay:
-            time.sleep(reply.delay)
+        if reply.until is not None:
+            reply.until.wait(HOLD_LIMIT)
         if reply.drop:
             self.close_connection = True
             return

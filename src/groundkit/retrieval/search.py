@@ -257,11 +257,11 @@ class Retriever:
 
     async def refresh_vectors(self, vectors_generation: int) -> None:
         """Catch up with vector writes made since open (another process's ingest):
-        move the vector handle to the latest version and check it again."""
+        check the vector side again, which moves the vector handle to the latest
+        version once the confirmations are read (``vector_problem``)."""
         if self._vectors is None or self._embedder is None:
             self.vectors_generation = vectors_generation
             return
-        await self._vectors.refresh()
         self._dense_bound, self.vector_problem = await _check_dense_side(
             self._store, self._embedder, self._vectors, self.collection
         )

@@ -13,7 +13,12 @@ store is derived from it. Two checks keep them honest (adr/0029-reconcile-vector
 
 Order matters under concurrent writers: vectors are stored before they are
 confirmed, so reading the confirmations first and the vector store second
-never mistakes a write in flight for a loss.
+never mistakes a write in flight for a loss. "Second" means the version the
+vector store counts, not only the call: a handle reads the table version it was
+last moved to, so ``vector_problem`` moves it to the latest version after the
+confirmations are read. Rows are removed only after their confirmation is
+(a document deleted or rewritten), so a shortfall seen while the metadata store
+moved may be such a removal between the two reads: both are read again.
 """
 
 from __future__ import annotations
@@ -26,20 +31,34 @@ __all__ = ["reconcile_vectors", "vector_problem"]
 async def vector_problem(
     metadata: MetadataStoreProtocol, vectors: VectorStoreProtocol
 ) -> str | None:
-    """Why the vector side cannot serve searches that agree with the text, or None."""
-    own = await vectors.problem()
-    if own is not None:
-        return own
-    expected = await metadata.confirmed_vector_count()
-    if expected == 0:
-        return None
-    stored = await vectors.count()
-    if stored < expected:
-        return (
+    """Why the vector side cannot serve searches that agree with the text, or None.
+
+    Moves ``vectors`` to the table's latest version: a search that follows reads
+    at least every row whose confirmation was counted here.
+    """
+    shortfall: str | None = None
+    for _ in range(_CHECK_ATTEMPTS):
+        before = await metadata.generations()
+        expected = await metadata.confirmed_vector_count()
+        # Only now: the version counted holds every row confirmed before this point.
+        await vectors.refresh()
+        own = await vectors.problem()
+        if own is not None:
+            return own
+        if expected == 0:
+            return None
+        stored = await vectors.count()
+        if stored >= expected:
+            return None
+        shortfall = (
             f"the vector store holds {stored} rows but {expected} chunks have confirmed "
             "vectors, so some were lost"
         )
-    return None
+        if await metadata.generations() == before:
+            return shortfall
+        # The metadata store moved between the two reads: a document deleted or
+        # rewritten meanwhile loses its rows after its confirmation. Read both again.
+    return shortfall
 
 
 async def reconcile_vectors(
@@ -84,3 +103,6 @@ async def reconcile_vectors(
 
 # Missing chunk ids are mapped to their documents this many at a time.
 _LOOKUP_BATCH = 5_000
+# Reads of both sides before a shortfall is reported while other writers keep
+# committing (each lasts a few milliseconds; a real loss shows at the first).
+_CHECK_ATTEMPTS = 3
