@@ -15,6 +15,8 @@ import contextlib
 import logging
 import os
 import re
+import warnings
+import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -197,6 +199,11 @@ class Collection:
         # closes (a first ingest that failed), it is removed rather than left behind.
         self._created = created
         self._closed = False
+        # Like an unclosed file: a ResourceWarning when this object is collected, or the
+        # interpreter exits, without ``close`` (adr/0049-closing-at-exit.md).
+        self._left_open = weakref.finalize(
+            self, _warn_left_open, self.name, stores.location.describe_root()
+        )
 
     @classmethod
     def open(
@@ -320,6 +327,7 @@ class Collection:
         if self._closed:
             return
         self._closed = True
+        self._left_open.detach()
         merging, self._merging = self._merging, None
         if merging is not None:
             with contextlib.suppress(Exception):
@@ -335,6 +343,11 @@ class Collection:
         await self._stores.close()
         if remove:
             await _remove_created(self.location)
+
+    def _report_left_open(self) -> None:
+        """Emit now the ResourceWarning of a collection never closed (at most once; none
+        after ``close``): for an exit hook about to close it, as ``groundkit.sync``'s."""
+        self._left_open()
 
     async def rebase(self, base_dir: str | Path, *, force: bool = False) -> tuple[int, int]:
         """Record ``base_dir`` as the directory this collection's sources are relative to
@@ -912,6 +925,14 @@ class Collection:
         )
         prefix, suffix = indexed_context(chunks, stored.start_offset, stored.end_offset)
         return reanchor(text, content, start, prefix=prefix, suffix=suffix)
+
+
+def _warn_left_open(name: str, where: str) -> None:
+    warnings.warn(
+        f"unclosed collection {name!r} in {where}: use 'async with' or close()",
+        ResourceWarning,
+        stacklevel=1,
+    )
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -11,7 +11,7 @@ event loop that lives in a daemon thread (started on first use, restarted after 
 - errors are the async API's own exceptions, raised in the caller's thread;
 - an interrupted call (Ctrl-C) cancels the coroutine it was waiting for;
 - collections still open when the interpreter exits are closed first, so a script
-  that forgot ``close()`` still exits.
+  that forgot ``close()`` still exits; a ``ResourceWarning`` names each of them.
 
 An object belongs to the loop it was opened on. ``run`` takes ``home=`` (an event
 loop) so a synchronous caller can reach an object opened by async code in another
@@ -385,13 +385,23 @@ def search_collections(
 
 
 def _close_open_collections() -> None:
-    """At exit: close what scripts left open, then stop the loop (bounded)."""
+    """At exit: close what scripts left open, then stop the loop (bounded).
+
+    Each collection closed here was left open: like an unclosed file, it is named in
+    a ``ResourceWarning`` (shown with ``-W always::ResourceWarning`` or ``-X dev``).
+    """
     loop = _BACKGROUND.current()
     if loop is None:
         return
     pending = [c for c in list(_OPEN) if not c.closed]
+    # A warning made an error (``-W error::ResourceWarning``) is raised once all is closed.
+    refused: list[Exception] = []
     for collection in pending:
         collection._closed = True
+        try:
+            collection.aio._report_left_open()
+        except Exception as exc:
+            refused.append(exc)
     if pending and _usable(loop) and not _BACKGROUND.in_loop_thread():
 
         async def close_all() -> None:
@@ -403,6 +413,8 @@ def _close_open_collections() -> None:
         except Exception:  # best effort at exit
             future.cancel()
     _BACKGROUND.stop()
+    if refused:
+        raise refused[0]
 
 
 # Before non-daemon threads are joined (a store's worker thread would otherwise

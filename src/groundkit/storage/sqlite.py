@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import functools
 import inspect
@@ -13,6 +14,7 @@ import sqlite3
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -252,12 +254,37 @@ class _Worker:
     server stopping mid-request) it dies with "Event loop is closed" on stderr.
     A close that is cancelled therefore stops the thread and waits for it
     (``finish``), outside the loop, before the cancellation goes on.
+
+    A store nobody closes must not keep the process alive either (adr/0049). The
+    thread is a daemon, so the interpreter never waits for it at exit, and the
+    connection is closed without an event loop (``release``) when the store is
+    garbage-collected, or at exit when the loop it was opened on has ended: what
+    was committed is in the file either way, and a clean close also folds the WAL
+    back into it.
     """
 
     def __init__(self, raw: sqlite3.Connection) -> None:
         self.raw = raw
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
+        # The event loop the store was opened on and its aiosqlite connection, while
+        # open (set by ``attach``), and the store's read-only connection, once made.
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._conn: aiosqlite.Connection | None = None
+        self.reader: sqlite3.Connection | None = None
+        self._done = False
+        self._pid = os.getpid()
+
+    def attach(self, conn: aiosqlite.Connection) -> None:
+        """Before ``conn`` starts its thread: make the thread a daemon, note the loop."""
+        # aiosqlite makes the thread in its constructor and starts it on the first
+        # await, with no option for a daemon: the flag is set here, in between.
+        thread = getattr(conn, "_thread", None)
+        if isinstance(thread, threading.Thread) and not thread.is_alive():
+            thread.daemon = True
+        self.loop = asyncio.get_running_loop()
+        self._conn = conn
+        _OPEN_WORKERS.add(self)
 
     def connect(self) -> sqlite3.Connection:
         """aiosqlite's connector: runs on the worker thread, so it learns which one that is."""
@@ -265,17 +292,93 @@ class _Worker:
         self._started.set()
         return self.raw
 
+    def closed(self) -> None:
+        """The connection is closed (or being closed): nothing is left to release."""
+        self._done = True
+        self._conn = None
+        _OPEN_WORKERS.discard(self)
+
     def finish(self, conn: aiosqlite.Connection) -> None:
         """Stop ``conn``'s thread and wait until it has ended (blocking, bounded)."""
+        self.closed()
         with contextlib.suppress(sqlite3.Error):
             self.raw.interrupt()  # a long read ends now, not when it is done
         conn.stop()  # queued behind what the thread still has to do
-        if self._started.wait(_WORKER_WAIT) and self._thread is not None:
-            self._thread.join(_WORKER_WAIT)
+        self._wait(time.monotonic() + _WORKER_WAIT)
+
+    def abandoned(self) -> bool:
+        """Whether the loop the store was opened on has ended (closed, or not running)."""
+        loop = self.loop
+        return loop is None or loop.is_closed() or not loop.is_running()
+
+    def release(self) -> None:
+        """Close a store nobody closed, without an event loop (garbage collection, exit).
+        Blocking, bounded; does nothing once the connection is closed."""
+        if self._stop():
+            self._wait(time.monotonic() + _WORKER_WAIT)
+
+    def _stop(self) -> bool:
+        """Queue the thread's stop, which closes the connection; False if already closed."""
+        if self._done:
+            return False
+        conn = self._conn
+        self.closed()
+        if os.getpid() != self._pid:
+            return False  # a forked child's copy: the connection is the parent's
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            with contextlib.suppress(sqlite3.Error):
+                reader.close()
+        if conn is not None:
+            _stop_outside_loop(conn)
+        return True
+
+    def _wait(self, deadline: float) -> None:
+        """Wait (until ``deadline``) for the thread to end, then close the connection."""
+        if self._thread is threading.current_thread():
+            return  # collected on the thread itself: it closes the connection as it stops
+        if self._started.wait(max(0.0, deadline - time.monotonic())) and self._thread:
+            self._thread.join(max(0.0, deadline - time.monotonic()))
             if self._thread.is_alive():
                 return  # still inside a statement: the connection is not ours to close
         with contextlib.suppress(sqlite3.Error):
             self.raw.close()
+
+
+def _stop_outside_loop(conn: aiosqlite.Connection) -> None:
+    """``conn.stop()``, called from a thread that has no event loop.
+
+    ``stop`` asks ``asyncio.get_event_loop()`` for a future to report on. Where a
+    store is left behind that answer is wrong: the thread that ran it may still hold
+    its closed loop (the worker then dies with "Event loop is closed"), and a main
+    thread that never had a loop gets a new one made for the asking, never closed.
+    In a thread of its own there is no loop and aiosqlite reports to no one.
+    """
+    helper = threading.Thread(target=conn.stop, name="groundkit-sqlite-stop", daemon=True)
+    try:
+        helper.start()
+    except RuntimeError:  # no new threads this late in the interpreter's life
+        conn.stop()
+        return
+    helper.join()
+
+
+# Workers whose connection is open; the exit hook releases those left behind.
+_OPEN_WORKERS: weakref.WeakSet[_Worker] = weakref.WeakSet()
+
+
+def _release_abandoned() -> None:
+    """At exit: close every store nobody closed whose event loop has ended (bounded in
+    all). A store whose loop still runs belongs to a daemon thread; it is left alone."""
+    stopping = [w for w in list(_OPEN_WORKERS) if w.abandoned() and w._stop()]
+    deadline = time.monotonic() + _WORKER_WAIT
+    for worker in stopping:
+        worker._wait(deadline)
+
+
+# After non-daemon threads are joined: a thread still running then may yet close its
+# collection itself. The worker threads are daemons, so nothing waits on them before.
+atexit.register(_release_abandoned)
 
 
 async def _close_connection(conn: aiosqlite.Connection, worker: _Worker | None) -> None:
@@ -286,6 +389,9 @@ async def _close_connection(conn: aiosqlite.Connection, worker: _Worker | None) 
         if worker is not None:
             worker.finish(conn)
         raise
+    finally:
+        if worker is not None:
+            worker.closed()
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Awaitable[Any]])
@@ -319,6 +425,9 @@ class SQLiteMetadataStore:
         self._writing = asyncio.Lock()
         # What opening had to repair (``open(rebuild_damaged=True)``), for the next report.
         self.repairs: list[str] = []
+        # Garbage-collected without ``close``: the connection is closed without a loop.
+        if worker is not None:
+            weakref.finalize(self, worker.release).atexit = False
 
     @classmethod
     async def open(
@@ -369,6 +478,7 @@ class SQLiteMetadataStore:
             raise StorageError(f"cannot open {str(path)!r}: {exc}") from None
         worker = _Worker(raw)
         conn = aiosqlite.Connection(worker.connect, iter_chunk_size=64)
+        worker.attach(conn)
         try:
             await conn
         except BaseException:  # cancelled: aiosqlite has already told its thread to stop
@@ -473,6 +583,8 @@ class SQLiteMetadataStore:
         if self._reader is not None:
             self._reader.close()
             self._reader = None
+            if self._worker is not None:
+                self._worker.reader = None
         db, self._db = self._db, None
         if db is not None:
             await _close_connection(db, self._worker)
@@ -490,6 +602,8 @@ class SQLiteMetadataStore:
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
             )
             self._reader.execute("PRAGMA busy_timeout=0")
+            if self._worker is not None:
+                self._worker.reader = self._reader  # closed with the store if it is left
         try:
             return self._reader.execute(sql, params).fetchall()
         except sqlite3.OperationalError:
