@@ -32,6 +32,7 @@ import json
 import mmap
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -41,9 +42,10 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import xxhash
 
 from groundkit.contracts import PackStore
-from groundkit.errors import ConfigurationError, StorageError
+from groundkit.errors import StorageError
 
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
 
@@ -66,17 +68,9 @@ _DTYPES = frozenset({"<i4", "<i8", "<u2", "<u4", "<u8", "<f8", "|u1", "|b1"})
 _PACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
-def _xxhash() -> Any:
-    try:
-        import xxhash
-    except ImportError:  # a base dependency: only a broken install gets here
-        raise ConfigurationError("the xxhash package is missing: pip install groundkit") from None
-    return xxhash
-
-
 def file_checksum(path: Path) -> str:
     """xxh3-64 of a file, read in large steps (about 10 GB/s from the page cache)."""
-    hasher = _xxhash().xxh3_64()
+    hasher = xxhash.xxh3_64()
     with open(path, "rb") as handle:
         while block := handle.read(1 << 24):
             hasher.update(block)
@@ -293,7 +287,7 @@ def write_pack_file(
     """Write pack ``name`` into ``directory`` whole (temporary name, fsync, rename);
     returns its manifest entry."""
     directory.mkdir(parents=True, exist_ok=True)
-    hasher = _xxhash().xxh3_64()
+    hasher = xxhash.xxh3_64()
     size = _write_atomically(pack_path(directory, name), _encode_pack(arrays, meta), hasher)
     return {"name": name, "bytes": size, "xxh3": str(hasher.hexdigest())}
 
@@ -367,6 +361,37 @@ def clear_directory(directory: Path) -> None:
             entry.unlink(missing_ok=True)
 
 
+async def _wait_for_flock(fd: int) -> None:
+    """Take an exclusive ``flock`` on ``fd``, waiting on a thread of its own.
+
+    Not on the event loop's shared worker threads: writers of one process queue for the
+    lock too, and with as many waiting as the pool has threads, the holder would never
+    get one back to finish its write and let go.
+    """
+    loop = asyncio.get_running_loop()
+    taken: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if taken.done():
+            return
+        if error is None:
+            taken.set_result(None)
+        else:
+            taken.set_exception(error)
+
+    def wait() -> None:
+        error: BaseException | None = None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException as exc:  # handed to the waiting coroutine
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=wait, name="groundkit-lock-wait", daemon=True).start()
+    await taken
+
+
 @contextlib.asynccontextmanager
 async def directory_lock(directory: Path, *, wait: bool) -> AsyncIterator[bool]:
     """An exclusive ``flock`` on ``directory``'s lock file: True when held, False at
@@ -374,9 +399,11 @@ async def directory_lock(directory: Path, *, wait: bool) -> AsyncIterator[bool]:
     await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
     handle = await asyncio.to_thread(open, directory / _LOCK, "a+b")
     try:
-        flags = fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB
         try:
-            await asyncio.to_thread(fcntl.flock, handle.fileno(), flags)
+            if wait:
+                await _wait_for_flock(handle.fileno())
+            else:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # never blocks
         except BlockingIOError:
             yield False
             return

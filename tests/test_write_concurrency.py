@@ -1,0 +1,41 @@
+"""Writers of one process queue for the lexical index's lock without starving its holder."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from groundkit import Collection
+
+
+async def test_writers_queued_on_the_index_lock_leave_its_holder_a_thread(
+    tmp_path: Path,
+) -> None:
+    # Each write persists the lexical index under a directory lock. With more writers
+    # waiting for it than the loop has worker threads, a wait that took a shared thread
+    # left the holder none to finish its write with: every write hung. Two threads and
+    # twelve writers make that certain rather than likely.
+    loop = asyncio.get_running_loop()
+    pool = ThreadPoolExecutor(max_workers=2)
+    loop.set_default_executor(pool)
+    try:
+        async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as first:
+            await first.add_documents([{"id": "note-0", "text": "kettle note number 0"}])
+        # One collection object per writer, as separate components of an application
+        # would open it: their writes are not serialised before they reach the lock.
+        cols = [await Collection.open(tmp_path / "idx", base_dir=tmp_path) for _ in range(12)]
+        try:
+            writes = [
+                col.add_documents([{"id": f"note-{i}", "text": f"kettle note number {i}"}])
+                for i, col in enumerate(cols, 1)
+            ]
+            reports = await asyncio.wait_for(asyncio.gather(*writes), 300)
+            assert [r.added for r in reports] == [[f"record://note-{i}"] for i in range(1, 13)]
+            response = await cols[0].search("kettle", top_k=20)
+            assert len(response.results) == 13
+        finally:
+            for col in cols:
+                await col.close()
+    finally:
+        pool.shutdown(wait=False)
