@@ -118,7 +118,7 @@ class DocxExtractor(BaseExtractor):
 def _docx_body(document: Any) -> Iterator[tuple[str, int | None]]:
     """The body's blocks as ``_docx_blocks`` gives them, each with its heading level:
     1-6 for a paragraph styled "Title" (1) or "Heading N" (N, past 6 as 6), else None."""
-    from docx.table import Table
+    from docx.table import Table  # extra: docx
 
     for item in document.iter_inner_content():
         level = None if isinstance(item, Table) else _heading_level(item)
@@ -141,7 +141,7 @@ def _docx_blocks(container: Any) -> Iterator[str]:
 
 
 def _docx_item_text(item: Any) -> str:
-    from docx.table import Table
+    from docx.table import Table  # extra: docx
 
     if isinstance(item, Table):
         lines = [line for row in item.rows if (line := _row_line(_docx_cells(row)))]
@@ -182,7 +182,7 @@ class PptxExtractor(BaseExtractor):
 
 
 def _slide_text(slide: Any) -> str:
-    from pptx.shapes.group import GroupShape
+    from pptx.shapes.group import GroupShape  # extra: pptx
 
     blocks: list[str] = []
     stack: list[Iterator[Any]] = [iter(slide.shapes)]

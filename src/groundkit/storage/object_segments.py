@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy.typing as npt
+import xxhash
 
 from groundkit.errors import ConfigurationError, StorageError
 from groundkit.storage.segments import (
@@ -47,7 +48,6 @@ from groundkit.storage.segments import (
     _SUFFIX,
     _map_pack,
     _temp_name,
-    _xxhash,
     check_new_pack_name,
     clear_directory,
     directory_lock,
@@ -153,7 +153,7 @@ class ObjectSegments:
     def _filesystem(self) -> tuple[Any, str]:
         with self._fs_lock:
             if self._fs is None:
-                from pyarrow import ArrowException
+                from pyarrow import ArrowException  # extra: dense
 
                 from groundkit.storage.snapshots import object_filesystem
 
@@ -333,7 +333,7 @@ class ObjectSegments:
         except OSError as exc:
             raise self._local_error("create", self.cache_dir, exc) from None
         temp = _temp_name(path)
-        hasher = _xxhash().xxh3_64()
+        hasher = xxhash.xxh3_64()
         got = 0
         try:
             try:
@@ -387,7 +387,7 @@ class ObjectSegments:
             except StorageError:  # damaged: what it named is unknown, so nothing goes
                 return 0
         fs, root = self._filesystem()
-        from pyarrow import fs as pafs
+        from pyarrow import fs as pafs  # extra: dense
 
         try:
             listed = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))

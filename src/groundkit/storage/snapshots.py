@@ -168,7 +168,7 @@ class ObjectSnapshots:
         wanted = set(keep)
 
         def sweep() -> list[str]:
-            from pyarrow import fs as pafs
+            from pyarrow import fs as pafs  # extra: dense
 
             listed = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
             names = sorted(info.base_name for info in listed if info.is_file)
