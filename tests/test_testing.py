@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import subprocess
+import sys
+import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -123,7 +126,46 @@ async def test_grounding_binds_the_directories(col: Collection) -> None:
 
 def test_registered_as_a_pytest_plugin() -> None:
     entry = [e for e in importlib.metadata.entry_points(group="pytest11") if e.name == "groundkit"]
-    assert [e.value for e in entry] == ["groundkit.testing"]
+    assert [e.value for e in entry] == ["groundkit.testing.plugin"]
+
+
+def test_the_asserts_need_no_pytest(tmp_path: Path) -> None:
+    # A script, or another test runner: pytest made unimportable in a fresh interpreter.
+    (tmp_path / "tea.md").write_text("Green tea is brewed at about 80 degrees.\n", "utf-8")
+    code = textwrap.dedent(
+        """
+        import asyncio, sys
+        sys.modules["pytest"] = None
+        import groundkit
+        from groundkit.testing import NotGroundedError, assert_grounded
+
+        async def main():
+            async with groundkit.Collection.open(sys.argv[1] + "/idx", base_dir=sys.argv[1]) as col:
+                await col.ingest(sys.argv[1])
+                return await col.search("green tea")
+
+        response = asyncio.run(main())
+        assert_grounded(["brewed at about 80 degrees"], response, base_dir=sys.argv[1])
+        try:
+            assert_grounded(["brewed at 100 degrees"], response, base_dir=sys.argv[1])
+        except NotGroundedError as exc:
+            print("refused:", exc)
+        try:
+            import groundkit.testing.conformance
+        except groundkit.ConfigurationError as exc:
+            print("conformance:", exc)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused: " in done.stdout
+    assert "pip install 'groundkit[test]'" in done.stdout
 
 
 # -- a user's project, run by pytest itself --------------------------------------

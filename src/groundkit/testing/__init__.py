@@ -1,7 +1,10 @@
 """``groundkit.testing``: assert in your own tests that an answer is grounded in its results.
 
-A pytest plugin, registered through the ``pytest11`` entry point, so installing
-groundkit makes it available (``-p no:groundkit`` turns it off). It adds:
+Importing it needs nothing beyond groundkit's own core: ``assert_grounded`` and
+``assert_answer_grounded`` raise a plain ``AssertionError`` subclass, so they work in
+any test runner, or none. The fixtures live in ``groundkit.testing.plugin``, the pytest
+plugin registered through the ``pytest11`` entry point (``-p no:groundkit`` turns it
+off), which pytest loads wherever groundkit is installed. What it offers:
 
 - ``assert_grounded(answer_quotes, results, base_dir=...)``: every quote must
   lie inside a result's span, and that span must still read as indexed, now.
@@ -35,8 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from groundkit.contracts import (
     ANSWER_PROBLEMS,
     AnswerReport,
@@ -50,10 +51,6 @@ from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.answers import AnswerChecker
 from groundkit.retrieval.quotes import QuoteChecker, matched_prefix, normalize_quote
 from groundkit.storage.snapshots import SnapshotLocation
-
-# The shipped conformance suites are plain pytest classes; their asserts should read
-# as well as a user's own when they fail.
-pytest.register_assert_rewrite("groundkit.testing.conformance")
 
 __all__ = [
     "AnswerGrounding",
@@ -331,54 +328,3 @@ class AnswerGrounding:
         return assert_answer_grounded(
             answer, results, base_dir=self.base_dir, snapshot_dir=self.snapshot_dir, **options
         )
-
-
-# -- the plugin ------------------------------------------------------------------
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini(
-        "groundkit_base_dir",
-        "directory citation sources are relative to, for the 'grounded' fixture "
-        "(relative to the ini file; default: the rootdir)",
-        default="",
-    )
-    parser.addini(
-        "groundkit_snapshot_dir",
-        "<index_dir>/<collection>.snapshots, for URL citations (relative to the ini file)",
-        default="",
-    )
-
-
-def _ini_path(config: pytest.Config, name: str) -> Path | None:
-    value = str(config.getini(name)).strip()
-    if not value:
-        return None
-    anchor = config.inipath.parent if config.inipath is not None else config.rootpath
-    return (anchor / value).resolve()
-
-
-@pytest.fixture
-def groundkit_base_dir(pytestconfig: pytest.Config) -> Path:
-    """The ``groundkit_base_dir`` ini option as a path (default: the rootdir)."""
-    return _ini_path(pytestconfig, "groundkit_base_dir") or pytestconfig.rootpath
-
-
-@pytest.fixture
-def groundkit_snapshot_dir(pytestconfig: pytest.Config) -> Path | None:
-    """The ``groundkit_snapshot_dir`` ini option as a path, or None."""
-    return _ini_path(pytestconfig, "groundkit_snapshot_dir")
-
-
-@pytest.fixture
-def grounded(groundkit_base_dir: Path, groundkit_snapshot_dir: Path | None) -> Grounding:
-    """``grounded(answer_quotes, results)`` asserts the answer is grounded."""
-    return Grounding(groundkit_base_dir, groundkit_snapshot_dir)
-
-
-@pytest.fixture
-def grounded_answer(
-    groundkit_base_dir: Path, groundkit_snapshot_dir: Path | None
-) -> AnswerGrounding:
-    """``grounded_answer(answer, results)`` asserts every sentence of the answer is grounded."""
-    return AnswerGrounding(groundkit_base_dir, groundkit_snapshot_dir)

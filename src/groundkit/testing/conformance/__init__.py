@@ -23,6 +23,8 @@ pytest-asyncio (``asyncio_mode = "auto"``).
 
 from __future__ import annotations
 
+# Raises ConfigurationError naming the install when pytest is missing.
+import groundkit.testing.conformance._needs_pytest  # noqa: F401
 from groundkit.testing.conformance.metadata import MetadataStoreConformance
 from groundkit.testing.conformance.rewriters import RewriterConformance
 from groundkit.testing.conformance.segments import PackStoreConformance
