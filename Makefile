@@ -1,4 +1,5 @@
-# Two entry points: `make demo` (base install, no extras) and `make test` (dev install, full suite).
+# Two entry points: `make demo` (base install, no extras) and `make test` (dev install, full
+# suite); `make test-fast` is the inner loop (the suite less the tests marked slow).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -6,7 +7,7 @@ export HF_HUB_OFFLINE := 1
 export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export LANCEDB_LOG := error
 
-.PHONY: demo test lint typecheck check clean
+.PHONY: demo test test-fast lint typecheck check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,12 +17,14 @@ $(VENV)/.base: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $@
 
-# TORCH: an exact torch to install with the rest (CI sets the build machines' CPU wheel);
-# empty, pip picks from the range pyproject.toml declares.
+# TORCH: the pip requirement for torch, installed before the rest (e.g. torch==2.13.0).
+# Empty: on Linux without an NVIDIA GPU a CPU build is chosen (scripts/dev_torch.py),
+# elsewhere pip picks from the range pyproject.toml declares.
 TORCH ?=
 
 $(VENV)/.dev: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet $(TORCH) -e '.[dev]'
+	$(BIN)/python scripts/dev_torch.py $(TORCH)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@ $(VENV)/.base
 
 # Ingest this project's own docs into a throwaway index, search it, verify every citation.
@@ -42,9 +45,12 @@ demo: $(VENV)/.base
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest -q
 
+test-fast: $(VENV)/.dev
+	$(BIN)/python -m pytest -q -m "not slow"
+
 lint: $(VENV)/.dev
-	$(BIN)/ruff check src tests evals
-	$(BIN)/ruff format --check src tests evals
+	$(BIN)/ruff check src tests evals scripts
+	$(BIN)/ruff format --check src tests evals scripts
 	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.dev

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import importlib.util
+import os
+from collections.abc import AsyncIterator, Generator, Iterator
 from pathlib import Path
 
+import pluggy
 import pytest
 from hypothesis import settings
 
-from groundkit import Collection, SQLiteMetadataStore
+from groundkit import Collection, ConfigurationError, SQLiteMetadataStore
 from tests.embedding_server import OpenAIServer, start_openai_server
 from tests.pg_support import fresh, postgres_dsn  # noqa: F401  (shared fixtures)
 from tests.s3_support import s3_server  # noqa: F401  (a session fixture, shared)
@@ -61,3 +64,69 @@ def openai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAISe
         yield server
     finally:
         server.stop()
+
+
+# -- the fast set (make test-fast) ------------------------------------------------------
+
+# Modules whose tests start servers or other Pythons, embed a corpus with the real model,
+# or read the SciFact data: the suite's long tail. ``make test-fast`` leaves them out; the
+# full suite (``make test``, CI) runs everything.
+SLOW_MODULES = (
+    "tests/evals/",
+    "tests/test_readme.py",
+    "tests/test_packaging.py",
+    "tests/test_process_exit.py",
+    "tests/test_clean_exit.py",
+    "tests/test_live_processes.py",
+    "tests/test_shared_collection.py",
+    "tests/test_http_embedded.py",
+    "tests/test_vector_recovery.py",
+    "tests/test_progress_terminal.py",
+    "tests/test_dense_collection.py",
+    "tests/test_testing.py",
+    "tests/test_dependencies.py",
+    "tests/service/test_inspector.py",
+    "tests/service/test_transport.py",
+    "tests/providers/test_openai_server.py",
+    "tests/providers/test_local.py",
+    "tests/storage/test_postgres_store.py",
+    "tests/storage/test_postgres_migration.py",
+    "tests/storage/test_s3_vectors.py",
+    "tests/lexical/test_one_format.py",
+)
+
+# On an interpreter that has no torch build to install (CI's Python 3.12 and 3.13 jobs set
+# this), a test that reaches for the [local] extra is skipped, naming what it needed. The
+# exception it raised decides: torch, transformers or sentence-transformers missing, or
+# groundkit's own ConfigurationError asking for groundkit[local].
+WITHOUT_TORCH = os.environ.get("GROUNDKIT_TESTS_WITHOUT_TORCH") == "1"
+_TORCH_MODULES = frozenset({"torch", "transformers", "sentence_transformers", "txtai"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
+
+
+def _needs_torch(error: BaseException) -> bool:
+    if isinstance(error, ModuleNotFoundError):
+        return (error.name or "").split(".")[0] in _TORCH_MODULES
+    return isinstance(error, ConfigurationError) and "groundkit[local]" in str(error)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+    outcome = yield
+    if not WITHOUT_TORCH or call.excinfo is None or importlib.util.find_spec("torch"):
+        return
+    if _needs_torch(call.excinfo.value):
+        report = outcome.get_result()
+        report.outcome = "skipped"
+        report.longrepr = (
+            str(item.path),
+            item.location[1] or 0,
+            f"needs torch: {call.excinfo.value}",
+        )

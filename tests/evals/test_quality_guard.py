@@ -62,6 +62,7 @@ async def test_scifact_bm25_holds_its_recorded_ndcg_and_echoes(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # embeds all of SciFact on the CPU
 async def test_scifact_dense_and_hybrid_hold_their_recorded_ndcg(tmp_path: Path) -> None:
     data = scifact_or_skip()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -11,6 +11,10 @@ import pytest
 
 from groundkit.lexical import bm25
 
+# Set by the CI job that installs the package with no C compiler (CC=false): there the
+# kernel is absent by design, and the compiled variants of a test are skipped.
+BUILT_WITHOUT_COMPILER = os.environ.get("GROUNDKIT_BUILT_WITHOUT_COMPILER") == "1"
+
 KERNELS = pytest.mark.parametrize(
     "compiled", [pytest.param(True, id="compiled"), pytest.param(False, id="numpy")]
 )
@@ -20,6 +24,8 @@ KERNELS = pytest.mark.parametrize(
 def lexical_path(compiled: bool) -> Iterator[None]:
     """Searches inside run on the compiled kernel (``compiled``) or on numpy."""
     if compiled and bm25._kernel is None:
+        if BUILT_WITHOUT_COMPILER:
+            pytest.skip("installed without a C compiler")
         if os.environ.get("CI"):
             pytest.fail("the compiled kernel was not built (a C compiler is needed)")
         pytest.skip("the compiled kernel was not built")

@@ -1,0 +1,329 @@
+"""Use one extra for real, in an environment that has groundkit with that extra alone.
+
+CI installs the wheel once per extra (``pip install 'groundkit-*.whl[pdf]'`` and so on),
+each in a fresh virtual environment, and runs this with that environment's Python: every
+file it reads, it writes itself, so nothing beyond the extra is needed.
+
+    python scripts/extra_smoke.py EXTRA   # pdf, html, docx, pptx, epub, main-content, ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import groundkit
+import groundkit.sync as gks
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
+
+
+def _pdf(text: str) -> bytes:
+    """A one-page PDF showing ``text`` in Helvetica, with a correct cross-reference table."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def _epub(path: Path, text: str) -> None:
+    """A one-chapter EPUB 3."""
+    container = """<?xml version="1.0"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+<rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>
+</rootfiles></container>"""
+    opf = """<?xml version="1.0" encoding="utf-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">
+<metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+<dc:identifier id="id">smoke-1</dc:identifier><dc:title>Smoke</dc:title>
+<dc:language>en</dc:language><meta property="dcterms:modified">2026-01-01T00:00:00Z</meta>
+</metadata>
+<manifest>
+<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>
+<item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/>
+</manifest>
+<spine><itemref idref="c1"/></spine></package>"""
+    nav = """<?xml version="1.0" encoding="utf-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops">
+<head><title>nav</title></head><body><nav epub:type="toc"><ol>
+<li><a href="c1.xhtml">One</a></li></ol></nav></body></html>"""
+    chapter = f"""<?xml version="1.0" encoding="utf-8"?>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>One</title></head>
+<body><h1>One</h1><p>{text}</p></body></html>"""
+    with zipfile.ZipFile(path, "w") as book:
+        book.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        book.writestr("META-INF/container.xml", container)
+        book.writestr("OEBPS/content.opf", opf)
+        book.writestr("OEBPS/nav.xhtml", nav)
+        book.writestr("OEBPS/c1.xhtml", chapter)
+
+
+def _ingest_and_find(work: Path, name: str, query: str, **open_options: Any) -> None:
+    async def run() -> None:
+        async with groundkit.Collection.open(work / "idx", base_dir=work, **open_options) as col:
+            report = await col.ingest(work / "docs")
+            assert not report.failed, report.failed
+            response = await col.search(query, top_k=1)
+            top = response.results[0]
+            assert top.source == f"docs/{name}", top.source
+            checked = await col.verify(top)
+            assert checked.ok, checked
+            print(f"{name}: found and verified ({checked.verification})")
+
+    asyncio.run(run())
+
+
+def file_format(name: str, write: Callable[[Path], object], query: str, **options: Any) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "docs").mkdir()
+        write(work / "docs" / name)
+        _ingest_and_find(work, name, query, **options)
+
+
+def smoke_pdf() -> None:
+    file_format("kettle.pdf", lambda p: p.write_bytes(_pdf("The kettle boils water.")), "kettle")
+
+
+def smoke_html() -> None:
+    page = "<html><body><h1>Tea</h1><p>Green tea is brewed at 80 degrees.</p></body></html>"
+    file_format("tea.html", lambda p: p.write_text(page, "utf-8"), "green tea")
+
+
+def smoke_main_content() -> None:
+    body = "Green tea is brewed at about 80 degrees, never with boiling water. " * 8
+    page = (
+        "<html><body><nav>Home | About</nav>"
+        f"<article><h1>Tea</h1><p>{body}</p></article></body></html>"
+    )
+    config = groundkit.IngestConfig(html_extractor="main-content")
+    file_format("tea.html", lambda p: p.write_text(page, "utf-8"), "green tea", ingest=config)
+
+
+def smoke_docx() -> None:
+    source = DATA / "python-docx-blk-paras-and-tables.docx"
+    file_format("doc.docx", lambda p: p.write_bytes(source.read_bytes()), "semper facilisis")
+
+
+def smoke_pptx() -> None:
+    source = DATA / "python-pptx-txt-text.pptx"
+    file_format("deck.pptx", lambda p: p.write_bytes(source.read_bytes()), "text")
+
+
+def smoke_epub() -> None:
+    file_format("book.epub", lambda p: _epub(p, "Oolong is rolled and roasted."), "oolong")
+
+
+def smoke_dense_local() -> None:
+    embedder = groundkit.SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+
+    async def run(work: Path) -> None:
+        (work / "notes").mkdir()
+        (work / "notes" / "tea.md").write_text("Green tea is brewed at about 80 degrees.\n")
+        (work / "notes" / "bus.md").write_text("The night bus leaves at midnight.\n")
+        async with groundkit.Collection.open(work / "idx", base_dir=work, embedder=embedder) as col:
+            await col.ingest(work / "notes")
+            for mode in ("dense", "hybrid"):
+                response = await col.search("temperature for brewing", top_k=1, mode=mode)
+                top = response.results[0]
+                assert top.source == "notes/tea.md", (mode, top.source)
+                assert not response.metadata.get("degraded"), response.metadata
+                assert (await col.verify(top)).ok
+        print("dense,local: dense and hybrid found and verified")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(run(Path(tmp)))
+
+
+def _faq(work: Path) -> gks.SyncCollection:
+    col = gks.Collection.open(work / "idx", "faq", base_dir=work)
+    col.add_documents([{"id": "faq-1", "text": "Refunds are paid within 14 days."}])
+    return col
+
+
+def smoke_langchain() -> None:
+    from groundkit.integrations.langchain import GroundkitRetriever, citation_of
+
+    with tempfile.TemporaryDirectory() as tmp, _faq(Path(tmp)) as col:
+        doc = GroundkitRetriever(collection=col, top_k=1).invoke("refunds")[0]
+        assert col.fetch_chunk(citation_of(doc).chunk_id).verification == "verified"
+    print("langchain: retrieved and verified")
+
+
+def smoke_llama_index() -> None:
+    from groundkit.integrations.llama_index import GroundkitRetriever, citation_of
+
+    with tempfile.TemporaryDirectory() as tmp, _faq(Path(tmp)) as col:
+        scored = GroundkitRetriever(col, top_k=1).retrieve("refunds")[0]
+        assert col.fetch_chunk(citation_of(scored).chunk_id).verification == "verified"
+    print("llama-index: retrieved and verified")
+
+
+def smoke_haystack() -> None:
+    from haystack import Pipeline
+
+    from groundkit.integrations.haystack import GroundkitRetriever, citation_of
+
+    with tempfile.TemporaryDirectory() as tmp, _faq(Path(tmp)) as col:
+        pipeline = Pipeline()
+        pipeline.add_component("retriever", GroundkitRetriever(col, top_k=1))
+        out = pipeline.run({"retriever": {"query": "refunds"}})
+        chunk_id = citation_of(out["retriever"]["documents"][0]).chunk_id
+        assert col.fetch_chunk(chunk_id).verification == "verified"
+    print("haystack: retrieved and verified")
+
+
+def smoke_postgres() -> None:
+    # No server here: reaching one proves asyncpg is importable and used, and a refused
+    # connection must come back as groundkit's own error.
+    async def run() -> None:
+        dsn = "postgresql://nobody@127.0.0.1:9/none"
+        try:
+            await groundkit.Collection.open(metadata_url=dsn, storage_uri=tempfile.mkdtemp())
+        except groundkit.StorageError as exc:
+            print(f"postgres: asyncpg used, refused connection reported: {exc}"[:160])
+            return
+        raise SystemExit("opened a collection on a closed port")
+
+    asyncio.run(run())
+
+
+def smoke_serve() -> None:
+    # The stdio MCP server: initialize, list the tools, then stdin closes and it exits.
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "tea.md").write_text("Green tea is brewed at about 80 degrees.\n")
+        grk = [sys.executable, "-m", "groundkit"]
+        index = ["--index-dir", f"{tmp}/idx"]
+        subprocess.run([*grk, "ingest", tmp, "--base-dir", tmp, *index, "-q"], check=True)
+        messages = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "smoke", "version": "0"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ]
+        done = subprocess.run(
+            [*grk, "serve", *index],
+            input="".join(json.dumps(m) + "\n" for m in messages),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+        tools = next(r for r in replies if r.get("id") == 2)["result"]["tools"]
+        names = sorted(t["name"] for t in tools)
+        assert "search" in names and done.returncode == 0, (names, done.stderr)
+        print(f"serve: {len(names)} tools over stdio, exit code {done.returncode}")
+
+
+def smoke_test() -> None:
+    # A user's test file: the grounded fixture and a conformance suite, run by pytest.
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "tea.md").write_text("Green tea is brewed at about 80 degrees.\n")
+        (work / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+        (work / "test_user.py").write_text(
+            textwrap.dedent(
+                """
+                import asyncio
+                from pathlib import Path
+
+                import pytest
+
+                import groundkit
+                from groundkit.testing.conformance import MetadataStoreConformance
+
+                HERE = Path(__file__).parent
+
+
+                def test_answer_is_grounded(grounded):
+                    async def search():
+                        async with groundkit.Collection.open(HERE / "idx", base_dir=HERE) as col:
+                            await col.ingest(HERE / "tea.md")
+                            return await col.search("green tea")
+
+                    grounded(["brewed at about 80 degrees"], asyncio.run(search()))
+
+
+                class TestSQLite(MetadataStoreConformance):
+                    @pytest.fixture
+                    async def store(self, tmp_path):
+                        store = await groundkit.SQLiteMetadataStore.open(tmp_path / "m.sqlite3")
+                        yield store
+                        await store.close()
+                """
+            )
+        )
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(work)],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        print(done.stdout[-600:])
+        assert done.returncode == 0, done.stderr[-2000:]
+
+
+SMOKES: dict[str, Callable[[], None]] = {
+    "pdf": smoke_pdf,
+    "html": smoke_html,
+    "main-content": smoke_main_content,
+    "docx": smoke_docx,
+    "pptx": smoke_pptx,
+    "epub": smoke_epub,
+    "dense,local": smoke_dense_local,
+    "langchain": smoke_langchain,
+    "llama-index": smoke_llama_index,
+    "haystack": smoke_haystack,
+    "postgres": smoke_postgres,
+    "serve": smoke_serve,
+    "test": smoke_test,
+}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in SMOKES:
+        print(f"usage: extra_smoke.py {{{'|'.join(SMOKES)}}}", file=sys.stderr)
+        return 2
+    SMOKES[argv[0]]()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
