@@ -74,6 +74,7 @@ def openai_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenAISe
 SLOW_MODULES = (
     "tests/evals/",
     "tests/test_readme.py",
+    "tests/test_cli_versions.py",
     "tests/test_packaging.py",
     "tests/test_process_exit.py",
     "tests/test_clean_exit.py",
