@@ -41,7 +41,9 @@ def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 @pytest.mark.parametrize(
     ("where", "needle"),
     [
-        (DEEP, "--where: the JSON filter nests too deeply"),
+        # Python 3.11 and 3.12's parser gives up first ("the JSON filter nests too deeply");
+        # 3.13's parses it and the filter's own depth check refuses it.
+        (DEEP, "nest"),
         ('{"team": ' + '{"eq": ' * 100 + "1" + "}" * 101, "filters nest more than 3 levels deep"),
         ('{"team": {"in": [[1]]}}', "filters nest more than 3 levels deep"),
         (
