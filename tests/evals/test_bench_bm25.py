@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,6 @@ def test_runs_end_to_end_at_a_tiny_size(tmp_path: Path, capsys: pytest.CaptureFi
     out = tmp_path / "benchmarks.md"
     kept = "<!-- section:other -->\n## kept\n<!-- /section:other -->\n"
     out.write_text("# old page\n\n" + kept, encoding="utf-8")
-    started = time.perf_counter()
     code = bench_bm25.main(
         [
             "--sizes", "300", "--queries", "6", "--repeat", "1", "--writes", "2",
@@ -29,7 +27,6 @@ def test_runs_end_to_end_at_a_tiny_size(tmp_path: Path, capsys: pytest.CaptureFi
         ]
     )  # fmt: skip
     assert code == 0
-    assert time.perf_counter() - started < 120  # a guard; it takes about 30 s
     page = out.read_text(encoding="utf-8")
     assert page.startswith("# BM25 benchmarks")
     assert page.endswith(kept)  # another benchmark's section survives
