@@ -92,6 +92,13 @@ def sources_found(index: Path, query: str) -> list[str]:
     return asyncio.run(search())
 
 
+def assert_kept_and_closed(index: Path) -> None:
+    """The child's commit is searchable, and its store was closed at exit, not merely
+    abandoned: SQLite folded its WAL back into the file."""
+    assert sources_found(index, "green tea") == ["tea.md"]
+    assert not (index / "default.sqlite3-wal").exists()
+
+
 @pytest.fixture
 def base(tmp_path: Path) -> Path:
     folder = tmp_path / "base"
@@ -144,9 +151,7 @@ def test_an_ingest_and_a_search_then_exit_keep_what_was_committed(index: Path, b
     )
     assert_left_open(done, index, "default")
     assert "tea.md" in done.stdout
-    assert sources_found(index, "green tea") == ["tea.md"]
-    # Closed at exit, not merely abandoned: SQLite folded its WAL back into the file.
-    assert not (index / "default.sqlite3-wal").exists()
+    assert_kept_and_closed(index)
 
 
 def test_a_collection_dropped_unclosed_warns_when_collected(index: Path, base: Path) -> None:
@@ -198,8 +203,7 @@ def test_a_collection_left_open_by_another_thread(index: Path, base: Path) -> No
         str(base),
     )
     assert_left_open(done, index, "default")
-    assert sources_found(index, "green tea") == ["tea.md"]
-    assert not (index / "default.sqlite3-wal").exists()
+    assert_kept_and_closed(index)
 
 
 def test_a_closed_collection_is_not_reported(index: Path, base: Path) -> None:
@@ -312,8 +316,7 @@ def test_a_sync_collection_never_closed(index: Path, base: Path) -> None:
     # Closed by groundkit.sync's exit hook, and still reported: it was left open.
     assert_left_open(done, index, "default")
     assert "tea.md" in done.stdout
-    assert sources_found(index, "green tea") == ["tea.md"]
-    assert not (index / "default.sqlite3-wal").exists()
+    assert_kept_and_closed(index)
 
 
 def test_a_closed_sync_collection_is_not_reported(index: Path, base: Path) -> None:

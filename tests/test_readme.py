@@ -14,7 +14,6 @@ unmarked ones, and CI also runs it with the wheel installed without extras
 from __future__ import annotations
 
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -22,14 +21,15 @@ from pathlib import Path
 
 import pytest
 
+from scripts.readme_blocks import BLOCK
+from scripts.readme_blocks import MARK as BASE_INSTALL
+
 README = Path(__file__).resolve().parents[1] / "README.md"
-BASE_INSTALL = "base install"  # runs with no extra installed, too
-_BLOCK = re.compile(r"(?:<!-- (?P<note>[^\n]*?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)```", re.S)
 
 
 def _blocks() -> list[tuple[str, str, str | None]]:
     text = README.read_text(encoding="utf-8")
-    return [(m["lang"], m["body"], m["note"]) for m in _BLOCK.finditer(text)]
+    return [(m["lang"], m["body"], m["note"]) for m in BLOCK.finditer(text)]
 
 
 def test_every_block_is_run_or_says_why_not() -> None:

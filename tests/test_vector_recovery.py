@@ -24,6 +24,12 @@ from tests.services import REPO_ROOT
 from tests.support import ToyEmbedder, assert_all_verify, slow_dense_ingest, write_tree
 
 CHUNKS = ChunkingConfig(max_chars=80, overlap_chars=20)
+SEEDS = {f"seed-{i}.txt": f"Seed note {i} about the harbour.\n" for i in range(8)}
+
+
+def open_toy(index: Path, base: Path) -> contextlib.AbstractAsyncContextManager[Collection]:
+    """``Collection.open`` with the toy embedder and small chunks these tests share."""
+    return Collection.open(index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS)
 
 
 def _run_ingest(index: Path, base: Path, kill_after: float | None) -> bool:
@@ -59,9 +65,7 @@ async def test_sigkill_at_random_points_of_ingests_and_repairs_is_repaired_by_on
     write_tree(base, _files(9, rng))
     assert await asyncio.to_thread(_run_ingest, index, base, None)
 
-    async with Collection.open(
-        index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
-    ) as col:
+    async with open_toy(index, base) as col:
         assert col.vector_store is not None
         inventory = await col.vector_store.inventory()
         rows = [row async for batch in col.store.iter_chunks() for row in batch]
@@ -112,10 +116,8 @@ _WRITER = textwrap.dedent(
 
 async def test_a_long_lived_collection_sees_another_processes_vectors(tmp_path: Path) -> None:
     base, index = tmp_path / "base", tmp_path / "index"
-    write_tree(base, {f"seed-{i}.txt": f"Seed note {i} about the harbour.\n" for i in range(8)})
-    async with Collection.open(
-        index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
-    ) as col:
+    write_tree(base, SEEDS)
+    async with open_toy(index, base) as col:
         await col.ingest(base)
         writer = await asyncio.create_subprocess_exec(
             sys.executable, "-c", _WRITER, str(index), str(base), "12", cwd=REPO_ROOT
@@ -235,16 +237,12 @@ async def test_vectors_another_process_commits_during_the_check_are_not_a_loss(
     forced, not waited for: the reader serves the committed state, never BM25 for a
     loss that is only a write it read half of."""
     base, index = tmp_path / "base", tmp_path / "index"
-    write_tree(base, {f"seed-{i}.txt": f"Seed note {i} about the harbour.\n" for i in range(8)})
-    async with Collection.open(
-        index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
-    ) as col:
+    write_tree(base, SEEDS)
+    async with open_toy(index, base) as col:
         await col.ingest(base)
     writer = await _WriterOnCue.start(index, base)
     try:
-        async with Collection.open(
-            index, base_dir=base, embedder=ToyEmbedder(), chunking=CHUNKS
-        ) as col:
+        async with open_toy(index, base) as col:
             assert col.vector_store is not None
             vectors, store = col.vector_store, col.store
 
