@@ -408,6 +408,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DOCUMENT_ID",
         help="a document id from search results (repeatable)",
     )
+    delete.add_argument(
+        "--erase",
+        action="store_true",
+        help="also remove every copy the collection's files keep: unused terms, older "
+        "vector versions, old index files, free pages (rewrites the collection's files)",
+    )
     purge = sub.add_parser(
         "purge",
         parents=[common],
@@ -736,18 +742,33 @@ def _print_verify(report: VerifyReport, as_json: bool, quiet: bool = False) -> i
 
 
 def _print_delete(report: DeleteReport, args: argparse.Namespace) -> int:
+    erasure = report.erasure
     if args.json:
-        _emit(report.model_dump(mode="json"))
+        _emit(report.model_dump(mode="json", exclude_none=True))
     elif args.quiet:
         for name in report.missing:
             print(f"grk: missing: {name}: no document has this source or id", file=sys.stderr)
+        for step in erasure.unfinished if erasure is not None else ():
+            print(f"grk: not erased: {step}; run the erase again", file=sys.stderr)
     else:
         print(f"deleted {len(report.deleted)}, missing {len(report.missing)}")
         for source in report.deleted:
             print(f"  deleted: {source}")
         for name in report.missing:
             print(f"  missing: {name}: no document has this source or id")
-    return EXIT_PROBLEM if report.missing else EXIT_OK
+        if erasure is not None:
+            print(
+                f"erased {erasure.documents} documents ({erasure.versions} past versions, "
+                f"{erasure.chunks} chunks), {erasure.terms} terms, {erasure.vector_rows} "
+                f"vector rows and {erasure.vector_versions} older vector versions, "
+                f"{erasure.snapshots} stored texts; rewrote {erasure.packs_written} and "
+                f"removed {erasure.packs_removed} index files; the metadata store gave "
+                f"back {erasure.bytes_vacuumed} bytes"
+            )
+            for step in erasure.unfinished:
+                print(f"  not erased: {step}; run the erase again")
+    unfinished = erasure is not None and not erasure.complete
+    return EXIT_PROBLEM if report.missing or unfinished else EXIT_OK
 
 
 def _print_purge(removed: int, args: argparse.Namespace) -> int:
@@ -1233,7 +1254,9 @@ async def _run(args: argparse.Namespace) -> int:
         if args.command == "fetch":
             return _print_fetch(await col.fetch_chunk(args.chunk_id, args.version), args.json)
         if args.command == "delete":
-            deleted = await col.delete(document_ids=args.document_ids, sources=args.sources)
+            deleted = await col.delete(
+                document_ids=args.document_ids, sources=args.sources, erase=args.erase
+            )
             return _print_delete(deleted, args)
         if args.command == "purge":
             removed = await col.purge_versions(args.keep)

@@ -32,6 +32,7 @@ from groundkit.contracts import (
     ContextKind,
     DeleteReport,
     DocumentRecord,
+    ErasureReport,
     FetchResult,
     IngestReport,
     OptimizeReport,
@@ -61,7 +62,15 @@ from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage._rows import iso_time
 from groundkit.storage.binding import check_embedding
 from groundkit.storage.location import CollectionStores, StoreLocation
-from groundkit.storage.protocols import MetadataStoreProtocol, StoredChunk, VectorStoreProtocol
+from groundkit.storage.object_segments import ObjectSegments
+from groundkit.storage.protocols import (
+    ErasingVectorStore,
+    MetadataStoreProtocol,
+    StoredChunk,
+    VectorErasure,
+    VectorStoreProtocol,
+)
+from groundkit.storage.segments import LocalSegments
 from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.path_safety import is_within, printable_path, to_relative, utf8_encodable
@@ -602,6 +611,7 @@ class Collection:
         *,
         document_ids: Sequence[str] = (),
         sources: Sequence[str] = (),
+        erase: bool = False,
     ) -> DeleteReport:
         """Remove documents, every version of them, with their vectors and snapshots.
 
@@ -609,12 +619,28 @@ class Collection:
         a URL as it was ingested); ``document_ids`` are ids from results. The
         metadata store goes first, in one transaction: from then on no search
         returns the documents. Their vectors and snapshot copies follow in the
-        same call. Names that match nothing are listed in ``missing``.
+        same call. Names that match nothing are listed in ``missing``. The
+        documents are looked up by key, so a delete costs the same in a small
+        collection and a large one.
+
+        A delete leaves copies in the collection's files (free pages, older vector
+        versions, index files in their grace period) until later writes reuse them.
+        ``erase=True`` removes those too: the documents' rows, the terms only they
+        used, the lexical index's files rewritten without them, their stored texts,
+        their vectors with every older version of the vector table, the change log
+        naming them, and the metadata store's free pages and write-ahead log; the
+        report's ``erasure`` says what went (adr/0053-erasure.md). It rewrites files
+        of the whole collection, so it takes about as long as an optimize; running
+        it again after an interruption completes it.
         """
         wanted_ids = _strings(document_ids, "document_ids")
         wanted_sources = _strings(sources, "sources")
-        records = {r.document_id: r async for r in self.store.iter_documents()}
-        by_source = {r.source: r for r in records.values()}
+        stored_sources = {source: self._stored_source(source) for source in wanted_sources}
+        found = await self.store.find_documents(
+            document_ids=wanted_ids, sources=list(stored_sources.values())
+        )
+        records = {r.document_id: r for r in found}
+        by_source = {r.source: r for r in found}
         chosen: dict[str, DocumentRecord] = {}
         missing: list[str] = []
         for document_id in wanted_ids:
@@ -623,11 +649,18 @@ class Collection:
             else:
                 missing.append(document_id)
         for source in wanted_sources:
-            record = by_source.get(self._stored_source(source))
+            record = by_source.get(stored_sources[source])
             if record is None:
                 missing.append(source)
             else:
                 chosen[record.document_id] = record
+        if erase:
+            erasure = await self._erase(chosen)
+            return DeleteReport(
+                deleted=sorted(r.source for r in chosen.values()),
+                missing=missing,
+                erasure=erasure,
+            )
         vectors = await self._vectors_for_delete() if chosen else None
         try:
             if chosen:
@@ -642,6 +675,89 @@ class Collection:
             if chosen:
                 await self._after_write()
         return DeleteReport(deleted=sorted(r.source for r in chosen.values()), missing=missing)
+
+    async def _erase(self, chosen: Mapping[str, DocumentRecord]) -> ErasureReport:
+        """The steps of an erasing delete, in order (adr/0053-erasure.md): rows and
+        unused terms, vectors and the table's older versions, stored texts, the
+        lexical index's files, then the metadata store's own files. Each step also
+        finishes what an interrupted erase left, so running it again completes it."""
+        if self._merging is not None:
+            with contextlib.suppress(Exception):
+                await self._merging
+        vectors = await self._vectors_for_delete()
+        unfinished: list[str] = []
+        lexical_done = False
+        try:
+            rows = await self.store.erase_documents(sorted(r.source for r in chosen.values()))
+            vector = VectorErasure()
+            if vectors is not None:
+                if isinstance(vectors, ErasingVectorStore):
+                    keep = await self.store.document_ids()
+                    vector = await vectors.erase_documents(sorted(chosen), keep=keep)
+                else:
+                    vector = VectorErasure(rows=await vectors.delete_documents(sorted(chosen)))
+                    unfinished.append(
+                        "the vector store cannot erase older copies of rows; its own "
+                        "documentation says how long it keeps them"
+                    )
+                await self.store.bump_vectors_generation()
+            snapshots = await self._erase_snapshots()
+            live = await self._lexical()
+            written, removed = await live.erase(self._remove_packs_now)
+            lexical_done = True
+            compacted = await self.store.compact()
+        finally:
+            if not lexical_done:
+                with contextlib.suppress(Exception):
+                    await self._after_write()
+        if compacted.unfinished is not None:
+            unfinished.append(compacted.unfinished)
+        if self._stores.segments is not None and not isinstance(
+            self._stores.segments, (LocalSegments, ObjectSegments)
+        ):
+            unfinished.append(
+                "the lexical index's old files are removed only after their grace period"
+            )
+        return ErasureReport(
+            documents=rows.documents,
+            versions=rows.versions,
+            chunks=rows.chunks,
+            terms=rows.terms,
+            vector_rows=vector.rows,
+            vector_versions=vector.versions,
+            vector_bytes=vector.bytes_removed,
+            packs_written=written,
+            packs_removed=removed,
+            snapshots=snapshots,
+            bytes_vacuumed=compacted.bytes_reclaimed,
+            unfinished=unfinished,
+        )
+
+    async def _erase_snapshots(self) -> int:
+        """Delete every stored text no document names, at once (these documents', and
+        any an earlier delete left); returns how many. A failure is raised, not logged:
+        an erase that leaves a text behind must say so. A text is kept under its
+        document id or under ``<document id>.<content hash>``; both are kept here."""
+        if self.snapshots is None:
+            return 0
+        keep: list[str] = []
+        async for r in self.store.iter_documents():
+            if r.source_class in STORED_TEXT_CLASSES:
+                keep += [r.document_id, f"{r.document_id}.{r.content_hash}"]
+        return len(await self.snapshots.remove_stale(keep))
+
+    async def _remove_packs_now(self, keep: list[str]) -> int:
+        """Delete the lexical index's files that ``keep`` does not name, with no grace
+        period (called under the index's writer lock). A process that still maps one
+        keeps reading its pages until it lets go; on Linux nothing else can reach them."""
+        files = self._stores.segments
+        if not isinstance(files, (LocalSegments, ObjectSegments)):
+            return 0
+        previous, files.grace_seconds = files.grace_seconds, 0.0  # read at every sweep
+        try:
+            return await files.remove_unreferenced(keep)
+        finally:
+            files.grace_seconds = previous
 
     async def purge_versions(self, keep: int = 0) -> int:
         """Remove all but the ``keep`` newest past versions of every document (their

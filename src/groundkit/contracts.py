@@ -54,6 +54,7 @@ __all__ = [
     "Document",
     "DocumentRecord",
     "EmbeddingIdentity",
+    "ErasureReport",
     "Evidence",
     "EvidenceMethod",
     "EvidenceSpan",
@@ -882,12 +883,47 @@ class IngestFailure(_Frozen):
     reason: str
 
 
+class ErasureReport(_Frozen):
+    """What an erasing delete (``Collection.delete(..., erase=True)``) removed from the
+    collection's files, beyond taking the documents out of searches.
+
+    ``documents``, ``versions`` and ``chunks`` are the rows removed (past versions and
+    chunk rows of every version), ``terms`` the vocabulary entries no document uses
+    any more, ``vector_rows`` the vector rows deleted and ``vector_versions`` the older
+    vector-table versions removed (``vector_bytes``: the bytes their files held).
+    ``packs_written`` and ``packs_removed`` count the lexical index's files rewritten
+    and deleted, ``snapshots`` the stored texts deleted, ``bytes_vacuumed`` how much
+    the metadata store's files shrank. ``unfinished`` names each step that could not
+    finish (empty: the erase is complete); running the erase again completes it.
+    """
+
+    documents: int = Field(default=0, ge=0)
+    versions: int = Field(default=0, ge=0)
+    chunks: int = Field(default=0, ge=0)
+    terms: int = Field(default=0, ge=0)
+    vector_rows: int = Field(default=0, ge=0)
+    vector_versions: int = Field(default=0, ge=0)
+    vector_bytes: int = Field(default=0, ge=0)
+    packs_written: int = Field(default=0, ge=0)
+    packs_removed: int = Field(default=0, ge=0)
+    snapshots: int = Field(default=0, ge=0)
+    bytes_vacuumed: int = Field(default=0, ge=0)
+    unfinished: list[str] = Field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Whether every step finished (nothing is left in ``unfinished``)."""
+        return not self.unfinished
+
+
 class DeleteReport(_Frozen):
     """What a delete removed: the stored sources of the documents that went (with
-    every version, their vectors and snapshots), and the names that matched nothing."""
+    every version, their vectors and snapshots), and the names that matched nothing.
+    ``erasure`` is set by an erasing delete only (adr/0053-erasure.md)."""
 
     deleted: list[str] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
+    erasure: ErasureReport | None = None
 
 
 class OptimizeReport(_Frozen):

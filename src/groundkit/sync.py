@@ -333,6 +333,7 @@ class SyncCollection:
     ingest = _blocking(AsyncCollection.ingest)
     add_documents = _blocking(AsyncCollection.add_documents)
     delete_documents = _blocking(AsyncCollection.delete_documents)
+    delete = _blocking(AsyncCollection.delete)
     search = _blocking(AsyncCollection.search)
     fetch_chunk = _blocking(AsyncCollection.fetch_chunk)
     verify = _blocking(AsyncCollection.verify)

@@ -29,7 +29,7 @@ import math
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -576,6 +576,53 @@ class LiveIndex:
             packed = 0 if self._pack is None else int(self._pack.ids.shape[0])
             await self._persist(vocabulary=len(self._tail) > max(_TAIL_REWRITE, packed // 10))
             return True
+
+    # -- erasing -------------------------------------------------------------------------
+
+    async def erase(
+        self, remove_now: Callable[[list[str]], Awaitable[int]] | None = None
+    ) -> tuple[int, int]:
+        """Leave no file of the index holding what the store removed (adr/0053-erasure.md).
+
+        Every segment is merged into one without removed documents, a new vocabulary
+        pack is written from the store's terms (an erase has removed the unused ones),
+        the change log is pruned up to the manifest naming them, and ``remove_now``
+        deletes every other pack at once, with no grace period. Run after the store
+        erased its rows. Returns how many packs were written and how many files
+        ``remove_now`` deleted. Without files it catches up and prunes the log only.
+        """
+        self._terms.clear()  # an erased term's id must not be remembered
+        if self._files is None:
+            await self.refresh()
+            await self._source.prune_changes(self.generation)
+            self._tail, self._complete = {}, False
+            await self._remember_vocabulary()
+            return 0, 0
+        before = self._pack_names()
+        await self.merge(everything=True)
+        async with self._files.writer_lock() as held:
+            if not held:  # pragma: no cover - a waiting lock is always held
+                raise _Stale("the index files' writer lock was not taken")
+            await self.refresh()
+            self._terms.clear()
+            await self._persist(vocabulary=True)
+            assert self._state is not None
+            await self._source.prune_changes(self._state.generation)
+            after = self._pack_names()
+            removed = 0 if remove_now is None else await remove_now(sorted(after))
+        return len(after - before), removed
+
+    def _pack_names(self) -> set[str]:
+        """The packs the current state and vocabulary are saved in."""
+        names = {
+            str(entry["name"])
+            for part in (self._state.parts if self._state is not None else ())
+            for entry in (part.segment_pack, part.overlay_pack)
+            if entry is not None
+        }
+        if self._pack is not None:
+            names.add(str(self._pack.entry["name"]))
+        return names
 
 
 def _merge_views(

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import math
 import random
+import warnings
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -39,7 +40,12 @@ from groundkit.errors import (
 )
 from groundkit.storage.binding import identity_mismatch
 from groundkit.storage.names import VECTOR_ID_PATTERN, check_collection_name
-from groundkit.storage.protocols import VectorHit, VectorInventory, cosine_to_score
+from groundkit.storage.protocols import (
+    VectorErasure,
+    VectorHit,
+    VectorInventory,
+    cosine_to_score,
+)
 
 __all__ = [
     "DEFAULT_ANN_THRESHOLD",
@@ -140,6 +146,20 @@ async def _retry_conflicts(operation: Callable[[], Awaitable[_T]]) -> _T:
 async def _has_table(conn: Any, name: str) -> bool:
     listed = await conn.list_tables()
     return name in listed.tables
+
+
+async def _marks_deleted_rows(table: Any) -> bool:
+    """Whether the table's current version still holds rows only marked deleted (True
+    when LanceDB does not say)."""
+    current = int(await table.version())
+    for entry in await table.list_versions():
+        number = entry["version"] if isinstance(entry, dict) else entry.version
+        if int(number) != current:
+            continue
+        metadata = entry.get("metadata") if isinstance(entry, dict) else entry.metadata
+        found = (metadata or {}).get("total_deletion_file_rows")
+        return found is None or int(found) > 0
+    return True
 
 
 def _first_line(exc: BaseException) -> str:
@@ -692,6 +712,55 @@ class LanceDBVectorStore:
                 # Another process kept compacting meanwhile; the rows are all there.
                 logger.info("optimize skipped: other writers kept committing")
             await self._maybe_build_index(upgrade=True)
+
+    async def erase_documents(
+        self, document_ids: Sequence[str], *, keep: Collection[str] | None = None
+    ) -> VectorErasure:
+        """Delete the rows of ``document_ids`` (with ``keep``: of every document not in
+        it too), then leave no copy of any deleted row in the table's files.
+
+        Lance only marks a deleted row (a deletion file beside the data file), and its
+        compaction rewrites a data file only once a share of it is deleted. So when
+        the current version still marks any deleted row, every row is rewritten into
+        new files (an update that changes no value: the old files then hold no live
+        row), and ``optimize`` runs with no age limit, twice (its index step commits
+        one more version), removing every older version and the files only they
+        used. A reader of another process still on an older version fails its next
+        read and refreshes (adr/0053-erasure.md).
+        """
+        self._live_conn()
+        rows = await self.delete_documents(document_ids)
+        if keep is not None:
+            wanted = set(keep)
+            stray = sorted({d for d in (await self.inventory()).values() if d not in wanted})
+            rows += await self.delete_documents(stray)
+        async with self._write_lock:
+            table = self._table
+            if table is None:
+                return VectorErasure(rows=rows)
+            versions = removed = 0
+            try:
+                if await _marks_deleted_rows(table):
+                    await _retry_conflicts(
+                        lambda: table.update(updates_sql={"chunk_id": "chunk_id"})
+                    )
+                for _ in range(2):
+                    with warnings.catch_warnings():
+                        # LanceDB warns that readers of older versions will fail: erasing
+                        # them is the point, and the ADR says what readers do.
+                        warnings.simplefilter("ignore", UserWarning)
+                        stats = await _retry_conflicts(
+                            lambda: table.optimize(cleanup_older_than=timedelta(0))
+                        )
+                    versions += int(stats.prune.old_versions_removed)
+                    removed += int(stats.prune.bytes_removed)
+            except Exception as exc:
+                _storage_error("erase deleted rows", self.path, exc)
+            finally:
+                self._doc_cache = None
+                self._inventory_cache = None
+                self._indexed = None
+        return VectorErasure(rows=rows, versions=versions, bytes_removed=removed)
 
     async def _maybe_build_index(self, *, upgrade: bool = False) -> None:
         """Build the index once the table is large enough; ``upgrade`` also replaces

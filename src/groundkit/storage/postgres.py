@@ -61,8 +61,10 @@ from groundkit.storage.protocols import (
     ChangeLog,
     ChunkOwners,
     ChunkPostings,
+    Compaction,
     ConfirmedVectors,
     DocumentState,
+    ErasedRows,
     Generations,
     LexicalDelta,
     StoredChunk,
@@ -224,6 +226,11 @@ _DOCUMENT_COLUMNS = (
 _POSTING_COLUMNS = (
     "key, term_ids, tfs, content_hash, chunk_index, document_id, valid_from, valid_to"
 )
+# The term no text is analysed into, kept at the largest id ever handed out once an
+# erase removed terms (as in the SQLite store; adr/0053-erasure.md).
+_MARKER = ""
+# The collection's tables, as an erase vacuums them.
+_TABLES = ("documents", "document_versions", "chunks", "changes", "terms")
 _CHUNK_INSERT = (
     "id",
     "document_id",
@@ -342,6 +349,8 @@ class PostgresMetadataStore:
         s = _quote(self.schema)
         self._s = s
         self._vocab: dict[str, int] | None = None
+        # The erase marker's id when ``_vocab`` was read (see ``_MARKER``).
+        self._vocab_marker: int | None = None
         self._closed = False
         self._errors = _driver_errors()
         self._where = f"collection {collection!r}"
@@ -657,8 +666,12 @@ class PostgresMetadataStore:
         Under that lock no other writer can mint ids, so the next id is the largest plus one:
         ids stay dense (BM25 sizes arrays by the largest id) and a term gets one id only.
         """
-        if self._vocab is None:
+        marker = await conn.fetchval(f"SELECT id FROM {self._s}.terms WHERE term = $1", _MARKER)
+        if self._vocab is None or marker != self._vocab_marker:
+            # Read anew after an erase (of any process): an erased term's cached id
+            # must not be written again.
             self._vocab = await self.vocabulary()
+            self._vocab_marker = marker
         vocab = self._vocab
         missing = sorted(t for t in terms if t not in vocab)
         if not missing:
@@ -861,6 +874,93 @@ class PostgresMetadataStore:
             if doomed:  # the generation moves only when something went
                 await self._remove_versions(conn, await self._bump(conn), doomed)
         return len(doomed)
+
+    async def find_documents(
+        self, *, document_ids: Sequence[str] = (), sources: Sequence[str] = ()
+    ) -> list[DocumentRecord]:
+        rows = await self._fetch(
+            "look up documents",
+            f"{self._select_documents} WHERE d.id = ANY($1::text[]) OR d.source = ANY($2::text[])"
+            " ORDER BY d.source",
+            list(dict.fromkeys(document_ids)),
+            list(dict.fromkeys(sources)),
+        )
+        return [document_record(row, row[7], row[8], row[9]) for row in rows]
+
+    async def erase_documents(self, sources: Sequence[str]) -> ErasedRows:
+        async with self._write("erase documents") as conn:
+            ids = [
+                row[0]
+                for row in await conn.fetch(
+                    f"SELECT id FROM {self._s}.documents WHERE source = ANY($1::text[])",
+                    list(dict.fromkeys(sources)),
+                )
+            ]
+            documents = versions = chunks = 0
+            if ids:
+                versions = int(
+                    await conn.fetchval(
+                        f"SELECT COUNT(*) FROM {self._s}.document_versions"
+                        " WHERE document_id = ANY($1::text[])",
+                        ids,
+                    )
+                )
+                chunks = int(
+                    await conn.fetchval(
+                        f"SELECT COUNT(*) FROM {self._s}.chunks"
+                        " WHERE document_id = ANY($1::text[])",
+                        ids,
+                    )
+                )
+                documents = await self._remove_documents(conn, ids, await self._bump(conn))
+            terms = await self._drop_unused_terms(conn)
+        self._vocab = None
+        return ErasedRows(documents=documents, versions=versions, chunks=chunks, terms=terms)
+
+    async def _drop_unused_terms(self, conn: Any) -> int:
+        """Delete every term no chunk row uses (inside the caller's ``_write``); returns
+        how many went. The erase marker then moves above every id ever handed out."""
+        top = await conn.fetchval(f"SELECT MAX(id) FROM {self._s}.terms")
+        if top is None:
+            return 0
+        top = int(top)
+        used = np.zeros(top + 1, dtype=bool)
+        cursor = await conn.cursor(f"SELECT term_ids FROM {self._s}.chunks")
+        while rows := await cursor.fetch(20_000):
+            ids = np.frombuffer(b"".join(bytes(r[0]) for r in rows), dtype="<i4")
+            used[ids[(ids >= 0) & (ids <= top)]] = True
+        marker = await conn.fetchval(f"SELECT id FROM {self._s}.terms WHERE term = $1", _MARKER)
+        unused = [
+            int(row[0])
+            for row in await conn.fetch(f"SELECT id FROM {self._s}.terms")
+            if not used[row[0]] and row[0] != marker
+        ]
+        if not unused:
+            return 0
+        await conn.execute(f"DELETE FROM {self._s}.terms WHERE id = ANY($1::int[])", unused)
+        await conn.execute(f"DELETE FROM {self._s}.terms WHERE term = $1", _MARKER)
+        await conn.execute(
+            f"INSERT INTO {self._s}.terms (id, term) VALUES ($1, $2)", top + 1, _MARKER
+        )
+        return len(unused)
+
+    async def compact(self) -> Compaction:
+        """``VACUUM (FULL, ANALYZE)`` of the collection's tables: each is rewritten into
+        new files and the old ones deleted, so removed rows leave no bytes in them. It
+        holds an exclusive lock on each table while it runs (searches wait). The
+        server's write-ahead log, its archive and backups are the server's: not here."""
+        size_sql = (
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = $1 AND c.relkind = 'r'"
+        )
+        tables = ", ".join(f"{self._s}.{table}" for table in _TABLES)
+        with self._mapped("vacuum the collection's tables"):
+            async with self._pool.acquire() as conn:
+                before = int(await conn.fetchval(size_sql, self.schema))
+                await conn.execute(f"VACUUM (FULL, ANALYZE) {tables}")
+                after = int(await conn.fetchval(size_sql, self.schema))
+        return Compaction(bytes_reclaimed=max(0, before - after))
 
     async def collection_uid(self) -> str:
         return text_value(await self._state("uid"), "collection uid", self._where)
@@ -1083,8 +1183,9 @@ class PostgresMetadataStore:
     async def vocabulary(self, after: int = 0) -> dict[str, int]:
         rows = await self._fetch(
             "read the vocabulary",
-            f"SELECT term, id FROM {self._s}.terms WHERE id > $1",
+            f"SELECT term, id FROM {self._s}.terms WHERE id > $1 AND term <> $2",
             int(after),
+            _MARKER,
         )
         return {term: int(term_id) for term, term_id in rows}
 

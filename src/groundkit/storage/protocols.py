@@ -35,13 +35,17 @@ __all__ = [
     "ChangeLog",
     "ChunkOwners",
     "ChunkPostings",
+    "Compaction",
     "ConfirmedVectors",
     "DocumentState",
+    "ErasedRows",
+    "ErasingVectorStore",
     "Generations",
     "LexicalDelta",
     "MetadataStoreProtocol",
     "SnapshotStore",
     "StoredChunk",
+    "VectorErasure",
     "VectorHit",
     "VectorInventory",
     "VectorStoreProtocol",
@@ -225,6 +229,26 @@ class ChangeLog:
 
 
 @dataclass(frozen=True, slots=True)
+class ErasedRows:
+    """What ``MetadataStoreProtocol.erase_documents`` removed: documents, their past
+    versions, their chunk rows (every version) and the terms no chunk used any more."""
+
+    documents: int = 0
+    versions: int = 0
+    chunks: int = 0
+    terms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What ``MetadataStoreProtocol.compact`` did: how many bytes the store's files
+    shrank by, and why it could not finish (None: it did)."""
+
+    bytes_reclaimed: int = 0
+    unfinished: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkOwners:
     """Which document owns each chunk, and every document's fields.
 
@@ -327,6 +351,29 @@ class MetadataStoreProtocol(Protocol):
     async def purge_versions(self, keep: int) -> int:
         """Remove all but the ``keep`` newest past versions of every document;
         returns how many versions went."""
+        ...
+
+    async def find_documents(
+        self, *, document_ids: Sequence[str] = (), sources: Sequence[str] = ()
+    ) -> list[DocumentRecord]:
+        """The stored documents whose id is one of ``document_ids`` or whose source is
+        one of ``sources``, each once, in source order; names that match nothing are
+        left out. Looked up by key: the cost follows the names asked for, not the
+        size of the collection."""
+        ...
+
+    async def erase_documents(self, sources: Sequence[str]) -> ErasedRows:
+        """Remove documents by source like ``delete_documents`` (every version and
+        chunk, logged as removed), then every term that no retained chunk uses, in
+        one transaction. Terms that stay keep their ids, and no id is handed out
+        twice: a removed term written again gets a new one. The term sweep runs even
+        when no source matches, so running an interrupted erase again completes it."""
+        ...
+
+    async def compact(self) -> Compaction:
+        """Rewrite the store's own files so that removed rows leave no bytes in them
+        (free pages, logs of past writes), as far as the store can; what it could not
+        do is named in ``unfinished``. Slow on a large store: erasure only."""
         ...
 
     async def collection_uid(self) -> str:
@@ -547,6 +594,30 @@ class VectorStoreProtocol(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class VectorErasure:
+    """What ``ErasingVectorStore.erase_documents`` removed: rows, older table versions
+    and the bytes their files held."""
+
+    rows: int = 0
+    versions: int = 0
+    bytes_removed: int = 0
+
+
+@runtime_checkable
+class ErasingVectorStore(Protocol):
+    """A vector store that keeps copies of rows past their delete (older table
+    versions, rows only marked deleted in files) and can remove them for good."""
+
+    async def erase_documents(
+        self, document_ids: Sequence[str], *, keep: Collection[str] | None = None
+    ) -> VectorErasure:
+        """Delete the rows of ``document_ids`` (and, with ``keep``, of every document
+        not in it), then rewrite whatever still holds a deleted row and remove every
+        older version, so no file of the store holds those rows any more."""
+        ...
 
 
 @runtime_checkable

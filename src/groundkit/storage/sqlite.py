@@ -62,8 +62,10 @@ from groundkit.storage.protocols import (
     ChangeLog,
     ChunkOwners,
     ChunkPostings,
+    Compaction,
     ConfirmedVectors,
     DocumentState,
+    ErasedRows,
     Generations,
     LexicalDelta,
     MetadataStoreProtocol,
@@ -243,6 +245,18 @@ _CHUNKS_JOINED = (
 _POSTING_COLUMNS = (
     "key, term_ids, tfs, content_hash, chunk_index, document_id, valid_from, valid_to"
 )
+# A document row as ``document_record`` reads it (``{}``: the condition on ``d``).
+_DOCUMENT_WHERE = (
+    "SELECT d.id, d.source, d.content_hash, d.ingested_at, d.source_class, d.extractor,"
+    " d.metadata, (SELECT COUNT(*) FROM chunks c WHERE c.document_id = d.id"
+    " AND c.valid_to IS NULL), d.version,"
+    " (SELECT COUNT(*) FROM document_versions v WHERE v.document_id = d.id)"
+    " FROM documents d WHERE {}"
+)
+# The term no text is analysed into, kept at the largest id ever handed out once an
+# erase removed terms: ids are never handed out twice, and a process whose cached
+# vocabulary predates an erase sees the marker's id change (adr/0053-erasure.md).
+_MARKER = ""
 
 
 class _Worker:
@@ -418,6 +432,8 @@ class SQLiteMetadataStore:
         self._worker = worker
         self.path = path
         self._vocab: dict[str, int] | None = None
+        # The erase marker's id when ``_vocab`` was read (see ``_MARKER``).
+        self._vocab_marker: int | None = None
         self._reader: sqlite3.Connection | None = None
         # One write transaction at a time on the shared connection: coroutines of one
         # process (an ingest and a background merge pruning the change log) would
@@ -728,8 +744,12 @@ class SQLiteMetadataStore:
 
     async def _term_ids(self, terms: set[str]) -> dict[str, int]:
         """Ids for ``terms``, creating missing ones (inside the caller's transaction)."""
-        if self._vocab is None:
+        marker = await self._marker()
+        if self._vocab is None or marker != self._vocab_marker:
+            # Read anew after an erase (of any process): an erased term's cached id
+            # must not be written again.
             self._vocab = await self.vocabulary()
+            self._vocab_marker = marker
         vocab = self._vocab
         missing = sorted(t for t in terms if t not in vocab)
         for i in range(0, len(missing), _IN_BATCH):
@@ -972,6 +992,114 @@ class SQLiteMetadataStore:
                 raise StorageError(f"could not purge versions: {exc}") from None
             raise
         return purged
+
+    async def find_documents(
+        self, *, document_ids: Sequence[str] = (), sources: Sequence[str] = ()
+    ) -> list[DocumentRecord]:
+        found: dict[str, DocumentRecord] = {}
+        for column, values in (("d.id", document_ids), ("d.source", sources)):
+            rows = await self._rows_in(
+                _DOCUMENT_WHERE.format(f"{column} IN ({{}})"), list(dict.fromkeys(values))
+            )
+            for row in rows:
+                found[row[0]] = document_record(row, row[7], row[8], row[9])
+        return sorted(found.values(), key=lambda record: record.source)
+
+    @_serialized
+    async def erase_documents(self, sources: Sequence[str]) -> ErasedRows:
+        """``delete_documents`` and the sweep of unused terms in one transaction, with
+        SQLite's secure delete on: the pages they free are zeroed (``compact`` then
+        rewrites the file and empties the WAL)."""
+        async with self._conn.execute("PRAGMA secure_delete") as cur:
+            row = await cur.fetchone()
+        secure = int(row[0]) if row else 0
+        await self._conn.execute("PRAGMA secure_delete=ON")
+        try:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            ids = [
+                row[0]
+                for row in await self._rows_in(
+                    "SELECT id FROM documents WHERE source IN ({})", list(dict.fromkeys(sources))
+                )
+            ]
+            documents = versions = chunks = 0
+            if ids:
+                versions = await self._count_in("document_versions", ids)
+                chunks = await self._count_in("chunks", ids)
+                generation = await self._bump_generation()
+                documents = await self._log_and_delete_documents(ids, generation)
+            terms = await self._drop_unused_terms()
+            await self._conn.execute("COMMIT")
+        except BaseException as exc:
+            await self._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise StorageError(f"could not erase documents: {exc}") from None
+            raise
+        finally:
+            await self._conn.execute(f"PRAGMA secure_delete={secure}")
+        self._vocab = None
+        return ErasedRows(documents=documents, versions=versions, chunks=chunks, terms=terms)
+
+    async def _count_in(self, table: str, ids: Sequence[str]) -> int:
+        """Rows of ``table`` (ours, not input) belonging to the documents ``ids``."""
+        rows = await self._rows_in(
+            f"SELECT COUNT(*) FROM {table} WHERE document_id IN ({{}})", list(ids)
+        )
+        return sum(int(row[0]) for row in rows)
+
+    async def _marker(self) -> int | None:
+        async with self._conn.execute("SELECT id FROM terms WHERE term = ?", (_MARKER,)) as cur:
+            row = await cur.fetchone()
+        return None if row is None else int(row[0])
+
+    async def _drop_unused_terms(self) -> int:
+        """Delete every term no chunk row uses (inside the caller's transaction); returns
+        how many went. The erase marker then moves above every id ever handed out."""
+        async with self._conn.execute("SELECT MAX(id) FROM terms") as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] is None:
+            return 0
+        top = int(row[0])
+        used = np.zeros(top + 1, dtype=bool)
+        async with self._conn.execute("SELECT term_ids FROM chunks") as cur:
+            while rows := await cur.fetchmany(20_000):
+                ids = np.frombuffer(b"".join(r[0] for r in rows), dtype="<i4")
+                used[ids[(ids >= 0) & (ids <= top)]] = True
+        marker = await self._marker()
+        unused = [
+            int(term_id)
+            for (term_id,) in await self._conn.execute_fetchall("SELECT id FROM terms")
+            if not used[term_id] and term_id != marker
+        ]
+        if not unused:
+            return 0
+        await self._run_in("DELETE FROM terms WHERE id IN ({})", unused)
+        await self._conn.execute("DELETE FROM terms WHERE term = ?", (_MARKER,))
+        await self._conn.execute("INSERT INTO terms (id, term) VALUES (?, ?)", (top + 1, _MARKER))
+        return len(unused)
+
+    @_serialized
+    async def compact(self) -> Compaction:
+        """VACUUM (the file rebuilt without free pages), then a TRUNCATE checkpoint
+        (the WAL folded in and cut to nothing). A reader of another process holding an
+        old snapshot keeps the WAL from being emptied: ``unfinished`` says so."""
+        before = await asyncio.to_thread(_file_bytes, self.path)
+        unfinished: list[str] = []
+        try:
+            await self._conn.execute("VACUUM")
+        except sqlite3.OperationalError as exc:
+            unfinished.append(f"the metadata file could not be rebuilt ({exc})")
+        async with self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)") as cur:
+            row = await cur.fetchone()
+        if row is None or row[0] != 0:
+            unfinished.append(
+                "another process is reading the metadata file, so its write-ahead log "
+                "could not be emptied"
+            )
+        after = await asyncio.to_thread(_file_bytes, self.path)
+        return Compaction(
+            bytes_reclaimed=max(0, before - after), unfinished="; ".join(unfinished) or None
+        )
 
     async def collection_uid(self) -> str:
         value = await self._state("uid")
@@ -1238,7 +1366,7 @@ class SQLiteMetadataStore:
 
     async def vocabulary(self, after: int = 0) -> dict[str, int]:
         async with self._conn.execute(
-            "SELECT term, id FROM terms WHERE id > ?", (int(after),)
+            "SELECT term, id FROM terms WHERE id > ? AND term != ?", (int(after), _MARKER)
         ) as cur:
             rows = await cur.fetchall()
         return {term: int(term_id) for term, term_id in rows}
@@ -1288,6 +1416,15 @@ class SQLiteMetadataStore:
         ) as cur:
             while rows := await cur.fetchmany(batch_size):
                 yield postings_from_rows(list(rows))
+
+
+def _file_bytes(path: Path) -> int:
+    """The size of the database file and its WAL together (0 for what is missing)."""
+    total = 0
+    for name in (path.name, path.name + "-wal"):
+        with contextlib.suppress(OSError):
+            total += path.with_name(name).stat().st_size
+    return total
 
 
 def _stored_fields(raw: Any, document_id: Any) -> dict[str, FieldValue]:

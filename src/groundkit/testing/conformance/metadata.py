@@ -24,7 +24,12 @@ import pytest
 
 from groundkit.contracts import GAPS_KEY, Document, EmbeddingIdentity
 from groundkit.errors import ConfigurationError, IngestionError, StorageError
-from groundkit.storage.protocols import ConfirmedVectors, DocumentState, MetadataStoreProtocol
+from groundkit.storage.protocols import (
+    ConfirmedVectors,
+    DocumentState,
+    ErasedRows,
+    MetadataStoreProtocol,
+)
 from groundkit.testing.conformance.helpers import (
     document_by_source,
     document_chunks,
@@ -466,6 +471,93 @@ class MetadataStoreConformance:
             await put_document(store, document, [], [])
         assert await store.delete_documents(sources[:610]) == 610
         assert await document_sources(store) == sources[610:]
+
+    # -- looking documents up, erasing them ------------------------------------------
+
+    async def test_find_documents_by_id_and_source(self, store: Store) -> None:
+        for name in ("c", "a", "b"):
+            await put(store, f"{name}.txt", [f"{name} one", f"{name} two"])
+        await put(store, "b.txt", ["b again"])  # a second version
+        found = await store.find_documents(
+            document_ids=["doc:c.txt", "nope"], sources=["b.txt", "missing.txt", "b.txt"]
+        )
+        # Each once, in source order, as iter_documents describes them.
+        every = {r.source: r async for r in store.iter_documents()}
+        assert found == [every["b.txt"], every["c.txt"]]
+        assert (found[0].version, found[0].past_versions, found[0].chunk_count) == (2, 1, 1)
+        # Named both ways: still once.
+        both = await store.find_documents(document_ids=["doc:a.txt"], sources=["a.txt"])
+        assert both == [every["a.txt"]]
+        assert await store.find_documents() == []
+        assert await store.find_documents(document_ids=["a.txt"], sources=["doc:a.txt"]) == []
+
+    async def test_find_documents_many(self, store: Store) -> None:
+        sources = [f"d{i:04d}.txt" for i in range(620)]
+        for source in sources:
+            document = Document(document_id=f"id-{source}", source=source, content="x")
+            await put_document(store, document, [], [])
+        found = await store.find_documents(
+            document_ids=[f"id-{s}" for s in sources[:560]], sources=sources[550:]
+        )
+        assert [r.source for r in found] == sources
+
+    async def test_erase_removes_the_terms_only_it_used(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha shared", "alpha only"])
+        await put(store, "a.txt", ["alpha second", "zeta"])  # version 2; version 1 is kept
+        await put(store, "b.txt", ["beta shared"])
+        before = await store.vocabulary()
+        keys = {k for k, _ in await decoded_postings(store)}
+        start = await store.generation()
+        erased = await store.erase_documents(["a.txt", "missing.txt"])
+        assert erased == ErasedRows(documents=1, versions=1, chunks=4, terms=4)
+        assert await store.generation() > start
+        assert await store.find_documents(sources=["a.txt"]) == []
+        # The terms left keep their ids.
+        assert await store.vocabulary() == {t: before[t] for t in ("beta", "shared")}
+        assert await store.term_ids(["alpha", "zeta", "beta"]) == {"beta": before["beta"]}
+        assert [p for _, p in await decoded_postings(store)] == [{"beta": 1, "shared": 1}]
+        # Every erased chunk is in the change log as removed: a live index catches up.
+        log = await store.changes_since(start)
+        assert log.complete and set(log.keys.tolist()) == keys - {
+            k for k, _ in await decoded_postings(store)
+        }
+        assert set(log.valid_to.tolist()) == {-math.inf}
+        # A removed term written again gets a new id, above every id handed out before.
+        await put(store, "c.txt", ["alpha gamma shared"])
+        again = await store.vocabulary()
+        assert again["alpha"] > max(before.values())
+        assert again["shared"] == before["shared"]
+        written = [p for _, p in await decoded_postings(store)]
+        assert {"alpha": 1, "gamma": 1, "shared": 1} in written
+        # Nothing is left to erase: running it again changes nothing.
+        assert await store.erase_documents(["a.txt"]) == ErasedRows()
+        assert await store.vocabulary() == again
+
+    async def test_erase_sweeps_terms_a_delete_left(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha words"])
+        await put(store, "b.txt", ["beta words"])
+        ids = await store.vocabulary()
+        assert await store.delete_documents(["a.txt"]) == 1
+        assert "alpha" in await store.vocabulary()  # a plain delete keeps terms
+        generation = await store.generation()
+        # An erase naming nothing still sweeps them (an interrupted erase, run again).
+        assert await store.erase_documents([]) == ErasedRows(terms=1)
+        assert await store.vocabulary() == {"beta": ids["beta"], "words": ids["words"]}
+        assert await store.generation() == generation  # no document changed
+
+    async def test_compact_keeps_what_is_stored(self, store: Store) -> None:
+        await put(store, "a.txt", ["alpha words", "more alpha"])
+        await put(store, "b.txt", ["beta words"])
+        await store.erase_documents(["a.txt"])
+        before = await snapshot(store)
+        vocabulary = await store.vocabulary()
+        compacted = await store.compact()
+        assert compacted.unfinished is None
+        assert compacted.bytes_reclaimed >= 0
+        assert await snapshot(store) == before
+        assert await store.vocabulary() == vocabulary
+        await put(store, "c.txt", ["gamma words"])  # still writable
+        assert await document_sources(store) == ["b.txt", "c.txt"]
 
     async def test_failed_write_duplicate_chunk_id_is_rolled_back(self, store: Store) -> None:
         await put(store, "a.txt", ["old words here", "more old words"])
