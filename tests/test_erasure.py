@@ -245,3 +245,34 @@ async def test_a_stale_vocabulary_in_another_handle_is_read_again(tmp_path: Path
     finally:
         await first.close()
         await second.close()
+
+
+async def test_vector_erase_with_an_ann_index(tmp_path: Path) -> None:
+    # A table large enough for its vector index: the erased rows leave every data file
+    # and the index, and the index still answers for the rows that stay.
+    import numpy as np
+
+    store = await LanceDBVectorStore.open(tmp_path, "c", 16, ann_threshold=300)
+    try:
+        rng = np.random.default_rng(7)
+        rows = rng.standard_normal((400, 16)).astype(np.float32)
+        for start in range(0, 400, 100):  # several writes: several fragments
+            docs = [
+                (f"d{i:03d}", [f"c{i:03d}"], rows[i : i + 1]) for i in range(start, start + 100)
+            ]
+            await store.upsert_documents(docs)
+        assert await store.has_ann_index()
+        unit = rows / np.linalg.norm(rows.astype(np.float64), axis=1, keepdims=True)
+        gone = {f"v{i}": unit[i].astype(np.float32).tobytes() for i in (5, 250)}
+        assert set(findings(tmp_path / "c.lance", gone)) == set(gone)
+        erased = await store.erase_documents(["d005", "d250"], keep=None)
+        assert erased.rows == 2 and erased.versions >= 1
+        assert findings(tmp_path / "c.lance", gone) == {}
+        assert await store.count() == 398 and await store.has_ann_index()
+        hit = (await store.query(rows[17], 1))[0]
+        assert hit.document_id == "d017"
+        # Orphans too: rows of documents the metadata store no longer has.
+        again = await store.erase_documents([], keep={f"d{i:03d}" for i in range(1, 400)})
+        assert again.rows == 1 and "d000" not in await store.document_ids()
+    finally:
+        await store.close()
