@@ -17,7 +17,13 @@ from typing import Any
 import pytest
 
 import groundkit.sync as gks
-from groundkit import Collection, ErasureReport, Record, SQLiteMetadataStore
+from groundkit import (
+    Collection,
+    ErasureReport,
+    PostgresMetadataStore,
+    Record,
+    SQLiteMetadataStore,
+)
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.storage.lancedb import LanceDBVectorStore
 from groundkit.testing.conformance.helpers import put
@@ -227,12 +233,20 @@ def test_grk_delete_erase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 0 and json.loads(out) == {"deleted": ["docs/coffee.md"], "missing": []}
 
 
-async def test_a_stale_vocabulary_in_another_handle_is_read_again(tmp_path: Path) -> None:
-    # Two handles on one file (two processes): the first cached "alpha"'s id, the
+@pytest.fixture(params=["sqlite", "postgres"])
+def two_handles(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A way to open a second (and first) handle on one collection: two processes."""
+    if request.param == "sqlite":
+        return lambda: SQLiteMetadataStore.open(tmp_path / "meta.sqlite3")
+    dsn, name = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("fresh")
+    return lambda: PostgresMetadataStore.open(dsn, name, max_connections=2)
+
+
+async def test_a_stale_vocabulary_in_another_handle_is_read_again(two_handles: Any) -> None:
+    # Two handles on one collection (two processes): the first cached "alpha"'s id, the
     # second erased it. A write of "alpha" through the first must not reuse that id.
-    path = tmp_path / "meta.sqlite3"
-    first = await SQLiteMetadataStore.open(path)
-    second = await SQLiteMetadataStore.open(path)
+    first = await two_handles()
+    second = await two_handles()
     try:
         await put(first, "a.txt", ["alpha words"])
         await put(first, "b.txt", ["beta words"])
@@ -242,6 +256,9 @@ async def test_a_stale_vocabulary_in_another_handle_is_read_again(tmp_path: Path
         fresh = await second.vocabulary()
         assert fresh["alpha"] > old
         assert await second.term_ids(["alpha"]) == {"alpha": fresh["alpha"]}
+        found = await second.find_documents(sources=["c.txt"])
+        chunks = await second.get_chunks_for_documents([found[0].document_id])
+        assert [c.content for c in chunks[found[0].document_id]] == ["alpha again"]
     finally:
         await first.close()
         await second.close()
