@@ -463,8 +463,9 @@ class Record(_Frozen):
     other bad input to an ingest.
     """
 
-    id: str
-    text: str
+    # Strict: bytes (or anything else) is refused, never decoded into an id or a text.
+    id: str = Field(strict=True)
+    text: str = Field(strict=True)
     fields: dict[str, Any] = Field(default_factory=dict)
 
     def __init__(self, **data: Any) -> None:
@@ -986,6 +987,10 @@ class IngestReport(_Frozen):
     chunks_reused: int = Field(default=0, ge=0)
     # What the ingest found damaged in derived state and repaired, one line each.
     repairs: list[str] = Field(default_factory=list)
+    # What the write stored but could not save in derived state (the lexical index
+    # files, say), one line each: the data is in and searchable, and the next open
+    # rebuilds what is missing from the store.
+    notices: list[str] = Field(default_factory=list)
     generation: int = Field(default=0, ge=0)
 
     @property
@@ -1016,6 +1021,11 @@ class PackStore(Protocol):
     async def load_pack(
         self, entry: Mapping[str, Any]
     ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]: ...
+
+    def changed_packs(self, entries: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Names of the packs among ``entries`` whose file on this host (the one a
+        load maps) is gone or no longer of the entry's size: cheap, asked often."""
+        ...
 
     async def remove_unreferenced(self, keep: Iterable[str]) -> int: ...
 

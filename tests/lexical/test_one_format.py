@@ -245,6 +245,7 @@ def _files_of(index: Path) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
         return value
 
     manifest.pop("uid")
+    manifest.pop("body_xxh3")  # of the body with the random parts in
     normalized = plain(manifest)
     return normalized, packs
 

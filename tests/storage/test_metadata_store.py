@@ -194,15 +194,22 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         await store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT schema_version FROM state").fetchone() == (SCHEMA_VERSION,)
+        # Current chunks counted once at the migration, then kept by the triggers.
+        assert conn.execute("SELECT live_chunks FROM state").fetchone() == (501,)
         # The rebuilt chunk table's old pages are given back, not left free in the file.
         assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
-        migrated = _indexes(conn)
+        migrated = _indexes(conn), _triggers(conn)
     conn.close()
     fresh = await SQLiteMetadataStore.open(tmp_path / "fresh.sqlite3")
     await fresh.close()
     with sqlite3.connect(tmp_path / "fresh.sqlite3") as conn:
-        assert _indexes(conn) == migrated
+        assert (_indexes(conn), _triggers(conn)) == migrated
     conn.close()
+
+
+def _triggers(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+    return [str(sql) for (sql,) in rows.fetchall()]
 
 
 def _indexes(conn: sqlite3.Connection) -> list[tuple[str, str]]:

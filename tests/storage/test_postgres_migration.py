@@ -197,6 +197,7 @@ async def test_a_version_2_schema_is_migrated_in_place(postgres_dsn: str, fresh:
         assert {k for k, _ in postings} == {s.key for s in old}
         owners = await store.chunk_owners()
         assert sorted(owners.keys.tolist()) == sorted(s.key for s in old)
+        assert (await store.lexical_delta(0, 0)).live_chunks == 3  # counted once, then kept
         # The new state: a uid of its own, a change log that starts after the migration.
         uid = await store.collection_uid()
         assert len(uid) == 32 and uid == await other.collection_uid()
@@ -223,6 +224,7 @@ async def test_a_version_2_schema_is_migrated_in_place(postgres_dsn: str, fresh:
         doc_now = await document_by_source(other, "a.txt")
         assert doc_now is not None and (doc_now.version, doc_now.past_versions) == (2, 1)
         assert await store.purge_versions(0) == 1
+        assert (await other.lexical_delta(0, 0)).live_chunks == await store.chunk_count() == 2
         assert await store.get_chunk("doc:a.txt#0", 1) is None
         assert (await store.changes_since(_OLD_GENERATION + 1)).valid_to.tolist() == [-math.inf] * 2
     finally:

@@ -65,6 +65,9 @@ class TestLocalSegmentsConformance(PackStoreConformance):
     async def replace_stored(self, pack_store: LocalSegments, name: str, data: bytes) -> None:
         (pack_store.directory / f"{name}.pack").write_bytes(data)
 
+    async def replace_manifest(self, pack_store: LocalSegments, data: bytes) -> None:
+        (pack_store.directory / "manifest.json").write_bytes(data)
+
 
 class TestObjectSegmentsConformance(PackStoreConformance):
     options: dict[str, str]
@@ -81,6 +84,9 @@ class TestObjectSegmentsConformance(PackStoreConformance):
     async def replace_stored(self, pack_store: ObjectSegments, name: str, data: bytes) -> None:
         _put(pack_store, self.options, f"{name}.pack", data)
         (pack_store.cache_dir / f"{name}.pack").unlink(missing_ok=True)
+
+    async def replace_manifest(self, pack_store: ObjectSegments, data: bytes) -> None:
+        _put(pack_store, self.options, "manifest.json", data)
 
 
 # -- the object store and its cache -------------------------------------------------------

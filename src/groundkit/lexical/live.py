@@ -37,9 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.contracts import PackStore
-from groundkit.errors import GroundkitError
+from groundkit.errors import GroundkitError, StorageError
 from groundkit.lexical.bm25 import BM25Index, SegmentView, kernel_module, view_from_batches
-from groundkit.lexical.protocols import ChangeEntries, LiveSource
+from groundkit.lexical.protocols import ChangeEntries, LexicalDeltaLike, LiveSource
 from groundkit.lexical.segment import Segment, merge_segments, segment_from_arrays
 from groundkit.lexical.vocabulary import VocabularyPack, vocabulary_arrays
 
@@ -48,7 +48,11 @@ __all__ = ["FORMAT", "LiveIndex"]
 logger = logging.getLogger("groundkit.lexical")
 
 # Version of the manifest and pack layout; files of another format are rebuilt.
-FORMAT = 1
+# Format 2: the manifest states the current chunks it holds (``live_chunks``).
+FORMAT = 2
+# How often, at most, the packs a state maps are looked at (one stat each) for a file
+# cut short or replaced under the mapping (seconds).
+_PACK_CHECK_INTERVAL = 1.0
 # A merge is due when more than this many segments exist...
 _MAX_SEGMENTS = 8
 # ...or when this share of a segment's documents is removed (visible at no time).
@@ -124,8 +128,10 @@ class LiveIndex:
         self._tail: dict[str, int] = {}
         self._complete = False
         self._vocab_max = 0
-        # Why the persisted index was not used at open (None: it was, or there was none).
+        # Why the persisted index was not used at open, or was dropped since (None: it
+        # was used, or there was none).
         self.rebuilt_because: str | None = None
+        self._packs_checked = 0.0
 
     # -- opening ------------------------------------------------------------------
 
@@ -171,13 +177,12 @@ class LiveIndex:
                 logger.warning("the lexical index is rebuilt from the store: %s", exc)
         loaded_generation = None if state is None else state.generation
         if state is not None:
-            caught = await self._catch_up(state)
-            if caught is None:
-                self.rebuilt_because = "the store's change log no longer reaches the index"
-                logger.warning("the lexical index is rebuilt: %s", self.rebuilt_because)
+            try:
+                state = (await self._catch_up(state))[0]
+            except _Stale as exc:
+                self.rebuilt_because = str(exc)
+                logger.warning("the lexical index is rebuilt from the store: %s", exc)
                 state = None
-            else:
-                state = caught[0]
         if state is None:
             state = await self._build()
         self._state = state
@@ -186,8 +191,10 @@ class LiveIndex:
             # Saved for the next process (a writer that died before saving, a first
             # open, files from before vocabulary packs); skipped when another process
             # is saving right now.
-            with contextlib.suppress(OSError):
+            try:
                 await self._save(wait=False)
+            except StorageError as exc:  # searches here are right; the next open retries
+                logger.warning("the lexical index was not saved: %s", exc)
 
     # -- reading ------------------------------------------------------------------
 
@@ -255,14 +262,48 @@ class LiveIndex:
             if await self._source.generation() == self._state.generation:
                 return _NOTHING
             await self._adopt_newer_manifest()
-            caught = await self._catch_up(self._state)
-            if caught is None:
-                self._state = await self._build()
-                await self._follow_vocabulary()
+            try:
+                self._state, change = await self._catch_up(self._state)
+            except _Stale as exc:
+                await self._rebuild_locked(str(exc))
                 return Refresh(_NOTHING.added, _NOTHING.retired, rebuilt=True)
-            self._state, change = caught
             await self._follow_vocabulary()
             return change
+
+    async def rebuild(self, reason: str) -> None:
+        """Drop the current state for a fresh build from the store, because of
+        ``reason`` (damage found while reading it), and save that build when no other
+        writer is saving: every later search, here and in other processes, reads it."""
+        async with self._lock:
+            await self._rebuild_locked(reason)
+        if self._files is not None:
+            try:
+                await self._save(wait=False)
+            except GroundkitError as exc:
+                logger.warning("the rebuilt lexical index could not be saved: %s", exc)
+
+    async def _rebuild_locked(self, reason: str) -> None:
+        self.rebuilt_because = reason
+        logger.warning("the lexical index is rebuilt from the store: %s", reason)
+        self._state = await self._build()
+        await self._follow_vocabulary()
+
+    async def check_packs(self) -> bool:
+        """Rebuild from the store if a pack the state maps was cut short or replaced
+        on disk (reading such a mapping would kill the process); True when it did.
+        Looked at most once a second: one ``stat`` a pack."""
+        if self._files is None or self._state is None:
+            return False
+        now = time.monotonic()
+        if now - self._packs_checked < _PACK_CHECK_INTERVAL:
+            return False
+        self._packs_checked = now
+        entries = [e for p in self._state.parts for e in (p.segment_pack, p.overlay_pack) if e]
+        changed = self._files.changed_packs(entries)
+        if not changed:
+            return False
+        await self.rebuild(f"index file {changed[0]!r} changed on disk under this process")
+        return True
 
     async def _follow_vocabulary(self) -> None:
         """Read the terms the index's new segments brought into the tail, while the
@@ -303,14 +344,16 @@ class LiveIndex:
             self._pack = pack  # the tail still holds every term above the old one
         return True
 
-    async def _catch_up(self, state: _State) -> tuple[_State, Refresh] | None:
-        """``state`` moved to the store's present; None when the store's change log
-        no longer reaches back to it (the caller rebuilds)."""
+    async def _catch_up(self, state: _State) -> tuple[_State, Refresh]:
+        """``state`` moved to the store's present; ``_Stale`` when the store's change
+        log no longer reaches back to it, or when the result does not hold the chunks
+        the store counts as current (the caller rebuilds)."""
         delta = await self._source.lexical_delta(state.max_key, state.generation)
         if delta.generation == state.generation:
+            _check_count(state.index.live_size, delta)
             return state, _NOTHING
         if not delta.changes.complete or delta.generation < state.generation:
-            return None
+            raise _Stale("the store's change log no longer reaches the index")
         parts = list(state.parts)
         added = np.zeros(0, np.int64)
         max_key = state.max_key
@@ -326,6 +369,7 @@ class LiveIndex:
         if changes.keys.size:
             parts = _apply_changes(parts, changes)
         index = self._index_of(parts)
+        _check_count(index.live_size, delta)
         new_state = _State(delta.generation, max_key, tuple(parts), index)
         return new_state, Refresh(added, retired)
 
@@ -387,10 +431,13 @@ class LiveIndex:
         generation = manifest.get("generation")
         max_key = manifest.get("max_key")
         entries = manifest.get("parts")
+        stated = manifest.get("live_chunks")
         if (
             not isinstance(generation, int)
             or not isinstance(max_key, int)
+            or not isinstance(stated, int)
             or not isinstance(entries, list)
+            or not all(_is_count(v) for v in (generation, max_key, stated))
         ):
             raise _Stale("the index manifest is malformed")
         if generation > store_generation:
@@ -405,6 +452,7 @@ class LiveIndex:
             if not isinstance(entry, dict) or not isinstance(entry.get("segment"), dict):
                 raise _Stale("the index manifest is malformed")
             parts.append(await self._load_part(entry, known))
+        _check_parts(parts, max_key, stated)
         return _State(generation, max_key, tuple(parts), self._index_of(parts))
 
     async def _load_part(self, entry: Mapping[str, Any], known: Mapping[str, _Part]) -> _Part:
@@ -432,13 +480,24 @@ class LiveIndex:
 
     # -- writing ------------------------------------------------------------------------
 
-    async def commit(self) -> None:
+    async def commit(self) -> str | None:
         """Catch up with the store and persist the result (the writer's step after a
-        write). Without files this only catches up."""
+        write). Without files this only catches up.
+
+        A failure to write the files (disk full, a read-only directory) does not undo
+        the write, which the store holds: this index is caught up in memory, the
+        files stay as they were for the next open to catch up from or rebuild, and
+        the returned notice says what was not saved (None: everything was).
+        """
         if self._files is None:
             await self.refresh()
-            return
-        await self._save(wait=True)
+            return None
+        try:
+            await self._save(wait=True)
+        except StorageError as exc:
+            logger.warning("the lexical index was not saved: %s", exc)
+            return f"the lexical index was not saved ({exc}); the next open rebuilds it"
+        return None
 
     async def _save(self, *, wait: bool) -> bool:
         assert self._files is not None
@@ -483,6 +542,7 @@ class LiveIndex:
                 "uid": self._uid,
                 "generation": state.generation,
                 "max_key": state.max_key,
+                "live_chunks": state.index.live_size,
                 "parts": [{"segment": p.segment_pack, "overlay": p.overlay_pack} for p in saved],
                 **self._vocabulary_entry(),
             }
@@ -498,7 +558,10 @@ class LiveIndex:
         names += [p.overlay_pack["name"] for p in saved if p.overlay_pack is not None]
         if self._pack is not None:
             names.append(self._pack.entry["name"])
-        await self._files.remove_unreferenced(names)
+        try:
+            await self._files.remove_unreferenced(names)
+        except StorageError as exc:  # housekeeping: the files left are swept next time
+            logger.warning("old lexical index files were not removed: %s", exc)
 
     def _wants_vocabulary(self) -> bool:
         """Whether a save would add a vocabulary pack the files lack (or hold damaged)."""
@@ -623,6 +686,33 @@ class LiveIndex:
         if self._pack is not None:
             names.add(str(self._pack.entry["name"]))
         return names
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_count(live: int, delta: LexicalDeltaLike) -> None:
+    """``_Stale`` unless the index holds as many current chunks as the store counts
+    in the snapshot the delta was read from (a store that keeps no count is trusted)."""
+    counted = getattr(delta, "live_chunks", None)
+    if isinstance(counted, int) and counted != live:
+        raise _Stale(f"the index holds {live} current chunks where the store holds {counted}")
+
+
+def _check_parts(parts: Sequence[_Part], max_key: int, stated: int) -> None:
+    """``_Stale`` unless the parts a manifest names fit together and fit what it says:
+    each segment once, no key above ``max_key``, ``stated`` current chunks in all."""
+    names = [p.segment_pack["name"] for p in parts if p.segment_pack is not None]
+    if len(set(names)) != len(names):
+        raise _Stale("the index manifest names a segment twice")
+    for part in parts:
+        keys = part.view.segment.keys
+        if keys.size and (int(keys.max()) > max_key or int(keys.min()) <= 0):
+            raise _Stale("a segment holds keys outside the range its manifest states")
+    live = sum(p.view.segment.size - p.view.dead_docs for p in parts)
+    if live != stated:
+        raise _Stale(f"the index manifest states {stated} current chunks, its segments hold {live}")
 
 
 def _merge_views(

@@ -160,6 +160,14 @@ def _text(value: Any, what: str, where: str, *, empty: bool = False) -> str:
 text_value = _text
 
 
+def live_count(value: Any) -> int | None:
+    """The store's count of current chunks, or None when it holds no usable one (the
+    index is then not checked against it: the count is a guard, not data)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
 def _seconds(value: Any, what: str, where: str, *, missing: float | None = None) -> float:
     """A stored moment (seconds since the epoch); ``missing`` stands for NULL."""
     if value is None and missing is not None:

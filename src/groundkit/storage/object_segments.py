@@ -48,6 +48,7 @@ from groundkit.storage.segments import (
     _SUFFIX,
     _map_pack,
     _temp_name,
+    changed_pack_files,
     check_new_pack_name,
     clear_directory,
     directory_lock,
@@ -307,6 +308,11 @@ class ObjectSegments:
         except FileNotFoundError:  # swept by another process between check and mapping
             self._download(path, size, checksum)
             return _map_pack(path, size)
+
+    def changed_packs(self, entries: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Names of the packs among ``entries`` whose cached copy (the file a search
+        maps) no longer has the entry's size: removed, cut short or replaced."""
+        return changed_pack_files(self.cache_dir, entries)
 
     def _cached(self, path: Path, size: int, checksum: str) -> bool:
         """Whether the cached copy matches; a damaged one is removed."""

@@ -44,6 +44,7 @@ from groundkit.storage._rows import (
     generations_row,
     int_value,
     iso_time,
+    live_count,
     manifest_value,
     now_iso,
     optional_text,
@@ -83,7 +84,7 @@ __all__ = [
     "schema_name",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 SCHEMA_PREFIX = "gk_"
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes (names here are ASCII)
 # Seconds ``close`` waits for borrowed connections (an abandoned iterator) before cutting them.
@@ -122,6 +123,40 @@ CREATE INDEX chunks_by_document ON {s}.chunks(document_id, version, chunk_index)
 CREATE INDEX chunks_canonical ON {s}.chunks(content_hash, chunk_index, document_id, key);
 """
 
+# The store counts its current chunks itself, one update per statement whatever adds,
+# retires or deletes them (a cascade included): the lexical index is checked against the
+# count at every catch-up for nothing (adr/0055-derived-state-checked.md).
+_LIVE_TRIGGERS = """
+CREATE FUNCTION {s}.chunks_live_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {s}.state SET live_chunks = live_chunks
+        + (SELECT count(*) FROM added WHERE valid_to IS NULL) WHERE id = 1;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION {s}.chunks_live_update() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {s}.state SET live_chunks = live_chunks
+        + (SELECT count(*) FROM after_rows WHERE valid_to IS NULL)
+        - (SELECT count(*) FROM before_rows WHERE valid_to IS NULL) WHERE id = 1;
+    RETURN NULL;
+END $$;
+CREATE FUNCTION {s}.chunks_live_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {s}.state SET live_chunks = live_chunks
+        - (SELECT count(*) FROM gone WHERE valid_to IS NULL) WHERE id = 1;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chunks_live_insert AFTER INSERT ON {s}.chunks
+    REFERENCING NEW TABLE AS added FOR EACH STATEMENT
+    EXECUTE FUNCTION {s}.chunks_live_insert();
+CREATE TRIGGER chunks_live_update AFTER UPDATE ON {s}.chunks
+    REFERENCING OLD TABLE AS before_rows NEW TABLE AS after_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION {s}.chunks_live_update();
+CREATE TRIGGER chunks_live_delete AFTER DELETE ON {s}.chunks
+    REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
+    EXECUTE FUNCTION {s}.chunks_live_delete();
+"""
+
 # Text compared or ordered by the store is COLLATE "C" (byte order, as SQLite's BINARY):
 # canonical order and source order must not depend on the database's locale. Moments
 # (valid_from, valid_to) are seconds since the epoch, as in SQLite.
@@ -138,7 +173,8 @@ CREATE TABLE {s}.state (
     manifest TEXT,
     uid TEXT,
     changes_floor BIGINT NOT NULL DEFAULT 0,
-    chunker TEXT
+    chunker TEXT,
+    live_chunks BIGINT NOT NULL DEFAULT 0
 );
 CREATE TABLE {s}.documents (
     id TEXT COLLATE "C" PRIMARY KEY,
@@ -174,6 +210,7 @@ CREATE TABLE {s}.terms (
 );
 """
     + _VERSIONED
+    + _LIVE_TRIGGERS
 )
 
 # ``_MIGRATIONS[n]`` takes a schema from version n to n + 1; they run in order, each with
@@ -184,7 +221,8 @@ CREATE TABLE {s}.terms (
 # SQLite rebuilds its chunk table for 3, PostgreSQL alters it in place: the new columns have
 # constant defaults (a catalog change), and the unique chunk id constraint gives way to a
 # partial unique index. ``_date_versions`` then writes each stored version's start, which
-# does touch every chunk row once.
+# does touch every chunk row once. Version 5: the count of current chunks, kept
+# by statement triggers (``_LIVE_TRIGGERS``).
 _LEGACY_GAPS = LEGACY_GAPS_SQL.replace("{", "{{").replace("}", "}}")
 _MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE {s}.state ADD COLUMN vectors_generation BIGINT NOT NULL DEFAULT 0",
@@ -204,6 +242,9 @@ DROP INDEX {s}.chunks_by_document, {s}.chunks_canonical;
     + "".join(
         f"UPDATE {{s}}.{table} SET {_LEGACY_GAPS};" for table in ("documents", "document_versions")
     ),
+    4: "ALTER TABLE {s}.state ADD COLUMN live_chunks BIGINT NOT NULL DEFAULT 0;"
+    " UPDATE {s}.state SET live_chunks ="
+    " (SELECT count(*) FROM {s}.chunks WHERE valid_to IS NULL) WHERE id = 1;" + _LIVE_TRIGGERS,
 }
 
 # A chunk joined to its document: ``d`` is the current row (``_current``) or the row of the
@@ -1001,7 +1042,7 @@ class PostgresMetadataStore:
     async def lexical_delta(self, after_key: int, since_generation: int) -> LexicalDelta:
         async with self._snapshot("read the changes since the last search") as conn:
             state = await conn.fetchrow(
-                f"SELECT generation, changes_floor FROM {self._s}.state WHERE id = 1"
+                f"SELECT generation, changes_floor, live_chunks FROM {self._s}.state WHERE id = 1"
             )
             changes = await conn.fetch(
                 f"SELECT key, valid_to, term_ids, tfs FROM {self._s}.changes"
@@ -1025,6 +1066,7 @@ class PostgresMetadataStore:
             postings=[
                 postings_from_rows(rows[i : i + 50_000]) for i in range(0, len(rows), 50_000)
             ],
+            live_chunks=live_count(state[2]),
         )
 
     async def prune_changes(self, through_generation: int) -> None:

@@ -207,6 +207,9 @@ class LexicalDelta:
     generation: int
     changes: ChangeLog
     postings: list[ChunkPostings]
+    # Current chunks in the store at ``generation`` (kept by the store itself, so the
+    # index can be checked against it at no cost); None from a store that cannot say.
+    live_chunks: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

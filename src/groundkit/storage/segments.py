@@ -8,8 +8,10 @@ is memory-mapped once and every array is a zero-copy view of it. A pack is
 written under a temporary name, synced and renamed: it is whole or absent.
 
 ``manifest.json`` names the current commit: every pack with its size and xxh3
-checksum, which ``load_pack`` verifies before anything is used. It is replaced
-atomically (temporary file, fsync, rename).
+checksum, which ``load_pack`` verifies before anything is used. It carries an xxh3
+of its own body too (``body_xxh3``), checked on every read, and it is replaced
+atomically (temporary file, fsync, rename). A pack is never rewritten in place: a
+mapped file only ever disappears by a rename, which leaves the mapping whole.
 
 Everything here is derived state that the metadata store can rebuild, so every
 mismatch is a ``StorageError`` for the caller to rebuild from, never trusted.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import json
 import mmap
@@ -35,7 +38,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -50,6 +53,8 @@ from groundkit.errors import StorageError
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
 
 _MANIFEST = "manifest.json"
+# The key of the manifest's own checksum (of everything else in it).
+_BODY_CHECKSUM = "body_xxh3"
 _LOCK = "writer.lock"
 _MAGIC = b"GRKPACK1"
 _ALIGN = 64
@@ -158,11 +163,15 @@ class LocalSegments:
         return parse_manifest(raw, str(path))
 
     async def write_manifest(self, manifest: Mapping[str, Any]) -> None:
+        """Replace the manifest whole; ``StorageError`` naming the file and the cause
+        when it cannot be written (the previous manifest then stays)."""
         await asyncio.to_thread(self._write_manifest, manifest_bytes(manifest))
 
     def _write_manifest(self, data: bytes) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        _write_atomically(self.directory / _MANIFEST, [data])
+        path = self.directory / _MANIFEST
+        with written(path):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _write_atomically(path, [data])
 
     # -- packs --------------------------------------------------------------------
 
@@ -173,9 +182,13 @@ class LocalSegments:
         ``ValueError`` for a name that is not a plain pack name or an array of a
         dtype a pack cannot hold."""
         check_new_pack_name(name)
-        return await asyncio.to_thread(
-            write_pack_file, self.directory, name, dict(arrays), dict(meta)
-        )
+        copied, extra = dict(arrays), dict(meta)
+
+        def work() -> dict[str, Any]:
+            with written(pack_path(self.directory, name)):
+                return write_pack_file(self.directory, name, copied, extra)
+
+        return await asyncio.to_thread(work)
 
     async def load_pack(
         self, entry: Mapping[str, Any]
@@ -192,17 +205,33 @@ class LocalSegments:
         verify_pack_file(path, size, checksum)
         return _map_pack(path, size)
 
+    def changed_packs(self, entries: Iterable[Mapping[str, Any]]) -> list[str]:
+        """Names of the packs among ``entries`` whose file no longer has the entry's
+        size (cut short or replaced by someone): a mapping of it may fault on read."""
+        return changed_pack_files(self.directory, entries)
+
     # -- housekeeping -------------------------------------------------------------
 
     async def remove_unreferenced(self, keep: Iterable[str]) -> int:
         """Delete packs the manifest no longer names (once older than a grace period)
         and temporary leftovers; returns how many files went."""
         grace = grace_period(self.grace_seconds)
-        return await asyncio.to_thread(sweep_directory, self.directory, set(keep), grace)
+        names = set(keep)
+
+        def work() -> int:
+            with written(self.directory):
+                return sweep_directory(self.directory, names, grace)
+
+        return await asyncio.to_thread(work)
 
     async def clear(self) -> None:
         """Remove the manifest and every pack (the index is then rebuilt from the store)."""
-        await asyncio.to_thread(clear_directory, self.directory)
+
+        def work() -> None:
+            with written(self.directory):
+                clear_directory(self.directory)
+
+        await asyncio.to_thread(work)
 
     def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]:
         """Exclusive among the writers of this index, in any process on this host.
@@ -314,19 +343,65 @@ def _write_atomically(path: Path, pieces: Iterable[Any], hasher: Any = None) -> 
     return size
 
 
+def _body_checksum(body: Mapping[str, Any]) -> str:
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return str(xxhash.xxh3_64_hexdigest(canonical.encode("utf-8")))
+
+
 def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
-    return json.dumps(manifest, sort_keys=True, indent=1).encode("utf-8")
+    """The manifest as stored: its body and, beside it, the body's checksum."""
+    body = {k: v for k, v in manifest.items() if k != _BODY_CHECKSUM}
+    stored = {**body, _BODY_CHECKSUM: _body_checksum(body)}
+    return json.dumps(stored, sort_keys=True, indent=1).encode("utf-8")
 
 
 def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
-    """The manifest in ``raw``; ``StorageError`` naming ``where`` unless a JSON object."""
+    """The manifest body in ``raw``; ``StorageError`` naming ``where`` unless it is a
+    JSON object whose checksum matches (an edit by hand, or a write cut short)."""
     try:
         value = json.loads(raw)
     except (ValueError, RecursionError):
         raise StorageError(f"{where!r} is not valid JSON") from None
     if not isinstance(value, dict):
         raise StorageError(f"{where!r} does not hold a manifest")
+    stated = value.pop(_BODY_CHECKSUM, None)
+    try:
+        matches = stated == _body_checksum(value)
+    except (ValueError, TypeError, RecursionError):
+        matches = False
+    if not matches:
+        raise StorageError(f"{where!r} does not match its checksum (edited or damaged)")
     return value
+
+
+@contextlib.contextmanager
+def written(path: Path) -> Iterator[None]:
+    """A failure to write ``path`` (disk full, read-only, a directory in the way) as a
+    ``StorageError`` naming the file and the cause."""
+    try:
+        yield
+    except OSError as exc:
+        raise StorageError(
+            f"cannot write {str(path)!r}: {exc.strerror or exc}"
+            + (" (no space left on the device)" if exc.errno == errno.ENOSPC else "")
+        ) from None
+
+
+def changed_pack_files(directory: Path, entries: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Names of the packs among ``entries`` whose file in ``directory`` is missing or no
+    longer has the entry's size (one ``stat`` each: cheap enough to ask often)."""
+    changed: list[str] = []
+    for entry in entries:
+        name, size = entry.get("name"), entry.get("bytes")
+        if not isinstance(name, str) or not _PACK_NAME.fullmatch(name):
+            continue
+        try:
+            same = pack_path(directory, name).stat().st_size == size
+        except OSError:
+            same = False
+        if not same:
+            changed.append(name)
+    return changed
 
 
 def sweep_directory(directory: Path, keep: set[str], grace: float) -> int:
@@ -396,8 +471,13 @@ async def _wait_for_flock(fd: int) -> None:
 async def directory_lock(directory: Path, *, wait: bool) -> AsyncIterator[bool]:
     """An exclusive ``flock`` on ``directory``'s lock file: True when held, False at
     once with ``wait=False`` if another holder (any process on this host) has it."""
-    await asyncio.to_thread(directory.mkdir, parents=True, exist_ok=True)
-    handle = await asyncio.to_thread(open, directory / _LOCK, "a+b")
+
+    def open_lock() -> Any:
+        with written(directory / _LOCK):
+            directory.mkdir(parents=True, exist_ok=True)
+            return open(directory / _LOCK, "a+b")
+
+    handle = await asyncio.to_thread(open_lock)
     try:
         try:
             if wait:

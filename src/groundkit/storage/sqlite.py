@@ -47,6 +47,7 @@ from groundkit.storage._rows import (
     generations_row,
     int_value,
     iso_time,
+    live_count,
     manifest_value,
     now_iso,
     optional_text,
@@ -76,12 +77,26 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Applied in order to a file of an older version, each in the opening transaction,
 # so an existing collection opens without a re-ingest. Version 2: the vectors
 # generation. Version 3: document versions, the change log, the collection uid.
 # Version 4: the chunker the collection is bound to; every document stored before it
-# is marked as chunked before chunk gaps were recorded (``LEGACY_GAPS_SQL``).
+# is marked as chunked before chunk gaps were recorded (``LEGACY_GAPS_SQL``). Version
+# 5: the count of current chunks, kept by triggers (``_LIVE_TRIGGERS``).
+# The store counts its current chunks itself, whichever statement adds, retires or
+# deletes them (a cascade included): the lexical index is checked against the count
+# at every catch-up for nothing (adr/0055-derived-state-checked.md).
+_LIVE_TRIGGERS = (
+    "CREATE TRIGGER chunks_live_insert AFTER INSERT ON chunks WHEN NEW.valid_to IS NULL"
+    " BEGIN UPDATE state SET live_chunks = live_chunks + 1 WHERE id = 1; END",
+    "CREATE TRIGGER chunks_live_update AFTER UPDATE OF valid_to ON chunks"
+    " WHEN (OLD.valid_to IS NULL) != (NEW.valid_to IS NULL)"
+    " BEGIN UPDATE state SET live_chunks = live_chunks"
+    " + (CASE WHEN NEW.valid_to IS NULL THEN 1 ELSE -1 END) WHERE id = 1; END",
+    "CREATE TRIGGER chunks_live_delete AFTER DELETE ON chunks WHEN OLD.valid_to IS NULL"
+    " BEGIN UPDATE state SET live_chunks = live_chunks - 1 WHERE id = 1; END",
+)
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE state ADD COLUMN vectors_generation INTEGER NOT NULL DEFAULT 0",),
     3: (
@@ -135,6 +150,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         " term_ids BLOB NOT NULL, tfs BLOB NOT NULL)",
         "CREATE INDEX changes_by_generation ON changes(generation)",
     ),
+    4: (
+        "ALTER TABLE state ADD COLUMN live_chunks INTEGER NOT NULL DEFAULT 0",
+        "UPDATE state SET live_chunks = (SELECT count(*) FROM chunks WHERE valid_to IS NULL)",
+        *_LIVE_TRIGGERS,
+    ),
 }
 # The first bytes of every SQLite database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -143,6 +163,11 @@ _IN_BATCH = 500
 # primary-key reads in WAL mode (readers never wait for writers) cost less than
 # the round trip to aiosqlite's thread, which dominated small-corpus searches.
 _INLINE_KEYS = 64
+# How long a write waits for SQLite's one write lock (ms). Writers queue for it, and
+# each holds it for one batch; on a loaded machine with dozens of writers (threads,
+# tasks and processes) the queue took longer than ten seconds. A long wait here means
+# a long queue, not a stuck holder: a process that dies lets go of the lock.
+_WRITE_WAIT_MS = 600_000
 # How long a cancelled close waits for aiosqlite's thread to end (see _Worker).
 _WORKER_WAIT = 10.0
 
@@ -157,7 +182,8 @@ CREATE TABLE IF NOT EXISTS state (
     manifest TEXT,
     uid TEXT,
     changes_floor INTEGER NOT NULL DEFAULT 0,
-    chunker TEXT
+    chunker TEXT,
+    live_chunks INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY,
@@ -522,7 +548,7 @@ class SQLiteMetadataStore:
 
     async def _prepare(self) -> None:
         try:
-            await self._conn.execute("PRAGMA busy_timeout=10000")
+            await self._conn.execute(f"PRAGMA busy_timeout={_WRITE_WAIT_MS}")
             # Looked at before anything could change the file: someone else's database
             # must be left exactly as it was found.
             async with self._conn.execute(
@@ -541,6 +567,13 @@ class SQLiteMetadataStore:
             if found != SCHEMA_VERSION:
                 await self._migrate(found)
         except sqlite3.DatabaseError as exc:
+            unwritable = _unwritable(self.path.parent)
+            if unwritable is not None:  # not damage: nothing to move aside
+                raise StorageError(
+                    f"cannot open {str(self.path)!r}: its directory is {unwritable}, and a "
+                    "collection needs to write beside its file (the write-ahead log) even to "
+                    "search; copy the index directory to writable storage"
+                ) from None
             raise _DamagedFile(self.path, str(exc)) from None
 
     async def _schema_version(self) -> int:
@@ -672,6 +705,9 @@ class SQLiteMetadataStore:
 
     async def _bind(self, column: str, identity: str) -> str:
         """Compare-and-set one binding column of ``state`` (``column`` is ours, not input)."""
+        bound = await self._state(column)
+        if bound is not None:  # a binding never changes: no write lock to queue for
+            return str(bound)
         await self._conn.execute("BEGIN IMMEDIATE")
         try:
             current = await self._state(column)
@@ -690,6 +726,9 @@ class SQLiteMetadataStore:
     @_serialized
     async def bind_embedding(self, identity: EmbeddingIdentity) -> CollectionManifest:
         """Bind the collection to ``identity`` unless bound; returns the bound manifest."""
+        bound = await self.read_manifest()
+        if bound is not None:  # a binding never changes: no write lock to queue for
+            return bound
         await self._conn.execute("BEGIN IMMEDIATE")
         try:
             manifest = await self.read_manifest()
@@ -1140,13 +1179,13 @@ class SQLiteMetadataStore:
         # shared connection may be inside a write of this process meanwhile.
         self._open_conn_check()
 
-        def read() -> tuple[Any, Any, list[Any], list[Any]]:
+        def read() -> tuple[Any, list[Any], list[Any]]:
             conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
             try:
                 conn.execute("PRAGMA busy_timeout=10000")
                 conn.execute("BEGIN")
                 state = conn.execute(
-                    "SELECT generation, changes_floor FROM state WHERE id = 1"
+                    "SELECT generation, changes_floor, live_chunks FROM state WHERE id = 1"
                 ).fetchone()
                 changes = conn.execute(
                     "SELECT key, valid_to, term_ids, tfs FROM changes WHERE generation > ?"
@@ -1160,10 +1199,10 @@ class SQLiteMetadataStore:
                 conn.execute("COMMIT")
             finally:
                 conn.close()
-            return (state or (None, None))[0], (state or (None, None))[1], changes, postings
+            return state or (None, None, None), changes, postings
 
         try:
-            generation, floor, changes, postings = await asyncio.to_thread(read)
+            (generation, floor, live), changes, postings = await asyncio.to_thread(read)
         except sqlite3.Error as exc:
             raise StorageError(f"could not read the changes since the last search: {exc}") from None
         where = self.path.name
@@ -1176,6 +1215,7 @@ class SQLiteMetadataStore:
             generation=generation,
             changes=change_log(changes, complete=floor <= since_generation + 1),
             postings=batches,
+            live_chunks=live_count(live),
         )
 
     @_serialized
@@ -1438,6 +1478,18 @@ def _stored_fields(raw: Any, document_id: Any) -> dict[str, FieldValue]:
     return dict(check_fields_value(value, where))
 
 
+def _unwritable(directory: Path) -> str | None:
+    """Why nothing can be written in ``directory`` (None: something can)."""
+    try:
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "on a read-only filesystem"
+    except OSError:
+        return None
+    if not os.access(directory, os.W_OK):
+        return "not writable by this user"
+    return None
+
+
 class _DamagedFile(StorageError):
     """A collection file that is there but unreadable: what ``rebuild_damaged`` repairs."""
 
@@ -1512,6 +1564,7 @@ def _create_file(path: Path) -> None:
             conn.executescript(
                 "BEGIN IMMEDIATE;"
                 + _SCHEMA
+                + "".join(f"{trigger};" for trigger in _LIVE_TRIGGERS)
                 + f"INSERT INTO state (id, schema_version, uid) VALUES (1, {SCHEMA_VERSION},"
                 + f" '{uuid.uuid4().hex}');"
                 + "COMMIT;"

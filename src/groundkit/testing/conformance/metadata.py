@@ -285,6 +285,29 @@ class MetadataStoreConformance:
         assert empty.postings == [] or all(b.keys.size == 0 for b in empty.postings)
         assert empty.changes.keys.shape == (0,)
 
+    async def test_the_live_count_follows_every_write(self, store: Store) -> None:
+        """The count of current chunks a delta reports (the lexical index is checked
+        against it) is right after every kind of write; a store may keep none."""
+
+        async def counted() -> int | None:
+            live: int | None = (await store.lexical_delta(0, 0)).live_chunks
+            return live
+
+        if await counted() is None:
+            return
+        steps: list[Callable[[], Awaitable[object]]] = [
+            lambda: put(store, "a.txt", ["alpha one", "alpha two"]),
+            lambda: put(store, "b.txt", ["beta"]),
+            lambda: put(store, "a.txt", ["alpha three"]),  # two retired, one added
+            lambda: store.purge_versions(0),
+            lambda: put(store, "c.txt", []),
+            lambda: store.delete_documents(["b.txt", "c.txt"]),
+        ]
+        for step in steps:
+            await step()
+            assert await counted() == await store.chunk_count()
+        assert await counted() == 1
+
     async def test_keep_versions_bounds_the_past(self, store: Store) -> None:
         for n in range(4):
             document, chunks, terms = make_document("a.txt", [f"text {n}"])

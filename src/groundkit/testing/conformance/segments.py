@@ -66,6 +66,13 @@ def make_arrays() -> dict[str, npt.NDArray[Any]]:
 META = {"docs": 3, "nested": {"list": [1, 2.5, "x", None, True]}, "text": "Gezeiten – 🌊"}
 
 
+def _manifest_checksum(body: dict[str, Any]) -> str:
+    """The manifest's own checksum, as the format defines it: xxh3-64 of the body as
+    compact JSON with sorted keys."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return str(xxhash.xxh3_64_hexdigest(canonical.encode("utf-8")))
+
+
 def _same(got: npt.NDArray[Any], want: npt.NDArray[Any]) -> bool:
     return (
         got.dtype.str == want.dtype.str
@@ -161,6 +168,10 @@ class PackStoreConformance:
         next ``load_pack`` reads them (drop any copy it would otherwise serve)."""
         raise NotImplementedError("override replace_stored to run the damage tests")
 
+    async def replace_manifest(self, pack_store: Packs, data: bytes) -> None:
+        """Make the store keep ``data`` as its manifest (as an edit by hand would)."""
+        raise NotImplementedError("override replace_manifest to run the manifest damage tests")
+
     def let_grace_pass(self, pack_store: Packs) -> None:
         """Make every existing unreferenced pack old enough for ``remove_unreferenced``."""
         pack_store.grace_seconds = 0.0
@@ -229,7 +240,30 @@ class PackStoreConformance:
         await pack_store.write_manifest(second)
         assert await pack_store.read_manifest() == second
 
+    @pytest.mark.parametrize("edit", ["body", "checksum", "no checksum"])
+    async def test_an_edited_manifest_is_a_storage_error(
+        self, pack_store: Packs, edit: str
+    ) -> None:
+        await pack_store.write_manifest({"format": 1, "generation": 3, "max_key": 9, "parts": []})
+        stored = {"format": 1, "generation": 3, "max_key": 0, "parts": []}  # max_key edited
+        if edit != "no checksum":
+            right = {"format": 1, "generation": 3, "max_key": 9, "parts": []}
+            stored["body_xxh3"] = _manifest_checksum(right if edit == "body" else stored) + (
+                "0" if edit == "checksum" else ""
+            )
+        await self.replace_manifest(pack_store, json.dumps(stored).encode("utf-8"))
+        with pytest.raises(StorageError):
+            await pack_store.read_manifest()
+
     # -- damage ----------------------------------------------------------------------------
+
+    async def test_changed_packs_names_a_pack_cut_short(self, pack_store: Packs) -> None:
+        entry = await pack_store.write_pack("seg-c", make_arrays(), META)
+        kept = await pack_store.write_pack("seg-k", make_arrays(), META)
+        assert pack_store.changed_packs([entry, kept]) == []
+        data = await self.stored_bytes(pack_store, "seg-c")
+        await self.replace_stored(pack_store, "seg-c", data[: len(data) // 2])
+        assert pack_store.changed_packs([entry, kept]) == ["seg-c"]
 
     @pytest.mark.parametrize("damage", sorted(_DAMAGE))
     async def test_damaged_packs_are_storage_errors(self, pack_store: Packs, damage: str) -> None:
