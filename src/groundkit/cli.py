@@ -136,7 +136,7 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         "--clearance",
         choices=SENSITIVITY_LEVELS,
         default=default("clearance"),
-        help="hide documents labelled above this sensitivity (search, fetch, verify)",
+        help="hide documents labelled above this sensitivity (search, fetch, verify, collections)",
     )
     parser.add_argument(
         "--base-dir",
@@ -1272,6 +1272,7 @@ def _registry(args: argparse.Namespace) -> CollectionRegistry:
         metadata_url=args.metadata_url,
         storage_uri=args.storage_uri,
         base_dir=args.base_dir,
+        clearance=args.clearance,
     )
 
 
@@ -1321,9 +1322,10 @@ def _print_collection(info: CollectionInfo) -> None:
     embedder = info.embedding.model_name if info.embedding is not None else "none (bm25 only)"
     n = info.past_versions or 0
     past = f" ({n} past version{'' if n == 1 else 's'})" if n else ""
+    generation = "" if info.generation is None else f", generation {info.generation}"
     print(
-        f"{info.name}  {info.documents} documents{past}, {info.chunks} chunks, generation "
-        f"{info.generation}, {_size(info.size_bytes)}"
+        f"{info.name}  {info.documents} documents{past}, {info.chunks} chunks{generation}, "
+        f"{_size(info.size_bytes)}"
     )
     print(f"  base:     {info.base_dir}")
     print(f"  embedder: {embedder}")

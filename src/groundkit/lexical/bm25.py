@@ -1,7 +1,8 @@
 """BM25 over immutable segments, scored exactly at query time and pruned to the top k.
 
 Weights are computed when a query runs, from the statistics of the view it
-searches (the current documents, or the documents current at a past moment):
+searches (the current documents, or the documents current at a past moment; with
+a ``Corpus``, only those of its documents, as a clearance defines them):
 Lucene's idf ``log(1 + (N - df + 0.5) / (df + 0.5))`` and length normalisation
 ``tf / (tf + k1 * (1 - b + b * len / avglen))``, summed over query terms in
 term-id order in float64 and returned as float32, so every path (pruned or
@@ -21,6 +22,7 @@ canonical position ``(content_hash, chunk_index, document_id)``; see
 from __future__ import annotations
 
 import importlib
+import itertools
 import logging
 import math
 from collections import Counter
@@ -53,6 +55,7 @@ _kernel = _load_kernel()
 
 __all__ = [
     "BM25Index",
+    "Corpus",
     "SegmentView",
     "View",
     "compiled_kernel",
@@ -101,9 +104,15 @@ _INF = math.inf
 @dataclass(frozen=True, slots=True)
 class View:
     """Which documents a search sees: the current ones, or those current at ``as_of``
-    (seconds since the epoch)."""
+    (seconds since the epoch); with a ``corpus``, only those of it (the documents a
+    clearance admits). Statistics are taken over exactly these documents."""
 
     as_of: float | None = None
+    corpus: Corpus | None = None
+
+    def within(self, corpus: Corpus | None) -> View:
+        """This view narrowed to ``corpus`` (None: this view as it is)."""
+        return self if corpus is None else View(self.as_of, corpus)
 
 
 CURRENT = View()
@@ -385,8 +394,9 @@ class BM25Index:
 
         Chunks matching none of the terms are never returned; with ``mask``
         (one flag per position of ``keys``) neither are chunks whose flag is
-        False, and the mask applies before the cut. ``prune=False`` scores every
-        matching chunk (the reference the pruned search must equal).
+        False, and the mask applies before the cut; a ``view`` within a corpus
+        returns nothing outside it. ``prune=False`` scores every matching chunk (the
+        reference the pruned search must equal).
         """
         if top_k < 1 or self.size == 0:
             return []
@@ -425,6 +435,10 @@ class BM25Index:
         stats = self._stats(wanted, present, view)
         if stats.docs == 0:
             return []
+        if view.corpus is not None:
+            # Nothing outside the corpus is returned either.
+            within = view.corpus.mask
+            mask = within if mask is None or mask is within else mask & within
         scale = {t: query[t] * w for t, w in _idf(stats).items()}
         if not scale:
             return []
@@ -445,7 +459,17 @@ class BM25Index:
             search.run(best, prune)
         return best.result(self._views)
 
+    def corpus(self, mask: npt.NDArray[np.bool_]) -> Corpus:
+        """The documents flagged in ``mask`` (one flag per position of ``keys``) as a
+        corpus of this index: a view ``within`` it is scored as an index holding only
+        them would score it."""
+        return Corpus(self, mask)
+
     def _stats(self, terms: Sequence[int], present: list[list[_Term]], view: View) -> _Stats:
+        if view.corpus is not None:
+            if view.corpus.index is not self:
+                raise ValueError("a corpus is searched with the index it was made for")
+            return view.corpus.stats(terms, present, view)
         docs = 0
         length = 0
         df = dict.fromkeys(terms, 0)
@@ -464,6 +488,120 @@ class BM25Index:
                     df[t] += int(np.count_nonzero(visible[seg.docs[lo:hi]]))
         avg = length / docs if docs else 1.0
         return _Stats(docs, avg or 1.0, df)
+
+
+class Corpus:
+    """The documents a reader's statistics are taken over (a clearance's), as a flag per
+    position of one index's ``keys``; made by ``BM25Index.corpus``.
+
+    A search whose view is ``within`` a corpus counts N, the total length and each
+    query term's document frequency over the corpus's documents alone, so its scores
+    are those of an index holding only them; nothing outside it is returned. Counts
+    over the current documents are kept, since the index's views never change: the
+    totals per segment on first use, each term's frequency on the first query that
+    names it (one pass over that term's postings, skipped in segments that lie wholly
+    inside or outside the corpus). Counts as of a past moment are taken per search,
+    as they are without a corpus.
+    """
+
+    def __init__(self, index: BM25Index, mask: npt.NDArray[np.bool_]) -> None:
+        if mask.shape != (index.size,):
+            raise ValueError(f"a corpus mask has shape {mask.shape}, expected ({index.size},)")
+        self.index = index
+        self.mask = mask
+        ends = index._offsets.tolist()
+        self._parts = [mask[lo:hi] for lo, hi in itertools.pairwise(ends)]
+        # Per segment: True when all of it is in the corpus, False when none is, else None.
+        self._whole: list[bool | None] = [
+            True if part.all() else False if not part.any() else None for part in self._parts
+        ]
+        self._current: list[npt.NDArray[np.bool_] | None] | None = None
+        self._totals: tuple[int, int] | None = None
+        self._df: dict[int, int] = {}
+
+    @property
+    def size(self) -> int:
+        """Current documents in the corpus."""
+        return self._current_totals()[0]
+
+    def _current_parts(self) -> list[npt.NDArray[np.bool_] | None]:
+        """Per segment partly in the corpus: its documents in it and current."""
+        if self._current is None:
+            self._current = [
+                None if whole is not None else part & v.current
+                for v, part, whole in zip(self.index._views, self._parts, self._whole, strict=True)
+            ]
+        return self._current
+
+    def _current_totals(self) -> tuple[int, int]:
+        if self._totals is None:
+            docs = length = 0
+            views = self.index._views
+            for v, whole, current in zip(views, self._whole, self._current_parts(), strict=True):
+                if whole:
+                    docs += v.segment.size - v.dead_docs
+                    length += v.total_length - v.dead_length
+                elif current is not None:
+                    docs += int(np.count_nonzero(current))
+                    length += int(v.segment.lengths[current].sum(dtype=np.int64))
+            self._totals = (docs, length)
+        return self._totals
+
+    def stats(self, terms: Sequence[int], present: list[list[_Term]], view: View) -> _Stats:
+        """The statistics of ``terms`` (found at ``present``, per segment) over the
+        documents of ``view`` that are in the corpus."""
+        if view.as_of is None:
+            docs, length = self._current_totals()
+            df = self._current_df(terms, present)
+        else:
+            docs = length = 0
+            df = dict.fromkeys(terms, 0)
+            for v, part, whole, found in zip(
+                self.index._views, self._parts, self._whole, present, strict=True
+            ):
+                if whole is False:
+                    continue
+                seen = v.visible(view) if whole else v.visible(view) & part
+                docs += int(np.count_nonzero(seen))
+                length += int(v.segment.lengths[seen].sum(dtype=np.int64))
+                for t, _, lo, hi in found:
+                    df[t] += int(np.count_nonzero(seen[v.segment.docs[lo:hi]]))
+        avg = length / docs if docs else 1.0
+        return _Stats(docs, avg or 1.0, df)
+
+    def _current_df(self, terms: Sequence[int], present: list[list[_Term]]) -> dict[int, int]:
+        """Each term's current document frequency in the corpus, counted once per term.
+        (Searches may run in worker threads: the kept counts are only read and added to.)"""
+        df: dict[int, int] = {}
+        for t in terms:
+            known = self._df.get(t)
+            if known is not None:
+                df[t] = known
+        missing = {t: 0 for t in terms if t not in df}
+        if not missing:
+            return df
+        views = self.index._views
+        for v, whole, current, found in zip(
+            views, self._whole, self._current_parts(), present, strict=True
+        ):
+            if whole is False:
+                continue
+            for t, j, lo, hi in found:
+                if t not in missing:
+                    continue
+                if current is None:
+                    missing[t] += (hi - lo) - v.dead_count(j)
+                else:
+                    missing[t] += int(np.count_nonzero(current[v.segment.docs[lo:hi]]))
+        if len(self._df) + len(missing) > _CORPUS_TERMS:
+            self._df = {}
+        self._df.update(missing)
+        df.update(missing)
+        return df
+
+
+# Term frequencies a corpus keeps (past this many it starts again).
+_CORPUS_TERMS = 100_000
 
 
 def _idf(stats: _Stats) -> dict[int, float]:

@@ -5,6 +5,11 @@ read of ``MetadataStoreProtocol.chunk_owners``. Each decision is a boolean per
 document, turned into a mask over the lexical index's positions and, for the
 vector side, a set of document ids pushed into the store's query. Decisions
 are cached per filter.
+
+A clearance also defines the corpus (adr/0052-clearance-statistics.md): the
+documents it admits are the lexical ``Corpus`` whose statistics every search
+under it is scored with, as if the collection held nothing else. A filter only
+narrows the results: its searches keep the statistics of the whole corpus.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from groundkit.lexical.bm25 import BM25Index, Corpus
 from groundkit.retrieval.filters import Filter, field_kinds
 from groundkit.retrieval.sensitivity import visible
 from groundkit.storage.protocols import ChunkOwners, MetadataStoreProtocol
@@ -28,12 +34,15 @@ _CACHE_SIZE = 64
 class Allowed:
     """Where one search may look. ``None`` means no restriction on that side.
 
-    ``share`` is the fraction of indexed chunks allowed (1.0 when unrestricted).
+    ``share`` is the fraction of indexed chunks allowed (1.0 when unrestricted);
+    ``corpus`` the documents the clearance admits, whose statistics the search is
+    scored with (None: every document's).
     """
 
     mask: npt.NDArray[np.bool_] | None
     document_ids: frozenset[str] | None
     share: float = 1.0
+    corpus: Corpus | None = None
 
     @property
     def empty(self) -> bool:
@@ -49,7 +58,7 @@ class Scope:
     def __init__(
         self,
         owners: ChunkOwners,
-        lexical_keys: npt.NDArray[np.int64],
+        index: BM25Index,
         clearance: str | None,
         store: MetadataStoreProtocol | None = None,
     ) -> None:
@@ -68,17 +77,24 @@ class Scope:
             (visible(f, clearance) for f in owners.fields), dtype=np.bool_, count=len(self._ids)
         )
         self.kinds = field_kinds(f for f, v in zip(owners.fields, self._visible, strict=True) if v)
-        self._position_owner = _owner_positions(owners, lexical_keys)
+        self._position_owner = _owner_positions(owners, index.keys)
+        # What the clearance admits, per lexical position; None when it hides nothing.
+        self.corpus: Corpus | None = None
+        if not self._visible.all():
+            self.corpus = index.corpus(self._positions(self._visible))
         self._cache: OrderedDict[str, Allowed] = OrderedDict()
 
     @classmethod
     async def load(
-        cls,
-        store: MetadataStoreProtocol,
-        lexical_keys: npt.NDArray[np.int64],
-        clearance: str | None,
+        cls, store: MetadataStoreProtocol, index: BM25Index, clearance: str | None
     ) -> Scope:
-        return cls(await store.chunk_owners(), lexical_keys, clearance, store)
+        return cls(await store.chunk_owners(), index, clearance, store)
+
+    def _positions(self, docs: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """A per-document decision as a mask over the lexical positions."""
+        # The appended False is where the -1 owners of vanished chunks land.
+        mask: npt.NDArray[np.bool_] = np.append(docs, False)[self._position_owner]
+        return mask
 
     async def load_sources(self) -> None:
         """Read every document's source once, for filters on ``source``. A document
@@ -108,10 +124,11 @@ class Scope:
         if docs.all():
             allowed = EVERYTHING
         else:
-            # The appended False is where the -1 owners of vanished chunks land.
-            mask = np.append(docs, False)[self._position_owner]
+            corpus = self.corpus
+            # The clearance alone: its mask is the corpus's (the index then adds nothing).
+            mask = corpus.mask if flt is None and corpus is not None else self._positions(docs)
             ids = frozenset(self._ids[i] for i in np.flatnonzero(docs & self._current).tolist())
-            allowed = Allowed(mask, ids, float(mask.mean()) if mask.size else 0.0)
+            allowed = Allowed(mask, ids, float(mask.mean()) if mask.size else 0.0, corpus)
         self._cache[key] = allowed
         if len(self._cache) > _CACHE_SIZE:
             self._cache.popitem(last=False)

@@ -167,7 +167,10 @@ class Retriever:
         store); refuse a foreign analyzer or embedder.
 
         With a ``clearance`` (a level of ``SENSITIVITY_LEVELS``) no chunk of a
-        document labelled above it is ever returned.
+        document labelled above it is ever returned, and none counts: scores,
+        evidence and every figure a response carries are those of a collection
+        holding only the documents the clearance admits (adr/0052), and responses
+        leave out the store's ``generation``, which moves with every write.
 
         With an embedder, the collection's manifest is checked first: another
         embedding identity is an ``IndexIdentityError``. A bound collection whose
@@ -206,6 +209,7 @@ class Retriever:
             rewriter=rewriter,
         )
         await retriever._preload()
+        await retriever._scope_for_size()
         logger.info(
             "retriever opened: %d chunks in %.0f ms",
             live.index.live_size,
@@ -224,9 +228,17 @@ class Retriever:
         if self._live.generation == self.generation:
             return False
         self.generation = self._live.generation
-        self._scope = None  # positions moved: the masks are decided again when needed
+        if self.clearance is None:
+            self._scope = None  # positions moved: the masks are decided again when needed
         await self._preload()
+        await self._scope_for_size()
         return True
+
+    async def _scope_for_size(self) -> None:
+        """Under a clearance, decide what it admits now (every search needs it), so
+        ``size`` can count only that."""
+        if self.clearance is not None:
+            await self._allowed(None, self._live.index)
 
     async def _preload(self) -> None:
         """Keep the current rows of a small collection in memory: read once, then on
@@ -273,8 +285,13 @@ class Retriever:
 
     @property
     def size(self) -> int:
-        """Chunks a current search can return."""
-        return self._live.index.live_size
+        """Chunks a current search can return (under a clearance, those it admits)."""
+        if self.clearance is None:
+            return self._live.index.live_size
+        if self._scope is None:
+            return 0  # decided by open(), which has not run
+        index, scope = self._scope
+        return index.live_size if scope.corpus is None else scope.corpus.size
 
     async def search(
         self,
@@ -310,7 +327,9 @@ class Retriever:
 
         ``filters`` (``{field: {op: value}}``, groundkit/retrieval/filters.py)
         restrict the candidates before ranking on every path, so ``top_k``
-        results come back whenever that many chunks match.
+        results come back whenever that many chunks match. They narrow the
+        results, not the statistics: a filtered search scores with those of every
+        document the caller may read, as an unfiltered one does.
 
         Traced as ``groundkit.retrieve.search``; the query never reaches the span
         (groundkit/telemetry.py).
@@ -367,7 +386,8 @@ class Retriever:
             queries = await rewritten(self.rewriter, query, self._config.max_rewrites)
         timings: dict[str, float] = {}
         allowed = await self._allowed(flt, index)
-        search = _Pass(index, view, allowed)
+        # Scored with the statistics of what the clearance admits (adr/0052).
+        search = _Pass(index, view.within(allowed.corpus), allowed)
         degraded: str | None = None
         served: SearchMode = mode
         if mode != "bm25" and self.vector_problem is not None:
@@ -381,9 +401,11 @@ class Retriever:
             results, stale = await self._ranked_all(queries, k, served, timings, search)
         if flt is not None or self.clearance is not None:
             # The masks were decided at the first filtered search; a document
-            # written since is judged here, on the row that is being returned.
+            # written since is judged here, on the row that is being returned. One
+            # above the clearance goes uncounted: no figure tells of it.
+            hidden = sum(not visible(fields_of(r.metadata), self.clearance) for r in results)
             kept = [r for r in results if self._admits(r.metadata, flt, r.source)]
-            stale += len(results) - len(kept)
+            stale += len(results) - len(kept) - hidden
             results = kept
         stage: str = "fusion" if served == "hybrid" else served
         if rerank and self._reranker is not None:
@@ -408,10 +430,12 @@ class Retriever:
         meta: dict[str, Any] = {
             "stage": stage,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
-            "generation": self.generation,
             "stale_dropped": stale,
             "filtered": flt is not None,
         }
+        if self.clearance is None:
+            # The store's write count moves with writes the caller may not read.
+            meta["generation"] = self.generation
         if as_of is not None:
             meta["as_of"] = as_of.isoformat()
         if len(queries) > 1:
@@ -519,7 +543,9 @@ class Retriever:
     def _fall_back(self, reason: str) -> str:
         """The notice a search answered from BM25 carries; ``StorageError`` when the
         configuration says to refuse instead."""
-        notice = f"vector search unavailable, results are BM25 only: {reason}"
+        # The reason may count the whole store's rows, documents above a clearance too.
+        shown = reason if self.clearance is None else "the collection's vectors need repair"
+        notice = f"vector search unavailable, results are BM25 only: {shown}"
         if self._config.vector_fallback == "error":
             raise StorageError(f"{notice}; ingest again with the collection's embedder to repair")
         logger.warning("a search fell back to BM25: the vector side is unavailable")
@@ -543,7 +569,7 @@ class Retriever:
             return EVERYTHING
         async with self._scope_lock:
             if self._scope is None or self._scope[0] is not index:
-                self._scope = (index, await Scope.load(self._store, index.keys, self.clearance))
+                self._scope = (index, await Scope.load(self._store, index, self.clearance))
             if flt is not None and flt.needs_source:
                 await self._scope[1].load_sources()
         return self._scope[1].allowed(flt)

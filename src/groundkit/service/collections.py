@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from groundkit.collection import Collection
@@ -34,8 +35,9 @@ from groundkit.providers.factory import embedder_for_manifest
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
-from groundkit.retrieval.sensitivity import check_clearance
+from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage.location import StoreLocation
+from groundkit.storage.protocols import ChunkOwners
 
 __all__ = ["CollectionInfo", "CollectionRegistry"]
 
@@ -53,6 +55,11 @@ class CollectionInfo(BaseModel):
     which only ``describe(..., full=True)`` fills in (the MCP tool never shows it).
     ``past_versions`` counts the earlier document versions kept for ``as_of``
     searches; it takes a pass over the documents, so only ``full=True`` fills it in.
+
+    Under a registry's clearance the counts are those of the documents (and
+    versions) it admits, as for a collection holding nothing else; ``generation``
+    and ``size_bytes``, figures of the whole store that move with documents the
+    clearance hides, are None.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -171,10 +178,19 @@ class CollectionRegistry:
             manifest = await store.read_manifest()
             base: str | None = None
             past: int | None = None
+            generation: int | None = None
+            size: int | None = None
+            if self.clearance is None:
+                documents, chunks = len(await store.document_ids()), await store.chunk_count()
+                generation, size = await store.generation(), await location.disk_usage()
+                if full:
+                    past = 0
+                    async for record in store.iter_documents():
+                        past += record.past_versions
+            else:
+                documents, chunks, versions = _admitted(await store.chunk_owners(), self.clearance)
+                past = versions if full else None
             if full:
-                past = 0
-                async for record in store.iter_documents():
-                    past += record.past_versions
                 stored = await store.get_base_dir()
                 if self.base_dir is not None:
                     base = str(self.base_dir)
@@ -183,12 +199,12 @@ class CollectionRegistry:
                     base = os.path.realpath(stored if root is None else root / stored)
             return CollectionInfo(
                 name=name,
-                documents=len(await store.document_ids()),
-                chunks=await store.chunk_count(),
-                generation=await store.generation(),
+                documents=documents,
+                chunks=chunks,
+                generation=generation,
                 embedding=manifest.identity if manifest is not None else None,
                 analyzer=await store.get_analyzer(),
-                size_bytes=await location.disk_usage(),
+                size_bytes=size,
                 base_dir=base,
                 past_versions=past,
             )
@@ -309,3 +325,18 @@ class CollectionRegistry:
             await entry.collection.close()
         except Exception:  # best effort: the replacement is already open
             logger.debug("closing a replaced collection failed", exc_info=True)
+
+
+def _admitted(owners: ChunkOwners, clearance: str) -> tuple[int, int, int]:
+    """Current documents, their chunks, and past versions that ``clearance`` admits
+    (each version is judged on its own fields, as searches of the past judge it)."""
+    n = len(owners.fields)
+    admitted = np.fromiter((visible(f, clearance) for f in owners.fields), np.bool_, count=n)
+    current = (
+        np.ones(n, dtype=np.bool_)
+        if owners.current is None
+        else np.asarray(owners.current, dtype=np.bool_)
+    )
+    shown = admitted & current
+    chunks = int(np.count_nonzero(shown[owners.owners])) if owners.owners.size else 0
+    return int(np.count_nonzero(shown)), chunks, int(np.count_nonzero(admitted & ~current))

@@ -235,7 +235,9 @@ class SearchOutput(_Wire):
     mode: SearchMode
     stage: str
     total_results: int
-    generation: int
+    # The collection's write count; null under the server's clearance, where it would
+    # move with writes the caller may not read.
+    generation: int | None
     latency_ms: float
     results: list[CitedResult]
     # Set when dense or hybrid was asked for but the vectors were unavailable: the
@@ -390,7 +392,7 @@ def compact_text(output: BaseModel) -> str:
     if isinstance(output, SearchOutput):
         head = (
             f"{output.total_results} result(s) from collection {output.collection!r} "
-            f"({output.stage}, generation {output.generation}, {output.latency_ms:.1f} ms)"
+            f"({output.stage}{_generation(output.generation)}, {output.latency_ms:.1f} ms)"
         )
         lines = [head]
         if output.as_of:
@@ -445,11 +447,16 @@ def compact_text(output: BaseModel) -> str:
                 else "none (bm25 only)"
             )
             lines.append(
-                f"{c.name}: {c.documents} documents, {c.chunks} chunks, generation "
-                f"{c.generation}, embedding {model}"
+                f"{c.name}: {c.documents} documents, {c.chunks} chunks"
+                f"{_generation(c.generation)}, embedding {model}"
             )
         return "\n".join(lines)
     return output.model_dump_json()
+
+
+def _generation(generation: int | None) -> str:
+    """The generation as a search or listing line shows it: nothing under a clearance."""
+    return "" if generation is None else f", generation {generation}"
 
 
 def tool_error(tool: str, kind: str, message: str) -> str:
@@ -484,7 +491,7 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
         mode=response.mode,
         stage=str(meta.get("stage", response.mode)),
         total_results=response.total_results,
-        generation=int(meta.get("generation", 0)),
+        generation=meta.get("generation"),
         latency_ms=float(meta.get("latency_ms", 0.0)),
         results=_cited(response.results, collection),
         degraded=meta.get("degraded"),
