@@ -12,6 +12,7 @@ import pytest
 
 from groundkit import Collection, ConfigurationError, SearchMode, resolve_citation
 from groundkit.testing.conformance.helpers import document_sources
+from groundkit.utils.hashing import sha256_text
 from tests.s3_support import S3Server
 from tests.services import run_pythons
 from tests.support import CORPUS, SMALL_CHUNKS, ToyEmbedder, write_tree
@@ -308,10 +309,11 @@ async def test_records_on_a_shared_collection_live_in_object_storage(
         hit = (await col.search("tidal turbines")).results[0]
         assert hit.source_class == "record"
         assert (await col.fetch_chunk(hit.chunk_id)).verification == "verified"
-    keys = s3_server.keys(bucket)
-    assert f"groundkit/{fresh}.snapshots/{hit.document_id}" in keys
+    # Named by the record and the hash of its text.
+    text_key = f"groundkit/{fresh}.snapshots/{hit.document_id}.{sha256_text(hit.content)}"
+    assert text_key in s3_server.keys(bucket)
     # Another host (another open) verifies against the same stored record, then deletes it.
     async with Collection.open(name=fresh, metadata_url=postgres_dsn, storage_uri=storage) as again:
         assert (await again.verify()).ok
         assert (await again.delete_documents(["row/1"])).removed == ["record://row/1"]
-    assert f"groundkit/{fresh}.snapshots/{hit.document_id}" not in s3_server.keys(bucket)
+    assert text_key not in s3_server.keys(bucket)

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
@@ -66,12 +67,13 @@ from groundkit.storage.object_segments import ObjectSegments
 from groundkit.storage.protocols import (
     ErasingVectorStore,
     MetadataStoreProtocol,
+    SnapshotStore,
     StoredChunk,
     VectorErasure,
     VectorStoreProtocol,
 )
 from groundkit.storage.segments import LocalSegments
-from groundkit.storage.snapshots import LocalSnapshots, SnapshotLocation
+from groundkit.storage.snapshots import LocalSnapshots, NamedTexts, SnapshotLocation, text_name
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.path_safety import is_within, printable_path, to_relative, utf8_encodable
 from groundkit.utils.text import describe_unencodable
@@ -204,9 +206,13 @@ class Collection:
         self._merging: asyncio.Task[bool] | None = None
         # Repairs made while opening, reported by the next ingest.
         self._pending_repairs: list[str] = list(stores.repairs)
+        # URL and record documents whose stored text search found present.
+        self._texts_seen: set[str] = set()
         # This object created the collection: if nothing was ever written to it when it
         # closes (a first ingest that failed), it is removed rather than left behind.
         self._created = created
+        # ... and made its index directory, removed with it when nothing else is there.
+        self._made_index_dir = False
         self._closed = False
         # Like an unclosed file: a ResourceWarning when this object is collected, or the
         # interpreter exits, without ``close`` (adr/0049-closing-at-exit.md).
@@ -287,11 +293,17 @@ class Collection:
             # Built first: a bad stem language must fail before a store is opened.
             text_analyzer = Analyzer(analyzer)
             created = create and not await where.exists()
+            # Whether this open makes the index directory (removed with an unused collection).
+            made_dir = (
+                created
+                and where.index_dir is not None
+                and not await asyncio.to_thread(where.index_dir.exists)
+            )
             try:
                 stores = await where.open(create=create, rebuild_damaged=rebuild_damaged)
             except BaseException:
                 if created:
-                    await _remove_created(where)
+                    await _remove_created(where, made_dir)
                 raise
             chosen = embedder
             try:
@@ -308,9 +320,9 @@ class Collection:
             except BaseException:
                 await stores.close()
                 if created:  # nothing of a failed first open stays behind
-                    await _remove_created(where)
+                    await _remove_created(where, made_dir)
                 raise
-            return cls(
+            opened = cls(
                 stores=stores,
                 base_dir=base,
                 retrieval=retrieval or RetrievalConfig(),
@@ -325,6 +337,8 @@ class Collection:
                 created=created,
                 rewriter=rewriter,
             )
+            opened._made_index_dir = made_dir
+            return opened
 
         return _Opener(factory)
 
@@ -346,12 +360,12 @@ class Collection:
         remove = False
         if self._created:
             try:
-                remove = await self.store.generation() == 0
+                remove = await _never_written(self.store)
             except Exception:  # the store is unusable; closing is what is left to do
                 remove = False
         await self._stores.close()
         if remove:
-            await _remove_created(self.location)
+            await _remove_created(self.location, self._made_index_dir)
 
     def _report_left_open(self) -> None:
         """Emit now the ResourceWarning of a collection never closed (at most once; none
@@ -542,9 +556,14 @@ class Collection:
         reorder: Reorder | None = None,
         rewrite: bool = False,
     ) -> SearchResponse:
-        """See ``Retriever.search``; catches up with the store first if it moved on."""
+        """See ``Retriever.search``; catches up with the store first if it moved on.
+
+        A URL or record document whose stored text is missing (an earlier version's
+        interrupted write, or a file removed by hand) is left out of the results, which
+        cannot be verified; ``metadata["missing_text"]`` counts the documents left out.
+        """
         retriever = await self.retriever()
-        return await retriever.search(
+        response = await retriever.search(
             query,
             top_k,
             mode=mode,
@@ -555,6 +574,43 @@ class Collection:
             mmr=mmr,
             reorder=reorder,
             rewrite=rewrite,
+        )
+        return await self._without_missing_texts(response)
+
+    async def _without_missing_texts(self, response: SearchResponse) -> SearchResponse:
+        """``response`` without results whose document's stored text is missing. Each
+        document is looked at once: a text written by this version is stored before its
+        row, and every later one too."""
+        exists = getattr(self.snapshots, "exists", None)
+        fresh = {
+            r.source: r.document_id
+            for r in response.results
+            if r.source_class in STORED_TEXT_CLASSES and r.document_id not in self._texts_seen
+        }
+        if not fresh or not callable(exists):
+            return response
+        states = await self.store.document_states(sources=list(fresh))
+        missing: set[str] = set()
+        for source, document_id in fresh.items():
+            state = states.get(source)
+            if state is None:
+                continue  # gone since the search: verify says so
+            named = text_name(document_id, state.content_hash)
+            if await exists(named) or await exists(document_id):
+                if len(self._texts_seen) >= _TEXTS_SEEN_MAX:
+                    self._texts_seen.clear()
+                self._texts_seen.add(document_id)
+            else:
+                missing.add(document_id)
+        if not missing:
+            return response
+        logger.warning(
+            "%d documents left out of results: their stored text is missing", len(missing)
+        )
+        kept = [r for r in response.results if r.document_id not in missing]
+        meta = {**response.metadata, "missing_text": len(missing)}
+        return response.model_copy(
+            update={"results": kept, "total_results": len(kept), "metadata": meta}
         )
 
     # -- the lexical index and writes ---------------------------------------------
@@ -602,6 +658,9 @@ class Collection:
         await live.commit()
         before = live.segment_count
         merged = await live.merge(everything=True)
+        if self.snapshots is not None:
+            # Texts no document names (an interrupted write's), past the grace period.
+            await self._indexer.sweep_snapshots()
         return OptimizeReport(
             segments_before=before, segments_after=live.segment_count, merged=merged
         )
@@ -664,13 +723,14 @@ class Collection:
         vectors = await self._vectors_for_delete() if chosen else None
         try:
             if chosen:
+                before = time.time()  # their texts written since are a re-add's: kept
                 await self.store.delete_documents(sorted(r.source for r in chosen.values()))
                 if vectors is not None:
                     await vectors.delete_documents(sorted(chosen))
                 if self.snapshots is not None and any(
                     r.source_class in STORED_TEXT_CLASSES for r in chosen.values()
                 ):
-                    await self._indexer.sweep_snapshots()
+                    await self._indexer.sweep_snapshots(sorted(chosen), gone_before=before)
         finally:
             if chosen:
                 await self._after_write()
@@ -911,7 +971,9 @@ class Collection:
                 )
         checker = AnswerChecker(
             self.base_dir,
-            snapshot_dir=self.snapshots,
+            snapshot_dir=await self._named_texts(
+                r.citation for r in (given if isinstance(given, list) else ()) if _cites(r)
+            ),
             max_bytes=self._max_file_bytes,
             embedder=self.embedder,
             analyzer=self._analyzer,
@@ -983,13 +1045,15 @@ class Collection:
         report = VerifyReport()
         current: tuple[str, str | None, RetrievalError | None] | None = None
         async for batch in self.store.iter_chunks():
+            texts = await self._named_texts(s.citation for s in batch if self._visible(s))
             for stored in batch:
                 if not self._visible(stored):
                     continue
                 citation = stored.citation
                 if current is None or current[0] != citation.source:
                     try:
-                        current = (citation.source, await self._read_source(citation), None)
+                        text = await self._read_source(citation, texts)
+                        current = (citation.source, text, None)
                     except RetrievalError as exc:
                         current = (citation.source, None, exc)
                 _, source_text, error = current
@@ -1012,13 +1076,35 @@ class Collection:
                     report.problems.append(result)
         return report
 
-    async def _read_source(self, citation: Citation) -> str:
+    async def _read_source(self, citation: Citation, texts: SnapshotStore | None = None) -> str:
+        snapshots = self.snapshots
+        if snapshots is not None and citation.source_class in STORED_TEXT_CLASSES:
+            snapshots = texts or await self._named_texts([citation])
         return await read_source(
             citation,
             self.base_dir,
-            snapshot_dir=self.snapshots,
+            snapshot_dir=snapshots,
             max_bytes=self._max_file_bytes,
         )
+
+    async def _named_texts(self, citations: Iterable[Citation]) -> SnapshotStore | None:
+        """The snapshot store, read through the names the current rows of the URL and
+        record documents among ``citations`` give their texts (``NamedTexts``): a
+        citation is checked against exactly the text its document was committed with."""
+        if self.snapshots is None:
+            return None
+        wanted = {
+            c.source: c.document_id for c in citations if c.source_class in STORED_TEXT_CLASSES
+        }
+        if not wanted:
+            return self.snapshots
+        states = await self.store.document_states(sources=list(wanted))
+        names = {
+            document_id: text_name(document_id, states[source].content_hash)
+            for source, document_id in wanted.items()
+            if source in states
+        }
+        return NamedTexts(self.snapshots, names)
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
@@ -1041,6 +1127,11 @@ class Collection:
         )
         prefix, suffix = indexed_context(chunks, stored.start_offset, stored.end_offset)
         return reanchor(text, content, start, prefix=prefix, suffix=suffix)
+
+
+def _cites(result: object) -> bool:
+    """Whether ``result`` carries a citation (a result of this collection, checked)."""
+    return isinstance(getattr(result, "citation", None), Citation)
 
 
 def _warn_left_open(name: str, where: str) -> None:
@@ -1155,16 +1246,29 @@ def _strings(values: Sequence[str], what: str) -> list[str]:
 
 # File sources rebase() looks for under a new base directory before recording it.
 _REBASE_SAMPLE = 200
+# Documents whose stored text search remembers as present (then it starts over).
+_TEXTS_SEEN_MAX = 100_000
 
 
-async def _remove_created(location: StoreLocation) -> None:
-    """Remove a collection this process created and never wrote to; a failure to do so
+async def _remove_created(location: StoreLocation, made_index_dir: bool = False) -> None:
+    """Remove a collection this process created and never wrote to, and its index
+    directory when the same open made it and nothing else is in it; a failure to do so
     is logged, never raised over the error that led here."""
     try:
         if await location.exists():
             await location.drop()
+        if made_index_dir and location.index_dir is not None:
+            with contextlib.suppress(OSError):  # not empty: something else lives there
+                await asyncio.to_thread(location.index_dir.rmdir)
     except Exception as exc:
         logger.warning("could not remove the unused new collection %s (%s)", location.name, exc)
+
+
+async def _never_written(store: MetadataStoreProtocol) -> bool:
+    """Whether no document was ever written: the generation counts every write, and
+    binding the embedder (a dense first ingest) is the one write that stores none."""
+    bound = await store.read_manifest() is not None
+    return await store.generation() <= (1 if bound else 0)
 
 
 async def _resolve_base(

@@ -29,8 +29,10 @@ async def col(tmp_path: Path) -> AsyncIterator[Collection]:
 
 
 def snapshot_file(col: Collection, document_id: str) -> Path:
+    """The record's stored text: ``<document_id>.<hash of its bytes>``, the only one."""
     assert isinstance(col.snapshots, LocalSnapshots)
-    return col.snapshots.directory / document_id
+    (found,) = col.snapshots.directory.glob(f"{document_id}.*")
+    return found
 
 
 async def test_add_replace_unchanged_and_delete(col: Collection) -> None:

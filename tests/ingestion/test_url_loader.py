@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import ssl
 import subprocess
 import sys
 import textwrap
+import time
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from functools import cache
@@ -27,6 +29,7 @@ from groundkit import (
 from groundkit.extraction import html_extractor, pdf_extractor
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.storage.location import snapshot_dir_for
+from groundkit.storage.snapshots import ORPHAN_GRACE_SECONDS, text_name
 from groundkit.storage.sqlite import SQLiteMetadataStore
 from groundkit.testing.conformance.helpers import (
     document_by_source,
@@ -390,7 +393,8 @@ class TestCollection:
             assert report.added == [site.url(path)], report.failed
             record = await document_by_source(col.store, site.url(path))
             assert record is not None and record.source_class == "snapshot"
-            stored = (snapshots / record.document_id).read_bytes().decode("utf-8")
+            named = snapshots / text_name(record.document_id, record.content_hash)
+            stored = named.read_bytes().decode("utf-8")
             chunks = await document_chunks(col.store, record.document_id)
             # The snapshot is exactly the indexed text.
             assert all(stored[c.start_offset : c.end_offset] == c.content for c in chunks)
@@ -414,7 +418,7 @@ class TestCollection:
         record = await document_by_source(col.store, site.url("/tidal.txt"))
         assert record is not None and isinstance(col.snapshot_dir, Path)
         chunk_ids = [c.chunk_id for c in await document_chunks(col.store, record.document_id)]
-        snapshot = col.snapshot_dir / record.document_id
+        snapshot = col.snapshot_dir / text_name(record.document_id, record.content_hash)
         snapshot.write_text(TEXT.replace("Tidal", "Solar"), encoding="utf-8")
         assert (await col.fetch_chunk(chunk_ids[0])).verification == "drifted"
         snapshot.write_bytes(b"\xff\xfe")
@@ -434,7 +438,7 @@ class TestCollection:
         record = await document_by_source(col.store, url)
         assert record is not None and isinstance(col.snapshot_dir, Path)
         chunk_id = (await document_chunks(col.store, record.document_id))[0].chunk_id
-        with fifo_at(col.snapshot_dir / record.document_id):
+        with fifo_at(col.snapshot_dir / text_name(record.document_id, record.content_hash)):
             result = await asyncio.wait_for(col.fetch_chunk(chunk_id), 10)
             assert result.verification == "unresolvable"
             assert "not a regular file (FIFO)" in result.detail
@@ -498,10 +502,18 @@ class TestCollection:
         await col.ingest(site.url("/tidal.txt"))
         assert isinstance(col.snapshot_dir, Path)
         (col.snapshot_dir / "0123456789abcdef0123456789abcdef").write_text("orphan")
-        (col.snapshot_dir / "feedfacefeedfacefeedfacefeedface.partial").write_text("half")
+        # Texts no row names and temp files go once past the grace period (a writer in
+        # another process may be about to commit the row naming a younger one).
+        hour_ago = time.time() - ORPHAN_GRACE_SECONDS - 60
+        for name in ("feedfacefeedfacefeedfacefeedface.partial", "f" * 32 + "." + "0" * 64):
+            (col.snapshot_dir / name).write_text("half")
+            os.utime(col.snapshot_dir / name, (hour_ago, hour_ago))
+        young = col.snapshot_dir / ("e" * 32 + "." + "0" * 64)
+        young.write_text("in flight")
         await col.ingest(site.url("/guide.html"))
         names = sorted(p.name for p in col.snapshot_dir.iterdir())
-        assert len(names) == 2 and all(len(n) == 32 for n in names)
+        assert young.name in names
+        assert len(names) == 3 and all(len(n) == 32 + 1 + 64 for n in names)
 
     async def test_refused_urls(self, col: Collection, site: Site) -> None:
         with pytest.raises(IngestionError, match="credentials"):

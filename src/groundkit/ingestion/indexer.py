@@ -46,7 +46,7 @@ from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.storage.binding import bind_for_ingest
-from groundkit.storage.names import check_snapshot_id
+from groundkit.storage.names import check_snapshot_id, document_id_for
 from groundkit.storage.protocols import (
     DocumentState,
     MetadataStoreProtocol,
@@ -54,7 +54,15 @@ from groundkit.storage.protocols import (
     stored_metadata,
 )
 from groundkit.storage.reconcile import reconcile_vectors
-from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
+from groundkit.storage.snapshots import (
+    ORPHAN_GRACE_SECONDS,
+    LocalSnapshots,
+    ObjectSnapshots,
+    SnapshotLocation,
+    as_snapshot_store,
+    store_text,
+    text_name,
+)
 from groundkit.storage.versions import version_start
 from groundkit.telemetry import SPAN_INGEST, SPAN_INGEST_DOCUMENT, traced
 from groundkit.utils.hashing import sha256_text
@@ -102,6 +110,8 @@ class Indexer:
         self._ingest = ingest or IngestConfig()
         self._loader: LoaderProtocol = loader or RoutingLoader(self._ingest)
         self._snapshots = as_snapshot_store(snapshot_dir)
+        # Whether this indexer swept the snapshot store yet (its first record write does).
+        self._swept = False
         self._chunking = chunking or ChunkingConfig()
         self._analyzer = analyzer or Analyzer()
         self._lock = asyncio.Lock()
@@ -420,9 +430,9 @@ class Indexer:
         A URL refused on its face (scheme, userinfo, credential-shaped query)
         raises ``IngestionError`` and is never named in a report. Anything that
         goes wrong from resolution on is a failure in the report, and a
-        previously stored version of the URL stays as it was. SQLite is written
-        before the snapshot; an interrupted write shows as drift and the next
-        ingest of the URL rewrites the snapshot.
+        previously stored version of the URL stays as it was. The snapshot is
+        written before the row naming it commits, so the document is never
+        visible without it.
 
         Traced as ``groundkit.ingest`` with document counts, never the URL.
         """
@@ -465,6 +475,7 @@ class Indexer:
                 else:
                     status[outcome].append(document.source)
             await self._sync_vectors(writer)
+            repairs += await self._first_write_checks(sweep=False)
             await self.sweep_snapshots()
             return IngestReport(
                 added=status["added"],
@@ -478,30 +489,96 @@ class Indexer:
                 generation=await self._store.generation(),
             )
 
-    async def sweep_snapshots(self) -> None:
-        """Remove stored texts whose document is gone (URL snapshots and records),
-        reading the store after the write that removed them. A failure is logged:
-        the next ingest or delete sweeps again."""
+    async def sweep_snapshots(
+        self, gone: Sequence[str] = (), *, gone_before: float | None = None
+    ) -> None:
+        """Remove stored texts no document names (URL snapshots and records), reading
+        the store after the write that removed them. Texts of the documents ``gone``
+        (just deleted) written before ``gone_before`` (default: now) go at once; any
+        other text no row names goes once it is older than ``ORPHAN_GRACE_SECONDS``,
+        so a writer in another process between its text and its commit keeps it. A
+        failure is logged: the next sweep tries again."""
         assert self._snapshots is not None
-        keep = [
-            r.document_id
-            async for r in self._store.iter_documents()
-            if r.source_class in STORED_TEXT_CLASSES
-        ]
+        cutoff = time.time() if gone_before is None else gone_before
+        keep: list[str] = []
+        async for r in self._store.iter_documents():
+            if r.source_class in STORED_TEXT_CLASSES:
+                # The named text, and the bare id of a text written before names
+                # (kept until the named one is there).
+                keep += [text_name(r.document_id, r.content_hash), r.document_id]
         try:
-            await self._snapshots.remove_stale(keep)
-        except OSError as exc:  # the next ingest sweeps again
+            if isinstance(self._snapshots, _SWEEPS_WITH_GRACE):
+                await self._snapshots.remove_stale(
+                    keep, grace=ORPHAN_GRACE_SECONDS, gone=gone, gone_before=cutoff
+                )
+            else:
+                await self._snapshots.remove_stale(keep)
+        except OSError as exc:  # the next sweep tries again
             logger.warning("could not remove stale snapshots: %s", exc.strerror or exc)
+
+    async def _first_write_checks(self, *, sweep: bool = True) -> list[str]:
+        """At this indexer's first write of stored texts: sweep texts no row names (an
+        interrupted run's, once past the grace period; unless the caller sweeps) and
+        report documents whose text is missing (search leaves them out)."""
+        if self._swept:
+            return []
+        self._swept = True
+        if sweep:
+            await self.sweep_snapshots()
+        try:
+            missing = await self.texts_missing()
+        except OSError as exc:  # the next writer looks again
+            logger.warning("could not list the stored texts: %s", exc.strerror or exc)
+            return []
+        if not missing:
+            return []
+        sources = sorted(missing.values())
+        shown = ", ".join(repr(s) for s in sources[:5])
+        more = f" and {len(sources) - 5} more" if len(sources) > 5 else ""
+        note = (
+            f"{len(sources)} URL or record documents have no stored text ({shown}{more}): "
+            "search leaves them out and verify reports them unresolvable until they are "
+            "ingested or added again"
+        )
+        logger.warning("%d URL or record documents have no stored text", len(sources))
+        return [note]
+
+    async def texts_missing(self) -> dict[str, str]:
+        """``{document_id: source}`` of URL and record documents whose stored text is
+        not there (written by an earlier version whose write was interrupted, or
+        removed by hand): read from one listing of the snapshot store. Empty when the
+        store cannot list its names."""
+        names = getattr(self._snapshots, "names", None)
+        if not callable(names):
+            return {}
+        states: dict[str, DocumentState] = {}
+        for prefix in _STORED_TEXT_PREFIXES:
+            states.update(await self._store.document_states(under=prefix))
+        stored = [
+            (document_id_for(source), source, state.content_hash)
+            for source, state in states.items()
+            if state.source_class in STORED_TEXT_CLASSES
+        ]
+        if not stored:
+            return {}
+        present: set[str] = await names()
+        return {
+            document_id: source
+            for document_id, source, content_hash in stored
+            if text_name(document_id, content_hash) not in present and document_id not in present
+        }
 
     async def ingest_documents(self, documents: Sequence[Document]) -> IngestReport:
         """Store documents whose text is kept in the snapshot store (in-memory records).
 
         Each is added, updated, or left unchanged (same text, class and fields), by
-        its source. The metadata store is written first, then each text; a text
-        already stored as it should be is not rewritten, and one that differs (an
-        interrupted earlier run) is repaired. A text that cannot be written is a
-        failure in the report (its citations are unresolvable until the next add).
-        Documents are checked by the caller; traced as ``groundkit.ingest``.
+        its source. Each text is stored first, under a name its bytes decide, and
+        only then the row naming it commits: a record is never visible without its
+        text, and a run cut short leaves each record as it was or as it was meant
+        to be. A text already stored is not rewritten (an unchanged record's is put
+        back if it went missing). A text that cannot be written is a failure in the
+        report, and its record is not stored. Documents are checked by the caller;
+        traced as ``groundkit.ingest``.
         """
         if self._snapshots is None:
             raise ConfigurationError("in-memory documents need a snapshot store; use a Collection")
@@ -519,27 +596,26 @@ class Indexer:
                 for document in documents:
                     if _unchanged(document, known):
                         unchanged.append(document.source)
+                        # Its row names this text already: put it back if it is gone.
+                        try:
+                            await store_text(
+                                snapshots,
+                                text_name(document.document_id, document.content_hash),
+                                document.content,
+                            )
+                        except OSError as exc:
+                            failed.append(_text_failure(document, exc))
                         continue
                     await writer.add(document)
                     (updated if document.source in known else added).append(document.source)
                 await writer.finish()
-                for document in documents:
-                    if await snapshots.matches(document.document_id, document.content):
-                        continue
-                    try:
-                        await snapshots.write(document.document_id, document.content)
-                    except OSError as exc:
-                        failed.append(
-                            IngestFailure(
-                                source=document.source,
-                                reason=f"{document.source}: cannot store its text "
-                                f"({exc.strerror or exc})",
-                            )
-                        )
+                failed += writer.failed
+                lost = {f.source for f in writer.failed}
                 await self._sync_vectors(writer)
+                repairs += await self._first_write_checks()
                 report = IngestReport(
-                    added=sorted(added),
-                    updated=sorted(updated),
+                    added=sorted(s for s in added if s not in lost),
+                    updated=sorted(s for s in updated if s not in lost),
                     unchanged=sorted(unchanged),
                     failed=sorted(failed, key=lambda f: f.source),
                     embedded=writer.documents_embedded,
@@ -571,38 +647,52 @@ class Indexer:
                     "deleted (pass missing_ok=True to delete the ones that exist)"
                 )
             if present:
+                before = time.time()
                 await self._store.delete_documents(present)
-                await self.sweep_snapshots()
+                await self.sweep_snapshots(
+                    [document_id_for(s) for s in present], gone_before=before
+                )
                 await self._sync_vectors(_Writer(self, reuse=False))
             return IngestReport(removed=sorted(present), generation=await self._store.generation())
 
     async def _store_snapshot_document(
         self, document: Document, known: dict[str, DocumentState], writer: _Writer
     ) -> str:
-        """Write the document (and its vectors), then its snapshot; returns the outcome."""
+        """Write the snapshot, then the document naming it (and its vectors); returns
+        the outcome. An unchanged document's snapshot is put back if it is gone."""
         assert self._snapshots is not None
-        snapshots = self._snapshots
         check_snapshot_id(document.document_id)
         if _unchanged(document, known):
-            outcome = "unchanged"
-        else:
-            outcome = "updated" if document.source in known else "added"
-            await writer.add(document)
-            await writer.finish()
-        # Also for an unchanged document: repairs a snapshot an interrupted run
-        # left behind or that was edited since.
-        if not await snapshots.matches(document.document_id, document.content):
             try:
-                await snapshots.write(document.document_id, document.content)
+                await store_text(
+                    self._snapshots,
+                    text_name(document.document_id, document.content_hash),
+                    document.content,
+                )
             except OSError as exc:
-                raise IngestionError(
-                    f"{document.source}: cannot write its snapshot ({exc.strerror or exc})"
-                ) from None
-        return outcome
+                raise IngestionError(_text_failure(document, exc).reason) from None
+            return "unchanged"
+        await writer.add(document)
+        await writer.finish()
+        if writer.failed:
+            raise IngestionError(writer.failed[0].reason)
+        return "updated" if document.source in known else "added"
 
 
 # Documents whose chunks one repair read fetches.
 _REPAIR_DOCUMENTS = 200
+# Snapshot stores whose sweep spares young texts (a third-party one sweeps as it can).
+_SWEEPS_WITH_GRACE = (LocalSnapshots, ObjectSnapshots)
+# Where URL and record sources lie in source order ("under" these, as folders).
+_STORED_TEXT_PREFIXES = ("record:/", "http:/", "https:/")
+
+
+def _text_failure(document: Document, exc: OSError) -> IngestFailure:
+    """A document whose text could not be stored (so it was not stored either)."""
+    return IngestFailure(
+        source=document.source,
+        reason=f"{document.source}: cannot store its text ({exc.strerror or exc})",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -644,6 +734,8 @@ class _Writer:
         self.documents_embedded = 0
         self.chunks_embedded = 0
         self.chunks_reused = 0
+        # Documents left out because their text could not be stored first.
+        self.failed: list[IngestFailure] = []
 
     async def add(self, document: Document) -> int:
         """Prepare ``document`` (chunk and analyse) and queue it; returns its chunk count."""
@@ -661,6 +753,7 @@ class _Writer:
 
     async def _flush_documents(self) -> None:
         docs, self._docs, self._doc_chunks = self._docs, [], 0
+        docs = await self._store_texts(docs)
         if not docs:
             return
         await self._indexer._store.replace_documents(
@@ -683,6 +776,29 @@ class _Writer:
                     texts,
                 )
             )
+
+    async def _store_texts(
+        self, docs: list[tuple[Document, list[Chunk], list[list[str]]]]
+    ) -> list[tuple[Document, list[Chunk], list[list[str]]]]:
+        """Store the text of each URL or record document before the row naming it can
+        commit; those whose text cannot be stored are left out (``failed``)."""
+        snapshots = self._indexer._snapshots
+        kept: list[tuple[Document, list[Chunk], list[list[str]]]] = []
+        for item in docs:
+            document = item[0]
+            if document.source_class in STORED_TEXT_CLASSES:
+                if snapshots is None:
+                    raise ConfigurationError(
+                        f"{document.source}: its text needs a snapshot store; use a Collection"
+                    )
+                name = text_name(document.document_id, document.content_hash)
+                try:
+                    await store_text(snapshots, name, document.content)
+                except OSError as exc:
+                    self.failed.append(_text_failure(document, exc))
+                    continue
+            kept.append(item)
+        return kept
 
     async def queue_vectors(self, job: _VectorJob) -> None:
         self._reporter.count("embed", add_total=len(job.chunk_ids))

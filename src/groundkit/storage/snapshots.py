@@ -1,4 +1,4 @@
-"""Copies of URL documents: ``<location>/<collection>.snapshots/<document_id>``.
+"""Stored texts of URL documents and records: ``<location>/<collection>.snapshots/``.
 
 A snapshot holds exactly the document's indexed text (UTF-8), so a citation
 into a URL document is checked against what was fetched at ingest, never a
@@ -7,12 +7,24 @@ agree on where a snapshot lives and refuse the same ids. The location is a
 local directory or, for collections shared between hosts, an object-store
 prefix (``s3://bucket/prefix``) reached through pyarrow's filesystems; the
 same id rules apply to both (adr/0025-shared-collections.md).
+
+A text is named by its document and the SHA-256 of its bytes,
+``<document_id>.<content_hash>`` (``text_name``), and written before the
+document row that names it commits, so a row is never visible without its
+text (adr/0054-atomic-records-and-interrupted-ingests.md). Texts no row names
+are swept once they are older than a grace period (``ORPHAN_GRACE_SECONDS``),
+so a writer between its text and its commit is not robbed. Collections written
+before keep their texts under the bare document id; those are still read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
+import secrets
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,7 +36,9 @@ from groundkit.utils.file_reads import read_regular_file
 from groundkit.utils.path_safety import ensure_within
 
 __all__ = [
+    "ORPHAN_GRACE_SECONDS",
     "LocalSnapshots",
+    "NamedTexts",
     "ObjectSnapshots",
     "SnapshotLocation",
     "as_snapshot_store",
@@ -33,8 +47,25 @@ __all__ = [
     "remove_stale_snapshots",
     "snapshot_matches",
     "snapshot_path",
+    "store_text",
+    "text_name",
     "write_snapshot",
 ]
+
+# A text no row names is left alone this long (seconds): a writer in another process
+# writes its texts first and commits the rows naming them within this time.
+ORPHAN_GRACE_SECONDS = 3600.0
+# ``<document_id>.<sha256 hex>``: a text named by its content (``text_name``).
+_TEXT_NAME = re.compile(r"^(?P<document>.+)\.(?P<hash>[0-9a-f]{64})$")
+
+
+def text_name(document_id: str, content_hash: str) -> str:
+    """The name of ``document_id``'s text whose UTF-8 bytes hash to ``content_hash``;
+    ``PathEscapeError`` for an id that cannot name a snapshot."""
+    check_snapshot_id(document_id)
+    if not re.fullmatch(r"[0-9a-f]{64}", content_hash):
+        raise ConfigurationError(f"{content_hash!r} is not a SHA-256 hex digest")
+    return check_snapshot_id(f"{document_id}.{content_hash}")
 
 
 def snapshot_path(snapshot_dir: Path, document_id: str) -> Path:
@@ -53,33 +84,165 @@ def snapshot_matches(path: Path, content: str) -> bool:
 
 
 def write_snapshot(snapshot_dir: Path, document_id: str, content: str) -> Path:
-    """Write ``content`` atomically (temp file, fsync, rename); returns the path."""
+    """Write ``content`` atomically (a temp file of this writer's own, fsync, rename,
+    the directory synced); returns the path."""
     snapshot_dir.mkdir(parents=True, exist_ok=True)
     path = snapshot_path(snapshot_dir, document_id)
-    temp = path.with_name(path.name + SNAPSHOT_TEMP_SUFFIX)
-    with open(temp, "wb") as handle:
-        handle.write(content.encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
+    # Its own temp name: two processes writing the same text do not share one.
+    temp = path.with_name(f"{path.name}.{secrets.token_hex(6)}{SNAPSHOT_TEMP_SUFFIX}")
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(content.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
+    _sync_directory(snapshot_dir)
     return path
 
 
-def remove_stale_snapshots(snapshot_dir: Path, keep: Iterable[str]) -> list[str]:
-    """Delete snapshot files whose document is gone, and leftover temp files."""
+def keep_snapshot(snapshot_dir: Path, name: str, content: str) -> bool:
+    """True when ``name`` holds exactly ``content``; its time is then set to now, so a
+    sweep's grace period protects it while the row naming it commits."""
+    path = snapshot_path(snapshot_dir, name)
+    if not snapshot_matches(path, content):
+        return False
+    try:
+        os.utime(path)
+    except OSError:
+        return False
+    return True
+
+
+def remove_stale_snapshots(
+    snapshot_dir: Path,
+    keep: Iterable[str],
+    *,
+    grace: float | None = None,
+    gone: Iterable[str] = (),
+    gone_before: float | None = None,
+) -> list[str]:
+    """Delete snapshot files no document names, and leftover temp files.
+
+    Without ``grace``, everything not in ``keep``. With it (seconds), a text
+    named by its content (``text_name``) or a temp file is removed only once it
+    is that old, unless its document is one of ``gone`` (deleted) and it was
+    written before ``gone_before``. A text under a bare document id (written by
+    an earlier version) goes once ``keep`` names a text of the same document
+    that is present, or when ``keep`` does not name it.
+    """
     if not snapshot_dir.is_dir():
         return []
-    wanted = set(keep)
-    removed: list[str] = []
+    entries: dict[str, float] = {}
     for entry in sorted(snapshot_dir.iterdir()):
-        if entry.name in wanted or not (entry.is_symlink() or entry.is_file()):
-            continue
         try:
-            entry.unlink()
+            if entry.is_symlink() or entry.is_file():
+                entries[entry.name] = entry.lstat().st_mtime
         except OSError:
             continue
-        removed.append(entry.name)
+    doomed = _stale_names(entries, keep, grace, gone, gone_before, time.time())
+    removed: list[str] = []
+    for name in doomed:
+        try:
+            (snapshot_dir / name).unlink()
+        except OSError:
+            continue
+        removed.append(name)
+    if removed:
+        _sync_directory(snapshot_dir)
     return removed
+
+
+def _stale_names(
+    entries: Mapping[str, float | None],
+    keep: Iterable[str],
+    grace: float | None,
+    gone: Iterable[str],
+    gone_before: float | None,
+    now: float,
+) -> list[str]:
+    """Which of ``entries`` (name: modification time, None when unknown) a sweep
+    removes; see ``remove_stale_snapshots``."""
+    wanted = set(keep)
+    gone_ids = set(gone)
+    # Bare-id texts superseded by a present, named text of the same document.
+    superseded = {
+        match["document"]
+        for name in wanted
+        if name in entries and (match := _TEXT_NAME.fullmatch(name)) is not None
+    }
+    out: list[str] = []
+    for name, mtime in entries.items():
+        if name in wanted and name not in superseded:
+            continue
+        match = _TEXT_NAME.fullmatch(name)
+        if match is None and not name.endswith(SNAPSHOT_TEMP_SUFFIX):
+            out.append(name)  # a bare-id text: no writer makes these any more
+            continue
+        if grace is None:
+            out.append(name)
+            continue
+        if mtime is None:
+            continue
+        deleted = match is not None and match["document"] in gone_ids
+        if (deleted and (gone_before is None or mtime <= gone_before)) or now - mtime > grace:
+            out.append(name)
+    return sorted(out)
+
+
+def _newest_text_name(names: Mapping[str, float | None], document_id: str) -> str | None:
+    """The most recently written content-named text of ``document_id`` among ``names``."""
+    found = [
+        (mtime or 0.0, name)
+        for name, mtime in names.items()
+        if (match := _TEXT_NAME.fullmatch(name)) is not None and match["document"] == document_id
+    ]
+    return max(found)[1] if found else None
+
+
+def _read_local(directory: Path, name: str) -> bytes:
+    """The text ``name`` names: exactly that file or, for a bare document id with no
+    file of its own, the document's most recently written content-named text."""
+    path = snapshot_path(directory, name)
+    try:
+        # A regular file only: a FIFO put in its place is refused, never waited on.
+        return read_regular_file(path)
+    except FileNotFoundError:
+        if _TEXT_NAME.fullmatch(name) is not None:
+            raise
+        newest = _newest_text_name(_local_names(directory, name + "."), name)
+        if newest is None:
+            raise
+        return read_regular_file(snapshot_path(directory, newest))
+
+
+def _local_names(directory: Path, prefix: str = "") -> dict[str, float | None]:
+    """``{name: modification time}`` of the files in ``directory`` starting with ``prefix``."""
+    out: dict[str, float | None] = {}
+    try:
+        with os.scandir(directory) as listing:
+            for entry in listing:
+                if entry.name.startswith(prefix) and entry.is_file(follow_symlinks=False):
+                    try:
+                        out[entry.name] = entry.stat(follow_symlinks=False).st_mtime
+                    except OSError:
+                        out[entry.name] = None
+    except FileNotFoundError:
+        return {}
+    return out
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make the renames and removals in ``directory`` durable (best effort)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class LocalSnapshots:
@@ -93,9 +256,9 @@ class LocalSnapshots:
         return str(self.directory)
 
     async def read(self, document_id: str) -> bytes:
-        path = snapshot_path(self.directory, document_id)
-        # A regular file only: a FIFO put in its place is refused, never waited on.
-        return await asyncio.to_thread(read_regular_file, path)
+        """The text stored under ``document_id`` (a ``text_name`` or a bare document
+        id: then its file, else the document's most recently written text)."""
+        return await asyncio.to_thread(_read_local, self.directory, document_id)
 
     async def matches(self, document_id: str, content: str) -> bool:
         path = snapshot_path(self.directory, document_id)
@@ -104,8 +267,33 @@ class LocalSnapshots:
     async def write(self, document_id: str, content: str) -> None:
         await asyncio.to_thread(write_snapshot, self.directory, document_id, content)
 
-    async def remove_stale(self, keep: Iterable[str]) -> list[str]:
-        return await asyncio.to_thread(remove_stale_snapshots, self.directory, list(keep))
+    async def keep(self, name: str, content: str) -> bool:
+        """True when ``name`` already holds ``content`` (its time is then renewed)."""
+        return await asyncio.to_thread(keep_snapshot, self.directory, name, content)
+
+    async def exists(self, name: str) -> bool:
+        """Whether a file ``name`` is stored (exactly that name)."""
+        path = snapshot_path(self.directory, name)
+        return await asyncio.to_thread(path.is_file)
+
+    async def names(self) -> set[str]:
+        """The names stored (temp files left out)."""
+        listed = await asyncio.to_thread(_local_names, self.directory)
+        return {n for n in listed if not n.endswith(SNAPSHOT_TEMP_SUFFIX)}
+
+    async def remove_stale(
+        self,
+        keep: Iterable[str],
+        *,
+        grace: float | None = None,
+        gone: Iterable[str] = (),
+        gone_before: float | None = None,
+    ) -> list[str]:
+        return await asyncio.to_thread(
+            lambda: remove_stale_snapshots(
+                self.directory, list(keep), grace=grace, gone=list(gone), gone_before=gone_before
+            )
+        )
 
 
 class ObjectSnapshots:
@@ -138,14 +326,63 @@ class ObjectSnapshots:
         return f"{root}/{check_snapshot_id(document_id)}"
 
     async def read(self, document_id: str) -> bytes:
-        fs, _ = self._filesystem()
+        """As ``LocalSnapshots.read``: a bare document id without an object of its own
+        reads the document's most recently written text."""
+        fs, root = self._filesystem()
         key = self._key(document_id)
 
-        def get() -> bytes:
-            with fs.open_input_stream(key) as stream:
+        def get(where: str) -> bytes:
+            with fs.open_input_stream(where) as stream:
                 return bytes(stream.read())
 
-        return await asyncio.to_thread(get)
+        try:
+            return await asyncio.to_thread(get, key)
+        except FileNotFoundError:
+            if _TEXT_NAME.fullmatch(document_id) is not None:
+                raise
+            listed = await self._listing()
+            newest = _newest_text_name(listed, document_id)
+            if newest is None:
+                raise
+            return await asyncio.to_thread(get, f"{root}/{newest}")
+
+    async def _listing(self) -> dict[str, float | None]:
+        """``{name: modification time}`` of the objects under the prefix."""
+        fs, root = self._filesystem()
+
+        def listing() -> dict[str, float | None]:
+            from pyarrow import fs as pafs  # extra: dense
+
+            listed = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+            return {
+                info.base_name: (info.mtime.timestamp() if info.mtime is not None else None)
+                for info in listed
+                if info.is_file
+            }
+
+        return await asyncio.to_thread(listing)
+
+    async def names(self) -> set[str]:
+        """The names stored (temp names left out; object puts have none)."""
+        return {n for n in await self._listing() if not n.endswith(SNAPSHOT_TEMP_SUFFIX)}
+
+    async def keep(self, name: str, content: str) -> bool:
+        """False: an object's time is renewed only by writing it again, which the caller
+        then does (as cheap as reading it back to compare)."""
+        self._key(name)
+        return False
+
+    async def exists(self, name: str) -> bool:
+        """Whether an object ``name`` is stored (exactly that name)."""
+        fs, _ = self._filesystem()
+        key = self._key(name)
+
+        def look() -> bool:
+            from pyarrow import fs as pafs  # extra: dense
+
+            return bool(fs.get_file_info(key).type == pafs.FileType.File)
+
+        return await asyncio.to_thread(look)
 
     async def matches(self, document_id: str, content: str) -> bool:
         try:
@@ -163,21 +400,25 @@ class ObjectSnapshots:
 
         await asyncio.to_thread(put)
 
-    async def remove_stale(self, keep: Iterable[str]) -> list[str]:
+    async def remove_stale(
+        self,
+        keep: Iterable[str],
+        *,
+        grace: float | None = None,
+        gone: Iterable[str] = (),
+        gone_before: float | None = None,
+    ) -> list[str]:
+        """As ``LocalSnapshots.remove_stale`` (``remove_stale_snapshots``)."""
         fs, root = self._filesystem()
-        wanted = set(keep)
+        listed = await self._listing()
+        removed = _stale_names(listed, keep, grace, gone, gone_before, time.time())
 
-        def sweep() -> list[str]:
-            from pyarrow import fs as pafs  # extra: dense
-
-            listed = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
-            names = sorted(info.base_name for info in listed if info.is_file)
-            removed = [n for n in names if n not in wanted]
+        def sweep() -> None:
             for name in removed:
                 fs.delete_file(f"{root}/{name}")
-            return removed
 
-        return await asyncio.to_thread(sweep)
+        await asyncio.to_thread(sweep)
+        return removed
 
 
 def object_filesystem(uri: str, options: Mapping[str, str]) -> tuple[Any, str]:
@@ -227,6 +468,63 @@ def is_object_uri(location: str | os.PathLike[str]) -> bool:
 
 # What a ``snapshot_dir`` argument may be: a directory, an object-store URI, a store.
 SnapshotLocation = Path | str | SnapshotStore
+
+
+class NamedTexts:
+    """A snapshot store read by document id through the names the metadata store gave.
+
+    ``names`` maps a document id to the ``text_name`` its current row names; a
+    reader handed this store (``read_source``) reads exactly the text the row
+    was committed with. A document whose named text is absent is read under its
+    bare id (a collection written before texts were named by content); an id not
+    in ``names`` is read as the store reads it.
+    """
+
+    def __init__(self, store: SnapshotStore, names: Mapping[str, str]) -> None:
+        self._store = store
+        self._names = dict(names)
+
+    @property
+    def location(self) -> str:
+        return self._store.location
+
+    async def read(self, document_id: str) -> bytes:
+        name = self._names.get(document_id)
+        if name is None:
+            return await self._store.read(document_id)
+        try:
+            return await self._store.read(name)
+        except FileNotFoundError:
+            pass
+        try:
+            return await self._store.read(check_snapshot_id(document_id))
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                2, "it is missing (its write was interrupted or the file was removed)"
+            ) from None
+
+    async def matches(self, document_id: str, content: str) -> bool:
+        return await self._store.matches(self._names.get(document_id, document_id), content)
+
+    async def write(self, document_id: str, content: str) -> None:
+        await self._store.write(self._names.get(document_id, document_id), content)
+
+    async def remove_stale(self, keep: Iterable[str]) -> list[str]:
+        return await self._store.remove_stale(keep)
+
+
+async def store_text(store: SnapshotStore, name: str, content: str) -> bool:
+    """Make ``name`` hold ``content`` before a row naming it commits; True when it had
+    to be written. A text already there is kept (its time renewed, so a sweep's grace
+    period covers the commit that follows); ``OSError`` when it cannot be written."""
+    keep = getattr(store, "keep", None)
+    if callable(keep):
+        if await keep(name, content):
+            return False
+    elif await store.matches(name, content):
+        return False
+    await store.write(name, content)
+    return True
 
 
 def as_snapshot_store(
