@@ -1330,6 +1330,11 @@ def _print_collection(info: CollectionInfo) -> None:
     print(f"  base:     {info.base_dir}")
     print(f"  embedder: {embedder}")
     print(f"  analyzer: {info.analyzer or 'none yet'}")
+    if info.vectors_missing:
+        print(
+            f"  vectors missing: {info.vectors_missing} chunks (an ingest was interrupted or "
+            "is running; 'grk ingest PATH' completes them)"
+        )
 
 
 async def _run_drop(args: argparse.Namespace) -> int:

@@ -73,7 +73,7 @@ from groundkit.storage.protocols import (
     VectorHit,
     VectorStoreProtocol,
 )
-from groundkit.storage.reconcile import vector_problem
+from groundkit.storage.reconcile import missing_vectors_notice, vector_problem, vectors_missing
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 from groundkit.utils.hashing import sha256_text
 from groundkit.utils.text import describe_unencodable
@@ -144,6 +144,9 @@ class Retriever:
         self._dense_bound = dense_bound
         # Why dense and hybrid searches cannot use the vectors now (None: they can).
         self.vector_problem = vector_problem
+        # Current chunks without vectors (an interrupted or running ingest's): dense and
+        # hybrid answers say so while there are any.
+        self.vectors_missing = 0
         self.vectors_generation = vectors_generation
 
     @classmethod
@@ -189,6 +192,7 @@ class Retriever:
             dense_bound, problem = await _check_dense_side(
                 store, embedder, vector_store, collection
             )
+        missing = await vectors_missing(store) if dense_bound else 0
         started = time.perf_counter()
         live = lexical or await LiveIndex.open(store, segments, k1=cfg.bm25_k1, b=cfg.bm25_b)
         await live.refresh()
@@ -208,6 +212,7 @@ class Retriever:
             clearance=clearance,
             rewriter=rewriter,
         )
+        retriever.vectors_missing = missing
         await retriever._preload()
         await retriever._scope_for_size()
         logger.info(
@@ -277,6 +282,7 @@ class Retriever:
         self._dense_bound, self.vector_problem = await _check_dense_side(
             self._store, self._embedder, self._vectors, self.collection
         )
+        self.vectors_missing = await vectors_missing(self._store) if self._dense_bound else 0
         self.vectors_generation = vectors_generation
 
     @property
@@ -392,6 +398,10 @@ class Retriever:
         served: SearchMode = mode
         if mode != "bm25" and self.vector_problem is not None:
             degraded, served = self._fall_back(self.vector_problem), "bm25"
+        elif mode != "bm25" and self.vectors_missing:
+            # Under a clearance the count is withheld: it includes documents above it.
+            count = self.vectors_missing if self.clearance is None else None
+            degraded = missing_vectors_notice(count)
         try:
             results, stale = await self._ranked_all(queries, k, served, timings, search)
         except _VectorsUnavailable as exc:

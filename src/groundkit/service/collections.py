@@ -38,6 +38,7 @@ from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage.location import StoreLocation
 from groundkit.storage.protocols import ChunkOwners
+from groundkit.storage.reconcile import vectors_missing
 
 __all__ = ["CollectionInfo", "CollectionRegistry"]
 
@@ -55,6 +56,9 @@ class CollectionInfo(BaseModel):
     which only ``describe(..., full=True)`` fills in (the MCP tool never shows it).
     ``past_versions`` counts the earlier document versions kept for ``as_of``
     searches; it takes a pass over the documents, so only ``full=True`` fills it in.
+    ``vectors_missing`` counts the chunks of a collection bound to an embedder that
+    have no vectors yet (an ingest interrupted, or still running; the next ingest
+    completes them), None for one without an embedder.
 
     Under a registry's clearance the counts are those of the documents (and
     versions) it admits, as for a collection holding nothing else; ``generation``
@@ -75,6 +79,7 @@ class CollectionInfo(BaseModel):
     size_bytes: int | None = None
     base_dir: str | None = None
     past_versions: int | None = None
+    vectors_missing: int | None = None
 
 
 @dataclass(eq=False)
@@ -207,6 +212,12 @@ class CollectionRegistry:
                 size_bytes=size,
                 base_dir=base,
                 past_versions=past,
+                # A figure of the whole store: withheld under a clearance, as the others.
+                vectors_missing=(
+                    await vectors_missing(store)
+                    if manifest is not None and self.clearance is None
+                    else None
+                ),
             )
         finally:
             await stores.close()

@@ -308,6 +308,9 @@ class ListedCollection(_Wire):
     size_bytes: int | None = None
     status: str = "ok"
     error: str | None = None
+    # Chunks without vectors yet (an ingest interrupted or running); dense search
+    # cannot find them until an ingest completes them.
+    vectors_missing: int | None = None
 
     @classmethod
     def of(cls, info: CollectionInfo) -> ListedCollection:
@@ -449,6 +452,7 @@ def compact_text(output: BaseModel) -> str:
             lines.append(
                 f"{c.name}: {c.documents} documents, {c.chunks} chunks"
                 f"{_generation(c.generation)}, embedding {model}"
+                + (f", vectors missing: {c.vectors_missing}" if c.vectors_missing else "")
             )
         return "\n".join(lines)
     return output.model_dump_json()

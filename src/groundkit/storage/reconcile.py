@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from groundkit.storage.protocols import MetadataStoreProtocol, VectorStoreProtocol
 
-__all__ = ["reconcile_vectors", "vector_problem"]
+__all__ = ["missing_vectors_notice", "reconcile_vectors", "vector_problem", "vectors_missing"]
 
 
 async def vector_problem(
@@ -59,6 +59,27 @@ async def vector_problem(
         # The metadata store moved between the two reads: a document deleted or
         # rewritten meanwhile loses its rows after its confirmation. Read both again.
     return shortfall
+
+
+async def vectors_missing(metadata: MetadataStoreProtocol) -> int:
+    """Current chunks whose document has no confirmed vectors: text an interrupted
+    ingest stored without its vectors (or one still running). Two counts, cheap at
+    any size; ``_sync_vectors`` of the next ingest embeds them."""
+    missing = await metadata.chunk_count() - await metadata.confirmed_vector_count()
+    return max(0, missing)
+
+
+def missing_vectors_notice(count: int | None) -> str:
+    """What a dense or hybrid answer says while ``count`` chunks have no vectors
+    (None: some, the number withheld)."""
+    if count is None:
+        what = "some chunks have"
+    else:
+        what = f"{count} chunk{'s have' if count != 1 else ' has'}"
+    return (
+        f"{what} no vectors yet, so dense search cannot find them: an ingest was "
+        "interrupted (the next ingest completes them) or is still running"
+    )
 
 
 async def reconcile_vectors(
