@@ -26,6 +26,8 @@ from groundkit import (
 )
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.storage.lancedb import LanceDBVectorStore
+from groundkit.storage.names import document_id_for
+from groundkit.storage.snapshots import text_name
 from groundkit.testing.conformance.helpers import put
 from groundkit.utils.url_safety import AddressPolicy
 from tests.sources import Route, Site
@@ -193,6 +195,25 @@ async def test_an_interrupted_erase_is_completed_by_running_it_again(tmp_path: P
         assert report.missing == ["docs/secret.md", "record://T-1"]
         assert report.erasure is not None and report.erasure.complete
         assert report.erasure.terms >= 1 and report.erasure.vector_versions >= 1
+    assert findings(index, token_needles()) == {}
+
+
+async def test_an_erase_spares_a_text_another_writer_has_not_committed(
+    tmp_path: Path,
+) -> None:
+    """A text no row names yet (another process between its text and its commit) is
+    kept by an erase; the erased record's texts, every version's, are not."""
+    base, index = tmp_path / "base", tmp_path / "index"
+    base.mkdir()
+    async with open_collection(index, base) as col:
+        await col.add_documents([Record(id="T-1", text=f"first {TOKEN}")])
+        await col.add_documents([Record(id="T-1", text=f"second {TOKEN}")])
+        assert col.snapshots is not None
+        in_flight = text_name(document_id_for("record://T-9"), "ab" * 32)
+        (index / "default.snapshots" / in_flight).write_text("not yet committed")
+        report = await col.delete(sources=["record://T-1"], erase=True)
+        assert report.erasure is not None and report.erasure.snapshots >= 2
+        assert (index / "default.snapshots" / in_flight).exists()
     assert findings(index, token_needles()) == {}
 
 

@@ -10,6 +10,7 @@ inside a store.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,75 @@ async def test_a_document_whose_text_utf8_cannot_encode_fails_alone(
     assert "its text cannot be encoded as UTF-8" in failure.reason
     assert SECRET not in failure.reason
     assert await document_sources(store) == ["good.txt"]
+
+
+# -- arguments out of any range a store or the datetime module can hold ------------
+
+
+class _FarZone(datetime.tzinfo):
+    """A caller's time zone whose offset no datetime accepts (30 hours)."""
+
+    def utcoffset(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        return datetime.timedelta(hours=30)
+
+    def dst(self, dt: datetime.datetime | None) -> None:
+        return None
+
+    def tzname(self, dt: datetime.datetime | None) -> str:
+        return "test zone"
+
+
+class _BrokenZone(datetime.tzinfo):
+    """A caller's time zone that raises when asked for its offset."""
+
+    def utcoffset(self, dt: datetime.datetime | None) -> datetime.timedelta:
+        raise RuntimeError("no offset today")
+
+    def dst(self, dt: datetime.datetime | None) -> None:
+        return None
+
+    def tzname(self, dt: datetime.datetime | None) -> str:
+        return "test zone"
+
+
+@pytest.mark.parametrize("zone", [_FarZone(), _BrokenZone()], ids=["30 hours", "raises"])
+async def test_an_as_of_whose_zone_cannot_be_used_is_a_retrieval_error(
+    ingested: Collection, zone: datetime.tzinfo
+) -> None:
+    with pytest.raises(RetrievalError, match="as_of"):
+        await ingested.search("solar", 3, as_of=datetime.datetime(2026, 1, 1, tzinfo=zone))
+
+
+async def test_a_version_no_store_can_hold_is_a_retrieval_error(ingested: Collection) -> None:
+    hit = (await ingested.search("solar", 1)).results[0]
+    with pytest.raises(RetrievalError, match="version"):
+        await ingested.fetch_chunk(hit.chunk_id, version=10**30)
+
+
+@pytest.mark.parametrize("records", [None, 7, b"bytes"])
+async def test_add_documents_without_an_iterable_is_an_ingestion_error(
+    ingested: Collection, records: Any
+) -> None:
+    with pytest.raises(IngestionError, match="iterable of records"):
+        await ingested.add_documents(records)
+    with pytest.raises(IngestionError, match="list of ids"):
+        await ingested.delete_documents(records)
+
+
+@pytest.mark.parametrize("field", ["id", "text"])
+async def test_bytes_are_not_taken_for_a_record_id_or_text(
+    ingested: Collection, field: str
+) -> None:
+    record = {"id": "by", "text": "bytes about kettles", field: f"{field} value".encode()}
+    before = await ingested.generation()
+    with pytest.raises(IngestionError, match="valid string"):
+        await ingested.add_documents([record])
+    assert await ingested.generation() == before  # nothing stored
+
+
+@pytest.mark.parametrize("source", ["x" * 5000, "a\x00b"], ids=["too long", "NUL"])
+async def test_a_delete_of_a_source_no_file_can_be_named_reports_it_missing(
+    ingested: Collection, source: str
+) -> None:
+    report = await ingested.delete(sources=[source])
+    assert report.deleted == [] and report.missing == [source]

@@ -605,6 +605,8 @@ def _print_ingest(report: IngestReport, args: argparse.Namespace, dense: bool) -
             print(f"  failed: {failure.reason}")
         for repair in report.repairs:
             print(f"  repaired: {repair}")
+        for notice in report.notices:
+            print(f"  not saved: {notice}")
     return EXIT_PROBLEM if report.failed else EXIT_OK
 
 

@@ -63,6 +63,7 @@ from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage._rows import iso_time
 from groundkit.storage.binding import check_embedding
 from groundkit.storage.location import CollectionStores, StoreLocation
+from groundkit.storage.names import document_id_for
 from groundkit.storage.object_segments import ObjectSegments
 from groundkit.storage.protocols import (
     ErasingVectorStore,
@@ -73,7 +74,14 @@ from groundkit.storage.protocols import (
     VectorStoreProtocol,
 )
 from groundkit.storage.segments import LocalSegments
-from groundkit.storage.snapshots import LocalSnapshots, NamedTexts, SnapshotLocation, text_name
+from groundkit.storage.snapshots import (
+    ORPHAN_GRACE_SECONDS,
+    LocalSnapshots,
+    NamedTexts,
+    ObjectSnapshots,
+    SnapshotLocation,
+    text_name,
+)
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.path_safety import is_within, printable_path, to_relative, utf8_encodable
 from groundkit.utils.text import describe_unencodable
@@ -208,6 +216,8 @@ class Collection:
         self._pending_repairs: list[str] = list(stores.repairs)
         # URL and record documents whose stored text search found present.
         self._texts_seen: set[str] = set()
+        # What the last write stored but could not save in derived state (reported once).
+        self._pending_notices: list[str] = []
         # This object created the collection: if nothing was ever written to it when it
         # closes (a first ingest that failed), it is removed rather than left behind.
         self._created = created
@@ -458,10 +468,7 @@ class Collection:
                 )
         finally:
             await self._after_write()
-        if self._pending_repairs:
-            pending, self._pending_repairs = self._pending_repairs, []
-            report = report.model_copy(update={"repairs": [*pending, *report.repairs]})
-        return report
+        return self._with_pending_repairs(report)
 
     async def add_documents(
         self,
@@ -506,10 +513,14 @@ class Collection:
             await self._after_write()
 
     def _with_pending_repairs(self, report: IngestReport) -> IngestReport:
-        if not self._pending_repairs:
-            return report
-        pending, self._pending_repairs = self._pending_repairs, []
-        return report.model_copy(update={"repairs": [*pending, *report.repairs]})
+        update: dict[str, list[str]] = {}
+        if self._pending_repairs:
+            pending, self._pending_repairs = self._pending_repairs, []
+            update["repairs"] = [*pending, *report.repairs]
+        if self._pending_notices:
+            notices, self._pending_notices = self._pending_notices, []
+            update["notices"] = [*report.notices, *notices]
+        return report.model_copy(update=update) if update else report
 
     async def retriever(self) -> Retriever:
         """The current Retriever: caught up if the text changed since its last search
@@ -634,7 +645,9 @@ class Collection:
         ):
             return  # nothing to persist: the index is built when a search needs it
         live = await self._lexical()
-        await live.commit()
+        notice = await live.commit()
+        if notice is not None:
+            self._pending_notices.append(notice)
         if self._merging is None and live.merge_due():
             self._merging = asyncio.create_task(self._merge())
 
@@ -714,7 +727,11 @@ class Collection:
             else:
                 chosen[record.document_id] = record
         if erase:
-            erasure = await self._erase(chosen)
+            # Documents asked for but already gone (an erase interrupted after its
+            # rows went) may still have texts: they are erased too.
+            gone = [*chosen, *(i for i in wanted_ids if i not in records)]
+            gone += [document_id_for(stored_sources[s]) for s in missing if s in stored_sources]
+            erasure = await self._erase(chosen, gone)
             return DeleteReport(
                 deleted=sorted(r.source for r in chosen.values()),
                 missing=missing,
@@ -736,7 +753,7 @@ class Collection:
                 await self._after_write()
         return DeleteReport(deleted=sorted(r.source for r in chosen.values()), missing=missing)
 
-    async def _erase(self, chosen: Mapping[str, DocumentRecord]) -> ErasureReport:
+    async def _erase(self, chosen: Mapping[str, DocumentRecord], gone: list[str]) -> ErasureReport:
         """The steps of an erasing delete, in order (adr/0053-erasure.md): rows and
         unused terms, vectors and the table's older versions, stored texts, the
         lexical index's files, then the metadata store's own files. Each step also
@@ -745,6 +762,7 @@ class Collection:
             with contextlib.suppress(Exception):
                 await self._merging
         vectors = await self._vectors_for_delete()
+        started = time.time()
         unfinished: list[str] = []
         lexical_done = False
         try:
@@ -761,7 +779,7 @@ class Collection:
                         "documentation says how long it keeps them"
                     )
                 await self.store.bump_vectors_generation()
-            snapshots = await self._erase_snapshots()
+            snapshots = await self._erase_snapshots(gone, started)
             live = await self._lexical()
             written, removed = await live.erase(self._remove_packs_now)
             lexical_done = True
@@ -793,18 +811,25 @@ class Collection:
             unfinished=unfinished,
         )
 
-    async def _erase_snapshots(self) -> int:
-        """Delete every stored text no document names, at once (these documents', and
-        any an earlier delete left); returns how many. A failure is raised, not logged:
-        an erase that leaves a text behind must say so. A text is kept under its
-        document id or under ``<document id>.<content hash>``; both are kept here."""
+    async def _erase_snapshots(self, gone: list[str], started: float) -> int:
+        """Delete every stored text of the ``gone`` documents written before the erase
+        ``started`` (each version's), at once, and every other text no document names
+        once past the sweep's grace period (a text written just now may be another
+        writer's, whose row has not committed yet); returns how many. A failure is
+        raised, not logged: an erase that leaves a text behind must say so."""
         if self.snapshots is None:
             return 0
         keep: list[str] = []
         async for r in self.store.iter_documents():
             if r.source_class in STORED_TEXT_CLASSES:
-                keep += [r.document_id, f"{r.document_id}.{r.content_hash}"]
-        return len(await self.snapshots.remove_stale(keep))
+                keep += [r.document_id, text_name(r.document_id, r.content_hash)]
+        if isinstance(self.snapshots, LocalSnapshots | ObjectSnapshots):
+            removed = await self.snapshots.remove_stale(
+                keep, grace=ORPHAN_GRACE_SECONDS, gone=gone, gone_before=started
+            )
+        else:  # another library's store sweeps without a grace period
+            removed = await self.snapshots.remove_stale(keep)
+        return len(removed)
 
     async def _remove_packs_now(self, keep: list[str]) -> int:
         """Delete the lexical index's files that ``keep`` does not name, with no grace
@@ -839,10 +864,13 @@ class Collection:
             except (IngestionError, ConfigurationError):
                 return text
         path = Path(text)
-        if path.is_absolute() or path.exists():
-            resolved = Path(os.path.realpath(path))
-            if is_within(resolved, self.base_dir):
-                return to_relative(resolved, self.base_dir)
+        try:
+            if path.is_absolute() or path.exists():
+                resolved = Path(os.path.realpath(path))
+                if is_within(resolved, self.base_dir):
+                    return to_relative(resolved, self.base_dir)
+        except (OSError, ValueError):  # no file can have this name (too long, a NUL): as given
+            pass
         return text
 
     async def _vectors_for_delete(self) -> VectorStoreProtocol | None:
@@ -882,7 +910,9 @@ class Collection:
             raise RetrievalError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             if version is not None and (
-                isinstance(version, bool) or not isinstance(version, int) or version < 1
+                isinstance(version, bool)
+                or not isinstance(version, int)
+                or not 1 <= version <= _MAX_VERSION
             ):
                 raise RetrievalError(f"version must be an integer >= 1, got {version!r}")
             stored = await self.store.get_chunk(chunk_id, version)
@@ -1245,6 +1275,8 @@ def _strings(values: Sequence[str], what: str) -> list[str]:
 
 
 # File sources rebase() looks for under a new base directory before recording it.
+# The largest version a store can hold (a signed 64-bit integer in SQLite and PostgreSQL).
+_MAX_VERSION = 2**63 - 1
 _REBASE_SAMPLE = 200
 # Documents whose stored text search remembers as present (then it starts over).
 _TEXTS_SEEN_MAX = 100_000

@@ -115,10 +115,10 @@ def record_documents(
     ``IngestionError`` naming up to five problems (by position and id) and how many
     there were; an id given twice is a problem too.
     """
-    if isinstance(records, str | bytes | Mapping | Record):
+    if isinstance(records, str | bytes | Mapping | Record) or not isinstance(records, Iterable):
         raise IngestionError(
-            "add_documents takes an iterable of records (a list), not a single "
-            f"{type(records).__name__}"
+            "add_documents takes an iterable of records (a list), not "
+            + ("None" if records is None else f"a single {type(records).__name__}")
         )
     documents: list[Document] = []
     problems: list[str] = []
@@ -148,8 +148,11 @@ def record_documents(
 
 def record_sources(ids: Iterable[str]) -> list[str]:
     """The sources of records ``ids``, each id checked; ``IngestionError`` otherwise."""
-    if isinstance(ids, str):
-        raise IngestionError("delete_documents takes a list of ids, not a single str")
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise IngestionError(
+            "delete_documents takes a list of ids, not "
+            + ("None" if ids is None else f"a single {type(ids).__name__}")
+        )
     sources: list[str] = []
     for index, record_id in enumerate(ids):
         sources.append(RECORD_SOURCE_PREFIX + check_record_id(record_id, f"id {index}"))

@@ -343,9 +343,17 @@ class Retriever:
         k = self._config.top_k if top_k is None else top_k
         with traced(SPAN_SEARCH, collection=self.collection, mode=mode, top_k=k) as span:
             steps = Steps.checked(expand, mmr, reorder, rewrite)
-            response = await self._search(
-                query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of, steps=steps
+            run = functools.partial(
+                self._search, query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
             )
+            await self._live.check_packs()
+            try:
+                response = await run(steps=steps)
+            except _LexicalDamage as exc:
+                # The index disagrees with itself: rebuilt from the store, then asked
+                # again; damage in the rebuilt index is the store's, and raised.
+                await self._live.rebuild(str(exc))
+                response = await run(steps=steps)
             if span.recording:
                 meta = response.metadata
                 span.set(
@@ -599,17 +607,20 @@ class Retriever:
         if not query:
             return []
         index, mask = search.index, search.allowed.mask
-        lookup = index.lookup(query)
-        run = functools.partial(
-            index.search_ids,
-            query,
-            k,
-            score_threshold=threshold,
-            mask=mask,
-            view=search.view,
-            lookup=lookup,
-        )
-        found = await asyncio.to_thread(run) if lookup.postings > _THREAD_POSTINGS else run()
+        try:
+            lookup = index.lookup(query)
+            run = functools.partial(
+                index.search_ids,
+                query,
+                k,
+                score_threshold=threshold,
+                mask=mask,
+                view=search.view,
+                lookup=lookup,
+            )
+            found = await asyncio.to_thread(run) if lookup.postings > _THREAD_POSTINGS else run()
+        except StorageError as exc:
+            raise _LexicalDamage(str(exc)) from None
         return [_Hit(key, score, tied) for key, score, tied in found]
 
     async def _dense_hits(
@@ -804,14 +815,23 @@ def validate_as_of(as_of: object, mode: str) -> View:
         return CURRENT
     if not isinstance(as_of, datetime):
         raise RetrievalError(f"as_of must be a datetime, got {type(as_of).__name__}")
-    if as_of.tzinfo is None or as_of.utcoffset() is None:
+    try:
+        offset = as_of.utcoffset()
+        moment = as_of.timestamp()
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        raise RetrievalError(f"as_of has a time zone that cannot be used: {exc}") from None
+    except Exception as exc:  # a caller's tzinfo may raise anything
+        raise RetrievalError(
+            f"as_of's time zone failed to give its offset: {type(exc).__name__}: {exc}"
+        ) from None
+    if as_of.tzinfo is None or offset is None:
         raise RetrievalError("as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
     if mode != "bm25":
         raise RetrievalError(
             f"as_of searches in bm25 mode only: vectors are kept for current versions, "
             f"so a {mode} search of the past cannot be exact"
         )
-    return View(as_of.timestamp())
+    return View(moment)
 
 
 def _in_view(stored: StoredChunk, view: View) -> bool:
@@ -825,6 +845,11 @@ def _canonical(pair: tuple[StoredChunk, float]) -> tuple[float, str, int, str]:
     """Score first, then the canonical key ``(content_hash, chunk_index, document_id)``."""
     stored, score = pair
     return (-score, sha256_text(stored.content), stored.chunk_index, stored.document_id)
+
+
+class _LexicalDamage(StorageError):
+    """The lexical index found its own arrays out of range during a search; caught in
+    ``Retriever.search``, which rebuilds the index from the store and asks again."""
 
 
 class _VectorsUnavailable(Exception):
