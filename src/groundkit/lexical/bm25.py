@@ -742,9 +742,22 @@ class _SegmentSearch:
         return keep
 
     def run(self, best: _TopK, prune: bool) -> None:
+        if not all(0.0 < self.scale[t] < _INF for t, _, _, _ in self.terms):
+            # An idf of 0 or below counts a term in more documents than there are: the
+            # counts kept beside the segments are damaged. Refused on both paths, as the
+            # kernel refuses such a weight, before anything is scored with it.
+            raise _damaged(ValueError("a query term's weight is not a finite number above 0"))
         if prune and _kernel is not None and _USE_KERNEL:
             self.run_compiled(best)
             return
+        try:
+            self.run_numpy(best, prune)
+        except (IndexError, ValueError) as exc:
+            # What the kernel checks as it reads, numpy meets as an index out of range
+            # (loaded segments are checked whole first: one made in memory may not be).
+            raise _damaged(ValueError(f"its arrays do not fit together: {exc}")) from None
+
+    def run_numpy(self, best: _TopK, prune: bool) -> None:
         if _kernel is None:
             _say_numpy_once()
         postings = sum(hi - lo for _, _, lo, hi in self.terms)
@@ -953,6 +966,8 @@ class _TopK:
     """The best k candidates so far, ordered by ``(-score, tie key, segment, document)``."""
 
     def __init__(self, k: int, floor: float) -> None:
+        if math.isnan(floor):
+            raise ValueError("a score threshold must be a number")
         self.k = k
         self._floor = floor
         self._scores = _NO_SCORES

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from groundkit.errors import StorageError
+
 __all__ = ["VocabularyPack", "find_terms", "vocabulary_arrays"]
 
 
@@ -117,11 +119,20 @@ class VocabularyPack:
 
     def find(self, terms: Sequence[str], *, kernel: ModuleType | None = None) -> dict[str, int]:
         """The ids of those of ``terms`` the pack holds: searched by ``kernel`` (the
-        compiled one) when given, else in Python, with the same answer either way."""
+        compiled one) when given, else in Python, with the same answer either way, and
+        the same ``StorageError`` where the pack does not fit together."""
         wanted = list(terms)
         found: list[int]
-        if kernel is not None:
-            found = kernel.find_terms(self.text, self.starts, self.ids, wanted)
-        else:
-            found = find_terms(self.text, self.starts, self.ids, wanted)
+        try:
+            if kernel is not None:
+                found = kernel.find_terms(self.text, self.starts, self.ids, wanted)
+            else:
+                found = find_terms(self.text, self.starts, self.ids, wanted)
+        except ValueError as exc:
+            name = self.entry.get("name", "the vocabulary pack")
+            raise StorageError(
+                f"the lexical index's vocabulary pack {name!r} is damaged ({exc}); remove the "
+                "collection's .segments directory and it is rebuilt from the store at the "
+                "next open"
+            ) from None
         return {term: term_id for term, term_id in zip(wanted, found, strict=True) if term_id}
