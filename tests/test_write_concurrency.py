@@ -6,7 +6,8 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from groundkit import Collection
+from groundkit import Collection, SQLiteMetadataStore
+from groundkit.testing.conformance.helpers import document_sources, put
 
 
 async def test_writers_queued_on_the_index_lock_leave_its_holder_a_thread(
@@ -39,3 +40,30 @@ async def test_writers_queued_on_the_index_lock_leave_its_holder_a_thread(
                 await col.close()
     finally:
         pool.shutdown(wait=False)
+
+
+async def test_a_write_waits_for_a_read_of_an_older_snapshot_on_its_connection(
+    tmp_path: Path,
+) -> None:
+    # A coroutine reading documents keeps its statement (and so its snapshot) open between
+    # fetches. When another process commits meanwhile, SQLite refuses a write on the
+    # reader's connection at once ("database is locked") instead of waiting: the write
+    # must be run again once the read has moved on, not fail.
+    path = tmp_path / "store.sqlite3"
+    store = await SQLiteMetadataStore.open(path)
+    other = await SQLiteMetadataStore.open(path)
+    try:
+        for i in range(200):
+            await put(store, f"d{i:03d}.txt", [f"document number {i}"])
+        reading = store.iter_documents()
+        assert (await anext(reading)).source == "d000.txt"
+        await put(other, "elsewhere.txt", ["written by another process"])
+        write = asyncio.create_task(put(store, "mine.txt", ["written while reading"]))
+        await asyncio.sleep(0.2)  # the write is refused and waits to run again
+        rest = [record.source async for record in reading]
+        assert len(rest) == 199
+        await asyncio.wait_for(write, 60)
+        assert "mine.txt" in await document_sources(store)
+    finally:
+        await store.close()
+        await other.close()

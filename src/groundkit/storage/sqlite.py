@@ -10,6 +10,7 @@ import inspect
 import json
 import logging
 import os
+import random
 import sqlite3
 import threading
 import time
@@ -438,14 +439,43 @@ _Method = TypeVar("_Method", bound=Callable[..., Awaitable[Any]])
 
 
 def _serialized(method: _Method) -> _Method:
-    """Run a writing method under the store's write lock (see ``_writing``)."""
+    """Run a writing method under the store's write lock (see ``_writing``), again
+    when SQLite refused it as busy without waiting.
+
+    SQLite waits for the write lock (``_WRITE_WAIT_MS``) except in one case: when this
+    connection still reads an older snapshot (another coroutine's query, between two
+    of its fetches) and another process has committed since. It then fails at once
+    with SQLITE_BUSY, and waiting inside the transaction cannot help; the transaction
+    was rolled back, so it is run again once the reader has moved on.
+    """
 
     @functools.wraps(method)
     async def run(self: SQLiteMetadataStore, *args: Any, **kwargs: Any) -> Any:
-        async with self._writing:
-            return await method(self, *args, **kwargs)
+        deadline = time.monotonic() + _WRITE_WAIT_MS / 1000
+        pause = 0.005
+        while True:
+            async with self._writing:
+                try:
+                    return await method(self, *args, **kwargs)
+                except (StorageError, sqlite3.OperationalError) as exc:
+                    if not _busy(exc) or time.monotonic() > deadline:
+                        raise
+            await asyncio.sleep(pause * (0.5 + random.random()))
+            pause = min(pause * 2, 0.5)
 
     return run  # type: ignore[return-value]
+
+
+def _busy(exc: BaseException) -> bool:
+    """Whether ``exc`` (the driver's error, or a ``StorageError`` raised while handling
+    one) comes from SQLite finding the database busy or locked."""
+    cause = exc if isinstance(exc, sqlite3.OperationalError) else exc.__context__
+    code = getattr(cause, "sqlite_errorcode", None)
+    return (
+        isinstance(cause, sqlite3.OperationalError)
+        and isinstance(code, int)
+        and (code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
+    )
 
 
 class SQLiteMetadataStore:
