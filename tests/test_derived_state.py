@@ -30,6 +30,7 @@ import pytest
 
 from groundkit import Collection, StorageError
 from groundkit.lexical import bm25
+from groundkit.lexical.vocabulary import VocabularyPack
 from groundkit.storage import segments
 from groundkit.storage.segments import manifest_bytes, write_pack_file
 
@@ -396,3 +397,48 @@ def test_a_read_only_index_directory_is_a_clear_error(tmp_path: Path) -> None:
             assert "Traceback" not in done.stderr
             assert "read-only" in done.stderr or "not writable" in done.stderr
             assert "rebuild" not in done.stderr  # nothing is damaged: no advice to start anew
+
+
+async def test_a_vocabulary_that_fails_a_search_is_rebuilt_with_the_index(
+    copy: tuple[Path, Path],
+    expected: list[list[tuple[str, float]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index, base = copy
+    async with Collection.open(index, base_dir=base) as col:
+        await col.search("kelp", 3)
+        live_index = (await col.retriever()).lexical
+        assert live_index._pack is not None
+        damaged = live_index._pack
+
+        def find(self: VocabularyPack, *args: Any, **kwargs: Any) -> Any:
+            if self is damaged:
+                raise StorageError("the vocabulary pack holds an offset past its end")
+            return real(self, *args, **kwargs)
+
+        real = VocabularyPack.find
+        monkeypatch.setattr(VocabularyPack, "find", find)
+        live_index._terms.clear()
+        assert await _ranking(col) == expected
+        assert "vocabulary" in (await _rebuilt_because(col) or "")
+        assert live_index._pack is not damaged  # written anew by the rebuild's save
+
+
+async def test_an_overlay_that_overstates_its_removed_documents_is_rebuilt(
+    copy: tuple[Path, Path],
+) -> None:
+    index, base = copy
+    async with Collection.open(index, base_dir=base) as col:
+        await col.delete_documents(["r0-1", "r1-2"])
+        truth = await _ranking(col)
+    manifest = _manifest(index)
+    files = segments.LocalSegments(_files(index))
+    part = next(p for p in manifest["parts"] if p["overlay"] is not None)
+    arrays, meta = await files.load_pack(part["overlay"])
+    counts = np.array(arrays["df_counts"]) + 1000  # more than the segment holds
+    damaged = {**{k: np.array(v) for k, v in arrays.items()}, "df_counts": counts}
+    part["overlay"] = write_pack_file(_files(index), "ov-damaged", damaged, meta)
+    _save_manifest(index, manifest)
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _ranking(col) == truth
+        assert "removed document counts" in (await _rebuilt_because(col) or "")

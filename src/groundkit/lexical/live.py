@@ -286,7 +286,10 @@ class LiveIndex:
         self.rebuilt_because = reason
         logger.warning("the lexical index is rebuilt from the store: %s", reason)
         self._state = await self._build()
-        await self._follow_vocabulary()
+        # The vocabulary pack is derived state too: dropped with the rest, and written
+        # anew by the next save (terms are asked of the store until then).
+        self._pack, self._tail, self._complete, self._vocab_max = None, {}, False, 0
+        self._terms.clear()
 
     async def check_packs(self) -> bool:
         """Rebuild from the store if a pack the state maps was cut short or replaced
@@ -809,8 +812,14 @@ def _view_from_overlay(segment: Segment, arrays: Mapping[str, npt.NDArray[Any]])
         or (df_terms.size and (df_terms.min() < 0 or df_terms.max() >= m))
         or np.isnan(until).any()
         or (until == math.inf).any()
+        or np.unique(docs).size != docs.size
     ):
         raise ValueError("an overlay does not fit its segment")
+    if df_terms.size:
+        # A removed count never exceeds the documents holding the term (nor is negative).
+        held = np.diff(np.asarray(segment.term_ptr, dtype=np.int64))[df_terms]
+        if (df_counts < 0).any() or (df_counts > held).any():
+            raise ValueError("an overlay's removed document counts do not fit its segment")
     valid_to = np.full(n, math.inf, dtype=np.float64)
     valid_to[docs] = until
     dead_df = None

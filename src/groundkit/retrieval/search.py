@@ -601,7 +601,10 @@ class Retriever:
     ) -> list[_Hit]:
         if not terms:
             return []
-        ids = await self._live.term_ids(terms)
+        try:
+            ids = await self._live.term_ids(terms)
+        except StorageError as exc:  # the vocabulary pack, damaged in memory
+            raise _LexicalDamage(str(exc)) from None
         search.term_ids.update(ids)
         query = Counter(ids[t] for t in terms if t in ids)
         if not query:
