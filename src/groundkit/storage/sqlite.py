@@ -164,11 +164,15 @@ _IN_BATCH = 500
 # primary-key reads in WAL mode (readers never wait for writers) cost less than
 # the round trip to aiosqlite's thread, which dominated small-corpus searches.
 _INLINE_KEYS = 64
-# How long a write waits for SQLite's one write lock (ms). Writers queue for it, and
-# each holds it for one batch; on a loaded machine with dozens of writers (threads,
-# tasks and processes) the queue took longer than ten seconds. A long wait here means
-# a long queue, not a stuck holder: a process that dies lets go of the lock.
-_WRITE_WAIT_MS = 600_000
+# How long one attempt at a statement waits for SQLite's write lock (ms), inside
+# aiosqlite's thread, where neither a cancellation nor a close can reach it.
+_BUSY_WAIT_MS = 10_000
+# How long a write keeps trying (s): attempts that ran out of ``_BUSY_WAIT_MS`` are
+# made again, with cancellable pauses between them. Writers queue for the one write
+# lock, each holding it for one batch; on a loaded machine with dozens of writers
+# (threads, tasks and processes) the queue took longer than ten seconds. A long wait
+# means a long queue, not a stuck holder: a process that dies lets go of the lock.
+_WRITE_WAIT_S = 600.0
 # How long a cancelled close waits for aiosqlite's thread to end (see _Worker).
 _WORKER_WAIT = 10.0
 
@@ -439,19 +443,20 @@ _Method = TypeVar("_Method", bound=Callable[..., Awaitable[Any]])
 
 
 def _serialized(method: _Method) -> _Method:
-    """Run a writing method under the store's write lock (see ``_writing``), again
-    when SQLite refused it as busy without waiting.
+    """Run a writing method under the store's write lock (see ``_writing``), and
+    again while SQLite refuses it as busy, for up to ``_WRITE_WAIT_S``.
 
-    SQLite waits for the write lock (``_WRITE_WAIT_MS``) except in one case: when this
-    connection still reads an older snapshot (another coroutine's query, between two
-    of its fetches) and another process has committed since. It then fails at once
-    with SQLITE_BUSY, and waiting inside the transaction cannot help; the transaction
-    was rolled back, so it is run again once the reader has moved on.
+    Each attempt waits for the write lock up to ``_BUSY_WAIT_MS`` inside SQLite. One
+    case fails at once instead: this connection still reads an older snapshot
+    (another coroutine's query, between two of its fetches) and another process has
+    committed since; waiting inside the transaction cannot help there. Either way the
+    transaction was rolled back, so it is run again after a pause (where a
+    cancellation lands), once the reader has moved on or the queue has.
     """
 
     @functools.wraps(method)
     async def run(self: SQLiteMetadataStore, *args: Any, **kwargs: Any) -> Any:
-        deadline = time.monotonic() + _WRITE_WAIT_MS / 1000
+        deadline = time.monotonic() + _WRITE_WAIT_S
         pause = 0.005
         while True:
             async with self._writing:
@@ -578,7 +583,7 @@ class SQLiteMetadataStore:
 
     async def _prepare(self) -> None:
         try:
-            await self._conn.execute(f"PRAGMA busy_timeout={_WRITE_WAIT_MS}")
+            await self._conn.execute(f"PRAGMA busy_timeout={_BUSY_WAIT_MS}")
             # Looked at before anything could change the file: someone else's database
             # must be left exactly as it was found.
             async with self._conn.execute(
