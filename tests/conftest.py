@@ -94,6 +94,9 @@ SLOW_MODULES = (
     "tests/storage/test_postgres_migration.py",
     "tests/storage/test_s3_vectors.py",
     "tests/lexical/test_one_format.py",
+    "tests/test_writer_stress.py",
+    "tests/test_atomic_records.py",
+    "tests/test_interrupted_ingests.py",
 )
 
 # On an interpreter that has no torch build to install (CI's Python 3.12 and 3.13 jobs set
