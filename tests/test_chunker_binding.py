@@ -26,6 +26,7 @@ from groundkit.contracts import GAPS_KEY
 from groundkit.ingestion.chunking import heading_starts
 from groundkit.retrieval.context import gaps_of
 from groundkit.storage.protocols import MetadataStoreProtocol
+from groundkit.storage.sqlite import SCHEMA_VERSION
 from groundkit.testing.conformance.helpers import make_document, put, put_document
 from tests.support import write_tree
 
@@ -102,12 +103,21 @@ async def test_another_chunking_is_refused_naming_both(
         assert await col.store.get_chunker() == STRUCTURE.identity
 
 
+def _undo_later_schemas(conn: sqlite3.Connection) -> None:
+    """Take away what schemas 4 and 5 added to a fresh file's state: the chunker column,
+    and the count of current chunks with the triggers that keep it."""
+    for trigger in ("chunks_live_insert", "chunks_live_update", "chunks_live_delete"):
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("ALTER TABLE state DROP COLUMN live_chunks")
+    conn.execute("ALTER TABLE state DROP COLUMN chunker")
+    conn.execute("UPDATE state SET schema_version = 3")
+
+
 def _as_schema_3(path: Path) -> None:
     """Turn a fresh collection's file into what groundkit wrote before it recorded the
     chunker: no ``chunker`` column, schema 3, and documents without chunk gaps."""
     with sqlite3.connect(path) as conn:
-        conn.execute("ALTER TABLE state DROP COLUMN chunker")
-        conn.execute("UPDATE state SET schema_version = 3")
+        _undo_later_schemas(conn)
         rows = conn.execute("SELECT id, metadata FROM documents").fetchall()
         for document_id, metadata in rows:
             value = json.loads(metadata)
@@ -166,7 +176,7 @@ async def test_a_schema_3_collection_opens_searches_and_binds(tmp_path: Path) ->
         assert hit.context is not None
         assert hit.context.content == changed.strip()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT schema_version FROM state").fetchone() == (4,)
+        assert conn.execute("SELECT schema_version FROM state").fetchone() == (SCHEMA_VERSION,)
     conn.close()
 
 
@@ -204,8 +214,7 @@ async def test_sqlite_marks_what_schema_3_stored(tmp_path: Path) -> None:
     finally:
         await store.close()
     with sqlite3.connect(path) as conn:
-        conn.execute("ALTER TABLE state DROP COLUMN chunker")
-        conn.execute("UPDATE state SET schema_version = 3")
+        _undo_later_schemas(conn)
     conn.close()
     store = await SQLiteMetadataStore.open(path)
     try:
@@ -227,6 +236,10 @@ async def test_postgres_marks_what_schema_3_stored(postgres_dsn: str, fresh: str
     conn = await asyncpg.connect(postgres_dsn)
     try:
         schema = f'"{schema_name(fresh)}"'
+        for name in ("chunks_live_insert", "chunks_live_update", "chunks_live_delete"):
+            await conn.execute(f"DROP TRIGGER {name} ON {schema}.chunks")
+            await conn.execute(f"DROP FUNCTION {schema}.{name}()")
+        await conn.execute(f"ALTER TABLE {schema}.state DROP COLUMN live_chunks")
         await conn.execute(f"ALTER TABLE {schema}.state DROP COLUMN chunker")
         await conn.execute(f"UPDATE {schema}.state SET schema_version = 3")
     finally:
