@@ -1144,7 +1144,7 @@ class PostgresMetadataStore:
     async def confirmed_vector_count(self) -> int:
         value = await self._value(
             "count confirmed vectors",
-            f"SELECT (SELECT COUNT(*) FROM {self._s}.chunks WHERE valid_to IS NULL)"
+            f"SELECT (SELECT live_chunks FROM {self._s}.state WHERE id = 1)"
             f" - (SELECT COUNT(*) FROM {self._s}.chunks WHERE valid_to IS NULL AND document_id"
             f" IN (SELECT id FROM {self._s}.documents"
             " WHERE vectors_hash IS NULL OR vectors_hash <> content_hash))",
@@ -1184,7 +1184,9 @@ class PostgresMetadataStore:
 
     async def chunk_count(self) -> int:
         value = await self._value(
-            "count chunks", f"SELECT COUNT(*) FROM {self._s}.chunks WHERE valid_to IS NULL"
+            # Kept by the triggers (``_LIVE_TRIGGERS``): no scan of the chunk index.
+            "count chunks",
+            f"SELECT live_chunks FROM {self._s}.state WHERE id = 1",
         )
         return int(value)
 
