@@ -698,8 +698,8 @@ def _is_count(value: object) -> bool:
 def _check_count(live: int, delta: LexicalDeltaLike) -> None:
     """``_Stale`` unless the index holds as many current chunks as the store counts
     in the snapshot the delta was read from (a store that keeps no count is trusted)."""
-    counted = getattr(delta, "live_chunks", None)
-    if isinstance(counted, int) and counted != live:
+    counted = delta.live_chunks
+    if counted is not None and counted != live:
         raise _Stale(f"the index holds {live} current chunks where the store holds {counted}")
 
 

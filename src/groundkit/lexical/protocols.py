@@ -121,6 +121,10 @@ class LexicalDeltaLike(Protocol):
     def changes(self) -> ChangeEntries: ...
     @property
     def postings(self) -> Sequence[ValidityBatch]: ...
+    @property
+    def live_chunks(self) -> int | None:
+        """Current chunks in the store at ``generation``; None when it keeps no count."""
+        ...
 
 
 class LiveSource(Protocol):
