@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -221,7 +222,7 @@ def smoke_serve() -> None:
         grk = [sys.executable, "-m", "groundkit"]
         index = ["--index-dir", f"{tmp}/idx"]
         subprocess.run([*grk, "ingest", tmp, "--base-dir", tmp, *index, "-q"], check=True)
-        messages = [
+        messages: list[dict[str, Any]] = [
             {
                 "jsonrpc": "2.0",
                 "id": 1,
@@ -235,19 +236,41 @@ def smoke_serve() -> None:
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         ]
-        done = subprocess.run(
-            [*grk, "serve", *index],
-            input="".join(json.dumps(m) + "\n" for m in messages),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        replies = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-        tools = next(r for r in replies if r.get("id") == 2)["result"]["tools"]
+        # A client waits for each reply before it closes stdin: closing stdin is the
+        # protocol's shutdown, and a server may drop requests still in flight then.
+        log_path = Path(tmp) / "serve.log"
+        log = log_path.open("w")  # a file: a full pipe could stall the server
+        with (
+            log,
+            subprocess.Popen(
+                [*grk, "serve", *index],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            ) as server,
+        ):
+            assert server.stdin is not None and server.stdout is not None
+            watchdog = threading.Timer(120, server.kill)  # a stalled server fails, not hangs
+            watchdog.start()
+            replies: dict[int, dict[str, Any]] = {}
+            for message in messages:
+                server.stdin.write(json.dumps(message) + "\n")
+                server.stdin.flush()
+                if "id" in message:
+                    while message["id"] not in replies:
+                        line = server.stdout.readline()
+                        if not line:
+                            raise SystemExit(f"serve ended early: {log_path.read_text()}")
+                        reply = json.loads(line)
+                        replies[reply.get("id", -1)] = reply
+            server.stdin.close()
+            code = server.wait(timeout=120)
+            watchdog.cancel()
+        tools = replies[2]["result"]["tools"]
         names = sorted(t["name"] for t in tools)
-        assert "search" in names and done.returncode == 0, (names, done.stderr)
-        print(f"serve: {len(names)} tools over stdio, exit code {done.returncode}")
+        assert "search" in names and code == 0, (names, log_path.read_text())
+        print(f"serve: {len(names)} tools over stdio, exit code {code}")
 
 
 def smoke_test() -> None:
