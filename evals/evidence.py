@@ -53,8 +53,8 @@ from groundkit import (
     SentenceTransformerEmbedder,
     sentence_spans,
 )
-from groundkit.retrieval.answers import SUPPORTED_THRESHOLDS, WEAK_THRESHOLDS, AnswerChecker
 from groundkit.retrieval.evidence import EvidenceBatch, query_weights
+from groundkit.verification.answers import SUPPORTED_THRESHOLDS, WEAK_THRESHOLDS, AnswerChecker
 
 __all__ = ["Pair", "hit", "load_pairs", "main"]
 

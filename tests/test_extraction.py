@@ -210,7 +210,7 @@ class TestRegistry:
 
     def test_importing_groundkit_loads_neither_library(self) -> None:
         code = (
-            "import sys, groundkit, groundkit.extraction, groundkit.retrieval.citations; "
+            "import sys, groundkit, groundkit.extraction, groundkit.verification.sources; "
             "print(sorted({'pypdf', 'bs4'} & set(sys.modules)))"
         )
         done = subprocess.run(

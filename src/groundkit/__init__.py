@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata as _metadata
 import logging as _logging
 
-from groundkit.collection import Collection, VerifyReport
+from groundkit.collection import Collection
 from groundkit.config import (
     MAX_TOP_K,
     AnalyzerConfig,
@@ -99,14 +99,11 @@ from groundkit.providers import (
     identity_of,
     resolve_model,
 )
-from groundkit.retrieval.answers import verify_answer
-from groundkit.retrieval.citations import resolve_citation, verify_citation
 from groundkit.retrieval.diversity import lost_in_the_middle, mmr_order
 from groundkit.retrieval.evidence import load_evidence
 from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.multi import search_collections
-from groundkit.retrieval.quotes import check_quote, verify_quote
 from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
 from groundkit.retrieval.rewriting import GlossaryRewriter, QueryRewriterProtocol
 from groundkit.retrieval.search import Retriever
@@ -125,6 +122,10 @@ from groundkit.sync import SyncCollection
 from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.url_safety import AddressPolicy
+from groundkit.verification.answers import verify_answer
+from groundkit.verification.quotes import check_quote, verify_quote
+from groundkit.verification.sources import resolve_citation, verify_citation
+from groundkit.verification.verifier import VerifyReport
 
 try:
     # One place for the version: pyproject.toml, read back from the installed distribution.

@@ -19,7 +19,6 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
@@ -40,7 +39,6 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchMode,
     SearchResponse,
-    Verification,
     fields_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
@@ -52,15 +50,11 @@ from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
-from groundkit.retrieval.anchoring import Anchor, indexed_context, reanchor
-from groundkit.retrieval.answers import AnswerChecker
-from groundkit.retrieval.citations import read_source
 from groundkit.retrieval.postprocess import Reorder
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
-from groundkit.retrieval.search import Retriever, result_from_row
+from groundkit.retrieval.search import Retriever
 from groundkit.retrieval.sensitivity import check_clearance, visible
-from groundkit.storage._rows import iso_time
 from groundkit.storage.binding import check_embedding
 from groundkit.storage.location import CollectionStores, StoreLocation
 from groundkit.storage.names import document_id_for
@@ -68,7 +62,6 @@ from groundkit.storage.object_segments import ObjectSegments
 from groundkit.storage.protocols import (
     ErasingVectorStore,
     MetadataStoreProtocol,
-    SnapshotStore,
     StoredChunk,
     VectorErasure,
     VectorStoreProtocol,
@@ -77,7 +70,6 @@ from groundkit.storage.segments import LocalSegments
 from groundkit.storage.snapshots import (
     ORPHAN_GRACE_SECONDS,
     LocalSnapshots,
-    NamedTexts,
     ObjectSnapshots,
     SnapshotLocation,
     text_name,
@@ -86,28 +78,11 @@ from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.path_safety import is_within, printable_path, to_relative, utf8_encodable
 from groundkit.utils.text import describe_unencodable
 from groundkit.utils.url_safety import looks_like_url
+from groundkit.verification.verifier import Verifier, VerifyReport
 
 __all__ = ["Collection", "VerifyReport"]
 
 logger = logging.getLogger("groundkit.collection")
-
-
-@dataclass
-class VerifyReport:
-    """Outcome of re-verifying every chunk of a collection."""
-
-    verified: int = 0
-    # Intact, but elsewhere in the source now (still true; re-ingest for new offsets).
-    moved: int = 0
-    drifted: int = 0
-    unresolvable: int = 0
-    problems: list[FetchResult] = field(default_factory=list)
-    relocated: list[FetchResult] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Every chunk verified: a moved one is still true, but its citation is stale."""
-        return self.moved == 0 and self.drifted == 0 and self.unresolvable == 0
 
 
 class _Opener(Coroutine[Any, Any, "Collection"]):
@@ -915,21 +890,12 @@ class Collection:
                 or not 1 <= version <= _MAX_VERSION
             ):
                 raise RetrievalError(f"version must be an integer >= 1, got {version!r}")
+            verifier = self._verifier()
             stored = await self.store.get_chunk(chunk_id, version)
             if stored is None or not self._visible(stored):
-                # Above the clearance reads exactly like absent: no existence leak.
-                raise RetrievalError(
-                    f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
-                )
-            citation = stored.citation
-            try:
-                text = await self._read_source(citation)
-            except RetrievalError as exc:
-                result = _fetch_result(stored, citation, None, exc)
-            else:
-                anchor = await self._anchor(stored.content, citation, text, stored)
-                result = _fetch_result(stored, citation, text, None, anchor)
-            span.set(source_class=citation.source_class, verification=result.verification)
+                raise verifier.hidden(chunk_id)
+            result = await verifier.fetch(stored)
+            span.set(source_class=result.citation.source_class, verification=result.verification)
             return result
 
     @overload
@@ -960,8 +926,8 @@ class Collection:
         if target is None:
             if content is not None:
                 raise TypeError("content= goes with a citation to verify")
-            return await self._verify_all()
-        return await self._verify_one(target, content)
+            return await self._verifier().verify_all()
+        return await self._verifier().verify(target, content)
 
     async def verify_answer(
         self,
@@ -980,188 +946,31 @@ class Collection:
 
         ``cited`` may also be the chunk ids the answer was written from, in marker
         order; an id this collection does not hold (or hides) is a ``RetrievalError``."""
-        if isinstance(cited, str | bytes):
-            raise RetrievalError(
-                "cited must be the SearchResponse, results or chunk ids the answer was "
-                "written from, not one string"
-            )
-        given: Any = cited
-        if isinstance(cited, SearchResponse):
-            given = list(cited.results)
-        elif isinstance(cited, Sequence):
-            given = list(cited)
-            if given and all(isinstance(r, str) for r in given):
-                given = await self._results_for(given)
-        for result in given if isinstance(given, list) else ():
-            other = getattr(result, "collection", None)
-            if other is not None and other != self.name:
-                raise RetrievalError(
-                    f"a cited result is from collection {other!r}; check the answer with "
-                    "that collection, or with groundkit.verify_answer"
-                )
-        checker = AnswerChecker(
-            self.base_dir,
-            snapshot_dir=await self._named_texts(
-                r.citation for r in (given if isinstance(given, list) else ()) if _cites(r)
-            ),
-            max_bytes=self._max_file_bytes,
-            embedder=self.embedder,
-            analyzer=self._analyzer,
+        return await self._verifier().verify_answer(
+            answer,
+            cited,
+            markers=markers,
+            marker_pattern=marker_pattern,
             supported_threshold=supported_threshold,
             weak_threshold=weak_threshold,
         )
-        return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
 
-    async def _results_for(self, chunk_ids: list[str]) -> list[RetrievalResult]:
-        """Current chunks by id, as results (score 0), in the order given."""
-        for chunk_id in chunk_ids:
-            problem = describe_unencodable(chunk_id, "a chunk id")
-            if problem is not None:
-                raise RetrievalError(problem)
-        rows = await self.store.get_chunks_by_ids(chunk_ids)
-        missing = [c for c in chunk_ids if c not in rows or not self._visible(rows[c])]
-        if missing:
-            raise RetrievalError(
-                f"no chunk {missing[0]!r} in collection {self.name!r}"
-                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
-                verdict="unresolvable",
-            )
-        return [result_from_row(rows[c], 0.0, collection=self.name) for c in chunk_ids]
-
-    async def _verify_one(
-        self, target: RetrievalResult | FetchResult | Citation, content: str | None
-    ) -> FetchResult:
-        expected: str | None
-        if isinstance(target, RetrievalResult | FetchResult):
-            if content is not None:
-                raise TypeError("content= is for a bare citation; a result carries its own")
-            other = target.collection if isinstance(target, RetrievalResult) else None
-            if other is not None and other != self.name:
-                raise RetrievalError(
-                    f"the result is from collection {other!r}; verify it with that collection"
-                )
-            citation, expected = target.citation, target.content
-        elif isinstance(target, Citation):
-            citation, expected = target, content
-        else:
-            raise TypeError(
-                f"verify takes a RetrievalResult, FetchResult or Citation, not "
-                f"{type(target).__name__}"
-            )
-        stored = await self.store.get_chunk(citation.chunk_id)
-        if stored is not None and not self._visible(stored):
-            # Above the clearance reads exactly like an unknown chunk.
-            raise RetrievalError(
-                f"no chunk {citation.chunk_id!r} in collection {self.name!r}",
-                verdict="unresolvable",
-            )
-        if expected is None:
-            if stored is None:
-                raise RetrievalError(
-                    f"no chunk {citation.chunk_id!r} in collection {self.name!r}; pass "
-                    "content= (the text the citation stands for) to check it anyway",
-                    verdict="unresolvable",
-                )
-            expected = stored.content
-        try:
-            text = await self._read_source(citation)
-        except RetrievalError as exc:
-            return _verdict(expected, citation, None, exc)
-        same = stored if stored is not None and stored.content == expected else None
-        anchor = await self._anchor(expected, citation, text, same)
-        return _verdict(expected, citation, text, None, anchor)
-
-    async def _verify_all(self) -> VerifyReport:
-        report = VerifyReport()
-        current: tuple[str, str | None, RetrievalError | None] | None = None
-        async for batch in self.store.iter_chunks():
-            texts = await self._named_texts(s.citation for s in batch if self._visible(s))
-            for stored in batch:
-                if not self._visible(stored):
-                    continue
-                citation = stored.citation
-                if current is None or current[0] != citation.source:
-                    try:
-                        text = await self._read_source(citation, texts)
-                        current = (citation.source, text, None)
-                    except RetrievalError as exc:
-                        current = (citation.source, None, exc)
-                _, source_text, error = current
-                anchor = (
-                    None
-                    if source_text is None
-                    else await self._anchor(stored.content, citation, source_text, stored)
-                )
-                result = _fetch_result(stored, citation, source_text, error, anchor)
-                if result.verification == "verified":
-                    report.verified += 1
-                elif result.verification == "moved":
-                    report.moved += 1
-                    report.relocated.append(result)
-                else:
-                    if result.verification == "drifted":
-                        report.drifted += 1
-                    else:
-                        report.unresolvable += 1
-                    report.problems.append(result)
-        return report
-
-    async def _read_source(self, citation: Citation, texts: SnapshotStore | None = None) -> str:
-        snapshots = self.snapshots
-        if snapshots is not None and citation.source_class in STORED_TEXT_CLASSES:
-            snapshots = texts or await self._named_texts([citation])
-        return await read_source(
-            citation,
-            self.base_dir,
-            snapshot_dir=snapshots,
+    def _verifier(self) -> Verifier:
+        """This collection's citation checks, as its sources, clearance and embedder
+        stand now."""
+        return Verifier(
+            name=self.name,
+            store=self.store,
+            base_dir=self.base_dir,
+            snapshots=self.snapshots,
             max_bytes=self._max_file_bytes,
+            visible=self._visible,
+            embedder=self.embedder,
+            analyzer=self._analyzer,
         )
-
-    async def _named_texts(self, citations: Iterable[Citation]) -> SnapshotStore | None:
-        """The snapshot store, read through the names the current rows of the URL and
-        record documents among ``citations`` give their texts (``NamedTexts``): a
-        citation is checked against exactly the text its document was committed with."""
-        if self.snapshots is None:
-            return None
-        wanted = {
-            c.source: c.document_id for c in citations if c.source_class in STORED_TEXT_CLASSES
-        }
-        if not wanted:
-            return self.snapshots
-        states = await self.store.document_states(sources=list(wanted))
-        names = {
-            document_id: text_name(document_id, states[source].content_hash)
-            for source, document_id in wanted.items()
-            if source in states
-        }
-        return NamedTexts(self.snapshots, names)
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
-
-    async def _anchor(
-        self, content: str, citation: Citation, text: str, stored: StoredChunk | None
-    ) -> Anchor | None:
-        """Where ``content`` is in ``text`` now when the cited span lost it (None while
-        the span holds it). When the text is there more than once, the indexed context
-        of ``stored`` (its neighbouring chunks, which overlap it) is read to tell the
-        occurrences apart; only then, so a verified or plainly moved span costs no read."""
-        start = citation.start_offset
-        if text[start : citation.end_offset] == content:
-            return None
-        anchor = reanchor(text, content, start)
-        if anchor.outcome != "ambiguous" or stored is None or not stored.current:
-            return anchor
-        chunks = (await self.store.get_chunks_for_documents([stored.document_id])).get(
-            stored.document_id, []
-        )
-        prefix, suffix = indexed_context(chunks, stored.start_offset, stored.end_offset)
-        return reanchor(text, content, start, prefix=prefix, suffix=suffix)
-
-
-def _cites(result: object) -> bool:
-    """Whether ``result`` carries a citation (a result of this collection, checked)."""
-    return isinstance(getattr(result, "citation", None), Citation)
 
 
 def _warn_left_open(name: str, where: str) -> None:
@@ -1177,86 +986,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
-
-
-def _fetch_result(
-    stored: StoredChunk,
-    citation: Citation,
-    text: str | None,
-    error: RetrievalError | None,
-    anchor: Anchor | None = None,
-) -> FetchResult:
-    result = _verdict(stored.content, citation, text, error, anchor)
-    if stored.valid_to is None:
-        return result.model_copy(update={"version": stored.version})
-    replaced_at = iso_time(stored.valid_to)
-    return result.model_copy(
-        update={
-            "version": stored.version,
-            "replaced_at": replaced_at,
-            "detail": f"{result.detail} (this chunk is from version {stored.version} of the "
-            f"document, replaced at {replaced_at})",
-        }
-    )
-
-
-def _verdict(
-    content: str,
-    citation: Citation,
-    text: str | None,
-    error: RetrievalError | None,
-    anchor: Anchor | None = None,
-) -> FetchResult:
-    """The verdict on ``content`` cited at ``citation`` in ``text`` (the source now):
-    verified without an ``anchor``, else what looking for the text found (``_anchor``)."""
-    if text is None:
-        assert error is not None
-        return FetchResult(
-            content=content,
-            citation=citation,
-            verification=error.verdict or "unresolvable",
-            detail=str(error),
-        )
-    where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"
-
-    def made(verification: Verification, detail: str, **found: Any) -> FetchResult:
-        return FetchResult(
-            content=content, citation=citation, verification=verification, detail=detail, **found
-        )
-
-    if anchor is None:
-        return made("verified", "the source holds this text at the cited offsets")
-    if anchor.outcome == "moved":
-        return made(
-            "moved",
-            f"{where} changed, but the indexed text is intact at {anchor.start}..{anchor.end} "
-            "now (moved since it was indexed; re-ingest for current offsets)",
-            current_start_offset=anchor.start,
-            current_end_offset=anchor.end,
-            similarity=1.0,
-        )
-    if anchor.outcome == "ambiguous":
-        return made(
-            "drifted",
-            f"{where} changed; the indexed text appears {anchor.occurrences} times in the "
-            "source now and nothing tells which is the cited one (not guessed)",
-        )
-    change = (
-        f"{citation.source!r} is now {len(text)} characters long; the citation ends at "
-        f"{citation.end_offset}"
-        if citation.end_offset > len(text)
-        else f"{where} changed since it was indexed"
-    )
-    if anchor.start is None or not anchor.similarity:
-        return made("drifted", change)
-    return made(
-        "drifted",
-        f"{change}; the closest passage is at {anchor.start}..{anchor.end} "
-        f"({anchor.similarity:.0%} similar)",
-        current_start_offset=anchor.start,
-        current_end_offset=anchor.end,
-        similarity=anchor.similarity,
-    )
 
 
 def _strings(values: Sequence[str], what: str) -> list[str]:

@@ -102,9 +102,9 @@ EvidenceMethod = Literal["terms", "embedding", "hybrid"]
 Verification = Literal["verified", "moved", "drifted", "unresolvable"]
 # A quote check adds one outcome: the span is intact but does not hold the quote.
 QuoteVerdict = Literal["verified", "not_in_span", "drifted", "unresolvable"]
-# What a provider's citation comes to, mapped back and checked (integrations/providers).
+# What a provider's citation comes to, mapped back and checked (verification/providers.py).
 ProviderVerdict = Literal["verified", "not_in_span", "drifted", "unresolvable", "unmapped"]
-# What an answer check says of one sentence (groundkit/retrieval/answers.py).
+# What an answer check says of one sentence (groundkit/verification/answers.py).
 AnswerVerdict = Literal[
     "quoted",
     "supported",

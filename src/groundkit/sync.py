@@ -37,13 +37,13 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from groundkit.collection import Collection as AsyncCollection
 from groundkit.contracts import MultiSearchResponse, SearchMode
 from groundkit.errors import ConfigurationError
-from groundkit.retrieval.answers import verify_answer as _verify_answer
-from groundkit.retrieval.citations import resolve_citation as _resolve_citation
-from groundkit.retrieval.citations import verify_citation as _verify_citation
 from groundkit.retrieval.multi import search_collections as _search_collections
-from groundkit.retrieval.quotes import check_quote as _check_quote
-from groundkit.retrieval.quotes import verify_quote as _verify_quote
 from groundkit.storage.protocols import SnapshotStore
+from groundkit.verification.answers import verify_answer as _verify_answer
+from groundkit.verification.quotes import check_quote as _check_quote
+from groundkit.verification.quotes import verify_quote as _verify_quote
+from groundkit.verification.sources import resolve_citation as _resolve_citation
+from groundkit.verification.sources import verify_citation as _verify_citation
 
 __all__ = [
     "Collection",

@@ -1,7 +1,7 @@
 """PDF, HTML, DOCX, PPTX and EPUB files: loaders whose documents are ``extracted`` text.
 
 The document records the extractor's identity; a citation into it is checked
-by running that same extractor again (retrieval/citations.py), so the text is
+by running that same extractor again (verification/sources.py), so the text is
 never stored as a second source of truth.
 """
 

@@ -48,9 +48,9 @@ from groundkit.contracts import (
 )
 from groundkit.errors import NotGroundedError
 from groundkit.providers.protocols import EmbeddingProtocol
-from groundkit.retrieval.answers import AnswerChecker
-from groundkit.retrieval.quotes import QuoteChecker, matched_prefix, normalize_quote
 from groundkit.storage.snapshots import SnapshotLocation
+from groundkit.verification.answers import AnswerChecker
+from groundkit.verification.quotes import QuoteChecker, matched_prefix, normalize_quote
 
 __all__ = [
     "AnswerGrounding",

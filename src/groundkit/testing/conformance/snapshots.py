@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from groundkit.contracts import Citation
-from groundkit.retrieval.citations import resolve_citation
 from groundkit.storage.protocols import SnapshotStore
 from groundkit.utils.path_safety import PathEscapeError
+from groundkit.verification.sources import resolve_citation
 
 __all__ = ["SnapshotStoreConformance"]
 

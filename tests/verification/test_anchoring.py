@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groundkit import ChunkingConfig, Collection
-from groundkit.retrieval.anchoring import CONTEXT_CHARS, indexed_context, reanchor
+from groundkit.verification.anchoring import CONTEXT_CHARS, indexed_context, reanchor
 from tests.support import write_tree
 
 PASSAGE = "Green tea lowers blood pressure in adults, a trial of 400 people found."

@@ -24,8 +24,8 @@ from groundkit.contracts import (
     RetrievalResult,
 )
 from groundkit.errors import RetrievalError
-from groundkit.retrieval.citations import read_source, slice_span
 from groundkit.storage.snapshots import SnapshotLocation
+from groundkit.verification.sources import read_source, slice_span
 
 __all__ = [
     "QuoteChecker",

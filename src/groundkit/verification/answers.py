@@ -49,12 +49,12 @@ from groundkit.errors import RetrievalError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.evidence import rank_evidence
-from groundkit.retrieval.markers import Marker, find_markers
-from groundkit.retrieval.markers import marker_pattern as compile_markers
-from groundkit.retrieval.quotes import QuoteChecker
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.text import describe_unencodable
+from groundkit.verification.markers import Marker, find_markers
+from groundkit.verification.markers import marker_pattern as compile_markers
+from groundkit.verification.quotes import QuoteChecker
 
 __all__ = ["SUPPORTED_THRESHOLDS", "WEAK_THRESHOLDS", "AnswerChecker", "verify_answer"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from groundkit import Citation, RetrievalError, resolve_citation, verify_citation
-from groundkit.retrieval.citations import read_source, slice_span
+from groundkit.verification.sources import read_source, slice_span
 from tests.support import write_tree
 
 TEXT = "Intro line.\r\n\r\nRocket 🚀 launch at dawn. 東京の朝。\n"

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from groundkit.errors import RetrievalError
-from groundkit.retrieval.markers import find_markers, marker_pattern
+from groundkit.verification.markers import find_markers, marker_pattern
 
 
 def labels(text: str, pattern: re.Pattern[str] | None = None) -> list[tuple[str, ...]]:

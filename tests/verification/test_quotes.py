@@ -19,9 +19,9 @@ from groundkit import (
     check_quote,
     verify_quote,
 )
-from groundkit.retrieval import citations, quotes
-from groundkit.retrieval.quotes import QuoteChecker, normalize_quote
 from groundkit.utils.url_safety import AddressPolicy
+from groundkit.verification import quotes, sources
+from groundkit.verification.quotes import QuoteChecker, normalize_quote
 from tests.sources import PAGES, Route, Site, make_pdf
 from tests.support import write_tree
 
@@ -180,7 +180,7 @@ async def test_checker_reads_each_source_once(
     col: Collection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: list[str] = []
-    real = citations.read_source
+    real = sources.read_source
 
     async def counting(
         citation: Citation, base: Path, *, snapshot_dir: Path | None = None, **options: Any

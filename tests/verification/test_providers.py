@@ -24,7 +24,7 @@ from openai.types.responses.response_output_text import (
 )
 
 from groundkit import Collection
-from groundkit.integrations.providers import (
+from groundkit.verification.providers import (
     chunk_uri,
     citations_of,
     from_anthropic_citations,
@@ -254,3 +254,13 @@ async def test_bad_inputs(col: Collection) -> None:
         await from_anthropic_citations({"id": "x"}, response, col.base_dir)
     with pytest.raises(RetrievalError, match="RetrievalResult objects"):
         to_anthropic_search_results(["x"])  # type: ignore[list-item]
+
+
+def test_the_old_module_path_still_works_and_warns() -> None:
+    import importlib
+    import sys
+
+    sys.modules.pop("groundkit.integrations.providers", None)
+    with pytest.warns(DeprecationWarning, match=r"groundkit\.verification\.providers"):
+        old = importlib.import_module("groundkit.integrations.providers")
+    assert old.from_anthropic_citations is from_anthropic_citations

@@ -1,0 +1,272 @@
+"""``Verifier``: a collection's citations checked against its sources.
+
+``Collection`` hands out one per call (``Collection._verifier()``): it knows where the
+sources are (base directory, snapshot store, read cap), which chunks the caller may see
+(clearance), and how to compare unquoted sentences (embedder or analyzer). Every
+collection-level entry point (``verify``, ``fetch_chunk``, ``verify_answer``, the CLI,
+the MCP tools) goes through it, and it decides nothing itself: ``verdict.judge`` does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from groundkit.contracts import (
+    STORED_TEXT_CLASSES,
+    AnswerReport,
+    Citation,
+    FetchResult,
+    RetrievalResult,
+    SearchResponse,
+)
+from groundkit.errors import RetrievalError
+from groundkit.lexical.analyzer import Analyzer
+from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.retrieval.search import result_from_row
+from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, StoredChunk
+from groundkit.storage.snapshots import NamedTexts, text_name
+from groundkit.utils.text import describe_unencodable
+from groundkit.verification.anchoring import Anchor, indexed_context, reanchor
+from groundkit.verification.answers import AnswerChecker
+from groundkit.verification.sources import read_source
+from groundkit.verification.verdict import judge, judge_stored, locate
+
+__all__ = ["Verifier", "VerifyReport"]
+
+
+@dataclass
+class VerifyReport:
+    """Outcome of re-verifying every chunk of a collection."""
+
+    verified: int = 0
+    # Intact, but elsewhere in the source now (still true; re-ingest for new offsets).
+    moved: int = 0
+    drifted: int = 0
+    unresolvable: int = 0
+    problems: list[FetchResult] = field(default_factory=list)
+    relocated: list[FetchResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Every chunk verified: a moved one is still true, but its citation is stale."""
+        return self.moved == 0 and self.drifted == 0 and self.unresolvable == 0
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """What one collection needs to check a citation, and the checks."""
+
+    name: str
+    store: MetadataStoreProtocol
+    base_dir: Path
+    snapshots: SnapshotStore | None
+    max_bytes: int | None
+    visible: Callable[[StoredChunk], bool]
+    embedder: EmbeddingProtocol | None = None
+    analyzer: Analyzer | None = None
+
+    def hidden(self, chunk_id: str) -> RetrievalError:
+        """Unknown and above-the-clearance read exactly alike: no existence leak."""
+        return RetrievalError(
+            f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
+        )
+
+    async def fetch(self, stored: StoredChunk) -> FetchResult:
+        """``stored`` checked against its source as it reads now."""
+        citation = stored.citation
+        try:
+            text = await self.read(citation)
+        except RetrievalError as exc:
+            return judge_stored(stored, citation, None, exc)
+        anchor = await self.anchor(stored.content, citation, text, stored)
+        return judge_stored(stored, citation, text, None, anchor)
+
+    async def verify(
+        self, target: RetrievalResult | FetchResult | Citation, content: str | None
+    ) -> FetchResult:
+        """One result, or a citation with the text it stands for (else the stored text)."""
+        expected: str | None
+        if isinstance(target, RetrievalResult | FetchResult):
+            if content is not None:
+                raise TypeError("content= is for a bare citation; a result carries its own")
+            other = target.collection if isinstance(target, RetrievalResult) else None
+            if other is not None and other != self.name:
+                raise RetrievalError(
+                    f"the result is from collection {other!r}; verify it with that collection"
+                )
+            citation, expected = target.citation, target.content
+        elif isinstance(target, Citation):
+            citation, expected = target, content
+        else:
+            raise TypeError(
+                f"verify takes a RetrievalResult, FetchResult or Citation, not "
+                f"{type(target).__name__}"
+            )
+        stored = await self.store.get_chunk(citation.chunk_id)
+        if stored is not None and not self.visible(stored):
+            raise self.hidden(citation.chunk_id)
+        if expected is None:
+            if stored is None:
+                raise RetrievalError(
+                    f"no chunk {citation.chunk_id!r} in collection {self.name!r}; pass "
+                    "content= (the text the citation stands for) to check it anyway",
+                    verdict="unresolvable",
+                )
+            expected = stored.content
+        try:
+            text = await self.read(citation)
+        except RetrievalError as exc:
+            return judge(expected, citation, None, exc)
+        same = stored if stored is not None and stored.content == expected else None
+        anchor = await self.anchor(expected, citation, text, same)
+        return judge(expected, citation, text, None, anchor)
+
+    async def verify_all(self) -> VerifyReport:
+        """Every chunk the caller may see, each source read once."""
+        report = VerifyReport()
+        current: tuple[str, str | None, RetrievalError | None] | None = None
+        async for batch in self.store.iter_chunks():
+            texts = await self.named_texts(s.citation for s in batch if self.visible(s))
+            for stored in batch:
+                if not self.visible(stored):
+                    continue
+                citation = stored.citation
+                if current is None or current[0] != citation.source:
+                    try:
+                        text = await self.read(citation, texts)
+                        current = (citation.source, text, None)
+                    except RetrievalError as exc:
+                        current = (citation.source, None, exc)
+                _, source_text, error = current
+                anchor = (
+                    None
+                    if source_text is None
+                    else await self.anchor(stored.content, citation, source_text, stored)
+                )
+                result = judge_stored(stored, citation, source_text, error, anchor)
+                if result.verification == "verified":
+                    report.verified += 1
+                elif result.verification == "moved":
+                    report.moved += 1
+                    report.relocated.append(result)
+                else:
+                    if result.verification == "drifted":
+                        report.drifted += 1
+                    else:
+                        report.unresolvable += 1
+                    report.problems.append(result)
+        return report
+
+    async def verify_answer(
+        self,
+        answer: str,
+        cited: SearchResponse | Sequence[RetrievalResult] | Sequence[str],
+        *,
+        markers: Mapping[str, str] | None = None,
+        marker_pattern: str | re.Pattern[str] | None = None,
+        supported_threshold: float | None = None,
+        weak_threshold: float | None = None,
+    ) -> AnswerReport:
+        """``answer`` checked sentence by sentence against this collection's ``cited``."""
+        if isinstance(cited, str | bytes):
+            raise RetrievalError(
+                "cited must be the SearchResponse, results or chunk ids the answer was "
+                "written from, not one string"
+            )
+        given: Any = cited
+        if isinstance(cited, SearchResponse):
+            given = list(cited.results)
+        elif isinstance(cited, Sequence):
+            given = list(cited)
+            if given and all(isinstance(r, str) for r in given):
+                given = await self.results_for(given)
+        for result in given if isinstance(given, list) else ():
+            other = getattr(result, "collection", None)
+            if other is not None and other != self.name:
+                raise RetrievalError(
+                    f"a cited result is from collection {other!r}; check the answer with "
+                    "that collection, or with groundkit.verify_answer"
+                )
+        checker = AnswerChecker(
+            self.base_dir,
+            snapshot_dir=await self.named_texts(
+                r.citation for r in (given if isinstance(given, list) else ()) if _cites(r)
+            ),
+            max_bytes=self.max_bytes,
+            embedder=self.embedder,
+            analyzer=self.analyzer,
+            supported_threshold=supported_threshold,
+            weak_threshold=weak_threshold,
+        )
+        return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
+
+    async def results_for(self, chunk_ids: list[str]) -> list[RetrievalResult]:
+        """Current chunks by id, as results (score 0), in the order given."""
+        for chunk_id in chunk_ids:
+            problem = describe_unencodable(chunk_id, "a chunk id")
+            if problem is not None:
+                raise RetrievalError(problem)
+        rows = await self.store.get_chunks_by_ids(chunk_ids)
+        missing = [c for c in chunk_ids if c not in rows or not self.visible(rows[c])]
+        if missing:
+            raise RetrievalError(
+                f"no chunk {missing[0]!r} in collection {self.name!r}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                verdict="unresolvable",
+            )
+        return [result_from_row(rows[c], 0.0, collection=self.name) for c in chunk_ids]
+
+    async def read(self, citation: Citation, texts: SnapshotStore | None = None) -> str:
+        """The whole source text ``citation`` is measured against, as it reads now."""
+        snapshots = self.snapshots
+        if snapshots is not None and citation.source_class in STORED_TEXT_CLASSES:
+            snapshots = texts or await self.named_texts([citation])
+        return await read_source(
+            citation, self.base_dir, snapshot_dir=snapshots, max_bytes=self.max_bytes
+        )
+
+    async def named_texts(self, citations: Iterable[Citation]) -> SnapshotStore | None:
+        """The snapshot store, read through the names the current rows of the URL and
+        record documents among ``citations`` give their texts (``NamedTexts``): a
+        citation is checked against exactly the text its document was committed with."""
+        if self.snapshots is None:
+            return None
+        wanted = {
+            c.source: c.document_id for c in citations if c.source_class in STORED_TEXT_CLASSES
+        }
+        if not wanted:
+            return self.snapshots
+        states = await self.store.document_states(sources=list(wanted))
+        names = {
+            document_id: text_name(document_id, states[source].content_hash)
+            for source, document_id in wanted.items()
+            if source in states
+        }
+        return NamedTexts(self.snapshots, names)
+
+    async def anchor(
+        self, content: str, citation: Citation, text: str, stored: StoredChunk | None
+    ) -> Anchor | None:
+        """Where ``content`` is in ``text`` now when the cited span lost it (None while
+        the span holds it). When the text is there more than once, the indexed context
+        of ``stored`` (its neighbouring chunks, which overlap it) is read to tell the
+        occurrences apart; only then, so a verified or plainly moved span costs no read."""
+        anchor = locate(content, citation, text)
+        if anchor is None or anchor.outcome != "ambiguous" or stored is None:
+            return anchor
+        if not stored.current:
+            return anchor
+        chunks = (await self.store.get_chunks_for_documents([stored.document_id])).get(
+            stored.document_id, []
+        )
+        prefix, suffix = indexed_context(chunks, stored.start_offset, stored.end_offset)
+        return reanchor(text, content, citation.start_offset, prefix=prefix, suffix=suffix)
+
+
+def _cites(result: object) -> bool:
+    """Whether ``result`` carries a citation (a result of this collection, checked)."""
+    return isinstance(getattr(result, "citation", None), Citation)
