@@ -37,7 +37,7 @@ from groundkit import (
     RetrievalResult,
     SearchMode,
     SearchResponse,
-    verify_citation,
+    check_citation,
 )
 
 __all__ = [
@@ -363,13 +363,14 @@ class VerifyTally:
 async def verify_results(
     results: Iterable[RetrievalResult], base: Path, tally: VerifyTally | None = None
 ) -> VerifyTally:
-    """Read each result's cited span back with ``verify_citation`` and count."""
+    """Read each result's cited span back with ``check_citation`` and count."""
     tally = tally if tally is not None else VerifyTally()
     for result in results:
         problem: str | None = None
         try:
-            if not await verify_citation(result.citation, result.content, base):
-                problem = "the cited span differs from the result's content"
+            checked = await check_citation(result.citation, result.content, base)
+            if not checked.ok:
+                problem = f"{checked.verification}: {checked.detail}"
         except GroundkitError as exc:
             problem = str(exc)
         if problem is None:

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         f"analyse, embed, store) {ingest_s:.0f} s. Documents ranked by their best chunk out of",
         f"{MAX_TOP_K}; hybrid takes {MAX_TOP_K} candidates from each side. Latency is per query",
         "at that depth, query embedding included. The last column counts the top-10 citations",
-        "read back intact with `verify_citation`.",
+        "read back intact with `check_citation`.",
         "",
         "| run | nDCG@10 | Recall@100 | MRR@10 | p50 ms | citations verified |",
         "|---|---|---|---|---|---|",

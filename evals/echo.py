@@ -9,7 +9,7 @@ Two checks over every result of every query, per mode:
   ``verified`` with the same content and citation;
 * negative: every cited file is copied with one character replaced inside each
   cited span (by another single character, so the text keeps its length and
-  the comparison itself is what has to notice); ``verify_citation`` against
+  the comparison itself is what has to notice); ``check_citation`` against
   the copy must answer drifted, and so must ``fetch_chunk`` of the same index
   opened with the copy as its base directory.
 
@@ -47,8 +47,8 @@ from groundkit import (
     RetrievalResult,
     SentenceTransformerEmbedder,
     SQLiteMetadataStore,
+    check_citation,
     resolve_citation,
-    verify_citation,
 )
 
 __all__ = [
@@ -166,16 +166,16 @@ async def _drift_caught(result: RetrievalResult, tampered: Collection, report: E
     if result.source_class != "text":
         report.fail(f"{label}: a {result.source_class!r} source cannot be tampered with here")
         return False
-    try:
-        still_verifies = await verify_citation(result.citation, result.content, tampered.base_dir)
-    except RetrievalError as exc:
-        if exc.verdict != "drifted":
-            report.fail(f"{label}: the tampered copy gave {exc.verdict!r}, not drifted: {exc}")
-            return False
-    else:
-        if still_verifies:
-            report.fail(f"{label}: a changed character inside the span went unnoticed")
-            return False
+    checked = await check_citation(result.citation, result.content, tampered.base_dir)
+    if checked.ok:
+        report.fail(f"{label}: a changed character inside the span went unnoticed")
+        return False
+    if checked.verification != "drifted":
+        report.fail(
+            f"{label}: the tampered copy gave {checked.verification!r}, not drifted: "
+            f"{checked.detail}"
+        )
+        return False
     fetched = await tampered.fetch_chunk(result.chunk_id)
     if fetched.verification != "drifted":
         report.fail(f"{label}: fetch_chunk against the tampered copy says {fetched.verification}")

@@ -19,7 +19,7 @@ from groundkit import (
     Analyzer,
     ChunkingConfig,
     RetrievalResult,
-    verify_citation,
+    check_citation,
 )
 from groundkit.testing.conformance.helpers import make_document as make_document
 
@@ -102,7 +102,7 @@ async def assert_all_verify(results: Iterable[RetrievalResult], base_dir: Path) 
     count = 0
     for result in results:
         assert result.content, result
-        assert await verify_citation(result.citation, result.content, base_dir), result.citation
+        assert (await check_citation(result.citation, result.content, base_dir)).ok, result.citation
         count += 1
     return count
 

@@ -22,8 +22,8 @@ from groundkit import (
     RetrievalError,
     StorageError,
     StoreLocation,
+    check_citation,
     resolve_citation,
-    verify_citation,
 )
 from groundkit.testing.conformance.helpers import document_sources
 from tests.support import CORPUS, QUERIES, SMALL_CHUNKS, assert_all_verify, write_tree
@@ -125,13 +125,11 @@ async def test_citation_outside_base_unresolvable(
         start_offset=0,
         end_offset=6,
     )
-    for call in (
-        resolve_citation(citation, ingested.base_dir),
-        verify_citation(citation, "secret", ingested.base_dir),
-    ):
-        with pytest.raises(RetrievalError) as info:
-            await call
-        assert info.value.verdict == "unresolvable"
+    with pytest.raises(RetrievalError) as info:
+        await resolve_citation(citation, ingested.base_dir)
+    assert info.value.verdict == "unresolvable"
+    result = await check_citation(citation, "secret", ingested.base_dir)
+    assert result.verification == "unresolvable" and "refused" in result.detail
 
 
 async def test_unchanged_reingest(ingested: Collection, corpus_dir: Path) -> None:

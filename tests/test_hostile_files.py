@@ -27,8 +27,8 @@ from groundkit import (
     IngestConfig,
     IngestionError,
     RetrievalError,
+    check_citation,
     resolve_citation,
-    verify_citation,
 )
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.ingestion.dispatch import RoutingLoader
@@ -307,11 +307,10 @@ class TestVerification:
                 )
                 stored = await col.store.get_chunk(chunk_id)
                 assert stored is not None
-                with pytest.raises(RetrievalError, match="FIFO") as info:
-                    await asyncio.wait_for(
-                        verify_citation(stored.citation, stored.content, col.base_dir), PROMPT
-                    )
-                assert info.value.verdict == "unresolvable"
+                checked = await asyncio.wait_for(
+                    check_citation(stored.citation, stored.content, col.base_dir), PROMPT
+                )
+                assert checked.verification == "unresolvable" and "FIFO" in checked.detail
                 report = await asyncio.wait_for(col.verify(), PROMPT)
                 assert report.unresolvable == len(await chunks_of(col, source))
                 assert report.drifted == 0 and report.verified > 0
@@ -339,9 +338,10 @@ class TestVerification:
             stored = await col.store.get_chunk(text_chunk)
             assert stored is not None
             # Uncapped, the same citation still verifies: the cap alone refused it.
-            assert await verify_citation(
+            uncapped = await check_citation(
                 stored.citation, stored.content, col.base_dir, max_bytes=None
             )
+            assert uncapped.ok
             with pytest.raises(RetrievalError, match="exceeds the cap of 1000 bytes") as info:
                 await resolve_citation(stored.citation, col.base_dir, max_bytes=1000)
             assert info.value.verdict == "unresolvable"
@@ -364,11 +364,10 @@ class TestVerification:
             assert stored is not None
             keep = col.base_dir / "keep.txt"
             os.truncate(keep, DEFAULT_MAX_FILE_BYTES)  # sparse: NUL bytes after the text
-            assert await verify_citation(stored.citation, stored.content, col.base_dir)
+            assert (await check_citation(stored.citation, stored.content, col.base_dir)).ok
             os.truncate(keep, DEFAULT_MAX_FILE_BYTES + 1)
-            with pytest.raises(RetrievalError, match="exceeds the cap") as info:
-                await verify_citation(stored.citation, stored.content, col.base_dir)
-            assert info.value.verdict == "unresolvable"
+            over = await check_citation(stored.citation, stored.content, col.base_dir)
+            assert over.verification == "unresolvable" and "exceeds the cap" in over.detail
         finally:
             await col.close()
 

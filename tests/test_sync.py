@@ -59,7 +59,7 @@ def test_sync_round_trip_from_a_plain_function(tmp_path: Path) -> None:
         response = col.search("boiling water", top_k=2)
         top = response.results[0]
         assert top.source == "notes/black.md"
-        assert gks.verify_citation(top.citation, top.content, col.base_dir)
+        assert gks.check_citation(top.citation, top.content, col.base_dir).ok
         assert col.fetch_chunk(top.chunk_id).verification == "verified"
         assert col.verify().ok
         assert gks.check_quote("four minutes", top, col.base_dir).verdict == "verified"
@@ -71,12 +71,31 @@ def test_sync_round_trip_from_a_plain_function(tmp_path: Path) -> None:
         col.search("tea")
 
 
+def test_the_deprecated_yes_no_checks_warn_in_the_callers_thread(tmp_path: Path) -> None:
+    write_notes(tmp_path)
+    with gks.Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
+        col.ingest(tmp_path / "notes")
+        top = col.search("boiling water", top_k=1).results[0]
+        with pytest.warns(DeprecationWarning, match="use check_citation") as caught:
+            assert gks.verify_citation(top.citation, top.content, col.base_dir) is True
+        assert caught[0].filename == __file__  # pointed at the call, not at groundkit
+        with pytest.warns(DeprecationWarning, match="use check_quote"):
+            assert gks.verify_quote("four minutes", top, col.base_dir) is True
+        (tmp_path / "notes" / "black.md").write_text("New line.\n" + TEXTS["black"], "utf-8")
+        moved = gks.check_citation(top.citation, top.content, col.base_dir)
+        assert moved.verification == "moved" and moved == col.verify(top)
+        with pytest.warns(DeprecationWarning):
+            assert gks.verify_citation(top.citation, top.content, col.base_dir) is False
+
+
 def test_the_sync_class_is_the_async_one_driven_not_a_copy() -> None:
     # Every blocking method wraps the async method of the same name.
     for name in ("ingest", "add_documents", "delete_documents", "search", "fetch_chunk", "verify"):
         method = getattr(gks.SyncCollection, name)
         assert method.__wrapped__ is getattr(groundkit.Collection, name)
     assert gks.Collection is groundkit.SyncCollection
+    for name in ("check_citation", "resolve_citation", "check_quote", "verify_answer"):
+        assert getattr(gks, name).__wrapped__ is getattr(groundkit, name)
 
 
 def test_many_threads_share_one_collection(tmp_path: Path) -> None:

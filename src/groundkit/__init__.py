@@ -124,7 +124,8 @@ from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification.answers import verify_answer
 from groundkit.verification.quotes import check_quote, verify_quote
-from groundkit.verification.sources import resolve_citation, verify_citation
+from groundkit.verification.sources import resolve_citation
+from groundkit.verification.verdict import check_citation, verify_citation
 from groundkit.verification.verifier import VerifyReport
 
 try:
@@ -236,6 +237,7 @@ __all__ = [
     "__version__",
     "active_extractors",
     "build_server",
+    "check_citation",
     "check_quote",
     "chunk_document",
     "chunk_spans",

@@ -101,9 +101,9 @@ EvidenceMethod = Literal["terms", "embedding", "hybrid"]
 # ``moved``: the indexed text is intact, but elsewhere in the source now.
 Verification = Literal["verified", "moved", "drifted", "unresolvable"]
 # A quote check adds one outcome: the span is intact but does not hold the quote.
-QuoteVerdict = Literal["verified", "not_in_span", "drifted", "unresolvable"]
+QuoteVerdict = Literal["verified", "moved", "not_in_span", "drifted", "unresolvable"]
 # What a provider's citation comes to, mapped back and checked (verification/providers.py).
-ProviderVerdict = Literal["verified", "not_in_span", "drifted", "unresolvable", "unmapped"]
+ProviderVerdict = Literal["verified", "moved", "not_in_span", "drifted", "unresolvable", "unmapped"]
 # What an answer check says of one sentence (groundkit/verification/answers.py).
 AnswerVerdict = Literal[
     "quoted",
@@ -751,8 +751,11 @@ class FetchResult(_Frozen):
 class QuoteCheck(_Frozen):
     """Whether a quote lies in a cited span that still reads as indexed, and why not.
 
-    ``start_offset``/``end_offset`` locate the quote in the source (not the
-    span) when the verdict is ``verified``; they are None otherwise.
+    The span's own verdict is the one ``check_citation`` gives: ``moved`` when the
+    span's text is intact elsewhere in the source now and holds the quote.
+    ``start_offset``/``end_offset`` locate the quote in the source as it reads now
+    (not in the span) when the verdict is ``verified`` or ``moved``; they are None
+    otherwise.
     """
 
     quote: str
@@ -765,15 +768,22 @@ class QuoteCheck(_Frozen):
     @model_validator(mode="after")
     def _validate(self) -> QuoteCheck:
         located = self.start_offset is not None and self.end_offset is not None
-        if located != (self.verdict == "verified"):
-            raise ValueError("a verified quote, and only a verified one, has offsets")
+        if located != self.found:
+            raise ValueError("a found quote (verified or moved), and only one, has offsets")
         if self.start_offset is not None and self.end_offset is not None:
             _check_span(self.start_offset, self.end_offset)
         return self
 
     @property
     def ok(self) -> bool:
+        """True when the quote is in the cited span, at the cited offsets."""
         return self.verdict == "verified"
+
+    @property
+    def found(self) -> bool:
+        """True when the quote is in the text the span was indexed with and the source
+        still holds that text: at the cited offsets (``verified``) or elsewhere (``moved``)."""
+        return self.verdict in ("verified", "moved")
 
 
 class AnswerSentence(_Frozen):
@@ -811,6 +821,9 @@ class AnswerReport(_Frozen):
     ``supported_threshold`` or above and ``weak`` from ``weak_threshold``.
     Similarity is not entailment: a sentence that contradicts its source can
     still read as ``supported`` (KNOWN_LIMITATIONS.md says how often).
+    ``citations`` is the verdict on each cited result's span, judged once, in the
+    order of the results (the one ``check_citation`` gives): a span that ``moved``
+    keeps its sentences' verdicts, and says here where its text is now.
     """
 
     sentences: list[AnswerSentence]
@@ -819,6 +832,7 @@ class AnswerReport(_Frozen):
     method: Literal["embedding", "terms"]
     supported_threshold: float
     weak_threshold: float
+    citations: list[FetchResult] = Field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -834,8 +848,10 @@ class ProviderCitation(_Frozen):
     answer it supports; ``cited_text`` what the provider says it cited, checked
     against the mapped result's span as the source reads now (``verdict``, with
     ``start_offset``/``end_offset`` in the source once verified). ``unmapped``: no
-    result it could stand for; ``drifted``/``unresolvable``: the span no longer
-    verifies; ``not_in_span``: the cited text is not in the result it names.
+    result it could stand for; ``moved``: the span's text is intact elsewhere in the
+    source now (the offsets say where the cited text is now); ``drifted``/
+    ``unresolvable``: the span no longer verifies; ``not_in_span``: the cited text is
+    not in the result it names.
     """
 
     provider: Literal["anthropic", "openai"]

@@ -26,6 +26,7 @@ import atexit
 import functools
 import os
 import threading
+import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
@@ -41,13 +42,16 @@ from groundkit.retrieval.multi import search_collections as _search_collections
 from groundkit.storage.protocols import SnapshotStore
 from groundkit.verification.answers import verify_answer as _verify_answer
 from groundkit.verification.quotes import check_quote as _check_quote
-from groundkit.verification.quotes import verify_quote as _verify_quote
+from groundkit.verification.quotes import quote_holds as _quote_holds
 from groundkit.verification.sources import resolve_citation as _resolve_citation
-from groundkit.verification.sources import verify_citation as _verify_citation
+from groundkit.verification.verdict import check_citation as _check_citation
+from groundkit.verification.verdict import citation_holds as _citation_holds
+from groundkit.verification.verdict import deprecation
 
 __all__ = [
     "Collection",
     "SyncCollection",
+    "check_citation",
     "check_quote",
     "resolve_citation",
     "run",
@@ -301,7 +305,7 @@ class SyncCollection:
 
     @property
     def snapshots(self) -> SnapshotStore | None:
-        """Where URL snapshots and stored records are kept (for ``verify_citation``)."""
+        """Where URL snapshots and stored records are kept (for ``check_citation``)."""
         return self.aio.snapshots
 
     @property
@@ -350,11 +354,31 @@ def _blocking_function(function: Callable[P, Awaitable[T]]) -> Callable[P, T]:
     return call
 
 
-verify_citation = _blocking_function(_verify_citation)
+def _deprecated_blocking(
+    function: Callable[P, Awaitable[T]], name: str, replacement: str
+) -> Callable[P, T]:
+    """A deprecated alias as a blocking function: it warns in the caller's thread (where
+    the warning filters that will show it are), then runs the async implementation."""
+
+    @functools.wraps(function)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        warnings.warn(deprecation(name, replacement), DeprecationWarning, stacklevel=2)
+        return run(function(*args, **kwargs))
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+check_citation = _blocking_function(_check_citation)
 resolve_citation = _blocking_function(_resolve_citation)
 check_quote = _blocking_function(_check_quote)
-verify_quote = _blocking_function(_verify_quote)
 verify_answer = _blocking_function(_verify_answer)
+verify_citation = _deprecated_blocking(
+    _citation_holds, "verify_citation", "check_citation(citation, content, base_dir).ok"
+)
+verify_quote = _deprecated_blocking(
+    _quote_holds, "verify_quote", "check_quote(quote, cited, base_dir).ok"
+)
 
 
 def search_collections(

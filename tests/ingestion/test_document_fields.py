@@ -15,7 +15,7 @@ from groundkit import (
     IngestConfig,
     IngestionError,
     SQLiteMetadataStore,
-    verify_citation,
+    check_citation,
 )
 from groundkit.ingestion.files import FileLoader
 from groundkit.testing.conformance.helpers import (
@@ -76,7 +76,7 @@ async def test_front_matter_becomes_fields_and_stays_in_the_text(col: Collection
     top = response.results[0]
     assert top.source == "tea.md"
     assert NOTE[top.start_offset : top.end_offset] == top.content
-    assert await verify_citation(top.citation, top.content, col.base_dir)
+    assert (await check_citation(top.citation, top.content, col.base_dir)).ok
     assert top.fields["title"] == "Brewing green tea"
     assert top.metadata == {"fields": top.fields}
 
@@ -223,7 +223,7 @@ async def test_pdf_and_html_info(tmp_path: Path) -> None:
         # The info does not touch the text, so citations still verify by re-extraction.
         for query in ("solar panels", "moka pots"):
             [hit, *_] = (await col.search(query)).results
-            assert await verify_citation(hit.citation, hit.content, col.base_dir)
+            assert (await check_citation(hit.citation, hit.content, col.base_dir)).ok
         again = await col.ingest(base)
         assert again.unchanged == ["moka.html", "report.pdf"]
 

@@ -219,7 +219,7 @@ async def test_a_folder_of_each_kind_ingests_searches_and_verifies(tmp_path: Pat
         cell = (await col.search("table cell")).results[0]
         assert (cell.source, cell.citation.page) == ("docs/real.pptx", 2)
         for hit in (pager, launch, dragon, lorem, zoo, cell):
-            assert await groundkit.verify_citation(hit.citation, hit.content, col.base_dir)
+            assert (await groundkit.check_citation(hit.citation, hit.content, col.base_dir)).ok
             assert (await col.fetch_chunk(hit.chunk_id)).verification == "verified"
         assert (await col.verify()).ok
         # Editing the deck moves its text: the old citation reads as drifted.

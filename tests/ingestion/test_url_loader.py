@@ -23,8 +23,8 @@ from groundkit import (
     IngestionError,
     RetrievalError,
     RetrievalResult,
+    check_citation,
     resolve_citation,
-    verify_citation,
 )
 from groundkit.extraction import html_extractor, pdf_extractor
 from groundkit.ingestion.url_loader import UrlLoader
@@ -533,10 +533,10 @@ class TestCollection:
 async def assert_all_verify_snapshots(col: Collection, results: list[RetrievalResult]) -> int:
     """Like ``assert_all_verify``, with the collection's snapshot directory."""
     for result in results:
-        ok = await verify_citation(
+        checked = await check_citation(
             result.citation, result.content, col.base_dir, snapshot_dir=col.snapshot_dir
         )
-        assert ok, result.citation
+        assert checked.ok, checked.detail
     return len(results)
 
 

@@ -27,7 +27,7 @@ def test_a_pipeline_returns_documents_that_verify(sync_collection: gks.SyncColle
     assert top.id == top.meta["chunk_id"] and top.score == top.meta["score"]
     citation = citation_of(top)
     assert top.content is not None
-    assert gks.verify_citation(citation, top.content, sync_collection.base_dir)
+    assert (gks.check_citation(citation, top.content, sync_collection.base_dir)).ok
     assert sync_collection.fetch_chunk(citation.chunk_id).verification == "verified"
     # Per-run overrides: groundkit filters and top_k.
     narrowed = pipeline.run(

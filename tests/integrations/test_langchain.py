@@ -32,7 +32,7 @@ def test_invoke_returns_documents_that_round_trip_to_verified_citations(
     citation = citation_of(top)
     assert isinstance(citation, groundkit.Citation)
     assert citation.source == "tea/black.md"
-    assert gks.verify_citation(citation, top.page_content, sync_collection.base_dir)
+    assert (gks.check_citation(citation, top.page_content, sync_collection.base_dir)).ok
     assert sync_collection.fetch_chunk(citation.chunk_id).verification == "verified"
     # Metadata survives JSON (a document sent over the wire, stored, reloaded).
     revived = Document(**json.loads(json.dumps(top.model_dump())))
@@ -45,9 +45,9 @@ def test_records_verify_through_the_retriever(sync_collection: gks.SyncCollectio
     citation = citation_of(doc)
     assert (citation.source, citation.source_class) == ("record://TCK-1", "record")
     assert doc.metadata["fields"] == {"floor": 2}
-    assert gks.verify_citation(
+    assert gks.check_citation(
         citation, doc.page_content, sync_collection.base_dir, snapshot_dir=sync_collection.snapshots
-    )
+    ).ok
 
 
 async def test_ainvoke_on_an_async_collection(async_collection: groundkit.Collection) -> None:

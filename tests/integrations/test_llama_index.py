@@ -35,7 +35,7 @@ def test_retrieve_returns_nodes_with_exact_offsets(sync_collection: gks.SyncColl
     assert related.node_id == citation_of(top).document_id
     citation = citation_of(top)
     assert (citation.start_offset, citation.end_offset) == (node.start_char_idx, node.end_char_idx)
-    assert gks.verify_citation(citation, node.text, sync_collection.base_dir)
+    assert (gks.check_citation(citation, node.text, sync_collection.base_dir)).ok
     # What an LLM or an embedder is shown holds no citation plumbing.
     assert CITATION_KEY not in node.get_content(metadata_mode=MetadataMode.LLM)
     assert CITATION_KEY not in node.get_content(metadata_mode=MetadataMode.EMBED)

@@ -12,9 +12,9 @@ from groundkit import (
     Collection,
     MultiSearchResponse,
     RetrievalError,
+    check_citation,
     reciprocal_rank_fusion,
     search_collections,
-    verify_citation,
 )
 from tests.support import CORPUS, SMALL_CHUNKS, ToyEmbedder, write_tree
 
@@ -53,7 +53,7 @@ async def test_results_name_their_collection_and_verify(
     bases = {"docs": a.base_dir, "library": b.base_dir}
     for r in found.results:
         assert r.collection is not None
-        assert await verify_citation(r.citation, r.content, bases[r.collection])
+        assert (await check_citation(r.citation, r.content, bases[r.collection])).ok
     per = found.metadata["per_collection"]
     assert set(per) == {"docs", "library"} and all(v["total_results"] > 0 for v in per.values())
 

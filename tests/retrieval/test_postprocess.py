@@ -29,7 +29,7 @@ from groundkit import (
     GlossaryRewriter,
     RetrievalConfig,
     RetrievalError,
-    verify_citation,
+    check_citation,
 )
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.retrieval.diversity import cosine_similarity, lost_in_the_middle, mmr_order
@@ -110,7 +110,7 @@ async def test_results_stay_exact_slices_with_honest_highlights(tmp_path: Path, 
         for result in results:
             text = source_text(col.base_dir, result.source)
             assert text[result.start_offset : result.end_offset] == result.content
-            assert await verify_citation(result.citation, result.content, col.base_dir)
+            assert (await check_citation(result.citation, result.content, col.base_dir)).ok
             assert (await col.verify(result)).ok
             assert (await col.verify(result.citation)).ok
             fetched = await col.fetch_chunk(result.chunk_id)
@@ -305,7 +305,7 @@ async def test_a_synonym_reaches_a_document_the_query_does_not_name(tmp_path: Pa
         assert mixed.metadata["steps"] == ["rewrite", "mmr:0.5"]
         assert [r.chunk_id for r in mixed.results] == [r.chunk_id for r in response.results]
         for result in response.results:
-            assert await verify_citation(result.citation, result.content, col.base_dir)
+            assert (await check_citation(result.citation, result.content, col.base_dir)).ok
         # No glossary term in the query: the query alone is searched.
         same = await col.search("bicycle", 5, rewrite=True)
         assert "queries" not in same.metadata

@@ -159,6 +159,30 @@ async def test_edited_and_deleted_sources(col: Collection) -> None:
     )
 
 
+async def test_a_cited_span_that_moved_keeps_its_sentences_and_says_where_it_is(
+    col: Collection,
+) -> None:
+    response = await tea_and_sky(col)
+    tea, sky = response.results
+    head = "A heading put in front.\n\n"
+    (col.base_dir / "tea.txt").write_text(head + TEA, encoding="utf-8")
+    answer = (
+        'A trial found that "Green tea lowers blood pressure in adults" [1]. '
+        "Green tea lowers blood pressure in adults [1]. The sky is blue [2]."
+    )
+    report = await col.verify_answer(answer, response)
+    assert verdicts(report) == ["quoted", "supported", "supported"]
+    assert report.sentences[0].quotes[0].verdict == "moved"
+    # One verdict per cited result, the one Collection.verify gives.
+    assert [c.verification for c in report.citations] == ["moved", "verified"]
+    assert report.citations[0] == await col.verify(tea)
+    moved = report.citations[0]
+    assert moved.current_start_offset == tea.start_offset + len(head)
+    assert report.citations[1].citation == sky.citation
+    alone = await verify_answer(answer, response, col.base_dir)
+    assert alone.citations == report.citations and verdicts(alone) == verdicts(report)
+
+
 async def test_a_sentence_citing_a_drifted_and_an_intact_result_is_judged_on_the_intact_one(
     col: Collection,
 ) -> None:

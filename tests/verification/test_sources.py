@@ -1,13 +1,14 @@
-"""Reading a citation back from its source: verified, drifted or unresolvable."""
+"""Reading a citation back from its source: verified, moved, drifted or unresolvable."""
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import Path
 
 import pytest
 
-from groundkit import Citation, RetrievalError, resolve_citation, verify_citation
+from groundkit import Citation, RetrievalError, check_citation, resolve_citation, verify_citation
 from groundkit.verification.sources import read_source, slice_span
 from tests.support import write_tree
 
@@ -40,12 +41,13 @@ def base(tmp_path: Path) -> Path:
 async def test_verified_spans(base: Path, needle: str) -> None:
     citation = cite(TEXT, needle)
     assert await resolve_citation(citation, base) == needle
-    assert await verify_citation(citation, needle, base)
+    result = await check_citation(citation, needle, base)
+    assert result.ok and result.verification == "verified", result.detail
 
 
 async def test_nested_source(base: Path) -> None:
     citation = cite("deep text", "text", source="sub/dir/deep.md")
-    assert await verify_citation(citation, "text", base)
+    assert (await check_citation(citation, "text", base)).ok
 
 
 async def test_empty_span(base: Path) -> None:
@@ -56,27 +58,80 @@ async def test_empty_span(base: Path) -> None:
 async def test_same_length_edit_is_drift(base: Path) -> None:
     citation = cite(TEXT, "Rocket 🚀 launch")
     (base / "doc.txt").write_text(TEXT.replace("Rocket", "Racket"), encoding="utf-8", newline="")
-    assert await verify_citation(citation, "Rocket 🚀 launch", base) is False
+    result = await check_citation(citation, "Rocket 🚀 launch", base)
+    assert result.verification == "drifted" and not result.ok
+    assert result.current_start_offset == citation.start_offset and result.similarity
 
 
-async def test_shifted_text_is_drift(base: Path) -> None:
+async def test_shifted_text_is_moved(base: Path) -> None:
+    # A line put in front shifts the span without changing a word: moved, with where the
+    # text is now (every entry point says so; tests/verification/test_edits_table.py).
     citation = cite(TEXT, "東京の朝。")
     (base / "doc.txt").write_text("New first line.\n" + TEXT, encoding="utf-8", newline="")
-    assert await verify_citation(citation, "東京の朝。", base) is False
+    result = await check_citation(citation, "東京の朝。", base)
+    assert result.verification == "moved" and not result.ok
+    start = citation.start_offset + len("New first line.\n")
+    assert (result.current_start_offset, result.current_end_offset) == (start, start + 5)
 
 
-async def test_truncated_source_raises_drifted(base: Path) -> None:
+async def test_truncated_source_is_drifted(base: Path) -> None:
     citation = cite(TEXT, "東京の朝。")
     (base / "doc.txt").write_text(TEXT[:10], encoding="utf-8")
-    with pytest.raises(RetrievalError) as info:
-        await verify_citation(citation, "東京の朝。", base)
-    assert info.value.verdict == "drifted"
+    result = await check_citation(citation, "東京の朝。", base)
+    assert result.verification == "drifted"
+    assert "is now 10 characters long" in result.detail
 
 
 async def test_deleted_source_is_unresolvable(base: Path) -> None:
     citation = cite(TEXT, "Intro line.")
     (base / "doc.txt").unlink()
-    with pytest.raises(RetrievalError) as info:
+    result = await check_citation(citation, "Intro line.", base)
+    assert result.verification == "unresolvable" and "cannot read" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("data", "named"),
+    [
+        ("Intro line.".encode("utf-16"), "UTF-16 text"),
+        (b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", "a PDF"),
+        (b"Intro line.\xff", ""),
+    ],
+)
+async def test_a_source_no_longer_text_says_what_it_holds(
+    base: Path, data: bytes, named: str
+) -> None:
+    (base / "doc.txt").write_bytes(data)
+    result = await check_citation(cite(TEXT, "Intro line."), "Intro line.", base)
+    assert result.verification == "unresolvable"
+    assert "no longer valid UTF-8" in result.detail
+    assert (f"(it holds {named} now)" in result.detail) == bool(named)
+
+
+async def test_nfc_to_nfd_is_drifted_with_the_reason(base: Path) -> None:
+    text = "Caf\u00e9 au lait. Cr\u00e8me br\u00fbl\u00e9e at dawn.\n"
+    (base / "doc.txt").write_text(text, encoding="utf-8")
+    citation = cite(text, "Cr\u00e8me br\u00fbl\u00e9e")
+    decomposed = unicodedata.normalize("NFD", text)
+    (base / "doc.txt").write_text(decomposed, encoding="utf-8")
+    result = await check_citation(citation, "Cr\u00e8me br\u00fbl\u00e9e", base)
+    assert result.verification == "drifted"
+    assert "Unicode normalization changed" in result.detail
+    start, end = result.current_start_offset, result.current_end_offset
+    assert start is not None and end is not None
+    assert decomposed[start:end] == unicodedata.normalize("NFD", "Cr\u00e8me br\u00fbl\u00e9e")
+    assert result.similarity is not None and 0 < result.similarity < 1
+
+
+async def test_verify_citation_is_a_deprecated_alias(base: Path) -> None:
+    citation = cite(TEXT, "Intro line.")
+    with pytest.warns(DeprecationWarning, match=r"verify_citation .* use check_citation"):
+        assert await verify_citation(citation, "Intro line.", base) is True
+    (base / "doc.txt").write_text("New first line.\n" + TEXT, encoding="utf-8", newline="")
+    with pytest.warns(DeprecationWarning):
+        assert await verify_citation(citation, "Intro line.", base) is False  # moved
+    # Its contract for its last release: an unreadable source raises, as it did.
+    (base / "doc.txt").unlink()
+    with pytest.warns(DeprecationWarning), pytest.raises(RetrievalError) as info:
         await verify_citation(citation, "Intro line.", base)
     assert info.value.verdict == "unresolvable"
 
@@ -100,14 +155,13 @@ async def test_relative_escape_is_unresolvable(base: Path, source: str) -> None:
 
 async def test_absolute_escape_is_unresolvable(base: Path) -> None:
     outside = str(base.parent / "outside.txt")
-    with pytest.raises(RetrievalError) as info:
-        await verify_citation(cite(TEXT, "Intro line.", source=outside), "Intro line.", base)
-    assert info.value.verdict == "unresolvable"
+    result = await check_citation(cite(TEXT, "Intro line.", source=outside), "Intro line.", base)
+    assert result.verification == "unresolvable" and "refused" in result.detail
 
 
 async def test_absolute_path_inside_base_resolves(base: Path) -> None:
     inside = os.path.realpath(base / "doc.txt")
-    assert await verify_citation(cite(TEXT, "Intro line.", source=inside), "Intro line.", base)
+    assert (await check_citation(cite(TEXT, "Intro line.", source=inside), "Intro line.", base)).ok
 
 
 async def test_symlink_escape_is_unresolvable(base: Path) -> None:
@@ -124,9 +178,8 @@ async def test_other_source_classes_are_unresolvable(
     base: Path, source_class: str, extractor: str | None
 ) -> None:
     citation = cite(TEXT, "Intro line.", source_class=source_class, extractor=extractor)
-    with pytest.raises(RetrievalError) as info:
-        await verify_citation(citation, "Intro line.", base)
-    assert info.value.verdict == "unresolvable"
+    result = await check_citation(citation, "Intro line.", base)
+    assert result.verification == "unresolvable"
 
 
 async def test_read_source_returns_whole_text(base: Path) -> None:
@@ -167,9 +220,11 @@ def snapshots(tmp_path: Path) -> Path:
 
 async def test_snapshot_verified_and_drifted(base: Path, snapshots: Path) -> None:
     citation = snap("Rocket 🚀 launch")
-    assert await verify_citation(citation, "Rocket 🚀 launch", base, snapshot_dir=snapshots)
+    result = await check_citation(citation, "Rocket 🚀 launch", base, snapshot_dir=snapshots)
+    assert result.ok
     (snapshots / SNAPSHOT_ID).write_text(TEXT.replace("Rocket", "Racket"), encoding="utf-8")
-    assert not await verify_citation(citation, "Rocket 🚀 launch", base, snapshot_dir=snapshots)
+    result = await check_citation(citation, "Rocket 🚀 launch", base, snapshot_dir=snapshots)
+    assert result.verification == "drifted"
     (snapshots / SNAPSHOT_ID).write_text("short", encoding="utf-8")
     with pytest.raises(RetrievalError) as info:
         await resolve_citation(citation, base, snapshot_dir=snapshots)

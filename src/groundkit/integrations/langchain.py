@@ -13,7 +13,7 @@ Both ``invoke`` and ``ainvoke`` work with either: a call runs on the loop the
 collection was opened on. Each ``Document`` has the chunk id as its ``id``, the
 chunk as ``page_content``, and in ``metadata`` its ``source``, ``page``, ``score``,
 ``fields`` and the citation under ``"groundkit_citation"``, which ``citation_of``
-reads back for ``groundkit.verify_citation`` or ``Collection.fetch_chunk``.
+reads back for ``groundkit.check_citation`` or ``Collection.verify``.
 
 ``records_from_documents`` turns a LangChain loader's documents into records for
 ``Collection.add_documents``.

@@ -47,6 +47,7 @@ from groundkit.contracts import (
     ContextSpan,
     EmbeddingIdentity,
     EvidenceSpan,
+    FetchResult,
     MultiSearchResponse,
     RetrievalResult,
     SearchMode,
@@ -294,6 +295,9 @@ class AnswerCheck(_Wire):
     supported_threshold: float
     weak_threshold: float
     sentences: list[AnswerSentence]
+    # The verdict on each cited chunk's span, as fetch_chunk gives it (moved: where its
+    # text is now; the sentences citing it keep their verdicts).
+    citations: list[FetchResult] = Field(default_factory=list)
 
 
 class ListedCollection(_Wire):
@@ -435,6 +439,11 @@ def compact_text(output: BaseModel) -> str:
         counts = ", ".join(f"{n} {v}" for v, n in output.counts.items())
         lines = [f"{verdict}: {len(output.sentences)} sentence(s) ({counts or 'none'})"]
         lines += output.problems
+        lines += [
+            f"cited chunk {c.citation.chunk_id} {c.verification}: {c.detail}"
+            for c in output.citations
+            if c.verification == "moved"
+        ]
         return "\n".join(lines)
     if isinstance(output, CollectionList):
         if not output.collections:
@@ -791,7 +800,8 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         chunk_id: ChunkIdArg, collection: CollectionArg = "default", version: VersionArg = None
     ) -> FetchedChunk:
         """One chunk with its citation, re-checked against its source now: verification is
-        verified (the source holds this text at these offsets), drifted or unresolvable.
+        verified (the source holds this text at these offsets), moved (intact at
+        current_start_offset..current_end_offset instead), drifted or unresolvable.
         version picks a past version's chunk (a result's version); replaced_at says when
         that version stopped being current."""
 
@@ -833,7 +843,9 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         verdict: quoted (its quotes are in the cited spans), supported / weak /
         unsupported (its closest cited sentence is similar enough or not: similarity, not
         entailment), misquoted, uncited, dangling (a marker naming no chunk), drifted or
-        unresolvable (the cited text is gone), no_claim."""
+        unresolvable (the cited text is gone), no_claim. citations gives each cited chunk's
+        own verdict (as fetch_chunk would): a chunk whose text moved still supports its
+        sentences, and says where its text is now."""
 
         async def run() -> AnswerCheck:
             async with registry.lease(collection) as col:
@@ -847,6 +859,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 supported_threshold=report.supported_threshold,
                 weak_threshold=report.weak_threshold,
                 sentences=report.sentences,
+                citations=report.citations,
             )
 
         return await guarded(run, "verify_answer", answer)

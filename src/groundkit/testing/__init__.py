@@ -67,6 +67,7 @@ Results = SearchResponse | Iterable[RetrievalResult | FetchResult]
 
 _PROBLEMS = {
     "not_in_span": "not found in the cited span",
+    "moved": "span moved (its text is intact elsewhere in the source; re-ingest)",
     "drifted": "span drifted",
     "unresolvable": "source unresolvable",
 }

@@ -9,12 +9,17 @@ suffix) is re-attached:
   surroundings match the indexed context best: ``moved``, with its new offsets;
 - found several times with nothing to tell them apart: ``ambiguous`` (reported,
   never guessed);
+- found only once both are put in Unicode NFC (the source was re-encoded, NFC to
+  NFD say): ``renormalized``, with where the canonically equivalent text is now.
+  Offsets count code points, so this is not the indexed text at new offsets and
+  the verdict calls it drifted, giving the reason;
 - not found: ``drifted``, with the closest passage near the old offsets and its
   similarity (rapidfuzz's normalised Indel ratio, 0 to 1), for a person to review.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -37,8 +42,9 @@ _SCAN_CHARS = 65_536
 class Anchor:
     """The outcome of looking for a span's indexed text in the current source."""
 
-    outcome: Literal["moved", "ambiguous", "drifted"]
-    # Where the text is now (moved), or the closest passage (drifted); None if ambiguous.
+    outcome: Literal["moved", "ambiguous", "renormalized", "drifted"]
+    # Where the text is now (moved), its canonically equivalent form (renormalized), or
+    # the closest passage (drifted); None if ambiguous.
     start: int | None
     end: int | None
     similarity: float | None
@@ -100,6 +106,10 @@ def reanchor(
         if best > 0 and len(winners) == 1:
             return Anchor("moved", winners[0], winners[0] + len(content), 1.0, len(found))
         return Anchor("ambiguous", None, None, None, len(found))
+    equivalent = _canonically_equal(text, content, start)
+    if equivalent is not None:
+        a, b = equivalent
+        return Anchor("renormalized", a, b, round(fuzz.ratio(content, text[a:b]) / 100.0, 4), 1)
     lo, hi, similarity = _closest(text, content, start)
     return Anchor("drifted", lo, hi, similarity, 0)
 
@@ -114,6 +124,43 @@ def _context_score(text: str, start: int, end: int, prefix: str | None, suffix: 
     if suffix and suffix in text[end : end + len(suffix) + _SLACK]:
         score += len(suffix)
     return score
+
+
+def _nfc_origins(text: str) -> tuple[str, list[int], list[int]]:
+    """``text`` in NFC and, per character of it, the ``text`` range it comes from (a
+    base character composes only with the combining marks that follow it)."""
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    cluster = 0
+    for i in range(1, len(text) + 1):
+        if i < len(text) and unicodedata.combining(text[i]):
+            continue
+        for char in unicodedata.normalize("NFC", text[cluster:i]):
+            out.append(char)
+            starts.append(cluster)
+            ends.append(i)
+        cluster = i
+    return "".join(out), starts, ends
+
+
+def _canonically_equal(text: str, content: str, start: int) -> tuple[int, int] | None:
+    """Where ``text`` holds ``content`` in another Unicode normalization form (the
+    occurrence nearest ``start``), or None; only looked for when either is not NFC."""
+    if unicodedata.is_normalized("NFC", text) and unicodedata.is_normalized("NFC", content):
+        return None
+    wanted = unicodedata.normalize("NFC", content)
+    composed, starts, ends = _nfc_origins(text)
+    best: tuple[int, int] | None = None
+    at = composed.find(wanted)
+    seen = 0
+    while at >= 0 and seen < _MAX_OCCURRENCES:
+        here = (starts[at], ends[at + len(wanted) - 1])
+        if best is None or abs(here[0] - start) < abs(best[0] - start):
+            best = here
+        seen += 1
+        at = composed.find(wanted, at + 1)
+    return best
 
 
 def _closest(text: str, content: str, start: int) -> tuple[int | None, int | None, float | None]:

@@ -16,6 +16,11 @@ sentence of the results it cites. Each sentence gets one verdict:
 - ``dangling``: a marker names no result;
 - ``drifted`` / ``unresolvable``: none of the spans it cites verifies now.
 
+A cited span is judged once, as ``check_citation`` judges it, and the report's
+``citations`` lists those verdicts: a span whose text ``moved`` intact still
+supports its sentences (their verdicts are as if it had not moved), and
+``citations`` says where its text is now.
+
 Similarity is not entailment: a sentence that contradicts its source while
 sharing its words reads as ``supported``. The thresholds and how often that
 happens are measured (``python -m evals.evidence``; docs/quality-evidence.md).
@@ -40,6 +45,7 @@ from groundkit.contracts import (
     AnswerVerdict,
     EvidenceMethod,
     EvidenceSpan,
+    FetchResult,
     MultiSearchResponse,
     QuoteCheck,
     RetrievalResult,
@@ -54,7 +60,7 @@ from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.text import describe_unencodable
 from groundkit.verification.markers import Marker, find_markers
 from groundkit.verification.markers import marker_pattern as compile_markers
-from groundkit.verification.quotes import QuoteChecker
+from groundkit.verification.quotes import Locator, QuoteChecker
 
 __all__ = ["SUPPORTED_THRESHOLDS", "WEAK_THRESHOLDS", "AnswerChecker", "verify_answer"]
 
@@ -92,9 +98,14 @@ class _Sentence:
     labels: list[str] = field(default_factory=list)
     positions: list[int | None] = field(default_factory=list)
 
-    def cited(self, intact: Mapping[int, RetrievalError | None]) -> list[int]:
-        """The results it cites whose spans verify, once each, in marker order."""
-        return list(dict.fromkeys(p for p in self.positions if p is not None and not intact[p]))
+    def cited(self, intact: Mapping[int, FetchResult]) -> list[int]:
+        """The results it cites whose text the source still holds (verified or moved),
+        once each, in marker order."""
+        return list(dict.fromkeys(p for p in self.positions if p is not None and _holds(intact[p])))
+
+
+def _holds(span: FetchResult) -> bool:
+    return span.verification in ("verified", "moved")
 
 
 class AnswerChecker:
@@ -110,9 +121,10 @@ class AnswerChecker:
         analyzer: Analyzer | None = None,
         supported_threshold: float | None = None,
         weak_threshold: float | None = None,
+        locator: Locator | None = None,
     ) -> None:
         self._quotes = QuoteChecker(
-            allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
+            allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes, locator=locator
         )
         self._embedder = embedder
         self._analyzer = analyzer or Analyzer()
@@ -157,8 +169,8 @@ class AnswerChecker:
             s.labels = [label for m in s.markers for label in m.labels]
             s.positions = [resolve(label) for label in s.labels]
         named = sorted({p for s in sentences for p in s.positions if p is not None})
-        # Each cited span read once: None when it still holds its indexed text.
-        intact = {p: await self._quotes.problem(results[p]) for p in named}
+        # Each cited span judged once (the verdict every entry point gives).
+        intact = {p: await self._quotes.span_verdict(results[p]) for p in named}
         closest = await self._closest(answer, results, sentences, intact)
         out = [
             await self._judge(answer, results, s, intact, closest.get(i))
@@ -177,6 +189,7 @@ class AnswerChecker:
             method=self.method,
             supported_threshold=self.supported_threshold,
             weak_threshold=self.weak_threshold,
+            citations=[intact[p] for p in named],
         )
 
     async def _closest(
@@ -184,7 +197,7 @@ class AnswerChecker:
         answer: str,
         results: list[RetrievalResult],
         sentences: list[_Sentence],
-        intact: Mapping[int, RetrievalError | None],
+        intact: Mapping[int, FetchResult],
     ) -> dict[int, tuple[EvidenceSpan, float]]:
         """Each cited, unquoted sentence's closest sentence in its intact results."""
         claims: dict[int, str] = {}
@@ -240,7 +253,7 @@ class AnswerChecker:
         answer: str,
         results: list[RetrievalResult],
         s: _Sentence,
-        intact: Mapping[int, RetrievalError | None],
+        intact: Mapping[int, FetchResult],
         closest: tuple[EvidenceSpan, float] | None,
     ) -> AnswerSentence:
         labels, positions = s.labels, s.positions
@@ -278,14 +291,14 @@ class AnswerChecker:
             )
         usable = s.cited(intact)
         if not usable:
-            problems = [e for p in positions if p is not None and (e := intact.get(p)) is not None]
+            problems = [intact[p] for p in positions if p is not None]
             worst: AnswerVerdict = (
-                "drifted" if any(e.verdict == "drifted" for e in problems) else "unresolvable"
+                "drifted" if any(e.verification == "drifted" for e in problems) else "unresolvable"
             )
-            return verdict(worst, "; ".join(dict.fromkeys(str(e) for e in problems)))
+            return verdict(worst, "; ".join(dict.fromkeys(e.detail for e in problems)))
         if s.quotes:
             checks = [await self._quote(answer, a, b, s, results, usable) for a, b in s.quotes]
-            failed = [c for c in checks if not c.ok]
+            failed = [c for c in checks if not c.found]
             if failed:
                 shown = ", ".join(_excerpt(c.quote) for c in failed)
                 return verdict("misquoted", f"quoted {shown}, which no span it cites holds", checks)
@@ -328,7 +341,7 @@ class AnswerChecker:
         for candidate in dict.fromkeys([quote, plain]):
             for r in usable:
                 check = await self._quotes.check(candidate, results[r])
-                if check.ok:
+                if check.found:
                     return check.model_copy(update={"quote": quote})
                 first = first or check
         assert first is not None

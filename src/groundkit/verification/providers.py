@@ -180,11 +180,21 @@ class _Mapper:
         """No cited text: the result's span itself must still verify."""
         result = self.results[index]
         citation = result.citation
-        problem = await self.checker.problem(result)
-        if problem is not None:
-            verdict: ProviderVerdict = problem.verdict or "unresolvable"
+        span = await self.checker.span_verdict(result)
+        if span.verification in ("drifted", "unresolvable"):
             return self.made(
-                kind, answer, verdict, str(problem), result_index=index, citation=citation
+                kind, answer, span.verification, span.detail, result_index=index, citation=citation
+            )
+        if span.verification == "moved":
+            return self.made(
+                kind,
+                answer,
+                "moved",
+                span.detail,
+                result_index=index,
+                citation=citation,
+                start_offset=span.current_start_offset,
+                end_offset=span.current_end_offset,
             )
         return self.made(
             kind,

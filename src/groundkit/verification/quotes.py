@@ -1,8 +1,9 @@
 """Is a quoted passage really in the span its citation points at, as the source reads now?
 
 An answer that quotes its sources can be checked mechanically: the quote must
-lie inside the cited span, and the span must still be the text that was
-indexed (``verify_citation``). Quotes and spans are compared after a fixed,
+lie inside the cited span, and the source must still hold the text the span
+was indexed with, judged as ``check_citation`` judges it (at the cited offsets,
+or ``moved`` elsewhere). Quotes and spans are compared after a fixed,
 documented normalisation (``normalize_quote``), so typography an LLM tends to
 change (curly quotes, dashes, line breaks) does not fail a faithful quote,
 while any change of words, digits, letters or their case still does.
@@ -11,6 +12,7 @@ while any change of words, digits, letters or their case still does.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypedDict, Unpack
 
@@ -25,9 +27,12 @@ from groundkit.contracts import (
 )
 from groundkit.errors import RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
+from groundkit.verification.anchoring import Anchor
 from groundkit.verification.sources import read_source, slice_span
+from groundkit.verification.verdict import deprecated_alias, judge, locate
 
 __all__ = [
+    "Locator",
     "QuoteChecker",
     "QuoteOptions",
     "check_quote",
@@ -128,11 +133,22 @@ def _shown(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
 
+# How a checker finds where a span's text went: ``locate``, or a collection's own
+# (which reads its indexed context to tell repeated text apart).
+Locator = Callable[[str, Citation, str], Awaitable[Anchor | None]]
+
+
+async def _locate(content: str, citation: Citation, text: str) -> Anchor | None:
+    return locate(content, citation, text)
+
+
 class QuoteChecker:
     """Checks quotes against citations, reading (or extracting) each source once.
 
     For many quotes over the same results, as an answer's test does; a checker
     holds what it read, so make a new one to see later edits of the sources.
+    Each cited span is judged once (``span_verdict``), by ``verdict.judge`` like
+    every other entry point.
     """
 
     def __init__(
@@ -141,11 +157,14 @@ class QuoteChecker:
         *,
         snapshot_dir: SnapshotLocation | None = None,
         max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+        locator: Locator | None = None,
     ) -> None:
         self.allowed_base_dir = Path(allowed_base_dir)
         self.snapshot_dir = snapshot_dir
         self.max_bytes = max_bytes
+        self._locator = locator or _locate
         self._sources: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
+        self._verdicts: dict[tuple[Citation, str], FetchResult] = {}
 
     async def _source(self, citation: Citation) -> str:
         key = _source_key(citation)
@@ -168,20 +187,20 @@ class QuoteChecker:
         """The cited span as the source reads now; raises like ``resolve_citation``."""
         return slice_span(await self._source(citation), citation)
 
-    async def problem(self, result: RetrievalResult) -> RetrievalError | None:
-        """None when ``result``'s span reads now as it was indexed, else why not (the
-        error carries the verdict: ``drifted`` or ``unresolvable``)."""
-        try:
-            span = await self.span(result.citation)
-        except RetrievalError as exc:
-            return exc
-        if span == result.content:
-            return None
-        return RetrievalError(
-            f"{result.source!r} [{result.start_offset}:{result.end_offset}] no longer holds "
-            "the text it was indexed with; re-ingest and search again",
-            verdict="drifted",
-        )
+    async def span_verdict(self, cited: Cited, *, content: str | None = None) -> FetchResult:
+        """The verdict on the cited span itself, as ``check_citation`` gives it (once per
+        citation and text: later calls reuse it)."""
+        citation, expected = _cited(cited, content)
+        key = (citation, expected)
+        if key not in self._verdicts:
+            try:
+                text = await self._source(citation)
+            except RetrievalError as exc:
+                self._verdicts[key] = judge(expected, citation, None, exc)
+            else:
+                anchor = await self._locator(expected, citation, text)
+                self._verdicts[key] = judge(expected, citation, text, None, anchor)
+        return self._verdicts[key]
 
     async def check(self, quote: str, cited: Cited, *, content: str | None = None) -> QuoteCheck:
         """The verdict on one quote; see ``check_quote``."""
@@ -202,25 +221,35 @@ class QuoteChecker:
             )
 
         where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"
-        try:
-            span = await self.span(citation)
-        except RetrievalError as exc:
-            return verdict(exc.verdict or "unresolvable", str(exc))
-        if span != expected:
+        span = await self.span_verdict(citation, content=expected)
+        if span.verification == "unresolvable":
+            return verdict("unresolvable", span.detail)
+        if span.verification == "drifted":
             indexed = "is" if wanted and wanted in normalize_quote(expected) else "is not"
             return verdict(
-                "drifted",
-                f"{where} no longer holds the text it was indexed with (the quote {indexed} "
-                "in the indexed text); re-ingest and re-check",
+                "drifted", f"{span.detail} (the quote {indexed} in the indexed text); re-check"
             )
+        moved = span.verification == "moved"
         if not wanted:
             return verdict("not_in_span", "the quote is empty (nothing but whitespace)")
-        text, origin = _normalized(span)
+        # The span's text is intact (at the cited offsets, or moved): the quote is looked
+        # for in it and located in the source as it reads now.
+        text, origin = _normalized(expected)
         at = text.find(wanted)
         if at < 0:
-            return verdict("not_in_span", f"not in {where}; {_closest(wanted, text)}")
-        base = citation.start_offset
+            also = f" (the span itself moved: {span.detail})" if moved else ""
+            return verdict("not_in_span", f"not in {where}; {_closest(wanted, text)}{also}")
+        base = span.current_start_offset if moved else citation.start_offset
+        assert base is not None
         found = (base + origin[at][0], base + origin[at + len(wanted) - 1][1])
+        if moved:
+            return verdict(
+                "moved",
+                f"found in the text of {where}, which is intact at "
+                f"{span.current_start_offset}..{span.current_end_offset} now (moved since it "
+                f"was indexed); the quote is at {found[0]}..{found[1]}",
+                found,
+            )
         return verdict("verified", f"found in {where} at {found[0]}..{found[1]}", found)
 
 
@@ -260,6 +289,16 @@ class QuoteOptions(TypedDict, total=False):
     snapshot_dir: SnapshotLocation | None
     # The text a bare ``Citation`` was indexed with (results carry their own).
     content: str | None
+    # The read cap the collection ingested with (``IngestConfig.max_file_bytes``).
+    max_bytes: int | None
+
+
+def _checker(allowed_base_dir: Path | str, options: QuoteOptions) -> QuoteChecker:
+    return QuoteChecker(
+        allowed_base_dir,
+        snapshot_dir=options.get("snapshot_dir"),
+        max_bytes=options.get("max_bytes", DEFAULT_MAX_FILE_BYTES),
+    )
 
 
 async def check_quote(
@@ -269,31 +308,34 @@ async def check_quote(
     a source problem.
 
     ``cited`` is a ``RetrievalResult`` or ``FetchResult``, or a ``Citation``
-    with ``content=`` (the text it was indexed with). The verdict is
-    ``verified`` when the span still reads as indexed and holds the quote
-    (compared after ``normalize_quote``; ``start_offset``/``end_offset`` then
-    say where, in source offsets), ``not_in_span`` when the span is intact but
-    does not hold it, ``drifted`` when the source no longer holds the indexed
-    text there, and ``unresolvable`` when the source cannot be read.
-    ``snapshot_dir`` is needed for URL (``snapshot``) citations.
+    with ``content=`` (the text it was indexed with). The span is judged as
+    ``check_citation`` judges it, and the quote looked for in it (compared after
+    ``normalize_quote``): ``verified`` when the span reads as indexed and holds
+    the quote (``start_offset``/``end_offset`` say where, in source offsets);
+    ``moved`` when the span's text is intact elsewhere in the source now and
+    holds the quote (the offsets are where the quote is now); ``not_in_span``
+    when the span's text is intact but does not hold it; ``drifted`` when the
+    source no longer holds the indexed text; ``unresolvable`` when the source
+    cannot be read. ``snapshot_dir`` is needed for URL and record citations.
     """
-    checker = QuoteChecker(allowed_base_dir, snapshot_dir=options.get("snapshot_dir"))
-    return await checker.check(quote, cited, content=options.get("content"))
+    return await _checker(allowed_base_dir, options).check(
+        quote, cited, content=options.get("content")
+    )
 
 
-async def verify_quote(
+async def quote_holds(
     quote: str, cited: Cited, allowed_base_dir: Path | str, **options: Unpack[QuoteOptions]
 ) -> bool:
-    """True when ``quote`` is inside the cited span and the span verifies against its
-    source now: ``verify_citation`` plus the quote (after ``normalize_quote``).
-
-    False when the span drifted or does not hold the quote (an empty quote
-    included). Like ``verify_citation``, a source that cannot be checked raises
-    ``RetrievalError`` with ``verdict="unresolvable"`` (or ``"drifted"`` when it
-    is now shorter than the span); ``check_quote`` gives the verdict instead.
-    """
+    """True when ``quote`` is in the cited span and the span verifies (``check_quote``
+    says ``verified``). A source that cannot be checked raises ``RetrievalError`` with
+    ``verdict="unresolvable"`` (or ``"drifted"`` when it is now shorter than the span),
+    as ``verify_quote`` always did."""
     citation, expected = _cited(cited, options.get("content"))
-    checker = QuoteChecker(allowed_base_dir, snapshot_dir=options.get("snapshot_dir"))
-    span = await checker.span(citation)
-    wanted = normalize_quote(quote)
-    return span == expected and bool(wanted) and wanted in normalize_quote(span)
+    checker = _checker(allowed_base_dir, options)
+    await checker.span(citation)  # an unreadable or too short source raises, as it always did
+    return (await checker.check(quote, citation, content=expected)).ok
+
+
+verify_quote = deprecated_alias(
+    quote_holds, "verify_quote", "check_quote(quote, cited, base_dir).ok"
+)

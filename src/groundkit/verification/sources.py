@@ -28,7 +28,7 @@ from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
 from groundkit.utils.file_reads import FileTooLargeError, NotRegularFileError, read_regular_file
 from groundkit.utils.path_safety import PathEscapeError, ensure_within
 
-__all__ = ["read_source", "resolve_citation", "slice_span", "verify_citation"]
+__all__ = ["read_source", "resolve_citation", "slice_span"]
 
 
 async def _read_file(path: Path, source: str, what: str, max_bytes: int | None) -> bytes:
@@ -59,8 +59,28 @@ async def _read_utf8(path: Path, source: str, what: str, max_bytes: int | None) 
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise RetrievalError(
-            f"{what} {source!r} is no longer valid UTF-8", verdict="unresolvable"
+            f"{what} {source!r} is no longer valid UTF-8{_what_it_holds(data)}, and it was "
+            "ingested as UTF-8 text; it cannot be checked until it is again",
+            verdict="unresolvable",
         ) from None
+
+
+# What a text source replaced by other bytes most often holds now, by its first bytes.
+_SIGNATURES = (
+    (b"\xff\xfe\x00\x00", "UTF-32 text"),
+    (b"\x00\x00\xfe\xff", "UTF-32 text"),
+    (b"\xff\xfe", "UTF-16 text"),
+    (b"\xfe\xff", "UTF-16 text"),
+    (b"%PDF-", "a PDF"),
+    (b"PK\x03\x04", "a ZIP archive (DOCX, EPUB and the like are ZIP archives)"),
+)
+
+
+def _what_it_holds(data: bytes) -> str:
+    for signature, kind in _SIGNATURES:
+        if data.startswith(signature):
+            return f" (it holds {kind} now)"
+    return ""
 
 
 def _stored(citation: Citation) -> str:
@@ -172,24 +192,3 @@ async def resolve_citation(
         citation, allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
     )
     return slice_span(text, citation)
-
-
-async def verify_citation(
-    citation: Citation,
-    expected_content: str,
-    allowed_base_dir: Path,
-    *,
-    snapshot_dir: SnapshotLocation | None = None,
-    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
-) -> bool:
-    """True when the source still holds ``expected_content`` at the cited span.
-
-    False means the span was read and differs (drifted). A source that cannot
-    be read raises ``RetrievalError(verdict="unresolvable")`` (so does a file
-    that is no longer a regular file, or is now over ``max_bytes``); one now too
-    short for the span raises with ``verdict="drifted"``.
-    """
-    text = await read_source(
-        citation, allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
-    )
-    return slice_span(text, citation) == expected_content

@@ -1,22 +1,33 @@
 """One verdict for a cited span: ``judge`` is the only place it is decided.
 
-Every entry point (``Collection.verify``, ``fetch_chunk``, ``verify_citation``,
+Every entry point (``Collection.verify``, ``fetch_chunk``, ``check_citation``,
 ``check_quote``, ``verify_answer``, ``grk verify``, the MCP tools, the framework
 helpers) reads the source, looks for the text when the span lost it
-(``anchoring``), and hands both here, so one edit reads the same everywhere.
+(``locate``), and hands both here, so one edit reads the same everywhere
+(adr/0056-one-verdict.md).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import warnings
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
 
+from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import Citation, FetchResult, Verification
 from groundkit.errors import RetrievalError
 from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
+from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.anchoring import Anchor, reanchor
+from groundkit.verification.sources import read_source, slice_span
 
-__all__ = ["judge", "judge_stored", "locate"]
+__all__ = ["check_citation", "judge", "judge_stored", "locate", "verify_citation"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 def locate(
@@ -73,6 +84,16 @@ def judge(
             current_end_offset=anchor.end,
             similarity=1.0,
         )
+    if anchor.outcome == "renormalized":
+        return made(
+            "drifted",
+            f"{where} changed: the source's Unicode normalization changed (the indexed text "
+            f"is at {anchor.start}..{anchor.end} now in a canonically equivalent form, not the "
+            "same code points, and offsets count code points); re-ingest for current offsets",
+            current_start_offset=anchor.start,
+            current_end_offset=anchor.end,
+            similarity=anchor.similarity,
+        )
     if anchor.outcome == "ambiguous":
         return made(
             "drifted",
@@ -118,3 +139,98 @@ def judge_stored(
             f"document, replaced at {replaced_at})",
         }
     )
+
+
+async def check_citation(
+    citation: Citation,
+    content: str,
+    base_dir: Path | str,
+    *,
+    snapshot_dir: SnapshotLocation | None = None,
+    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+) -> FetchResult:
+    """Whether the source still holds ``content`` at ``citation``'s span, as it reads now.
+
+    The same verdict and current offsets as ``Collection.verify(citation,
+    content=...)``: ``verified``, ``moved`` (intact elsewhere:
+    ``current_start_offset``/``current_end_offset``), ``drifted`` (with the
+    closest passage and its ``similarity`` when there is one) or
+    ``unresolvable`` (the source cannot be read as it was ingested; ``detail``
+    says why). Never raises for a source problem. Without a collection there is
+    no indexed context, so text now repeated in the source is reported as
+    ambiguous (drifted) where a collection may still tell which is the cited one.
+    ``snapshot_dir`` is needed for URL and record citations (a collection's
+    ``snapshots``); ``max_bytes`` is the read cap the collection ingested with.
+    """
+    if not isinstance(citation, Citation):
+        raise TypeError(f"check_citation takes a Citation, not {type(citation).__name__}")
+    if not isinstance(content, str):
+        raise TypeError(
+            f"content must be the text the citation stands for (a str), not "
+            f"{type(content).__name__}"
+        )
+    try:
+        text = await read_source(
+            citation, Path(base_dir), snapshot_dir=snapshot_dir, max_bytes=max_bytes
+        )
+    except RetrievalError as exc:
+        return judge(content, citation, None, exc)
+    return judge(content, citation, text, None, locate(content, citation, text))
+
+
+def deprecation(name: str, replacement: str) -> str:
+    """The warning an alias kept for one release gives."""
+    return f"{name} is deprecated and will be removed in the next release; use {replacement}"
+
+
+def deprecated_alias(
+    function: Callable[P, Awaitable[T]], name: str, replacement: str
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """``function`` under the old ``name``, warning (``DeprecationWarning``, pointed at
+    the caller) that ``replacement`` is the one to use."""
+
+    @functools.wraps(function)
+    async def alias(*args: P.args, **kwargs: P.kwargs) -> T:
+        warnings.warn(deprecation(name, replacement), DeprecationWarning, stacklevel=2)
+        return await function(*args, **kwargs)
+
+    alias.__name__ = alias.__qualname__ = name
+    alias.__doc__ = f"Deprecated alias, kept for one release: use ``{replacement}``.\n\n" + (
+        function.__doc__ or ""
+    )
+    return alias
+
+
+class SpanOptions(TypedDict, total=False):
+    """Keywords of ``verify_citation``."""
+
+    # <index_dir>/<collection>.snapshots: needed for URL and record citations.
+    snapshot_dir: SnapshotLocation | None
+    # The read cap the collection ingested with (``IngestConfig.max_file_bytes``).
+    max_bytes: int | None
+
+
+async def citation_holds(
+    citation: Citation,
+    expected_content: str,
+    allowed_base_dir: Path | str,
+    **options: Unpack[SpanOptions],
+) -> bool:
+    """True when the source holds ``expected_content`` at the cited span (``verified``;
+    ``moved`` and ``drifted`` are False). A source that cannot be read raises
+    ``RetrievalError(verdict="unresolvable")`` and one now too short for the span
+    raises with ``verdict="drifted"``, as ``verify_citation`` always did."""
+    text = await read_source(
+        citation,
+        Path(allowed_base_dir),
+        snapshot_dir=options.get("snapshot_dir"),
+        max_bytes=options.get("max_bytes", DEFAULT_MAX_FILE_BYTES),
+    )
+    slice_span(text, citation)  # a source now too short for the span raises
+    result = judge(expected_content, citation, text, None, locate(expected_content, citation, text))
+    return result.verification == "verified"
+
+
+verify_citation = deprecated_alias(
+    citation_holds, "verify_citation", "check_citation(citation, content, base_dir).ok"
+)

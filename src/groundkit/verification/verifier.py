@@ -201,6 +201,7 @@ class Verifier:
             analyzer=self.analyzer,
             supported_threshold=supported_threshold,
             weak_threshold=weak_threshold,
+            locator=self.locate,
         )
         return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
 
@@ -247,6 +248,17 @@ class Verifier:
             if source in states
         }
         return NamedTexts(self.snapshots, names)
+
+    async def locate(self, content: str, citation: Citation, text: str) -> Anchor | None:
+        """``anchor`` for a cited span known by its citation alone (an answer's): the
+        stored chunk it names gives the indexed context when one is needed."""
+        anchor = locate(content, citation, text)
+        if anchor is None or anchor.outcome != "ambiguous":
+            return anchor
+        stored = await self.store.get_chunk(citation.chunk_id)
+        if stored is None or stored.content != content or not self.visible(stored):
+            return anchor
+        return await self.anchor(content, citation, text, stored)
 
     async def anchor(
         self, content: str, citation: Citation, text: str, stored: StoredChunk | None
