@@ -921,7 +921,9 @@ class Collection:
         ``FetchResult`` (``.ok``, ``.verification``, ``.detail``). A ``Citation`` is
         checked against ``content`` when given, else against the text this collection
         stored for its chunk. A result of another collection, or a chunk hidden by the
-        clearance or unknown (for a bare citation), is a ``RetrievalError``.
+        clearance or unknown (for a bare citation), is a ``RetrievalError``. The verdict,
+        current offsets and detail are the ones ``check_citation``, ``check_quote`` and
+        ``verify_answer`` (its ``citations``) give for the same span (ADR 0056).
         """
         if target is None:
             if content is not None:

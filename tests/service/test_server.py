@@ -423,3 +423,18 @@ async def test_verify_answer_tool(served: Served) -> None:
         assert text_of(result).startswith(f"{len(checked['problems'])} problem(s): ")
         missing = await refused(client, "verify_answer", answer="x [1].", chunk_ids=["nope"])
         assert missing.startswith("verify_answer failed (RetrievalError): no chunk 'nope'")
+        assert [c["verification"] for c in checked["citations"]] == ["verified", "verified"]
+        # A line put in front of the cited source: the quote still stands, and the cited
+        # chunk's own verdict says where its text is now.
+        first = served.source(found["results"][0]["citation"]["source"])
+        first.write_text("A line put in front.\n" + first.read_text("utf-8"), "utf-8")
+        moved = await call(client, "verify_answer", answer=answer, chunk_ids=ids)
+        assert [s["verdict"] for s in moved["sentences"]] == verdicts
+        cited = moved["citations"][0]
+        assert cited["verification"] == "moved"
+        assert cited["current_start_offset"] == found["results"][0]["start_offset"] + 21
+        fetched = await call(client, "fetch_chunk", chunk_id=ids[0])
+        same = ("verification", "detail", "current_start_offset", "current_end_offset")
+        assert [fetched[k] for k in same] == [cited[k] for k in same]
+        result = await client.call_tool("verify_answer", {"answer": answer, "chunk_ids": ids})
+        assert f"cited chunk {ids[0]} moved: " in text_of(result)

@@ -3,6 +3,7 @@ the closest passage; a repeated one is reported ambiguous, never guessed."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -80,6 +81,33 @@ def test_an_insertion_above_a_unique_span_is_always_found(
         assert anchor.outcome in {"moved", "ambiguous"}
         if anchor.outcome == "moved":
             assert anchor.start is not None and after[anchor.start : anchor.end] == span
+
+
+_ACCENTED = [*"abc .", "\u00e9", "\u00fc", "\u00c5", "\u1ea1", "\ud55c", "e\u0301\u0323"]
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.sampled_from(_ACCENTED), max_size=20).map("".join),
+    st.lists(st.sampled_from(_ACCENTED), min_size=1, max_size=20).map("".join),
+    st.lists(st.sampled_from(_ACCENTED), max_size=20).map("".join),
+)
+def test_a_source_renormalized_is_found_by_canonical_equivalence(
+    head: str, span: str, tail: str
+) -> None:
+    span = unicodedata.normalize("NFC", span)
+    before = unicodedata.normalize("NFC", head + span + tail)
+    if before[len(head) : len(head) + len(span)] != span or before.count(span) != 1:
+        return
+    after = unicodedata.normalize("NFD", before)
+    anchor = reanchor(after, span, len(head))
+    if after.count(span) == 1:  # nothing decomposed: found as it is
+        assert anchor.outcome == "moved"
+        return
+    assert anchor.outcome == "renormalized", anchor
+    assert anchor.start is not None and anchor.end is not None
+    assert unicodedata.normalize("NFC", after[anchor.start : anchor.end]) == span
+    assert anchor.similarity is not None and anchor.similarity < 1
 
 
 def test_indexed_context_comes_from_overlapping_chunks() -> None:

@@ -10,7 +10,8 @@ suffix) is re-attached:
 - found several times with nothing to tell them apart: ``ambiguous`` (reported,
   never guessed);
 - found only once both are put in Unicode NFC (the source was re-encoded, NFC to
-  NFD say): ``renormalized``, with where the canonically equivalent text is now.
+  NFD say), near the old offsets: ``renormalized``, with where the canonically
+  equivalent text is now.
   Offsets count code points, so this is not the indexed text at new offsets and
   the verdict calls it drifted, giving the reason;
 - not found: ``drifted``, with the closest passage near the old offsets and its
@@ -126,15 +127,28 @@ def _context_score(text: str, start: int, end: int, prefix: str | None, suffix: 
     return score
 
 
+def _composes(piece: str, char: str) -> bool:
+    """Whether ``char`` joins what is before it under NFC: a combining mark, or a
+    starter that composes backwards (Hangul vowels and final consonants, some Indic
+    vowel signs; none is below U+0900)."""
+    if unicodedata.combining(char):
+        return True
+    if ord(char) < 0x0900:
+        return False
+    return len(unicodedata.normalize("NFC", piece + char)) <= len(
+        unicodedata.normalize("NFC", piece)
+    )
+
+
 def _nfc_origins(text: str) -> tuple[str, list[int], list[int]]:
-    """``text`` in NFC and, per character of it, the ``text`` range it comes from (a
-    base character composes only with the combining marks that follow it)."""
+    """``text`` in NFC and, per character of it, the ``text`` range it comes from (the
+    run of characters that composed into it)."""
     out: list[str] = []
     starts: list[int] = []
     ends: list[int] = []
     cluster = 0
     for i in range(1, len(text) + 1):
-        if i < len(text) and unicodedata.combining(text[i]):
+        if i < len(text) and _composes(text[cluster:i], text[i]):
             continue
         for char in unicodedata.normalize("NFC", text[cluster:i]):
             out.append(char)
@@ -146,16 +160,22 @@ def _nfc_origins(text: str) -> tuple[str, list[int], list[int]]:
 
 def _canonically_equal(text: str, content: str, start: int) -> tuple[int, int] | None:
     """Where ``text`` holds ``content`` in another Unicode normalization form (the
-    occurrence nearest ``start``), or None; only looked for when either is not NFC."""
+    occurrence nearest ``start``, within the window ``_closest`` scans), or None; only
+    looked for when either is not NFC, and mapped back only once it is found."""
     if unicodedata.is_normalized("NFC", text) and unicodedata.is_normalized("NFC", content):
         return None
     wanted = unicodedata.normalize("NFC", content)
-    composed, starts, ends = _nfc_origins(text)
+    # Decomposing can lengthen a character several times (Hangul, stacked accents).
+    lo = max(0, start - _SCAN_CHARS)
+    window = text[lo : start + 4 * len(content) + _SCAN_CHARS]
+    if not wanted or wanted not in unicodedata.normalize("NFC", window):
+        return None
+    composed, starts, ends = _nfc_origins(window)
     best: tuple[int, int] | None = None
     at = composed.find(wanted)
     seen = 0
     while at >= 0 and seen < _MAX_OCCURRENCES:
-        here = (starts[at], ends[at + len(wanted) - 1])
+        here = (lo + starts[at], lo + ends[at + len(wanted) - 1])
         if best is None or abs(here[0] - start) < abs(best[0] - start):
             best = here
         seen += 1
