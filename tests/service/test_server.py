@@ -432,7 +432,7 @@ async def test_verify_answer_tool(served: Served) -> None:
         assert [s["verdict"] for s in moved["sentences"]] == verdicts
         cited = moved["citations"][0]
         assert cited["verification"] == "moved"
-        assert cited["current_start_offset"] == found["results"][0]["start_offset"] + 21
+        assert cited["current_start_offset"] == found["results"][0]["citation"]["start_offset"] + 21
         fetched = await call(client, "fetch_chunk", chunk_id=ids[0])
         same = ("verification", "detail", "current_start_offset", "current_end_offset")
         assert [fetched[k] for k in same] == [cited[k] for k in same]

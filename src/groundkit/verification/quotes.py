@@ -227,7 +227,8 @@ class QuoteChecker:
         if span.verification == "drifted":
             indexed = "is" if wanted and wanted in normalize_quote(expected) else "is not"
             return verdict(
-                "drifted", f"{span.detail} (the quote {indexed} in the indexed text); re-check"
+                "drifted",
+                f"{span.detail} (the quote {indexed} in the indexed text); re-ingest and re-check",
             )
         moved = span.verification == "moved"
         if not wanted:
