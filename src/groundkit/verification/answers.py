@@ -14,7 +14,7 @@ sentence of the results it cites. Each sentence gets one verdict:
 - ``uncited``: a claim with no marker; ``no_claim``: too short, a question or a
   lead-in ("Here is what I found:"), so nothing to check;
 - ``dangling``: a marker names no result;
-- ``drifted`` / ``unresolvable``: none of the spans it cites verifies now.
+- ``drifted`` / ``unresolvable``: none of the spans it cites still holds its indexed text.
 
 A cited span is judged once, as ``check_citation`` judges it, and the report's
 ``citations`` lists those verdicts: a span whose text ``moved`` intact still
