@@ -108,6 +108,18 @@ async def test_drifted_and_unresolvable_sources(col: Collection) -> None:
     assert second.startswith("source unresolvable: cannot read source 'coffee.txt'")
 
 
+async def test_a_quote_in_a_span_that_moved_fails_saying_so(col: Collection) -> None:
+    # The quote is still in the source, but not where its citation says: a test of
+    # grounding fails until the corpus is re-ingested, and says the span moved.
+    results = await _results(col, "green tea brewed")
+    (col.base_dir / "tea.md").write_text("A heading.\n\n" + TEA, encoding="utf-8")
+    (outcome,) = await check_grounded(
+        ["Green tea is brewed at about 80 degrees."], results, base_dir=col.base_dir
+    )
+    assert not outcome.ok and outcome.check is not None and outcome.check.verdict == "moved"
+    assert (outcome.problem or "").startswith("span moved (its text is intact elsewhere")
+
+
 async def test_no_quotes_or_no_results_fail(col: Collection) -> None:
     results = await _results(col, "tea")
     with pytest.raises(NotGroundedError, match="no quotes to check"):

@@ -244,6 +244,18 @@ async def test_openai_file_and_url_citations(col: Collection) -> None:
         [output], response, col.base_dir, file_ids={"file-tea": tea.chunk_id}
     )
     assert again[1].verdict == "unresolvable"
+    # A line put in front of tea.txt: the span's text moved, and the citation says where.
+    head = "A line put in front.\n"
+    (col.base_dir / "tea.txt").write_text(head + TEA, encoding="utf-8")
+    moved = await from_openai_annotations(
+        output, response, col.base_dir, file_ids={"file-tea": tea.chunk_id}
+    )
+    span = await col.verify(tea)
+    assert moved[0].verdict == span.verification == "moved" and not moved[0].ok
+    assert (moved[0].start_offset, moved[0].end_offset) == (
+        span.current_start_offset,
+        span.current_end_offset,
+    )
 
 
 async def test_bad_inputs(col: Collection) -> None:
