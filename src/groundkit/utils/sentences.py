@@ -13,6 +13,7 @@ line break before a Markdown heading or list item, always ends one.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from itertools import pairwise
 
 __all__ = ["sentence_spans", "sentence_tiles"]
@@ -135,32 +136,45 @@ def sentence_spans(text: str) -> list[Span]:
 def _cuts(text: str) -> list[int]:
     """Offsets where a new sentence starts (strictly inside the text), sorted."""
     found: set[int] = set()
+    skip = _Skipper(text)
     for match in _BREAK.finditer(text):
-        found.add(_skip_space(text, match.end()))
+        found.add(skip(match.end()))
     for match in _ENDER.finditer(text):
-        cut = _boundary_after(text, match)
+        cut = _boundary_after(text, match, skip)
         if cut is not None:
             found.add(cut)
     n = len(text)
     return sorted(c for c in found if 0 < c < n)
 
 
-def _skip_space(text: str, at: int) -> int:
-    n = len(text)
-    while at < n and text[at].isspace():
-        at += 1
-    return at
+class _Skipper:
+    """Where the whitespace run at an offset ends; each run is scanned once, so a
+    text of blank lines (a break match every two characters) stays linear."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.run = (0, 0)  # the last run scanned: [start, end), end a non-space or the text's end
+
+    def __call__(self, at: int) -> int:
+        start, end = self.run
+        if start <= at <= end:
+            return end
+        text, n, stop = self.text, len(self.text), at
+        while stop < n and text[stop].isspace():
+            stop += 1
+        self.run = (at, stop)
+        return stop
 
 
-def _boundary_after(text: str, match: re.Match[str]) -> int | None:
+def _boundary_after(text: str, match: re.Match[str], skip: Callable[[int], int]) -> int | None:
     """Where the next sentence starts after this ender, or None when it is not a boundary."""
     start, end = match.span()
     run = match.group()
     if run[0] in _CJK_ENDERS:
-        return _skip_space(text, end)
+        return skip(end)
     if end < len(text) and not text[end].isspace():
         return None  # "3.5", "e.g.,", "example.com", "?!" inside a token
-    following = _skip_space(text, end)
+    following = skip(end)
     if following >= len(text):
         return None  # nothing after it: the text's end is the boundary
     if run.rstrip(_CLOSERS) == "." and _not_a_full_stop(text, start):

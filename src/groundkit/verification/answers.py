@@ -28,12 +28,14 @@ happens are measured (``python -m evals.evidence``; docs/quality-evidence.md).
 
 from __future__ import annotations
 
+import asyncio
 import re
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 
@@ -43,6 +45,7 @@ from groundkit.contracts import (
     AnswerReport,
     AnswerSentence,
     AnswerVerdict,
+    Citation,
     EvidenceMethod,
     EvidenceSpan,
     FetchResult,
@@ -58,7 +61,7 @@ from groundkit.retrieval.evidence import rank_evidence
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.text import describe_unencodable
-from groundkit.verification.markers import Marker, find_markers
+from groundkit.verification.markers import CallerPattern, Marker, find_markers
 from groundkit.verification.markers import marker_pattern as compile_markers
 from groundkit.verification.quotes import Locator, QuoteChecker
 
@@ -72,20 +75,34 @@ Cited = SearchResponse | MultiSearchResponse | Sequence[RetrievalResult]
 SUPPORTED_THRESHOLDS: dict[str, float] = {"embedding": 0.64, "terms": 0.44}
 WEAK_THRESHOLDS: dict[str, float] = {"embedding": 0.56, "terms": 0.27}
 
-# Quoted passages: straight, curly and guillemet double quotes, CJK corner brackets.
-_QUOTE = re.compile(
-    r'"(?P<a>[^"\n]{1,4000})"|\u201c(?P<b>[^\u201d]{1,4000})\u201d'
-    r"|\u00ab(?P<c>[^\u00bb]{1,4000})\u00bb|\u300c(?P<d>[^\u300d]{1,4000})\u300d"
-    r"|\u300e(?P<e>[^\u300f]{1,4000})\u300f"
-)
+# Quoted passages: straight, curly and guillemet double quotes, CJK corner brackets,
+# each opener with its closer; a straight quote also ends at a line break.
+_QUOTE_MARKS = {
+    '"': '"',
+    "\u201c": "\u201d",
+    "\u00ab": "\u00bb",
+    "\u300c": "\u300d",
+    "\u300e": "\u300f",
+}
+_OPENER = re.compile("[" + "".join(_QUOTE_MARKS) + "]")
+_MAX_QUOTE = 4000
 _WORD = re.compile(r"[^\W_]+")
 # A sentence with fewer words than this, and no marker, states nothing to check.
 _MIN_CLAIM_WORDS = 4
 _MAX_ANSWER_CHARS = 200_000
+# Up to this many characters an answer is checked on the event loop: its work takes
+# less time than handing it to a worker thread would.
+_INLINE_CHARS = 4_000
 _EXCERPT = 48
 
 
 _Resolver = Callable[[str], int | None]
+T = TypeVar("T")
+
+
+async def _cpu(off_loop: bool, work: Callable[[], T]) -> T:
+    """``work()``, in a worker thread when ``off_loop`` (else inline)."""
+    return await asyncio.to_thread(work) if off_loop else work()
 
 
 @dataclass
@@ -163,17 +180,32 @@ class AnswerChecker:
         results = _results_of(cited)
         _check_answer(answer)
         pattern = compile_markers(marker_pattern)
-        sentences = _sentences(answer, find_markers(answer, pattern))
         resolve = _resolver(results, markers)
-        for s in sentences:
-            s.labels = [label for m in s.markers for label in m.labels]
-            s.positions = [resolve(label) for label in s.labels]
+        # Scanning and judging are CPU work on up to 200,000 characters: they run in
+        # a worker thread, so the event loop serves other requests meanwhile. A
+        # caller's pattern always does (it may run up to its time limit).
+        off = len(answer) > _INLINE_CHARS
+        sentences = await _cpu(
+            off or isinstance(pattern, CallerPattern),
+            lambda: _read_answer(answer, pattern, resolve),
+        )
         named = sorted({p for s in sentences for p in s.positions if p is not None})
         # Each cited span judged once (the verdict every entry point gives).
         intact = {p: await self._quotes.span_verdict(results[p]) for p in named}
         closest = await self._closest(answer, results, sentences, intact)
+        return await _cpu(off, lambda: self._report(answer, results, sentences, intact, closest))
+
+    def _report(
+        self,
+        answer: str,
+        results: list[RetrievalResult],
+        sentences: list[_Sentence],
+        intact: Mapping[int, FetchResult],
+        closest: Mapping[int, tuple[EvidenceSpan, float]],
+    ) -> AnswerReport:
+        citations = [r.citation for r in results]  # made once, not once per sentence
         out = [
-            await self._judge(answer, results, s, intact, closest.get(i))
+            self._judge(answer, results, s, intact, closest.get(i), citations)
             for i, s in enumerate(sentences)
         ]
         counts = Counter(s.verdict for s in out)
@@ -189,7 +221,7 @@ class AnswerChecker:
             method=self.method,
             supported_threshold=self.supported_threshold,
             weak_threshold=self.weak_threshold,
-            citations=[intact[p] for p in named],
+            citations=list(intact.values()),  # in result order: named was sorted
         )
 
     async def _closest(
@@ -213,13 +245,19 @@ class AnswerChecker:
             return {}
         used = sorted({r for rs in cited_by.values() for r in rs})
         spans = {r: sentence_spans(results[r].content) for r in used}
-        out: dict[int, tuple[EvidenceSpan, float]] = {}
-        if self._embedder is not None:
-            order = list(claims)
-            texts = [claims[i] for i in order]
-            keys = [(r, k) for r in used for k in range(len(spans[r]))]
-            texts += [results[r].content[slice(*spans[r][k])] for r, k in keys]
-            rows = np.asarray(await self._embedder.embed_documents(texts), dtype=np.float64)
+        off = len(answer) > _INLINE_CHARS
+        if self._embedder is None:
+            return await _cpu(
+                off, lambda: self._closest_by_terms(results, claims, cited_by, used, spans)
+            )
+        order = list(claims)
+        texts = [claims[i] for i in order]
+        keys = [(r, k) for r in used for k in range(len(spans[r]))]
+        texts += [results[r].content[slice(*spans[r][k])] for r, k in keys]
+        rows = np.asarray(await self._embedder.embed_documents(texts), dtype=np.float64)
+
+        def best() -> dict[int, tuple[EvidenceSpan, float]]:
+            out: dict[int, tuple[EvidenceSpan, float]] = {}
             claim_rows = {i: rows[n] for n, i in enumerate(order)}
             at = len(order)
             sentence_rows: dict[int, np.ndarray] = {}
@@ -227,13 +265,25 @@ class AnswerChecker:
                 sentence_rows[r] = rows[at : at + len(spans[r])]
                 at += len(spans[r])
             for i, rs in cited_by.items():
-                best = None
+                found = None
                 for r in rs:
                     scores = (sentence_rows[r] @ claim_rows[i]).tolist() if len(spans[r]) else []
-                    best = _better(best, results[r], spans[r], scores, "embedding")
-                if best is not None:
-                    out[i] = best
+                    found = _better(found, results[r], spans[r], scores, "embedding")
+                if found is not None:
+                    out[i] = found
             return out
+
+        return await _cpu(off, best)
+
+    def _closest_by_terms(
+        self,
+        results: list[RetrievalResult],
+        claims: Mapping[int, str],
+        cited_by: Mapping[int, list[int]],
+        used: list[int],
+        spans: Mapping[int, list[tuple[int, int]]],
+    ) -> dict[int, tuple[EvidenceSpan, float]]:
+        out: dict[int, tuple[EvidenceSpan, float]] = {}
         terms = {
             r: [set(self._analyzer.terms(results[r].content[a:b])) for a, b in spans[r]]
             for r in used
@@ -248,16 +298,17 @@ class AnswerChecker:
                 out[i] = best
         return out
 
-    async def _judge(
+    def _judge(
         self,
         answer: str,
         results: list[RetrievalResult],
         s: _Sentence,
         intact: Mapping[int, FetchResult],
         closest: tuple[EvidenceSpan, float] | None,
+        citations: Sequence[Citation],
     ) -> AnswerSentence:
         labels, positions = s.labels, s.positions
-        cited = [results[i].citation for i in dict.fromkeys(p for p in positions if p is not None)]
+        cited = [citations[i] for i in dict.fromkeys(p for p in positions if p is not None)]
 
         def verdict(
             name: AnswerVerdict,
@@ -297,7 +348,10 @@ class AnswerChecker:
             )
             return verdict(worst, "; ".join(dict.fromkeys(e.detail for e in problems)))
         if s.quotes:
-            checks = [await self._quote(answer, a, b, s, results, usable) for a, b in s.quotes]
+            checks = [
+                self._quote(answer, a, b, s, results, usable, citations, intact)
+                for a, b in s.quotes
+            ]
             failed = [c for c in checks if not c.found]
             if failed:
                 shown = ", ".join(_excerpt(c.quote) for c in failed)
@@ -323,7 +377,7 @@ class AnswerChecker:
             best=closest,
         )
 
-    async def _quote(
+    def _quote(
         self,
         answer: str,
         start: int,
@@ -331,16 +385,20 @@ class AnswerChecker:
         s: _Sentence,
         results: list[RetrievalResult],
         usable: list[int],
+        citations: Sequence[Citation],
+        intact: Mapping[int, FetchResult],
     ) -> QuoteCheck:
         """The quote ``answer[start:end]`` checked as written, then with the markers inside
         it cut out, against each span it may come from; the first that holds it wins,
-        else the first span's verdict stands."""
+        else the first span's verdict stands. The spans it may come from are judged
+        already (``intact``), so this is CPU work only."""
         quote = answer[start:end]
         plain = _cut(answer, start, end, s.markers)
         first: QuoteCheck | None = None
         for candidate in dict.fromkeys([quote, plain]):
             for r in usable:
-                check = await self._quotes.check(candidate, results[r])
+                content = results[r].content
+                check = self._quotes.check_read(candidate, citations[r], content, intact[r])
                 if check.found:
                     return check.model_copy(update={"quote": quote})
                 first = first or check
@@ -435,53 +493,106 @@ def _resolver(results: list[RetrievalResult], markers: Mapping[str, str] | None)
     return resolve
 
 
+def _read_answer(
+    answer: str, pattern: re.Pattern[str] | CallerPattern, resolve: _Resolver
+) -> list[_Sentence]:
+    """The answer's sentences with their markers, quotes, labels and the results named."""
+    sentences = _sentences(answer, find_markers(answer, pattern))
+    for s in sentences:
+        s.labels = [label for m in s.markers for label in m.labels]
+        s.positions = [resolve(label) for label in s.labels]
+    return sentences
+
+
 def _sentences(answer: str, markers: list[Marker]) -> list[_Sentence]:
     """The answer's sentences, each with the markers and quotes it carries.
 
     Markers are blanked out before splitting (so "risk.[2] Next" splits after
     the marker) and a marker between two sentences belongs to the one before
     it: a marker follows what it supports. A quote the splitter cut in two
-    joins its pieces back into one sentence.
+    joins its pieces back into one sentence. Sentences, markers and quotes are
+    all in text order, so each is placed by a binary search, never a rescan.
     """
-    masked = list(answer)
+    pieces, at = [], 0
     for m in markers:
-        masked[m.start : m.end] = " " * (m.end - m.start)
-    blanked = "".join(masked)
-    spans = [list(span) for span in _split_lead_ins(blanked, sentence_spans(blanked))]
-    quotes = [
-        (m.start(g), m.end(g))
-        for m in _QUOTE.finditer(answer)
-        for g in "abcde"
-        if m.group(g) is not None and m.group(g).strip()
-    ]
-    for qa, qb in quotes:  # a quote spanning sentences makes them one
-        inside = [i for i, (a, b) in enumerate(spans) if a < qb and b > qa]
-        if len(inside) > 1:
-            first, last = inside[0], inside[-1]
-            spans[first : last + 1] = [[spans[first][0], spans[last][1]]]
+        pieces += [answer[at : m.start], " " * (m.end - m.start)]
+        at = m.end
+    blanked = "".join([*pieces, answer[at:]])
+    quotes = _find_quotes(answer)
+    spans = _join_quoted(_split_lead_ins(blanked, sentence_spans(blanked)), quotes)
     sentences = [_Sentence(a, b) for a, b in spans]
+    starts = [a for a, _ in spans]
     for m in markers:
-        owner = None
-        for i, s in enumerate(sentences):
-            if s.start <= m.start < s.end:
-                owner = i
-                break
-            if s.start > m.start:
-                owner = max(i - 1, 0)
-                break
-        if owner is None:
-            if not sentences:
-                sentences.append(_Sentence(m.start, m.end))
-            owner = len(sentences) - 1
-        s = sentences[owner]
+        if not sentences:
+            sentences.append(_Sentence(m.start, m.end))
+            starts.append(m.start)
+        # The last sentence starting at or before it (sentences never overlap).
+        s = sentences[max(bisect_right(starts, m.start) - 1, 0)]
         s.markers.append(m)
         s.start, s.end = min(s.start, m.start), max(s.end, m.end)
+    starts = [s.start for s in sentences]
     for qa, qb in quotes:
-        for s in sentences:
-            if s.start <= qa and qb <= s.end:
-                s.quotes.append((qa, qb))
-                break
+        i = bisect_right(starts, qa) - 1
+        if i >= 0 and qb <= sentences[i].end:
+            sentences[i].quotes.append((qa, qb))
     return sentences
+
+
+def _find_quotes(answer: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each quoted passage's text, in order; blank ones left out.
+
+    A passage runs from an opening mark to the first closing mark after it, of
+    1 to 4,000 characters (a straight quote also stops at a line break), and the
+    search resumes after it. The next closing mark is found by binary search in
+    the sorted offsets of each mark, so an answer of lone openers stays linear.
+    """
+    stops = {
+        mark: [m.start() for m in re.finditer(mark, answer)]
+        for mark in (*_QUOTE_MARKS.values(), "\n")
+    }
+    out: list[tuple[int, int]] = []
+    resume = 0
+    for opener in _OPENER.finditer(answer):
+        at = opener.start()
+        if at < resume:
+            continue
+        mark = opener.group()
+        close = _next(stops[_QUOTE_MARKS[mark]], at)
+        if close is None or not 1 < close - at <= _MAX_QUOTE + 1:
+            continue
+        if mark == '"' and (line := _next(stops["\n"], at)) is not None and line < close:
+            continue
+        if answer[at + 1 : close].strip():
+            out.append((at + 1, close))
+        resume = close + 1
+    return out
+
+
+def _next(offsets: list[int], after: int) -> int | None:
+    """The first of the sorted ``offsets`` past ``after``."""
+    i = bisect_right(offsets, after)
+    return offsets[i] if i < len(offsets) else None
+
+
+def _join_quoted(
+    spans: list[tuple[int, int]], quotes: list[tuple[int, int]]
+) -> list[tuple[int, int]]:
+    """The sentence ``spans`` with the ones each quote overlaps joined into one (both
+    lists in order): one pass, the sentences a quote overlaps being a run at the end
+    of what was kept so far."""
+    out: list[tuple[int, int]] = []
+    i = 0
+    for qa, qb in quotes:
+        while i < len(spans) and spans[i][0] < qb:
+            out.append(spans[i])
+            i += 1
+        j = len(out)
+        while j > 0 and out[j - 1][1] > qa:
+            j -= 1
+        if len(out) - j > 1:
+            out[j:] = [(out[j][0], out[-1][1])]
+    out.extend(spans[i:])
+    return out
 
 
 # A lead-in ("Here is what I found:") before a capital or a line break is a sentence
@@ -502,14 +613,21 @@ def _split_lead_ins(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, 
 
 
 def _cut(text: str, start: int, end: int, markers: Sequence[Marker]) -> str:
-    """``text[start:end]`` without the markers inside it, whitespace runs made one space."""
+    """``text[start:end]`` without the markers inside it (``markers`` in text order),
+    whitespace runs made one space."""
     out, at = [], start
-    for m in sorted(markers, key=lambda m: m.start):
-        if start <= m.start and m.end <= end:
+    for m in markers[bisect_left(markers, start, key=_start_of) :]:
+        if m.start >= end:
+            break
+        if m.end <= end:
             out.append(text[at : m.start])
             at = m.end
     out.append(text[at:end])
     return " ".join("".join(out).split())
+
+
+def _start_of(marker: Marker) -> int:
+    return marker.start
 
 
 def _is_claim(answer: str, s: _Sentence) -> bool:
@@ -526,11 +644,20 @@ def _better(
     scores: list[float],
     method: EvidenceMethod,
 ) -> tuple[EvidenceSpan, float] | None:
-    """``best``, or ``result``'s best sentence when it scores higher (earlier wins ties)."""
-    ranked = rank_evidence(result.content, result.start_offset, spans, scores, method, limit=1)
-    if ranked and (best is None or ranked[0].score > best[1]):
-        return ranked[0], ranked[0].score
-    return best
+    """``best``, or ``result``'s best sentence when it scores higher (earlier wins ties).
+
+    The best sentence is found first and only it is made a span: one claim is
+    compared with every sentence it cites, and a sort of them all per claim adds up.
+    """
+    if not scores:
+        return best
+    top = max(range(len(scores)), key=lambda k: (scores[k], -k))
+    if best is not None and not float(scores[top]) > best[1]:
+        return best
+    ranked = rank_evidence(
+        result.content, result.start_offset, [spans[top]], [scores[top]], method, limit=1
+    )
+    return ranked[0], ranked[0].score
 
 
 def _excerpt(text: str) -> str:

@@ -5,16 +5,33 @@ the list the answer was written from; a footnote label (``[^src]``) or any
 label a caller's own pattern captures is looked up in a mapping the caller
 gives. Markers are found with their exact offsets in the answer, so a report
 can point at each one.
+
+The default forms are matched in time linear in the answer. A caller's pattern
+can be written so that it backtracks for hours (``(a+)+b`` on a long run of
+``a``), so it runs in the ``regex`` engine with a time limit for the whole
+answer, with the interpreter lock released; past the limit the check stops with
+a ``RetrievalError`` that says how to fix the pattern.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
+
+import regex
 
 from groundkit.errors import RetrievalError
 
-__all__ = ["DEFAULT_MARKER_PATTERN", "Marker", "find_markers", "marker_pattern"]
+__all__ = [
+    "DEFAULT_MARKER_PATTERN",
+    "MARKER_PATTERN_TIMEOUT",
+    "CallerPattern",
+    "Marker",
+    "find_markers",
+    "marker_pattern",
+]
 
 # A numeric list ("1, 3", "2-4", "1;2"), in square or lenticular brackets, or a footnote.
 _ONE = r"\d{1,4}(?:\s*[-\u2013]\s*\d{1,4})?"
@@ -27,6 +44,12 @@ _SPLIT = re.compile(r"\s*[,;\uff0c\u3001]\s*")
 _RANGE = re.compile(r"(\d+)\s*[-\u2013]\s*(\d+)")
 # A range longer than this is a typo or an attack, not a citation.
 _MAX_RANGE = 50
+# Seconds a caller's pattern may take over one answer (a sane one needs milliseconds
+# for the longest answer checked), and the longest pattern taken.
+MARKER_PATTERN_TIMEOUT = 1.0
+_MAX_PATTERN_CHARS = 1000
+# re's flags as regex spells them (their values differ for ASCII).
+_FLAGS = ("IGNORECASE", "MULTILINE", "DOTALL", "VERBOSE", "ASCII", "UNICODE")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,30 +61,74 @@ class Marker:
     labels: tuple[str, ...]
 
 
-def marker_pattern(pattern: str | re.Pattern[str] | None) -> re.Pattern[str]:
-    """The compiled pattern markers are found with (``None``: the default forms)."""
-    if pattern is None:
+@dataclass(frozen=True, slots=True)
+class CallerPattern:
+    """A caller's marker pattern, compiled by ``regex`` and run with a time limit."""
+
+    source: str
+    compiled: Any  # regex.Pattern (the package ships no type information)
+    timeout: float = MARKER_PATTERN_TIMEOUT
+
+    @property
+    def groups(self) -> int:
+        return int(self.compiled.groups)
+
+    def finditer(self, answer: str) -> list[re.Match[str]]:
+        """Every match in ``answer``; a ``RetrievalError`` once they take longer than
+        ``timeout`` seconds together."""
+        try:
+            return list(self.compiled.finditer(answer, timeout=self.timeout, concurrent=True))
+        except TimeoutError:
+            raise RetrievalError(
+                f"marker_pattern {self.source!r} took more than {self.timeout:g} s on a "
+                f"{len(answer)}-character answer and was stopped: it backtracks without "
+                "bound. Write it without a repeat inside a repeat ((a+)+, (\\w+\\s?)*) or "
+                'alternatives that match the same text ((a|a)*), e.g. r"\\(doc: (\\w+)\\)"'
+            ) from None
+
+
+def marker_pattern(
+    pattern: str | re.Pattern[str] | None,
+) -> re.Pattern[str] | CallerPattern:
+    """The pattern markers are found with (``None``: the default forms); a caller's
+    pattern, a ``str`` or a compiled ``re.Pattern``, is recompiled for ``regex``."""
+    if pattern is None or pattern is DEFAULT_MARKER_PATTERN:
         return DEFAULT_MARKER_PATTERN
+    flags = 0
     if isinstance(pattern, re.Pattern):
-        return pattern
-    if not isinstance(pattern, str):
+        source: object = pattern.pattern
+        flags = sum(getattr(regex, f) for f in _FLAGS if pattern.flags & getattr(re, f))
+    else:
+        source = pattern
+    if not isinstance(source, str):
         raise RetrievalError(
-            f"marker_pattern must be a str or re.Pattern, not {type(pattern).__name__}"
+            f"marker_pattern must be a str or re.Pattern of str, not {type(pattern).__name__}"
+            + (" of bytes" if isinstance(source, bytes) else "")
+        )
+    if len(source) > _MAX_PATTERN_CHARS:
+        raise RetrievalError(
+            f"marker_pattern is {len(source)} characters; a marker pattern may have at most "
+            f"{_MAX_PATTERN_CHARS}"
         )
     try:
-        return re.compile(pattern)
-    except re.error as exc:
+        return CallerPattern(source, regex.compile(source, flags))
+    except (regex.error, ValueError, OverflowError) as exc:
         raise RetrievalError(f"marker_pattern is not a valid regular expression: {exc}") from None
 
 
-def find_markers(answer: str, pattern: re.Pattern[str] = DEFAULT_MARKER_PATTERN) -> list[Marker]:
+def find_markers(
+    answer: str, pattern: re.Pattern[str] | CallerPattern = DEFAULT_MARKER_PATTERN
+) -> list[Marker]:
     """Every marker of ``answer``, in order.
 
     With a caller's pattern, its first group (or the whole match when it has
-    none) holds the labels, split on commas and semicolons.
+    none) holds the labels, split on commas and semicolons. A bare
+    ``re.Pattern`` runs as given, unbounded; ``marker_pattern`` makes the
+    bounded form of one.
     """
     out: list[Marker] = []
-    for match in pattern.finditer(answer):
+    matches: Iterable[re.Match[str]] = pattern.finditer(answer)
+    for match in matches:
         if match.end() == match.start():
             continue
         if pattern is DEFAULT_MARKER_PATTERN:

@@ -15,13 +15,17 @@ schemas describe (an SDK object is dumped first), so this works with any client.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import (
     Citation,
+    FetchResult,
     ProviderCitation,
     ProviderVerdict,
     RetrievalResult,
@@ -41,6 +45,9 @@ __all__ = [
 ]
 
 Results = SearchResponse | Sequence[RetrievalResult]
+# Up to this many citations are judged on the event loop: fewer take less time than
+# handing them to a worker thread would.
+_INLINE_CITATIONS = 32
 
 
 def chunk_uri(result: RetrievalResult) -> str:
@@ -56,7 +63,14 @@ def _title(result: RetrievalResult) -> str:
 
 
 def _listed(results: Results) -> list[RetrievalResult]:
-    listed = list(results.results if isinstance(results, SearchResponse) else results)
+    if isinstance(results, SearchResponse):
+        return list(results.results)
+    if not isinstance(results, Sequence) or isinstance(results, str | bytes):
+        raise RetrievalError(
+            f"results must be a SearchResponse or a list of RetrievalResult objects, not "
+            f"{type(results).__name__}"
+        )
+    listed = list(results)
     for r in listed:
         if not isinstance(r, RetrievalResult):
             raise RetrievalError(f"results must be RetrievalResult objects, not {type(r).__name__}")
@@ -109,13 +123,73 @@ def to_anthropic_documents(results: Results, *, citations: bool = True) -> list[
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """One provider citation, read and mapped to a result index (or why not), not yet checked."""
+
+    kind: str
+    answer: str
+    cited: str | None = None
+    index: int | None = None
+    unmapped: str | None = None  # why it names no result
+    located: tuple[int, int] | None = None
+
+
 def _as_data(message: Any) -> Any:
     dump = getattr(message, "model_dump", None)
-    return dump(mode="json") if callable(dump) else message
+    if not callable(dump):
+        return message
+    try:
+        return dump(mode="json")
+    except Exception as exc:  # a third-party object's own failure, reported as ours
+        raise RetrievalError(
+            f"could not read the {type(message).__name__} as JSON ({type(exc).__name__}: "
+            f"{_shown(str(exc))}); pass the response's JSON (a dict) instead"
+        ) from None
 
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _shown(value: Any) -> str:
+    """A short, safe rendering of a value from a response, for a message: never the
+    repr of a deep or huge structure, nor of an integer too long to print."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 60 else value[:59] + "\u2026")
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    if value is None or isinstance(value, int | float):
+        return repr(value)
+    return f"a {type(value).__name__}"
+
+
+_KINDS = {list: "a list", str: "a string", int: "an integer"}
+
+
+def _field(
+    item: Mapping[str, Any], key: str, path: str, kind: type, *, required: bool = False
+) -> Any:
+    """``item[key]`` when it has the documented type; absent or null gives None unless
+    ``required``; anything else is a ``RetrievalError`` naming where in the response."""
+    value = item.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise RetrievalError(
+            f"malformed provider response: {path}.{key} should be "
+            f"{_KINDS.get(kind, kind.__name__)}, not {_shown(value)}"
+        )
+    return value
+
+
+def _mapping(item: Any, path: str) -> Mapping[str, Any]:
+    item = _as_data(item)
+    if not isinstance(item, Mapping):
+        raise RetrievalError(
+            f"malformed provider response: {path} should be an object, not {_shown(item)}"
+        )
+    return item
 
 
 class _Mapper:
@@ -127,68 +201,84 @@ class _Mapper:
         snapshot_dir: SnapshotLocation | None,
         max_bytes: int | None,
     ) -> None:
+        if not isinstance(base_dir, str | PathLike):
+            raise RetrievalError(f"allowed_base_dir must be a path, not {type(base_dir).__name__}")
         self.provider = provider
         self.results = results
         self.checker = QuoteChecker(base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes)
+        self.citations = [r.citation for r in results]
+        self._tiles: dict[int, list[tuple[int, int]]] = {}
+        # Per result named: the verdict on its span, as every entry point gives it.
+        self._verdicts: dict[int, FetchResult] = {}
+
+    def tiles(self, index: int) -> list[tuple[int, int]]:
+        """Result ``index``'s blocks, split once however many citations name it."""
+        found = self._tiles.get(index)
+        if found is None:
+            found = self._tiles[index] = _blocks(self.results[index].content)
+        return found
+
+    async def read(self, found: Sequence[_Found]) -> None:
+        """Judge the span of every result named, reading each source once."""
+        for index in sorted({f.index for f in found if f.index is not None}):
+            self._verdicts[index] = await self.checker.span_verdict(self.results[index])
+
+    def checked(self, found: _Found) -> ProviderCitation:
+        """The verdict on one citation, from the spans ``read`` judged: CPU only."""
+        if found.index is None:
+            return self.made(found, "unmapped", found.unmapped or "it names no result")
+        if found.cited is not None:
+            return self.quoted(found, found.index)
+        return self.span_only(found, found.index)
 
     def made(
-        self, kind: str, answer: str, verdict: ProviderVerdict, detail: str, **found: Any
+        self, found: _Found, verdict: ProviderVerdict, detail: str, **more: Any
     ) -> ProviderCitation:
         return ProviderCitation(
             provider=self.provider,
-            kind=kind,
-            answer_text=answer,
+            kind=found.kind,
+            answer_text=found.answer,
+            cited_text=found.cited,
             verdict=verdict,
             detail=detail,
-            **found,
+            **more,
         )
 
-    def unmapped(self, kind: str, answer: str, cited: str | None, why: str) -> ProviderCitation:
-        return self.made(kind, answer, "unmapped", why, cited_text=cited)
-
-    async def quoted(
-        self,
-        kind: str,
-        answer: str,
-        cited: str,
-        index: int,
-        located: tuple[int, int] | None,
-    ) -> ProviderCitation:
+    def quoted(self, found: _Found, index: int) -> ProviderCitation:
         """The cited text checked inside result ``index``'s span."""
         result = self.results[index]
-        check = await self.checker.check(cited, result)
+        cited = found.cited or ""  # set: only citations with cited text come here
+        check = self.checker.check_read(
+            cited, self.citations[index], result.content, self._verdicts[index]
+        )
         detail = check.detail
-        if check.ok and located is not None:
-            a, b = located
+        if check.ok and found.located is not None:
+            a, b = found.located
             if cited.strip() and cited.strip() not in result.content[a:b]:
                 detail += (
                     f"; the provider located it at {a}..{b} of the result, which reads otherwise"
                 )
         return self.made(
-            kind,
-            answer,
+            found,
             check.verdict,
             detail,
-            cited_text=cited,
             result_index=index,
-            citation=result.citation,
+            citation=self.citations[index],
             start_offset=check.start_offset,
             end_offset=check.end_offset,
         )
 
-    async def span_only(self, kind: str, answer: str, index: int) -> ProviderCitation:
+    def span_only(self, found: _Found, index: int) -> ProviderCitation:
         """No cited text: the result's span itself must still verify."""
-        result = self.results[index]
-        citation = result.citation
-        span = await self.checker.span_verdict(result)
+        citation = self.citations[index]
+        span = self._verdicts[index]
         if span.verification in ("drifted", "unresolvable"):
             return self.made(
-                kind, answer, span.verification, span.detail, result_index=index, citation=citation
+                found, span.verification, span.detail, result_index=index, citation=citation
             )
         if span.verification == "moved":
             return self.made(
-                kind,
-                answer,
+                found,
                 "moved",
                 span.detail,
                 result_index=index,
@@ -197,8 +287,7 @@ class _Mapper:
                 end_offset=span.current_end_offset,
             )
         return self.made(
-            kind,
-            answer,
+            found,
             "verified",
             "the cited result's span holds its text now",
             result_index=index,
@@ -206,6 +295,17 @@ class _Mapper:
             start_offset=citation.start_offset,
             end_offset=citation.end_offset,
         )
+
+
+async def _checked(mapper: _Mapper, read: Callable[[], list[_Found]]) -> list[ProviderCitation]:
+    """Read the response (CPU, in a worker thread: it may be any size), read the
+    sources it names (I/O, once each), then judge every citation (CPU, in a worker
+    thread unless there are only a few)."""
+    found = await asyncio.to_thread(read)
+    await mapper.read(found)
+    if len(found) <= _INLINE_CITATIONS:
+        return [mapper.checked(f) for f in found]
+    return await asyncio.to_thread(lambda: [mapper.checked(f) for f in found])
 
 
 async def from_anthropic_citations(
@@ -221,84 +321,101 @@ async def from_anthropic_citations(
     ``message`` is the response (an ``anthropic.types.Message`` or its JSON);
     ``results`` are what was sent, in the same order, by
     ``to_anthropic_search_results`` or ``to_anthropic_documents``. The cited
-    text must lie inside the cited result's span as its source reads now.
+    text must lie inside the cited result's span as its source reads now. A
+    response that does not have the documented shape (a field of the wrong
+    type, a block or citation that is not an object) raises ``RetrievalError``
+    naming the field; an index that names no result is an ``unmapped`` citation.
     """
     listed = _listed(results)
     mapper = _Mapper("anthropic", listed, allowed_base_dir, snapshot_dir, max_bytes)
-    data = _as_data(message)
-    blocks = data.get("content") if isinstance(data, Mapping) else None
-    if not isinstance(blocks, list):
-        raise RetrievalError("not a Messages API response: it has no content list")
-    out: list[ProviderCitation] = []
-    for block in blocks:
-        if not isinstance(block, Mapping) or block.get("type") != "text":
-            continue
-        answer = str(block.get("text") or "")
-        for c in block.get("citations") or []:
-            if not isinstance(c, Mapping):
+
+    def read() -> list[_Found]:
+        data = _as_data(message)
+        blocks = data.get("content") if isinstance(data, Mapping) else None
+        if not isinstance(blocks, list):
+            raise RetrievalError("not a Messages API response: it has no content list")
+        out: list[_Found] = []
+        for i, raw in enumerate(blocks):
+            block = _mapping(raw, f"content[{i}]")
+            if block.get("type") != "text":
                 continue
-            out.append(await _anthropic_one(mapper, c, answer))
-    return out
+            path = f"content[{i}]"
+            answer = _field(block, "text", path, str) or ""
+            for k, c in enumerate(_field(block, "citations", path, list) or []):
+                out.append(
+                    _anthropic_one(
+                        mapper,
+                        _mapping(c, f"{path}.citations[{k}]"),
+                        answer,
+                        f"{path}.citations[{k}]",
+                    )
+                )
+        return out
+
+    return await _checked(mapper, read)
 
 
-async def _anthropic_one(mapper: _Mapper, c: Mapping[str, Any], answer: str) -> ProviderCitation:
-    kind = str(c.get("type"))
-    cited = c.get("cited_text")
-    cited = cited if isinstance(cited, str) else None
+def _anthropic_one(mapper: _Mapper, c: Mapping[str, Any], answer: str, path: str) -> _Found:
+    kind = _field(c, "type", path, str, required=True)
+    cited = _field(c, "cited_text", path, str)
     results = mapper.results
     if kind == "search_result_location":
         index = _int(c.get("search_result_index"))
         if index is None or not 0 <= index < len(results):
-            return mapper.unmapped(
-                kind, answer, cited, f"search_result_index {index!r} names no result"
-            )
-        result = results[index]
-        source = c.get("source")
-        if source is not None and source != chunk_uri(result):
-            return mapper.unmapped(
-                kind,
-                answer,
-                cited,
-                f"search result {index} is {chunk_uri(result)!r}, not {source!r}",
-            )
-        tiles = _blocks(result.content)
+            why = f"search_result_index {_shown(c.get('search_result_index'))} names no result"
+            return _Found(kind, answer, cited, unmapped=why)
+        source = _field(c, "source", path, str)
+        if source is not None and source != chunk_uri(results[index]):
+            why = f"search result {index} is {chunk_uri(results[index])!r}, not {_shown(source)}"
+            return _Found(kind, answer, cited, unmapped=why)
+        tiles = mapper.tiles(index)
         first, last = _int(c.get("start_block_index")), _int(c.get("end_block_index"))
         located = None
         if first is not None and 0 <= first < len(tiles):
             stop = last if last is not None and first < last <= len(tiles) else first + 1
             located = (tiles[first][0], tiles[stop - 1][1])
-        if cited is None:
-            return await mapper.span_only(kind, answer, index)
-        return await mapper.quoted(kind, answer, cited, index, located)
+        return _Found(kind, answer, cited, index, located=located)
     if kind == "char_location":
         index = _int(c.get("document_index"))
         if index is None or not 0 <= index < len(results):
-            return mapper.unmapped(kind, answer, cited, f"document_index {index!r} names no result")
+            why = f"document_index {_shown(c.get('document_index'))} names no result"
+            return _Found(kind, answer, cited, unmapped=why)
         a, b = _int(c.get("start_char_index")), _int(c.get("end_char_index"))
         n = len(results[index].content)
         located = (a, b) if a is not None and b is not None and 0 <= a <= b <= n else None
-        if cited is None:
-            return await mapper.span_only(kind, answer, index)
-        return await mapper.quoted(kind, answer, cited, index, located)
-    return mapper.unmapped(
-        kind, answer, cited, f"a {kind} citation does not point at a result sent"
-    )
+        return _Found(kind, answer, cited, index, located=located)
+    why = f"a {_shown(kind)} citation does not point at a result sent"
+    return _Found(kind, answer, cited, unmapped=why)
 
 
-def _openai_texts(data: Any) -> Iterable[Mapping[str, Any]]:
-    """The ``output_text`` parts of a Responses API response, output message or part list."""
-    if isinstance(data, Mapping):
-        if data.get("type") == "output_text":
-            yield data
-            return
+def _openai_texts(data: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ``output_text`` parts of a Responses API response, output message or part
+    list, with where each is: only the documented levels are walked (response,
+    output item, content part), so no nesting makes this recurse."""
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    # (path, item, levels below it that may still hold parts)
+    todo: list[tuple[str, Any, int]] = []
+    if isinstance(data, list):
+        todo.extend((f"[{i}]", item, 1) for i, item in enumerate(data))
+    else:
+        todo.append(("response", data, 2))
+    at = 0
+    while at < len(todo):
+        path, raw, depth = todo[at]
+        at += 1
+        item = _as_data(raw)
+        if not isinstance(item, Mapping):
+            continue  # not a message or part (a reasoning summary string, say)
+        if item.get("type") == "output_text":
+            out.append((path, item))
+            continue
+        if depth == 0:
+            continue
         for key in ("output", "content"):
-            items = data.get(key)
+            items = item.get(key)
             if isinstance(items, list):
-                for item in items:
-                    yield from _openai_texts(item)
-    elif isinstance(data, list):
-        for item in data:
-            yield from _openai_texts(_as_data(item))
+                todo.extend((f"{path}.{key}[{i}]", sub, depth - 1) for i, sub in enumerate(items))
+    return out
 
 
 async def from_openai_annotations(
@@ -317,43 +434,50 @@ async def from_openai_annotations(
     stand for still reads as indexed. A ``file_citation`` maps through
     ``file_ids`` (uploaded file id -> chunk id) or else by ``filename`` equal to
     a result's source; a ``url_citation`` by its URL equal to a result's source.
+    An ``output_text`` part or annotation of the wrong shape raises
+    ``RetrievalError`` naming the field.
     """
     listed = _listed(results)
+    if file_ids is not None and not isinstance(file_ids, Mapping):
+        raise RetrievalError(
+            f"file_ids must map uploaded file ids to chunk ids, not {type(file_ids).__name__}"
+        )
+    ids = dict(file_ids or {})
     mapper = _Mapper("openai", listed, allowed_base_dir, snapshot_dir, max_bytes)
     by_chunk = {r.chunk_id: i for i, r in reversed(list(enumerate(listed)))}
     by_source = {r.source: i for i, r in reversed(list(enumerate(listed)))}
-    out: list[ProviderCitation] = []
-    for part in _openai_texts(_as_data(response)):
-        text = str(part.get("text") or "")
-        for note in part.get("annotations") or []:
-            if not isinstance(note, Mapping):
-                continue
-            kind = str(note.get("type"))
-            index: int | None = None
-            answer = text
-            if kind == "file_citation":
-                file_id = str(note.get("file_id"))
-                if file_ids is not None and file_id in file_ids:
-                    index = by_chunk.get(file_ids[file_id])
+
+    def read() -> list[_Found]:
+        out: list[_Found] = []
+        for path, part in _openai_texts(_as_data(response)):
+            text = _field(part, "text", path, str) or ""
+            for k, raw in enumerate(_field(part, "annotations", path, list) or []):
+                where = f"{path}.annotations[{k}]"
+                note = _mapping(raw, where)
+                kind = _field(note, "type", where, str, required=True)
+                if kind == "file_citation":
+                    file_id = _field(note, "file_id", where, str)
+                    if file_id is not None and file_id in ids:
+                        index = by_chunk.get(ids[file_id])
+                    else:
+                        index = by_source.get(_field(note, "filename", where, str))
+                    answer = text
+                elif kind == "url_citation":
+                    index = by_source.get(_field(note, "url", where, str))
+                    a, b = _int(note.get("start_index")), _int(note.get("end_index"))
+                    ok = a is not None and b is not None and 0 <= a <= b <= len(text)
+                    answer = text[a:b] if ok else text
                 else:
-                    index = by_source.get(str(note.get("filename")))
-            elif kind == "url_citation":
-                index = by_source.get(str(note.get("url")))
-                a, b = _int(note.get("start_index")), _int(note.get("end_index"))
-                if a is not None and b is not None and 0 <= a <= b <= len(text):
-                    answer = text[a:b]
-            else:
+                    why = f"a {_shown(kind)} annotation names no result"
+                    out.append(_Found(kind, text, unmapped=why))
+                    continue
+                why = "no result sent has this file or URL"
                 out.append(
-                    mapper.unmapped(kind, text, None, f"a {kind} annotation names no result")
+                    _Found(kind, answer, index=index, unmapped=why if index is None else None)
                 )
-                continue
-            if index is None:
-                out.append(
-                    mapper.unmapped(kind, answer, None, "no result sent has this file or URL")
-                )
-                continue
-            out.append(await mapper.span_only(kind, answer, index))
-    return out
+        return out
+
+    return await _checked(mapper, read)
 
 
 def citations_of(found: Iterable[ProviderCitation]) -> list[Citation]:

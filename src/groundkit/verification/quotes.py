@@ -69,6 +69,8 @@ def normalize_quote(text: str) -> str:
 
     Nothing else changes: case, digits, letters and other punctuation must match.
     """
+    if text.isascii():  # steps 1 and 2 change no ASCII character
+        return " ".join(text.split())
     return _normalized(text)[0]
 
 
@@ -165,6 +167,8 @@ class QuoteChecker:
         self._locator = locator or _locate
         self._sources: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
         self._verdicts: dict[tuple[Citation, str], FetchResult] = {}
+        # Each span's normalised form, made once however many quotes are looked up in it.
+        self._normal: dict[str, tuple[str, list[tuple[int, int]]]] = {}
 
     async def _source(self, citation: Citation) -> str:
         key = _source_key(citation)
@@ -205,6 +209,20 @@ class QuoteChecker:
     async def check(self, quote: str, cited: Cited, *, content: str | None = None) -> QuoteCheck:
         """The verdict on one quote; see ``check_quote``."""
         citation, expected = _cited(cited, content)
+        span = await self.span_verdict(citation, content=expected)
+        return self.check_read(quote, citation, expected, span)
+
+    def _normalized(self, text: str) -> tuple[str, list[tuple[int, int]]]:
+        found = self._normal.get(text)
+        if found is None:
+            found = self._normal[text] = _normalized(text)
+        return found
+
+    def check_read(
+        self, quote: str, citation: Citation, expected: str, span: FetchResult
+    ) -> QuoteCheck:
+        """``check`` once the span is judged (``span``, from ``span_verdict``): CPU work
+        only, so a caller checking many quotes can run it off the event loop."""
         wanted = normalize_quote(quote)
 
         def verdict(
@@ -221,11 +239,10 @@ class QuoteChecker:
             )
 
         where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"
-        span = await self.span_verdict(citation, content=expected)
         if span.verification == "unresolvable":
             return verdict("unresolvable", span.detail)
         if span.verification == "drifted":
-            indexed = "is" if wanted and wanted in normalize_quote(expected) else "is not"
+            indexed = "is" if wanted and wanted in self._normalized(expected)[0] else "is not"
             return verdict(
                 "drifted",
                 f"{span.detail} (the quote {indexed} in the indexed text); re-ingest and re-check",
@@ -235,7 +252,7 @@ class QuoteChecker:
             return verdict("not_in_span", "the quote is empty (nothing but whitespace)")
         # The span's text is intact (at the cited offsets, or moved): the quote is looked
         # for in it and located in the source as it reads now.
-        text, origin = _normalized(expected)
+        text, origin = self._normalized(expected)
         at = text.find(wanted)
         if at < 0:
             also = f" (the span itself moved: {span.detail})" if moved else ""
