@@ -7,10 +7,12 @@ import re
 import pytest
 
 from groundkit.errors import RetrievalError
-from groundkit.verification.markers import find_markers, marker_pattern
+from groundkit.verification.markers import CallerPattern, find_markers, marker_pattern
 
 
-def labels(text: str, pattern: re.Pattern[str] | None = None) -> list[tuple[str, ...]]:
+def labels(
+    text: str, pattern: re.Pattern[str] | CallerPattern | None = None
+) -> list[tuple[str, ...]]:
     found = find_markers(text) if pattern is None else find_markers(text, pattern)
     for m in found:
         assert text[m.start : m.end].strip()
