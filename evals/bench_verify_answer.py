@@ -1,7 +1,7 @@
 """verify_answer time against answer length, now and at an earlier commit, in one run.
 
     python -m evals.bench_verify_answer [--sizes 1k,5k,20k,50k,100k,200k] [--repeat 3]
-        [--commit 4593fe5] [--before-max 200k] [--citations 100000] [--before-citations 10000]
+        [--commit c8a30cf] [--before-max 200k] [--citations 100000] [--before-citations 10000]
     [--out docs/benchmarks.md]
 
 An answer is generated from a seeded mix of short sentences of the kinds an LLM
@@ -44,7 +44,7 @@ from typing import Any
 from evals.bench_before import _worktree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_COMMIT = "4593fe5"
+DEFAULT_COMMIT = "c8a30cf"
 SECTION = "bench-verify-answer"
 _TARGET_SECONDS = 1.0
 
