@@ -101,6 +101,25 @@ def make_answer(contents: list[str], chars: int, seed: int = 11) -> str:
     return " ".join(out)[:chars]
 
 
+def make_terse_answer(contents: list[str], chars: int, seed: int = 13) -> str:
+    """An answer of the shortest cited sentences ("Grid load [3]." and '"wind" [2].'),
+    about 15 characters each: the most sentences, markers and quotes per character."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    size = 0
+    while size < chars:
+        n = rng.randrange(len(contents))
+        words = contents[n].rstrip(".\n").split()
+        at = rng.randrange(len(words) - 1)
+        if rng.random() < 0.3:
+            piece = f'"{words[at]}" [{n + 1}].'
+        else:
+            piece = f"{words[at].capitalize()} {words[at + 1]} [{n + 1}]."
+        out.append(piece)
+        size += len(piece) + 1
+    return " ".join(out)[:chars]
+
+
 def parse_size(text: str) -> int:
     text = text.strip().lower()
     return int(float(text[:-1]) * 1000) if text.endswith("k") else int(text)
@@ -138,6 +157,17 @@ async def _work(sizes: list[int], repeat: int, citations: int) -> dict[str, Any]
                     "counts": report.counts,
                 }
                 print(f"  {size:>7} chars: {best:.3f} s", file=sys.stderr, flush=True)
+
+            terse = make_terse_answer(contents, max(sizes))
+            started, used = time.perf_counter(), time.process_time()
+            report = await col.verify_answer(terse, response)
+            out["terse"] = {
+                "chars": len(terse),
+                "seconds": time.perf_counter() - started,
+                "cpu": time.process_time() - used,
+                "sentences": len(report.sentences),
+                "counts": report.counts,
+            }
 
             small = "Green tea is not in these results, but this sentence cites one [1]."
             started = time.perf_counter()
@@ -234,6 +264,14 @@ def _section(
         rows.append(row)
     from evals.machine import load_average
 
+    terse = now["terse"]
+    row = [f"{_size(terse['chars'])} chars, terse", f"{terse['sentences']:,}"]
+    row += [f"{terse['seconds']:.3f} s", f"{terse['cpu']:.3f} s"]
+    if before is not None:
+        old = before["terse"]
+        same = "yes" if old["counts"] == terse["counts"] else "**no**"
+        row += [f"{old['seconds']:.2f} s", _ratio(old["seconds"] / terse["seconds"]), same]
+    rows.append(row)
     largest = max(int(s) for s in now["sizes"])
     worst = now["sizes"][str(largest)]
     ok = worst["cpu"] < _TARGET_SECONDS
@@ -248,7 +286,9 @@ def _section(
         f"`Collection.verify_answer` on generated answers of short sentences ({now['results']} "
         "BM25 results of generated documents, each about 1,500 characters, cited with `[n]` and "
         "`[n, m]`; quotes of the results with a marker after or inside them; uncited sentences; "
-        "a marker naming no result). Terms method, so no model time is counted. Best of "
+        "a marker naming no result); *terse* is the largest size in sentences of about 15 "
+        'characters (`Grid load [3].`, `"wind" [2].`), run once. Terms method, so no model '
+        "time is counted. Best of "
         f"{repeat} runs: wall time, and the CPU time of the process (every thread; on a "
         "shared machine the steadier figure). *at {commit}* is the same worker run once on that "
         "commit's code in its own process, with *same verdicts* comparing the verdict counts.",
