@@ -425,6 +425,8 @@ async def verify_answer(
     ``cited`` is the response (or list of results) the answer was written from;
     marker ``[n]`` means its n-th result. ``markers`` maps other labels
     (``[^a]``, or what ``marker_pattern``'s first group captures) to chunk ids.
+    ``marker_pattern`` (a regex, replacing the default forms) runs with a time
+    limit: one that backtracks without bound raises ``RetrievalError``.
     With an ``embedder`` unquoted sentences are compared with cited sentences by
     cosine similarity, else by the share of their terms the cited sentence holds.
     Sources are read from ``allowed_base_dir`` (and ``snapshot_dir`` for URLs and
