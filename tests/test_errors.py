@@ -14,6 +14,7 @@ from groundkit.errors import (
     IndexIdentityError,
     IngestionError,
     NotGroundedError,
+    ReceiptError,
     RerankerNotConfiguredError,
     RetrievalError,
     StorageError,
@@ -26,6 +27,7 @@ ERROR_CLASSES = [
     IndexIdentityError,
     RetrievalError,
     RerankerNotConfiguredError,
+    ReceiptError,
     NotGroundedError,
 ]
 
@@ -50,6 +52,7 @@ def test_error_list_is_complete() -> None:
 
 def test_tree_shape() -> None:
     assert issubclass(RerankerNotConfiguredError, RetrievalError)
+    assert ReceiptError.__bases__ == (RetrievalError,)
     for cls in (ConfigurationError, IngestionError, StorageError, IndexIdentityError):
         assert not issubclass(cls, RetrievalError)
         assert cls.__bases__ == (GroundkitError,)
@@ -81,3 +84,5 @@ class TestVerdict:
 
     def test_subclass_has_verdict(self) -> None:
         assert RerankerNotConfiguredError("no reranker").verdict is None
+        malformed = ReceiptError("receipt 3: no target", number=3)
+        assert (malformed.verdict, malformed.number) == (None, 3)

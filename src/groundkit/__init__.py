@@ -58,6 +58,7 @@ from groundkit.errors import (
     IndexIdentityError,
     IngestionError,
     NotGroundedError,
+    ReceiptError,
     RerankerNotConfiguredError,
     RetrievalError,
     StorageError,
@@ -124,6 +125,12 @@ from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification.answers import verify_answer
 from groundkit.verification.quotes import check_quote, verify_quote
+from groundkit.verification.receipts import (
+    Receipt,
+    check_receipts,
+    read_receipts,
+    write_receipts,
+)
 from groundkit.verification.sources import resolve_citation
 from groundkit.verification.verdict import check_citation, verify_citation
 from groundkit.verification.verifier import VerifyReport
@@ -212,6 +219,8 @@ __all__ = [
     "QueryRewriterProtocol",
     "QuoteCheck",
     "QuoteVerdict",
+    "Receipt",
+    "ReceiptError",
     "Record",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
@@ -239,6 +248,7 @@ __all__ = [
     "build_server",
     "check_citation",
     "check_quote",
+    "check_receipts",
     "chunk_document",
     "chunk_spans",
     "convex_combination",
@@ -249,6 +259,7 @@ __all__ = [
     "lost_in_the_middle",
     "markdown_outline",
     "mmr_order",
+    "read_receipts",
     "reciprocal_rank_fusion",
     "record_id_of",
     "resolve_citation",
@@ -260,4 +271,5 @@ __all__ = [
     "verify_answer",
     "verify_citation",
     "verify_quote",
+    "write_receipts",
 ]

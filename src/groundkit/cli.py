@@ -65,6 +65,7 @@ from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.location import StoreLocation
 from groundkit.storage.versions import version_start
 from groundkit.utils.text import first_unencodable
+from groundkit.verification.receipts import check_receipts, read_receipts
 
 __all__ = ["main"]
 
@@ -384,7 +385,10 @@ def _parser() -> argparse.ArgumentParser:
         help="the chunk as version N of its document had it (default: the current one, "
         "else the newest past one)",
     )
-    sub.add_parser("verify", parents=[common], help="re-verify every chunk of a collection")
+    verify = sub.add_parser(
+        "verify", parents=[common], help="re-verify every chunk of a collection"
+    )
+    _add_receipt_arguments(verify)
     delete = sub.add_parser(
         "delete",
         parents=[common],
@@ -1232,6 +1236,8 @@ async def _run(args: argparse.Namespace) -> int:
         return await _run_collections(args)
     if args.command == "drop":
         return await _run_drop(args)
+    if args.command == "verify" and (args.receipts or args.snapshot_dir) is not None:
+        return await _run_receipts(args)
     await _check_collections_exist(args)
     if args.command == "search":
         return await _run_search(args)
@@ -1383,6 +1389,58 @@ async def _run_rebase(args: argparse.Namespace, name: str) -> int:
             print(f"collection {name!r}: base directory {col.base_dir} (was {before})")
             print(f"  {found} of {checked} sources checked are there")
     return EXIT_OK
+
+
+def _add_receipt_arguments(verify: argparse.ArgumentParser) -> None:
+    verify.add_argument(
+        "--receipts",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="check the receipts in FILE (Web Annotations from to_annotation(): a JSON array "
+        "or JSON Lines) against the sources under --base-dir instead; no index is opened",
+    )
+    verify.add_argument(
+        "--snapshot-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --receipts: where URL and record receipts' stored texts are (a "
+        "collection's <index-dir>/<name>.snapshots)",
+    )
+
+
+async def _run_receipts(args: argparse.Namespace) -> int:
+    """``grk verify --receipts FILE``: each receipt's verdict; 1 unless all verify."""
+    if args.receipts is None:
+        raise ConfigurationError("--snapshot-dir goes with --receipts FILE")
+    receipts = await read_receipts(args.receipts)
+    base = args.base_dir if args.base_dir is not None else Path.cwd()
+    results = await check_receipts(receipts, base, snapshot_dir=args.snapshot_dir)
+    tally = {v: 0 for v in ("verified", "moved", "drifted", "unresolvable")}
+    for result in results:
+        tally[result.verification] += 1
+    if args.json:
+        _emit(
+            {
+                "receipts": len(results),
+                **tally,
+                "results": [
+                    {"receipt": r.number, **result.model_dump(mode="json")}
+                    for r, result in zip(receipts, results, strict=True)
+                ],
+            }
+        )
+    else:
+        if not args.quiet:
+            print(", ".join(f"{v} {n}" for v, n in tally.items()) + f" ({len(results)} receipts)")
+        for r, result in zip(receipts, results, strict=True):
+            if not result.ok:
+                print(
+                    f"  {result.verification}: receipt {r.number}: "
+                    f"{_where_fetched(result)} {result.detail}"
+                )
+    return EXIT_OK if tally["verified"] == len(results) else EXIT_PROBLEM
 
 
 def main(argv: Sequence[str] | None = None) -> int:

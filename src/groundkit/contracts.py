@@ -26,7 +26,13 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
-from groundkit.errors import IngestionError
+from groundkit.errors import IngestionError, RetrievalError
+from groundkit.utils.annotation import (
+    QUOTE_CONTEXT_CHARS,
+    page_link,
+    text_fragment_link,
+    web_annotation,
+)
 from groundkit.utils.hashing import sha256_text
 
 __all__ = [
@@ -575,6 +581,63 @@ class Citation(_Frozen):
             return f"p. {self.page}"
         return f"pp. {self.page}-{self.end_page}"
 
+    def link(self, exact: str | None = None) -> str | None:
+        """A link that opens the source at the passage, or None when there is none.
+
+        A PDF (or any URL source with pages) gets ``#page=N``; another URL gets a
+        text directive (``#:~:text=``) highlighting ``exact``, the cited text (the
+        URL alone without it). Local text files and records have no link.
+        """
+        is_url = self.source_class == "snapshot"
+        if self.page is not None and (is_url or (self.extractor or "").startswith("pypdf/")):
+            return page_link(self.source, self.page, is_url=is_url)
+        if not is_url:
+            return None
+        return self.source if exact is None else text_fragment_link(self.source, exact)
+
+    def to_annotation(
+        self,
+        exact: str,
+        *,
+        prefix: str | None = None,
+        suffix: str | None = None,
+        collection: str | None = None,
+    ) -> dict[str, Any]:
+        """This citation as a portable receipt: a W3C Web Annotation (JSON-LD dict).
+
+        ``exact`` is the text the citation stands for (``RetrievalResult.content``;
+        the citation itself carries offsets only); ``prefix``/``suffix`` the source
+        text just before and after it, which tell a repeated passage apart when the
+        source is edited. ``grk verify --receipts`` and
+        ``groundkit.check_receipts`` check it against the source with no index
+        (docs/receipts.md).
+        """
+        if not isinstance(exact, str) or len(exact) != self.end_offset - self.start_offset:
+            size = len(exact) if isinstance(exact, str) else type(exact).__name__
+            raise RetrievalError(
+                f"the exact text ({size} characters) does not fit the citation's span "
+                f"{self.start_offset}..{self.end_offset}; pass the text it was indexed with"
+            )
+        return web_annotation(
+            self.source,
+            self.start_offset,
+            self.end_offset,
+            exact,
+            prefix=prefix,
+            suffix=suffix,
+            extensions={
+                "sourceClass": self.source_class,
+                "extractor": self.extractor,
+                "documentId": self.document_id,
+                "chunkId": self.chunk_id,
+                "version": self.version,
+                "page": self.page,
+                "endPage": self.end_page,
+                "collection": collection,
+                "link": self.link(exact),
+            },
+        )
+
 
 ContextKind = Literal["parent", "window"]
 
@@ -657,6 +720,21 @@ class RetrievalResult(_Frozen):
     def heading_path(self) -> list[str]:
         """The headings the chunk lies under, outermost first (``[]`` when none)."""
         return heading_path_at(self.metadata, self.start_offset)
+
+    def to_annotation(self) -> dict[str, Any]:
+        """This result's citation as a receipt (``Citation.to_annotation``); a result
+        searched with ``expand=`` carries the source text around it as well."""
+        prefix = suffix = None
+        ctx = self.context
+        if ctx is not None and ctx.start_offset <= self.start_offset <= ctx.end_offset:
+            before = self.start_offset - ctx.start_offset
+            prefix = ctx.content[max(0, before - QUOTE_CONTEXT_CHARS) : before]
+        if ctx is not None and ctx.start_offset <= self.end_offset <= ctx.end_offset:
+            after = self.end_offset - ctx.start_offset
+            suffix = ctx.content[after : after + QUOTE_CONTEXT_CHARS]
+        return self.citation.to_annotation(
+            self.content, prefix=prefix, suffix=suffix, collection=self.collection
+        )
 
     @property
     def citation(self) -> Citation:
@@ -747,6 +825,10 @@ class FetchResult(_Frozen):
         """True when the source holds ``content`` intact, at other offsets."""
         return self.verification == "moved"
 
+    def to_annotation(self) -> dict[str, Any]:
+        """The fetched chunk's citation as a receipt (``Citation.to_annotation``)."""
+        return self.citation.to_annotation(self.content)
+
 
 class QuoteCheck(_Frozen):
     """Whether a quote lies in a cited span that still reads as indexed, and why not.
@@ -792,7 +874,10 @@ class AnswerSentence(_Frozen):
     Offsets are into the answer text (``text`` is that slice, markers included).
     ``cited`` are the citations its markers point at; ``quotes`` the checks of
     every passage it quotes; ``evidence`` the cited sentence closest to it, with
-    ``similarity`` its score on the report's ``method`` scale.
+    ``similarity`` its score on the report's ``method`` scale. ``relevant`` says,
+    per citation in ``cited``, whether it counts towards citation precision (ALCE:
+    the sentence is supported and the citation is needed for it); empty where no
+    citation is counted (no marker, or a marker naming no result).
     """
 
     start_offset: int = Field(ge=0)
@@ -805,6 +890,13 @@ class AnswerSentence(_Frozen):
     quotes: list[QuoteCheck] = Field(default_factory=list)
     evidence: EvidenceSpan | None = None
     similarity: float | None = None
+    relevant: list[bool] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _validate(self) -> AnswerSentence:
+        if self.relevant and len(self.relevant) != len(self.cited):
+            raise ValueError("relevant needs one entry per cited result, or none")
+        return self
 
     @property
     def ok(self) -> bool:
@@ -824,6 +916,12 @@ class AnswerReport(_Frozen):
     ``citations`` is the verdict on each cited result's span, judged once, in the
     order of the results (the one ``check_citation`` gives): a span that ``moved``
     keeps its sentences' verdicts, and says here where its text is now.
+
+    ``citation_recall`` and ``citation_precision`` are ALCE's (Gao et al. 2023),
+    with this check's verdicts as the support judgement (SPEC.md): the share of
+    claims their cited results support (``quoted`` or ``supported``), and the
+    share of citations that are needed. None when the answer has no claim, or
+    counts no citation.
     """
 
     sentences: list[AnswerSentence]
@@ -833,6 +931,8 @@ class AnswerReport(_Frozen):
     supported_threshold: float
     weak_threshold: float
     citations: list[FetchResult] = Field(default_factory=list)
+    citation_recall: float | None = Field(default=None, ge=0.0, le=1.0)
+    citation_precision: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @property
     def ok(self) -> bool:

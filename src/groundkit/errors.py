@@ -8,7 +8,8 @@
     ├── StorageError                the index on disk is unusable (schema, I/O)
     ├── IndexIdentityError          index built with another analyzer/embedder
     ├── RetrievalError              bad query, or a citation that does not check out
-    │   └── RerankerNotConfiguredError
+    │   ├── RerankerNotConfiguredError
+    │   └── ReceiptError            a receipt (a citation as a Web Annotation) is malformed
     ├── NotGroundedError            (also an AssertionError) groundkit.testing's verdict
     └── (nothing else crosses the public API)
 
@@ -29,6 +30,7 @@ __all__ = [
     "IndexIdentityError",
     "IngestionError",
     "NotGroundedError",
+    "ReceiptError",
     "RerankerNotConfiguredError",
     "RetrievalError",
     "StorageError",
@@ -67,6 +69,15 @@ class RetrievalError(GroundkitError):
 
 class RerankerNotConfiguredError(RetrievalError):
     """``rerank=True`` was asked of a retriever that has no reranker."""
+
+
+class ReceiptError(RetrievalError):
+    """A receipt cannot be read as a citation: ``number`` is its place in its file
+    (1-based; 0 for the file as a whole) and the message says what is wrong."""
+
+    def __init__(self, message: str, *, number: int = 0) -> None:
+        super().__init__(message)
+        self.number = number
 
 
 class NotGroundedError(GroundkitError, AssertionError):

@@ -419,8 +419,13 @@ async def test_verify_answer_tool(served: Served) -> None:
         verdicts = [s["verdict"] for s in checked["sentences"]]
         assert verdicts[0] == "quoted"
         assert "dangling" in verdicts and not checked["ok"]
+        # ALCE: two claims, the quoted one supported; the dangling one's citations are
+        # not counted, so the one counted citation is relevant.
+        assert verdicts == ["quoted", "no_claim", "dangling"]
+        assert (checked["citation_recall"], checked["citation_precision"]) == (0.5, 1.0)
         result = await client.call_tool("verify_answer", {"answer": answer, "chunk_ids": ids})
         assert text_of(result).startswith(f"{len(checked['problems'])} problem(s): ")
+        assert "citation recall 0.50, citation precision 1.00" in text_of(result)
         missing = await refused(client, "verify_answer", answer="x [1].", chunk_ids=["nope"])
         assert missing.startswith("verify_answer failed (RetrievalError): no chunk 'nope'")
         assert [c["verification"] for c in checked["citations"]] == ["verified", "verified"]

@@ -294,6 +294,9 @@ class AnswerCheck(_Wire):
     method: str
     supported_threshold: float
     weak_threshold: float
+    # ALCE citation recall and precision (null: no claim, or no citation counted).
+    citation_recall: float | None = None
+    citation_precision: float | None = None
     sentences: list[AnswerSentence]
     # The verdict on each cited chunk's span, as fetch_chunk gives it (moved: where its
     # text is now; the sentences citing it keep their verdicts).
@@ -438,6 +441,16 @@ def compact_text(output: BaseModel) -> str:
         verdict = "grounded" if output.ok else f"{len(output.problems)} problem(s)"
         counts = ", ".join(f"{n} {v}" for v, n in output.counts.items())
         lines = [f"{verdict}: {len(output.sentences)} sentence(s) ({counts or 'none'})"]
+        scores = [
+            f"citation {name} {value:.2f}"
+            for name, value in (
+                ("recall", output.citation_recall),
+                ("precision", output.citation_precision),
+            )
+            if value is not None
+        ]
+        if scores:
+            lines.append(", ".join(scores))
         lines += output.problems
         lines += [
             f"cited chunk {c.citation.chunk_id} {c.verification}: {c.detail}"
@@ -845,7 +858,9 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         entailment), misquoted, uncited, dangling (a marker naming no chunk), drifted or
         unresolvable (the cited text is gone), no_claim. citations gives each cited chunk's
         own verdict (as fetch_chunk would): a chunk whose text moved still supports its
-        sentences, and says where its text is now."""
+        sentences, and says where its text is now.
+        citation_recall is the share of claims their citations support,
+        citation_precision the share of citations needed (ALCE's measures)."""
 
         async def run() -> AnswerCheck:
             async with registry.lease(collection) as col:
@@ -858,6 +873,8 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 method=report.method,
                 supported_threshold=report.supported_threshold,
                 weak_threshold=report.weak_threshold,
+                citation_recall=report.citation_recall,
+                citation_precision=report.citation_precision,
                 sentences=report.sentences,
                 citations=report.citations,
             )

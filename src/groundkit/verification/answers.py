@@ -16,6 +16,9 @@ sentence of the results it cites. Each sentence gets one verdict:
 - ``dangling``: a marker names no result;
 - ``drifted`` / ``unresolvable``: none of the spans it cites still holds its indexed text.
 
+The report also gives ALCE's citation recall and precision (``attribution.py``),
+with these verdicts as the support judgement.
+
 A cited span is judged once, as ``check_citation`` judges it, and the report's
 ``citations`` lists those verdicts: a span whose text ``moved`` intact still
 supports its sentences (their verdicts are as if it had not moved), and
@@ -61,6 +64,12 @@ from groundkit.retrieval.evidence import rank_evidence
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.text import describe_unencodable
+from groundkit.verification.attribution import (
+    SUPPORTING,
+    citation_scores,
+    relevance,
+    subsets_to_judge,
+)
 from groundkit.verification.markers import CallerPattern, Marker, find_markers
 from groundkit.verification.markers import marker_pattern as compile_markers
 from groundkit.verification.quotes import Locator, QuoteChecker
@@ -123,6 +132,20 @@ class _Sentence:
 
 def _holds(span: FetchResult) -> bool:
     return span.verification in ("verified", "moved")
+
+
+def _subsets(
+    sentences: list[_Sentence], intact: Mapping[int, FetchResult]
+) -> list[tuple[int, tuple[int, ...], _Sentence]]:
+    """``(sentence, subset, the sentence citing only that subset)`` for every subset
+    ALCE precision needs judged (``subsets_to_judge``), in sentence order."""
+    out = []
+    for i, s in enumerate(sentences):
+        for subset in subsets_to_judge(s.cited(intact)):
+            labels = [s.labels[s.positions.index(p)] for p in subset]
+            alone = _Sentence(s.start, s.end, s.markers, s.quotes, labels, [*subset])
+            out.append((i, subset, alone))
+    return out
 
 
 class AnswerChecker:
@@ -192,8 +215,17 @@ class AnswerChecker:
         named = sorted({p for s in sentences for p in s.positions if p is not None})
         # Each cited span judged once (the verdict every entry point gives).
         intact = {p: await self._quotes.span_verdict(results[p]) for p in named}
-        closest = await self._closest(answer, results, sentences, intact)
-        return await _cpu(off, lambda: self._report(answer, results, sentences, intact, closest))
+        # Each sentence again as if it cited a subset of its results (ALCE precision),
+        # compared in the same batch as the sentences themselves.
+        virtual = _subsets(sentences, intact)
+        every = [*sentences, *(v for _, _, v in virtual)]
+        closest = await self._closest(answer, results, every, intact)
+
+        def report() -> AnswerReport:
+            made = self._report(answer, results, sentences, intact, closest)
+            return self._attribute(answer, results, made, sentences, intact, closest, virtual)
+
+        return await _cpu(off, report)
 
     def _report(
         self,
@@ -222,6 +254,45 @@ class AnswerChecker:
             supported_threshold=self.supported_threshold,
             weak_threshold=self.weak_threshold,
             citations=list(intact.values()),  # in result order: named was sorted
+        )
+
+    def _attribute(
+        self,
+        answer: str,
+        results: list[RetrievalResult],
+        report: AnswerReport,
+        sentences: list[_Sentence],
+        intact: Mapping[int, FetchResult],
+        closest: Mapping[int, tuple[EvidenceSpan, float]],
+        virtual: list[tuple[int, tuple[int, ...], _Sentence]],
+    ) -> AnswerReport:
+        """``report`` with each sentence's ``relevant`` and the citation recall and
+        precision (``attribution.py``): a supported sentence's subsets are judged by
+        this same check (``closest`` holds them after the sentences)."""
+        citations = [r.citation for r in results] if virtual else []
+        supports: dict[int, dict[tuple[int, ...], bool]] = {}
+        for j, (i, subset, v) in enumerate(virtual):
+            if report.sentences[i].verdict in SUPPORTING:
+                again = self._judge(
+                    answer, results, v, intact, closest.get(len(sentences) + j), citations
+                )
+                supports.setdefault(i, {})[subset] = again.verdict in SUPPORTING
+        out = [
+            sentence.model_copy(
+                update={
+                    "relevant": relevance(
+                        sentence.verdict,
+                        list(dict.fromkeys(p for p in s.positions if p is not None)),
+                        s.cited(intact),
+                        supports.get(i, {}),
+                    )
+                }
+            )
+            for i, (s, sentence) in enumerate(zip(sentences, report.sentences, strict=True))
+        ]
+        recall, precision = citation_scores(out)
+        return report.model_copy(
+            update={"sentences": out, "citation_recall": recall, "citation_precision": precision}
         )
 
     async def _closest(

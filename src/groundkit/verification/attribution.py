@@ -1,0 +1,84 @@
+"""Citation recall and precision of a checked answer, counted the way ALCE counts them.
+
+ALCE (Gao et al. 2023, "Enabling Large Language Models to Generate Text with
+Citations"; princeton-nlp/ALCE ``eval.py``) judges each statement of an answer
+against the concatenation of the passages it cites:
+
+- recall: the share of statements their cited passages support. A statement
+  with no citation, or one naming no passage, counts as unsupported;
+- precision: the share of citations that are relevant. Every citation of a
+  statement counts (statements naming a missing passage excepted); one of an
+  unsupported statement is never relevant; one of a supported statement is
+  irrelevant when its passage alone does not support the statement and the
+  other citations still do without it.
+
+The support judgement here is the answer check's own (``answers.py``): a
+sentence is supported when its verdict is ``quoted`` or ``supported``, and a
+subset of its citations supports it when the same check, run as if the
+sentence cited only that subset, says so. Where groundkit departs from the
+script: sentences the check reads as ``no_claim`` are not statements;
+a result cited twice in one sentence counts once; no cap on citations per
+sentence (the script keeps the first three by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from groundkit.contracts import AnswerSentence
+
+__all__ = ["SUPPORTING", "citation_scores", "relevance", "subsets_to_judge"]
+
+# The verdicts that mean "the cited passages support this sentence".
+SUPPORTING: frozenset[str] = frozenset({"quoted", "supported"})
+# Sentences whose citations precision does not count: none, or one naming nothing.
+_UNCOUNTED: frozenset[str] = frozenset({"no_claim", "uncited", "dangling"})
+
+
+def subsets_to_judge(usable: Sequence[int]) -> list[tuple[int, ...]]:
+    """The citation subsets precision needs judged for a sentence whose intact cited
+    results are ``usable`` (in marker order): each alone, and the rest without each.
+    None for a single citation: it alone is the whole set, already judged."""
+    if len(usable) < 2:
+        return []
+    wanted = [(u,) for u in usable] + [tuple(v for v in usable if v != u) for u in usable]
+    return list(dict.fromkeys(wanted))
+
+
+def relevance(
+    verdict: str,
+    cited: Sequence[int],
+    usable: Sequence[int],
+    supports: Mapping[tuple[int, ...], bool],
+) -> list[bool]:
+    """Per result in ``cited``, whether ALCE counts it relevant; ``[]`` where the
+    sentence's citations are not counted. ``supports`` holds the verdict of each
+    subset ``subsets_to_judge(usable)`` named (True: the subset supports)."""
+    if verdict in _UNCOUNTED:
+        return []
+    if verdict not in SUPPORTING:
+        return [False] * len(cited)
+    whole = tuple(usable)
+
+    def supported(subset: tuple[int, ...]) -> bool:
+        return subset == whole or (bool(subset) and supports[subset])
+
+    out = []
+    for c in cited:
+        if c in whole and supported((c,)):
+            out.append(True)
+            continue
+        out.append(not supported(tuple(u for u in whole if u != c)))
+    return out
+
+
+def citation_scores(sentences: Sequence[AnswerSentence]) -> tuple[float | None, float | None]:
+    """``(recall, precision)`` over the answer's sentences (their ``relevant`` filled
+    in); None for recall without a statement, for precision without a counted citation."""
+    statements = [s for s in sentences if s.verdict != "no_claim"]
+    recall = (
+        sum(s.verdict in SUPPORTING for s in statements) / len(statements) if statements else None
+    )
+    counted = sum(len(s.relevant) for s in statements)
+    precision = sum(sum(s.relevant) for s in statements) / counted if counted else None
+    return recall, precision

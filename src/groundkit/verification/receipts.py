@@ -1,0 +1,327 @@
+"""Receipts: citations carried as W3C Web Annotations, checked back with no index.
+
+``Citation.to_annotation`` (and ``RetrievalResult``/``FetchResult.to_annotation``)
+writes one; this module reads them (a JSON array, one JSON object, or JSON Lines),
+writes files of them, and checks them against a source tree. A check reads the
+source the way every other entry point does (``sources.read_source``), looks for
+the exact text where the offsets lost it (``verdict.locate``, with the receipt's
+prefix and suffix to tell repeats apart) and lets ``verdict.judge`` decide, so a
+receipt gets the verdict ``Collection.verify`` gives the same citation.
+
+A receipt that cannot be read as a citation raises ``ReceiptError`` naming it
+(its place in the file, and the line for JSON Lines) and what is wrong; nothing
+is checked until every receipt of a file reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, get_args
+
+from pydantic import ValidationError
+
+from groundkit.config import DEFAULT_MAX_FILE_BYTES
+from groundkit.contracts import STORED_TEXT_CLASSES, Citation, FetchResult, SourceClass
+from groundkit.errors import ConfigurationError, ReceiptError, RetrievalError
+from groundkit.storage.snapshots import SnapshotLocation
+from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
+from groundkit.verification.sources import read_source
+from groundkit.verification.verdict import judge, locate
+
+__all__ = [
+    "Receipt",
+    "check_receipts",
+    "dump_receipts",
+    "parse_receipt",
+    "parse_receipts",
+    "read_receipts",
+    "write_receipts",
+]
+
+_SOURCE_CLASSES: tuple[str, ...] = get_args(SourceClass)
+# The groundkit terms a receipt's target may carry, and the JSON type of each.
+_TERMS: dict[str, type] = {
+    "sourceClass": str,
+    "extractor": str,
+    "documentId": str,
+    "chunkId": str,
+    "version": int,
+    "page": int,
+    "endPage": int,
+    "collection": str,
+    "link": str,
+    "contentHash": str,
+}
+_JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """One receipt read back: the citation, the exact text it stands for, and the
+    source text around it when the receipt carried it."""
+
+    citation: Citation
+    exact: str
+    prefix: str | None = None
+    suffix: str | None = None
+    # Its place in the file it was read from (1-based).
+    number: int = 1
+
+
+class _Bad(Exception):
+    """What is wrong with a receipt, before it is given its number."""
+
+
+def _types(value: object) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _one(value: object, what: str) -> dict[str, Any]:
+    items = _types(value)
+    if len(items) != 1 or not isinstance(items[0], dict):
+        raise _Bad(f"{what} must be one JSON object")
+    return items[0]
+
+
+def _text(holder: Mapping[str, Any], key: str, where: str, *, required: bool) -> str | None:
+    value = holder.get(key)
+    if value is None:
+        if required:
+            raise _Bad(f"{where} has no {key!r}")
+        return None
+    if not isinstance(value, str):
+        raise _Bad(f"{where} {key!r} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _offset(holder: Mapping[str, Any], key: str) -> int:
+    value = holder.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Bad(f"the TextPositionSelector {key!r} must be a whole number >= 0, not {value!r}")
+    return value
+
+
+def _selectors(target: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for selector in _types(target.get("selector")):
+        if not isinstance(selector, dict):
+            raise _Bad("each selector must be a JSON object")
+        kinds = _types(selector.get("type"))
+        for kind in ("TextQuoteSelector", "TextPositionSelector"):
+            if kind in kinds:
+                found.setdefault(kind, []).append(selector)
+    picked = []
+    for kind in ("TextQuoteSelector", "TextPositionSelector"):
+        got = found.get(kind, [])
+        if len(got) != 1:
+            raise _Bad(f"the target needs exactly one {kind}, it has {len(got)}")
+        picked.append(got[0])
+    return picked[0], picked[1]
+
+
+def _terms(target: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, kind in _TERMS.items():
+        value = target.get(PREFIX + name)
+        if value is None:
+            continue
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise _Bad(f"{PREFIX}{name} must be a {kind.__name__}, not {type(value).__name__}")
+        out[name] = value
+    return out
+
+
+def _receipt(annotation: object, number: int) -> Receipt:
+    if not isinstance(annotation, dict):
+        raise _Bad(f"a receipt is a JSON object, not {type(annotation).__name__}")
+    if ANNOTATION_CONTEXT not in _types(annotation.get("@context")):
+        raise _Bad(f"its @context does not name {ANNOTATION_CONTEXT!r}")
+    if "Annotation" not in _types(annotation.get("type")):
+        raise _Bad("its type is not 'Annotation'")
+    target = _one(annotation.get("target"), "its target")
+    source = _text(target, "source", "the target", required=True)
+    if not source:
+        raise _Bad("the target's source is empty")
+    quote, position = _selectors(target)
+    exact = _text(quote, "exact", "the TextQuoteSelector", required=True)
+    assert exact is not None
+    prefix = _text(quote, "prefix", "the TextQuoteSelector", required=False)
+    suffix = _text(quote, "suffix", "the TextQuoteSelector", required=False)
+    start, end = _offset(position, "start"), _offset(position, "end")
+    if end - start != len(exact):
+        raise _Bad(
+            f"the TextPositionSelector spans {start}..{end} ({end - start} characters) but "
+            f"the exact text has {len(exact)}"
+        )
+    terms = _terms(target)
+    expected = terms.get("contentHash")
+    if expected is not None and expected != content_hash(exact):
+        raise _Bad(
+            "its exact text does not hash to its groundkit:contentHash (the text was "
+            "changed after the receipt was made)"
+        )
+    source_class = terms.get("sourceClass", "text")
+    if source_class not in _SOURCE_CLASSES:
+        raise _Bad(
+            f"groundkit:sourceClass {source_class!r} is not one of {', '.join(_SOURCE_CLASSES)}"
+        )
+    if source_class in STORED_TEXT_CLASSES and not terms.get("documentId"):
+        raise _Bad(
+            f"a {source_class!r} receipt needs groundkit:documentId (its text is read from "
+            "the collection's snapshot store by document id)"
+        )
+    try:
+        citation = Citation(
+            document_id=terms.get("documentId", ""),
+            chunk_id=terms.get("chunkId", ""),
+            source=source,
+            source_class=source_class,
+            extractor=terms.get("extractor"),
+            start_offset=start,
+            end_offset=end,
+            page=terms.get("page"),
+            version=terms.get("version"),
+            end_page=terms.get("endPage"),
+        )
+    except ValidationError as exc:
+        raise _Bad(
+            "; ".join(e["msg"] for e in exc.errors(include_url=False, include_input=False))
+        ) from None
+    return Receipt(citation, exact, prefix or None, suffix or None, number)
+
+
+def parse_receipt(annotation: object, number: int = 1, *, line: int | None = None) -> Receipt:
+    """``annotation`` (a dict from ``to_annotation``, or parsed JSON) as a receipt;
+    ``ReceiptError`` naming it by ``number`` (and ``line``) when it is not one."""
+    try:
+        return _receipt(annotation, number)
+    except _Bad as exc:
+        where = f"receipt {number}" + (f" (line {line})" if line is not None else "")
+        raise ReceiptError(f"{where}: {exc}", number=number) from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _load(text: str) -> Any:
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def parse_receipts(text: str) -> list[Receipt]:
+    """The receipts in ``text``: a JSON array of annotations, one annotation, or JSON
+    Lines (one per line; blank lines skipped)."""
+    out: list[Receipt] = []
+    try:
+        whole = _load(text)
+    except ValueError:
+        pass
+    else:
+        items = whole if isinstance(whole, list) else [whole]
+        out = [parse_receipt(item, n) for n, item in enumerate(items, 1)]
+        if not out:
+            raise ReceiptError("the receipts file holds no receipt (an empty array)")
+        return out
+    for line_number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        number = len(out) + 1
+        try:
+            item = _load(line)
+        except ValueError as exc:
+            raise ReceiptError(
+                f"receipt {number} (line {line_number}) is not JSON: {exc}; a receipts file "
+                "is a JSON array or JSON Lines (one annotation per line)",
+                number=number,
+            ) from None
+        out.append(parse_receipt(item, number, line=line_number))
+    if not out:
+        raise ReceiptError("the receipts file holds no receipt")
+    return out
+
+
+async def read_receipts(path: Path | str) -> list[Receipt]:
+    """The receipts in the file at ``path`` (``parse_receipts``)."""
+    where = Path(path)
+    try:
+        data = await asyncio.to_thread(where.read_bytes)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot read receipts file {str(where)!r}: {exc.strerror or exc}"
+        ) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ReceiptError(f"receipts file {str(where)!r} is not UTF-8") from None
+    return parse_receipts(text)
+
+
+def dump_receipts(annotations: Iterable[Mapping[str, Any]], *, lines: bool = True) -> str:
+    """``annotations`` as JSON Lines (default) or as one JSON array."""
+    items = [dict(a) for a in annotations]
+    if lines:
+        return "".join(json.dumps(a, ensure_ascii=False, allow_nan=False) + "\n" for a in items)
+    return json.dumps(items, ensure_ascii=False, allow_nan=False, indent=2) + "\n"
+
+
+async def write_receipts(path: Path | str, annotations: Iterable[Mapping[str, Any]]) -> None:
+    """Write ``annotations`` to ``path``: JSON Lines for a ``.jsonl``/``.ndjson`` name,
+    a JSON array otherwise."""
+    where = Path(path)
+    text = dump_receipts(annotations, lines=where.suffix.lower() in _JSON_LINES_SUFFIXES)
+    try:
+        await asyncio.to_thread(where.write_text, text, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"cannot write receipts file {str(where)!r}: {exc.strerror or exc}"
+        ) from None
+
+
+def _source_key(citation: Citation) -> tuple[str, str, str | None, str]:
+    stored = citation.document_id if citation.source_class in STORED_TEXT_CLASSES else ""
+    return (citation.source_class, citation.source, citation.extractor, stored)
+
+
+async def check_receipts(
+    receipts: Sequence[Receipt | Mapping[str, Any]],
+    allowed_base_dir: Path | str,
+    *,
+    snapshot_dir: SnapshotLocation | None = None,
+    max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
+) -> list[FetchResult]:
+    """The verdict on each receipt, in order, against its source as it reads now.
+
+    ``receipts`` are ``Receipt`` objects or annotations (parsed first; a malformed
+    one raises ``ReceiptError`` before anything is read). Sources are read from
+    ``allowed_base_dir`` (``snapshot_dir`` for URL and record receipts), each once.
+    Never raises for a source problem: that is the verdict.
+    """
+    parsed = [
+        r if isinstance(r, Receipt) else parse_receipt(r, n) for n, r in enumerate(receipts, 1)
+    ]
+    base = Path(allowed_base_dir)
+    texts: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
+    out: list[FetchResult] = []
+    for receipt in parsed:
+        citation = receipt.citation
+        key = _source_key(citation)
+        if key not in texts:
+            try:
+                texts[key] = await read_source(
+                    citation, base, snapshot_dir=snapshot_dir, max_bytes=max_bytes
+                )
+            except RetrievalError as exc:
+                texts[key] = exc
+        text = texts[key]
+        if isinstance(text, RetrievalError):
+            out.append(judge(receipt.exact, citation, None, text))
+            continue
+        anchor = await asyncio.to_thread(
+            locate, receipt.exact, citation, text, prefix=receipt.prefix, suffix=receipt.suffix
+        )
+        out.append(judge(receipt.exact, citation, text, None, anchor))
+    return out
