@@ -91,9 +91,9 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
             outputs.append((lang, _run(tmp_path, number, lang, body)))
     python = [out for lang, out in outputs if lang == "python"]
     bash = [out for lang, out in outputs if lang == "bash"]
-    assert len(python) == 12, (
+    assert len(python) == 13, (
         "README has the BM25, dense, sync, in-memory, LangChain, LlamaIndex, Haystack, "
-        "office-formats, quotes, answer-checking, versions and long-document examples"
+        "office-formats, quotes, answer-checking, receipts, versions and long-document examples"
     )
     assert "added: ['notes/tea.md']" in python[0]
     assert "verified=True" in python[0]
@@ -121,12 +121,13 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert verdicts == "['quoted', 'supported', 'unsupported', 'dangling']"
     assert unsupported.startswith("sentence 3 (unsupported): 'Oolong must be brewed cold [1].'")
     assert dangling.startswith("sentence 4 (dangling): ")
-    now, then, past, deleted = python[10].splitlines()
+    assert python[10].strip() == "['verified']"
+    now, then, past, deleted = python[11].splitlines()
     assert now == "Refunds are paid within 14 days. 2"
     assert then == "Refunds are paid within 30 days. 1"
     assert past == "drifted 2026-06-01T00:00:00+00:00"
     assert deleted == "['policy/refunds.md'] []"
-    queries, heading, exact, passage, verified_long = python[11].splitlines()
+    queries, heading, exact, passage, verified_long = python[12].splitlines()
     assert queries == "['remove limescale', 'remove descaling']"
     assert heading == "Kettle manual > Descaling 17 89"
     assert exact == "True" and passage == "## Descaling 2" and verified_long == "verified"
