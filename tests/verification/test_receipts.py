@@ -216,6 +216,17 @@ async def test_each_source_is_read_once_and_results_keep_their_order(
     ]
 
 
+async def test_a_receipt_never_reads_outside_the_base_directory(
+    col: Collection, tmp_path: Path
+) -> None:
+    (tmp_path / "secret.txt").write_text("Alpha", encoding="utf-8")
+    escapes = ["../secret.txt", str(tmp_path / "secret.txt"), "sub/../../secret.txt"]
+    annotations = [_at(source, "text", end_offset=5).to_annotation("Alpha") for source in escapes]
+    checked = await check_receipts(annotations, tmp_path / "corpus")
+    assert [c.verification for c in checked] == ["unresolvable"] * 3
+    assert all(c.detail.startswith("refused: ") for c in checked)
+
+
 async def test_record_receipts_read_the_snapshot_store(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
