@@ -24,6 +24,7 @@ from groundkit import (
     Record,
     RetrievalError,
     RetrievalResult,
+    check_citation,
     check_receipts,
     read_receipts,
     write_receipts,
@@ -201,6 +202,8 @@ async def test_without_the_text_around_it_a_repeated_passage_is_not_guessed(
     (checked,) = await check_receipts([annotation], tmp_path / "corpus")
     assert checked.verification == "drifted"
     assert "appears 2 times" in checked.detail
+    # What the standalone check of the same citation says, to the letter.
+    assert checked == await check_citation(result.citation, result.content, tmp_path / "corpus")
 
 
 async def test_each_source_is_read_once_and_results_keep_their_order(

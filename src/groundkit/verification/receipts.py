@@ -5,8 +5,9 @@ writes one; this module reads them (a JSON array, one JSON object, or JSON Lines
 writes files of them, and checks them against a source tree. A check reads the
 source the way every other entry point does (``sources.read_source``), looks for
 the exact text where the offsets lost it (``verdict.locate``, with the receipt's
-prefix and suffix to tell repeats apart) and lets ``verdict.judge`` decide, so a
-receipt gets the verdict ``Collection.verify`` gives the same citation.
+prefix and suffix standing for the indexed context when the text is there more
+than once) and lets ``verdict.judge`` decide, so a receipt gets the verdict
+``Collection.verify`` gives the same citation.
 
 A receipt that cannot be read as a citation raises ``ReceiptError`` naming it
 (its place in the file, and the line for JSON Lines) and what is wrong; nothing
@@ -29,6 +30,7 @@ from groundkit.contracts import STORED_TEXT_CLASSES, Citation, FetchResult, Sour
 from groundkit.errors import ConfigurationError, ReceiptError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
+from groundkit.verification.anchoring import Anchor, reanchor
 from groundkit.verification.sources import read_source
 from groundkit.verification.verdict import judge, locate
 
@@ -281,6 +283,24 @@ async def write_receipts(path: Path | str, annotations: Iterable[Mapping[str, An
         ) from None
 
 
+async def _anchor(receipt: Receipt, text: str) -> Anchor | None:
+    """``Verifier.anchor``'s steps with the receipt's context for the indexed one: the
+    text looked for on its own, and only when it is there more than once, again with
+    the prefix and suffix."""
+    citation, exact = receipt.citation, receipt.exact
+    anchor = await asyncio.to_thread(locate, exact, citation, text)
+    if anchor is None or anchor.outcome != "ambiguous" or not (receipt.prefix or receipt.suffix):
+        return anchor
+    return await asyncio.to_thread(
+        reanchor,
+        text,
+        exact,
+        citation.start_offset,
+        prefix=receipt.prefix,
+        suffix=receipt.suffix,
+    )
+
+
 def _source_key(citation: Citation) -> tuple[str, str, str | None, str]:
     stored = citation.document_id if citation.source_class in STORED_TEXT_CLASSES else ""
     return (citation.source_class, citation.source, citation.extractor, stored)
@@ -320,8 +340,5 @@ async def check_receipts(
         if isinstance(text, RetrievalError):
             out.append(judge(receipt.exact, citation, None, text))
             continue
-        anchor = await asyncio.to_thread(
-            locate, receipt.exact, citation, text, prefix=receipt.prefix, suffix=receipt.suffix
-        )
-        out.append(judge(receipt.exact, citation, text, None, anchor))
+        out.append(judge(receipt.exact, citation, text, None, await _anchor(receipt, text)))
     return out
