@@ -21,7 +21,12 @@ from groundkit import (
     Collection,
     SentenceTransformerEmbedder,
 )
-from groundkit.verification.attribution import citation_scores, relevance, subsets_to_judge
+from groundkit.verification.attribution import (
+    citation_scores,
+    first_relevance,
+    relevance,
+    subsets_to_judge,
+)
 from tests.answer_support import SKY, tea_and_sky, tea_and_sky_collection
 
 
@@ -175,6 +180,10 @@ def test_relevance_follows_both_alce_conditions() -> None:
     assert relevance("weak", [0, 1], [0, 1], {}) == [False, False]
     assert relevance("uncited", [], [], {}) == []
     assert relevance("dangling", [0], [0], {}) == []
+    # What the verdict settles alone: all of a supported sentence's one citation.
+    assert first_relevance("quoted", 1) == [True]
+    assert first_relevance("misquoted", 2) == [False, False]
+    assert first_relevance("no_claim", 0) == []
 
 
 def test_scores_over_hand_built_sentences() -> None:

@@ -67,6 +67,7 @@ from groundkit.utils.text import describe_unencodable
 from groundkit.verification.attribution import (
     SUPPORTING,
     citation_scores,
+    first_relevance,
     relevance,
     subsets_to_judge,
 )
@@ -141,6 +142,8 @@ def _subsets(
     ALCE precision needs judged (``subsets_to_judge``), in sentence order."""
     out = []
     for i, s in enumerate(sentences):
+        if len(s.positions) < 2:  # one marker label: nothing to take apart
+            continue
         for subset in subsets_to_judge(s.cited(intact)):
             labels = [s.labels[s.positions.index(p)] for p in subset]
             alone = _Sentence(s.start, s.end, s.markers, s.quotes, labels, [*subset])
@@ -277,19 +280,13 @@ class AnswerChecker:
                     answer, results, v, intact, closest.get(len(sentences) + j), citations
                 )
                 supports.setdefault(i, {})[subset] = again.verdict in SUPPORTING
-        out = [
-            sentence.model_copy(
-                update={
-                    "relevant": relevance(
-                        sentence.verdict,
-                        list(dict.fromkeys(p for p in s.positions if p is not None)),
-                        s.cited(intact),
-                        supports.get(i, {}),
-                    )
-                }
-            )
-            for i, (s, sentence) in enumerate(zip(sentences, report.sentences, strict=True))
-        ]
+        out = list(report.sentences)
+        for i, (s, sentence) in enumerate(zip(sentences, out, strict=True)):
+            # The rest already have their final ``relevant`` (``first_relevance``).
+            if sentence.verdict in SUPPORTING and len(sentence.cited) > 1:
+                cited = list(dict.fromkeys(p for p in s.positions if p is not None))
+                flags = relevance(sentence.verdict, cited, s.cited(intact), supports.get(i, {}))
+                out[i] = sentence.model_copy(update={"relevant": flags})
         recall, precision = citation_scores(out)
         return report.model_copy(
             update={"sentences": out, "citation_recall": recall, "citation_precision": precision}
@@ -398,6 +395,7 @@ class AnswerChecker:
                 quotes=list(quotes),
                 evidence=None if best is None else best[0],
                 similarity=None if best is None else best[1],
+                relevant=first_relevance(name, len(cited)),
             )
 
         if not s.markers:

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 
 from groundkit.contracts import AnswerSentence
 
-__all__ = ["SUPPORTING", "citation_scores", "relevance", "subsets_to_judge"]
+__all__ = ["SUPPORTING", "citation_scores", "first_relevance", "relevance", "subsets_to_judge"]
 
 # The verdicts that mean "the cited passages support this sentence".
 SUPPORTING: frozenset[str] = frozenset({"quoted", "supported"})
@@ -45,6 +45,15 @@ def subsets_to_judge(usable: Sequence[int]) -> list[tuple[int, ...]]:
     return list(dict.fromkeys(wanted))
 
 
+def first_relevance(verdict: str, count: int) -> list[bool]:
+    """``relevance`` of a sentence with ``count`` distinct citations as far as its
+    verdict settles it: final unless it is supported with several citations, whose
+    subsets ``relevance`` must weigh."""
+    if verdict in _UNCOUNTED:
+        return []
+    return [verdict in SUPPORTING] * count
+
+
 def relevance(
     verdict: str,
     cited: Sequence[int],
@@ -54,10 +63,8 @@ def relevance(
     """Per result in ``cited``, whether ALCE counts it relevant; ``[]`` where the
     sentence's citations are not counted. ``supports`` holds the verdict of each
     subset ``subsets_to_judge(usable)`` named (True: the subset supports)."""
-    if verdict in _UNCOUNTED:
-        return []
-    if verdict not in SUPPORTING:
-        return [False] * len(cited)
+    if verdict not in SUPPORTING or len(cited) < 2:
+        return first_relevance(verdict, len(cited))
     whole = tuple(usable)
 
     def supported(subset: tuple[int, ...]) -> bool:
