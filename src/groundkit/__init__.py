@@ -123,6 +123,8 @@ from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification.answers import verify_answer
+from groundkit.verification.claims import ClaimJudge, ClaimJudgement, ClaimPair, RuleClaimJudge
+from groundkit.verification.judges import ChatClaimJudge, EntailmentModelJudge
 from groundkit.verification.quotes import check_quote, verify_quote
 from groundkit.verification.sources import resolve_citation
 from groundkit.verification.verdict import check_citation, verify_citation
@@ -151,10 +153,14 @@ __all__ = [
     "AnswerSentence",
     "AnswerVerdict",
     "BM25Index",
+    "ChatClaimJudge",
     "Chunk",
     "ChunkStrategy",
     "ChunkingConfig",
     "Citation",
+    "ClaimJudge",
+    "ClaimJudgement",
+    "ClaimPair",
     "Collection",
     "CollectionFailure",
     "CollectionInfo",
@@ -171,6 +177,7 @@ __all__ = [
     "DocxLoader",
     "EmbeddingIdentity",
     "EmbeddingProtocol",
+    "EntailmentModelJudge",
     "EpubExtractor",
     "EpubLoader",
     "ErasureReport",
@@ -220,6 +227,7 @@ __all__ = [
     "RetrievalResult",
     "Retriever",
     "RoutingLoader",
+    "RuleClaimJudge",
     "SQLiteMetadataStore",
     "SearchMode",
     "SearchResponse",
