@@ -124,6 +124,8 @@ from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
 from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification.answers import verify_answer
+from groundkit.verification.claims import ClaimJudge, ClaimJudgement, ClaimPair, RuleClaimJudge
+from groundkit.verification.judges import ChatClaimJudge, EntailmentModelJudge
 from groundkit.verification.quotes import check_quote, verify_quote
 from groundkit.verification.receipts import (
     Receipt,
@@ -158,10 +160,14 @@ __all__ = [
     "AnswerSentence",
     "AnswerVerdict",
     "BM25Index",
+    "ChatClaimJudge",
     "Chunk",
     "ChunkStrategy",
     "ChunkingConfig",
     "Citation",
+    "ClaimJudge",
+    "ClaimJudgement",
+    "ClaimPair",
     "Collection",
     "CollectionFailure",
     "CollectionInfo",
@@ -178,6 +184,7 @@ __all__ = [
     "DocxLoader",
     "EmbeddingIdentity",
     "EmbeddingProtocol",
+    "EntailmentModelJudge",
     "EpubExtractor",
     "EpubLoader",
     "ErasureReport",
@@ -229,6 +236,7 @@ __all__ = [
     "RetrievalResult",
     "Retriever",
     "RoutingLoader",
+    "RuleClaimJudge",
     "SQLiteMetadataStore",
     "SearchMode",
     "SearchResponse",

@@ -78,6 +78,7 @@ from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.path_safety import is_within, printable_path, to_relative, utf8_encodable
 from groundkit.utils.text import describe_unencodable
 from groundkit.utils.url_safety import looks_like_url
+from groundkit.verification.claims import ClaimJudge
 from groundkit.verification.verifier import Verifier, VerifyReport
 
 __all__ = ["Collection", "VerifyReport"]
@@ -940,11 +941,13 @@ class Collection:
         marker_pattern: str | re.Pattern[str] | None = None,
         supported_threshold: float | None = None,
         weak_threshold: float | None = None,
+        claim_judge: ClaimJudge | None = None,
     ) -> AnswerReport:
         """Check ``answer``, written from this collection's ``cited`` results, sentence
         by sentence (``groundkit.verify_answer``): sources read from this collection's
         base directory and snapshot store under its read cap, unquoted sentences
-        compared with its embedder when it has one, else by shared terms.
+        compared with its embedder when it has one, else by shared terms, then read
+        by ``claim_judge`` (default ``RuleClaimJudge``) for a contradiction.
 
         ``cited`` may also be the chunk ids the answer was written from, in marker
         order; an id this collection does not hold (or hides) is a ``RetrievalError``."""
@@ -955,6 +958,7 @@ class Collection:
             marker_pattern=marker_pattern,
             supported_threshold=supported_threshold,
             weak_threshold=weak_threshold,
+            claim_judge=claim_judge,
         )
 
     def _verifier(self) -> Verifier:

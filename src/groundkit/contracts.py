@@ -116,6 +116,7 @@ AnswerVerdict = Literal[
     "supported",
     "weak",
     "unsupported",
+    "contradicted",
     "misquoted",
     "uncited",
     "dangling",
@@ -125,7 +126,16 @@ AnswerVerdict = Literal[
 ]
 # The verdicts that make an answer fail a grounding check.
 ANSWER_PROBLEMS: frozenset[str] = frozenset(
-    {"weak", "unsupported", "misquoted", "uncited", "dangling", "drifted", "unresolvable"}
+    {
+        "weak",
+        "unsupported",
+        "contradicted",
+        "misquoted",
+        "uncited",
+        "dangling",
+        "drifted",
+        "unresolvable",
+    }
 )
 
 
@@ -911,8 +921,11 @@ class AnswerReport(_Frozen):
     (``embedding``: cosine under the embedder; ``terms``: the share of the
     sentence's terms the evidence holds); a sentence is ``supported`` at
     ``supported_threshold`` or above and ``weak`` from ``weak_threshold``.
-    Similarity is not entailment: a sentence that contradicts its source can
-    still read as ``supported`` (KNOWN_LIMITATIONS.md says how often).
+    Similarity is not entailment: ``claim_judge`` names the judge that read
+    each supported or weak sentence against its closest cited sentences
+    (``rules`` by default) and turned the ones it found contradicted into
+    ``contradicted``; a contradiction it does not see still reads as
+    ``supported`` (KNOWN_LIMITATIONS.md says how often).
     ``citations`` is the verdict on each cited result's span, judged once, in the
     order of the results (the one ``check_citation`` gives): a span that ``moved``
     keeps its sentences' verdicts, and says here where its text is now.
@@ -933,6 +946,7 @@ class AnswerReport(_Frozen):
     citations: list[FetchResult] = Field(default_factory=list)
     citation_recall: float | None = Field(default=None, ge=0.0, le=1.0)
     citation_precision: float | None = Field(default=None, ge=0.0, le=1.0)
+    claim_judge: str = "rules"
 
     @property
     def ok(self) -> bool:

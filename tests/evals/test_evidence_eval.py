@@ -11,6 +11,11 @@ from evals import evidence
 from tests.evals.beir_data import DOCS, write_beir
 
 
+def test_inside_means_within_one_rationale() -> None:
+    assert evidence.inside((5, 10), [(0, 10)])
+    assert not evidence.inside((5, 11), [(0, 10), (11, 20)])
+
+
 def test_hit_needs_half_of_the_shorter_span() -> None:
     assert evidence.hit((0, 10), [(5, 30)])  # 5 of the shorter 10
     assert not evidence.hit((0, 10), [(6, 30)])
@@ -50,19 +55,21 @@ def test_runs_on_any_folder_with_the_same_files(
             "rationale_spans": [[0, 38]],
         },
     ]
-    (root / "evidence-test.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
-    )
+    for name in ("evidence-test.jsonl", "evidence-train.jsonl"):
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     page = tmp_path / "quality.md"
     page.write_text("# Quality\n\nkept\n", encoding="utf-8")
     assert evidence.main(["--data", str(root), "--embedder", "", "--out", str(page)]) == 0
     written = page.read_text(encoding="utf-8")
     assert written.startswith("# Quality\n\nkept\n")
     assert "<!-- section:evidence -->" in written
-    assert "| terms | 1.000 | 1.000 |" in written  # both tops are gold here
-    assert "| first sentence | 1.000 |" in written
-    assert "| terms | SUPPORT | 1 |" in written
-    assert "embedding" not in written.split("### Answer checks")[1].split("Similarity")[0]
+    # Both tops are gold, and lie inside their rationale: the titles are passed over.
+    assert "| terms | 1.000 | 1.000 | 1.000 |" in written
+    # The first sentence is the title now: never inside a rationale.
+    assert "| first sentence | 0.000 | 0.000 |" in written
+    assert "| test | terms | SUPPORT | 1 |" in written
+    assert "| train | terms | SUPPORT | 1 |" in written
+    assert "embedding" not in written.split("### Answer checks")[1].split("Machine")[0]
     assert (
         "2 (claim, cited abstract) pairs of `tiny/evidence-test.jsonl`" in capsys.readouterr().out
     )

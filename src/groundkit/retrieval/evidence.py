@@ -13,7 +13,11 @@ until ``result.evidence`` is read.
   collection's embedder. The sentences of all results of one response are
   embedded in one batch, the first time any of them is read.
 - ``hybrid``: both, each standardised over the chunk's sentences, summed with
-  weights 0.4 (terms) and 0.6 (embedding).
+  weights 0.7 (terms) and 0.3 (embedding), fitted on claim-verification training
+  pairs (``python -m evals.evidence``).
+
+Evidence is body text (``body_spans``): headings, title lines and front matter
+are never evidence while the chunk has other sentences.
 
 ``evals/evidence.py`` measures each against the gold rationale sentences of a
 claim-verification set (docs/quality.md); adr/0042-evidence-spans.md says why
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -44,6 +49,7 @@ __all__ = [
     "EVIDENCE_LIMIT",
     "HYBRID_TERMS_WEIGHT",
     "EvidenceBatch",
+    "body_spans",
     "load_evidence",
     "query_weights",
     "rank_evidence",
@@ -52,13 +58,69 @@ __all__ = [
 
 # At most this many sentences per result.
 EVIDENCE_LIMIT = 3
-# The terms side's share of a hybrid evidence score (the embedding side has the rest).
-HYBRID_TERMS_WEIGHT = 0.4
+# The terms side's share of a hybrid evidence score (the embedding side has the rest);
+# fitted on the train pairs of evals/evidence.py (top sentence inside a rationale).
+HYBRID_TERMS_WEIGHT = 0.7
 # BM25's saturation of a term repeated within one sentence.
 _K1 = 1.2
 
 T = TypeVar("T")
 Span = tuple[int, int]
+
+# A Markdown ATX heading line, and a setext underline.
+_ATX = re.compile(r"[ \t]{0,3}#{1,6}(?:[ \t]|$)")
+_SETEXT = re.compile(r"\n[ \t]{0,3}(?:=+|-{2,})[ \t]*$")
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+\u2022]|\d{1,3}[.)])\s")
+# What ends a line of prose: a sentence ender, then closing quotes or brackets.
+_PROSE_END = re.compile(r"[.!?\u2026:;\u3002\uff01\uff1f][\"'\u201d\u2019\u00bb)\]}]*$")
+_FRONT_MATTER = re.compile(r"(?:---|\+\+\+)[ \t]*\n.*?\n(?:---|\+\+\+|\.\.\.)[ \t]*(?:\n|$)", re.S)
+# A title line longer than this many words is read as prose that lost its full stop.
+_TITLE_WORDS = 30
+
+
+def body_spans(content: str, spans: Sequence[Span]) -> list[Span]:
+    """The sentences of ``content`` that are body text, headings cut off.
+
+    A heading, a title line or a front-matter block states a topic, not a
+    finding: shown as evidence it quotes the document's name back at the
+    query. Dropped: Markdown headings (a heading line opening a sentence is cut
+    from it), setext-underlined lines, a front-matter block at the start, and a
+    line standing alone (a line break or the chunk's edge on both sides) that
+    does not end like a sentence and is not a list item. When nothing is left,
+    the sentences are kept as they were: a chunk of headings only is its own
+    evidence.
+    """
+    front = _FRONT_MATTER.match(content)
+    skip = front.end() if front else 0
+    out: list[Span] = []
+    for a, b in spans:
+        if b <= skip:
+            continue
+        a, cut = max(a, skip), False
+        while a < b and _ATX.match(content, a):
+            cut = True
+            line_end = content.find("\n", a, b)
+            if line_end < 0:
+                a = b
+                break
+            a = line_end + 1
+            while a < b and content[a].isspace():
+                a += 1
+        if a >= b or _SETEXT.search(content, a, b):
+            continue
+        text = content[a:b]
+        alone = (a == 0 or content[a - 1] == "\n") and (b == len(content) or content[b] == "\n")
+        if (
+            alone
+            and not cut
+            and "\n" not in text
+            and not _PROSE_END.search(text.rstrip())
+            and not _LIST_ITEM.match(text)
+            and len(text.split()) <= _TITLE_WORDS
+        ):
+            continue
+        out.append((a, b))
+    return out or list(spans)
 
 
 def term_scores(
@@ -175,7 +237,7 @@ class EvidenceBatch:
         weights = self._weights_of()
         prepared: list[_Prepared] = []
         for content, _ in self._contents:
-            spans = sentence_spans(content)
+            spans = body_spans(content, sentence_spans(content))
             texts = [content[a:b] for a, b in spans]
             prepared.append(_Prepared(spans, term_scores(self._analyzer, texts, weights)))
         if self._embedder is None or self._vector is None:

@@ -10,6 +10,9 @@ sentence of the results it cites. Each sentence gets one verdict:
 - ``quoted``: every passage it quotes is inside a span it cites, and that span verifies;
 - ``supported`` / ``weak`` / ``unsupported``: no quote; its closest cited sentence is
   at least ``supported_threshold`` similar, at least ``weak_threshold``, or less;
+- ``contradicted``: it would be ``supported`` or ``weak``, but the claim judge
+  (``claim_judge``; by default ``RuleClaimJudge``: numbers, negation, direction
+  words) finds its closest cited sentences contradict it; the detail says why;
 - ``misquoted``: a quoted passage is in none of the spans it cites;
 - ``uncited``: a claim with no marker; ``no_claim``: too short, a question or a
   lead-in ("Here is what I found:"), so nothing to check;
@@ -25,13 +28,16 @@ supports its sentences (their verdicts are as if it had not moved), and
 ``citations`` says where its text is now.
 
 Similarity is not entailment: a sentence that contradicts its source while
-sharing its words reads as ``supported``. The thresholds and how often that
-happens are measured (``python -m evals.evidence``; docs/quality-evidence.md).
+sharing its words, in a way the claim judge does not see, reads as
+``supported``. The thresholds and how often that happens are measured
+(``python -m evals.evidence``; docs/quality.md). Headings, titles and front
+matter are never compared with: evidence is body text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -57,10 +63,10 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchResponse,
 )
-from groundkit.errors import RetrievalError
+from groundkit.errors import GroundkitError, RetrievalError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
-from groundkit.retrieval.evidence import rank_evidence
+from groundkit.retrieval.evidence import body_spans, rank_evidence
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.sentences import sentence_spans
 from groundkit.utils.text import describe_unencodable
@@ -71,6 +77,13 @@ from groundkit.verification.attribution import (
     relevance,
     subsets_to_judge,
 )
+from groundkit.verification.claims import (
+    EVIDENCE_SENTENCES,
+    ClaimJudge,
+    ClaimJudgement,
+    ClaimPair,
+    RuleClaimJudge,
+)
 from groundkit.verification.markers import CallerPattern, Marker, find_markers
 from groundkit.verification.markers import marker_pattern as compile_markers
 from groundkit.verification.quotes import Locator, QuoteChecker
@@ -79,11 +92,11 @@ __all__ = ["SUPPORTED_THRESHOLDS", "WEAK_THRESHOLDS", "AnswerChecker", "verify_a
 
 Cited = SearchResponse | MultiSearchResponse | Sequence[RetrievalResult]
 
-# Calibrated with ``python -m evals.evidence`` (docs/quality.md): a claim
-# citing the abstract that supports it against one citing an abstract retrieved
-# for it that is not relevant.
-SUPPORTED_THRESHOLDS: dict[str, float] = {"embedding": 0.64, "terms": 0.44}
-WEAK_THRESHOLDS: dict[str, float] = {"embedding": 0.56, "terms": 0.27}
+# Fitted on the train pairs of ``python -m evals.evidence`` (docs/quality.md): a
+# claim citing the abstract that supports it against one citing an abstract
+# retrieved for it that is not relevant, body sentences only.
+SUPPORTED_THRESHOLDS: dict[str, float] = {"embedding": 0.68, "terms": 0.44}
+WEAK_THRESHOLDS: dict[str, float] = {"embedding": 0.52, "terms": 0.22}
 
 # Quoted passages: straight, curly and guillemet double quotes, CJK corner brackets,
 # each opener with its closer; a straight quote also ends at a line break.
@@ -151,6 +164,16 @@ def _subsets(
     return out
 
 
+@dataclass(frozen=True)
+class _Closest:
+    """A claim, its closest cited sentence and score, and the sentences its judge reads."""
+
+    claim: str
+    best: EvidenceSpan
+    score: float
+    sentences: tuple[str, ...]
+
+
 class AnswerChecker:
     """Checks answers against the results they cite, reading each source once."""
 
@@ -165,7 +188,14 @@ class AnswerChecker:
         supported_threshold: float | None = None,
         weak_threshold: float | None = None,
         locator: Locator | None = None,
+        claim_judge: ClaimJudge | None = None,
     ) -> None:
+        if claim_judge is not None and not isinstance(claim_judge, ClaimJudge):
+            raise RetrievalError(
+                "claim_judge must be a ClaimJudge (a name and an async judge(pairs)), "
+                f"not {type(claim_judge).__name__}"
+            )
+        self._claim_judge: ClaimJudge = claim_judge or RuleClaimJudge(analyzer)
         self._quotes = QuoteChecker(
             allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes, locator=locator
         )
@@ -219,14 +249,17 @@ class AnswerChecker:
         # Each cited span judged once (the verdict every entry point gives).
         intact = {p: await self._quotes.span_verdict(results[p]) for p in named}
         # Each sentence again as if it cited a subset of its results (ALCE precision),
-        # compared in the same batch as the sentences themselves.
+        # compared and read by the claim judge in the same batches as the sentences.
         virtual = _subsets(sentences, intact)
         every = [*sentences, *(v for _, _, v in virtual)]
         closest = await self._closest(answer, results, every, intact)
+        judged = await self._claims(closest)
 
         def report() -> AnswerReport:
-            made = self._report(answer, results, sentences, intact, closest)
-            return self._attribute(answer, results, made, sentences, intact, closest, virtual)
+            made = self._report(answer, results, sentences, intact, closest, judged)
+            return self._attribute(
+                answer, results, made, sentences, intact, closest, judged, virtual
+            )
 
         return await _cpu(off, report)
 
@@ -236,11 +269,12 @@ class AnswerChecker:
         results: list[RetrievalResult],
         sentences: list[_Sentence],
         intact: Mapping[int, FetchResult],
-        closest: Mapping[int, tuple[EvidenceSpan, float]],
+        closest: Mapping[int, _Closest],
+        judged: Mapping[int, ClaimJudgement],
     ) -> AnswerReport:
         citations = [r.citation for r in results]  # made once, not once per sentence
         out = [
-            self._judge(answer, results, s, intact, closest.get(i), citations)
+            self._judge(answer, results, s, intact, closest.get(i), judged.get(i), citations)
             for i, s in enumerate(sentences)
         ]
         counts = Counter(s.verdict for s in out)
@@ -257,6 +291,7 @@ class AnswerChecker:
             supported_threshold=self.supported_threshold,
             weak_threshold=self.weak_threshold,
             citations=list(intact.values()),  # in result order: named was sorted
+            claim_judge=self._claim_judge.name,
         )
 
     def _attribute(
@@ -266,7 +301,8 @@ class AnswerChecker:
         report: AnswerReport,
         sentences: list[_Sentence],
         intact: Mapping[int, FetchResult],
-        closest: Mapping[int, tuple[EvidenceSpan, float]],
+        closest: Mapping[int, _Closest],
+        judged: Mapping[int, ClaimJudgement],
         virtual: list[tuple[int, tuple[int, ...], _Sentence]],
     ) -> AnswerReport:
         """``report`` with each sentence's ``relevant`` and the citation recall and
@@ -276,8 +312,9 @@ class AnswerChecker:
         supports: dict[int, dict[tuple[int, ...], bool]] = {}
         for j, (i, subset, v) in enumerate(virtual):
             if report.sentences[i].verdict in SUPPORTING:
+                at = len(sentences) + j
                 again = self._judge(
-                    answer, results, v, intact, closest.get(len(sentences) + j), citations
+                    answer, results, v, intact, closest.get(at), judged.get(at), citations
                 )
                 supports.setdefault(i, {})[subset] = again.verdict in SUPPORTING
         out = list(report.sentences)
@@ -292,14 +329,44 @@ class AnswerChecker:
             update={"sentences": out, "citation_recall": recall, "citation_precision": precision}
         )
 
+    async def _claims(self, closest: Mapping[int, _Closest]) -> dict[int, ClaimJudgement]:
+        """The claim judge's reading of each sentence close enough to be supported or weak."""
+        order = [i for i, c in closest.items() if c.score >= self.weak_threshold]
+        if not order:
+            return {}
+        pairs = [ClaimPair(_tidy(closest[i].claim), closest[i].sentences) for i in order]
+        judge = self._claim_judge
+        try:
+            got = await judge.judge(pairs)
+        except GroundkitError:
+            raise
+        except Exception as exc:
+            raise RetrievalError(
+                f"the claim judge {judge.name!r} failed ({type(exc).__name__}); it must raise "
+                "groundkit errors only"
+            ) from None
+        if not isinstance(got, list) or len(got) != len(pairs):
+            raise RetrievalError(
+                f"the claim judge {judge.name!r} returned "
+                f"{len(got) if isinstance(got, list) else type(got).__name__} judgements "
+                f"for {len(pairs)} claims"
+            )
+        for j in got:
+            if not isinstance(j, ClaimJudgement):
+                raise RetrievalError(
+                    f"the claim judge {judge.name!r} returned a {type(j).__name__}, "
+                    "not a ClaimJudgement"
+                )
+        return dict(zip(order, got, strict=True))
+
     async def _closest(
         self,
         answer: str,
         results: list[RetrievalResult],
         sentences: list[_Sentence],
         intact: Mapping[int, FetchResult],
-    ) -> dict[int, tuple[EvidenceSpan, float]]:
-        """Each cited, unquoted sentence's closest sentence in its intact results."""
+    ) -> dict[int, _Closest]:
+        """Each cited, unquoted sentence's closest body sentences in its intact results."""
         claims: dict[int, str] = {}
         cited_by: dict[int, list[int]] = {}
         for i, s in enumerate(sentences):
@@ -312,7 +379,9 @@ class AnswerChecker:
         if not claims:
             return {}
         used = sorted({r for rs in cited_by.values() for r in rs})
-        spans = {r: sentence_spans(results[r].content) for r in used}
+        spans = {
+            r: body_spans(results[r].content, sentence_spans(results[r].content)) for r in used
+        }
         off = len(answer) > _INLINE_CHARS
         if self._embedder is None:
             return await _cpu(
@@ -324,8 +393,8 @@ class AnswerChecker:
         texts += [results[r].content[slice(*spans[r][k])] for r, k in keys]
         rows = np.asarray(await self._embedder.embed_documents(texts), dtype=np.float64)
 
-        def best() -> dict[int, tuple[EvidenceSpan, float]]:
-            out: dict[int, tuple[EvidenceSpan, float]] = {}
+        def best() -> dict[int, _Closest]:
+            out: dict[int, _Closest] = {}
             claim_rows = {i: rows[n] for n, i in enumerate(order)}
             at = len(order)
             sentence_rows: dict[int, np.ndarray] = {}
@@ -333,10 +402,10 @@ class AnswerChecker:
                 sentence_rows[r] = rows[at : at + len(spans[r])]
                 at += len(spans[r])
             for i, rs in cited_by.items():
-                found = None
-                for r in rs:
-                    scores = (sentence_rows[r] @ claim_rows[i]).tolist() if len(spans[r]) else []
-                    found = _better(found, results[r], spans[r], scores, "embedding")
+                scores = [
+                    (sentence_rows[r] @ claim_rows[i]).tolist() if spans[r] else [] for r in rs
+                ]
+                found = _closest_of(claims[i], results, rs, spans, scores, "embedding")
                 if found is not None:
                     out[i] = found
             return out
@@ -350,20 +419,21 @@ class AnswerChecker:
         cited_by: Mapping[int, list[int]],
         used: list[int],
         spans: Mapping[int, list[tuple[int, int]]],
-    ) -> dict[int, tuple[EvidenceSpan, float]]:
-        out: dict[int, tuple[EvidenceSpan, float]] = {}
+    ) -> dict[int, _Closest]:
+        out: dict[int, _Closest] = {}
         terms = {
             r: [set(self._analyzer.terms(results[r].content[a:b])) for a, b in spans[r]]
             for r in used
         }
         for i, rs in cited_by.items():
             wanted = set(self._analyzer.terms(claims[i]))
-            best = None
-            for r in rs:
-                scores = [len(wanted & held) / len(wanted) if wanted else 0.0 for held in terms[r]]
-                best = _better(best, results[r], spans[r], scores, "terms")
-            if best is not None:
-                out[i] = best
+            scores = [
+                [len(wanted & held) / len(wanted) if wanted else 0.0 for held in terms[r]]
+                for r in rs
+            ]
+            found = _closest_of(claims[i], results, rs, spans, scores, "terms")
+            if found is not None:
+                out[i] = found
         return out
 
     def _judge(
@@ -372,7 +442,8 @@ class AnswerChecker:
         results: list[RetrievalResult],
         s: _Sentence,
         intact: Mapping[int, FetchResult],
-        closest: tuple[EvidenceSpan, float] | None,
+        near: _Closest | None,
+        judged: ClaimJudgement | None,
         citations: Sequence[Citation],
     ) -> AnswerSentence:
         labels, positions = s.labels, s.positions
@@ -428,10 +499,18 @@ class AnswerChecker:
             return verdict(
                 "quoted", f"all {len(checks)} quoted passage(s) found in the cited spans", checks
             )
-        if closest is None:
+        if near is None:
             return verdict("unsupported", "the cited results have no sentence to compare with")
-        score = closest[1]
+        closest = (near.best, near.score)
+        score = near.score
         shown = f"{score:.2f} ({self.method})"
+        if judged is not None and judged.contradicted and score >= self.weak_threshold:
+            reason = judged.reason or f"{self._claim_judge.name} reads a contradiction"
+            return verdict(
+                "contradicted",
+                f"{reason} (closest cited sentence scores {shown})",
+                best=closest,
+            )
         if score >= self.supported_threshold:
             return verdict("supported", f"closest cited sentence scores {shown}", best=closest)
         if score >= self.weak_threshold:
@@ -488,6 +567,7 @@ async def verify_answer(
     max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
     supported_threshold: float | None = None,
     weak_threshold: float | None = None,
+    claim_judge: ClaimJudge | None = None,
 ) -> AnswerReport:
     """Check every sentence of ``answer`` against the results it cites.
 
@@ -499,7 +579,11 @@ async def verify_answer(
     With an ``embedder`` unquoted sentences are compared with cited sentences by
     cosine similarity, else by the share of their terms the cited sentence holds.
     Sources are read from ``allowed_base_dir`` (and ``snapshot_dir`` for URLs and
-    records), once each. Never raises for a source problem: that is a verdict.
+    records), once each. A sentence close enough to be supported or weak is then
+    read by ``claim_judge`` against its closest cited sentences (default:
+    ``RuleClaimJudge``, numbers, negation and direction words) and reads
+    ``contradicted`` when the judge finds a contradiction. Never raises for a
+    source problem: that is a verdict.
     """
     checker = AnswerChecker(
         allowed_base_dir,
@@ -509,6 +593,7 @@ async def verify_answer(
         analyzer=analyzer,
         supported_threshold=supported_threshold,
         weak_threshold=weak_threshold,
+        claim_judge=claim_judge,
     )
     return await checker.check(answer, cited, markers=markers, marker_pattern=marker_pattern)
 
@@ -708,27 +793,42 @@ def _is_claim(answer: str, s: _Sentence) -> bool:
     return len(_WORD.findall(text)) >= _MIN_CLAIM_WORDS
 
 
-def _better(
-    best: tuple[EvidenceSpan, float] | None,
-    result: RetrievalResult,
-    spans: list[tuple[int, int]],
-    scores: list[float],
+def _closest_of(
+    claim: str,
+    results: list[RetrievalResult],
+    cited: list[int],
+    spans: Mapping[int, list[tuple[int, int]]],
+    scores: list[list[float]],
     method: EvidenceMethod,
-) -> tuple[EvidenceSpan, float] | None:
-    """``best``, or ``result``'s best sentence when it scores higher (earlier wins ties).
+) -> _Closest | None:
+    """The claim's best ``EVIDENCE_SENTENCES`` cited sentences, best first (a tie goes to
+    the result cited first, then to the earlier sentence).
 
-    The best sentence is found first and only it is made a span: one claim is
-    compared with every sentence it cites, and a sort of them all per claim adds up.
+    Only the best few of each result are ranked, and only the best is made a span: one
+    claim is compared with every sentence it cites, and a sort of them all adds up.
     """
-    if not scores:
-        return best
-    top = max(range(len(scores)), key=lambda k: (scores[k], -k))
-    if best is not None and not float(scores[top]) > best[1]:
-        return best
-    ranked = rank_evidence(
-        result.content, result.start_offset, [spans[top]], [scores[top]], method, limit=1
+    ranked: list[tuple[float, int, int, int]] = []  # (-score, cited order, sentence, result)
+    for n, (r, row) in enumerate(zip(cited, scores, strict=True)):
+        for k in heapq.nsmallest(EVIDENCE_SENTENCES, range(len(row)), key=lambda k: (-row[k], k)):
+            ranked.append((-float(row[k]), n, k, r))
+    if not ranked:
+        return None
+    ranked.sort()
+    top = ranked[:EVIDENCE_SENTENCES]
+    _, _, k, r = top[0]
+    (best,) = rank_evidence(
+        results[r].content, results[r].start_offset, [spans[r][k]], [-top[0][0]], method, limit=1
     )
-    return ranked[0], ranked[0].score
+    texts = tuple(" ".join(results[r].content[slice(*spans[r][k])].split()) for _, _, k, r in top)
+    return _Closest(claim, best, best.score, texts)
+
+
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[.,;:!?](?:\s|$))")
+
+
+def _tidy(claim: str) -> str:
+    """A claim as a judge reads it: no space left before punctuation where a marker was."""
+    return _SPACE_BEFORE_PUNCT.sub("", claim)
 
 
 def _excerpt(text: str) -> str:

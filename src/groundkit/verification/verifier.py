@@ -32,6 +32,7 @@ from groundkit.storage.snapshots import NamedTexts, text_name
 from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import Anchor, indexed_context, reanchor
 from groundkit.verification.answers import AnswerChecker
+from groundkit.verification.claims import ClaimJudge
 from groundkit.verification.sources import read_source
 from groundkit.verification.verdict import judge, judge_stored, locate
 
@@ -170,6 +171,7 @@ class Verifier:
         marker_pattern: str | re.Pattern[str] | None = None,
         supported_threshold: float | None = None,
         weak_threshold: float | None = None,
+        claim_judge: ClaimJudge | None = None,
     ) -> AnswerReport:
         """``answer`` checked sentence by sentence against this collection's ``cited``."""
         if isinstance(cited, str | bytes):
@@ -202,6 +204,7 @@ class Verifier:
             supported_threshold=supported_threshold,
             weak_threshold=weak_threshold,
             locator=self.locate,
+            claim_judge=claim_judge,
         )
         return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
 

@@ -17,7 +17,8 @@ against it (as Haystack ships its document-store tests)::
 ``VectorStoreConformance`` wants a ``vector_store`` fixture (``DIM``-wide
 vectors), ``SnapshotStoreConformance`` a ``snapshot_store`` fixture, and
 ``PackStoreConformance`` (the lexical index's packs) a ``pack_store`` fixture
-plus two hooks that reach a pack's stored bytes. The suites need pytest and
+plus two hooks that reach a pack's stored bytes; ``ClaimJudgeConformance`` (the
+answer check's contradiction judges) a ``judge_factory`` fixture. The suites need pytest and
 pytest-asyncio (``asyncio_mode = "auto"``).
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 # Raises ConfigurationError naming the install when pytest is missing.
 import groundkit.testing.conformance._needs_pytest  # noqa: F401
+from groundkit.testing.conformance.judges import ClaimJudgeConformance
 from groundkit.testing.conformance.metadata import MetadataStoreConformance
 from groundkit.testing.conformance.rewriters import RewriterConformance
 from groundkit.testing.conformance.segments import PackStoreConformance
@@ -33,6 +35,7 @@ from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance
 
 __all__ = [
     "DIM",
+    "ClaimJudgeConformance",
     "MetadataStoreConformance",
     "PackStoreConformance",
     "RewriterConformance",

@@ -1,0 +1,221 @@
+"""RuleClaimJudge: numbers, negation and direction words, each disagreement named."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groundkit import ClaimPair, RetrievalError, RuleClaimJudge
+from groundkit.testing.conformance import ClaimJudgeConformance
+from groundkit.verification.claims import (
+    check_claim,
+    direction_cues,
+    is_negated,
+    negation_cues,
+    quantities,
+)
+
+
+class TestRuleJudgeConformance(ClaimJudgeConformance):
+    @pytest.fixture
+    def judge_factory(self) -> object:
+        return RuleClaimJudge
+
+
+# -- quantities ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("claim", "evidence", "reason"),
+    [
+        (
+            "The tea is steeped at 100 degrees.",
+            "Green tea is brewed at about 80 degrees.",
+            "claim 100 degrees, source about 80 degrees",
+        ),
+        (
+            "Prices rose 9% last year.",
+            "Prices rose by 3-7 percent.",
+            "claim 9%, source 3-7 percent",
+        ),
+        (
+            "The genome is 2140 bp long.",
+            "The genome is 7,489 base pairs in size.",
+            "claim 2140 bp, source 7,489 base pairs",
+        ),
+        ("It boils at 100 °C.", "Water boils at 90 degrees up here.", "claim 100 °C, source 90"),
+        ("The dose was 40 mg.", "Each patient took 20 mg a day.", "claim 40 mg, source 20 mg"),
+    ],
+)
+def test_numbers_that_disagree_are_named(claim: str, evidence: str, reason: str) -> None:
+    got = check_claim(claim, [evidence])
+    assert got is not None and got.startswith(reason)
+
+
+@pytest.mark.parametrize(
+    ("claim", "evidence"),
+    [
+        ("The tea is steeped at 82 degrees.", "Green tea is brewed at about 80 degrees."),
+        ("Prices rose 5% last year.", "Prices rose by 3-7 percent."),
+        ("Prices rose 3-7% last year.", "Prices rose by 5 percent."),
+        ("Over 50% of adults drink tea.", "63% of adults drink tea daily."),
+        ("Under 10% of adults drink mate.", "Only 4% drink mate."),
+        ("About half drink tea: 50%.", "49.6% of them drink tea."),
+        ("The trial lasted twelve weeks.", "The trial lasted 12 weeks."),
+        ("The effect was 1.4-2.7 times larger.", "It was 1\u00b74\u20132\u00b77 times larger."),
+        ("The dose was 40 mg.", "The trial lasted 40 weeks."),  # different units: not compared
+        ("It held 95% of the water.", "95% CI 80-99; it held 95% of the water."),
+        # One agreeing value is enough: the others measure something else.
+        ("Weight fell by 5 kg.", "Weight fell by 5 kg in men and 3 kg in women."),
+    ],
+)
+def test_numbers_that_agree_pass(claim: str, evidence: str) -> None:
+    assert check_claim(claim, [evidence]) is None
+
+
+def test_proportions_compare_as_fractions() -> None:
+    got = check_claim("One in two trials stop early.", ["One in five trials stop early."])
+    assert got == "claim One in two, source One in five"
+    got = check_claim("1 in 5 million people carry it.", ["Its prevalence is 493 per million."])
+    assert got == "claim 1 in 5 million, source 493 per million"
+    assert check_claim("One in five trials stop.", ["1 in 5 trials stop early."]) is None
+
+
+def test_quantities_read_ranges_bounds_and_words() -> None:
+    (q,) = quantities("between 3-7 percent")
+    assert (q.low, q.high, q.unit) == (3.0, 7.0, "%")
+    (q,) = quantities("more than 40 mg")
+    assert q.bound == "lower" and q.unit == "mg"
+    (q,) = quantities("twelve weeks")
+    assert (q.low, q.unit) == (12.0, "weeks")
+    (q,) = quantities("a twofold rise")
+    assert (q.low, q.unit) == (2.0, "fold")
+    assert quantities("APOE4 and Th2 cells, (95% CI, 1.04-2.22)") == []
+
+
+# -- negation ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "negated"),
+    [
+        ("Tea does not contain caffeine.", True),
+        ("Tea doesn't contain caffeine.", True),
+        ("There is no association with cancer.", True),
+        ("The drug failed to lower pressure.", True),
+        ("It never rains here.", True),
+        ("Tea contains caffeine.", False),
+        ("Memory, but not naive, cells respond.", False),
+        ("Not only tea but coffee helps.", False),
+        ("Whether it helps is not known.", False),
+        ("It has not been fully explored.", False),
+        ("Doses of no more than 5 mg were safe.", False),
+        ("Pressure was unchanged after tea.", True),
+        ("Mice are incapable of it.", True),
+    ],
+)
+def test_negation(text: str, negated: bool) -> None:
+    assert is_negated(text) is negated
+
+
+def test_negation_disagreement_both_ways() -> None:
+    got = check_claim("Tea does not contain caffeine.", ["Tea contains caffeine."])
+    assert got == "claim negated (not), source not"
+    got = check_claim("Tea contains caffeine.", ["Tea does not contain caffeine."])
+    assert got == "source negated (not), claim not"
+    # Only the clause that speaks of the claim counts in the source.
+    evidence = ["There was no link with 8 of 10 cancers; tea use was linked with prostate cancer."]
+    assert check_claim("Tea use is linked with prostate cancer.", evidence) is None
+    assert check_claim("Tea use is linked with lung cancer.", ["Tea had no link with lung cancer."])
+    # A negated claim is agreed with by any negated evidence sentence it reads.
+    evidence = ["Tea contains tannins.", "Tea does not contain caffeine."]
+    assert check_claim("Tea does not contain caffeine.", evidence) is None
+
+
+# -- direction -----------------------------------------------------------------------
+
+
+def test_opposed_directions_on_the_same_terms() -> None:
+    got = check_claim("Caffeine increases alertness.", ["Caffeine decreased alertness in adults."])
+    assert got == "claim increases (increases), source decreases (decreased)"
+    got = check_claim("Statins inhibit tumour growth.", ["Statins promoted tumour growth."])
+    assert got == "claim decreases (inhibit), source increases (promoted)"
+    got = check_claim(
+        "The test is inaccurate for children.", ["The test is accurate for children."]
+    )
+    assert got == "claim inaccurate, source accurate"
+
+
+def test_directions_about_other_terms_or_both_ways_pass() -> None:
+    # The down word is about something else.
+    assert check_claim("Caffeine increases alertness.", ["Sleep decreased in the trial."]) is None
+    # The source says both: nothing single to contradict.
+    evidence = ["Caffeine increased alertness at first and decreased alertness later."]
+    assert check_claim("Caffeine increases alertness.", evidence) is None
+    # "did not increase" is no change, which the negation check reads, not a decrease.
+    (cue,) = direction_cues("Caffeine increased alertness.")
+    assert cue.sign == 1
+    assert direction_cues("Caffeine did not increase alertness.") == []
+    assert direction_cues("HIV-positive adults") == []
+
+
+def test_no_evidence_is_no_contradiction() -> None:
+    assert check_claim("The tea is steeped at 100 degrees.", []) is None
+
+
+# -- invariants ----------------------------------------------------------------------
+
+_WORD_TEXT = (
+    "tea coffee not no never increases decreases higher lower 100 80 degrees % mg 3-7 "
+    "about over under more less fold twofold but whether inhibits promotes accurate "
+    "inaccurate the is at of , . 1,000 2.5 twelve weeks"
+)
+_WORDS = st.sampled_from(_WORD_TEXT.split())
+_SENTENCES = st.lists(_WORDS, min_size=1, max_size=14).map(" ".join) | st.text(max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SENTENCES)
+def test_a_claim_never_contradicts_itself(claim: str) -> None:
+    assert check_claim(claim, [claim]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(_SENTENCES, _SENTENCES)
+def test_a_claim_is_never_contradicted_by_evidence_that_contains_it(claim: str, other: str) -> None:
+    # The claim itself among the evidence sentences agrees on every cue it carries.
+    assert check_claim(claim, [claim, other]) is None or check_claim(claim, [claim]) is None
+    assert _quantity_reason(claim, [other, claim]) is None
+
+
+def _quantity_reason(claim: str, evidence: list[str]) -> str | None:
+    from groundkit.verification.claims import _quantity_conflict
+
+    return _quantity_conflict(claim, evidence)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_SENTENCES, _SENTENCES)
+def test_deterministic_and_every_reason_names_the_claim(claim: str, evidence: str) -> None:
+    first = check_claim(claim, [evidence])
+    assert check_claim(claim, [evidence]) == first
+    assert first is None or first.startswith(("claim", "source"))
+
+
+async def test_the_judge_batches_and_refuses_what_is_not_pairs() -> None:
+    judge = RuleClaimJudge()
+    got = await judge.judge(
+        [
+            ClaimPair("Tea is steeped at 100 degrees.", ("Tea is brewed at 80 degrees.",)),
+            ClaimPair("Tea is steeped at 80 degrees.", ("Tea is brewed at 80 degrees.",)),
+        ]
+    )
+    assert [j.label for j in got] == ["contradiction", "neutral"]
+    assert got[0].reason == "claim 100 degrees, source 80 degrees"
+    with pytest.raises(RetrievalError, match="ClaimPair"):
+        await judge.judge([("a", ("b",))])  # type: ignore[list-item]
+
+
+def test_negation_cues_in_order() -> None:
+    assert negation_cues("No tea, and it does not help; never.") == ["no", "not", "never"]
