@@ -24,6 +24,11 @@ off), which pytest loads wherever groundkit is installed. What it offers:
   verdict is a problem (uncited, unsupported, misquoted, dangling, drifted...),
   and the ``grounded_answer`` fixture with the directories bound.
 
+- ``groundkit.testing.adversarial``: the adversarial citation suite (fabricated,
+  spliced, misattributed, tampered and stale citations, look-alike and invisible
+  characters, marker games), each case with the verdict it must get;
+  ``run_adversarial`` runs it through your embedder and check options.
+
 A quote is a string, grounded when any result holds it, or a ``(quote,
 chunk_id)`` pair, grounded only by that chunk. Only groundkit's own core is
 imported: no model, vector store or extractor library.
