@@ -249,7 +249,7 @@ ADVERSARIAL_CASES: tuple[AdversarialCase, ...] = (
         "a line was put in front of the source: the quote is still true, its span moved",
         'It says "Yeast makes bread dough rise in a warm kitchen" {bread}.',
         "quoted",
-        _rewrite("bread.md", "# Bread\n", "# Bread\n\nUpdated weekly.\n"),
+        _rewrite("bread.md", "# Bread\n", "Updated weekly.\n\n# Bread\n"),
     ),
     AdversarialCase(
         "misattributed claim",
