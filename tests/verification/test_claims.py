@@ -219,3 +219,22 @@ async def test_the_judge_batches_and_refuses_what_is_not_pairs() -> None:
 
 def test_negation_cues_in_order() -> None:
     assert negation_cues("No tea, and it does not help; never.") == ["no", "not", "never"]
+
+
+def test_a_measure_in_another_unit_is_converted_before_it_is_compared() -> None:
+    oven = ["The oven should be heated to about 230 degrees Celsius."]
+    assert check_claim("The oven is heated to 230 °F", oven) == (
+        "claim 230 °F, source about 230 degrees Celsius"
+    )
+    assert check_claim("The oven is heated to about 446 degrees Fahrenheit", oven) is None
+    assert check_claim("A dose of 500 mg was given", ["A dose of 0.5 g was given."]) is None
+    assert check_claim("A dose of 50 mg was given", ["A dose of 0.5 g was given."]) == (
+        "claim 50 mg, source 0.5 g"
+    )
+
+
+def test_a_direction_word_both_share_sets_the_scene_and_the_other_is_compared() -> None:
+    source = ["Longer extraction increases the bitterness of the cup."]
+    reason = check_claim("Longer extraction decreases the bitterness of the cup", source)
+    assert reason == "claim decreases (decreases), source increases (increases)"
+    assert check_claim("Longer extraction increases the bitterness of the cup", source) is None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -502,13 +502,55 @@ _RATIO = re.compile(
 # -- the check -----------------------------------------------------------------------
 
 
+# Units that measure one thing on different scales: each to that measure's base unit
+# (increasing, so an interval's ends convert to the converted interval's ends).
+_SCALE_OF: dict[str, tuple[str, Callable[[float], float]]] = {
+    "degrees": ("temperature", lambda v: v),
+    "degrees F": ("temperature", lambda v: (v - 32.0) * 5.0 / 9.0),
+    "ng": ("mass", lambda v: v * 1e-9),
+    "µg": ("mass", lambda v: v * 1e-6),
+    "mg": ("mass", lambda v: v * 1e-3),
+    "g": ("mass", lambda v: v),
+    "kg": ("mass", lambda v: v * 1e3),
+    "ml": ("volume", lambda v: v * 1e-3),
+    "l": ("volume", lambda v: v),
+    "nm": ("length", lambda v: v * 1e-9),
+    "mm": ("length", lambda v: v * 1e-3),
+    "cm": ("length", lambda v: v * 1e-2),
+    "km": ("length", lambda v: v * 1e3),
+    "bp": ("sequence length", lambda v: v),
+    "kb": ("sequence length", lambda v: v * 1e3),
+    "mb": ("sequence length", lambda v: v * 1e6),
+}
+
+
+def _converted(q: Quantity) -> tuple[str, float, float] | None:
+    """``q``'s interval in its measure's base unit, or None for a unit without one."""
+    scale = _SCALE_OF.get(q.unit)
+    if scale is None:
+        return None
+    measure, to_base = scale
+    lo, hi = q._interval()
+    return measure, to_base(lo), to_base(hi)
+
+
 def _quantity_conflict(claim: str, evidence: Sequence[str]) -> str | None:
-    """A claim quantity whose unit the evidence measures at no agreeing value."""
+    """A claim quantity whose unit the evidence measures at no agreeing value, or whose
+    measure the evidence gives in another unit at no agreeing amount ("230 degrees
+    Fahrenheit" against "230 degrees Celsius")."""
     found = [q for sentence in evidence for q in quantities(sentence)]
     for q in quantities(claim):
         same = [e for e in found if e.unit == q.unit]
-        if same and not any(q.agrees(e) for e in same):
-            return f"claim {q.text}, source {same[0].text}"
+        if same:
+            if not any(q.agrees(e) for e in same):
+                return f"claim {q.text}, source {same[0].text}"
+            continue
+        ours = _converted(q)
+        if ours is None:
+            continue
+        other = [(e, c) for e in found if (c := _converted(e)) is not None and c[0] == ours[0]]
+        if other and not any(ours[1] <= c[2] and c[1] <= ours[2] for _, c in other):
+            return f"claim {q.text}, source {other[0][0].text}"
     return None
 
 
@@ -516,6 +558,12 @@ def _direction_conflict(claim: str, evidence: Sequence[str], analyzer: Analyzer)
     """An up (down) word of the claim met by a down (up) word on the same terms."""
     ours = direction_cues(claim, analyzer)
     theirs = [c for sentence in evidence for c in direction_cues(sentence, analyzer)]
+    # A word both say the same way sets the scene ("longer extraction ..."), it is not
+    # what the claim asserts: left out on both sides, so what remains can be compared.
+    shared = {(c.word, c.sign) for c in ours} & {(c.word, c.sign) for c in theirs}
+    if shared and len({c.sign for c in ours if c.axis == "amount"}) > 1:
+        ours = [c for c in ours if (c.word, c.sign) not in shared]
+        theirs = [c for c in theirs if (c.word, c.sign) not in shared]
     for axis in dict.fromkeys(c.axis for c in ours):
         on_axis = [c for c in ours if c.axis == axis]
         signs = {c.sign for c in on_axis}
