@@ -182,7 +182,7 @@ class EntailmentModelJudge:
         return tokenizer, model, labels
 
     def _predict(self, tokenizer: Any, model: Any, pairs: list[ClaimPair]) -> list[list[float]]:
-        import torch
+        import torch  # extra: local (the model was loaded with it)
 
         rows: list[list[float]] = []
         with self._predict_lock, torch.no_grad():
