@@ -4,7 +4,7 @@
 writes one; this module reads them (a JSON array, one JSON object, or JSON Lines),
 writes files of them, and checks them against a source tree. A check reads the
 source the way every other entry point does (``sources.read_source``), looks for
-the exact text where the offsets lost it (``verdict.locate``, with the receipt's
+the exact text where the offsets lost it (``verdict.find_again``, with the receipt's
 prefix and suffix standing for the indexed context when the text is there more
 than once) and lets ``verdict.judge`` decide, so a receipt gets the verdict
 ``Collection.verify`` gives the same citation.
@@ -30,9 +30,9 @@ from groundkit.contracts import STORED_TEXT_CLASSES, Citation, FetchResult, Sour
 from groundkit.errors import ConfigurationError, ReceiptError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
-from groundkit.verification.anchoring import Anchor, reanchor
+from groundkit.verification.anchoring import Anchor
 from groundkit.verification.sources import read_source
-from groundkit.verification.verdict import judge, locate
+from groundkit.verification.verdict import find_again, judge
 
 __all__ = [
     "Receipt",
@@ -284,21 +284,15 @@ async def write_receipts(path: Path | str, annotations: Iterable[Mapping[str, An
 
 
 async def _anchor(receipt: Receipt, text: str) -> Anchor | None:
-    """``Verifier.anchor``'s steps with the receipt's context for the indexed one: the
-    text looked for on its own, and only when it is there more than once, again with
-    the prefix and suffix."""
-    citation, exact = receipt.citation, receipt.exact
-    anchor = await asyncio.to_thread(locate, exact, citation, text)
-    if anchor is None or anchor.outcome != "ambiguous" or not (receipt.prefix or receipt.suffix):
-        return anchor
-    return await asyncio.to_thread(
-        reanchor,
-        text,
-        exact,
-        citation.start_offset,
-        prefix=receipt.prefix,
-        suffix=receipt.suffix,
-    )
+    """Found again as a collection finds it, with the receipt's prefix and suffix for
+    the indexed context."""
+
+    async def around() -> tuple[str, str] | None:
+        if not (receipt.prefix or receipt.suffix):
+            return None
+        return receipt.prefix or "", receipt.suffix or ""
+
+    return await find_again(receipt.exact, receipt.citation, text, around)
 
 
 def _source_key(citation: Citation) -> tuple[str, str, str | None, str]:

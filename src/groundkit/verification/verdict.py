@@ -9,6 +9,7 @@ helpers) reads the source, looks for the text when the span lost it
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine
@@ -44,6 +45,29 @@ def locate(
     if text[start : citation.end_offset] == content:
         return None
     return reanchor(text, content, start, prefix=prefix, suffix=suffix)
+
+
+async def find_again(
+    content: str,
+    citation: Citation,
+    text: str,
+    context: Callable[[], Awaitable[tuple[str, str] | None]],
+) -> Anchor | None:
+    """``locate`` for every entry point that has some indexed context (a collection's
+    neighbouring chunks, a receipt's prefix and suffix): the text looked for on its own
+    (off the event loop: sources can be long), and only when it is there more than once
+    is ``context`` read and the search run again with it."""
+    start = citation.start_offset
+    if text[start : citation.end_offset] == content:
+        return None
+    anchor = await asyncio.to_thread(reanchor, text, content, start)
+    if anchor.outcome != "ambiguous":
+        return anchor
+    around = await context()
+    if around is None:
+        return anchor
+    prefix, suffix = around
+    return await asyncio.to_thread(reanchor, text, content, start, prefix=prefix, suffix=suffix)
 
 
 def judge(

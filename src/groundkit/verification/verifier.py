@@ -30,11 +30,11 @@ from groundkit.retrieval.search import result_from_row
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, StoredChunk
 from groundkit.storage.snapshots import NamedTexts, text_name
 from groundkit.utils.text import describe_unencodable
-from groundkit.verification.anchoring import Anchor, indexed_context, reanchor
+from groundkit.verification.anchoring import Anchor, indexed_context
 from groundkit.verification.answers import AnswerChecker
 from groundkit.verification.claims import ClaimJudge
 from groundkit.verification.sources import read_source
-from groundkit.verification.verdict import judge, judge_stored, locate
+from groundkit.verification.verdict import find_again, judge, judge_stored
 
 __all__ = ["Verifier", "VerifyReport"]
 
@@ -255,13 +255,14 @@ class Verifier:
     async def locate(self, content: str, citation: Citation, text: str) -> Anchor | None:
         """``anchor`` for a cited span known by its citation alone (an answer's): the
         stored chunk it names gives the indexed context when one is needed."""
-        anchor = locate(content, citation, text)
-        if anchor is None or anchor.outcome != "ambiguous":
-            return anchor
-        stored = await self.store.get_chunk(citation.chunk_id)
-        if stored is None or stored.content != content or not self.visible(stored):
-            return anchor
-        return await self.anchor(content, citation, text, stored)
+
+        async def neighbours() -> tuple[str, str] | None:
+            stored = await self.store.get_chunk(citation.chunk_id)
+            if stored is None or stored.content != content or not self.visible(stored):
+                return None
+            return await self._context(stored)
+
+        return await find_again(content, citation, text, neighbours)
 
     async def anchor(
         self, content: str, citation: Citation, text: str, stored: StoredChunk | None
@@ -270,16 +271,20 @@ class Verifier:
         the span holds it). When the text is there more than once, the indexed context
         of ``stored`` (its neighbouring chunks, which overlap it) is read to tell the
         occurrences apart; only then, so a verified or plainly moved span costs no read."""
-        anchor = locate(content, citation, text)
-        if anchor is None or anchor.outcome != "ambiguous" or stored is None:
-            return anchor
+
+        async def neighbours() -> tuple[str, str] | None:
+            return None if stored is None else await self._context(stored)
+
+        return await find_again(content, citation, text, neighbours)
+
+    async def _context(self, stored: StoredChunk) -> tuple[str, str] | None:
+        """The indexed text around a current chunk (its neighbours overlap it)."""
         if not stored.current:
-            return anchor
+            return None
         chunks = (await self.store.get_chunks_for_documents([stored.document_id])).get(
             stored.document_id, []
         )
-        prefix, suffix = indexed_context(chunks, stored.start_offset, stored.end_offset)
-        return reanchor(text, content, citation.start_offset, prefix=prefix, suffix=suffix)
+        return indexed_context(chunks, stored.start_offset, stored.end_offset)
 
 
 def _cites(result: object) -> bool:
