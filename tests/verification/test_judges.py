@@ -150,6 +150,7 @@ async def test_a_missing_directory_is_a_configuration_error(tmp_path: Path) -> N
     judge = EntailmentModelJudge(tmp_path / "nowhere")
     with pytest.raises(ConfigurationError, match="no model directory"):
         await judge.judge([ClaimPair("Tea.", ("Tea.",))])
+    pytest.importorskip("transformers")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigurationError, match="cannot load the entailment model"):
         await EntailmentModelJudge(tmp_path / "empty").judge([ClaimPair("Tea.", ("Tea.",))])

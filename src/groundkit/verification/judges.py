@@ -138,6 +138,12 @@ class EntailmentModelJudge:
             return self._model
 
     def _load(self) -> tuple[Any, Any, dict[int, ClaimLabel]]:
+        path = os.path.expanduser(self.model_path)
+        if not os.path.isdir(path):
+            raise ConfigurationError(
+                f"no model directory at {self.model_path!r}: pass the local directory of a "
+                "sequence-classification (NLI) model; nothing is downloaded"
+            )
         try:
             import torch  # noqa: F401
             from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -145,12 +151,6 @@ class EntailmentModelJudge:
             raise ConfigurationError(
                 "an entailment judge needs torch and transformers: pip install groundkit[local]"
             ) from exc
-        path = os.path.expanduser(self.model_path)
-        if not os.path.isdir(path):
-            raise ConfigurationError(
-                f"no model directory at {self.model_path!r}: pass the local directory of a "
-                "sequence-classification (NLI) model; nothing is downloaded"
-            )
         try:
             tokenizer = AutoTokenizer.from_pretrained(
                 path, local_files_only=True, trust_remote_code=False
