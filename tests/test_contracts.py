@@ -266,7 +266,7 @@ def test_search_response_and_fetch_result_literals() -> None:
 
 def test_quote_check_offsets_only_when_verified() -> None:
     citation = Citation(**_citation())
-    found = {"start_offset": 0, "end_offset": 1}
+    found: dict[str, Any] = {"start_offset": 0, "end_offset": 1}
     check = QuoteCheck(quote="x", verdict="verified", detail="", citation=citation, **found)
     assert check.ok
     with pytest.raises(ValidationError):

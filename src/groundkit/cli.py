@@ -263,6 +263,12 @@ def _parser() -> argparse.ArgumentParser:
         "(default: every one; 0: none)",
     )
     ingest.add_argument(
+        "--keep-sources",
+        action="store_true",
+        help="keep a compressed copy of each file's extracted text with the collection, "
+        "so hosts without the files can verify citations ('verified (kept copy)')",
+    )
+    ingest.add_argument(
         "--chunker",
         choices=("fixed", "structure", "sentence"),
         default=None,
@@ -714,11 +720,19 @@ def _where_fetched(result: FetchResult) -> str:
     return f"{c.source} [{c.start_offset}:{c.end_offset}]{page}{mark}"
 
 
+def _verdict(result: FetchResult) -> str:
+    """``verified``, or ``verified (kept copy)`` when the file was not on this host and
+    the collection's kept copy of its text was read instead."""
+    if result.read_from == "kept copy":
+        return f"{result.verification} (kept copy)"
+    return result.verification
+
+
 def _print_fetch(result: FetchResult, as_json: bool) -> int:
     if as_json:
         _emit(result.model_dump(mode="json"))
     else:
-        print(f"{_where_fetched(result)}  {result.verification}")
+        print(f"{_where_fetched(result)}  {_verdict(result)}")
         print(f"  {result.detail}")
         print(result.content)
     return EXIT_OK if result.verification == "verified" else EXIT_PROBLEM
@@ -732,6 +746,7 @@ def _print_verify(report: VerifyReport, as_json: bool, quiet: bool = False) -> i
                 "moved": report.moved,
                 "drifted": report.drifted,
                 "unresolvable": report.unresolvable,
+                "kept_copy": report.kept_copy,
                 "problems": [p.model_dump(mode="json") for p in report.problems],
                 "moved_chunks": [p.model_dump(mode="json") for p in report.relocated],
             }
@@ -741,9 +756,14 @@ def _print_verify(report: VerifyReport, as_json: bool, quiet: bool = False) -> i
             print(
                 f"verified {report.verified}, moved {report.moved}, drifted {report.drifted}, "
                 f"unresolvable {report.unresolvable}"
+                + (
+                    f" ({report.kept_copy} read from kept copies: their files are not here)"
+                    if report.kept_copy
+                    else ""
+                )
             )
         for p in [*report.relocated, *report.problems]:
-            print(f"  {p.verification}: {_where_fetched(p)} {p.detail}")
+            print(f"  {_verdict(p)}: {_where_fetched(p)} {p.detail}")
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
@@ -947,7 +967,11 @@ def _open(
             chunking=chunking,
             clearance=args.clearance,
             ingest=(
-                IngestConfig(html_extractor=args.html, keep_versions=args.keep_versions)
+                IngestConfig(
+                    html_extractor=args.html,
+                    keep_versions=args.keep_versions,
+                    keep_sources=args.keep_sources,
+                )
                 if args.command == "ingest"
                 else None
             ),
@@ -1433,11 +1457,16 @@ async def _run_receipts(args: argparse.Namespace) -> int:
         )
     else:
         if not args.quiet:
-            print(", ".join(f"{v} {n}" for v, n in tally.items()) + f" ({len(results)} receipts)")
+            kept = sum(result.read_from == "kept copy" for result in results)
+            also = f", {kept} read from kept copies" if kept else ""
+            print(
+                ", ".join(f"{v} {n}" for v, n in tally.items())
+                + f" ({len(results)} receipts{also})"
+            )
         for r, result in zip(receipts, results, strict=True):
             if not result.ok:
                 print(
-                    f"  {result.verification}: receipt {r.number}: "
+                    f"  {_verdict(result)}: receipt {r.number}: "
                     f"{_where_fetched(result)} {result.detail}"
                 )
     return EXIT_OK if tally["verified"] == len(results) else EXIT_PROBLEM

@@ -72,6 +72,8 @@ from groundkit.storage.snapshots import (
     LocalSnapshots,
     ObjectSnapshots,
     SnapshotLocation,
+    kept_name,
+    names_of,
     text_name,
 )
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
@@ -720,14 +722,26 @@ class Collection:
                 await self.store.delete_documents(sorted(r.source for r in chosen.values()))
                 if vectors is not None:
                     await vectors.delete_documents(sorted(chosen))
-                if self.snapshots is not None and any(
-                    r.source_class in STORED_TEXT_CLASSES for r in chosen.values()
-                ):
+                if self.snapshots is not None and await self._has_stored_texts(chosen):
                     await self._indexer.sweep_snapshots(sorted(chosen), gone_before=before)
         finally:
             if chosen:
                 await self._after_write()
         return DeleteReport(deleted=sorted(r.source for r in chosen.values()), missing=missing)
+
+    async def _has_stored_texts(self, chosen: Mapping[str, DocumentRecord]) -> bool:
+        """Whether any of ``chosen`` has a text in the snapshot store: a URL's or a
+        record's, or a file's kept copy (``IngestConfig.keep_sources``)."""
+        if any(r.source_class in STORED_TEXT_CLASSES for r in chosen.values()):
+            return True
+        exists = getattr(self.snapshots, "exists", None)
+        if not callable(exists):
+            return False
+        for record in chosen.values():
+            with contextlib.suppress(OSError):
+                if await exists(kept_name(record.document_id, record.content_hash)):
+                    return True
+        return False
 
     async def _erase(self, chosen: Mapping[str, DocumentRecord], gone: list[str]) -> ErasureReport:
         """The steps of an erasing delete, in order (adr/0053-erasure.md): rows and
@@ -797,8 +811,7 @@ class Collection:
             return 0
         keep: list[str] = []
         async for r in self.store.iter_documents():
-            if r.source_class in STORED_TEXT_CLASSES:
-                keep += [r.document_id, text_name(r.document_id, r.content_hash)]
+            keep += names_of(r.document_id, r.content_hash, r.source_class)
         if isinstance(self.snapshots, LocalSnapshots | ObjectSnapshots):
             removed = await self.snapshots.remove_stale(
                 keep, grace=ORPHAN_GRACE_SECONDS, gone=gone, gone_before=started

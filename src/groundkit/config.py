@@ -205,6 +205,9 @@ class IngestConfig(_Settings):
     only the fields given to ``ingest`` are stored. ``keep_versions`` bounds the
     past versions kept per document when one changes (``None``: all of them,
     so ``search(as_of=...)`` reaches back to the first ingest; ``0``: none).
+    ``keep_sources`` stores a compressed copy of each file's extracted text with the
+    collection (beside its URL snapshots), so a host without the file can still
+    check its citations, and says it did (``read_from="kept copy"``).
     """
 
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
@@ -217,6 +220,7 @@ class IngestConfig(_Settings):
     max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
     read_fields: bool = True
     keep_versions: int | None = Field(default=None, ge=0)
+    keep_sources: bool = False
 
     @field_validator("extensions")
     @classmethod

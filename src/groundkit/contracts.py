@@ -80,6 +80,7 @@ __all__ = [
     "ProviderVerdict",
     "QuoteCheck",
     "QuoteVerdict",
+    "ReadFrom",
     "Record",
     "RetrievalResult",
     "SearchMode",
@@ -108,6 +109,10 @@ EvidenceMethod = Literal["terms", "embedding", "hybrid"]
 Verification = Literal["verified", "moved", "drifted", "unresolvable"]
 # A quote check adds one outcome: the span is intact but does not hold the quote.
 QuoteVerdict = Literal["verified", "moved", "not_in_span", "drifted", "unresolvable"]
+# Where a verdict's source text was read: the file itself, the collection's kept copy
+# of its text (the file is not on this host; ``IngestConfig.keep_sources``), or the
+# snapshot store (URL snapshots and record texts).
+ReadFrom = Literal["file", "kept copy", "snapshot"]
 # What a provider's citation comes to, mapped back and checked (verification/providers.py).
 ProviderVerdict = Literal["verified", "moved", "not_in_span", "drifted", "unresolvable", "unmapped"]
 # What an answer check says of one sentence (groundkit/verification/answers.py).
@@ -824,6 +829,8 @@ class FetchResult(_Frozen):
     current_start_offset: int | None = Field(default=None, ge=0)
     current_end_offset: int | None = Field(default=None, ge=0)
     similarity: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Where the source text was read (None when it could not be read).
+    read_from: ReadFrom | None = None
 
     @property
     def ok(self) -> bool:
@@ -856,6 +863,8 @@ class QuoteCheck(_Frozen):
     citation: Citation
     start_offset: int | None = Field(default=None, ge=0)
     end_offset: int | None = Field(default=None, ge=0)
+    # Where the cited source's text was read (``FetchResult.read_from``).
+    read_from: ReadFrom | None = None
 
     @model_validator(mode="after")
     def _validate(self) -> QuoteCheck:

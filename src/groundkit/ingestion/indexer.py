@@ -55,11 +55,15 @@ from groundkit.storage.protocols import (
 )
 from groundkit.storage.reconcile import reconcile_vectors
 from groundkit.storage.snapshots import (
+    KEPT_SUFFIX,
     ORPHAN_GRACE_SECONDS,
     LocalSnapshots,
     ObjectSnapshots,
     SnapshotLocation,
     as_snapshot_store,
+    kept_name,
+    names_of,
+    store_kept,
     store_text,
     text_name,
 )
@@ -217,6 +221,10 @@ class Indexer:
                         for note in document.notes
                     )
                     if _unchanged(document, known):
+                        if self._ingest.keep_sources:
+                            # Its row names this copy: put it there if it is not (a
+                            # collection that kept none before, or a copy removed).
+                            await self._keep_unchanged(document)
                         unchanged.append(document.source)
                         span.set(outcome="unchanged")
                     else:
@@ -233,12 +241,21 @@ class Indexer:
                     logger.debug("ingest failed: %s", exc)
             reporter.update("read", done=done, total=total)
         await writer.finish()
+        failed += writer.failed
+        lost = {f.source for f in writer.failed}
+        before = time.time()
         removed = await self._prune(root, known, seen)
         await self._sync_vectors(writer)
+        if (removed or updated) and await self._has_kept_copies():
+            # Deleted files' copies and replaced texts' go now (a current row's is
+            # kept); see ``sweep_snapshots``.
+            await self.sweep_snapshots(
+                [document_id_for(s) for s in [*removed, *updated]], gone_before=before
+            )
         reporter.finish()
         return IngestReport(
-            added=sorted(added),
-            updated=sorted(updated),
+            added=sorted(s for s in added if s not in lost),
+            updated=sorted(s for s in updated if s not in lost),
             unchanged=sorted(unchanged),
             removed=removed,
             failed=sorted(failed, key=lambda f: f.source),
@@ -492,7 +509,8 @@ class Indexer:
     async def sweep_snapshots(
         self, gone: Sequence[str] = (), *, gone_before: float | None = None
     ) -> None:
-        """Remove stored texts no document names (URL snapshots and records), reading
+        """Remove stored texts no document names (URL snapshots, records and files'
+        kept copies), reading
         the store after the write that removed them. Texts of the documents ``gone``
         (just deleted) written before ``gone_before`` (default: now) go at once; any
         other text no row names goes once it is older than ``ORPHAN_GRACE_SECONDS``,
@@ -502,10 +520,7 @@ class Indexer:
         cutoff = time.time() if gone_before is None else gone_before
         keep: list[str] = []
         async for r in self._store.iter_documents():
-            if r.source_class in STORED_TEXT_CLASSES:
-                # The named text, and the bare id of a text written before names
-                # (kept until the named one is there).
-                keep += [text_name(r.document_id, r.content_hash), r.document_id]
+            keep += names_of(r.document_id, r.content_hash, r.source_class)
         try:
             if isinstance(self._snapshots, _SWEEPS_WITH_GRACE):
                 await self._snapshots.remove_stale(
@@ -515,6 +530,39 @@ class Indexer:
                 await self._snapshots.remove_stale(keep)
         except OSError as exc:  # the next sweep tries again
             logger.warning("could not remove stale snapshots: %s", exc.strerror or exc)
+
+    async def keep_copy(self, document: Document) -> bool:
+        """Store ``document``'s kept copy (``IngestConfig.keep_sources``) before its row
+        commits; True when it had to be written. ``OSError`` when it cannot be."""
+        if self._snapshots is None:
+            raise ConfigurationError(
+                "keep_sources needs a snapshot store to keep the texts in; use a Collection"
+            )
+        name = kept_name(document.document_id, document.content_hash)
+        return await store_kept(self._snapshots, name, document.content)
+
+    async def _keep_unchanged(self, document: Document) -> None:
+        """An unchanged file's kept copy, put back when missing or unusable. A failure
+        is logged, not fatal: the row stands, and its citations read the file."""
+        try:
+            await self.keep_copy(document)
+        except OSError as exc:
+            logger.warning("could not keep a source's text: %s", exc.strerror or exc)
+
+    async def _has_kept_copies(self) -> bool:
+        """Whether a sweep after a file ingest may find kept copies to remove."""
+        if self._snapshots is None:
+            return False
+        if self._ingest.keep_sources:
+            return True
+        names = getattr(self._snapshots, "names", None)
+        if not callable(names):
+            return False
+        try:
+            listed: set[str] = await names()
+        except OSError:
+            return False
+        return any(n.endswith(KEPT_SUFFIX) for n in listed)
 
     async def _first_write_checks(self, *, sweep: bool = True) -> list[str]:
         """At this indexer's first write of stored texts: sweep texts no row names (an
@@ -780,8 +828,9 @@ class _Writer:
     async def _store_texts(
         self, docs: list[tuple[Document, list[Chunk], list[list[str]]]]
     ) -> list[tuple[Document, list[Chunk], list[list[str]]]]:
-        """Store the text of each URL or record document before the row naming it can
-        commit; those whose text cannot be stored are left out (``failed``)."""
+        """Store the text of each URL or record document (and, with ``keep_sources``,
+        each file's kept copy) before the row naming it can commit; those whose text
+        cannot be stored are left out (``failed``)."""
         snapshots = self._indexer._snapshots
         kept: list[tuple[Document, list[Chunk], list[list[str]]]] = []
         for item in docs:
@@ -794,6 +843,12 @@ class _Writer:
                 name = text_name(document.document_id, document.content_hash)
                 try:
                     await store_text(snapshots, name, document.content)
+                except OSError as exc:
+                    self.failed.append(_text_failure(document, exc))
+                    continue
+            elif self._indexer._ingest.keep_sources:
+                try:
+                    await self._indexer.keep_copy(document)
                 except OSError as exc:
                     self.failed.append(_text_failure(document, exc))
                     continue

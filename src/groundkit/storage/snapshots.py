@@ -15,6 +15,11 @@ text (adr/0054-atomic-records-and-interrupted-ingests.md). Texts no row names
 are swept once they are older than a grace period (``ORPHAN_GRACE_SECONDS``),
 so a writer between its text and its commit is not robbed. Collections written
 before keep their texts under the bare document id; those are still read.
+
+A collection ingested with ``IngestConfig(keep_sources=True)`` also keeps each
+file's extracted text here, compressed, as ``<document_id>.<content_hash>.kept.zlib``
+(``kept_name``): the same naming, grace period and sweeps, so a host without the
+source tree can check citations against it (adr/0062-kept-sources.md).
 """
 
 from __future__ import annotations
@@ -25,38 +30,55 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Iterable, Mapping
+import zlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from groundkit.contracts import STORED_TEXT_CLASSES
 from groundkit.errors import ConfigurationError
 from groundkit.storage.names import SNAPSHOT_TEMP_SUFFIX, check_snapshot_id
 from groundkit.storage.protocols import SnapshotStore
 from groundkit.utils.file_reads import read_regular_file
+from groundkit.utils.hashing import sha256_text
 from groundkit.utils.path_safety import ensure_within
 
 __all__ = [
+    "KEPT_SUFFIX",
     "ORPHAN_GRACE_SECONDS",
+    "KeptCopyError",
     "LocalSnapshots",
     "NamedTexts",
     "ObjectSnapshots",
     "SnapshotLocation",
     "as_snapshot_store",
     "is_object_uri",
+    "kept_name",
+    "names_of",
     "object_filesystem",
+    "pack_kept",
     "remove_stale_snapshots",
     "snapshot_matches",
     "snapshot_path",
+    "store_kept",
     "store_text",
     "text_name",
+    "unpack_kept",
     "write_snapshot",
 ]
 
 # A text no row names is left alone this long (seconds): a writer in another process
 # writes its texts first and commits the rows naming them within this time.
 ORPHAN_GRACE_SECONDS = 3600.0
-# ``<document_id>.<sha256 hex>``: a text named by its content (``text_name``).
-_TEXT_NAME = re.compile(r"^(?P<document>.+)\.(?P<hash>[0-9a-f]{64})$")
+# A file's kept text: ``<document_id>.<sha256 hex>`` and this (zlib, level 9).
+KEPT_SUFFIX = ".kept.zlib"
+# ``<document_id>.<sha256 hex>``: a text named by its content (``text_name``), or a
+# file's kept copy (``kept_name``).
+_TEXT_NAME = re.compile(
+    r"^(?P<document>.+)\.(?P<hash>[0-9a-f]{64})(?P<kept>" + re.escape(KEPT_SUFFIX) + r")?$"
+)
+# zlib's best ratio: texts are written once and read rarely (adr/0062-kept-sources.md).
+_KEPT_LEVEL = 9
 
 
 def text_name(document_id: str, content_hash: str) -> str:
@@ -66,6 +88,68 @@ def text_name(document_id: str, content_hash: str) -> str:
     if not re.fullmatch(r"[0-9a-f]{64}", content_hash):
         raise ConfigurationError(f"{content_hash!r} is not a SHA-256 hex digest")
     return check_snapshot_id(f"{document_id}.{content_hash}")
+
+
+def kept_name(document_id: str, content_hash: str) -> str:
+    """The name of the kept copy of a file document's text hashing to ``content_hash``."""
+    return check_snapshot_id(text_name(document_id, content_hash) + KEPT_SUFFIX)
+
+
+def names_of(document_id: str, content_hash: str, source_class: str) -> list[str]:
+    """The stored texts a document row names, which every sweep keeps: a URL's or a
+    record's text (and the bare id of one written before texts were named), or a
+    file's kept copy."""
+    if source_class in STORED_TEXT_CLASSES:
+        return [text_name(document_id, content_hash), document_id]
+    return [kept_name(document_id, content_hash)]
+
+
+class KeptCopyError(ValueError):
+    """A kept copy that does not hold the text its name promises (corrupt, truncated,
+    another text): never used."""
+
+
+def pack_kept(content: str) -> bytes:
+    """``content`` as a kept copy stores it."""
+    return zlib.compress(content.encode("utf-8"), _KEPT_LEVEL)
+
+
+def unpack_kept(data: bytes, name: str) -> str:
+    """The text a kept copy ``name`` holds, checked against the hash its name (the
+    document row's) gives; ``KeptCopyError`` when it is not that text."""
+    match = _TEXT_NAME.fullmatch(name)
+    if match is None or match["kept"] is None:
+        raise KeptCopyError(f"{name!r} is not the name of a kept copy")
+    try:
+        text = zlib.decompress(data).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise KeptCopyError(f"it is corrupt ({type(exc).__name__})") from None
+    if sha256_text(text) != match["hash"]:
+        raise KeptCopyError("it holds another text than the one indexed (its hash differs)")
+    return text
+
+
+async def store_kept(store: SnapshotStore, name: str, content: str) -> bool:
+    """Make the kept copy ``name`` hold ``content`` before the row naming it commits;
+    True when it had to be written. One already there is read back and checked first
+    (a corrupt one is replaced); a local one's time is then renewed, so a sweep's
+    grace period covers the commit that follows. ``OSError`` when it cannot be
+    written; ``ConfigurationError`` for a store that cannot hold bytes."""
+    write = getattr(store, "write_bytes", None)
+    if not callable(write):
+        raise ConfigurationError(
+            f"keep_sources needs a snapshot store that stores bytes (a local directory or "
+            f"an object-store URI); {type(store).__name__} does not"
+        )
+    try:
+        unpack_kept(await store.read(name), name)
+    except (OSError, KeptCopyError):
+        await write(name, pack_kept(content))
+        return True
+    renew = getattr(store, "renew", None)
+    if callable(renew):
+        await renew(name)
+    return False
 
 
 def snapshot_path(snapshot_dir: Path, document_id: str) -> Path:
@@ -83,16 +167,16 @@ def snapshot_matches(path: Path, content: str) -> bool:
         return False
 
 
-def write_snapshot(snapshot_dir: Path, document_id: str, content: str) -> Path:
-    """Write ``content`` atomically (a temp file of this writer's own, fsync, rename,
-    the directory synced); returns the path."""
+def write_snapshot(snapshot_dir: Path, document_id: str, content: str | bytes) -> Path:
+    """Write ``content`` (a text as UTF-8, or bytes) atomically (a temp file of this
+    writer's own, fsync, rename, the directory synced); returns the path."""
     snapshot_dir.mkdir(parents=True, exist_ok=True)
     path = snapshot_path(snapshot_dir, document_id)
     # Its own temp name: two processes writing the same text do not share one.
     temp = path.with_name(f"{path.name}.{secrets.token_hex(6)}{SNAPSHOT_TEMP_SUFFIX}")
     try:
         with open(temp, "wb") as handle:
-            handle.write(content.encode("utf-8"))
+            handle.write(content.encode("utf-8") if isinstance(content, str) else content)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
@@ -198,7 +282,21 @@ def _newest_text_name(names: Mapping[str, float | None], document_id: str) -> st
     found = [
         (mtime or 0.0, name)
         for name, mtime in names.items()
-        if (match := _TEXT_NAME.fullmatch(name)) is not None and match["document"] == document_id
+        if (match := _TEXT_NAME.fullmatch(name)) is not None
+        and match["document"] == document_id
+        and match["kept"] is None
+    ]
+    return max(found)[1] if found else None
+
+
+def _newest_kept_name(names: Mapping[str, float | None], document_id: str) -> str | None:
+    """The most recently written kept copy of ``document_id`` among ``names``."""
+    found = [
+        (mtime or 0.0, name)
+        for name, mtime in names.items()
+        if (match := _TEXT_NAME.fullmatch(name)) is not None
+        and match["document"] == document_id
+        and match["kept"] is not None
     ]
     return max(found)[1] if found else None
 
@@ -270,6 +368,25 @@ class LocalSnapshots:
     async def keep(self, name: str, content: str) -> bool:
         """True when ``name`` already holds ``content`` (its time is then renewed)."""
         return await asyncio.to_thread(keep_snapshot, self.directory, name, content)
+
+    async def write_bytes(self, name: str, data: bytes) -> None:
+        """Store ``data`` under ``name`` whole (a kept copy)."""
+        await asyncio.to_thread(write_snapshot, self.directory, name, data)
+
+    async def renew(self, name: str) -> None:
+        """Set ``name``'s time to now (a sweep's grace period counts from it)."""
+        path = snapshot_path(self.directory, name)
+        with contextlib.suppress(OSError):
+            await asyncio.to_thread(os.utime, path)
+
+    async def kept_copy(self, document_id: str) -> tuple[str, bytes] | None:
+        """The name and bytes of ``document_id``'s most recently written kept copy."""
+        check_snapshot_id(document_id)
+        listed = await asyncio.to_thread(_local_names, self.directory, document_id + ".")
+        name = _newest_kept_name(listed, document_id)
+        if name is None:
+            return None
+        return name, await self.read(name)
 
     async def exists(self, name: str) -> bool:
         """Whether a file ``name`` is stored (exactly that name)."""
@@ -391,14 +508,26 @@ class ObjectSnapshots:
             return False
 
     async def write(self, document_id: str, content: str) -> None:
+        await self.write_bytes(document_id, content.encode("utf-8"))
+
+    async def write_bytes(self, name: str, data: bytes) -> None:
+        """Store ``data`` under ``name`` whole (one put)."""
         fs, _ = self._filesystem()
-        key = self._key(document_id)
+        key = self._key(name)
 
         def put() -> None:
             with fs.open_output_stream(key) as stream:
-                stream.write(content.encode("utf-8"))
+                stream.write(data)
 
         await asyncio.to_thread(put)
+
+    async def kept_copy(self, document_id: str) -> tuple[str, bytes] | None:
+        """As ``LocalSnapshots.kept_copy`` (one listing of the prefix)."""
+        check_snapshot_id(document_id)
+        name = _newest_kept_name(await self._listing(), document_id)
+        if name is None:
+            return None
+        return name, await self.read(name)
 
     async def remove_stale(
         self,
@@ -480,9 +609,18 @@ class NamedTexts:
     in ``names`` is read as the store reads it.
     """
 
-    def __init__(self, store: SnapshotStore, names: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        store: SnapshotStore,
+        names: Mapping[str, str],
+        *,
+        kept: Callable[[str], Awaitable[str | None]] | None = None,
+    ) -> None:
         self._store = store
         self._names = dict(names)
+        # A file document's kept-copy name as its current row gives it (asked only
+        # when its file cannot be read).
+        self._kept = kept
 
     @property
     def location(self) -> str:
@@ -502,6 +640,20 @@ class NamedTexts:
             raise FileNotFoundError(
                 2, "it is missing (its write was interrupted or the file was removed)"
             ) from None
+
+    async def kept_copy(self, document_id: str) -> tuple[str, bytes] | None:
+        """The kept copy the document's current row names (None when the row names
+        none, or no row was asked for: then the store's newest one)."""
+        if self._kept is None:
+            fallback = getattr(self._store, "kept_copy", None)
+            return await fallback(document_id) if callable(fallback) else None
+        name = await self._kept(document_id)
+        if name is None:
+            return None
+        try:
+            return name, await self._store.read(name)
+        except FileNotFoundError:
+            return None
 
     async def matches(self, document_id: str, content: str) -> bool:
         return await self._store.matches(self._names.get(document_id, document_id), content)

@@ -236,6 +236,7 @@ class QuoteChecker:
                 citation=citation,
                 start_offset=start,
                 end_offset=end,
+                read_from=span.read_from,
             )
 
         where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"

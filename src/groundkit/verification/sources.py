@@ -13,6 +13,13 @@ Files are read the way ingest reads them (``read_regular_file``, which
 FIFO or a device is ``unresolvable`` at once instead of a read that never
 returns, and no more than ``max_bytes``, the ingest cap, so a source grown past
 it is ``unresolvable`` rather than read whole.
+
+A ``text`` or ``extracted`` source whose file is not on this host (missing or
+unreadable) is read from the collection's kept copy of its text when there is
+one (``IngestConfig.keep_sources``), checked against the hash its row stores
+first; the text returned says so (``SourceText.read_from``). A file that is
+there is always the one read: an edit to it is found, never hidden behind the
+copy (adr/0062-kept-sources.md).
 """
 
 from __future__ import annotations
@@ -21,14 +28,37 @@ import asyncio
 from pathlib import Path
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import STORED_TEXT_CLASSES, Citation
+from groundkit.contracts import STORED_TEXT_CLASSES, Citation, ReadFrom
 from groundkit.errors import IngestionError, RetrievalError
 from groundkit.extraction import active_extractors
-from groundkit.storage.snapshots import SnapshotLocation, as_snapshot_store
+from groundkit.storage.snapshots import (
+    KeptCopyError,
+    SnapshotLocation,
+    as_snapshot_store,
+    unpack_kept,
+)
 from groundkit.utils.file_reads import FileTooLargeError, NotRegularFileError, read_regular_file
 from groundkit.utils.path_safety import PathEscapeError, ensure_within
 
-__all__ = ["read_source", "resolve_citation", "slice_span"]
+__all__ = ["SourceText", "read_source", "resolve_citation", "slice_span"]
+
+
+class SourceText(str):
+    """A source's whole text, as read now, and where it was read from (a ``str``, so
+    every reader of a source text takes it unchanged; ``verdict.judge`` reports
+    ``read_from``)."""
+
+    read_from: ReadFrom
+
+    def __new__(cls, text: str, read_from: ReadFrom) -> SourceText:
+        made = super().__new__(cls, text)
+        made.read_from = read_from
+        return made
+
+
+class _NotHere(RetrievalError):
+    """The file cannot be read on this host (gone, or not readable): a kept copy of
+    its text may stand in. A file that is there but changed never raises this."""
 
 
 async def _read_file(path: Path, source: str, what: str, max_bytes: int | None) -> bytes:
@@ -48,7 +78,7 @@ async def _read_file(path: Path, source: str, what: str, max_bytes: int | None) 
             verdict="unresolvable",
         ) from None
     except OSError as exc:
-        raise RetrievalError(
+        raise _NotHere(
             f"cannot read {what} {source!r}: {exc.strerror or exc}", verdict="unresolvable"
         ) from None
 
@@ -115,6 +145,9 @@ async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | No
 
 
 async def _re_extract(citation: Citation, path: Path, max_bytes: int | None) -> str:
+    # The bytes are read first, capped like the ingest read: a file not on this host
+    # is read from its kept copy, whatever extractors are installed here.
+    data = await _read_file(path, citation.source, "source", max_bytes)
     active = active_extractors()
     extractor = active.get(citation.extractor or "")
     if extractor is None:
@@ -125,9 +158,7 @@ async def _re_extract(citation: Citation, path: Path, max_bytes: int | None) -> 
             "carry over to another, so re-ingest it or install that version",
             verdict="unresolvable",
         )
-    # The bytes are read here, capped like the ingest read, and extracted as
-    # ingest extracted them (``extract_bytes``, no charset).
-    data = await _read_file(path, citation.source, "source", max_bytes)
+    # Extracted as ingest extracted them (``extract_bytes``, no charset).
     try:
         return (await extractor.extract_bytes(data)).text
     except IngestionError as exc:
@@ -144,8 +175,10 @@ async def read_source(
     *,
     snapshot_dir: SnapshotLocation | None = None,
     max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
-) -> str:
-    """The whole text ``citation``'s offsets are measured against, produced now.
+) -> SourceText:
+    """The whole text ``citation``'s offsets are measured against, produced now, and
+    where it was read from (the file, its kept copy in ``snapshot_dir`` when the file
+    is not here, or a snapshot).
 
     ``max_bytes`` caps the file read for a ``text`` or ``extracted`` source
     (default: ``IngestConfig``'s default cap; ``None`` reads any size); give
@@ -155,14 +188,44 @@ async def read_source(
     if citation.source_class in STORED_TEXT_CLASSES:
         # A URL or a record id is never a path: it must not reach the containment
         # check below.
-        return await _read_snapshot(citation, snapshot_dir)
+        return SourceText(await _read_snapshot(citation, snapshot_dir), "snapshot")
     try:
         path = ensure_within(citation.source, Path(allowed_base_dir))
     except PathEscapeError as exc:
         raise RetrievalError(f"refused: {exc}", verdict="unresolvable") from None
-    if citation.source_class == "extracted":
-        return await _re_extract(citation, path, max_bytes)
-    return await _read_utf8(path, citation.source, "source", max_bytes)
+    try:
+        if citation.source_class == "extracted":
+            return SourceText(await _re_extract(citation, path, max_bytes), "file")
+        return SourceText(await _read_utf8(path, citation.source, "source", max_bytes), "file")
+    except _NotHere as missing:
+        kept, why = await _read_kept(citation, snapshot_dir)
+        if kept is None:
+            raise RetrievalError(f"{missing}{why}", verdict="unresolvable") from None
+        return SourceText(kept, "kept copy")
+
+
+async def _read_kept(
+    citation: Citation, snapshot_dir: SnapshotLocation | None
+) -> tuple[str | None, str]:
+    """The kept copy of the cited file's text, checked, or None and why it cannot be
+    used (empty when the collection keeps no copy of it)."""
+    store = as_snapshot_store(snapshot_dir)
+    find = getattr(store, "kept_copy", None)
+    if not callable(find):
+        return None, ""
+    try:
+        found = await find(citation.document_id)
+    except PathEscapeError:
+        return None, ""
+    except OSError as exc:
+        return None, f"; its kept copy cannot be read either ({exc.strerror or exc})"
+    if found is None:
+        return None, "; the collection keeps no copy of its text (IngestConfig.keep_sources)"
+    name, data = found
+    try:
+        return await asyncio.to_thread(unpack_kept, data, name), ""
+    except KeptCopyError as exc:
+        return None, f"; its kept copy is not used: {exc}"
 
 
 def slice_span(text: str, citation: Citation) -> str:

@@ -23,7 +23,7 @@ from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.anchoring import Anchor, reanchor
-from groundkit.verification.sources import read_source, slice_span
+from groundkit.verification.sources import SourceText, read_source, slice_span
 
 __all__ = ["check_citation", "judge", "judge_stored", "locate", "verify_citation"]
 
@@ -91,10 +91,22 @@ def judge(
             detail=str(error),
         )
     where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"
+    read_from = text.read_from if isinstance(text, SourceText) else None
+    # Never silent: a verdict read from the kept copy says so in its reason too.
+    note = (
+        " (read from the collection's kept copy of its text: the file is not on this host)"
+        if read_from == "kept copy"
+        else ""
+    )
 
     def made(verification: Verification, detail: str, **found: Any) -> FetchResult:
         return FetchResult(
-            content=content, citation=citation, verification=verification, detail=detail, **found
+            content=content,
+            citation=citation,
+            verification=verification,
+            detail=detail + note,
+            read_from=read_from,
+            **found,
         )
 
     if anchor is None:

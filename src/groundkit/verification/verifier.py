@@ -28,7 +28,7 @@ from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.search import result_from_row
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, StoredChunk
-from groundkit.storage.snapshots import NamedTexts, text_name
+from groundkit.storage.snapshots import NamedTexts, kept_name, text_name
 from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import Anchor, indexed_context
 from groundkit.verification.answers import AnswerChecker
@@ -50,6 +50,9 @@ class VerifyReport:
     unresolvable: int = 0
     problems: list[FetchResult] = field(default_factory=list)
     relocated: list[FetchResult] = field(default_factory=list)
+    # Chunks whose file is not on this host, checked against the collection's kept
+    # copy of its text (``FetchResult.read_from == "kept copy"``; counted in the above).
+    kept_copy: int = 0
 
     @property
     def ok(self) -> bool:
@@ -149,6 +152,8 @@ class Verifier:
                     else await self.anchor(stored.content, citation, source_text, stored)
                 )
                 result = judge_stored(stored, citation, source_text, error, anchor)
+                if result.read_from == "kept copy":
+                    report.kept_copy += 1
                 if result.verification == "verified":
                     report.verified += 1
                 elif result.verification == "moved":
@@ -226,9 +231,7 @@ class Verifier:
 
     async def read(self, citation: Citation, texts: SnapshotStore | None = None) -> str:
         """The whole source text ``citation`` is measured against, as it reads now."""
-        snapshots = self.snapshots
-        if snapshots is not None and citation.source_class in STORED_TEXT_CLASSES:
-            snapshots = texts or await self.named_texts([citation])
+        snapshots = texts or await self.named_texts([citation])
         return await read_source(
             citation, self.base_dir, snapshot_dir=snapshots, max_bytes=self.max_bytes
         )
@@ -236,21 +239,33 @@ class Verifier:
     async def named_texts(self, citations: Iterable[Citation]) -> SnapshotStore | None:
         """The snapshot store, read through the names the current rows of the URL and
         record documents among ``citations`` give their texts (``NamedTexts``): a
-        citation is checked against exactly the text its document was committed with."""
+        citation is checked against exactly the text its document was committed with.
+        A file's kept copy is likewise the one its current row names, looked up only
+        when the file cannot be read here."""
         if self.snapshots is None:
             return None
         wanted = {
             c.source: c.document_id for c in citations if c.source_class in STORED_TEXT_CLASSES
         }
-        if not wanted:
-            return self.snapshots
-        states = await self.store.document_states(sources=list(wanted))
-        names = {
-            document_id: text_name(document_id, states[source].content_hash)
-            for source, document_id in wanted.items()
-            if source in states
-        }
-        return NamedTexts(self.snapshots, names)
+        names: dict[str, str] = {}
+        if wanted:
+            states = await self.store.document_states(sources=list(wanted))
+            names = {
+                document_id: text_name(document_id, states[source].content_hash)
+                for source, document_id in wanted.items()
+                if source in states
+            }
+        return NamedTexts(self.snapshots, names, kept=self._kept_name)
+
+    async def _kept_name(self, document_id: str) -> str | None:
+        """The kept copy a file document's current row names (None without a row)."""
+        found = await self.store.find_documents(document_ids=[document_id], sources=[])
+        for record in found:
+            if record.document_id == document_id and record.source_class not in (
+                STORED_TEXT_CLASSES
+            ):
+                return kept_name(document_id, record.content_hash)
+        return None
 
     async def locate(self, content: str, citation: Citation, text: str) -> Anchor | None:
         """``anchor`` for a cited span known by its citation alone (an answer's): the
