@@ -34,6 +34,7 @@ from groundkit import (
     Collection,
     CollectionRegistry,
     FetchResult,
+    IngestConfig,
     QuoteCheck,
     RetrievalError,
     RetrievalResult,
@@ -83,6 +84,8 @@ class Edit:
     file_edit: Callable[[Path], None] | None = None
     served_after: str | None = None  # url: the page served and re-ingested
     record_after: str | None = None  # record: the text it is re-added with
+    keep_sources: bool = False  # ingested with IngestConfig(keep_sources=True)
+    read_from: str | None = None  # where every entry point must say it read the text
 
 
 # The table. Each row's verdict holds in every column.
@@ -95,6 +98,19 @@ EDITS: dict[str, Edit] = {
     "span edited": Edit("drifted", "text", _write("notes.md", NOTES.replace("slowly", "quickly"))),
     "span deleted": Edit("drifted", "text", _write("notes.md", f"{KETTLE}\n\n{MATCHA}\n")),
     "file deleted": Edit("unresolvable", "text", _unlink("notes.md")),
+    "file deleted, kept copy present": Edit(
+        "verified", "text", _unlink("notes.md"), keep_sources=True, read_from="kept copy"
+    ),
+    "pdf deleted, kept copy present": Edit(
+        "verified", "pdf", _unlink("report.pdf"), keep_sources=True, read_from="kept copy"
+    ),
+    "file edited, kept copy present": Edit(
+        "drifted",
+        "text",
+        _write("notes.md", NOTES.replace("slowly", "quickly")),
+        keep_sources=True,
+        read_from="file",
+    ),
     "md now holds a PDF": Edit("unresolvable", "text", _write("notes.md", make_pdf([CITED]))),
     "pdf now holds text": Edit("unresolvable", "pdf", _write("report.pdf", NOTES)),
     "UTF-8 to UTF-16": Edit("unresolvable", "text", _write("notes.md", NOTES.encode("utf-16"))),
@@ -116,6 +132,8 @@ class Seen:
     detail: str = ""
     # The span's own verdict, where the entry point returns one.
     span: FetchResult | None = None
+    # Where the source's text was read, as the entry point reports it.
+    read_from: str | None = None
 
 
 def of_fetch(result: FetchResult) -> Seen:
@@ -124,7 +142,7 @@ def of_fetch(result: FetchResult) -> Seen:
         "verified": (c.start_offset, c.end_offset),
         "moved": (result.current_start_offset, result.current_end_offset),
     }.get(result.verification)
-    return Seen(result.verification, where, result.detail, result)  # type: ignore[arg-type]
+    return Seen(result.verification, where, result.detail, result, result.read_from)  # type: ignore[arg-type]
 
 
 def of_wire(payload: dict[str, Any]) -> Seen:
@@ -135,7 +153,7 @@ def of_wire(payload: dict[str, Any]) -> Seen:
 
 def of_quote(check: QuoteCheck) -> Seen:
     where = (check.start_offset, check.end_offset) if check.found else None
-    return Seen(check.verdict, where, check.detail)  # type: ignore[arg-type]
+    return Seen(check.verdict, where, check.detail, read_from=check.read_from)  # type: ignore[arg-type]
 
 
 def of_sentence(sentence: Any) -> Seen:
@@ -148,7 +166,7 @@ def of_sentence(sentence: Any) -> Seen:
         quotes, verdict, detail = sentence.quotes, sentence.verdict, sentence.detail
     if verdict == "quoted":
         return of_quote(quotes[0])
-    return Seen(verdict, None, detail)
+    return Seen(verdict, None, detail, read_from=quotes[0].read_from if quotes else None)
 
 
 @dataclass
@@ -205,7 +223,11 @@ async def _grk_verify(c: Case) -> Seen:
         if listed["citation"]["chunk_id"] == c.hit.chunk_id:
             return of_wire(listed)
     assert report["verified"] >= 1
-    return Seen("verified", (c.hit.start_offset, c.hit.end_offset))
+    # Verified chunks are counted, not listed: all of them read from kept copies, or none.
+    kept = report["kept_copy"] == report["verified"]
+    assert kept or report["kept_copy"] == 0, report
+    read_from = "kept copy" if kept else "file"
+    return Seen("verified", (c.hit.start_offset, c.hit.end_offset), read_from=read_from)
 
 
 async def _langchain(c: Case) -> Seen:
@@ -386,7 +408,14 @@ async def _build(name: str, root: Path, site: Site) -> Row:
     loader = UrlLoader(policy=AddressPolicy.allowing("127.0.0.0/8"), timeout=5.0)
     route = f"/{name.replace(' ', '-')}.txt"
     site.routes[route] = Route(body=NOTES.encode(), headers={"Content-Type": "text/plain"})
-    async with Collection.open(index, base_dir=base, chunking=SENTENCES, url_loader=loader) as col:
+    opened = Collection.open(
+        index,
+        base_dir=base,
+        chunking=SENTENCES,
+        url_loader=loader,
+        ingest=IngestConfig(keep_sources=edit.keep_sources),
+    )
+    async with opened as col:
         if edit.source == "text":
             (base / "notes.md").write_text(NOTES, encoding="utf-8")
             await col.ingest(base)
@@ -494,6 +523,23 @@ def test_every_entry_point_gives_the_same_verdict(
         assert theirs.detail in ours.detail
     elif seen.verdict in {"drifted", "unresolvable"}:
         assert reference.detail in seen.detail  # quotes and sentences give the span's reason
+
+
+@pytest.mark.parametrize("edit", [e for e, row in EDITS.items() if row.read_from is not None])
+def test_every_entry_point_says_where_it_read_the_text(
+    rows: Callable[[str], Row], edit: str
+) -> None:
+    row = rows(edit)
+    for column, seen in row.seen.items():
+        assert isinstance(seen, Seen), (column, seen)
+        if seen.read_from is None and column.endswith("sentence"):
+            # A sentence tells where its source was read through its quotes; one that
+            # is not quoted (its span drifted) leaves that to the report's citations.
+            assert seen.verdict != "quoted"
+            continue
+        assert seen.read_from == EDITS[edit].read_from, (column, seen.detail)
+        if seen.read_from == "kept copy" and column != "grk verify":
+            assert "kept copy" in seen.detail, (column, seen.detail)
 
 
 @pytest.mark.parametrize("edit", EDITS)

@@ -49,6 +49,7 @@ from groundkit.contracts import (
     EvidenceSpan,
     FetchResult,
     MultiSearchResponse,
+    ReadFrom,
     RetrievalResult,
     SearchMode,
     SearchResponse,
@@ -282,6 +283,9 @@ class FetchedChunk(_Wire):
     current_start_offset: int | None = None
     current_end_offset: int | None = None
     similarity: float | None = None
+    # Where the source's text was read: file, kept copy (the file is not on this host;
+    # the collection's copy of its text), snapshot; null when it could not be read.
+    read_from: ReadFrom | None = None
 
 
 class AnswerCheck(_Wire):
@@ -814,9 +818,11 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
     ) -> FetchedChunk:
         """One chunk with its citation, re-checked against its source now: verification is
         verified (the source holds this text at these offsets), moved (intact at
-        current_start_offset..current_end_offset instead), drifted or unresolvable.
-        version picks a past version's chunk (a result's version); replaced_at says when
-        that version stopped being current."""
+        current_start_offset..current_end_offset instead), drifted or unresolvable;
+        read_from says where the source's text was read ("kept copy": the file is not on
+        this host, the collection's copy of its text was). version picks a past
+        version's chunk (a result's version); replaced_at says when that version stopped
+        being current."""
 
         async def run() -> FetchedChunk:
             async with registry.lease(collection) as col:
@@ -832,6 +838,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 current_start_offset=result.current_start_offset,
                 current_end_offset=result.current_end_offset,
                 similarity=result.similarity,
+                read_from=result.read_from,
             )
 
         return await guarded(run, "fetch_chunk", None)

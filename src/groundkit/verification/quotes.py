@@ -29,7 +29,7 @@ from groundkit.errors import RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.anchoring import Anchor
 from groundkit.verification.sources import read_source, slice_span
-from groundkit.verification.verdict import deprecated_alias, judge, locate
+from groundkit.verification.verdict import KEPT_COPY_NOTE, deprecated_alias, judge, locate
 
 __all__ = [
     "Locator",
@@ -229,6 +229,8 @@ class QuoteChecker:
             name: QuoteVerdict, detail: str, found: tuple[int, int] | None = None
         ) -> QuoteCheck:
             start, end = (None, None) if found is None else found
+            if span.read_from == "kept copy" and KEPT_COPY_NOTE not in detail:
+                detail += KEPT_COPY_NOTE
             return QuoteCheck(
                 quote=quote,
                 verdict=name,

@@ -27,6 +27,9 @@ from groundkit.verification.sources import SourceText, read_source, slice_span
 
 __all__ = ["check_citation", "judge", "judge_stored", "locate", "verify_citation"]
 
+# Said in the reason of every verdict read from a kept copy (``FetchResult.read_from``).
+KEPT_COPY_NOTE = " (read from the collection's kept copy of its text: the file is not on this host)"
+
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -93,11 +96,7 @@ def judge(
     where = f"{citation.source!r} [{citation.start_offset}:{citation.end_offset}]"
     read_from = text.read_from if isinstance(text, SourceText) else None
     # Never silent: a verdict read from the kept copy says so in its reason too.
-    note = (
-        " (read from the collection's kept copy of its text: the file is not on this host)"
-        if read_from == "kept copy"
-        else ""
-    )
+    note = KEPT_COPY_NOTE if read_from == "kept copy" else ""
 
     def made(verification: Verification, detail: str, **found: Any) -> FetchResult:
         return FetchResult(
