@@ -220,7 +220,8 @@ async def _read_kept(
     except OSError as exc:
         return None, f"; its kept copy cannot be read either ({exc.strerror or exc})"
     if found is None:
-        return None, "; the collection keeps no copy of its text (IngestConfig.keep_sources)"
+        # No copy kept: the reason stays the file's, as every entry point gives it.
+        return None, ""
     name, data = found
     try:
         return await asyncio.to_thread(unpack_kept, data, name), ""
