@@ -153,12 +153,12 @@ async def timings(files: list[str], root: Path, repeat: int) -> list[list[str]]:
         from_copy.append(elapsed)
     assert copies == chunks, (copies, chunks)
     on_disk = sum(p.stat().st_size for p in (root / "kept" / "default.snapshots").iterdir())
-    text = sum(len(t.encode("utf-8")) for t in files)
+    size = sum(len(t.encode("utf-8")) for t in files)
     p_ingest, k_ingest = statistics.median(plain), statistics.median(kept)
     f_verify, c_verify = statistics.median(from_file), statistics.median(from_copy)
     return [
-        ["files", f"{len(files)} ({text / 1e6:.2f} MB of text, {chunks} chunks)"],
-        ["kept copies on disk", f"{on_disk / 1e6:.2f} MB ({text / on_disk:.2f}× smaller)"],
+        ["files", f"{len(files)} ({size / 1e6:.2f} MB of text, {chunks} chunks)"],
+        ["kept copies on disk", f"{on_disk / 1e6:.2f} MB ({size / on_disk:.2f}× smaller)"],
         ["ingest, BM25, without copies", f"{p_ingest:.2f} s"],
         ["ingest, BM25, keep_sources=True", f"{k_ingest:.2f} s ({k_ingest / p_ingest:.2f}×)"],
         ["verify every chunk, files present", f"{f_verify:.2f} s"],
