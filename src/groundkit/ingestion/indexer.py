@@ -727,6 +727,8 @@ class Indexer:
         return "updated" if document.source in known else "added"
 
 
+# Kept copies written at once by one writer (their writes wait on storage, not the CPU).
+_COPY_WRITES = 8
 # Documents whose chunks one repair read fetches.
 _REPAIR_DOCUMENTS = 200
 # Snapshot stores whose sweep spares young texts (a third-party one sweeps as it can).
@@ -832,10 +834,16 @@ class _Writer:
         each file's kept copy) before the row naming it can commit; those whose text
         cannot be stored are left out (``failed``)."""
         snapshots = self._indexer._snapshots
+        copies = await self._keep_copies([d for d, _, _ in docs])
         kept: list[tuple[Document, list[Chunk], list[list[str]]]] = []
         for item in docs:
             document = item[0]
-            if document.source_class in STORED_TEXT_CLASSES:
+            if document.document_id in copies:
+                problem = copies[document.document_id]
+                if problem is not None:
+                    self.failed.append(_text_failure(document, problem))
+                    continue
+            elif document.source_class in STORED_TEXT_CLASSES:
                 if snapshots is None:
                     raise ConfigurationError(
                         f"{document.source}: its text needs a snapshot store; use a Collection"
@@ -846,14 +854,28 @@ class _Writer:
                 except OSError as exc:
                     self.failed.append(_text_failure(document, exc))
                     continue
-            elif self._indexer._ingest.keep_sources:
+            kept.append(item)
+        return kept
+
+    async def _keep_copies(self, documents: list[Document]) -> dict[str, OSError | None]:
+        """With ``keep_sources``, the kept copies of the files among ``documents``, a few
+        at a time (each is a durable write of its own, which waits on the disk or the
+        object store, not the CPU): ``{document_id: None, or why it failed}``."""
+        if not self._indexer._ingest.keep_sources:
+            return {}
+        files = [d for d in documents if d.source_class not in STORED_TEXT_CLASSES]
+        limit = asyncio.Semaphore(_COPY_WRITES)
+
+        async def keep(document: Document) -> OSError | None:
+            async with limit:
                 try:
                     await self._indexer.keep_copy(document)
                 except OSError as exc:
-                    self.failed.append(_text_failure(document, exc))
-                    continue
-            kept.append(item)
-        return kept
+                    return exc
+                return None
+
+        outcomes = await asyncio.gather(*(keep(d) for d in files))
+        return {d.document_id: o for d, o in zip(files, outcomes, strict=True)}
 
     async def queue_vectors(self, job: _VectorJob) -> None:
         self._reporter.count("embed", add_total=len(job.chunk_ids))

@@ -70,15 +70,16 @@ __all__ = [
 # A text no row names is left alone this long (seconds): a writer in another process
 # writes its texts first and commits the rows naming them within this time.
 ORPHAN_GRACE_SECONDS = 3600.0
-# A file's kept text: ``<document_id>.<sha256 hex>`` and this (zlib, level 9).
+# A file's kept text: ``<document_id>.<sha256 hex>`` and this (zlib, level 6).
 KEPT_SUFFIX = ".kept.zlib"
 # ``<document_id>.<sha256 hex>``: a text named by its content (``text_name``), or a
 # file's kept copy (``kept_name``).
 _TEXT_NAME = re.compile(
     r"^(?P<document>.+)\.(?P<hash>[0-9a-f]{64})(?P<kept>" + re.escape(KEPT_SUFFIX) + r")?$"
 )
-# zlib's best ratio: texts are written once and read rarely (adr/0062-kept-sources.md).
-_KEPT_LEVEL = 9
+# zlib's default level: level 9 stores prose no smaller and compresses it more slowly
+# (adr/0062-kept-sources.md).
+_KEPT_LEVEL = 6
 
 
 def text_name(document_id: str, content_hash: str) -> str:
