@@ -8,6 +8,7 @@ moto S3 server.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundkit import (
     Collection,
@@ -30,8 +33,10 @@ from groundkit.cli import main as grk_main
 from groundkit.storage.snapshots import (
     KEPT_SUFFIX,
     ORPHAN_GRACE_SECONDS,
+    KeptCopyError,
     kept_name,
     pack_kept,
+    unpack_kept,
 )
 from groundkit.utils.hashing import sha256_text
 from tests.s3_support import S3Server
@@ -52,6 +57,26 @@ async def oolong(col: Collection) -> RetrievalResult:
         if "Oolong" in hit.content:
             return hit
     raise AssertionError("no oolong hit")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(st.characters(exclude_categories=["Cs"]), max_size=400),
+    at=st.integers(min_value=0),
+    flip=st.integers(min_value=1, max_value=255),
+)
+def test_a_copy_reads_back_as_its_text_or_not_at_all(text: str, at: int, flip: int) -> None:
+    """The text a copy's name promises, or ``KeptCopyError``: a damaged copy never reads
+    as another text."""
+    name = kept_name("d" * 32, sha256_text(text))
+    packed = pack_kept(text)
+    assert unpack_kept(packed, name) == text
+    damaged = bytearray(packed)
+    damaged[at % len(damaged)] ^= flip
+    with contextlib.suppress(KeptCopyError):
+        assert unpack_kept(bytes(damaged), name) == text
+    with pytest.raises(KeptCopyError):
+        unpack_kept(packed, kept_name("d" * 32, sha256_text(text + "x")))
 
 
 async def test_a_deleted_file_verifies_against_its_kept_copy_and_says_so(tmp_path: Path) -> None:
@@ -301,3 +326,20 @@ async def test_a_second_host_without_the_files_verifies_from_object_storage(
         # Deleted by this host: the copy goes from the bucket too.
         await col.delete(sources=["notes.md"])
     assert [k for k in s3_server.keys(bucket) if k.endswith(KEPT_SUFFIX)] == []
+
+
+async def test_a_store_that_cannot_keep_bytes_is_refused_before_anything_is_read(
+    tmp_path: Path,
+) -> None:
+    from groundkit import ConfigurationError, SQLiteMetadataStore
+    from groundkit.ingestion.indexer import Indexer
+    from tests.storage.memory_stores import MemorySnapshots
+
+    store = await SQLiteMetadataStore.open(tmp_path / "m.sqlite3")
+    try:
+        with pytest.raises(ConfigurationError, match="stores bytes"):
+            Indexer(store, tmp_path, ingest=KEEP, snapshot_dir=MemorySnapshots())
+        with pytest.raises(ConfigurationError, match="snapshot store"):
+            Indexer(store, tmp_path, ingest=KEEP)
+    finally:
+        await store.close()

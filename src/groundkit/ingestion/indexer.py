@@ -50,6 +50,7 @@ from groundkit.storage.names import check_snapshot_id, document_id_for
 from groundkit.storage.protocols import (
     DocumentState,
     MetadataStoreProtocol,
+    SnapshotStore,
     VectorStoreProtocol,
     stored_metadata,
 )
@@ -114,6 +115,8 @@ class Indexer:
         self._ingest = ingest or IngestConfig()
         self._loader: LoaderProtocol = loader or RoutingLoader(self._ingest)
         self._snapshots = as_snapshot_store(snapshot_dir)
+        if self._ingest.keep_sources:
+            _check_keeps(self._snapshots)
         # Whether this indexer swept the snapshot store yet (its first record write does).
         self._swept = False
         self._chunking = chunking or ChunkingConfig()
@@ -735,6 +738,19 @@ _REPAIR_DOCUMENTS = 200
 _SWEEPS_WITH_GRACE = (LocalSnapshots, ObjectSnapshots)
 # Where URL and record sources lie in source order ("under" these, as folders).
 _STORED_TEXT_PREFIXES = ("record:/", "http:/", "https:/")
+
+
+def _check_keeps(store: SnapshotStore | None) -> None:
+    """``keep_sources`` needs a store that holds bytes: refused before anything is read."""
+    if store is None:
+        raise ConfigurationError(
+            "keep_sources needs a snapshot store to keep the texts in; use a Collection"
+        )
+    if not callable(getattr(store, "write_bytes", None)):
+        raise ConfigurationError(
+            f"keep_sources needs a snapshot store that stores bytes (a local directory or an "
+            f"object-store URI); {type(store).__name__} does not"
+        )
 
 
 def _text_failure(document: Document, exc: OSError) -> IngestFailure:
