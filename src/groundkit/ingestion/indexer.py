@@ -513,12 +513,11 @@ class Indexer:
         self, gone: Sequence[str] = (), *, gone_before: float | None = None
     ) -> None:
         """Remove stored texts no document names (URL snapshots, records and files'
-        kept copies), reading
-        the store after the write that removed them. Texts of the documents ``gone``
-        (just deleted) written before ``gone_before`` (default: now) go at once; any
-        other text no row names goes once it is older than ``ORPHAN_GRACE_SECONDS``,
-        so a writer in another process between its text and its commit keeps it. A
-        failure is logged: the next sweep tries again."""
+        kept copies), reading the store after the write that removed them. Texts of
+        the documents ``gone`` (just deleted or replaced) written before ``gone_before``
+        (default: now) go at once; any other text no row names goes once it is older
+        than ``ORPHAN_GRACE_SECONDS``, so a writer in another process between its text
+        and its commit keeps it. A failure is logged: the next sweep tries again."""
         assert self._snapshots is not None
         cutoff = time.time() if gone_before is None else gone_before
         keep: list[str] = []
