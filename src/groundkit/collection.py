@@ -734,13 +734,14 @@ class Collection:
         record's, or a file's kept copy (``IngestConfig.keep_sources``)."""
         if any(r.source_class in STORED_TEXT_CLASSES for r in chosen.values()):
             return True
-        exists = getattr(self.snapshots, "exists", None)
-        if not callable(exists):
-            return False
-        for record in chosen.values():
-            with contextlib.suppress(OSError):
-                if await exists(kept_name(record.document_id, record.content_hash)):
-                    return True
+        wanted = {kept_name(r.document_id, r.content_hash) for r in chosen.values()}
+        # One listing, not a look-up per document (on object storage, a request each).
+        names = getattr(self.snapshots, "names", None)
+        if callable(names):
+            try:
+                return not wanted.isdisjoint(await names())
+            except OSError:
+                return True  # the sweep finds out, and logs what it cannot do
         return False
 
     async def _erase(self, chosen: Mapping[str, DocumentRecord], gone: list[str]) -> ErasureReport:
