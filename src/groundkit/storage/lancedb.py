@@ -804,6 +804,11 @@ class LanceDBVectorStore:
 
     # -- reads ---------------------------------------------------------------
 
+    async def _read_table(self) -> Any:
+        """The handle searches read from: the table itself here; a cached store answers
+        with a local copy of the same version (``groundkit.storage.vector_cache``)."""
+        return self._table
+
     async def vectors_by_content(
         self, content_hashes: Sequence[str]
     ) -> dict[str, npt.NDArray[np.float32]]:
@@ -856,7 +861,8 @@ class LanceDBVectorStore:
             version = int(await self._table.version())
             if self._doc_cache is not None and self._doc_cache[0] == version:
                 return self._doc_cache[1]
-            column = (await self._table.query().select(["document_id"]).to_arrow())["document_id"]
+            reader = await self._read_table()
+            column = (await reader.query().select(["document_id"]).to_arrow())["document_id"]
             ids = frozenset(str(v) for v in column.unique().to_pylist())
         except Exception as exc:
             _storage_error("list documents", self.path, exc)
@@ -946,8 +952,9 @@ class LanceDBVectorStore:
         self, vector: npt.NDArray[np.float32], limit: int, predicate: str | None, *, exact: bool
     ) -> list[tuple[str, str, float]]:
         try:
+            reader = await self._read_table()
             q = (
-                self._table.query()
+                reader.query()
                 .nearest_to(vector)
                 .column("vector")
                 .distance_type("cosine")

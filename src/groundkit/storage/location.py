@@ -28,6 +28,7 @@ from groundkit.storage.object_segments import ObjectSegments
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, VectorStoreProtocol
 from groundkit.storage.segments import LocalSegments, PackStore
 from groundkit.storage.snapshots import as_snapshot_store, is_object_uri
+from groundkit.storage.vector_cache import VectorCacheSettings
 
 __all__ = [
     "METADATA_URL_ENV",
@@ -125,6 +126,8 @@ class StoreLocation:
     metadata_url: str | None = None
     storage_uri: str | None = None
     storage_options: dict[str, str] = field(default_factory=dict, repr=False)
+    # The local cache searches of an object-store vector table read (None: off; ADR 0061).
+    vector_cache: VectorCacheSettings | None = None
 
     @classmethod
     def resolve(
@@ -135,8 +138,13 @@ class StoreLocation:
         metadata_url: str | None = None,
         storage_uri: str | Path | None = None,
         storage_options: Mapping[str, str] | None = None,
+        vector_cache: VectorCacheSettings | bool = True,
     ) -> StoreLocation:
-        """Check the combination; ``ConfigurationError`` names what is missing or wrong."""
+        """Check the combination; ``ConfigurationError`` names what is missing or wrong.
+
+        ``vector_cache``: True caches an object-store vector table under
+        ``$GROUNDKIT_CACHE_DIR`` within ``$GROUNDKIT_CACHE_MAX_BYTES`` (0 turns it
+        off); False searches the object store directly; or give the settings."""
         check_collection_name(name)
         if metadata_url is not None and not metadata_url.startswith(_PG_SCHEMES):
             raise ConfigurationError(
@@ -151,7 +159,9 @@ class StoreLocation:
             text = str(storage_uri)
             storage = text.rstrip("/") if is_object_uri(text) else os.path.realpath(text)
         options = storage_options_from_env(storage_options) if storage else {}
-        return cls(name, index, metadata_url, storage, options)
+        cache = VectorCacheSettings.from_env() if vector_cache is True else vector_cache or None
+        cache = cache if cache is not None and cache.enabled else None
+        return cls(name, index, metadata_url, storage, options, cache)
 
     def with_name(self, name: str) -> StoreLocation:
         """The same places, for another collection."""
@@ -235,6 +245,16 @@ class StoreLocation:
                 "dense retrieval on a shared collection needs storage_uri "
                 "(a shared directory or s3://bucket/prefix) for its vectors"
             )
+        if isinstance(root, str) and self.vector_cache is not None:
+            from groundkit.storage.vector_cache import CachedLanceDBVectorStore
+
+            return await CachedLanceDBVectorStore.open_cached(
+                root,
+                self.name,
+                dimensions,
+                cache=self.vector_cache,
+                storage_options=self.storage_options,
+            )
         from groundkit.storage.lancedb import LanceDBVectorStore
 
         return await LanceDBVectorStore.open(
@@ -281,6 +301,13 @@ class StoreLocation:
             if isinstance(segments, ObjectSegments):
                 await segments.drop()
             await _drop_object_table(root, self.name, self.storage_options)
+            if self.vector_cache is not None:
+                from groundkit.storage.vector_cache import TableMirror
+
+                mirror = TableMirror(
+                    f"{root}/{self.name}.lance", self.name, self.storage_options, self.vector_cache
+                )
+                await asyncio.to_thread(mirror.clear)
 
     async def disk_usage(self) -> int | None:
         """Bytes the collection's files take in its index directory (metadata, lexical

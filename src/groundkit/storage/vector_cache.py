@@ -1,0 +1,585 @@
+"""A local read-through cache of a LanceDB vector table on object storage.
+
+Dense search on a table under ``s3://`` makes dozens of range reads a query. Every
+file of a Lance table is immutable once written (data fragments, deletion files,
+index files, one manifest per version), so a host can keep copies and search
+them with LanceDB as a local table: the *mirror*, ``<cache>/vectors/<digest>/``,
+the same layout as the table, holding the files the searched version uses
+(adr/0061-vector-cache.md).
+
+The mirror follows the version of the store's own table handle, which moves
+exactly as without the cache (the store's writes, ``refresh()``); on a new
+version it lists the table once, reads that version's manifest afresh, and
+downloads only the files it names that are not cached yet. Which files a
+version uses is read from its manifest's bytes: a data file's name and an
+index's 16-byte id appear there verbatim (deletion files are small and all
+kept).
+
+Checked, never trusted: each cached file has a sidecar with its size, xxh3-128
+checksum and the listing's size and time of the object it came from. A file is
+hashed against its sidecar before its first use in a process and again whenever
+its size, time or inode change; one that does not match is deleted and fetched
+again. Files and sidecars are written under a temporary name and renamed, so
+processes sharing the directory never see half a file, and deleting the whole
+directory at any moment only costs a refill. The cache is bounded: past its
+byte budget the least recently used files of any table are evicted (never the
+ones the current search needs); a version whose files alone exceed the budget
+is searched uncached, and the store says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from groundkit.errors import ConfigurationError, StorageError
+from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD, LanceDBVectorStore
+from groundkit.storage.object_segments import CACHE_DIR_ENV, default_cache_root
+from groundkit.storage.protocols import VectorErasure
+
+__all__ = [
+    "CACHE_BYTES_ENV",
+    "DEFAULT_CACHE_BYTES",
+    "CacheUnavailable",
+    "CachedLanceDBVectorStore",
+    "TableMirror",
+    "VectorCacheSettings",
+]
+
+logger = logging.getLogger("groundkit.storage")
+
+CACHE_BYTES_ENV = "GROUNDKIT_CACHE_MAX_BYTES"
+# Enough for the vectors of a few million 384-d chunks; most disks spare it.
+DEFAULT_CACHE_BYTES = 10 * 2**30
+_SUMS = ".sums"
+_U64_MAX = 2**64 - 1
+_V2_NAME_DIGITS = 20  # Lance's newer manifest names: u64::MAX - version, 20 digits
+_FETCH_THREADS = 8
+_TOUCH_EVERY_S = 60.0
+_BLOCK = 1 << 22
+_SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+
+
+class CacheUnavailable(Exception):
+    """The mirror cannot serve this version; the store searches uncached."""
+
+    def __init__(self, reason: str, *, too_large: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.too_large = too_large
+
+
+def parse_bytes(text: str) -> int:
+    """``"10G"``, ``"512m"``, ``"1048576"`` as a byte count (``ValueError`` otherwise)."""
+    spelt = text.strip().lower().removesuffix("ib").removesuffix("b")
+    unit = spelt[-1:] if spelt[-1:] in _SUFFIXES and spelt[-1:] else ""
+    number = spelt[: len(spelt) - len(unit)].strip()
+    value = float(number) * _SUFFIXES[unit]
+    if value < 0 or value != value:
+        raise ValueError(text)
+    return int(value)
+
+
+@dataclass(frozen=True)
+class VectorCacheSettings:
+    """Where the vector cache lives and how many bytes it may hold (``max_bytes=0``: off)."""
+
+    root: Path
+    max_bytes: int = DEFAULT_CACHE_BYTES
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> VectorCacheSettings:
+        """``$GROUNDKIT_CACHE_DIR`` (or the platform cache directory) and
+        ``$GROUNDKIT_CACHE_MAX_BYTES`` (default 10 GiB; ``0`` turns the cache off)."""
+        env = os.environ if environ is None else environ
+        given = env.get(CACHE_BYTES_ENV, "").strip()
+        budget = DEFAULT_CACHE_BYTES
+        if given:
+            try:
+                budget = parse_bytes(given)
+            except (ValueError, IndexError):
+                raise ConfigurationError(
+                    f"{CACHE_BYTES_ENV}={given!r} is not a size: give bytes, or a number with "
+                    "K, M, G or T (0 turns the vector cache off)"
+                ) from None
+        return cls(default_cache_root(env), budget)
+
+
+@dataclass
+class _Sidecar:
+    size: int
+    checksum: str
+    remote: list[int]  # [size, mtime_ns] of the object in the listing it was fetched from
+
+
+def _checksum(path: Path) -> str:
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while block := handle.read(_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _stamp(stat: os.stat_result) -> tuple[int, int, int]:
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+
+
+def _version_of(manifest_name: str) -> int | None:
+    stem = manifest_name.removesuffix(".manifest")
+    if stem == manifest_name or not stem.isdigit():
+        return None
+    number = int(stem)
+    return _U64_MAX - number if len(stem) == _V2_NAME_DIGITS else number
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(data)
+        os.replace(temp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+
+
+class TableMirror:
+    """The cached copy of one table's files; blocking methods, run them in a thread.
+
+    ``uri`` is the table itself (``s3://bucket/prefix/<name>.lance``).
+    """
+
+    def __init__(
+        self,
+        uri: str,
+        name: str,
+        storage_options: Mapping[str, str],
+        settings: VectorCacheSettings,
+    ) -> None:
+        self.uri = uri.rstrip("/")
+        self.name = name
+        self.settings = settings
+        self._options = dict(storage_options)
+        endpoint = self._options.get("aws_endpoint") or self._options.get("endpoint") or ""
+        digest = hashlib.sha256(f"{endpoint}\n{self.uri}".encode()).hexdigest()[:32]
+        self.directory = settings.root / "vectors" / digest
+        self.table_dir = self.directory / f"{name}.lance"
+        self._fs: Any = None
+        self._remote_root = ""
+        self._lock = threading.Lock()
+        self.version: int | None = None  # the version the mirror holds for this process
+        self._needed: dict[str, tuple[int, int]] = {}  # relative path -> remote (size, mtime_ns)
+        self._verified: dict[str, tuple[int, int, int]] = {}
+        self._touched = 0.0
+        self.fetched_files = 0  # files downloaded by this process (for the benchmark)
+        self.fetched_bytes = 0
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _filesystem(self) -> tuple[Any, str]:
+        if self._fs is None:
+            from groundkit.storage.snapshots import object_filesystem
+
+            self._fs, self._remote_root = object_filesystem(self.uri, self._options)
+        return self._fs, self._remote_root
+
+    def _listing(self) -> dict[str, tuple[int, int]]:
+        from pyarrow import fs as pafs  # extra: dense
+
+        filesystem, root = self._filesystem()
+        infos = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+        out: dict[str, tuple[int, int]] = {}
+        for info in infos:
+            if info.type != pafs.FileType.File:
+                continue
+            rel = info.path[len(root) + 1 :]
+            out[rel] = (int(info.size or 0), int(info.mtime_ns or 0))
+        return out
+
+    def _download(self, rel: str, remote: tuple[int, int]) -> None:
+        filesystem, root = self._filesystem()
+        target = self.table_dir / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+        digest = xxhash.xxh3_128()
+        size = 0
+        try:
+            with filesystem.open_input_stream(f"{root}/{rel}") as stream, open(temp, "wb") as out:
+                while block := stream.read(_BLOCK):
+                    digest.update(block)
+                    out.write(block)
+                    size += len(block)
+            if size != remote[0]:
+                raise CacheUnavailable(f"{rel} changed while it was downloaded")
+            os.replace(temp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+        sidecar = {"size": size, "checksum": digest.hexdigest(), "remote": list(remote)}
+        _write_atomic(self._sidecar_path(rel), json.dumps(sidecar).encode())
+        self._verified[rel] = _stamp(target.stat())
+        self.fetched_files += 1
+        self.fetched_bytes += size
+
+    def _sidecar_path(self, rel: str) -> Path:
+        return self.directory / _SUMS / f"{rel}.json"
+
+    def _read_sidecar(self, rel: str) -> _Sidecar | None:
+        try:
+            raw = json.loads(self._sidecar_path(rel).read_bytes())
+            return _Sidecar(int(raw["size"]), str(raw["checksum"]), [int(v) for v in raw["remote"]])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _usable(self, rel: str, remote: tuple[int, int]) -> bool:
+        """Whether the cached copy of ``rel`` is the listed object, byte for byte; a
+        copy that is not is deleted."""
+        path = self.table_dir / rel
+        try:
+            stamp = _stamp(path.stat())
+        except OSError:
+            self._verified.pop(rel, None)
+            return False
+        if self._verified.get(rel) == stamp:
+            return True
+        sidecar = self._read_sidecar(rel)
+        good = (
+            sidecar is not None
+            and sidecar.remote == list(remote)
+            and sidecar.size == stamp[0]
+            and _checksum(path) == sidecar.checksum
+        )
+        if good:
+            self._verified[rel] = stamp
+            return True
+        logger.info("vector cache: %s does not match its checksum; fetching it again", rel)
+        self._verified.pop(rel, None)
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return False
+
+    # -- the mirror -----------------------------------------------------------------
+
+    def sync(self, version: int) -> bool:
+        """Make the mirror hold every file ``version`` uses, checked; True when a file
+        was (re)fetched (the caller reopens its local handle). ``CacheUnavailable``
+        when it cannot (the version's files exceed the budget, a download failed)."""
+        with self._lock:
+            try:
+                return self._sync(version)
+            except CacheUnavailable:
+                raise
+            except Exception as exc:
+                raise CacheUnavailable(
+                    f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+                ) from None
+
+    def _sync(self, version: int) -> bool:
+        changed = False
+        if version != self.version:
+            self._needed = self._plan(version)
+            self.version = version
+            changed = True
+        missing = [
+            (rel, remote) for rel, remote in self._needed.items() if not self._usable(rel, remote)
+        ]
+        if missing:
+            with ThreadPoolExecutor(min(_FETCH_THREADS, len(missing))) as pool:
+                for future in [pool.submit(self._download, rel, r) for rel, r in missing]:
+                    future.result()
+            self._evict()
+            changed = True
+        now = time.monotonic()
+        if changed or now - self._touched > _TOUCH_EVERY_S:
+            self._touch()
+            self._touched = now
+        return bool(missing) or changed
+
+    def _plan(self, version: int) -> dict[str, tuple[int, int]]:
+        """The files ``version`` uses, from one listing and its manifest (fetched now,
+        never taken from the cache); removes cached files the table no longer has."""
+        listing = self._listing()
+        manifests = {
+            rel: remote
+            for rel, remote in listing.items()
+            if rel.startswith("_versions/") and _version_of(rel[len("_versions/") :]) == version
+        }
+        if not manifests:
+            raise CacheUnavailable(f"version {version} is not listed")
+        manifest_rel, manifest_remote = sorted(manifests.items())[0]
+        self._download(manifest_rel, manifest_remote)
+        blob = (self.table_dir / manifest_rel).read_bytes()
+        needed = {manifest_rel: manifest_remote}
+        for rel, remote in listing.items():
+            folder, _, rest = rel.partition("/")
+            if (folder == "data" and rest.encode() in blob) or folder == "_deletions":
+                needed[rel] = remote
+            elif folder == "_indices":
+                index_id = rest.partition("/")[0]
+                with contextlib.suppress(ValueError):
+                    if uuid.UUID(index_id).bytes in blob:
+                        needed[rel] = remote
+        total = sum(size for size, _ in needed.values())
+        if total > self.settings.max_bytes:
+            raise CacheUnavailable(
+                f"version {version} uses {total:,} bytes, more than the cache's budget of "
+                f"{self.settings.max_bytes:,} ({CACHE_BYTES_ENV})",
+                too_large=True,
+            )
+        self._remove_unlisted(listing)
+        return needed
+
+    def _remove_unlisted(self, listing: Mapping[str, tuple[int, int]]) -> None:
+        """Cached files whose object is gone (pruned versions, erased rows) go too."""
+        sums = self.directory / _SUMS
+        for path in list(sums.rglob("*.json")) if sums.is_dir() else []:
+            rel = path.relative_to(sums).as_posix().removesuffix(".json")
+            if rel in listing:
+                continue
+            with contextlib.suppress(OSError):
+                (self.table_dir / rel).unlink()
+            with contextlib.suppress(OSError):
+                path.unlink()
+            self._verified.pop(rel, None)
+
+    def _touch(self) -> None:
+        """Mark the current version's files as just used (the LRU order is the sidecars' times)."""
+        for rel in self._needed:
+            with contextlib.suppress(OSError):
+                os.utime(self._sidecar_path(rel))
+
+    def _evict(self) -> None:
+        """Delete the least recently used cached files of any table until the cache
+        fits its budget; the current version's files are kept."""
+        root = self.settings.root / "vectors"
+        keep = {self._sidecar_path(rel) for rel in self._needed}
+        entries: list[tuple[float, int, Path, Path]] = []
+        total = 0
+        for mirror in root.iterdir() if root.is_dir() else []:
+            tables = [p for p in mirror.glob("*.lance") if p.is_dir()]
+            sums = mirror / _SUMS
+            if len(tables) != 1 or not sums.is_dir():
+                continue
+            for sidecar in sums.rglob("*.json"):
+                data = tables[0] / sidecar.relative_to(sums).as_posix().removesuffix(".json")
+                try:
+                    size = data.stat().st_size
+                    used = sidecar.stat().st_mtime
+                except OSError:
+                    continue
+                total += size
+                if sidecar not in keep:
+                    entries.append((used, size, data, sidecar))
+        entries.sort(key=lambda entry: entry[0])
+        for _, size, data, sidecar in entries:
+            if total <= self.settings.max_bytes:
+                break
+            with contextlib.suppress(OSError):
+                data.unlink()
+            with contextlib.suppress(OSError):
+                sidecar.unlink()
+            total -= size
+
+    def clear(self) -> None:
+        """Remove every cached file of this table (erasure, drop); never raises."""
+        with self._lock:
+            self.version = None
+            self._needed = {}
+            self._verified.clear()
+            if not self.directory.exists():
+                return
+            aside = self.directory.with_name(f".{self.directory.name}.{uuid.uuid4().hex}.gone")
+            try:
+                os.replace(self.directory, aside)
+            except OSError:
+                aside = self.directory
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def describe(self) -> str:
+        return f"{self.directory} ({CACHE_DIR_ENV})"
+
+
+class CachedLanceDBVectorStore(LanceDBVectorStore):
+    """``LanceDBVectorStore`` on object storage whose searches read a local mirror.
+
+    Writes, counts, inventories and the version followed are the table's own, as
+    uncached; only a search (and the document list it filters with) reads the
+    mirror of the same version. Whenever the mirror cannot serve, the search reads
+    the object store instead: slower, never different, never a failure of its own.
+    ``cache_notice`` says why the last search went uncached (None when it did not).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mirror: TableMirror | None = None
+        self.cache_notice: str | None = None
+        self._local: tuple[Any, Any] | None = None  # (connection, table) on the mirror
+        self._handle: Any = None  # the table handle the mirror's version belongs to
+        self._bypass = False
+        self._noticed: set[str] = set()
+
+    @classmethod
+    async def open_cached(
+        cls,
+        root: str,
+        collection: str,
+        dimensions: int,
+        *,
+        cache: VectorCacheSettings,
+        storage_options: Mapping[str, str] | None = None,
+        create: bool = True,
+        ann_threshold: int = DEFAULT_ANN_THRESHOLD,
+    ) -> CachedLanceDBVectorStore:
+        """``LanceDBVectorStore.open`` on ``root`` (an object-store URI), searches cached
+        under ``cache.root``."""
+        options = dict(storage_options or {})
+        store = await cls.open(
+            root,
+            collection,
+            dimensions,
+            create=create,
+            ann_threshold=ann_threshold,
+            storage_options=options,
+        )
+        assert isinstance(store, cls)
+        table_uri = f"{root.rstrip('/')}/{collection}.lance"
+        store.mirror = TableMirror(table_uri, collection, options, cache)
+        return store
+
+    @property
+    def cache_state(self) -> str:
+        """``"cached"`` or why searches read the object store, for a collection's info."""
+        if self.mirror is None:
+            return "off"
+        return "cached" if self.cache_notice is None else f"uncached: {self.cache_notice}"
+
+    def _note(self, exc: CacheUnavailable) -> None:
+        self.cache_notice = exc.reason
+        key = "too large" if exc.too_large else exc.reason
+        if key not in self._noticed:  # said once per cause, not per search
+            self._noticed.add(key)
+            logger.warning("vector cache: searching %s uncached: %s", str(self.path), exc.reason)
+
+    async def _close_local(self) -> None:
+        local, self._local = self._local, None
+        if local is not None:
+            local[1].close()
+            local[0].close()
+
+    async def _read_table(self) -> Any:
+        table, mirror = self._table, self.mirror
+        if table is None or mirror is None or self._bypass:
+            return table
+        if table is not self._handle:  # a new handle may be a recreated table: plan afresh
+            self._handle = table
+            mirror.version = None
+        try:
+            version = int(await table.version())
+            refetched = await asyncio.to_thread(mirror.sync, version)
+            local = await self._local_at(version, reopen=refetched)
+        except CacheUnavailable as exc:
+            self._note(exc)
+            return table
+        except Exception as exc:
+            self._note(CacheUnavailable(f"the cached copy cannot be opened ({exc!s:.200})"))
+            await self._close_local()
+            return table
+        self.cache_notice = None
+        return local
+
+    async def _local_at(self, version: int, *, reopen: bool) -> Any:
+        import lancedb  # extra: dense
+
+        assert self.mirror is not None
+        if reopen:
+            await self._close_local()
+        if self._local is None:
+            conn: Any = await lancedb.connect_async(str(self.mirror.directory))
+            try:
+                local = await conn.open_table(self._name)
+            except BaseException:
+                conn.close()
+                raise
+            self._local = (conn, local)
+        local = self._local[1]
+        if int(await local.version()) != version:
+            await local.checkout(version)
+        return local
+
+    async def _uncached(self, exc: StorageError) -> None:
+        """A read of the mirror failed (a file another process evicted or deleted in
+        the middle of it): plan the mirror afresh next time, read the store now."""
+        if self.mirror is not None:
+            self.mirror.version = None
+        await self._close_local()
+        self._note(CacheUnavailable(f"a cached file could not be read ({str(exc)[:200]})"))
+
+    async def _search(
+        self, vector: npt.NDArray[np.float32], limit: int, predicate: str | None, *, exact: bool
+    ) -> list[tuple[str, str, float]]:
+        try:
+            return await super()._search(vector, limit, predicate, exact=exact)
+        except StorageError as exc:
+            if self.mirror is None or self._bypass:
+                raise
+            await self._uncached(exc)
+        self._bypass = True
+        try:
+            return await super()._search(vector, limit, predicate, exact=exact)
+        finally:
+            self._bypass = False
+
+    async def _stored_documents(self) -> frozenset[str]:
+        try:
+            return await super()._stored_documents()
+        except StorageError as exc:
+            if self.mirror is None or self._bypass:
+                raise
+            await self._uncached(exc)
+        self._bypass = True
+        try:
+            return await super()._stored_documents()
+        finally:
+            self._bypass = False
+
+    async def erase_documents(
+        self, document_ids: Sequence[str], *, keep: Collection[str] | None = None
+    ) -> VectorErasure:
+        """Erase as uncached, then empty this table's cache: no copy of an erased row
+        stays on this host (other hosts drop theirs at their next search)."""
+        try:
+            return await super().erase_documents(document_ids, keep=keep)
+        finally:
+            await self.clear_cache()
+
+    async def clear_cache(self) -> None:
+        """Delete every cached file of this table; the next search refills."""
+        await self._close_local()
+        if self.mirror is not None:
+            await asyncio.to_thread(self.mirror.clear)
+
+    async def close(self) -> None:
+        await self._close_local()
+        await super().close()

@@ -1,0 +1,450 @@
+"""The local read-through cache of a vector table on S3-compatible storage (moto on 127.0.0.1).
+
+Every test compares the cached store with an uncached store on the same table: the
+cache may only change where bytes are read from, never what a search answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from groundkit.errors import ConfigurationError
+from groundkit.storage.lancedb import LanceDBVectorStore
+from groundkit.storage.location import StoreLocation
+from groundkit.storage.vector_cache import (
+    CachedLanceDBVectorStore,
+    VectorCacheSettings,
+    parse_bytes,
+)
+from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance, upsert
+from tests.s3_support import S3Server, start_s3
+from tests.services import run_pythons
+
+WIDE = 16
+_MiB = 2**20
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server: S3Server) -> str:
+    name = f"gk-{uuid.uuid4().hex[:12]}"
+    s3_server.create_bucket(name)
+    return name
+
+
+@pytest.fixture
+def prefix(bucket: str) -> str:
+    return f"s3://{bucket}/idx-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> VectorCacheSettings:
+    return VectorCacheSettings(tmp_path / "cache", 64 * _MiB)
+
+
+async def _cached(
+    s3: S3Server, prefix: str, cache: VectorCacheSettings, name: str = "t", dim: int = WIDE
+) -> CachedLanceDBVectorStore:
+    return await CachedLanceDBVectorStore.open_cached(
+        prefix, name, dim, cache=cache, storage_options=s3.storage_options, ann_threshold=200
+    )
+
+
+async def _plain(s3: S3Server, prefix: str, name: str = "t", dim: int = WIDE) -> LanceDBVectorStore:
+    return await LanceDBVectorStore.open(
+        prefix, name, dim, storage_options=s3.storage_options, ann_threshold=200
+    )
+
+
+async def _fill(store: LanceDBVectorStore, docs: int, seed: int, tag: str = "d") -> None:
+    rng = np.random.default_rng(seed)
+    items = [
+        (f"{tag}{i}", [f"{tag}{i}#{j}" for j in range(10)], rng.normal(size=(10, store.dimensions)))
+        for i in range(docs)
+    ]
+    await store.upsert_documents(items)
+
+
+def _hits(found: list) -> list[tuple[str, str, float]]:  # type: ignore[type-arg]
+    return [(h.chunk_id, h.document_id, h.score) for h in found]
+
+
+async def _same(
+    cached: LanceDBVectorStore, plain: LanceDBVectorStore, queries: int, seed: int, top_k: int = 10
+) -> None:
+    rng = np.random.default_rng(seed)
+    for _ in range(queries):
+        vector = rng.normal(size=cached.dimensions)
+        assert _hits(await cached.query(vector, top_k)) == _hits(await plain.query(vector, top_k))
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def _data_files(store: CachedLanceDBVectorStore) -> list[Path]:
+    assert store.mirror is not None
+    return _files(store.mirror.table_dir / "data")
+
+
+class TestCachedStoreConformance(VectorStoreConformance):
+    @pytest.fixture
+    async def vector_store(
+        self, s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+    ) -> AsyncIterator[CachedLanceDBVectorStore]:
+        store = await _cached(s3_server, prefix, cache, "conformance", DIM)
+        try:
+            yield store
+        finally:
+            await store.close()
+
+
+async def test_searches_read_the_cache_and_answer_as_uncached(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 40, seed=1)  # 400 rows: past the ANN threshold, so an index too
+    await writer.optimize()
+    cached = await _cached(s3_server, prefix, cache)
+    try:
+        assert await cached.has_ann_index()
+        await _same(cached, writer, 20, seed=2)
+        assert cached.mirror is not None and cached.mirror.fetched_files > 0
+        assert cached.cache_state == "cached"
+        assert any((cached.mirror.table_dir / "_indices").rglob("*.idx"))
+        fetched = cached.mirror.fetched_files
+        await _same(cached, writer, 20, seed=3)
+        assert cached.mirror.fetched_files == fetched  # warm: nothing downloaded again
+        # Restricted searches (the document list read from the copy) agree too.
+        vector = np.ones(WIDE)
+        wanted = {"d1", "d7", "d30"}
+        assert _hits(await cached.query(vector, 5, document_ids=wanted)) == _hits(
+            await writer.query(vector, 5, document_ids=wanted)
+        )
+    finally:
+        await cached.close()
+        await writer.close()
+
+
+@pytest.fixture(scope="module")
+def shared_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[S3Server, str, Path]:
+    """One table with an index, and a cache directory, shared by the property's examples."""
+    server = start_s3()
+    server.create_bucket("gk-property")
+    prefix = "s3://gk-property/idx"
+
+    async def build() -> None:
+        writer = await _plain(server, prefix)
+        await _fill(writer, 30, seed=5)
+        await writer.delete_documents(["d3", "d4"])  # deletion files in the version read
+        await writer.close()
+
+    asyncio.run(build())
+    yield server, prefix, tmp_path_factory.mktemp("property-cache")  # type: ignore[misc]
+    server.stop()
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seeds=st.lists(st.integers(0, 2**31), min_size=1, max_size=6),
+    top_k=st.integers(1, 60),
+    restrict=st.sets(st.integers(0, 29), max_size=8),
+)
+def test_any_query_answers_as_uncached(
+    shared_table: tuple[S3Server, str, Path], seeds: list[int], top_k: int, restrict: set[int]
+) -> None:
+    server, prefix, root = shared_table
+    wanted = {f"d{i}" for i in restrict} or None
+
+    async def compare() -> None:
+        cached = await _cached(server, prefix, VectorCacheSettings(root, 64 * _MiB))
+        plain = await _plain(server, prefix)
+        try:
+            for seed in seeds:
+                vector = np.random.default_rng(seed).normal(size=WIDE)
+                got = await cached.query(vector, top_k, document_ids=wanted)
+                assert _hits(got) == _hits(await plain.query(vector, top_k, document_ids=wanted))
+            assert cached.cache_state == "cached"
+        finally:
+            await cached.close()
+            await plain.close()
+
+    asyncio.run(compare())
+
+
+async def test_another_writers_commit_is_seen_at_the_next_search(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, seed=1)
+    cached = await _cached(s3_server, prefix, cache)
+    try:
+        probe = np.random.default_rng(9).normal(size=WIDE)
+        before = _hits(await cached.query(probe, 5))
+        await upsert(writer, "new", ["new#0"], probe[None, :])  # exactly the probe: ranks first
+        assert _hits(await cached.query(probe, 5)) == before  # as uncached: until a refresh
+        await cached.refresh()
+        found = await cached.query(probe, 5)
+        assert found[0].chunk_id == "new#0"
+        assert _hits(found) == _hits(await writer.query(probe, 5))
+        # This process's own write is seen by its next search, without a refresh.
+        other = -probe
+        await upsert(cached, "mine", ["mine#0"], other[None, :])
+        assert (await cached.query(other, 1))[0].chunk_id == "mine#0"
+    finally:
+        await cached.close()
+        await writer.close()
+
+
+async def test_the_cache_directory_deleted_between_and_during_searches(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 40, seed=1)
+    cached = await _cached(s3_server, prefix, cache)
+    try:
+        await _same(cached, writer, 3, seed=2)
+        shutil.rmtree(cache.root)
+        await _same(cached, writer, 3, seed=3)
+        assert _data_files(cached)  # refilled
+        stop = threading.Event()
+
+        def keep_deleting() -> None:
+            while not stop.is_set():
+                shutil.rmtree(cache.root, ignore_errors=True)
+                stop.wait(0.005)
+
+        thread = threading.Thread(target=keep_deleting)
+        thread.start()
+        try:
+            await _same(cached, writer, 30, seed=4)
+        finally:
+            stop.set()
+            thread.join()
+        await _same(cached, writer, 3, seed=5)
+        assert cached.cache_state == "cached"
+    finally:
+        await cached.close()
+        await writer.close()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "remove_sidecar_checksum"])
+async def test_a_damaged_cached_file_is_never_used(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings, damage: str
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 40, seed=1)
+    cached = await _cached(s3_server, prefix, cache)
+    try:
+        await _same(cached, writer, 3, seed=2)
+        assert cached.mirror is not None
+        target = max(_data_files(cached), key=lambda p: p.stat().st_size)
+        good = target.read_bytes()
+        if damage == "flip":
+            spoiled = bytearray(good)
+            for at in range(0, len(spoiled), 97):
+                spoiled[at] ^= 0xFF
+            target.write_bytes(bytes(spoiled))
+        elif damage == "truncate":
+            target.write_bytes(good[: len(good) // 2])
+        else:
+            sidecar = cached.mirror.directory / ".sums" / "data" / f"{target.name}.json"
+            fields = json.loads(sidecar.read_text())
+            sidecar.write_text(json.dumps({**fields, "checksum": "0" * 32}))
+            target.write_bytes(good)  # same bytes, new time: checked against the sidecar
+        fetched = cached.mirror.fetched_files
+        await _same(cached, writer, 10, seed=3)
+        assert cached.mirror.fetched_files == fetched + 1  # detected and fetched again
+        assert target.read_bytes() == good
+        assert cached.cache_state == "cached"
+    finally:
+        await cached.close()
+        await writer.close()
+
+
+async def test_the_budget_holds_under_lru_across_tables(
+    s3_server: S3Server, prefix: str, tmp_path: Path
+) -> None:
+    names = ["a", "b", "c"]
+    writers = {n: await _plain(s3_server, prefix, n) for n in names}
+    for i, name in enumerate(names):
+        await _fill(writers[name], 40, seed=i)
+    probe = await _cached(
+        s3_server, prefix, VectorCacheSettings(tmp_path / "probe", 64 * _MiB), "a"
+    )
+    await probe.query(np.ones(WIDE), 1)
+    assert probe.mirror is not None
+    one_table = sum(p.stat().st_size for p in _files(probe.mirror.table_dir))
+    await probe.close()
+    budget = VectorCacheSettings(tmp_path / "lru", int(one_table * 2.5))
+    stores = {n: await _cached(s3_server, prefix, budget, n) for n in names}
+    try:
+        for name in names:
+            await _same(stores[name], writers[name], 2, seed=7)
+        cached = _files(budget.root / "vectors")
+        data = [p for p in cached if ".sums" not in p.parts]
+        assert sum(p.stat().st_size for p in data) <= budget.max_bytes
+        assert not _data_files(stores["a"])  # the least recently used table went
+        assert _data_files(stores["b"]) and _data_files(stores["c"])
+        await _same(stores["a"], writers["a"], 2, seed=8)  # and comes back on use
+        assert _data_files(stores["a"]) and not _data_files(stores["b"])
+        assert all(s.cache_state == "cached" for s in stores.values())
+    finally:
+        for store in [*stores.values(), *writers.values()]:
+            await store.close()
+
+
+async def test_a_table_larger_than_the_budget_is_searched_uncached_and_says_so(
+    s3_server: S3Server, prefix: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 40, seed=1)
+    small = VectorCacheSettings(tmp_path / "small", 4096)
+    cached = await _cached(s3_server, prefix, small)
+    try:
+        with caplog.at_level(logging.WARNING, logger="groundkit.storage"):
+            await _same(cached, writer, 5, seed=2)
+        notices = [r for r in caplog.records if "uncached" in r.getMessage()]
+        assert len(notices) == 1  # once, not per search
+        assert "budget" in notices[0].getMessage()
+        assert cached.cache_state.startswith("uncached:") and "budget" in cached.cache_state
+        assert cached.mirror is not None and not _data_files(cached)
+    finally:
+        await cached.close()
+        await writer.close()
+
+
+_SEARCHER = """
+import asyncio, sys
+import numpy as np
+from pathlib import Path
+from groundkit.storage.lancedb import LanceDBVectorStore
+from groundkit.storage.vector_cache import CachedLanceDBVectorStore, VectorCacheSettings
+import json
+
+async def main(prefix, options, root, seed):
+    options = json.loads(options)
+    cache = VectorCacheSettings(Path(root), 64 * 2**20)
+    cached = await CachedLanceDBVectorStore.open_cached(prefix, "t", 16, cache=cache,
+                                                        storage_options=options)
+    plain = await LanceDBVectorStore.open(prefix, "t", 16, storage_options=options)
+    rng = np.random.default_rng(int(seed))
+    for _ in range(25):
+        v = rng.normal(size=16)
+        a = [(h.chunk_id, h.score) for h in await cached.query(v, 7)]
+        b = [(h.chunk_id, h.score) for h in await plain.query(v, 7)]
+        assert a == b, (a, b)
+    assert cached.cache_state == "cached", cached.cache_state
+    await cached.close(); await plain.close()
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+async def test_two_processes_share_one_cache_directory(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 40, seed=1)
+    await writer.optimize()
+    await writer.close()
+    args = [prefix, json.dumps(s3_server.storage_options), str(cache.root)]
+    # Both start cold on the same directory, so they fetch the same files at once.
+    assert await run_pythons(_SEARCHER, [[*args, "1"], [*args, "2"], [*args, "3"]]) == [0, 0, 0]
+    leftovers = [p for p in _files(cache.root) if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+async def test_erasure_leaves_no_cached_copy_of_an_erased_vector(
+    s3_server: S3Server, prefix: str, tmp_path: Path
+) -> None:
+    here = VectorCacheSettings(tmp_path / "here", 64 * _MiB)
+    there = VectorCacheSettings(tmp_path / "there", 64 * _MiB)  # another host's cache
+    eraser = await CachedLanceDBVectorStore.open_cached(
+        prefix, "t", WIDE, cache=here, storage_options=s3_server.storage_options
+    )
+    other = await CachedLanceDBVectorStore.open_cached(
+        prefix, "t", WIDE, cache=there, storage_options=s3_server.storage_options
+    )
+    try:
+        await _fill(eraser, 5, seed=1)
+        secret = np.linspace(1.0, 2.0, WIDE, dtype=np.float32)
+        await upsert(eraser, "secret", ["secret#0"], secret[None, :])
+        rows = await eraser.table.query().where("chunk_id = 'secret#0'").to_arrow()
+        stored = bytes(memoryview(rows["vector"][0].values.to_numpy()))  # as LanceDB keeps it
+        await other.refresh()
+        for store in (eraser, other):
+            assert (await store.query(secret, 1))[0].chunk_id == "secret#0"
+
+        def holding(root: Path) -> list[Path]:
+            return [p for p in _files(root) if stored in p.read_bytes()]
+
+        assert holding(here.root) and holding(there.root)  # the check can fail
+        await eraser.erase_documents(["secret"])
+        assert holding(here.root) == []
+        await other.refresh()
+        assert (await other.query(secret, 1))[0].chunk_id != "secret#0"
+        assert holding(there.root) == []  # dropped at its next search
+    finally:
+        await eraser.close()
+        await other.close()
+
+
+async def test_the_location_turns_the_cache_on_for_object_storage_only(
+    s3_server: S3Server, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GROUNDKIT_CACHE_DIR", str(tmp_path / "env-cache"))
+    dsn = "postgresql://nobody@127.0.0.1/none"
+    options = s3_server.storage_options
+    on = StoreLocation.resolve("c", metadata_url=dsn, storage_uri=prefix, storage_options=options)
+    assert on.vector_cache == VectorCacheSettings(tmp_path / "env-cache")
+    store = await on.open_vectors(WIDE)
+    try:
+        assert isinstance(store, CachedLanceDBVectorStore)
+        await upsert(store, "d", ["d#0"], np.ones((1, WIDE)))
+        assert (await store.query(np.ones(WIDE), 1))[0].chunk_id == "d#0"
+        assert list((tmp_path / "env-cache" / "vectors").iterdir())
+    finally:
+        await store.close()
+    off = StoreLocation.resolve(
+        "c", metadata_url=dsn, storage_uri=prefix, storage_options=options, vector_cache=False
+    )
+    plain = await off.open_vectors(WIDE)
+    assert type(plain) is LanceDBVectorStore
+    await plain.close()
+    monkeypatch.setenv("GROUNDKIT_CACHE_MAX_BYTES", "0")
+    assert StoreLocation.resolve("c", metadata_url=dsn, storage_uri=prefix).vector_cache is None
+    local = StoreLocation.resolve("c", index_dir=tmp_path / "idx")
+    monkeypatch.setenv("GROUNDKIT_CACHE_MAX_BYTES", "2G")
+    assert StoreLocation.resolve("c", metadata_url=dsn, storage_uri=prefix).vector_cache == (
+        VectorCacheSettings(tmp_path / "env-cache", 2 * 2**30)
+    )
+    local_store = await local.open_vectors(WIDE)
+    assert type(local_store) is LanceDBVectorStore  # a local table needs no cache
+    await local_store.close()
+    monkeypatch.setenv("GROUNDKIT_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(ConfigurationError, match="GROUNDKIT_CACHE_MAX_BYTES"):
+        StoreLocation.resolve("c", metadata_url=dsn, storage_uri=prefix)
+
+
+def test_sizes_are_read_with_units() -> None:
+    assert parse_bytes("10G") == 10 * 2**30
+    assert parse_bytes("512MiB") == 512 * 2**20
+    assert parse_bytes("1048576") == 2**20
+    assert parse_bytes("1.5k") == 1536
+    for bad in ("", "G", "-1", "ten"):
+        with pytest.raises((ValueError, IndexError)):
+            parse_bytes(bad)
