@@ -12,7 +12,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -138,7 +138,9 @@ async def test_searches_read_the_cache_and_answer_as_uncached(
 
 
 @pytest.fixture(scope="module")
-def shared_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[S3Server, str, Path]:
+def shared_table(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[S3Server, str, Path]]:
     """One table with an index, and a cache directory, shared by the property's examples."""
     server = start_s3()
     server.create_bucket("gk-property")
@@ -151,7 +153,7 @@ def shared_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[S3Server, st
         await writer.close()
 
     asyncio.run(build())
-    yield server, prefix, tmp_path_factory.mktemp("property-cache")  # type: ignore[misc]
+    yield server, prefix, tmp_path_factory.mktemp("property-cache")
     server.stop()
 
 

@@ -59,6 +59,10 @@ class CollectionInfo(BaseModel):
     ``vectors_missing`` counts the chunks of a collection bound to an embedder that
     have no vectors yet (an ingest interrupted, or still running; the next ingest
     completes them), None for one without an embedder.
+    ``vector_cache`` is set for vectors on object storage searched through this host's
+    cache (adr/0061-vector-cache.md): ``"cached"``, ``"on"`` before this process's
+    first search, or ``"uncached: <why>"`` when searches read the object store (the
+    version's files exceed the cache's budget, say); None otherwise.
 
     Under a registry's clearance the counts are those of the documents (and
     versions) it admits, as for a collection holding nothing else; ``generation``
@@ -80,6 +84,7 @@ class CollectionInfo(BaseModel):
     base_dir: str | None = None
     past_versions: int | None = None
     vectors_missing: int | None = None
+    vector_cache: str | None = None
 
 
 @dataclass(eq=False)
@@ -218,9 +223,19 @@ class CollectionRegistry:
                     if manifest is not None and self.clearance is None
                     else None
                 ),
+                vector_cache=self._cache_state(name, location) if manifest is not None else None,
             )
         finally:
             await stores.close()
+
+    def _cache_state(self, name: str, location: StoreLocation) -> str | None:
+        """The open collection's vector cache state, else whether searches would use one."""
+        entry = self._entries.get(name)
+        state = getattr(entry.collection.vector_store if entry else None, "cache_state", None)
+        if isinstance(state, str):
+            return state
+        cached = location.vector_cache is not None and isinstance(location.storage_root, str)
+        return "on" if cached else None
 
     @asynccontextmanager
     async def lease(self, name: str) -> AsyncIterator[Collection]:
