@@ -1367,6 +1367,8 @@ def _print_collection(info: CollectionInfo) -> None:
             f"  vectors missing: {info.vectors_missing} chunks (an ingest was interrupted or "
             "is running; 'grk ingest PATH' completes them)"
         )
+    if info.vector_cache:
+        print(f"  vector cache: {info.vector_cache}")
 
 
 async def _run_drop(args: argparse.Namespace) -> int:

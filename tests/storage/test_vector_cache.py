@@ -450,3 +450,63 @@ def test_sizes_are_read_with_units() -> None:
     for bad in ("", "G", "-1", "ten"):
         with pytest.raises((ValueError, IndexError)):
             parse_bytes(bad)
+
+
+async def test_a_shared_collection_searches_through_the_cache_and_its_info_says_so(
+    postgres_dsn: str,
+    fresh: str,
+    s3_server: S3Server,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from groundkit import Collection
+    from groundkit.service.collections import CollectionRegistry
+    from tests.support import CORPUS, SMALL_CHUNKS, ToyEmbedder, write_tree
+
+    for key, value in s3_server.environment.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("GROUNDKIT_CACHE_DIR", str(tmp_path / "cache"))
+    base = tmp_path / "corpus"
+    write_tree(base, dict(CORPUS))
+    storage = f"s3://{bucket}/shared-{uuid.uuid4().hex[:8]}"
+    async with Collection.open(
+        name=fresh,
+        metadata_url=postgres_dsn,
+        storage_uri=storage,
+        base_dir=base,
+        chunking=SMALL_CHUNKS,
+        embedder=ToyEmbedder(),
+    ) as col:
+        await col.ingest(base)
+        cached = await col.search("solar panels electricity", 5, mode="dense")
+        assert isinstance(col.vector_store, CachedLanceDBVectorStore)
+        assert col.vector_store.cache_state == "cached"
+    off = StoreLocation.resolve(
+        fresh, metadata_url=postgres_dsn, storage_uri=storage, vector_cache=False
+    )
+    async with Collection.open(location=off, embedder=ToyEmbedder()) as col:
+        uncached = await col.search("solar panels electricity", 5, mode="dense")
+        assert type(col.vector_store) is LanceDBVectorStore
+    assert [(r.chunk_id, r.score) for r in cached.results] == [
+        (r.chunk_id, r.score) for r in uncached.results
+    ]
+    registry = CollectionRegistry(metadata_url=postgres_dsn, storage_uri=storage)
+    try:
+        assert (await registry.describe(fresh)).vector_cache == "on"  # no search yet
+        monkeypatch.setenv("GROUNDKIT_CACHE_MAX_BYTES", "1k")
+        small = CollectionRegistry(
+            metadata_url=postgres_dsn, storage_uri=storage, embedder_for=lambda _: ToyEmbedder()
+        )
+        try:
+            async with small.lease(fresh) as col:
+                found = await col.search("solar panels electricity", 5, mode="dense")
+                assert [(r.chunk_id, r.score) for r in found.results] == [
+                    (r.chunk_id, r.score) for r in uncached.results
+                ]
+            state = (await small.describe(fresh)).vector_cache
+            assert state is not None and state.startswith("uncached:") and "budget" in state
+        finally:
+            await small.close()
+    finally:
+        await registry.close()

@@ -322,6 +322,8 @@ class ListedCollection(_Wire):
     # Chunks without vectors yet (an ingest interrupted or running); dense search
     # cannot find them until an ingest completes them.
     vectors_missing: int | None = None
+    # Vectors on object storage: "cached", "on", or "uncached: <why>" (ADR 0061).
+    vector_cache: str | None = None
 
     @classmethod
     def of(cls, info: CollectionInfo) -> ListedCollection:
@@ -479,6 +481,7 @@ def compact_text(output: BaseModel) -> str:
                 f"{c.name}: {c.documents} documents, {c.chunks} chunks"
                 f"{_generation(c.generation)}, embedding {model}"
                 + (f", vectors missing: {c.vectors_missing}" if c.vectors_missing else "")
+                + (f", vector cache {c.vector_cache}" if c.vector_cache else "")
             )
         return "\n".join(lines)
     return output.model_dump_json()
