@@ -12,7 +12,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from groundkit.storage.vector_cache import (
     parse_bytes,
 )
 from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance, upsert
-from tests.s3_support import S3Server, start_s3
+from tests.s3_support import S3Server
 from tests.services import run_pythons
 
 WIDE = 16
@@ -139,12 +139,11 @@ async def test_searches_read_the_cache_and_answer_as_uncached(
 
 @pytest.fixture(scope="module")
 def shared_table(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[S3Server, str, Path]]:
-    """One table with an index, and a cache directory, shared by the property's examples."""
-    server = start_s3()
-    server.create_bucket("gk-property")
-    prefix = "s3://gk-property/idx"
+    s3_server: S3Server, bucket: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[S3Server, str, Path]:
+    """One table with deletions, and a cache directory, shared by the property's examples."""
+    server = s3_server
+    prefix = f"s3://{bucket}/property-{uuid.uuid4().hex[:8]}"
 
     async def build() -> None:
         writer = await _plain(server, prefix)
@@ -153,8 +152,7 @@ def shared_table(
         await writer.close()
 
     asyncio.run(build())
-    yield server, prefix, tmp_path_factory.mktemp("property-cache")
-    server.stop()
+    return server, prefix, tmp_path_factory.mktemp("property-cache")
 
 
 @settings(
@@ -324,6 +322,23 @@ async def test_a_table_larger_than_the_budget_is_searched_uncached_and_says_so(
         assert "budget" in notices[0].getMessage()
         assert cached.cache_state.startswith("uncached:") and "budget" in cached.cache_state
         assert cached.mirror is not None and not _data_files(cached)
+    finally:
+        await cached.close()
+        await writer.close()
+
+
+async def test_a_cache_directory_that_cannot_be_written_leaves_searches_uncached(
+    s3_server: S3Server, prefix: str, tmp_path: Path
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, seed=1)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache should be")
+    cached = await _cached(s3_server, prefix, VectorCacheSettings(blocker, 64 * _MiB))
+    try:
+        await _same(cached, writer, 5, seed=2)
+        assert cached.cache_state.startswith("uncached:")
+        assert s3_server.secret_key not in cached.cache_state
     finally:
         await cached.close()
         await writer.close()

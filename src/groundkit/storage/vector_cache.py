@@ -186,6 +186,11 @@ class TableMirror:
         digest = hashlib.sha256(f"{endpoint}\n{self.uri}".encode()).hexdigest()[:32]
         self.directory = settings.root / "vectors" / digest
         self.table_dir = self.directory / f"{name}.lance"
+        self._secrets = [
+            value
+            for key, value in self._options.items()
+            if value and any(hint in key.lower() for hint in ("key", "secret", "token"))
+        ]
         self._fs: Any = None
         self._remote_root = ""
         self._lock = threading.Lock()
@@ -292,9 +297,10 @@ class TableMirror:
             except CacheUnavailable:
                 raise
             except Exception as exc:
-                raise CacheUnavailable(
-                    f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
-                ) from None
+                text = " ".join(str(exc).split())[:200]
+                for secret in self._secrets:
+                    text = text.replace(secret, "***")
+                raise CacheUnavailable(f"{type(exc).__name__}: {text}") from None
 
     def _sync(self, version: int) -> bool:
         changed = False
@@ -439,6 +445,7 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         self._handle: Any = None  # the table handle the mirror's version belongs to
         self._bypass = False
         self._noticed: set[str] = set()
+        self._local_lock = asyncio.Lock()
 
     @classmethod
     async def open_cached(
@@ -498,7 +505,8 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         try:
             version = int(await table.version())
             refetched = await asyncio.to_thread(mirror.sync, version)
-            local = await self._local_at(version, reopen=refetched)
+            async with self._local_lock:
+                local = await self._local_at(version, reopen=refetched)
         except CacheUnavailable as exc:
             self._note(exc)
             return table
