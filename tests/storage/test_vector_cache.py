@@ -316,7 +316,11 @@ async def test_a_table_larger_than_the_budget_is_searched_uncached_and_says_so(
     cached = await _cached(s3_server, prefix, small)
     try:
         with caplog.at_level(logging.WARNING, logger="groundkit.storage"):
-            await _same(cached, writer, 5, seed=2)
+            await _same(cached, writer, 1, seed=2)
+            assert cached.mirror is not None
+            planned = cached.mirror.fetched_files  # the manifest read to size the version
+            await _same(cached, writer, 5, seed=3)
+            assert cached.mirror.fetched_files == planned  # not planned again per search
         notices = [r for r in caplog.records if "uncached" in r.getMessage()]
         assert len(notices) == 1  # once, not per search
         assert "budget" in notices[0].getMessage()

@@ -73,6 +73,7 @@ _U64_MAX = 2**64 - 1
 _V2_NAME_DIGITS = 20  # Lance's newer manifest names: u64::MAX - version, 20 digits
 _FETCH_THREADS = 8
 _TOUCH_EVERY_S = 60.0
+_RETRY_AFTER_S = 30.0
 _BLOCK = 1 << 22
 _SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -198,6 +199,8 @@ class TableMirror:
         self._needed: dict[str, tuple[int, int]] = {}  # relative path -> remote (size, mtime_ns)
         self._verified: dict[str, tuple[int, int, int]] = {}
         self._touched = 0.0
+        # (version, why, until when): a version the mirror could not serve.
+        self._refused: tuple[int, CacheUnavailable, float] | None = None
         self.fetched_files = 0  # files downloaded by this process (for the benchmark)
         self.fetched_bytes = 0
 
@@ -292,15 +295,24 @@ class TableMirror:
         was (re)fetched (the caller reopens its local handle). ``CacheUnavailable``
         when it cannot (the version's files exceed the budget, a download failed)."""
         with self._lock:
+            refused = self._refused
+            if refused is not None and refused[0] == version and time.monotonic() < refused[2]:
+                raise refused[1]  # not tried again for every search of the same version
             try:
                 return self._sync(version)
-            except CacheUnavailable:
-                raise
             except Exception as exc:
-                text = " ".join(str(exc).split())[:200]
-                for secret in self._secrets:
-                    text = text.replace(secret, "***")
-                raise CacheUnavailable(f"{type(exc).__name__}: {text}") from None
+                if isinstance(exc, CacheUnavailable):
+                    failure = exc
+                else:
+                    text = " ".join(str(exc).split())[:200]
+                    for secret in self._secrets:
+                        text = text.replace(secret, "***")
+                    failure = CacheUnavailable(f"{type(exc).__name__}: {text}")
+                # A budget does not change while the version stays; other failures may pass.
+                wait = float("inf") if failure.too_large else _RETRY_AFTER_S
+                self._refused = (version, failure, time.monotonic() + wait)
+                self.version = None
+                raise failure from None
 
     def _sync(self, version: int) -> bool:
         changed = False
@@ -408,10 +420,17 @@ class TableMirror:
                 sidecar.unlink()
             total -= size
 
+    def forget(self) -> None:
+        """Plan the mirror afresh at the next search (its files stay, checked as ever)."""
+        with self._lock:
+            self.version = None
+            self._refused = None
+
     def clear(self) -> None:
         """Remove every cached file of this table (erasure, drop); never raises."""
         with self._lock:
             self.version = None
+            self._refused = None
             self._needed = {}
             self._verified.clear()
             if not self.directory.exists():
@@ -501,7 +520,7 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
             return table
         if table is not self._handle:  # a new handle may be a recreated table: plan afresh
             self._handle = table
-            mirror.version = None
+            mirror.forget()
         try:
             version = int(await table.version())
             refetched = await asyncio.to_thread(mirror.sync, version)
@@ -540,7 +559,7 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         """A read of the mirror failed (a file another process evicted or deleted in
         the middle of it): plan the mirror afresh next time, read the store now."""
         if self.mirror is not None:
-            self.mirror.version = None
+            self.mirror.forget()
         await self._close_local()
         self._note(CacheUnavailable(f"a cached file could not be read ({str(exc)[:200]})"))
 
