@@ -529,3 +529,30 @@ async def test_a_shared_collection_searches_through_the_cache_and_its_info_says_
             await small.close()
     finally:
         await registry.close()
+
+
+async def test_only_the_files_the_version_uses_are_fetched(
+    s3_server: S3Server, bucket: str, prefix: str, cache: VectorCacheSettings
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    for batch in range(4):
+        await _fill(writer, 10, seed=batch, tag=f"b{batch}-")
+    await writer.optimize()  # compacted fragments; the ones they replaced stay a day
+    cached = await _cached(s3_server, prefix, cache)
+    try:
+        await _same(cached, writer, 3, seed=1)
+        stored = [k for k in s3_server.keys(bucket, prefix.split("/", 3)[3]) if "/data/" in k]
+        used = (await writer.table.stats())["fragment_stats"]["num_fragments"]
+        assert len(_data_files(cached)) == used < len(stored)
+    finally:
+        await cached.close()
+        await writer.close()
+
+
+def test_a_manifest_that_cannot_be_read_names_no_files() -> None:
+    from groundkit.storage.vector_cache import _fragment_files
+
+    assert _fragment_files(b"") is None
+    too_long = (1000).to_bytes(4, "little") + b"\x12\x05"
+    assert _fragment_files(too_long + (0).to_bytes(8, "little") + b"\x00" * 4 + b"LANC") is None
+    assert _fragment_files(b"\xff" * 40 + (8).to_bytes(8, "little") + b"\x00" * 4 + b"LANC") is None

@@ -74,6 +74,7 @@ _V2_NAME_DIGITS = 20  # Lance's newer manifest names: u64::MAX - version, 20 dig
 _FETCH_THREADS = 8
 _TOUCH_EVERY_S = 60.0
 _RETRY_AFTER_S = 30.0
+_ATTEMPTS = 3
 _BLOCK = 1 << 22
 _SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
@@ -152,6 +153,74 @@ def _version_of(manifest_name: str) -> int | None:
         return None
     number = int(stem)
     return _U64_MAX - number if len(stem) == _V2_NAME_DIGITS else number
+
+
+def _wire_fields(buf: bytes) -> list[tuple[int, int, Any]]:
+    """Protobuf wire format, one level: ``(field number, wire type, int or bytes)``."""
+    out: list[tuple[int, int, Any]] = []
+    at = 0
+
+    def varint() -> int:
+        nonlocal at
+        value = shift = 0
+        while True:
+            byte = buf[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    widths = {1: 8, 5: 4}
+    while at < len(buf):
+        key = varint()
+        number, kind = key >> 3, key & 7
+        if kind == 0:
+            out.append((number, kind, varint()))
+            continue
+        if kind == 2:
+            width = varint()
+        elif kind in widths:
+            width = widths[kind]
+        else:
+            raise ValueError(f"wire type {kind}")
+        if at + width > len(buf):
+            raise ValueError("a field runs past the message")
+        out.append((number, kind, buf[at : at + width]))
+        at += width
+    return out
+
+
+def _fragment_files(manifest: bytes) -> set[str] | None:
+    """The data files (``DataFragment.files[].path``) a Lance manifest names, or None when
+    it cannot be read so (the caller then keeps every data file the bytes mention).
+
+    A manifest file ends with the manifest's position (u64), two version numbers (u16)
+    and ``LANC``; at that position a u32 length and the ``Manifest`` message, whose
+    field 2 is the fragments, each with its data files in field 2, each file's path
+    in field 1 (Lance's ``table.proto``).
+    """
+    try:
+        if manifest[-4:] != b"LANC":
+            return None
+        start = int.from_bytes(manifest[-16:-8], "little")
+        size = int.from_bytes(manifest[start : start + 4], "little")
+        body = manifest[start + 4 : start + 4 + size]
+        if len(body) != size:
+            return None
+        paths: set[str] = set()
+        for number, kind, fragment in _wire_fields(body):
+            if number != 2 or kind != 2:
+                continue
+            for f_number, f_kind, data_file in _wire_fields(fragment):
+                if f_number != 2 or f_kind != 2:
+                    continue
+                for d_number, d_kind, path in _wire_fields(data_file):
+                    if d_number == 1 and d_kind == 2:
+                        paths.add(path.decode())
+        return paths
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return None
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -299,6 +368,12 @@ class TableMirror:
             if refused is not None and refused[0] == version and time.monotonic() < refused[2]:
                 raise refused[1]  # not tried again for every search of the same version
             try:
+                for _ in range(_ATTEMPTS - 1):
+                    # A directory deleted under a download (the cache is disposable,
+                    # another process may clear it): plan and fetch again at once.
+                    with contextlib.suppress(FileNotFoundError):
+                        return self._sync(version)
+                    self.version = None
                 return self._sync(version)
             except Exception as exc:
                 if isinstance(exc, CacheUnavailable):
@@ -308,9 +383,11 @@ class TableMirror:
                     for secret in self._secrets:
                         text = text.replace(secret, "***")
                     failure = CacheUnavailable(f"{type(exc).__name__}: {text}")
-                # A budget does not change while the version stays; other failures may pass.
+                # A budget does not change while the version stays; other failures may
+                # pass, a directory deleted under this one at once.
                 wait = float("inf") if failure.too_large else _RETRY_AFTER_S
-                self._refused = (version, failure, time.monotonic() + wait)
+                if not isinstance(exc, FileNotFoundError):
+                    self._refused = (version, failure, time.monotonic() + wait)
                 self.version = None
                 raise failure from None
 
@@ -350,9 +427,15 @@ class TableMirror:
         self._download(manifest_rel, manifest_remote)
         blob = (self.table_dir / manifest_rel).read_bytes()
         needed = {manifest_rel: manifest_remote}
+        named = _fragment_files(blob)
+        if named is None or any(f"data/{path}" not in listing for path in named):
+            named = None  # read otherwise than expected: every data file the bytes name
         for rel, remote in listing.items():
             folder, _, rest = rel.partition("/")
-            if (folder == "data" and rest.encode() in blob) or folder == "_deletions":
+            if folder == "data":
+                if rest in named if named is not None else rest.encode() in blob:
+                    needed[rel] = remote
+            elif folder == "_deletions":
                 needed[rel] = remote
             elif folder == "_indices":
                 index_id = rest.partition("/")[0]
@@ -395,12 +478,16 @@ class TableMirror:
         keep = {self._sidecar_path(rel) for rel in self._needed}
         entries: list[tuple[float, int, Path, Path]] = []
         total = 0
-        for mirror in root.iterdir() if root.is_dir() else []:
+        try:
+            mirrors = list(root.iterdir())
+        except OSError:  # deleted meanwhile: nothing to evict
+            mirrors = []
+        for mirror in mirrors:
             tables = [p for p in mirror.glob("*.lance") if p.is_dir()]
             sums = mirror / _SUMS
             if len(tables) != 1 or not sums.is_dir():
                 continue
-            for sidecar in sums.rglob("*.json"):
+            for sidecar in list(sums.rglob("*.json")):
                 data = tables[0] / sidecar.relative_to(sums).as_posix().removesuffix(".json")
                 try:
                     size = data.stat().st_size
