@@ -21,6 +21,20 @@ settings.register_profile("groundkit", deadline=None, print_blob=True)
 settings.load_profile("groundkit")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Segment packs and vector-cache files of the run go to a directory of its own, not
+    the user's ``~/.cache/groundkit`` (a test that means the default sets it itself)."""
+    if "GROUNDKIT_CACHE_DIR" in os.environ:
+        yield
+        return
+    os.environ["GROUNDKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("groundkit-cache"))
+    try:
+        yield
+    finally:
+        os.environ.pop("GROUNDKIT_CACHE_DIR", None)
+
+
 @pytest.fixture
 def corpus_dir(tmp_path: Path) -> Path:
     """A small mixed-language corpus (nested dirs, CRLF, emoji, a non-ASCII file name)."""
