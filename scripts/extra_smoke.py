@@ -215,6 +215,25 @@ def smoke_postgres() -> None:
     asyncio.run(run())
 
 
+def smoke_ray() -> None:
+    # A throwaway Ray instance in this process, on 127.0.0.1; BM25 only (no model here).
+    import os
+
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    with tempfile.TemporaryDirectory() as tmp:
+        docs = Path(tmp) / "docs"
+        docs.mkdir()
+        (docs / "a.md").write_text("# Refunds\n\nRefunds take five days.\n", encoding="utf-8")
+        (docs / "b.md").write_text("# Shipping\n\nParcels ship on Monday.\n", encoding="utf-8")
+        with gks.Collection.open(index_dir=Path(tmp) / "index", base_dir=tmp) as col:
+            executor = groundkit.RayExecutor("local")
+            report = col.ingest(docs, executor=executor)
+            assert report.added == ["docs/a.md", "docs/b.md"], report
+            hit = col.search("refunds", top_k=1).results[0]
+            assert col.fetch_chunk(hit.chunk_id).verification == "verified"
+    print("ray: ingested on a local Ray instance and verified")
+
+
 def smoke_serve() -> None:
     # The stdio MCP server: initialize, list the tools, then stdin closes and it exits.
     with tempfile.TemporaryDirectory() as tmp:
@@ -335,6 +354,7 @@ SMOKES: dict[str, Callable[[], None]] = {
     "llama-index": smoke_llama_index,
     "haystack": smoke_haystack,
     "postgres": smoke_postgres,
+    "ray": smoke_ray,
     "serve": smoke_serve,
     "test": smoke_test,
 }

@@ -57,7 +57,7 @@ def test_importing_groundkit_loads_no_optional_dependency() -> None:
         "import sys, groundkit, groundkit.testing; "
         "heavy = {'torch', 'sentence_transformers', 'transformers', 'lancedb', 'pyarrow', "
         "'mcp', 'uvicorn', 'starlette', 'opentelemetry.sdk', 'pypdf', 'bs4', 'docx', 'pptx', "
-        "'ebooklib', 'trafilatura', 'lxml', 'langchain_core', 'llama_index', 'haystack', "
+        "'ebooklib', 'trafilatura', 'lxml', 'langchain_core', 'llama_index', 'haystack', 'ray', "
         "'pytest'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )

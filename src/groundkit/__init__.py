@@ -77,6 +77,7 @@ from groundkit.extraction import (
 )
 from groundkit.ingestion.chunking import chunk_document, chunk_spans
 from groundkit.ingestion.dispatch import RoutingLoader
+from groundkit.ingestion.executor import IngestExecutor, LocalExecutor
 from groundkit.ingestion.extracted import (
     DocxLoader,
     EpubLoader,
@@ -88,6 +89,7 @@ from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.indexer import Indexer
 from groundkit.ingestion.outline import markdown_outline, rst_outline
 from groundkit.ingestion.protocols import LoaderProtocol
+from groundkit.ingestion.ray_executor import RayExecutor
 from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.bm25 import BM25Index
@@ -205,6 +207,7 @@ __all__ = [
     "IndexIdentityError",
     "Indexer",
     "IngestConfig",
+    "IngestExecutor",
     "IngestFailure",
     "IngestProgress",
     "IngestReport",
@@ -213,6 +216,7 @@ __all__ = [
     "LanceDBVectorStore",
     "LexicalIndexProtocol",
     "LoaderProtocol",
+    "LocalExecutor",
     "MainContentHtmlExtractor",
     "MetadataStoreProtocol",
     "MultiSearchResponse",
@@ -227,6 +231,7 @@ __all__ = [
     "QueryRewriterProtocol",
     "QuoteCheck",
     "QuoteVerdict",
+    "RayExecutor",
     "ReadFrom",
     "Receipt",
     "ReceiptError",

@@ -39,6 +39,7 @@ from groundkit.contracts import (
 )
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.ingestion.fields import check_fields, parse_field_value
+from groundkit.ingestion.ray_executor import RayExecutor
 from groundkit.lexical.bm25 import compiled_kernel
 from groundkit.providers.factory import (
     HTTP_PROVIDERS,
@@ -299,6 +300,21 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="index each chunk with its document title and heading path in front (its "
         "terms and vectors; the stored text and citations are unchanged)",
+    )
+    ingest.add_argument(
+        "--ray",
+        default=None,
+        metavar="auto|ADDRESS",
+        help="read, chunk and embed on a Ray cluster ('auto': the one this host runs, or "
+        "RAY_ADDRESS; else its host:port); this process commits. Every node must see the "
+        "files at the same path. Needs groundkit[ray]",
+    )
+    ingest.add_argument(
+        "--ray-workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="embedding workers (Ray actors, each loads the model once) with --ray (default 1)",
     )
     search = sub.add_parser(
         "search",
@@ -1250,6 +1266,18 @@ def _read_moments(args: argparse.Namespace) -> None:
         raise ConfigurationError(f"--valid-as-of: {exc}") from None
 
 
+def _ray_executor(args: argparse.Namespace) -> RayExecutor | None:
+    """The Ray executor ``--ray`` asks for; refused with ``--jsonl`` (records are not
+    files a cluster could read) and checked before the collection opens."""
+    if getattr(args, "ray", None) is None:
+        if getattr(args, "ray_workers", 1) != 1:
+            raise ConfigurationError("--ray-workers goes with --ray")
+        return None
+    if args.jsonl is not None:
+        raise ConfigurationError("--ray ingests a PATH; --jsonl records are added here")
+    return RayExecutor(args.ray, num_workers=args.ray_workers)
+
+
 async def _run(args: argparse.Namespace) -> int:
     _check_ingest_target(args)
     _check_text_arguments(args)
@@ -1266,6 +1294,8 @@ async def _run(args: argparse.Namespace) -> int:
     if args.command == "search":
         return await _run_search(args)
     meta = _meta_fields(args.meta) if args.command == "ingest" else None
+    if args.command == "ingest":
+        _ray_executor(args)  # its options checked before the collection opens
     (name,) = args.collections
     if args.command == "rebase":
         return await _run_rebase(args, name)
@@ -1278,7 +1308,11 @@ async def _run(args: argparse.Namespace) -> int:
             progress = _Progress(sys.stderr, enabled=not args.quiet)
             try:
                 report = await col.ingest(
-                    args.path, metadata=meta, progress=progress, valid_as_of=args.valid_as_of
+                    args.path,
+                    metadata=meta,
+                    progress=progress,
+                    valid_as_of=args.valid_as_of,
+                    executor=_ray_executor(args),
                 )
             finally:
                 progress.finish()

@@ -42,6 +42,7 @@ from groundkit.contracts import (
     fields_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.ingestion.executor import IngestExecutor
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.indexer import Indexer, ProgressCallback
 from groundkit.ingestion.records import RecordInput, record_documents, record_sources
@@ -414,6 +415,7 @@ class Collection:
         metadata: Mapping[str, object] | None = None,
         progress: ProgressCallback | None = None,
         valid_as_of: datetime | None = None,
+        executor: IngestExecutor | None = None,
     ) -> IngestReport:
         """Add, update and prune documents under ``path`` (inside the base directory).
 
@@ -434,15 +436,32 @@ class Collection:
         when given, else from now. The lexical index absorbs the write without a
         rebuild: searches of this object, and of every process that has the
         collection open, see it on their next call.
+
+        ``executor`` runs the per-file work elsewhere, e.g.
+        ``RayExecutor(address=...)`` on a Ray cluster; this object still commits,
+        so the result is the same as without one. A URL ingest takes none
+        (``ConfigurationError``): one page is fetched here.
         """
+        is_url = isinstance(path, str) and looks_like_url(path.strip())
+        if executor is not None and (is_url or not isinstance(executor, IngestExecutor)):
+            raise ConfigurationError(
+                "a URL is fetched and ingested by this process: ingest it without an executor"
+                if is_url
+                else f"executor must be an IngestExecutor (such as RayExecutor), not "
+                f"{type(executor).__name__}"
+            )
         try:
-            if isinstance(path, str) and looks_like_url(path.strip()):
+            if is_url:
                 report = await self._indexer.ingest_url(
-                    path.strip(), self._url_loader, metadata=metadata, valid_as_of=valid_as_of
+                    str(path).strip(), self._url_loader, metadata=metadata, valid_as_of=valid_as_of
                 )
             else:
                 report = await self._indexer.ingest(
-                    path, progress=progress, metadata=metadata, valid_as_of=valid_as_of
+                    path,
+                    progress=progress,
+                    metadata=metadata,
+                    valid_as_of=valid_as_of,
+                    executor=executor,
                 )
         finally:
             await self._after_write()

@@ -37,13 +37,15 @@ from groundkit.contracts import (
 from groundkit.errors import ConfigurationError, IngestionError, kind_of
 from groundkit.ingestion.chunking import chunk_document, chunk_gaps
 from groundkit.ingestion.dispatch import RoutingLoader
+from groundkit.ingestion.executor import IngestExecutor, IngestPlan, PreparedFile
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files, unportable_name
 from groundkit.ingestion.index_text import index_text
 from groundkit.ingestion.progress import ProgressCallback, Reporter, embed_in_slices
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
-from groundkit.providers.identity import ensure_identity
+from groundkit.providers.factory import recipe_for
+from groundkit.providers.identity import ensure_identity, identity_of
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.storage.binding import bind_for_ingest
 from groundkit.storage.names import check_snapshot_id, document_id_for
@@ -136,6 +138,7 @@ class Indexer:
         progress: ProgressCallback | None = None,
         metadata: FieldsArgument | None = None,
         valid_as_of: datetime | None = None,
+        executor: IngestExecutor | None = None,
     ) -> IngestReport:
         """Bring the collection in line with ``path`` (a file or a directory).
 
@@ -146,11 +149,15 @@ class Indexer:
         version is current from ``valid_as_of`` (timezone-aware, not in the
         future) when given, else from now. Traced as ``groundkit.ingest`` (document counts) with
         one ``groundkit.ingest.document`` span per file; paths never reach a span.
+
+        With an ``executor`` the files are read, prepared (and embedded, by an
+        executor that embeds) there, and committed here in discovery order through
+        the same writer (``groundkit.ingestion.executor``).
         """
         fields = _argument_fields(metadata)
         version_start(valid_as_of, time.time())  # refused before anything is read
         with traced(SPAN_INGEST, collection=self.collection) as span:
-            report = await self._ingest_path(path, progress, fields, valid_as_of)
+            report = await self._ingest_path(path, progress, fields, valid_as_of, executor)
             span.set(**_report_counts(report))
             return report
 
@@ -160,6 +167,7 @@ class Indexer:
         progress: ProgressCallback | None,
         fields: dict[str, FieldValue],
         valid_as_of: datetime | None,
+        executor: IngestExecutor | None = None,
     ) -> IngestReport:
         root = Path(path)
         if not root.is_absolute():
@@ -171,7 +179,7 @@ class Indexer:
                 f"{str(path)!r} is outside the collection's base directory {str(self._base)!r}"
             )
         async with self._lock:
-            return await self._ingest_root(root, progress, fields, valid_as_of)
+            return await self._ingest_root(root, progress, fields, valid_as_of, executor)
 
     async def _ingest_root(
         self,
@@ -179,6 +187,7 @@ class Indexer:
         progress: ProgressCallback | None,
         fields: dict[str, FieldValue],
         valid_as_of: datetime | None,
+        executor: IngestExecutor | None = None,
     ) -> IngestReport:
         await self._bind()
         repairs = await self._reconcile()
@@ -204,7 +213,32 @@ class Indexer:
             reporter=reporter,
             valid_as_of=valid_as_of,
         )
+        if executor is not None:
+            plan = await self._plan(discovery.files, fields, known, writer, executor)
+            results = executor.run(plan)
         for done, file in enumerate(discovery.files, start=1):
+            if executor is not None:
+                item = await anext(results, None)
+                if item is None:
+                    raise IngestionError(
+                        f"the executor returned {done - 1} results for {total} files"
+                    )
+                seen.add(to_relative(file, self._base))
+                with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
+                    warnings.extend(IngestWarning(source=item.source, reason=n) for n in item.notes)
+                    if item.outcome == "failed":
+                        failed.append(IngestFailure(source=item.source, reason=item.reason))
+                        span.set(outcome="failed")
+                    elif item.outcome == "unchanged":
+                        unchanged.append(item.source)
+                        span.set(outcome="unchanged")
+                    else:
+                        chunk_count = await writer.add_prepared(item)
+                        outcome = "updated" if item.source in known else "added"
+                        (updated if outcome == "updated" else added).append(item.source)
+                        span.set(outcome=outcome, chunk_count=chunk_count)
+                reporter.update("read", done=done, total=total)
+                continue
             source = to_relative(file, self._base)
             seen.add(source)
             with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
@@ -303,6 +337,39 @@ class Indexer:
         """Whether stored vectors may be reused (skips the lookups on a first ingest)."""
         return self._vectors is not None and await self._vectors.count() > 0
 
+    async def _plan(
+        self,
+        files: Sequence[Path],
+        fields: dict[str, FieldValue],
+        known: dict[str, DocumentState],
+        writer: _Writer,
+        executor: IngestExecutor,
+    ) -> IngestPlan:
+        """What ``executor`` needs to prepare ``files``; the embedder's recipe only for
+        an executor that embeds (``ConfigurationError`` when it cannot be shipped)."""
+        recipe = identity = None
+        if self._embedder is not None and getattr(executor, "embeds", False):
+            recipe = recipe_for(self._embedder)
+            bound = identity_of(self._embedder)
+            identity = (bound.provider, bound.model_name, bound.dimensions)
+        return IngestPlan(
+            files=tuple(str(f) for f in files),
+            base_dir=str(self._base),
+            ingest=self._ingest,
+            chunking=self._chunking,
+            analyzer=self._analyzer.config,
+            fields=fields,
+            known=known,
+            embedder=recipe,
+            identity=identity,
+            stored_hashes=self._stored_hashes if writer.reuse else None,
+        )
+
+    async def _stored_hashes(self, hashes: Sequence[str]) -> set[str]:
+        """Which chunk texts already have a stored vector (reused, not embedded again)."""
+        assert self._vectors is not None
+        return set(await self._vectors.vectors_by_content(list(hashes)))
+
     async def _sync_vectors(self, writer: _Writer) -> None:
         """Embed documents still without confirmed vectors; drop orphan vectors.
 
@@ -347,22 +414,31 @@ class Indexer:
         the documents are marked, so a crash in between only costs a re-embed.
         """
         assert self._embedder is not None and self._vectors is not None
+        # Vectors an executor made are stored as they are, never embedded again.
+        ready: dict[str, npt.NDArray[np.float32]] = {}
+        for job in jobs:
+            ready.update(job.ready or {})
         by_hash: dict[str, npt.NDArray[np.float32]] = {}
         if reuse:
             by_hash.update(
-                await self._vectors.vectors_by_content([h for j in jobs for h in j.chunk_hashes])
+                await self._vectors.vectors_by_content(
+                    [h for j in jobs for h in j.chunk_hashes if h not in ready]
+                )
             )
         todo: dict[str, str] = {}  # hash -> text, first occurrence order
         reused = 0
         for job in jobs:
             for content_hash, text in zip(job.chunk_hashes, job.texts, strict=True):
+                if content_hash in ready:
+                    continue
                 if content_hash in by_hash:
                     reused += 1
                 elif content_hash not in todo:
                     todo[content_hash] = text
+        by_hash.update(ready)
         reporter = reporter or Reporter(None)
-        if reused:
-            reporter.update("embed", add=reused)
+        if reused or ready:
+            reporter.update("embed", add=reused + sum(len(j.ready or ()) for j in jobs))
         if todo:
             await self._load_model(reporter)
             vectors = await embed_in_slices(
@@ -381,7 +457,7 @@ class Indexer:
         await self._store.mark_vectors_stored_many(
             [(job.document_id, job.document_hash) for job in jobs]
         )
-        return len(todo), reused
+        return len(todo) + len(ready), reused
 
     async def _load_model(self, reporter: Reporter) -> None:
         """Load a local model before the first batch, announced (it can take seconds)."""
@@ -397,25 +473,10 @@ class Indexer:
         reporter.update("model", done=1, total=1, detail=f"loaded {name} in {seconds:.1f} s")
 
     def _prepare(self, document: Document) -> tuple[Document, list[Chunk], list[list[str]]]:
-        """Chunk and analyse ``document``; it comes back with its chunk gaps recorded."""
-        chunks = chunk_document(document, self._chunking)
-        if not chunks:
-            raise IngestionError(f"{document.source}: no text to index")
-        gaps = chunk_gaps(document.content, [(c.start_offset, c.end_offset) for c in chunks])
-        metadata = metadata_without_gaps(document.metadata)
-        if gaps:
-            metadata[GAPS_KEY] = gaps
-        if metadata != document.metadata:
-            document = document.model_copy(update={"metadata": metadata})
-        texts = self.index_texts(chunks, document.metadata)
-        return document, chunks, [self._analyzer.terms(t) for t in texts]
+        return prepare_document(document, self._chunking, self._analyzer)
 
     def index_texts(self, chunks: Sequence[Chunk], metadata: Mapping[str, Any]) -> list[str]:
-        """What each chunk is analysed and embedded as (groundkit/ingestion/index_text.py)."""
-        contextual = self._chunking.contextual
-        return [
-            index_text(c.content, c.start_offset, metadata, contextual=contextual) for c in chunks
-        ]
+        return index_texts(chunks, metadata, self._chunking)
 
     async def _prune(
         self, root: Path, known: dict[str, DocumentState], seen: set[str]
@@ -769,6 +830,8 @@ class _VectorJob:
     chunk_ids: list[str]
     chunk_hashes: list[str]
     texts: list[str]
+    # Vectors already made for some of its chunks (by an executor), by content hash.
+    ready: dict[str, npt.NDArray[np.float32]] | None = None
 
 
 class _Writer:
@@ -792,6 +855,7 @@ class _Writer:
         self._reuse = reuse
         self._reporter = reporter or Reporter(None)
         self._valid_as_of = valid_as_of
+        self._ready: dict[str, dict[str, npt.NDArray[np.float32]]] = {}
         self._docs: list[tuple[Document, list[Chunk], list[list[str]]]] = []
         self._doc_chunks = 0
         self._jobs: list[_VectorJob] = []
@@ -811,6 +875,25 @@ class _Writer:
         if self._doc_chunks >= self._indexer._write_batch:
             await self._flush_documents()
         return len(chunks)
+
+    @property
+    def reuse(self) -> bool:
+        return self._reuse
+
+    async def add_prepared(self, item: PreparedFile) -> int:
+        """Queue a document an executor prepared (with the vectors it made, if any)."""
+        assert item.document is not None
+        self._reporter.update("chunk", add=len(item.chunks))
+        if item.vectors:
+            self._ready[item.document.document_id] = item.vectors
+        self._docs.append((item.document, item.chunks, item.terms))
+        self._doc_chunks += len(item.chunks)
+        if self._doc_chunks >= self._indexer._write_batch:
+            # The vectors are at hand: stored and confirmed with their documents, so
+            # a driver lost later leaves these documents whole.
+            await self._flush_documents()
+            await self.flush_vectors()
+        return len(item.chunks)
 
     async def finish(self) -> None:
         await self._flush_documents()
@@ -839,6 +922,7 @@ class _Writer:
                     [c.chunk_id for c in chunks],
                     [sha256_text(t) for t in texts],
                     texts,
+                    self._ready.pop(document.document_id, None),
                 )
             )
 
@@ -912,6 +996,31 @@ class _Writer:
         self.chunks_reused += reused
 
 
+def prepare_document(
+    document: Document, chunking: ChunkingConfig, analyzer: Analyzer
+) -> tuple[Document, list[Chunk], list[list[str]]]:
+    """Chunk and analyse ``document``; it comes back with its chunk gaps recorded."""
+    chunks = chunk_document(document, chunking)
+    if not chunks:
+        raise IngestionError(f"{document.source}: no text to index")
+    gaps = chunk_gaps(document.content, [(c.start_offset, c.end_offset) for c in chunks])
+    metadata = metadata_without_gaps(document.metadata)
+    if gaps:
+        metadata[GAPS_KEY] = gaps
+    if metadata != document.metadata:
+        document = document.model_copy(update={"metadata": metadata})
+    texts = index_texts(chunks, document.metadata, chunking)
+    return document, chunks, [analyzer.terms(t) for t in texts]
+
+
+def index_texts(
+    chunks: Sequence[Chunk], metadata: Mapping[str, Any], chunking: ChunkingConfig
+) -> list[str]:
+    """What each chunk is analysed and embedded as (groundkit/ingestion/index_text.py)."""
+    contextual = chunking.contextual
+    return [index_text(c.content, c.start_offset, metadata, contextual=contextual) for c in chunks]
+
+
 def _argument_fields(metadata: FieldsArgument | None) -> dict[str, FieldValue]:
     """The ingest call's fields, checked before anything is read."""
     return {} if metadata is None else check_fields(metadata, "metadata argument")
@@ -937,7 +1046,7 @@ def _with_fields(document: Document, fields: dict[str, FieldValue]) -> Document:
     return document.model_copy(update={"metadata": metadata})
 
 
-def _unchanged(document: Document, known: dict[str, DocumentState]) -> bool:
+def _unchanged(document: Document, known: Mapping[str, DocumentState]) -> bool:
     """Same text, same metadata (fields included) and, for extracted text, the same
     extractor, whose offsets the stored chunks depend on."""
     state = known.get(document.source)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from groundkit.contracts import CollectionManifest
 from groundkit.errors import ConfigurationError
@@ -28,8 +30,10 @@ __all__ = [
     "EMBEDDING_API_KEY_ENV",
     "EMBEDDING_URL_ENV",
     "HTTP_PROVIDERS",
+    "EmbedderRecipe",
     "embedder_for_manifest",
     "http_embedder",
+    "recipe_for",
     "require_embedder_for_manifest",
 ]
 
@@ -125,3 +129,40 @@ def embedder_for_manifest(
     except ConfigurationError as exc:
         logger.warning("dense and hybrid search unavailable: %s", exc)
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedderRecipe:
+    """How to rebuild an embedder in another process: what a Ray worker receives
+    instead of the embedder itself (a loaded model is not shipped, nor a key)."""
+
+    provider: str
+    settings: tuple[tuple[str, object], ...]
+
+    def build(self) -> EmbeddingProtocol:
+        if self.provider == "sentence-transformers":
+            from groundkit.providers.local import SentenceTransformerEmbedder
+
+            kwargs: dict[str, Any] = dict(self.settings)
+            return SentenceTransformerEmbedder(**kwargs)
+        raise ConfigurationError(f"no recipe builds a {self.provider!r} embedder")
+
+
+def recipe_for(embedder: EmbeddingProtocol) -> EmbedderRecipe:
+    """The recipe that rebuilds ``embedder`` elsewhere; ``ConfigurationError`` saying
+    why when it cannot be shipped."""
+    from groundkit.providers.local import SentenceTransformerEmbedder
+
+    if type(embedder) is SentenceTransformerEmbedder:
+        return EmbedderRecipe(embedder.provider, tuple(sorted(embedder.settings.items())))
+    if embedder.provider in HTTP_PROVIDERS:
+        reason = (
+            "an HTTP embedder is not shipped to Ray workers (its key would travel with "
+            "the tasks); ingest without an executor, the server does the embedding"
+        )
+    else:
+        reason = (
+            f"{type(embedder).__name__} has no recipe to rebuild it on a Ray worker; "
+            "only SentenceTransformerEmbedder can be shipped"
+        )
+    raise ConfigurationError(f"this embedder cannot run on Ray workers: {reason}")

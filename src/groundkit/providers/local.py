@@ -235,6 +235,18 @@ class SentenceTransformerEmbedder:
         return self._model is not None
 
     @property
+    def settings(self) -> dict[str, object]:
+        """The constructor arguments that rebuild this embedder in another process
+        (a Ray worker): the resolved location, never a copy of the weights."""
+        return {
+            "model": self._location,
+            "model_name": self._model_name,
+            "batch_size": self._batch_size,
+            "device": self._device,
+            "normalize": self._normalize,
+        }
+
+    @property
     def dimensions(self) -> int:
         if self._dimensions is None:
             raise ConfigurationError(

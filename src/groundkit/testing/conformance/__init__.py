@@ -18,7 +18,9 @@ against it (as Haystack ships its document-store tests)::
 vectors), ``SnapshotStoreConformance`` a ``snapshot_store`` fixture, and
 ``PackStoreConformance`` (the lexical index's packs) a ``pack_store`` fixture
 plus two hooks that reach a pack's stored bytes; ``ClaimJudgeConformance`` (the
-answer check's contradiction judges) a ``judge_factory`` fixture. The suites need pytest and
+answer check's contradiction judges) a ``judge_factory`` fixture;
+``IngestExecutorConformance`` (where an ingest's per-file work runs) an ``executor``
+fixture. The suites need pytest and
 pytest-asyncio (``asyncio_mode = "auto"``).
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 # Raises ConfigurationError naming the install when pytest is missing.
 import groundkit.testing.conformance._needs_pytest  # noqa: F401
+from groundkit.testing.conformance.executors import IngestExecutorConformance
 from groundkit.testing.conformance.judges import ClaimJudgeConformance
 from groundkit.testing.conformance.metadata import MetadataStoreConformance
 from groundkit.testing.conformance.rewriters import RewriterConformance
@@ -36,6 +39,7 @@ from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance
 __all__ = [
     "DIM",
     "ClaimJudgeConformance",
+    "IngestExecutorConformance",
     "MetadataStoreConformance",
     "PackStoreConformance",
     "RewriterConformance",

@@ -1,0 +1,220 @@
+"""Ingest on a Ray cluster: files prepared in Ray tasks, chunks embedded in Ray actors.
+
+The driver keeps what must happen once: discovery, the unchanged check's inputs,
+the reuse lookup and the commit. Tasks read, extract, chunk and analyse a group
+of files each (retried by Ray when their worker dies); each actor loads the
+embedding model once, checks it is the collection's, and embeds batches (restarted
+by Ray, its calls retried). Results come back in discovery order, so the one
+committer writes exactly what a local ingest writes (adr/0060-distributed-ingest-on-ray.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+from collections import deque
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
+from groundkit.ingestion.executor import FilePreparer, IngestPlan, PreparedFile
+from groundkit.providers.factory import EmbedderRecipe
+
+__all__ = ["RayExecutor"]
+
+logger = logging.getLogger("groundkit.ingest")
+
+_INSTALL = "pip install groundkit[ray]"
+
+
+def _import_ray() -> Any:
+    """Ray, imported on first use with its usage reporting off."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    try:
+        import ray  # extra: ray
+    except ImportError:
+        raise ConfigurationError(f"ingest on a Ray cluster needs Ray: {_INSTALL}") from None
+    return ray
+
+
+class RayExecutor:
+    """Prepares and embeds an ingest's files on the Ray cluster at ``address``.
+
+    ``address`` is ``"auto"`` (the cluster this host runs, or ``RAY_ADDRESS``), a
+    cluster's ``host:port``, or ``"local"`` (a throwaway Ray instance in this
+    process, for trying it out). ``num_workers`` embedding actors are started, each with
+    ``cpus_per_worker`` CPUs; files go to tasks ``files_per_task`` at a time. A task
+    or actor lost with its node is retried up to ``max_retries`` times. Every node
+    must see the source tree at the same path as the driver.
+    """
+
+    embeds = True
+
+    def __init__(
+        self,
+        address: str = "auto",
+        *,
+        num_workers: int = 1,
+        cpus_per_worker: float = 1.0,
+        files_per_task: int = 8,
+        max_retries: int = 3,
+    ) -> None:
+        if not isinstance(address, str) or not address.strip():
+            raise ConfigurationError("address must be 'auto' or a Ray cluster's host:port")
+        for name, value in (
+            ("num_workers", num_workers),
+            ("files_per_task", files_per_task),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not isinstance(cpus_per_worker, int | float) or cpus_per_worker <= 0:
+            raise ConfigurationError(f"cpus_per_worker must be > 0, got {cpus_per_worker!r}")
+        self.address = address.strip()
+        self.num_workers = num_workers
+        self.cpus_per_worker = float(cpus_per_worker)
+        self.files_per_task = files_per_task
+        self.max_retries = max_retries
+
+    def __repr__(self) -> str:
+        return f"RayExecutor(address={self.address!r}, num_workers={self.num_workers})"
+
+    async def run(self, plan: IngestPlan) -> AsyncIterator[PreparedFile]:
+        ray = _import_ray()
+        connected = await asyncio.to_thread(self._connect, ray)
+        actors: list[Any] = []
+        try:
+            async for item in self._pipeline(ray, plan, actors):
+                yield item
+        finally:
+            for actor in actors:
+                ray.kill(actor)
+            if connected:
+                await asyncio.to_thread(ray.shutdown)
+
+    def _connect(self, ray: Any) -> bool:
+        """Join the cluster unless this process already has; whether it joined now."""
+        if ray.is_initialized():
+            return False
+        local = {"include_dashboard": False} if self.address == "local" else {}
+        try:
+            ray.init(
+                address=self.address,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                namespace="groundkit",
+                **local,
+            )
+        except (ConnectionError, ValueError, RuntimeError) as exc:
+            raise ConfigurationError(
+                f"cannot reach the Ray cluster at {self.address!r}: {exc}"
+            ) from None
+        return True
+
+    async def _pipeline(
+        self, ray: Any, plan: IngestPlan, actors: list[Any]
+    ) -> AsyncIterator[PreparedFile]:
+        prepare = ray.remote(num_cpus=1, max_retries=self.max_retries)(_prepare_files)
+        shipped = ray.put(dataclasses.replace(plan, files=(), stored_hashes=None))
+        if plan.embedder is not None:
+            worker = ray.remote(
+                num_cpus=self.cpus_per_worker,
+                max_restarts=self.max_retries,
+                max_task_retries=self.max_retries,
+            )(_EmbedWorker)
+            actors += [
+                worker.options(scheduling_strategy="SPREAD").remote(plan.embedder, plan.identity)
+                for _ in range(self.num_workers)
+            ]
+        step = self.files_per_task
+        groups = [plan.files[i : i + step] for i in range(0, len(plan.files), step)]
+        window = 2 * self.num_workers + 2
+        reading: deque[Any] = deque()
+        embedding: deque[tuple[list[PreparedFile], list[str], Any]] = deque()
+        submitted = 0
+        turn = 0
+        while submitted < len(groups) or reading or embedding:
+            while submitted < len(groups) and len(reading) < window:
+                reading.append(prepare.remote(shipped, list(groups[submitted])))
+                submitted += 1
+            if reading:
+                items: list[PreparedFile] = await _result(reading.popleft(), self.max_retries)
+                hashes, texts = await _to_embed(plan, items)
+                job = None
+                if texts and actors:
+                    job = actors[turn % len(actors)].embed.remote(texts)
+                    turn += 1
+                embedding.append((items, hashes, job))
+            while embedding and (len(embedding) > window or not reading):
+                items, hashes, job = embedding.popleft()
+                vectors = await _result(job, self.max_retries) if job is not None else []
+                made = dict(zip(hashes, vectors, strict=True))
+                for item in items:
+                    if item.outcome == "prepared" and actors:
+                        item.vectors = {h: made[h] for h in item.hashes if h in made}
+                    yield item
+
+
+async def _to_embed(plan: IngestPlan, items: list[PreparedFile]) -> tuple[list[str], list[str]]:
+    """The chunk texts of ``items`` to embed: each once, none already stored."""
+    todo: dict[str, str] = {}
+    for item in items:
+        if item.outcome == "prepared":
+            for content_hash, text in zip(item.hashes, item.texts, strict=True):
+                todo.setdefault(content_hash, text)
+    if todo and plan.stored_hashes is not None:
+        for content_hash in await plan.stored_hashes(list(todo)):
+            todo.pop(content_hash, None)
+    return list(todo), list(todo.values())
+
+
+async def _result(ref: Any, retries: int) -> Any:
+    """A task's or actor call's value; a failure that outlived Ray's retries becomes a
+    groundkit error (a groundkit error raised on the worker is raised as it was)."""
+    try:
+        return await ref
+    except GroundkitError:
+        raise
+    except Exception as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, GroundkitError):
+            raise cause from None
+        raise IngestionError(
+            f"a Ray task failed after {retries} retries ({type(exc).__name__}): "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no message'}"
+        ) from None
+
+
+def _prepare_files(plan: IngestPlan, paths: list[str]) -> list[PreparedFile]:
+    """A Ray task: prepare a group of files (one failure per unreadable file)."""
+    preparer = FilePreparer(plan)
+    return [preparer.prepare(path) for path in paths]
+
+
+class _EmbedWorker:
+    """A Ray actor: the collection's embedder, rebuilt and loaded once, checked
+    against the identity the collection is bound to before any vector is made."""
+
+    def __init__(self, recipe: EmbedderRecipe, identity: tuple[str, str, int] | None) -> None:
+        from groundkit.providers.identity import identity_of
+
+        self._embedder = recipe.build()
+        load = getattr(self._embedder, "load", None)
+        if callable(load):
+            asyncio.run(load())
+        found = identity_of(self._embedder)
+        mine = (found.provider, found.model_name, found.dimensions)
+        if identity is not None and mine != identity:
+            raise ConfigurationError(
+                f"the embedder rebuilt on a Ray worker is {mine}, not the driver's {identity}: "
+                "the model must be the same on every node"
+            )
+
+    def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        return asyncio.run(self._embedder.embed_documents(texts))

@@ -1,0 +1,63 @@
+"""The ingest executor seam in-process: the conformance suite on ``LocalExecutor``, and
+what ``RayExecutor`` refuses before any cluster is involved."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from groundkit import (
+    Collection,
+    ConfigurationError,
+    LocalExecutor,
+    OpenAICompatibleEmbedder,
+    RayExecutor,
+)
+from groundkit.ingestion.ray_executor import _import_ray
+from groundkit.providers.factory import recipe_for
+from groundkit.testing.conformance import IngestExecutorConformance
+
+
+class TestLocalExecutorConformance(IngestExecutorConformance):
+    @pytest.fixture
+    def executor(self) -> LocalExecutor:
+        return LocalExecutor()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"address": " "}, "address"),
+        ({"num_workers": 0}, "num_workers"),
+        ({"num_workers": True}, "num_workers"),
+        ({"files_per_task": 0}, "files_per_task"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"cpus_per_worker": 0}, "cpus_per_worker"),
+    ],
+)
+def test_ray_executor_refuses_bad_settings(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        RayExecutor(**kwargs)  # type: ignore[arg-type]
+
+
+def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
+    with pytest.raises(ConfigurationError, match=r"pip install groundkit\[ray\]"):
+        _import_ray()
+
+
+def test_an_http_embedder_is_not_shipped_to_workers() -> None:
+    embedder = OpenAICompatibleEmbedder("m", base_url="http://127.0.0.1:9", dimensions=8)
+    with pytest.raises(ConfigurationError, match="key would travel"):
+        recipe_for(embedder)
+
+
+async def test_a_url_ingest_refuses_an_executor(tmp_path: Path) -> None:
+    async with Collection.open(index_dir=tmp_path) as col:
+        with pytest.raises(ConfigurationError, match="URL"):
+            await col.ingest("https://example.org/", executor=RayExecutor("auto"))
+        with pytest.raises(ConfigurationError, match="IngestExecutor"):
+            await col.ingest(tmp_path, executor=object())  # type: ignore[arg-type]
+        assert await col.generation() == 0
