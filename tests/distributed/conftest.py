@@ -36,6 +36,6 @@ def ray_cluster() -> Iterator[RayCluster]:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The files every distributed test ingests (a folder under a base directory)."""
     base = tmp_path_factory.mktemp("ray-corpus")
-    write_corpus(base / "docs", files=160)
+    write_corpus(base / "docs", files=700, paragraphs=2)
     yield base
     shutil.rmtree(base, ignore_errors=True)

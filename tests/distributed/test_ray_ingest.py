@@ -27,6 +27,8 @@ from groundkit import (
     RayExecutor,
     SentenceTransformerEmbedder,
 )
+from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig
+from groundkit.ingestion.executor import IngestPlan
 from groundkit.testing.conformance import IngestExecutorConformance
 from tests.distributed.cluster import (
     RayCluster,
@@ -120,20 +122,29 @@ async def test_local_executor_equals_a_local_ingest(
 async def test_a_file_a_worker_cannot_read_is_a_failure_naming_it(
     ray_cluster: RayCluster, tmp_path: Path
 ) -> None:
+    # As a node without the shared tree sees it: the driver listed a path that is not
+    # there for the worker (the test runs as a user that reads any file, so a missing
+    # path stands in for an unreadable one).
     docs = tmp_path / "docs"
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\nReadable text about refunds.\n", encoding="utf-8")
-    hidden = docs / "b.md"
-    hidden.write_text("# B\n\nText no worker may read.\n", encoding="utf-8")
-    hidden.chmod(0)
-    if os.access(hidden, os.R_OK):
-        pytest.skip("running as a user that reads any file")
-    async with Collection.open(index_dir=tmp_path / "index", base_dir=tmp_path) as col:
-        report = await col.ingest(docs, executor=RayExecutor(ray_cluster.address))
-    assert report.added == ["docs/a.md"]
-    (failure,) = report.failed
-    assert failure.source == "docs/b.md"
-    assert "cannot be read on host" in failure.reason and "same path" in failure.reason
+    plan = IngestPlan(
+        files=(str(docs / "a.md"), str(docs / "b.md")),
+        base_dir=str(tmp_path),
+        ingest=IngestConfig(),
+        chunking=ChunkingConfig(),
+        analyzer=AnalyzerConfig(),
+        fields={},
+        known={},
+    )
+    got = [i async for i in RayExecutor(ray_cluster.address).run(plan)]
+    assert [(i.source, i.outcome) for i in got] == [
+        ("docs/a.md", "prepared"),
+        ("docs/b.md", "failed"),
+    ]
+    reason = got[1].reason
+    assert reason.startswith("docs/b.md: cannot be read on host ")
+    assert "every node must see the source tree at the same path" in reason
 
 
 @pytest.fixture

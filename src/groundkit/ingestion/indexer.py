@@ -214,31 +214,17 @@ class Indexer:
             valid_as_of=valid_as_of,
         )
         if executor is not None:
-            plan = await self._plan(discovery.files, fields, known, writer, executor)
-            results = executor.run(plan)
-        for done, file in enumerate(discovery.files, start=1):
-            if executor is not None:
-                item = await anext(results, None)
-                if item is None:
-                    raise IngestionError(
-                        f"the executor returned {done - 1} results for {total} files"
-                    )
-                seen.add(to_relative(file, self._base))
-                with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
-                    warnings.extend(IngestWarning(source=item.source, reason=n) for n in item.notes)
-                    if item.outcome == "failed":
-                        failed.append(IngestFailure(source=item.source, reason=item.reason))
-                        span.set(outcome="failed")
-                    elif item.outcome == "unchanged":
-                        unchanged.append(item.source)
-                        span.set(outcome="unchanged")
-                    else:
-                        chunk_count = await writer.add_prepared(item)
-                        outcome = "updated" if item.source in known else "added"
-                        (updated if outcome == "updated" else added).append(item.source)
-                        span.set(outcome=outcome, chunk_count=chunk_count)
-                reporter.update("read", done=done, total=total)
-                continue
+            await self._execute(
+                executor,
+                discovery.files,
+                fields,
+                known,
+                writer,
+                reporter,
+                (added, updated, unchanged, failed, warnings, seen),
+            )
+        # With an executor every file was taken above; the loop below reads them here.
+        for done, file in enumerate(discovery.files if executor is None else [], start=1):
             source = to_relative(file, self._base)
             seen.add(source)
             with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
@@ -336,6 +322,52 @@ class Indexer:
     async def _vectors_present(self) -> bool:
         """Whether stored vectors may be reused (skips the lookups on a first ingest)."""
         return self._vectors is not None and await self._vectors.count() > 0
+
+    async def _execute(
+        self,
+        executor: IngestExecutor,
+        files: Sequence[Path],
+        fields: dict[str, FieldValue],
+        known: dict[str, DocumentState],
+        writer: _Writer,
+        reporter: Reporter,
+        tally: tuple[
+            list[str], list[str], list[str], list[IngestFailure], list[IngestWarning], set[str]
+        ],
+    ) -> None:
+        """Take ``executor``'s results in discovery order and commit the prepared ones;
+        the executor is closed (its workers released) however this ends."""
+        added, updated, unchanged, failed, warnings, seen = tally
+        plan = await self._plan(files, fields, known, writer, executor)
+        total = len(files)
+        results = executor.run(plan)
+        done = 0
+        try:
+            async for item in results:
+                if done == total:
+                    raise IngestionError(f"the executor returned more results than {total} files")
+                seen.add(to_relative(files[done], self._base))
+                done += 1
+                with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
+                    warnings.extend(IngestWarning(source=item.source, reason=n) for n in item.notes)
+                    if item.outcome == "failed":
+                        failed.append(IngestFailure(source=item.source, reason=item.reason))
+                        span.set(outcome="failed")
+                    elif item.outcome == "unchanged":
+                        unchanged.append(item.source)
+                        span.set(outcome="unchanged")
+                    else:
+                        chunk_count = await writer.add_prepared(item)
+                        outcome = "updated" if item.source in known else "added"
+                        (updated if outcome == "updated" else added).append(item.source)
+                        span.set(outcome=outcome, chunk_count=chunk_count)
+                reporter.update("read", done=done, total=total)
+        finally:
+            close = getattr(results, "aclose", None)
+            if close is not None:
+                await close()
+        if done != total:
+            raise IngestionError(f"the executor returned {done} results for {total} files")
 
     async def _plan(
         self,

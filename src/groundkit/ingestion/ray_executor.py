@@ -107,7 +107,7 @@ class RayExecutor:
             ray.init(
                 address=self.address,
                 log_to_driver=False,
-                logging_level=logging.WARNING,
+                logging_level=logging.ERROR,
                 namespace="groundkit",
                 **local,
             )
