@@ -83,18 +83,19 @@ class RayCluster:
         return [self.head.pid, *(w.pid for w in self.workers)]
 
     def add_worker(self, num_cpus: int) -> subprocess.Popen[bytes]:
-        """Start a worker node and wait until the cluster counts it."""
-        before = _alive_nodes(self.address)
+        """Start a worker node and wait until the cluster counts every node alive."""
         proc = _ray_start(
             ["--address", self.address, "--num-cpus", str(num_cpus)], self.temp_dir, "worker"
         )
         self.workers.append(proc)
-        _wait(lambda: _alive_nodes(self.address) > before, 90, "the worker node to join")
+        nodes = 1 + len(self.workers)
+        _wait(lambda: _alive_nodes(self.address) == nodes, 90, "the worker node to join")
         return proc
 
     def kill_worker(self, proc: subprocess.Popen[bytes]) -> None:
         """SIGKILL every process of a worker node (its session), as a lost machine."""
         _kill_session(proc)
+        self.workers.remove(proc)
 
     def stop(self) -> None:
         for proc in [*self.workers, self.head]:

@@ -61,3 +61,25 @@ async def test_a_url_ingest_refuses_an_executor(tmp_path: Path) -> None:
         with pytest.raises(ConfigurationError, match="IngestExecutor"):
             await col.ingest(tmp_path, executor=object())  # type: ignore[arg-type]
         assert await col.generation() == 0
+
+
+def test_grk_ray_options_are_checked_before_anything_opens(tmp_path: Path) -> None:
+    import subprocess
+
+    def grk(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "groundkit", *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+
+    (tmp_path / "a.md").write_text("# A\n\ntext\n", encoding="utf-8")
+    done = grk("ingest", "a.md", "--ray-workers", "2")
+    assert done.returncode == 2 and "--ray-workers goes with --ray" in done.stderr
+    done = grk("ingest", "--jsonl", "-", "--ray", "auto")
+    assert done.returncode == 2 and "--jsonl" in done.stderr
+    done = grk("ingest", "a.md", "--ray", "auto", "--ray-workers", "0")
+    assert done.returncode == 2 and "num_workers" in done.stderr
+    assert not (tmp_path / ".groundkit").exists()

@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import os
+import sys
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
@@ -128,8 +129,11 @@ class RayExecutor:
                 max_restarts=self.max_retries,
                 max_task_retries=self.max_retries,
             )(_EmbedWorker)
+            threads = max(1, int(self.cpus_per_worker))
             actors += [
-                worker.options(scheduling_strategy="SPREAD").remote(plan.embedder, plan.identity)
+                worker.options(scheduling_strategy="SPREAD").remote(
+                    plan.embedder, plan.identity, threads
+                )
                 for _ in range(self.num_workers)
             ]
         step = self.files_per_task
@@ -153,8 +157,9 @@ class RayExecutor:
                 embedding.append((items, hashes, job))
             while embedding and (len(embedding) > window or not reading):
                 items, hashes, job = embedding.popleft()
-                vectors = await _result(job, self.max_retries) if job is not None else []
-                made = dict(zip(hashes, vectors, strict=True))
+                made = {}
+                if job is not None:
+                    made = dict(zip(hashes, await _result(job, self.max_retries), strict=True))
                 for item in items:
                     if item.outcome == "prepared" and actors:
                         item.vectors = {h: made[h] for h in item.hashes if h in made}
@@ -201,9 +206,16 @@ class _EmbedWorker:
     """A Ray actor: the collection's embedder, rebuilt and loaded once, checked
     against the identity the collection is bound to before any vector is made."""
 
-    def __init__(self, recipe: EmbedderRecipe, identity: tuple[str, str, int] | None) -> None:
+    def __init__(
+        self, recipe: EmbedderRecipe, identity: tuple[str, str, int] | None, threads: int
+    ) -> None:
         from groundkit.providers.identity import identity_of
 
+        # As many math threads as CPUs this actor was given (Ray's default is one).
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(threads)
         self._embedder = recipe.build()
         load = getattr(self._embedder, "load", None)
         if callable(load):
