@@ -83,3 +83,19 @@ def test_grk_ray_options_are_checked_before_anything_opens(tmp_path: Path) -> No
     done = grk("ingest", "a.md", "--ray", "auto", "--ray-workers", "0")
     assert done.returncode == 2 and "num_workers" in done.stderr
     assert not (tmp_path / ".groundkit").exists()
+
+
+async def test_kept_sources_are_kept_through_an_executor(tmp_path: Path) -> None:
+    from groundkit import IngestConfig
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# A\n\nRefunds are paid in fourteen days.\n", encoding="utf-8")
+    config = IngestConfig(keep_sources=True)
+    async with Collection.open(index_dir=tmp_path / "i", base_dir=tmp_path, ingest=config) as col:
+        first = await col.ingest(docs, executor=LocalExecutor())
+        again = await col.ingest(docs, executor=LocalExecutor())
+        assert first.added == ["docs/a.md"] and again.unchanged == ["docs/a.md"]
+        (docs / "a.md").unlink()
+        report = await col.verify()
+        assert report.ok and report.kept_copy == 1

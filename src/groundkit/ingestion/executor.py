@@ -68,7 +68,8 @@ class IngestPlan:
 
 @dataclass(slots=True)
 class PreparedFile:
-    """One file's result: prepared (document, chunks, terms), unchanged, or failed.
+    """One file's result: prepared (document, chunks, terms), unchanged (with its
+    document when ``keep_sources`` asks for its text), or failed.
 
     ``vectors`` maps chunk content hashes to vectors the executor computed;
     hashes it did not embed (already stored) are looked up by the committer.
@@ -149,7 +150,11 @@ class FilePreparer:
             document = _with_fields(loaded, dict(plan.fields))
             notes = list(document.notes)
             if _unchanged(document, plan.known):
-                return PreparedFile(source=document.source, outcome="unchanged", notes=notes)
+                # Its text only when the driver keeps copies (it checks the stored one).
+                kept = document if plan.ingest.keep_sources else None
+                return PreparedFile(
+                    source=document.source, outcome="unchanged", document=kept, notes=notes
+                )
             document, chunks, terms = prepare_document(document, plan.chunking, self._analyzer)
         except IngestionError as exc:
             return PreparedFile(source=source, outcome="failed", reason=str(exc))

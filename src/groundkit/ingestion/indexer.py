@@ -354,6 +354,8 @@ class Indexer:
                         failed.append(IngestFailure(source=item.source, reason=item.reason))
                         span.set(outcome="failed")
                     elif item.outcome == "unchanged":
+                        if self._ingest.keep_sources and item.document is not None:
+                            await self._keep_unchanged(item.document)
                         unchanged.append(item.source)
                         span.set(outcome="unchanged")
                     else:
