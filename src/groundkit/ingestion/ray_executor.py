@@ -213,13 +213,13 @@ class _EmbedWorker:
 
         # As many math threads as CPUs this actor was given (Ray's default is one).
         os.environ["OMP_NUM_THREADS"] = str(threads)
-        torch = sys.modules.get("torch")
-        if torch is not None:
-            torch.set_num_threads(threads)
         self._embedder = recipe.build()
         load = getattr(self._embedder, "load", None)
         if callable(load):
             asyncio.run(load())
+        torch = sys.modules.get("torch")
+        if torch is not None:  # loaded with the model: held to this actor's CPUs
+            torch.set_num_threads(threads)
         found = identity_of(self._embedder)
         mine = (found.provider, found.model_name, found.dimensions)
         if identity is not None and mine != identity:
