@@ -19,7 +19,7 @@ from tests.distributed.corpus import write_corpus
 loopback_driver()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[RayCluster]:
     pytest.importorskip("ray")
     try:
@@ -32,7 +32,7 @@ def ray_cluster() -> Iterator[RayCluster]:
         cluster.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """The files every distributed test ingests (a folder under a base directory)."""
     base = tmp_path_factory.mktemp("ray-corpus")
