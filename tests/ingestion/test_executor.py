@@ -33,6 +33,7 @@ class TestLocalExecutorConformance(IngestExecutorConformance):
         ({"num_workers": 0}, "num_workers"),
         ({"num_workers": True}, "num_workers"),
         ({"files_per_task": 0}, "files_per_task"),
+        ({"embed_batch": 0}, "embed_batch"),
         ({"max_retries": -1}, "max_retries"),
         ({"cpus_per_worker": 0}, "cpus_per_worker"),
     ],

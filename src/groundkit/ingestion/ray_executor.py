@@ -49,7 +49,9 @@ class RayExecutor:
     ``address`` is ``"auto"`` (the cluster this host runs, or ``RAY_ADDRESS``), a
     cluster's ``host:port``, or ``"local"`` (a throwaway Ray instance in this
     process, for trying it out). ``num_workers`` embedding actors are started, each with
-    ``cpus_per_worker`` CPUs; files go to tasks ``files_per_task`` at a time. A task
+    ``cpus_per_worker`` CPUs; files go to tasks ``files_per_task`` at a time, and the
+    chunk texts of several tasks are gathered into calls of at least ``embed_batch``
+    texts (the model is faster on a large batch than on many small ones). A task
     or actor lost with its node is retried up to ``max_retries`` times. Every node
     must see the source tree at the same path as the driver.
     """
@@ -63,6 +65,7 @@ class RayExecutor:
         num_workers: int = 1,
         cpus_per_worker: float = 1.0,
         files_per_task: int = 8,
+        embed_batch: int = 256,
         max_retries: int = 3,
     ) -> None:
         if not isinstance(address, str) or not address.strip():
@@ -70,6 +73,7 @@ class RayExecutor:
         for name, value in (
             ("num_workers", num_workers),
             ("files_per_task", files_per_task),
+            ("embed_batch", embed_batch),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
@@ -81,6 +85,7 @@ class RayExecutor:
         self.num_workers = num_workers
         self.cpus_per_worker = float(cpus_per_worker)
         self.files_per_task = files_per_task
+        self.embed_batch = embed_batch
         self.max_retries = max_retries
 
     def __repr__(self) -> str:
@@ -141,20 +146,28 @@ class RayExecutor:
         window = 2 * self.num_workers + 2
         reading: deque[Any] = deque()
         embedding: deque[tuple[list[PreparedFile], list[str], Any]] = deque()
+        # Prepared files whose texts wait for a full embedding call, in order.
+        gathered: list[PreparedFile] = []
+        todo: dict[str, str] = {}
         submitted = 0
         turn = 0
-        while submitted < len(groups) or reading or embedding:
+        while submitted < len(groups) or reading or gathered or embedding:
             while submitted < len(groups) and len(reading) < window:
                 reading.append(prepare.remote(shipped, list(groups[submitted])))
                 submitted += 1
             if reading:
                 items: list[PreparedFile] = await _result(reading.popleft(), self.max_retries)
                 hashes, texts = await _to_embed(plan, items)
+                gathered += items
+                for content_hash, text in zip(hashes, texts, strict=True):
+                    todo.setdefault(content_hash, text)
+            if gathered and (len(todo) >= self.embed_batch or not reading):
                 job = None
-                if texts and actors:
-                    job = actors[turn % len(actors)].embed.remote(texts)
+                if todo and actors:
+                    job = actors[turn % len(actors)].embed.remote(list(todo.values()))
                     turn += 1
-                embedding.append((items, hashes, job))
+                embedding.append((gathered, list(todo), job))
+                gathered, todo = [], {}
             while embedding and (len(embedding) > window or not reading):
                 items, hashes, job = embedding.popleft()
                 made = {}
