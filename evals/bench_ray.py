@@ -41,11 +41,11 @@ _MISSED = [
     "the cluster's own processes (two node "
     "managers, the GCS, log monitors, the reading tasks' workers) and the driver's commit "
     "share the same two cores as the embedding actor, whose torch threads wait on each "
-    "other whenever one is preempted; chunks reach the actor in small batches (one task's "
-    "files at a time) where the local ingest embeds thousands at once, longest first; and "
+    "other whenever one is preempted; an embedding call holds a few hundred texts "
+    "(`embed_batch`) where the local ingest sorts thousands by length before batching; and "
     "the machine ran other work meanwhile (the load above), which slows the many-process "
     "path more than the one-process one. On nodes that only embed, with the driver "
-    "elsewhere, the first two do not apply; that has not been measured here.",
+    "elsewhere, the first does not apply; that has not been measured here.",
 ]
 
 
