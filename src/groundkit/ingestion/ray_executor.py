@@ -132,7 +132,11 @@ class RayExecutor:
             worker = ray.remote(
                 num_cpus=self.cpus_per_worker,
                 max_restarts=self.max_retries,
-                max_task_retries=self.max_retries,
+                # A call to an actor whose node is lost is retried until the actor is
+                # back (restarted elsewhere) or dead for good, which ``max_restarts``
+                # bounds: a count of quick retries can run out before the cluster has
+                # even noticed the node is gone.
+                max_task_retries=-1,
             )(_EmbedWorker)
             threads = max(1, int(self.cpus_per_worker))
             actors += [
