@@ -13,7 +13,16 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, Protocol, Self, TypeVar, overload, runtime_checkable
+from typing import (
+    Any,
+    Literal,
+    Protocol,
+    Self,
+    TypeVar,
+    get_args,
+    overload,
+    runtime_checkable,
+)
 
 import numpy.typing as npt
 from pydantic import (
@@ -129,19 +138,13 @@ AnswerVerdict = Literal[
     "unresolvable",
     "no_claim",
 ]
-# The verdicts that make an answer fail a grounding check.
-ANSWER_PROBLEMS: frozenset[str] = frozenset(
-    {
-        "weak",
-        "unsupported",
-        "contradicted",
-        "misquoted",
-        "uncited",
-        "dangling",
-        "drifted",
-        "unresolvable",
-    }
-)
+# The verdicts that make an answer fail a grounding check: all but these three, so a new
+# verdict is a problem until it is said otherwise.
+ANSWER_PROBLEMS: frozenset[str] = frozenset(get_args(AnswerVerdict)) - {
+    "quoted",
+    "supported",
+    "no_claim",
+}
 
 
 # Document metadata key holding the offset where each page of the text begins
