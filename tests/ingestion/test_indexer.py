@@ -11,6 +11,7 @@ from groundkit import (
     Analyzer,
     AnalyzerConfig,
     ChunkingConfig,
+    ConfigurationError,
     Document,
     Indexer,
     IndexIdentityError,
@@ -18,6 +19,7 @@ from groundkit import (
     IngestionError,
     IngestProgress,
     LoaderProtocol,
+    LocalExecutor,
     SQLiteMetadataStore,
 )
 from groundkit.storage.names import document_id_for
@@ -269,6 +271,19 @@ class UpperCaseNotesLoader:
             content=path.read_text(encoding="utf-8"),
             metadata={"loader": "notes"},
         )
+
+
+async def test_an_executor_refuses_a_custom_loader(
+    store: SQLiteMetadataStore, tmp_path: Path
+) -> None:
+    base = tmp_path / "base"
+    write_tree(base, {"x.notes": "field notes about herons"})
+    loader = UpperCaseNotesLoader()
+    indexer = Indexer(store, base, loader=loader, ingest=IngestConfig(extensions=(".notes",)))
+    with pytest.raises(ConfigurationError, match="UpperCaseNotesLoader"):
+        await indexer.ingest(base, executor=LocalExecutor())
+    assert await document_sources(store) == []
+    assert await store.get_analyzer() is None  # refused before the collection is bound
 
 
 async def test_custom_loader(store: SQLiteMetadataStore, tmp_path: Path) -> None:

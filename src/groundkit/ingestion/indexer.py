@@ -156,6 +156,14 @@ class Indexer:
         """
         fields = _argument_fields(metadata)
         version_start(valid_as_of, time.time())  # refused before anything is read
+        if executor is not None and not isinstance(self._loader, RoutingLoader):
+            # An executor rebuilds the built-in loaders from the config where it reads;
+            # a loader object of the caller's own would be silently left out.
+            raise ConfigurationError(
+                "an executor reads files with groundkit's own loaders, rebuilt from the "
+                f"IngestConfig; this ingest was given {type(self._loader).__name__}: "
+                "ingest without an executor to use it"
+            )
         with traced(SPAN_INGEST, collection=self.collection) as span:
             report = await self._ingest_path(path, progress, fields, valid_as_of, executor)
             span.set(**_report_counts(report))
