@@ -34,6 +34,7 @@ from groundkit.storage.snapshots import (
     KEPT_SUFFIX,
     ORPHAN_GRACE_SECONDS,
     KeptCopyError,
+    ObjectSnapshots,
     kept_name,
     pack_kept,
     unpack_kept,
@@ -343,3 +344,65 @@ async def test_a_store_that_cannot_keep_bytes_is_refused_before_anything_is_read
             Indexer(store, tmp_path, ingest=KEEP)
     finally:
         await store.close()
+
+
+async def test_an_unchanged_ingest_checks_object_store_copies_with_one_listing(
+    postgres_dsn: str,
+    fresh: str,
+    bucket: str,
+    s3_server: S3Server,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No copy is read back per file; one whose listed size is not what its text packs to
+    is written again."""
+    base = tmp_path / "writer"
+    base.mkdir()
+    (base / "notes.md").write_text(NOTES, encoding="utf-8")
+    (base / "other.md").write_text("Green tea is brewed at eighty degrees.\n", encoding="utf-8")
+    storage = f"s3://{bucket}/groundkit"
+    reads: list[str] = []
+    listings: list[int] = []
+    read, sizes = ObjectSnapshots.read, ObjectSnapshots.sizes
+
+    async def counted_read(self: ObjectSnapshots, name: str) -> bytes:
+        reads.append(name)
+        return await read(self, name)
+
+    async def counted_sizes(self: ObjectSnapshots) -> dict[str, int]:
+        listings.append(1)
+        return await sizes(self)
+
+    monkeypatch.setattr(ObjectSnapshots, "read", counted_read)
+    monkeypatch.setattr(ObjectSnapshots, "sizes", counted_sizes)
+    async with Collection.open(
+        name=fresh,
+        metadata_url=postgres_dsn,
+        storage_uri=storage,
+        embedder=ToyEmbedder(),
+        base_dir=base,
+        ingest=KEEP,
+    ) as col:
+        assert not (await col.ingest(base)).failed
+        reads.clear()
+        listings.clear()
+        assert len((await col.ingest(base)).unchanged) == 2
+        assert reads == [] and listings == [1]
+        (key,) = [
+            k for k in s3_server.keys(bucket) if k.endswith(KEPT_SUFFIX) and sha256_text(NOTES) in k
+        ]
+        store = ObjectSnapshots(f"s3://{bucket}/{key.rsplit('/', 1)[0]}", s3_server.storage_options)
+        name = key.rsplit("/", 1)[1]
+        await store.write_bytes(name, b"damaged")
+        assert len((await col.ingest(base)).unchanged) == 2
+        assert unpack_kept(await read(store, name), name) == NOTES
+        hit = await oolong(col)
+    async with Collection.open(
+        name=fresh,
+        metadata_url=postgres_dsn,
+        storage_uri=storage,
+        embedder=ToyEmbedder(),
+        base_dir=tmp_path,
+    ) as col:
+        result = await col.verify(hit)
+        assert (result.verification, result.read_from) == ("verified", "kept copy")

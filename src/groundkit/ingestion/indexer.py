@@ -66,6 +66,7 @@ from groundkit.storage.snapshots import (
     as_snapshot_store,
     kept_name,
     names_of,
+    pack_kept,
     store_kept,
     store_text,
     text_name,
@@ -255,7 +256,7 @@ class Indexer:
                         if self._ingest.keep_sources:
                             # Its row names this copy: put it there if it is not (a
                             # collection that kept none before, or a copy removed).
-                            await self._keep_unchanged(document)
+                            await self._keep_unchanged(document, writer)
                         unchanged.append(document.source)
                         span.set(outcome="unchanged")
                     else:
@@ -363,7 +364,7 @@ class Indexer:
                         span.set(outcome="failed")
                     elif item.outcome == "unchanged":
                         if self._ingest.keep_sources and item.document is not None:
-                            await self._keep_unchanged(item.document)
+                            await self._keep_unchanged(item.document, writer)
                         unchanged.append(item.source)
                         span.set(outcome="unchanged")
                     else:
@@ -646,10 +647,20 @@ class Indexer:
         name = kept_name(document.document_id, document.content_hash)
         return await store_kept(self._snapshots, name, document.content)
 
-    async def _keep_unchanged(self, document: Document) -> None:
+    async def _keep_unchanged(self, document: Document, writer: _Writer) -> None:
         """An unchanged file's kept copy, put back when missing or unusable. A failure
-        is logged, not fatal: the row stands, and its citations read the file."""
+        is logged, not fatal: the row stands, and its citations read the file.
+
+        On an object store a copy listed at the size its text packs to is taken as
+        there (one listing per ingest, not a request per file); a local copy is read
+        back and checked. Either way a citation checks the copy against its hash
+        whenever it reads one."""
         try:
+            listed = await writer.kept_sizes()
+            if listed is not None:
+                name = kept_name(document.document_id, document.content_hash)
+                if listed.get(name) == len(pack_kept(document.content)):
+                    return
             await self.keep_copy(document)
         except OSError as exc:
             logger.warning("could not keep a source's text: %s", exc.strerror or exc)
@@ -907,6 +918,18 @@ class _Writer:
         self.chunks_reused = 0
         # Documents left out because their text could not be stored first.
         self.failed: list[IngestFailure] = []
+        self._kept_sizes: dict[str, int] | None = None
+        self._kept_listed = False
+
+    async def kept_sizes(self) -> dict[str, int] | None:
+        """The snapshot store's ``{name: size}``, listed once for this ingest; None for a
+        store that lists no sizes (a local directory: its copies are read back)."""
+        if not self._kept_listed:
+            self._kept_listed = True
+            sizes = getattr(self._indexer._snapshots, "sizes", None)
+            if callable(sizes):
+                self._kept_sizes = await sizes()
+        return self._kept_sizes
 
     async def add(self, document: Document) -> int:
         """Prepare ``document`` (chunk and analyse) and queue it; returns its chunk count."""

@@ -484,6 +484,20 @@ class ObjectSnapshots:
         """The names stored (temp names left out; object puts have none)."""
         return {n for n in await self._listing() if not n.endswith(SNAPSHOT_TEMP_SUFFIX)}
 
+    async def sizes(self) -> dict[str, int]:
+        """``{name: size in bytes}`` of the objects under the prefix, from one listing:
+        an ingest checks its unchanged files' kept copies with it, where reading each
+        back would cost a request per file."""
+        fs, root = self._filesystem()
+
+        def listing() -> dict[str, int]:
+            from pyarrow import fs as pafs  # extra: dense
+
+            listed = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+            return {info.base_name: int(info.size) for info in listed if info.is_file}
+
+        return await asyncio.to_thread(listing)
+
     async def keep(self, name: str, content: str) -> bool:
         """False: an object's time is renewed only by writing it again, which the caller
         then does (as cheap as reading it back to compare)."""
