@@ -375,14 +375,13 @@ async def test_an_unchanged_ingest_checks_object_store_copies_with_one_listing(
 
     monkeypatch.setattr(ObjectSnapshots, "read", counted_read)
     monkeypatch.setattr(ObjectSnapshots, "sizes", counted_sizes)
-    async with Collection.open(
-        name=fresh,
-        metadata_url=postgres_dsn,
-        storage_uri=storage,
-        embedder=ToyEmbedder(),
-        base_dir=base,
-        ingest=KEEP,
-    ) as col:
+    shared: dict[str, Any] = {
+        "name": fresh,
+        "metadata_url": postgres_dsn,
+        "storage_uri": storage,
+        "embedder": ToyEmbedder(),
+    }
+    async with Collection.open(**shared, base_dir=base, ingest=KEEP) as col:
         assert not (await col.ingest(base)).failed
         reads.clear()
         listings.clear()
@@ -397,12 +396,6 @@ async def test_an_unchanged_ingest_checks_object_store_copies_with_one_listing(
         assert len((await col.ingest(base)).unchanged) == 2
         assert unpack_kept(await read(store, name), name) == NOTES
         hit = await oolong(col)
-    async with Collection.open(
-        name=fresh,
-        metadata_url=postgres_dsn,
-        storage_uri=storage,
-        embedder=ToyEmbedder(),
-        base_dir=tmp_path,
-    ) as col:
+    async with Collection.open(**shared, base_dir=tmp_path) as col:
         result = await col.verify(hit)
         assert (result.verification, result.read_from) == ("verified", "kept copy")
