@@ -208,12 +208,7 @@ class Indexer:
             known = await self._store.document_states(sources=[prefix])
         else:
             known = await self._store.document_states(under=None if prefix == "." else prefix)
-        added: list[str] = []
-        updated: list[str] = []
-        unchanged: list[str] = []
-        failed: list[IngestFailure] = []
-        warnings: list[IngestWarning] = []
-        seen: set[str] = set()
+        tally = _Tally(known)
         total = len(discovery.files)
         reporter.update("discover", done=total, total=total)
         writer = _Writer(
@@ -223,19 +218,11 @@ class Indexer:
             valid_as_of=valid_as_of,
         )
         if executor is not None:
-            await self._execute(
-                executor,
-                discovery.files,
-                fields,
-                known,
-                writer,
-                reporter,
-                (added, updated, unchanged, failed, warnings, seen),
-            )
+            await self._execute(executor, discovery.files, fields, writer, reporter, tally)
         # With an executor every file was taken above; the loop below reads them here.
         for done, file in enumerate(discovery.files if executor is None else [], start=1):
             source = to_relative(file, self._base)
-            seen.add(source)
+            tally.seen.add(source)
             with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
                 try:
                     # Before any loader runs: a name that is not UTF-8 could not be
@@ -248,50 +235,38 @@ class Indexer:
                         await self._loader.load(file, base_dir=self._base), fields
                     )
                     span.set(source_class=document.source_class)
-                    warnings.extend(
-                        IngestWarning(source=document.source, reason=note)
-                        for note in document.notes
-                    )
+                    tally.note(document.source, document.notes)
                     if _unchanged(document, known):
-                        if self._ingest.keep_sources:
-                            # Its row names this copy: put it there if it is not (a
-                            # collection that kept none before, or a copy removed).
-                            await self._keep_unchanged(document, writer)
-                        unchanged.append(document.source)
-                        span.set(outcome="unchanged")
+                        await self._unchanged_file(document, writer, tally, span)
                     else:
-                        chunk_count = await writer.add(document)
-                        outcome = "updated" if document.source in known else "added"
-                        (updated if outcome == "updated" else added).append(document.source)
-                        span.set(outcome=outcome, chunk_count=chunk_count)
+                        tally.stored(document.source, await writer.add(document), span)
                 except IngestionError as exc:
-                    failed.append(IngestFailure(source=source, reason=str(exc)))
+                    tally.fail(source, str(exc), span)
                     span.fail(exc)
-                    span.set(outcome="failed")
                     # The reason names the source (a path or URL): DEBUG only.
                     logger.info("a document failed to ingest (%s)", kind_of(exc))
                     logger.debug("ingest failed: %s", exc)
             reporter.update("read", done=done, total=total)
         await writer.finish()
-        failed += writer.failed
+        tally.failed += writer.failed
         lost = {f.source for f in writer.failed}
         before = time.time()
-        removed = await self._prune(root, known, seen)
+        removed = await self._prune(root, known, tally.seen)
         await self._sync_vectors(writer)
-        if (removed or updated) and await self._has_kept_copies():
+        if (removed or tally.updated) and await self._has_kept_copies():
             # Deleted files' copies and replaced texts' go now (a current row's is
             # kept); see ``sweep_snapshots``.
             await self.sweep_snapshots(
-                [document_id_for(s) for s in [*removed, *updated]], gone_before=before
+                [document_id_for(s) for s in [*removed, *tally.updated]], gone_before=before
             )
         reporter.finish()
         return IngestReport(
-            added=sorted(s for s in added if s not in lost),
-            updated=sorted(s for s in updated if s not in lost),
-            unchanged=sorted(unchanged),
+            added=sorted(s for s in tally.added if s not in lost),
+            updated=sorted(s for s in tally.updated if s not in lost),
+            unchanged=sorted(tally.unchanged),
             removed=removed,
-            failed=sorted(failed, key=lambda f: f.source),
-            warnings=sorted(warnings, key=lambda w: w.source),
+            failed=sorted(tally.failed, key=lambda f: f.source),
+            warnings=sorted(tally.warnings, key=lambda w: w.source),
             skipped=discovery.skipped,
             embedded=writer.documents_embedded,
             chunks_embedded=writer.chunks_embedded,
@@ -337,17 +312,13 @@ class Indexer:
         executor: IngestExecutor,
         files: Sequence[Path],
         fields: dict[str, FieldValue],
-        known: dict[str, DocumentState],
         writer: _Writer,
         reporter: Reporter,
-        tally: tuple[
-            list[str], list[str], list[str], list[IngestFailure], list[IngestWarning], set[str]
-        ],
+        tally: _Tally,
     ) -> None:
         """Take ``executor``'s results in discovery order and commit the prepared ones;
         the executor is closed (its workers released) however this ends."""
-        added, updated, unchanged, failed, warnings, seen = tally
-        plan = await self._plan(files, fields, known, writer, executor)
+        plan = await self._plan(files, fields, tally.known, writer, executor)
         total = len(files)
         results = executor.run(plan)
         done = 0
@@ -355,23 +326,19 @@ class Indexer:
             async for item in results:
                 if done == total:
                     raise IngestionError(f"the executor returned more results than {total} files")
-                seen.add(to_relative(files[done], self._base))
+                tally.seen.add(to_relative(files[done], self._base))
                 done += 1
                 with traced(SPAN_INGEST_DOCUMENT, collection=self.collection) as span:
-                    warnings.extend(IngestWarning(source=item.source, reason=n) for n in item.notes)
+                    tally.note(item.source, item.notes)
                     if item.outcome == "failed":
-                        failed.append(IngestFailure(source=item.source, reason=item.reason))
-                        span.set(outcome="failed")
+                        tally.fail(item.source, item.reason, span)
+                    elif item.outcome == "unchanged" and item.document is not None:
+                        await self._unchanged_file(item.document, writer, tally, span)
                     elif item.outcome == "unchanged":
-                        if self._ingest.keep_sources and item.document is not None:
-                            await self._keep_unchanged(item.document, writer)
-                        unchanged.append(item.source)
+                        tally.unchanged.append(item.source)
                         span.set(outcome="unchanged")
                     else:
-                        chunk_count = await writer.add_prepared(item)
-                        outcome = "updated" if item.source in known else "added"
-                        (updated if outcome == "updated" else added).append(item.source)
-                        span.set(outcome=outcome, chunk_count=chunk_count)
+                        tally.stored(item.source, await writer.add_prepared(item), span)
                 reporter.update("read", done=done, total=total)
         finally:
             close = getattr(results, "aclose", None)
@@ -647,6 +614,16 @@ class Indexer:
         name = kept_name(document.document_id, document.content_hash)
         return await store_kept(self._snapshots, name, document.content)
 
+    async def _unchanged_file(
+        self, document: Document, writer: _Writer, tally: _Tally, span: traced
+    ) -> None:
+        if self._ingest.keep_sources:
+            # Its row names this copy: put it there if it is not (a collection that
+            # kept none before, or a copy removed).
+            await self._keep_unchanged(document, writer)
+        tally.unchanged.append(document.source)
+        span.set(outcome="unchanged")
+
     async def _keep_unchanged(self, document: Document, writer: _Writer) -> None:
         """An unchanged file's kept copy, put back when missing or unusable. A failure
         is logged, not fatal: the row stands, and its citations read the file.
@@ -885,6 +862,31 @@ class _VectorJob:
     texts: list[str]
     # Vectors already made for some of its chunks (by an executor), by content hash.
     ready: dict[str, npt.NDArray[np.float32]] | None = None
+
+
+class _Tally:
+    """What one file ingest did to each file, for its report (either loop fills it)."""
+
+    def __init__(self, known: dict[str, DocumentState]) -> None:
+        self.known = known
+        self.added: list[str] = []
+        self.updated: list[str] = []
+        self.unchanged: list[str] = []
+        self.failed: list[IngestFailure] = []
+        self.warnings: list[IngestWarning] = []
+        self.seen: set[str] = set()
+
+    def note(self, source: str, notes: Sequence[str]) -> None:
+        self.warnings.extend(IngestWarning(source=source, reason=n) for n in notes)
+
+    def fail(self, source: str, reason: str, span: traced) -> None:
+        self.failed.append(IngestFailure(source=source, reason=reason))
+        span.set(outcome="failed")
+
+    def stored(self, source: str, chunk_count: int, span: traced) -> None:
+        outcome = "updated" if source in self.known else "added"
+        (self.updated if outcome == "updated" else self.added).append(source)
+        span.set(outcome=outcome, chunk_count=chunk_count)
 
 
 class _Writer:
