@@ -96,6 +96,7 @@ __all__ = [
     "SearchResponse",
     "SourceClass",
     "Verification",
+    "citation_for",
     "end_page_at",
     "fields_of",
     "heading_path_at",
@@ -103,6 +104,7 @@ __all__ = [
     "page_at",
     "record_id_of",
     "record_source",
+    "trusted",
 ]
 
 SourceClass = Literal["text", "extracted", "snapshot", "record"]
@@ -660,6 +662,101 @@ class Citation(_Frozen):
 ContextKind = Literal["parent", "window"]
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+# The slots every pydantic model instance has, set directly (what ``model_construct``
+# does through ``object.__setattr__``, minus its per-field bookkeeping).
+_set_values = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
+def trusted(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> _Model:
+    """A ``cls`` holding ``values`` (every field, none extra) as they are, unvalidated.
+
+    For values already checked (a stored row, a result's own fields): the caller
+    answers for them. ``fields_set`` is the instance's own set (pydantic's
+    ``model_copy(update=...)`` adds to it in place). Only for models without
+    private attributes or extra fields, which all of these contracts are.
+    """
+    model = cls.__new__(cls)
+    _set_values(model, values)
+    _set_fields_set(model, fields_set)
+    _set_extra(model, None)
+    _set_private(model, None)
+    return model
+
+
+_CITATION_FIELDS = frozenset(Citation.model_fields)
+_SOURCE_CLASSES: frozenset[str] = frozenset(get_args(SourceClass))
+
+
+def citation_for(
+    *,
+    document_id: str,
+    chunk_id: str,
+    source: str,
+    source_class: SourceClass,
+    extractor: str | None,
+    start_offset: int,
+    end_offset: int,
+    metadata: Mapping[str, Any],
+    version: int | None,
+) -> Citation:
+    """The citation of a stored span, its pages read from ``metadata``.
+
+    Equal to ``Citation(...)`` of the same values. Values that pass the model's
+    checks in one expression (what every stored row and every result holds) are
+    set without running the validator, which cost as much as reading the row;
+    any other value goes through the validated constructor, which raises as it
+    always has. A test pins the two together.
+    """
+    page = page_at(metadata, start_offset)
+    end_page = end_page_at(metadata, start_offset, end_offset)
+    if (
+        type(document_id) is str
+        and type(chunk_id) is str
+        and type(source) is str
+        and source_class in _SOURCE_CLASSES
+        and (
+            extractor is None
+            if source_class != "extracted"
+            else (type(extractor) is str and bool(extractor))
+        )
+        and type(start_offset) is int
+        and type(end_offset) is int
+        and 0 <= start_offset <= end_offset
+        and (version is None or (type(version) is int and version >= 1))
+        and (page is None or page >= 1)
+        and (end_page is None or (page is not None and end_page >= page))
+    ):
+        values = {
+            "document_id": document_id,
+            "chunk_id": chunk_id,
+            "source": source,
+            "source_class": source_class,
+            "extractor": extractor,
+            "start_offset": start_offset,
+            "end_offset": end_offset,
+            "page": page,
+            "version": version,
+            "end_page": end_page,
+        }
+        return trusted(Citation, values, set(_CITATION_FIELDS))
+    return Citation(
+        document_id=document_id,
+        chunk_id=chunk_id,
+        source=source,
+        source_class=source_class,
+        extractor=extractor,
+        start_offset=start_offset,
+        end_offset=end_offset,
+        page=page,
+        version=version,
+        end_page=end_page,
+    )
+
+
 class ContextSpan(_Frozen):
     """The passage around a result, for reading: an exact slice of the same source.
 
@@ -757,7 +854,7 @@ class RetrievalResult(_Frozen):
     @property
     def citation(self) -> Citation:
         """The verifiable pointer for this result."""
-        return Citation(
+        return citation_for(
             document_id=self.document_id,
             chunk_id=self.chunk_id,
             source=self.source,
@@ -765,9 +862,8 @@ class RetrievalResult(_Frozen):
             extractor=self.extractor,
             start_offset=self.start_offset,
             end_offset=self.end_offset,
-            page=page_at(self.metadata, self.start_offset),
+            metadata=self.metadata,
             version=self.version,
-            end_page=end_page_at(self.metadata, self.start_offset, self.end_offset),
         )
 
 

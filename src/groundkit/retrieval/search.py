@@ -38,6 +38,7 @@ from groundkit.contracts import (
     SearchResponse,
     fields_of,
     metadata_without_gaps,
+    trusted,
 )
 from groundkit.errors import (
     ConfigurationError,
@@ -468,9 +469,14 @@ class Retriever:
             logger.warning("%d hits dropped: their documents changed after open()", stale)
         # Built from already-valid parts; skipping re-validation of every result
         # matters on small corpora, where it cost as much as scoring.
-        return SearchResponse.model_construct(
-            query=query, mode=mode, results=results, total_results=len(results), metadata=meta
-        )
+        values = {
+            "query": query,
+            "mode": mode,
+            "results": results,
+            "total_results": len(results),
+            "metadata": meta,
+        }
+        return trusted(SearchResponse, values, set(_RESPONSE_FIELDS))
 
     async def _attach_evidence(
         self, query: str, results: list[RetrievalResult], served: SearchMode, search: _Pass
@@ -496,9 +502,10 @@ class Retriever:
             home=asyncio.get_running_loop(),
             hybrid=served == "hybrid",
         )
+        add, deferred, evidence = batch.add, Evidence.deferred, batch.evidence
         for result in results:
-            slot = batch.add(result.content, result.start_offset)
-            result.__dict__["evidence"] = Evidence.deferred(batch.evidence, slot)
+            values = result.__dict__
+            values["evidence"] = deferred(evidence, add(values["content"], values["start_offset"]))
             result.__pydantic_fields_set__.add("evidence")
 
     async def _ranked_all(
@@ -758,13 +765,21 @@ class Retriever:
         """
         rows = await self._rows_for_keys([h.key for h in hits], view)
         found: list[tuple[StoredChunk, float]] = []
-        for hit in hits:
-            stored = rows.get(hit.key)
-            if stored is None or not _in_view(stored, view):
-                continue
-            found.append((stored, hit.score))
+        tied = False
+        if view.as_of is None:
+            for key, score, hit_tied in hits:
+                stored = rows.get(key)
+                if stored is not None and stored.valid_to is None:
+                    found.append((stored, score))
+                tied = tied or hit_tied
+        else:
+            for key, score, hit_tied in hits:
+                stored = rows.get(key)
+                if stored is not None and _in_view(stored, view):
+                    found.append((stored, score))
+                tied = tied or hit_tied
         stale = len(hits) - len(found)
-        if any(h.tied for h in hits):
+        if tied:
             found.sort(key=_canonical)
         return found[:k], stale
 
@@ -772,9 +787,9 @@ class Retriever:
         self, hits: list[_Hit], wanted: frozenset[str], k: int, view: View
     ) -> tuple[list[RetrievalResult], int]:
         found, stale = await self._rows_in_order(hits, k, view)
-        spans, name = self._analyzer.spans, self.collection
+        spans, name, deferred = self._analyzer.spans, self.collection, Highlights.deferred
         results = [
-            result_from_row(stored, score, Highlights.deferred(spans, stored.content, wanted), name)
+            result_from_row(stored, score, deferred(spans, stored.content, wanted), name)
             for stored, score in found
         ]
         return results, stale
@@ -897,6 +912,7 @@ def validate_request(query: object, top_k: object, mode: object, config: Retriev
 
 
 _RESULT_FIELDS = frozenset(RetrievalResult.model_fields)
+_RESPONSE_FIELDS = frozenset(SearchResponse.model_fields)
 # Fields left unset (as the constructor would leave them) when their value is None.
 _OPTIONAL_FIELDS = ("highlights", "collection")
 # Unset until the search attaches evidence (and, when asked, context) to the final results.
@@ -929,35 +945,27 @@ def result_from_row(
     metadata = stored.metadata
     if GAPS_KEY in metadata:  # internal to passages; rows read by key come without them
         metadata = metadata_without_gaps(metadata)
-    result = RetrievalResult.__new__(RetrievalResult)
-    object.__setattr__(
-        result,
-        "__dict__",
-        {
-            "content": stored.content,
-            "score": score,
-            "document_id": stored.document_id,
-            "chunk_id": stored.chunk_id,
-            "chunk_index": stored.chunk_index,
-            "source": stored.source,
-            "source_class": stored.source_class,
-            "extractor": stored.extractor,
-            "start_offset": stored.start_offset,
-            "end_offset": stored.end_offset,
-            "metadata": metadata,
-            "highlights": highlights,
-            "collection": collection,
-            "version": stored.version,
-            "evidence": None,  # the search attaches it once the results are final
-            "context": None,
-        },
-    )
+    values = {
+        "content": stored.content,
+        "score": score,
+        "document_id": stored.document_id,
+        "chunk_id": stored.chunk_id,
+        "chunk_index": stored.chunk_index,
+        "source": stored.source,
+        "source_class": stored.source_class,
+        "extractor": stored.extractor,
+        "start_offset": stored.start_offset,
+        "end_offset": stored.end_offset,
+        "metadata": metadata,
+        "highlights": highlights,
+        "collection": collection,
+        "version": stored.version,
+        "evidence": None,  # the search attaches it once the results are final
+        "context": None,
+    }
     # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.
     fields_set = _FIELDS_SET[highlights is not None, collection is not None]
-    object.__setattr__(result, "__pydantic_fields_set__", set(fields_set))
-    object.__setattr__(result, "__pydantic_extra__", None)
-    object.__setattr__(result, "__pydantic_private__", None)
-    return result
+    return trusted(RetrievalResult, values, set(fields_set))
 
 
 def _lap(timings: dict[str, float], name: str, since: float) -> float:

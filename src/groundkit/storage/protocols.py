@@ -26,9 +26,8 @@ from groundkit.contracts import (
     EmbeddingIdentity,
     FieldValue,
     SourceClass,
-    end_page_at,
+    citation_for,
     metadata_without_gaps,
-    page_at,
 )
 
 __all__ = [
@@ -118,7 +117,7 @@ class StoredChunk:
 
     @property
     def citation(self) -> Citation:
-        return Citation(
+        return citation_for(
             document_id=self.document_id,
             chunk_id=self.chunk_id,
             source=self.source,
@@ -126,9 +125,8 @@ class StoredChunk:
             extractor=self.extractor,
             start_offset=self.start_offset,
             end_offset=self.end_offset,
-            page=page_at(self.metadata, self.start_offset),
+            metadata=self.metadata,
             version=self.version,
-            end_page=end_page_at(self.metadata, self.start_offset, self.end_offset),
         )
 
 

@@ -273,6 +273,11 @@ _CHUNKS_JOINED = (
     "chunks c JOIN documents d ON d.id = c.document_id"
     " LEFT JOIN document_versions v ON v.document_id = c.document_id AND v.version = c.version"
 )
+# The statement reading n rows by key, for each n a search's hits can number inline.
+_HITS_BY_KEY = [
+    f"SELECT {_HIT_COLUMNS} FROM {_CHUNKS_JOINED} WHERE c.key IN ({','.join('?' * n)})"
+    for n in range(_INLINE_KEYS + 1)
+]
 _POSTING_COLUMNS = (
     "key, term_ids, tfs, content_hash, chunk_index, document_id, valid_from, valid_to"
 )
@@ -705,7 +710,10 @@ class SQLiteMetadataStore:
         rows = self._read_inline("SELECT generation FROM state WHERE id = 1", ())
         if rows is None:
             return int_value(await self._state("generation"), "generation", self.path.name)
-        return int_value(rows[0][0], "generation", self.path.name)
+        value = rows[0][0]
+        if type(value) is int and value >= 0:
+            return value
+        return int_value(value, "generation", self.path.name)
 
     async def generations(self) -> Generations:
         sql = "SELECT generation, vectors_generation FROM state WHERE id = 1"
@@ -1427,8 +1435,14 @@ class SQLiteMetadataStore:
         return None
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
-        rows = await self._chunks_where("c.key", [int(k) for k in keys], _HIT_COLUMNS)
-        return {row.key: row for row in rows}
+        wanted = [int(k) for k in keys]
+        if 0 < len(wanted) <= _INLINE_KEYS:
+            # A search's hits: one statement, read inline, its text made once.
+            rows = self._read_inline(_HITS_BY_KEY[len(wanted)], wanted)
+            if rows is not None:
+                found = map(stored_chunk, rows)
+                return {row.key: row for row in found}
+        return {row.key: row for row in await self._chunks_where("c.key", wanted, _HIT_COLUMNS)}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         async with self._conn.execute(
