@@ -6,9 +6,10 @@ Each size is a synthetic corpus (``evals.synthetic``) chunked with ``BENCH_CHUNK
 analysed once; the same documents, chunks and terms are then written to a fresh SQLite
 file and a fresh PostgreSQL collection with ``replace_documents`` in batches of 200
 documents. Measured per store: the write, ``Retriever.open`` (median of three; BM25 is
-rebuilt from the stored postings, and rows are preloaded at or below
-``preload_max_chunks``), and ``Retriever.search(k=10)`` latency, which includes joining
-the hits to their rows. The PostgreSQL collection is dropped afterwards.
+rebuilt from the stored postings; no rows are read: at or below ``preload_max_chunks``
+they are read in the background after the first search), and ``Retriever.search(k=10)``
+latency, which includes joining the hits to their rows. The PostgreSQL collection is
+dropped afterwards.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 import __future__
 
+import ast
 import importlib
 import importlib.metadata
 import inspect
@@ -10,12 +11,18 @@ import subprocess
 import sys
 import types
 
+import pytest
+
 import groundkit
 
 
 def _exported() -> set[str]:
     """What ``import groundkit`` really puts in the namespace for users: every public
-    name bound there, minus submodules and the ``__future__`` import."""
+    name bound there once each name ``dir(groundkit)`` lists has been used (the
+    package imports them on first use), minus submodules and the ``__future__``
+    import."""
+    for name in dir(groundkit):
+        getattr(groundkit, name)
     return {
         name
         for name, value in vars(groundkit).items()
@@ -63,3 +70,48 @@ def test_importing_groundkit_loads_no_optional_dependency() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_dir_lists_every_public_name_before_use() -> None:
+    code = "import groundkit; print(sorted(set(groundkit.__all__) - set(dir(groundkit))))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("package", ["groundkit", "groundkit.providers", "groundkit.service"])
+def test_each_lazy_name_comes_from_the_module_type_checkers_see(package: str) -> None:
+    # The names are imported on first use from the package's table; type checkers read
+    # the imports under TYPE_CHECKING instead. Both must say the same, for every name
+    # of __all__ that is not bound at import.
+    module = importlib.import_module(package)
+    assert module.__file__ is not None
+    with open(module.__file__, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    seen: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+            for imported in node.body:
+                if isinstance(imported, ast.ImportFrom):
+                    assert imported.module is not None
+                    seen.update((alias.name, imported.module) for alias in imported.names)
+    for name, where in seen.items():
+        assert getattr(module, name) is getattr(importlib.import_module(where), name)
+    eager = {n for n in module.__all__ if n.endswith("Error") or n == "__version__"}
+    assert set(seen) == set(module.__all__) - (eager if package == "groundkit" else set())
+
+
+def test_importing_groundkit_loads_no_dependency() -> None:
+    # Every public name is imported on first use: the package itself costs next to
+    # nothing, and using one name loads what that name needs, not the rest.
+    code = (
+        "import sys, groundkit; "
+        "third = sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'pydantic', "
+        "'httpx', 'aiosqlite', 'Stemmer', 'yaml', 'regex', 'rapidfuzz', 'xxhash', "
+        "'opentelemetry'}); "
+        "ours = sorted(m for m in sys.modules if m.startswith('groundkit.')); "
+        "print(third, ours)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == (
+        "[] ['groundkit.errors', 'groundkit.utils', 'groundkit.utils.lazy']"
+    )

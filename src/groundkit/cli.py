@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import math
@@ -19,60 +20,41 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
-from groundkit import __version__
-from groundkit.collection import Collection, VerifyReport
-from groundkit.config import MAX_TOP_K, ChunkingConfig, IngestConfig, RetrievalConfig
-from groundkit.contracts import (
-    SENSITIVITY_LEVELS,
-    SOURCE_FIELD,
-    CollectionManifest,
-    DeleteReport,
-    FetchResult,
-    FieldValue,
-    IngestProgress,
-    IngestReport,
-    MultiSearchResponse,
-    OptimizeReport,
-    SearchResponse,
-)
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
-from groundkit.ingestion.fields import check_fields, parse_field_value
-from groundkit.ingestion.ray_executor import RayExecutor
-from groundkit.lexical.bm25 import compiled_kernel
-from groundkit.providers.factory import (
-    HTTP_PROVIDERS,
-    http_embedder,
-    require_embedder_for_manifest,
-)
-from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
-from groundkit.retrieval.context import EXPAND_KINDS
-from groundkit.retrieval.evidence import load_evidence
-from groundkit.retrieval.filters import FILTER_OPERATORS, MAX_FILTER_DEPTH
-from groundkit.retrieval.multi import search_collections
-from groundkit.retrieval.postprocess import REORDERS
-from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT, GlossaryRewriter
-from groundkit.retrieval.search import SEARCH_MODES
-from groundkit.service.collections import CollectionInfo, CollectionRegistry
-from groundkit.service.command import (
-    add_embedding_url_argument,
-    add_location_arguments,
-    add_serve_parser,
-    run_serve,
-)
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
-from groundkit.storage.location import StoreLocation
 from groundkit.storage.versions import version_start
 from groundkit.utils.text import first_unencodable
-from groundkit.verification.receipts import check_receipts, read_receipts
+
+if TYPE_CHECKING:
+    # The rest is imported where a command uses it: `grk --version` loads none of it,
+    # and `grk search` neither the ingest pipeline nor the verifier (nor httpx).
+    from groundkit.collection import Collection
+    from groundkit.config import ChunkingConfig
+    from groundkit.contracts import (
+        CollectionManifest,
+        DeleteReport,
+        FetchResult,
+        FieldValue,
+        IngestProgress,
+        IngestReport,
+        MultiSearchResponse,
+        OptimizeReport,
+        SearchResponse,
+    )
+    from groundkit.ingestion.ray_executor import RayExecutor
+    from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
+    from groundkit.retrieval.rerank import RerankerProtocol
+    from groundkit.service.collections import CollectionInfo, CollectionRegistry
+    from groundkit.storage.location import StoreLocation
+    from groundkit.verification.verifier import VerifyReport
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
 _SNIPPET = 160
-_CHUNK_DEFAULTS = ChunkingConfig()
 # The search options that work on one collection's results only (not search_collections).
 _SINGLE_COLLECTION_OPTIONS = ("expand", "mmr", "reorder", "glossary", "rewrites")
 _WHEN_HELP = (
@@ -114,6 +96,9 @@ _GLOBAL_DEFAULTS: dict[str, Any] = {
 def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """The common options; on the sub-commands they default to 'not given', so a value
     given before the command name stands unless repeated after it."""
+    from groundkit.contracts import SENSITIVITY_LEVELS
+    from groundkit.providers.factory import HTTP_PROVIDERS
+    from groundkit.service.command import add_embedding_url_argument, add_location_arguments
 
     def default(name: str) -> Any:
         return _GLOBAL_DEFAULTS[name] if top else argparse.SUPPRESS
@@ -185,7 +170,28 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
 
 
+def _version_line() -> str:
+    """What ``grk --version`` prints: the version and which BM25 kernel searches run in
+    (the compiled one loads without numpy, so this loads neither)."""
+    from groundkit import __version__
+
+    try:
+        importlib.import_module("groundkit.lexical._kernel")
+        kernel = "compiled"
+    except ImportError:  # as groundkit.lexical.bm25 finds it: searches use numpy
+        kernel = "numpy (no compiled kernel installed)"
+    return f"grk (groundkit) {__version__}, BM25 kernel: {kernel}"
+
+
 def _parser() -> argparse.ArgumentParser:
+    from groundkit.config import MAX_TOP_K, ChunkingConfig
+    from groundkit.retrieval.context import EXPAND_KINDS
+    from groundkit.retrieval.filters import FILTER_OPERATORS
+    from groundkit.retrieval.postprocess import REORDERS
+    from groundkit.retrieval.search import SEARCH_MODES
+    from groundkit.service.command import add_serve_parser
+
+    chunk_defaults = ChunkingConfig()
     parser = argparse.ArgumentParser(
         prog="grk",
         description="Citation-verifiable retrieval over your documents. Every result names "
@@ -195,13 +201,7 @@ def _parser() -> argparse.ArgumentParser:
         "the command. Exit codes: 0 ok, 1 a problem was found (a file failed, a citation "
         "did not verify), 2 a usage, configuration or storage error.",
     )
-    kernel = "compiled" if compiled_kernel() else "numpy (no compiled kernel installed)"
-    parser.add_argument(
-        "-V",
-        "--version",
-        action="version",
-        version=f"grk (groundkit) {__version__}, BM25 kernel: {kernel}",
-    )
+    parser.add_argument("-V", "--version", action="version", version=_version_line())
     _add_common(parser, top=True)
     common = argparse.ArgumentParser(add_help=False)
     _add_common(common, top=False)
@@ -275,7 +275,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="how documents are cut: fixed (paragraphs and sentences packed to a size), "
         "structure (the same, never across a heading or page) or sentence (one chunk a "
-        f"sentence, for search --expand); default {_CHUNK_DEFAULTS.strategy} for a new "
+        f"sentence, for search --expand); default {chunk_defaults.strategy} for a new "
         "collection. The first ingest binds the collection to its chunking; later ingests "
         "without chunking options reuse it",
     )
@@ -284,7 +284,7 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=None,
         metavar="N",
-        help=f"the longest chunk in characters (default {_CHUNK_DEFAULTS.max_chars})",
+        help=f"the longest chunk in characters (default {chunk_defaults.max_chars})",
     )
     ingest.add_argument(
         "--chunk-overlap",
@@ -292,7 +292,7 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help=f"characters shared by neighbouring chunks, at most half of --chunk-chars "
-        f"(default {_CHUNK_DEFAULTS.overlap_chars}; sentence chunks have none)",
+        f"(default {chunk_defaults.overlap_chars}; sentence chunks have none)",
     )
     ingest.add_argument(
         "--contextual",
@@ -638,6 +638,8 @@ def _print_ingest(report: IngestReport, args: argparse.Namespace, dense: bool) -
 
 def _degraded(response: SearchResponse | MultiSearchResponse) -> dict[str, str]:
     """``{collection or "": reason}`` for answers served from BM25 for want of vectors."""
+    from groundkit.contracts import MultiSearchResponse
+
     if isinstance(response, MultiSearchResponse):
         per = response.metadata.get("per_collection", {})
         return {name: str(e["degraded"]) for name, e in per.items() if e.get("degraded")}
@@ -648,6 +650,8 @@ def _degraded(response: SearchResponse | MultiSearchResponse) -> dict[str, str]:
 def _print_search(
     response: SearchResponse | MultiSearchResponse, as_json: bool, rewrite: bool = False
 ) -> int:
+    from groundkit.contracts import MultiSearchResponse
+
     multi = isinstance(response, MultiSearchResponse)
     failures = response.failures if isinstance(response, MultiSearchResponse) else []
     for name, reason in _degraded(response).items():
@@ -838,6 +842,8 @@ def _meta_fields(items: Sequence[str]) -> dict[str, FieldValue] | None:
     """``--meta KEY=VALUE`` options as fields; a malformed one is a usage error."""
     if not items:
         return None
+    from groundkit.ingestion.fields import check_fields, parse_field_value
+
     fields: dict[str, FieldValue] = {}
     for item in items:
         key, equals, raw = item.partition("=")
@@ -861,6 +867,10 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
     """``--where`` options as one filter mapping; a malformed one is a usage error."""
     if not items:
         return None
+    from groundkit.contracts import SOURCE_FIELD
+    from groundkit.ingestion.fields import parse_field_value
+    from groundkit.retrieval.filters import MAX_FILTER_DEPTH
+
     out: dict[str, Any] = {}
 
     def add(name: str, op: str, value: object) -> None:
@@ -909,6 +919,8 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
 
 def _named_embedder(args: argparse.Namespace) -> EmbeddingProtocol | None:
     """The embedder ``--embedder`` (and ``--embedding-provider``) names, if any."""
+    from groundkit.providers.factory import HTTP_PROVIDERS, http_embedder
+
     if not args.embedder:
         return None
     if args.embedding_provider in HTTP_PROVIDERS:
@@ -919,6 +931,8 @@ def _named_embedder(args: argparse.Namespace) -> EmbeddingProtocol | None:
 
 
 def _location(args: argparse.Namespace, name: str) -> StoreLocation:
+    from groundkit.storage.location import StoreLocation
+
     return StoreLocation.resolve(
         name,
         index_dir=None if args.metadata_url else args.index_dir,
@@ -952,6 +966,10 @@ def _open(
     vectors in step) and a dense or hybrid search; fetch, verify and BM25 search
     never load a model.
     """
+    from groundkit.collection import Collection
+    from groundkit.config import IngestConfig, RetrievalConfig
+    from groundkit.providers.factory import require_embedder_for_manifest
+
     wants_vectors = args.command == "ingest" or (args.command == "search" and args.mode != "bm25")
     notice = _ModelNotice(sys.stderr, enabled=not args.quiet)
     recorded: EmbedderFactory | None = None
@@ -1038,6 +1056,9 @@ class _Announced:
 
 
 async def _run_search(args: argparse.Namespace) -> int:
+    from groundkit.retrieval.evidence import load_evidence
+    from groundkit.retrieval.multi import search_collections
+
     filters = _where(args.where)
     if args.query == "-":
         args.query = sys.stdin.read().strip()
@@ -1207,6 +1228,8 @@ def _check_search_options(args: argparse.Namespace) -> None:
 def _chunking(args: argparse.Namespace) -> ChunkingConfig | None:
     """The chunking the ingest options ask for; None when none is given (the
     collection's bound chunking, or the default for a new one)."""
+    from groundkit.config import ChunkingConfig
+
     given = {
         "strategy": args.chunker,
         "max_chars": args.chunk_chars,
@@ -1216,19 +1239,20 @@ def _chunking(args: argparse.Namespace) -> ChunkingConfig | None:
     settings = {name: value for name, value in given.items() if value is not None}
     if not settings:
         return None
-    strategy = settings.get("strategy", _CHUNK_DEFAULTS.strategy)
-    budget = settings.get("max_chars", _CHUNK_DEFAULTS.max_chars)
+    defaults = ChunkingConfig()
+    strategy = settings.get("strategy", defaults.strategy)
+    budget = settings.get("max_chars", defaults.max_chars)
     overlap = settings.get("overlap_chars")
     if strategy == "sentence":
         if overlap:
             raise ConfigurationError(
                 f"--chunk-overlap {overlap}: sentence chunks do not overlap (leave it out, or 0)"
             )
-    elif (overlap if overlap is not None else _CHUNK_DEFAULTS.overlap_chars) * 2 > budget:
+    elif (overlap if overlap is not None else defaults.overlap_chars) * 2 > budget:
         if overlap is None:
             raise ConfigurationError(
                 f"--chunk-chars {budget} is less than twice the default overlap "
-                f"({_CHUNK_DEFAULTS.overlap_chars}); give a --chunk-overlap of at most "
+                f"({defaults.overlap_chars}); give a --chunk-overlap of at most "
                 f"{budget // 2}"
             )
         raise ConfigurationError(
@@ -1275,6 +1299,8 @@ def _ray_executor(args: argparse.Namespace) -> RayExecutor | None:
         return None
     if args.jsonl is not None:
         raise ConfigurationError("--ray ingests a PATH; --jsonl records are added here")
+    from groundkit.ingestion.ray_executor import RayExecutor
+
     return RayExecutor(args.ray, num_workers=args.ray_workers)
 
 
@@ -1333,6 +1359,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def _registry(args: argparse.Namespace) -> CollectionRegistry:
+    from groundkit.service.collections import CollectionRegistry
+
     return CollectionRegistry(
         None if args.metadata_url else args.index_dir,
         metadata_url=args.metadata_url,
@@ -1432,6 +1460,8 @@ async def _run_drop(args: argparse.Namespace) -> int:
 
 
 async def _run_rebase(args: argparse.Namespace, name: str) -> int:
+    from groundkit.collection import Collection
+
     async with Collection.open(location=_location(args, name), create=False) as col:
         before = col.base_dir
         found, checked = await col.rebase(args.new_base, force=args.force)
@@ -1472,6 +1502,8 @@ def _add_receipt_arguments(verify: argparse.ArgumentParser) -> None:
 
 async def _run_receipts(args: argparse.Namespace) -> int:
     """``grk verify --receipts FILE``: each receipt's verdict; 1 unless all verify."""
+    from groundkit.verification.receipts import check_receipts, read_receipts
+
     if args.receipts is None:
         raise ConfigurationError("--snapshot-dir goes with --receipts FILE")
     receipts = await read_receipts(args.receipts)
@@ -1509,6 +1541,12 @@ async def _run_receipts(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given in (["-V"], ["--version"]):
+        # What the parser's version action prints, without building the parser (which
+        # imports what every command's options are checked against).
+        print(_version_line())
+        return EXIT_OK
     # Model loading draws progress bars on stderr; the CLI has its own output.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     parser = _parser()
@@ -1522,7 +1560,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(args.collections) > 1 and args.command not in ("search", "collections"):
             parser.error(f"{args.command} takes one --collection")
     try:
-        return run_serve(args) if args.command == "serve" else asyncio.run(_run(args))
+        if args.command == "serve":
+            from groundkit.service.command import run_serve
+
+            return run_serve(args)
+        return asyncio.run(_run(args))
     except GroundkitError as exc:
         print(f"grk: error: {exc}", file=sys.stderr)
         return EXIT_ERROR

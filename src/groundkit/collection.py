@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, S
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
@@ -42,11 +42,6 @@ from groundkit.contracts import (
     fields_of,
 )
 from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
-from groundkit.ingestion.executor import IngestExecutor
-from groundkit.ingestion.fields import check_fields
-from groundkit.ingestion.indexer import Indexer, ProgressCallback
-from groundkit.ingestion.records import RecordInput, record_documents, record_sources
-from groundkit.ingestion.url_loader import UrlLoader
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
@@ -80,11 +75,18 @@ from groundkit.storage.snapshots import (
 from groundkit.telemetry import SPAN_FETCH_CHUNK, traced
 from groundkit.utils.path_safety import is_within, printable_path, to_relative, utf8_encodable
 from groundkit.utils.text import describe_unencodable
-from groundkit.utils.url_safety import looks_like_url
-from groundkit.verification.claims import ClaimJudge
-from groundkit.verification.verifier import Verifier, VerifyReport
 
-__all__ = ["Collection", "VerifyReport"]
+if TYPE_CHECKING:
+    # Imported where they are used: a process that only searches never loads the
+    # ingest pipeline, the extractors or the verifier (nor httpx, PyYAML, rapidfuzz).
+    from groundkit.ingestion.executor import IngestExecutor
+    from groundkit.ingestion.indexer import Indexer, ProgressCallback
+    from groundkit.ingestion.records import RecordInput
+    from groundkit.ingestion.url_loader import UrlLoader
+    from groundkit.verification.claims import ClaimJudge
+    from groundkit.verification.verifier import Verifier, VerifyReport
+
+__all__ = ["Collection"]
 
 logger = logging.getLogger("groundkit.collection")
 
@@ -170,7 +172,7 @@ class Collection:
             if isinstance(self.snapshots, LocalSnapshots)
             else self.snapshots
         )
-        self._url_loader = url_loader or UrlLoader(html_extractor=ingest.html_extractor)
+        self._given_url_loader = url_loader
         self.name = stores.location.name
         self.store: MetadataStoreProtocol = stores.metadata
         self.base_dir = base_dir
@@ -185,7 +187,7 @@ class Collection:
         self._max_file_bytes = ingest.max_file_bytes
         self._chunking = chunking
         self._ingest_config = ingest
-        self._indexer = self._make_indexer()
+        self._made_indexer: Indexer | None = None
         self._retriever: Retriever | None = None
         self._reopen = asyncio.Lock()
         # The lexical index, once something needed it; shared by searches and writes.
@@ -344,7 +346,9 @@ class Collection:
         if merging is not None:
             with contextlib.suppress(Exception):
                 await merging
-        self._retriever = None
+        retriever, self._retriever = self._retriever, None
+        if retriever is not None:
+            await retriever.close()  # a row preload still reading stops here
         self._live = None
         remove = False
         if self._created:
@@ -389,10 +393,27 @@ class Collection:
             )
         await self.store.set_base_dir(recorded)
         self.base_dir = base
-        self._indexer = self._make_indexer()
+        self._made_indexer = None  # made again, with the new base, when next needed
         return found, len(sources)
 
+    @property
+    def _url_loader(self) -> UrlLoader:
+        if self._given_url_loader is None:
+            from groundkit.ingestion.url_loader import UrlLoader
+
+            html = self._ingest_config.html_extractor
+            self._given_url_loader = UrlLoader(html_extractor=html)
+        return self._given_url_loader
+
+    @property
+    def _indexer(self) -> Indexer:
+        if self._made_indexer is None:
+            self._made_indexer = self._make_indexer()
+        return self._made_indexer
+
     def _make_indexer(self) -> Indexer:
+        from groundkit.ingestion.indexer import Indexer
+
         return Indexer(
             self.store,
             self.base_dir,
@@ -442,6 +463,9 @@ class Collection:
         so the result is the same as without one. A URL ingest takes none
         (``ConfigurationError``): one page is fetched here.
         """
+        from groundkit.ingestion.executor import IngestExecutor
+        from groundkit.utils.url_safety import looks_like_url
+
         is_url = isinstance(path, str) and looks_like_url(path.strip())
         if executor is not None and (is_url or not isinstance(executor, IngestExecutor)):
             raise ConfigurationError(
@@ -488,6 +512,9 @@ class Collection:
         text or invalid fields raise ``IngestionError`` naming each problem, and
         nothing is stored. Folder ingests never prune records.
         """
+        from groundkit.ingestion.fields import check_fields
+        from groundkit.ingestion.records import record_documents
+
         fields = check_fields(metadata, "metadata argument") if metadata is not None else None
         documents = record_documents(records, fields)
         try:
@@ -504,6 +531,8 @@ class Collection:
         ``IngestionError`` before anything is deleted when an id names no record
         here, unless ``missing_ok=True``. The report lists what went in ``removed``.
         """
+        from groundkit.ingestion.records import record_sources
+
         try:
             return await self._indexer.delete_stored(record_sources(ids), missing_ok=missing_ok)
         finally:
@@ -866,6 +895,8 @@ class Collection:
     def _stored_source(self, given: str) -> str:
         """``given`` as the store spells sources: a URL as ingest normalised it, a
         path that names a file relative to the base directory, else as given."""
+        from groundkit.utils.url_safety import looks_like_url
+
         text = given.strip()
         if looks_like_url(text):
             try:
@@ -997,6 +1028,8 @@ class Collection:
     def _verifier(self) -> Verifier:
         """This collection's citation checks, as its sources, clearance and embedder
         stand now."""
+        from groundkit.verification.verifier import Verifier
+
         return Verifier(
             name=self.name,
             store=self.store,

@@ -69,8 +69,9 @@ class RetrievalConfig(_Settings):
     bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
     rrf_k: StrictInt = Field(default=60, ge=1)
     score_threshold: float | None = Field(default=None, ge=0.0)
-    # Collections up to this many chunks keep their rows in memory after open,
-    # so a search needs no database read (adr/0010-row-preload.md). 0 disables.
+    # Collections up to this many chunks keep their rows in memory, read in the
+    # background once a first search has answered, so later searches need no
+    # database read (adr/0010-row-preload.md). 0 disables.
     preload_max_chunks: StrictInt = Field(default=50_000, ge=0)
     # Hybrid: candidates taken from each side, how they are fused, BM25's weight.
     hybrid_candidates: StrictInt = Field(default=100, ge=1, le=MAX_TOP_K)

@@ -216,11 +216,57 @@ async def test_snapshot_drops_deleted_documents(
     assert response.metadata["stale_dropped"] > 0
 
 
+async def _preloaded(retriever: Retriever) -> None:
+    """Wait for the row preload a search started in the background."""
+    assert await retriever.preload()
+    assert retriever._rows is not None and retriever._preloading is None
+
+
+async def test_open_reads_no_rows_and_an_answer_starts_the_preload(
+    store: SQLiteMetadataStore, indexer: Indexer
+) -> None:
+    retriever = await Retriever.open(store)
+    assert retriever._rows is None and retriever._preloading is None
+    await retriever.search("tea")
+    assert retriever._preloading is not None
+    await _preloaded(retriever)
+    assert retriever._rows is not None and len(retriever._rows) == retriever.size
+    off = await Retriever.open(store, RetrievalConfig(preload_max_chunks=0))
+    await off.search("tea")
+    assert off._preloading is None and off._rows is None
+    assert not await off.preload()
+
+
+async def test_preload_reads_the_rows_without_a_search(
+    store: SQLiteMetadataStore, indexer: Indexer
+) -> None:
+    retriever = await Retriever.open(store)
+    assert await retriever.preload()
+    assert retriever._rows is not None and len(retriever._rows) == retriever.size
+
+
+async def test_close_stops_a_preload_still_running(
+    store: SQLiteMetadataStore, indexer: Indexer
+) -> None:
+    retriever = await Retriever.open(store)
+    first = await retriever.search("tea")
+    task = retriever._preloading
+    assert task is not None
+    await retriever.close()
+    assert task.cancelled() and retriever._preloading is None and retriever._rows is None
+    again = await retriever.search("tea")  # still searches, from the store
+    assert again.results == first.results
+
+
 async def test_row_preload_gives_the_same_results(
     store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path
 ) -> None:
     preloaded = await Retriever.open(store)
     from_db = await Retriever.open(store, RetrievalConfig(preload_max_chunks=0))
+    # The first answer is joined to the store: the preload starts after it.
+    first = await preloaded.search(QUERIES[0])
+    assert first.results == (await from_db.search(QUERIES[0])).results
+    await _preloaded(preloaded)
     for query in QUERIES:
         a, b = await preloaded.search(query), await from_db.search(query)
         assert a.results == b.results
@@ -229,6 +275,7 @@ async def test_row_preload_gives_the_same_results(
         assert again.results == a.results[:3]
         assert [r.score for r in again.results] == [r.score for r in b.results[:3]]
         await assert_all_verify(a.results, corpus_dir)
+    assert preloaded._rows is not None  # every search above used the rows in memory
 
 
 @pytest.mark.parametrize("preload", [0, 50_000])
@@ -236,11 +283,21 @@ async def test_stale_rows_never_served_with_or_without_preload(
     store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path, preload: int
 ) -> None:
     retriever = await Retriever.open(store, RetrievalConfig(preload_max_chunks=preload))
+    await retriever.search("offshore wind farms turbines")
+    if preload:
+        await _preloaded(retriever)
     wind = corpus_dir / "energy" / "wind.txt"
     wind.write_text("Rewritten: turbines at sea.\n", encoding="utf-8")
     await indexer.ingest(corpus_dir)
     response = await retriever.search("offshore wind farms turbines")
     assert all(r.source != "energy/wind.txt" for r in response.results)
+    await assert_all_verify(response.results, corpus_dir)
+    assert (retriever._rows is not None) == bool(preload)
+    # Caught up, the rows in memory follow the write: the rewritten chunk, not the old.
+    await retriever.refresh()
+    response = await retriever.search("turbines at sea")
+    assert [r.source for r in response.results][:1] == ["energy/wind.txt"]
+    assert response.results[0].content.startswith("Rewritten")
     await assert_all_verify(response.results, corpus_dir)
 
 

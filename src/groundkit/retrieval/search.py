@@ -102,6 +102,9 @@ _THREAD_POSTINGS = 200_000
 # holding half the documents (docs/benchmarks-filters.md).
 _POSTFILTER_MIN_SHARE = 0.25
 _POSTFILTER_DEPTH = 2
+# Rows a background preload reads per store call (one statement each; searches run
+# between them).
+_PRELOAD_BATCH = 500
 
 
 class Retriever:
@@ -140,6 +143,9 @@ class Retriever:
         self._config = config
         self.generation = generation
         self._rows = rows
+        # Reading the rows of a small collection, in the background once a search has
+        # answered (adr/0010-row-preload.md).
+        self._preloading: asyncio.Task[None] | None = None
         self._embedder = embedder
         self._vectors = vector_store
         self._dense_bound = dense_bound
@@ -214,7 +220,6 @@ class Retriever:
             rewriter=rewriter,
         )
         retriever.vectors_missing = missing
-        await retriever._preload()
         await retriever._scope_for_size()
         logger.info(
             "retriever opened: %d chunks in %.0f ms",
@@ -236,9 +241,17 @@ class Retriever:
         self.generation = self._live.generation
         if self.clearance is None:
             self._scope = None  # positions moved: the masks are decided again when needed
-        await self._preload()
+        self._stop_preload()  # it was reading for the index before this refresh
+        await self._update_rows()
         await self._scope_for_size()
         return True
+
+    async def close(self) -> None:
+        """Stop a row preload still running (``Collection.close`` calls this before it
+        closes the stores). The Retriever can still search afterwards."""
+        task = self._stop_preload()
+        if task is not None:
+            await asyncio.wait([task])
 
     async def _scope_for_size(self) -> None:
         """Under a clearance, decide what it admits now (every search needs it), so
@@ -246,21 +259,70 @@ class Retriever:
         if self.clearance is not None:
             await self._allowed(None, self._live.index)
 
+    async def preload(self) -> bool:
+        """Read a small collection's rows into memory now, or wait for the read a search
+        started in the background; True when searches join their hits to rows in
+        memory from now on (until a write). Collections above ``preload_max_chunks``
+        (or with it 0) keep joining to the store: False. For a server that wants its
+        first searches as fast as later ones; searching needs no call to it."""
+        if self._rows is None and self._preload_wanted():
+            self._start_preload()
+            if self._preloading is not None:
+                await asyncio.wait([self._preloading])
+        return self._rows is not None
+
+    def _preload_wanted(self) -> bool:
+        return 0 < self._live.index.live_size <= self._config.preload_max_chunks
+
+    def _start_preload(self) -> None:
+        """After a search has answered: start reading the current rows of a small
+        collection into memory, unless they are there or being read. Nothing of it
+        runs before the first answer, and a process that searches once (``grk
+        search``) stops it at close."""
+        if self._rows is not None or self._preloading is not None or not self._preload_wanted():
+            return
+        self._preloading = asyncio.get_running_loop().create_task(
+            self._preload(), name="groundkit-row-preload"
+        )
+
+    def _stop_preload(self) -> asyncio.Task[None] | None:
+        task, self._preloading = self._preloading, None
+        if task is not None:
+            task.cancel()
+        return task
+
     async def _preload(self) -> None:
-        """Keep the current rows of a small collection in memory: read once, then on
-        each refresh only those of chunks that became current, minus those that
-        stopped being current (whoever caught the index up)."""
-        index = self._live.index
-        if not 0 < index.live_size <= self._config.preload_max_chunks:
+        """Read the rows of the index's current chunks, a batch per store call; keep
+        them only if no refresh moved the index on meanwhile. Searches before that
+        join their hits to the store, as collections above the limit always do."""
+        index, generation = self._live.index, self.generation
+        try:
+            keys = index.current_keys().tolist()
+            rows: dict[int, StoredChunk] = {}
+            for start in range(0, len(keys), _PRELOAD_BATCH):
+                found = await self._store.get_chunks_by_keys(keys[start : start + _PRELOAD_BATCH])
+                rows.update((k, r) for k, r in found.items() if r.current)
+                await asyncio.sleep(0)  # a search waiting on the loop goes first
+                if self._live.index is not index:
+                    return
+            if self.generation == generation:
+                self._rows = rows
+        except Exception as exc:  # the store closed or failed: searches keep joining
+            logger.debug("row preload abandoned: %s", exc)
+        finally:
+            if self._preloading is asyncio.current_task():
+                self._preloading = None
+
+    async def _update_rows(self) -> None:
+        """After a refresh: rows kept in memory follow the index, reading only those
+        of chunks that became current, minus those that stopped being current
+        (whoever caught the index up)."""
+        if self._rows is None:
+            return  # read in the background after the next answer
+        if not self._preload_wanted():
             self._rows = None
             return
-        if self._rows is None:
-            self._rows = {
-                s.key: s.without_gaps()
-                async for batch in self._store.iter_chunks(5000)
-                for s in batch
-            }
-            return
+        index = self._live.index
         current = index.current_keys()
         known = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
         added = np.setdiff1d(current, known, assume_unique=True)
@@ -355,6 +417,7 @@ class Retriever:
                 # again; damage in the rebuilt index is the store's, and raised.
                 await self._live.rebuild(str(exc))
                 response = await run(steps=steps)
+            self._start_preload()
             if span.recording:
                 meta = response.metadata
                 span.set(

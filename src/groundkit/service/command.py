@@ -9,17 +9,11 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from groundkit.contracts import SENSITIVITY_LEVELS
 from groundkit.errors import ConfigurationError
-from groundkit.providers.factory import (
-    EMBEDDING_API_KEY_ENV,
-    EMBEDDING_URL_ENV,
-    embedder_for_manifest,
-)
-from groundkit.retrieval.rerank import CrossEncoderReranker
-from groundkit.retrieval.rewriting import GlossaryRewriter
-from groundkit.service.collections import CollectionRegistry
+from groundkit.providers.factory import EMBEDDING_API_KEY_ENV, EMBEDDING_URL_ENV
 from groundkit.service.transport import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -29,6 +23,11 @@ from groundkit.service.transport import (
     run_server,
 )
 from groundkit.storage.location import METADATA_URL_ENV, STORAGE_URI_ENV
+
+if TYPE_CHECKING:
+    # What serving takes is imported when grk serve runs: the other commands build
+    # their parser from this module and need none of it.
+    from groundkit.service.collections import CollectionRegistry
 
 __all__ = [
     "add_embedding_url_argument",
@@ -132,6 +131,11 @@ def add_embedding_url_argument(parser: argparse.ArgumentParser, *, suppress: boo
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until stdin closes (stdio) or the process is stopped (http); 0 on a clean end."""
+    from groundkit.providers.factory import embedder_for_manifest
+    from groundkit.retrieval.rerank import CrossEncoderReranker
+    from groundkit.retrieval.rewriting import GlossaryRewriter
+    from groundkit.service.collections import CollectionRegistry
+
     transport: Transport = args.transport
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     check_binding(transport, args.host, token)

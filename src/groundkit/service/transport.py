@@ -13,11 +13,13 @@ import ipaddress
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from groundkit.errors import ConfigurationError
-from groundkit.service.collections import CollectionRegistry
-from groundkit.service.server import SERVE_EXTRA_HINT, build_server
+
+if TYPE_CHECKING:
+    # Imported by run_server: grk builds its parser from this module's defaults.
+    from groundkit.service.collections import CollectionRegistry
 
 __all__ = [
     "DEFAULT_HOST",
@@ -141,6 +143,8 @@ async def run_server(
     ``ready`` is called with a description of the endpoint once it accepts
     requests. The registry is left open; the caller closes it.
     """
+    from groundkit.service.server import SERVE_EXTRA_HINT, build_server
+
     check_binding(transport, host, token)
     server = build_server(registry)
     if transport == "stdio":

@@ -1,0 +1,99 @@
+"""What a new process loads: ``grk --version`` and ``grk search`` import only what they use.
+
+These check which modules are loaded, never how long anything took (timings are
+evals/bench_coldstart.py's).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from groundkit.cli import main
+
+# Loaded by `grk search` in BM25 mode: none of them is needed to answer it.
+NOT_FOR_SEARCH = (
+    "httpx",
+    "yaml",
+    "rapidfuzz",
+    "regex",
+    "groundkit.ingestion.indexer",
+    "groundkit.ingestion.url_loader",
+    "groundkit.extraction",
+    "groundkit.verification.verifier",
+    "groundkit.service.server",
+    "groundkit.service.collections",
+)
+
+
+def _loaded_after(argv: list[str], cwd: Path) -> tuple[str, set[str]]:
+    """Run ``grk argv`` in a fresh interpreter; its stdout and the modules it loaded."""
+    code = (
+        "import json, sys\n"
+        "from groundkit.cli import main\n"
+        f"code = main({argv!r})\n"
+        "print('\\nMODULES ' + json.dumps(sorted(sys.modules)))\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out, _, modules = done.stdout.rpartition("\nMODULES ")
+    return out, set(json.loads(modules))
+
+
+def _top(modules: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in modules}
+
+
+def test_version_loads_nothing_it_does_not_print(tmp_path: Path) -> None:
+    out, modules = _loaded_after(["--version"], tmp_path)
+    assert out.startswith("grk (groundkit) ") and "BM25 kernel: " in out
+    assert not _top(modules) & {"numpy", "pydantic", "httpx", "aiosqlite", "opentelemetry"}
+    assert not {m for m in modules if m.startswith("groundkit.")} - {
+        "groundkit.cli",
+        "groundkit.errors",
+        "groundkit.lexical",
+        "groundkit.lexical._kernel",
+        "groundkit.retrieval",
+        "groundkit.retrieval.rewriting",
+        "groundkit.service",
+        "groundkit.service.moments",
+        "groundkit.storage",
+        "groundkit.storage.versions",
+        "groundkit.utils",
+        "groundkit.utils.lazy",
+        "groundkit.utils.text",
+    }
+
+
+def test_version_says_what_the_parser_says(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    quick = capsys.readouterr().out
+    # Anything besides the bare option goes through the full parser's version action.
+    with pytest.raises(SystemExit) as exited:
+        main(["--quiet", "--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == quick
+    from groundkit import __version__
+    from groundkit.lexical.bm25 import compiled_kernel
+
+    assert quick.startswith(f"grk (groundkit) {__version__}, BM25 kernel: ")
+    assert ("BM25 kernel: compiled" in quick) == compiled_kernel()
+
+
+def test_search_loads_neither_ingest_nor_verification(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("Cats are small carnivorous mammals.\n", encoding="utf-8")
+    common = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
+    assert main(["ingest", str(corpus), *common, "-q"]) == 0
+    out, modules = _loaded_after(["search", "cats", *common, "--json"], tmp_path)
+    assert json.loads(out)["results"][0]["source"] == "corpus/a.md"
+    loaded = {m for m in NOT_FOR_SEARCH if m in modules or m in _top(modules)}
+    assert not loaded
