@@ -47,7 +47,9 @@ DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
 class _Settings(BaseModel):
     """Settings fail as ``ConfigurationError``, like every other bad setting."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
+    # Validators are built when a model is first used, not at import: a process pays
+    # only for the models it uses (adr/0063-cold-start.md).
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True, defer_build=True)
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -373,7 +373,9 @@ class Highlights(_Deferred[Span]):
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=False)
+    # Validators are built when a model is first used, not at import: a process pays
+    # only for the models it uses (adr/0063-cold-start.md).
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=False, defer_build=True)
 
 
 class EvidenceSpan(_Frozen):
