@@ -8,7 +8,6 @@ to ingest, a citation did not verify); 2 usage or configuration error.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import importlib
 import json
@@ -23,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
-from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT, GlossaryRewriter
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.versions import version_start
 from groundkit.utils.text import first_unencodable
@@ -47,6 +45,7 @@ if TYPE_CHECKING:
     from groundkit.ingestion.ray_executor import RayExecutor
     from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
     from groundkit.retrieval.rerank import RerankerProtocol
+    from groundkit.retrieval.rewriting import GlossaryRewriter
     from groundkit.service.collections import CollectionInfo, CollectionRegistry
     from groundkit.storage.location import StoreLocation
     from groundkit.verification.verifier import VerifyReport
@@ -188,6 +187,7 @@ def _parser() -> argparse.ArgumentParser:
     from groundkit.retrieval.context import EXPAND_KINDS
     from groundkit.retrieval.filters import FILTER_OPERATORS
     from groundkit.retrieval.postprocess import REORDERS
+    from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT
     from groundkit.retrieval.search import SEARCH_MODES
     from groundkit.service.command import add_serve_parser
 
@@ -1056,8 +1056,11 @@ class _Announced:
 
 
 async def _run_search(args: argparse.Namespace) -> int:
+    import asyncio
+
     from groundkit.retrieval.evidence import load_evidence
     from groundkit.retrieval.multi import search_collections
+    from groundkit.retrieval.rewriting import GlossaryRewriter
 
     filters = _where(args.where)
     if args.query == "-":
@@ -1189,6 +1192,8 @@ def _check_ingest_target(args: argparse.Namespace) -> None:
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Counts that argparse reads as any integer, held to their ranges (one-line errors)."""
+    from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT
+
     bounds = {"keep_versions": 0, "keep": 0, "version": 1, "chunk_overlap": 0}
     for name, least in bounds.items():
         value = getattr(args, name, None)
@@ -1305,6 +1310,8 @@ def _ray_executor(args: argparse.Namespace) -> RayExecutor | None:
 
 
 async def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
     _check_ingest_target(args)
     _check_text_arguments(args)
     _check_numbers(args)
@@ -1434,6 +1441,8 @@ def _print_collection(info: CollectionInfo) -> None:
 
 
 async def _run_drop(args: argparse.Namespace) -> int:
+    import asyncio
+
     location = _location(args, args.name)
     if not await location.exists():
         raise ConfigurationError(f"no collection {args.name!r} in {location.describe_root()!r}")
@@ -1564,6 +1573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from groundkit.service.command import run_serve
 
             return run_serve(args)
+        import asyncio
+
         return asyncio.run(_run(args))
     except GroundkitError as exc:
         print(f"grk: error: {exc}", file=sys.stderr)
