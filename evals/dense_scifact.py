@@ -33,6 +33,7 @@ from evals.plots import fusion_points, plot_fusion_weight
 from evals.stats import percentile
 from groundkit import (
     MAX_TOP_K,
+    EmbeddingProtocol,
     RetrievalConfig,
     Retriever,
     SearchMode,
@@ -77,13 +78,17 @@ class ModeResult:
 
 
 async def run(
-    data: BeirDataset, limit: int | None, settings: list[Setting] | None = None
+    data: BeirDataset,
+    limit: int | None,
+    settings: list[Setting] | None = None,
+    embedder: EmbeddingProtocol | None = None,
 ) -> tuple[list[ModeResult], float, int]:
-    """Ingest once with vectors, then evaluate each ``(label, mode, config)``."""
+    """Ingest once with vectors (``embedder``, default the packaged MiniLM on torch), then
+    evaluate each ``(label, mode, config)``."""
     queries = data.judged_queries(limit)
     qrels = {q: data.qrels[q] for q in queries}
     out: list[ModeResult] = []
-    embedder = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    embedder = embedder or SentenceTransformerEmbedder("all-MiniLM-L6-v2")
     with tempfile.TemporaryDirectory(prefix="groundkit-dense-") as tmp:
         async with ingest_dataset(data, Path(tmp), embedder=embedder) as ing:
             col = ing.collection

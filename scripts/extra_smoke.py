@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -141,9 +142,7 @@ def smoke_epub() -> None:
     file_format("book.epub", lambda p: _epub(p, "Oolong is rolled and roasted."), "oolong")
 
 
-def smoke_dense_local() -> None:
-    embedder = groundkit.SentenceTransformerEmbedder("all-MiniLM-L6-v2")
-
+def _dense_and_hybrid(extras: str, embedder: groundkit.EmbeddingProtocol) -> None:
     async def run(work: Path) -> None:
         (work / "notes").mkdir()
         (work / "notes" / "tea.md").write_text("Green tea is brewed at about 80 degrees.\n")
@@ -156,10 +155,32 @@ def smoke_dense_local() -> None:
                 assert top.source == "notes/tea.md", (mode, top.source)
                 assert not response.metadata.get("degraded"), response.metadata
                 assert (await col.verify(top)).ok
-        print("dense,local: dense and hybrid found and verified")
+        print(f"{extras}: dense and hybrid found and verified")
 
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(run(Path(tmp)))
+
+
+def smoke_dense_local() -> None:
+    _dense_and_hybrid("dense,local", groundkit.SentenceTransformerEmbedder("all-MiniLM-L6-v2"))
+
+
+def smoke_dense_onnx() -> None:
+    """The int8 export is made in the cache on first use, then searched with; a second
+    embedder loads it from the cache and embeds the same vectors."""
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["GROUNDKIT_CACHE_DIR"] = cache
+        first = groundkit.SentenceTransformerEmbedder(
+            "all-MiniLM-L6-v2", backend="onnx", quantize="int8"
+        )
+        _dense_and_hybrid("dense,onnx", first)
+        again = groundkit.SentenceTransformerEmbedder(
+            "all-MiniLM-L6-v2", backend="onnx", quantize="int8"
+        )
+        text = "Green tea is brewed at about 80 degrees."
+        a, b = (asyncio.run(e.embed_query(text)) for e in (first, again))
+        assert (a == b).all(), "the cached export embeds differently"
+        print("dense,onnx: the cached int8 export gives the same vectors")
 
 
 def _faq(work: Path) -> gks.SyncCollection:
@@ -350,6 +371,7 @@ SMOKES: dict[str, Callable[[], None]] = {
     "pptx": smoke_pptx,
     "epub": smoke_epub,
     "dense,local": smoke_dense_local,
+    "dense,onnx": smoke_dense_onnx,
     "langchain": smoke_langchain,
     "llama-index": smoke_llama_index,
     "haystack": smoke_haystack,

@@ -104,6 +104,7 @@ SLOW_MODULES = (
     "tests/service/test_transport.py",
     "tests/providers/test_openai_server.py",
     "tests/providers/test_local.py",
+    "tests/providers/test_onnx.py",
     "tests/storage/test_postgres_store.py",
     "tests/storage/test_postgres_migration.py",
     "tests/storage/test_s3_vectors.py",
@@ -116,9 +117,12 @@ SLOW_MODULES = (
 # On an interpreter that has no torch build to install (CI's Python 3.12 and 3.13 jobs set
 # this), a test that reaches for the [local] extra is skipped, naming what it needed. The
 # exception it raised decides: torch, transformers or sentence-transformers missing, or
-# groundkit's own ConfigurationError asking for groundkit[local].
+# groundkit's own ConfigurationError asking for groundkit[local] (or groundkit[onnx], which
+# exports with torch).
 WITHOUT_TORCH = os.environ.get("GROUNDKIT_TESTS_WITHOUT_TORCH") == "1"
-_TORCH_MODULES = frozenset({"torch", "transformers", "sentence_transformers", "txtai"})
+_TORCH_MODULES = frozenset(
+    {"torch", "transformers", "sentence_transformers", "txtai", "onnxruntime", "onnx"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -130,7 +134,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def _needs_torch(error: BaseException) -> bool:
     if isinstance(error, ModuleNotFoundError):
         return (error.name or "").split(".")[0] in _TORCH_MODULES
-    return isinstance(error, ConfigurationError) and "groundkit[local]" in str(error)
+    return isinstance(error, ConfigurationError) and (
+        "groundkit[local]" in str(error) or "groundkit[onnx]" in str(error)
+    )
 
 
 @pytest.hookimpl(hookwrapper=True)

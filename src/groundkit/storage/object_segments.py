@@ -62,12 +62,12 @@ from groundkit.storage.segments import (
     verify_pack_file,
     write_pack_file,
 )
+from groundkit.utils.cache_dir import CACHE_DIR_ENV, default_cache_root
 
 __all__ = ["CACHE_DIR_ENV", "ObjectSegments", "default_cache_root"]
 
 logger = logging.getLogger("groundkit.storage")
 
-CACHE_DIR_ENV = "GROUNDKIT_CACHE_DIR"
 _BLOCK = 1 << 22
 # Option keys whose values are blanked in messages (LanceDB's and pyarrow's spellings).
 _SECRET_HINTS = ("key", "secret", "token", "password", "credential", "sas")
@@ -85,18 +85,6 @@ class _ObjectStoreError(StorageError, OSError):
     that tolerate a failed opportunistic save (``LiveIndex`` at open, a replica
     with read-only credentials) must tolerate this one alike.
     """
-
-
-def default_cache_root(environ: Mapping[str, str] | None = None) -> Path:
-    """Where groundkit caches files on this host: ``$GROUNDKIT_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/groundkit``, else ``~/.cache/groundkit``."""
-    env = os.environ if environ is None else environ
-    given = env.get(CACHE_DIR_ENV)
-    if given:
-        return Path(given).expanduser()
-    xdg = env.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "groundkit"
 
 
 def _require_pyarrow() -> None:

@@ -53,6 +53,7 @@ from groundkit.errors import ConfigurationError, StorageError
 from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD, LanceDBVectorStore
 from groundkit.storage.object_segments import CACHE_DIR_ENV, default_cache_root
 from groundkit.storage.protocols import VectorErasure
+from groundkit.utils.hashing import file_checksum as _checksum
 
 __all__ = [
     "CACHE_BYTES_ENV",
@@ -133,14 +134,6 @@ class _Sidecar:
     size: int
     checksum: str
     remote: list[int]  # [size, mtime_ns] of the object in the listing it was fetched from
-
-
-def _checksum(path: Path) -> str:
-    digest = xxhash.xxh3_128()
-    with open(path, "rb") as handle:
-        while block := handle.read(_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _stamp(stat: os.stat_result) -> tuple[int, int, int]:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
-__all__ = ["sha256_text", "stable_id"]
+import xxhash
+
+__all__ = ["file_checksum", "sha256_text", "stable_id"]
+
+_BLOCK = 1 << 22
 
 
 def sha256_text(text: str) -> str:
@@ -16,3 +21,12 @@ def stable_id(*parts: str) -> str:
     """A 32-hex-digit id derived from ``parts``; same parts, same id, every run."""
     joined = "\x1f".join(parts)
     return hashlib.sha256(joined.encode("utf-8")).hexdigest()[:32]
+
+
+def file_checksum(path: Path) -> str:
+    """Hex xxh3-128 of a file's bytes, read in 4 MiB blocks: how cached files are checked."""
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while block := handle.read(_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
