@@ -41,6 +41,7 @@ from evals.hybrid.prepare import prepare_synthetic
 from evals.hybrid.scale import scale_lines
 from evals.machine import (
     REPO_ROOT,
+    carried_sections,
     command_line,
     default_scifact_dir,
     machine_lines,
@@ -125,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(text), encoding="utf-8")
+    # Sections other benchmarks keep on this page (evals.bench_onnx) are carried over.
+    args.out.write_text("\n".join(text) + carried_sections(args.out), encoding="utf-8")
     print(f"\nwrote {args.out}")
     return 0
 
