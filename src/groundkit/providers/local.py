@@ -36,7 +36,7 @@ once from the model directory into the host's cache (``providers/onnx.py``);
 ONNX graph computes the torch model's vectors up to float rounding and keeps
 its identity; int8 vectors are another embedding space, so an int8 embedder
 reports the provider ``sentence-transformers-onnx-int8`` and a collection bound
-to one refuses the other (adr/0063-onnx-embedder.md).
+to one refuses the other (adr/0064-onnx-embedder.md).
 """
 
 from __future__ import annotations

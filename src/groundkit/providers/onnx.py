@@ -1,6 +1,6 @@
 """A sentence-transformers model run by ONNX Runtime, exported once and cached.
 
-Route (adr/0063-onnx-embedder.md). The whole sentence-transformers pipeline of a
+Route (adr/0064-onnx-embedder.md). The whole sentence-transformers pipeline of a
 local model directory (transformer, pooling, any dense and normalise modules) is
 exported with ``torch.onnx.export`` into one graph from token ids to the
 sentence embedding; ``quantize="int8"`` then quantises its weights with
@@ -238,7 +238,7 @@ def _trace(model: Any, path: Path) -> tuple[tuple[str, ...], int]:
     axes = {name: {0: "batch", 1: "sequence"} for name in names}
     with torch.no_grad():
         # The TorchScript exporter: its graphs are the ones ONNX Runtime's transformer
-        # fusions match (adr/0063-onnx-embedder.md).
+        # fusions match (adr/0064-onnx-embedder.md).
         torch.onnx.export(
             graph,
             args,
