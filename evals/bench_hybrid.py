@@ -35,7 +35,7 @@ from evals.hybrid.common import BATCH_SIZE, log
 from evals.hybrid.ingest import run_ingest
 from evals.hybrid.ingest_page import ingest_section
 from evals.hybrid.latency import LatencyResult, run_latency
-from evals.hybrid.latency_page import latency_section
+from evals.hybrid.latency_page import latency_section, summary_lines
 from evals.hybrid.memory import RSS_SYSTEMS, measure_memory, memory_lines, work
 from evals.hybrid.prepare import prepare_synthetic
 from evals.hybrid.scale import scale_lines
@@ -79,6 +79,8 @@ async def _run(args: argparse.Namespace) -> list[str]:
     if len(measured) > 1:
         png = args.out.parent / "img" / f"{args.out.stem}-scale.png"
         sections += scale_lines(measured, png)
+    if measured:
+        summary = [*summary, "", *summary_lines(measured)]
     return [*summary, "", *sections]
 
 

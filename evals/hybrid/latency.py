@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import cast
 
 from evals.hybrid.common import WARMUP_QUERIES, WARMUP_TEXT, log, open_retriever
 from evals.hybrid.embedders import HashEmbedder, MiniLMQueryEmbedder
+from evals.hybrid.exact import ExactVectors
 from evals.hybrid.native import NATIVE_FTS, NATIVE_HYBRID, build_native_table, native_search
 from evals.hybrid.prepare import Prepared
 from evals.hybrid.sweep import SWEEP_QUERIES, vector_sweep
@@ -22,10 +24,12 @@ from evals.synthetic import BENCH_CHUNKING
 from groundkit import (
     Collection,
     LanceDBVectorStore,
+    RetrievalConfig,
     Retriever,
     SearchMode,
     SentenceTransformerEmbedder,
 )
+from groundkit.storage.protocols import VectorStoreProtocol
 
 __all__ = ["LatencyResult", "Samples", "run_latency"]
 
@@ -60,6 +64,9 @@ class LatencyResult:
     sweep: list[list[str]]
     sweep_queries: int
     recall: dict[int, float]  # the store's defaults against exact search, per k
+    # Hybrid top 10 with the defaults against hybrid over exact vector search:
+    # (mean recall@10, share of queries whose ordered top 10 is identical).
+    hybrid_recall: tuple[float, float]
     index_build_s: float | None
     native_build_s: float
     native_note: str
@@ -88,6 +95,27 @@ async def _index_stats(store: LanceDBVectorStore) -> str:
     return (
         f"{s.index_type}, {s.num_indexed_rows:,} rows indexed, {s.num_unindexed_rows:,} unindexed"
     )
+
+
+async def _hybrid_recall(
+    col: Collection, retriever: Retriever, queries: list[str]
+) -> tuple[float, float]:
+    """Hybrid's top 10 with the defaults against hybrid whose vector side is LanceDB's
+    exact flat scan (``ExactVectors``): mean recall@10 and the share of identical
+    ordered top 10s."""
+    assert isinstance(col.vector_store, LanceDBVectorStore)
+    exact_store = cast(VectorStoreProtocol, ExactVectors(col.vector_store))
+    reference = await Retriever.open(
+        col.store, RetrievalConfig(), embedder=HashEmbedder(), vector_store=exact_store
+    )
+    overlap: list[float] = []
+    same = 0
+    for q in queries:
+        got = [r.chunk_id for r in (await retriever.search(q, 10, mode="hybrid")).results]
+        want = [r.chunk_id for r in (await reference.search(q, 10, mode="hybrid")).results]
+        overlap.append(len(set(got) & set(want)) / max(1, len(want)))
+        same += got == want
+    return sum(overlap) / max(1, len(overlap)), same / max(1, len(queries))
 
 
 async def run_latency(
@@ -165,6 +193,8 @@ async def run_latency(
                 samples[label].results.append(found)
         sweep_vectors = [hashed.embed_sync([q])[0] for q in queries[:SWEEP_QUERIES]]
         sweep, recall = await vector_sweep(store, sweep_vectors, ann)
+        log(f"part 2: {prepared.name}: hybrid against hybrid over exact vector search")
+        hybrid_recall = await _hybrid_recall(col, retriever, queries[:SWEEP_QUERIES])
     return LatencyResult(
         prepared=prepared,
         queries=len(queries),
@@ -178,6 +208,7 @@ async def run_latency(
         sweep=sweep,
         sweep_queries=len(sweep_vectors),
         recall=recall,
+        hybrid_recall=hybrid_recall,
         index_build_s=index_build_s,
         native_build_s=native_build_s,
         native_note=native_note,

@@ -12,7 +12,7 @@ from evals.hybrid.ingest import IngestResult
 from evals.hybrid.ingest_page import ingest_section
 from evals.hybrid.ingest_profile import ProfileResult
 from evals.hybrid.latency import LatencyResult, Samples
-from evals.hybrid.latency_page import latency_section
+from evals.hybrid.latency_page import latency_section, summary_lines
 from evals.hybrid.memory import RSS_SYSTEMS, Memory, memory_lines
 from evals.hybrid.native import NATIVE_FTS, NATIVE_HYBRID
 from evals.hybrid.prepare import Prepared
@@ -51,6 +51,7 @@ def _latency_result() -> LatencyResult:
         sweep=[["exact", "9.00", "1.000", "9.50", "1.000"]],
         sweep_queries=20,
         recall={10: 1.0, 100: 1.0},
+        hybrid_recall=(1.0, 1.0),
         index_build_s=None,
         native_build_s=1.5,
         native_note="10,000 rows",
@@ -86,10 +87,17 @@ def _ingest_result() -> IngestResult:
 
 
 def test_sections_state_their_targets_without_history() -> None:
-    lines, targets = latency_section(_latency_result())
-    assert len(targets) == 2
-    assert targets[0].startswith("- hybrid p50 excluding query embedding ≤ 50 ms at 10,000")
-    assert targets[0].endswith("→ met")
+    result = _latency_result()
+    lines, targets = latency_section(result)
+    assert len(targets) == 4
+    # hybrid − embed p50 is 5.5 ms against the anchor's 3 ms.
+    assert targets[0].startswith("- hybrid p50 excluding query embedding ≤ 1.2× LanceDB's")
+    assert targets[0].endswith("5.5 ms / 3.0 ms = 1.83× → **missed**")
+    assert targets[1].startswith("- hybrid p50 excluding query embedding ≤ 50 ms at 10,000")
+    assert targets[1].endswith("→ met")
+    assert targets[3].endswith("(identical ordered top 10: 100% of queries) → met")
+    summary = "\n".join(summary_lines([result]))
+    assert "| 10,000 | exact, in memory | 4.50 | 5.50 | 3.00 | **1.83×** (**missed**) |" in summary
     ingest_lines, ingest_targets = ingest_section(_ingest_result())
     assert ingest_targets[0].startswith("- dense ingest ≤ 1.1×")
     memory = [Memory(label, 300.0, 100.0, 0.1, 2.0) for label in RSS_SYSTEMS]

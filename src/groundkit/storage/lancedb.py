@@ -6,11 +6,15 @@ Vectors are L2-normalised on the way in, so the stored copy is exactly what
 cosine ranks and any later re-scoring needs no norms.
 
 Small tables are searched exhaustively: exact, deterministic, and quick enough
-while they are small. Once a table reaches ``ann_threshold`` rows an IVF_RQ
-index is built, once (see ``DEFAULT_NPROBES`` for why and how; ADR 0023); rows
-written afterwards are scanned exhaustively beside it until ``optimize()`` folds
-them in. lancedb and pyarrow are imported only when a
-store is opened, so the ``dense`` extra stays optional.
+while they are small. A table whose vectors fit in ``memory_max_bytes`` keeps a
+float32 copy of them in memory, read once per table version and checked against
+the version before every search (``_Resident``; adr/0063-resident-vectors.md):
+without an index the exhaustive search runs on it, with one the index's
+candidates are re-scored on it. Once a table reaches
+``ann_threshold`` rows an IVF_RQ index is built, once (see ``DEFAULT_NPROBES``
+for why and how; ADR 0023); rows written afterwards are scanned exhaustively
+beside it until ``optimize()`` folds them in. lancedb and pyarrow are imported
+only when a store is opened, so the ``dense`` extra stays optional.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from groundkit.storage.protocols import (
 
 __all__ = [
     "DEFAULT_ANN_THRESHOLD",
+    "DEFAULT_MEMORY_MAX_BYTES",
     "DEFAULT_NPROBES",
     "DEFAULT_REFINE_FACTOR",
     "LanceDBVectorStore",
@@ -59,6 +64,14 @@ __all__ = [
 # at 100k) against 5-6 ms with the index at recall 1.0, and the index trains in
 # seconds at that size; so exactness is kept only while it is cheap.
 DEFAULT_ANN_THRESHOLD = 20_000
+
+# A table whose float32 vectors take at most this much memory (1.5 KiB a row at 384
+# dimensions: 256 MiB holds about 175,000 rows) keeps a copy of them in memory, read
+# once per table version. Without an ANN index it is searched exactly there: a
+# matrix-vector product over 10k rows costs a fraction of LanceDB's flat scan of them.
+# With the index, the index's candidates are re-scored on it instead of on vectors
+# read from the table's files (adr/0063-resident-vectors.md).
+DEFAULT_MEMORY_MAX_BYTES = 256 << 20
 
 logger = logging.getLogger("groundkit.storage")
 _T = TypeVar("_T")
@@ -208,6 +221,138 @@ def _as_matrix(
     return np.ascontiguousarray(array / norms[:, None], dtype=np.float32)
 
 
+def _dot_rows(
+    matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """``matrix @ vector`` in numpy's own single-threaded loop, not BLAS: OpenBLAS
+    spreads a matrix-vector product over every core, and on a busy 2-core host that
+    took 36.9 ms at 10k rows against 1.1 ms here (adr/0063-resident-vectors.md)."""
+    product: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
+    return product
+
+
+# One version's rows as read: vectors, chunk ids, document ids, LanceDB row ids.
+_Columns = tuple[npt.NDArray[np.float32], list[str], list[str], npt.NDArray[np.uint64]]
+
+
+class _Resident:
+    """A table version's vectors held in memory, searched exactly by a matrix product.
+
+    Built from one read of every row at ``version`` of the handle ``table``; the
+    store uses it only while its handle is that same object at that same version
+    and ``intact()`` holds, and reads it afresh otherwise. ``matrix`` is None when
+    the version held more rows than the store keeps in memory (its rows then go to
+    LanceDB's own flat search, and the count is not read again until the version
+    moves). The arrays are read-only, so nothing mutates them in place.
+    """
+
+    __slots__ = (
+        "chunk_ids", "doc_codes", "documents", "matrix", "names", "row_ids", "row_order",
+        "rows", "table", "version",
+    )  # fmt: skip
+
+    def __init__(self, table: Any, version: int, rows: int, data: _Columns | None = None) -> None:
+        self.table = table
+        self.version = version
+        self.rows = rows
+        self.matrix: npt.NDArray[np.float32] | None = None
+        self.chunk_ids: list[str] = []
+        self.documents: dict[str, int] = {}
+        self.names: list[str] = []
+        self.doc_codes: npt.NDArray[np.int32] = np.zeros(0, dtype=np.int32)
+        self.row_order: npt.NDArray[np.intp] = np.zeros(0, dtype=np.intp)
+        self.row_ids: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+        if data is None:
+            return
+        matrix, self.chunk_ids, owners, ids = data
+        self.names = list(dict.fromkeys(owners))
+        self.documents = {d: i for i, d in enumerate(self.names)}
+        self.doc_codes = np.fromiter(
+            (self.documents[d] for d in owners), dtype=np.int32, count=len(owners)
+        )
+        # Stored rows are unit vectors already; dividing again keeps cosines exact for
+        # any row, in place (no float64 copy of the whole matrix).
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
+        norms[~(norms > 0)] = 1.0  # never written (the store refuses zero vectors); no NaN
+        np.divide(matrix, norms[:, None], out=matrix)
+        self.matrix = matrix
+        # Row ids (LanceDB's ``_rowid`` at this version), sorted, and each one's row here:
+        # what ANN candidates are re-scored by.
+        self.row_order = np.argsort(ids, kind="stable")
+        self.row_ids = ids[self.row_order]
+        for array in (self.matrix, self.doc_codes, self.row_order, self.row_ids):
+            array.flags.writeable = False
+        self.rows = len(self.chunk_ids)
+
+    def intact(self, dimensions: int) -> bool:
+        """Whether the parts still agree with each other and with the table's width."""
+        if self.matrix is None:
+            return not self.chunk_ids
+        return (
+            self.matrix.shape == (self.rows, dimensions)
+            and self.matrix.dtype == np.float32
+            and not self.matrix.flags.writeable
+            and len(self.chunk_ids) == self.rows == self.doc_codes.shape[0]
+            and self.rows == self.row_ids.shape[0] == self.row_order.shape[0]
+            and not any(a.flags.writeable for a in (self.doc_codes, self.row_ids, self.row_order))
+            and len(self.names) == len(self.documents)
+        )
+
+    def rescored(
+        self, row_ids: npt.NDArray[np.uint64], query: npt.NDArray[np.float32], limit: int
+    ) -> list[tuple[str, str, float]] | None:
+        """ANN candidates (LanceDB row ids of this version) with exact distances: the
+        ``limit`` nearest by ``(distance, chunk_id)``. None when a candidate is not in
+        this copy, which then does not hold the version searched."""
+        assert self.matrix is not None
+        if row_ids.shape[0] == 0:
+            return []
+        if self.rows == 0:
+            return None
+        at = np.minimum(np.searchsorted(self.row_ids, row_ids), self.rows - 1)
+        if not np.array_equal(self.row_ids[at], row_ids):
+            return None
+        positions = self.row_order[at]
+        distances = 1.0 - _dot_rows(self.matrix[positions], query)
+        names, chunk_ids, codes = self.names, self.chunk_ids, self.doc_codes
+        found = [
+            (chunk_ids[r], names[codes[r]], float(d))
+            for r, d in zip(positions.tolist(), distances.tolist(), strict=True)
+        ]
+        found.sort(key=lambda row: (row[2], row[0]))
+        return found[:limit]
+
+    def ranked(
+        self, query: npt.NDArray[np.float32], top_k: int, wanted: frozenset[str] | None
+    ) -> list[tuple[str, str, float]]:
+        """The ``top_k`` nearest ``(chunk_id, document_id, distance)`` by ``(distance,
+        chunk_id)``, over every row or the rows of the ``wanted`` documents.
+
+        Every row tied with the ``top_k``-th distance is a candidate, so the chunk id
+        decides ties exactly as LanceDB's path does after its padded fetch.
+        """
+        assert self.matrix is not None
+        distances = 1.0 - _dot_rows(self.matrix, query)
+        positions: npt.NDArray[np.intp] | None = None
+        if wanted is not None:
+            codes = [self.documents[d] for d in wanted if d in self.documents]
+            positions = np.flatnonzero(np.isin(self.doc_codes, codes))
+            distances = distances[positions]
+        if distances.shape[0] == 0:
+            return []
+        k = min(top_k, distances.shape[0])
+        cut = np.partition(distances, k - 1)[k - 1]
+        chosen = np.flatnonzero(distances <= cut)
+        rows = positions[chosen] if positions is not None else chosen
+        names, chunk_ids = self.names, self.chunk_ids
+        found = [
+            (chunk_ids[r], names[self.doc_codes[r]], float(distances[c]))
+            for r, c in zip(rows.tolist(), chosen.tolist(), strict=True)
+        ]
+        found.sort(key=lambda row: (row[2], row[0]))
+        return found[:top_k]
+
+
 class LanceDBVectorStore:
     """``VectorStoreProtocol`` on a LanceDB table; create with ``await .open(...)``.
 
@@ -246,6 +391,11 @@ class LanceDBVectorStore:
         # None: every partition, and ``refine_factor_for(limit)``.
         self.nprobes: int | None = DEFAULT_NPROBES
         self.refine_factor: int | None = DEFAULT_REFINE_FACTOR
+        # A table whose vectors fit in this many bytes is searched on a copy of them
+        # held in memory (0: never); see ``_resident``.
+        self.memory_max_bytes: int = DEFAULT_MEMORY_MAX_BYTES
+        self._memory: _Resident | None = None
+        self._memory_lock = asyncio.Lock()
 
     @property
     def dimensions(self) -> int:
@@ -379,6 +529,7 @@ class LanceDBVectorStore:
 
     async def close(self) -> None:
         """Release the table handle; idempotent."""
+        self._memory = None
         table, self._table = self._table, None
         conn, self._conn = self._conn, None
         if table is not None:
@@ -543,6 +694,7 @@ class LanceDBVectorStore:
         self._damage = None
         self._doc_cache = None
         self._indexed = None
+        self._memory = None
         if isinstance(self.path, Path):
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
             aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
@@ -760,6 +912,7 @@ class LanceDBVectorStore:
                 self._doc_cache = None
                 self._inventory_cache = None
                 self._indexed = None
+                self._memory = None  # no copy of an erased row stays in memory
         return VectorErasure(rows=rows, versions=versions, bytes_removed=removed)
 
     async def _maybe_build_index(self, *, upgrade: bool = False) -> None:
@@ -921,27 +1074,112 @@ class LanceDBVectorStore:
             return []
         if self._indexed is None:
             self._indexed = await self.has_ann_index()
+        resident = await self._resident()
+        if resident is not None and (exact or not self._indexed):
+            return [
+                VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
+                for c, d, dist in resident.ranked(query, top_k, wanted)
+            ]
         restriction = "" if wanted is None else await self._restriction(wanted)
         if restriction is None:
             return []
-        rows = await self._ranked(query, top_k, restriction, exact=exact)
+        rows = await self._ranked(query, top_k, restriction, exact=exact, resident=resident)
         if wanted is not None and any(d not in wanted for _, d, _ in rows):
             # A write landed between choosing the filter and searching: spell it out.
             spelled = f"document_id IN ({_quote_ids(sorted(wanted), RetrievalError)})"
-            rows = await self._ranked(query, top_k, spelled, exact=exact)
+            rows = await self._ranked(query, top_k, spelled, exact=exact, resident=resident)
         return [
             VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
             for c, d, dist in rows[:top_k]
         ]
 
+    async def _resident(self) -> _Resident | None:
+        """The current version's vectors in memory, or None when the table holds more
+        fit in ``memory_max_bytes`` (or a write moved it while they were read).
+
+        Checked, never trusted: before every search the handle's version is read and
+        compared with the copy's, and the copy's parts with each other; a copy that
+        fails either is dropped and read again from the table.
+        """
+        if self.memory_max_bytes < 1:
+            return None
+        table = self._table
+        try:
+            version = int(await table.version())
+        except Exception as exc:
+            _storage_error("search", self.path, exc)
+        held = self._memory
+        if not self._holds(held, table, version):
+            async with self._memory_lock:
+                held = self._memory
+                if not self._holds(held, table, version):
+                    held = self._memory = None
+                    held = await self._read_resident(table, version)
+                    self._memory = held
+        if held is None or held.matrix is None:
+            return None
+        return held
+
+    def _holds(self, held: _Resident | None, table: Any, version: int) -> bool:
+        """Whether ``held`` is this handle's copy of ``version``, whole, and (held or
+        only counted) on the side of ``memory_max_bytes`` it was read on."""
+        if held is None or held.table is not table or held.version != version:
+            return False
+        fits = held.rows * self._dimensions * 4 <= self.memory_max_bytes
+        return held.intact(self._dimensions) and fits == (held.matrix is not None)
+
+    async def _read_resident(self, table: Any, version: int) -> _Resident | None:
+        """Read every row of ``version`` into memory (None if a write moved the
+        handle meanwhile); a table too large for ``memory_max_bytes`` is only counted."""
+        try:
+            rows = int(await table.count_rows())
+            if rows * self._dimensions * 4 > self.memory_max_bytes:
+                return _Resident(table, version, rows)
+            data = await self._read_vectors(rows)
+            moved = int(await table.version()) != version
+        except Exception as exc:
+            _storage_error("search", self.path, exc)
+        if data is None or moved or self._table is not table:
+            return None
+        return _Resident(table, version, rows, data)
+
+    async def _read_vectors(self, rows: int) -> _Columns | None:
+        """Every row's ids and vector from the handle searches read, batch by batch
+        into one matrix made beforehand (the peak is the matrix and one batch, not a
+        second copy); None when the table does not hold ``rows`` rows."""
+        reader = await self._read_table()
+        query = reader.query().select(["chunk_id", "document_id", "vector"]).with_row_id()
+        matrix = np.empty((rows, self._dimensions), dtype=np.float32)
+        row_ids = np.empty(rows, dtype=np.uint64)
+        chunk_ids: list[str] = []
+        owners: list[str] = []
+        filled = 0
+        async for batch in await query.to_batches():
+            n = int(batch.num_rows)
+            if filled + n > rows:
+                return None
+            flat = batch["vector"].flatten().to_numpy(zero_copy_only=False)
+            matrix[filled : filled + n] = np.asarray(flat, dtype=np.float32).reshape(n, -1)
+            row_ids[filled : filled + n] = batch["_rowid"].to_numpy(zero_copy_only=False)
+            chunk_ids.extend(str(c) for c in batch["chunk_id"].to_pylist())
+            owners.extend(str(d) for d in batch["document_id"].to_pylist())
+            filled += n
+        return (matrix, chunk_ids, owners, row_ids) if filled == rows else None
+
     async def _ranked(
-        self, query: npt.NDArray[np.float32], top_k: int, restriction: str, *, exact: bool
+        self,
+        query: npt.NDArray[np.float32],
+        top_k: int,
+        restriction: str,
+        *,
+        exact: bool,
+        resident: _Resident | None = None,
     ) -> list[tuple[str, str, float]]:
         """``(chunk_id, document_id, distance)`` sorted by ``(distance, chunk_id)``."""
         predicate = restriction or None
         limit = top_k + _TIE_PAD
         while True:
-            rows = await self._search(query, limit, predicate, exact=exact)
+            rows = await self._search(query, limit, predicate, exact=exact, resident=resident)
             if len(rows) < limit or rows[-1][2] != rows[top_k - 1][2]:
                 break
             limit *= 2  # the tie at the cut runs past what was fetched
@@ -949,26 +1187,43 @@ class LanceDBVectorStore:
         return rows
 
     async def _search(
-        self, vector: npt.NDArray[np.float32], limit: int, predicate: str | None, *, exact: bool
+        self,
+        vector: npt.NDArray[np.float32],
+        limit: int,
+        predicate: str | None,
+        *,
+        exact: bool,
+        resident: _Resident | None = None,
     ) -> list[tuple[str, str, float]]:
+        """The ``limit`` nearest rows from LanceDB. With the index and ``resident``, the
+        index's candidates (``refine_factor`` times ``limit``, by their codes) come back
+        as row ids only and are re-scored on the vectors in memory: what LanceDB's own
+        re-scoring does, without reading each candidate's vector and ids from the files.
+        """
+        rescore = resident is not None and self._indexed and not exact
         try:
             reader = await self._read_table()
+            refine = self.refine_factor or refine_factor_for(limit)
             q = (
                 reader.query()
                 .nearest_to(vector)
                 .column("vector")
                 .distance_type("cosine")
-                .select(["chunk_id", "document_id", "_distance"])
-                .limit(limit)
+                .limit(limit * refine if rescore else limit)
+            )
+            q = (
+                q.select(["_distance"]).with_row_id()
+                if rescore
+                else q.select(["chunk_id", "document_id", "_distance"])
             )
             if predicate is not None:
                 q = q.where(predicate)
             if exact:
                 q = q.bypass_vector_index()
             elif self._indexed:
-                refine = self.refine_factor or refine_factor_for(limit)
                 nprobes = self.nprobes or _EVERY_PARTITION
-                q = q.refine_factor(refine)
+                if not rescore:
+                    q = q.refine_factor(refine)
                 if predicate is None:
                     q = q.nprobes(nprobes)
                 else:
@@ -976,8 +1231,20 @@ class LanceDBVectorStore:
                     # with no maximum LanceDB keeps probing until it is met.
                     q = q.maximum_nprobes(0).minimum_nprobes(nprobes)
             result = await q.to_arrow()
+            # Row ids name rows of one version: the copy's, unless a write moved the
+            # handle during the search.
+            held = -1 if resident is None else resident.version
+            same = not rescore or int(await self._table.version()) == held
         except Exception as exc:
             _storage_error("search", self.path, exc)
+        if rescore:
+            assert resident is not None
+            ids = np.asarray(result["_rowid"].to_numpy(), dtype=np.uint64)
+            found = resident.rescored(ids, vector, limit) if same else None
+            if found is not None:
+                return found
+            # The copy does not hold these rows: LanceDB re-scores them itself.
+            return await self._search(vector, limit, predicate, exact=exact)
         distances = result["_distance"].to_pylist()
         return [
             (str(c), str(d), float(dist) if dist is not None and math.isfinite(dist) else 2.0)

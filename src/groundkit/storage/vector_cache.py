@@ -42,6 +42,7 @@ import uuid
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -644,17 +645,37 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         self._note(CacheUnavailable(f"a cached file could not be read ({str(exc)[:200]})"))
 
     async def _search(
-        self, vector: npt.NDArray[np.float32], limit: int, predicate: str | None, *, exact: bool
+        self,
+        vector: npt.NDArray[np.float32],
+        limit: int,
+        predicate: str | None,
+        *,
+        exact: bool,
+        resident: Any = None,
     ) -> list[tuple[str, str, float]]:
+        search = partial(super()._search, vector, limit, predicate, exact=exact, resident=resident)
         try:
-            return await super()._search(vector, limit, predicate, exact=exact)
+            return await search()
         except StorageError as exc:
             if self.mirror is None or self._bypass:
                 raise
             await self._uncached(exc)
         self._bypass = True
         try:
-            return await super()._search(vector, limit, predicate, exact=exact)
+            return await search()
+        finally:
+            self._bypass = False
+
+    async def _read_vectors(self, rows: int) -> Any:
+        try:
+            return await super()._read_vectors(rows)
+        except Exception as exc:
+            if self.mirror is None or self._bypass:
+                raise
+            await self._uncached(StorageError(str(exc)))
+        self._bypass = True
+        try:
+            return await super()._read_vectors(rows)
         finally:
             self._bypass = False
 

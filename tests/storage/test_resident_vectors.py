@@ -1,0 +1,283 @@
+"""LanceDBVectorStore's in-memory exact search: the same rankings as LanceDB's flat
+scan, and a copy that follows the table version (checked, never trusted)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from evals.hybrid.exact import lance_exact
+from groundkit.storage.lancedb import DEFAULT_MEMORY_MAX_BYTES, LanceDBVectorStore
+from groundkit.storage.protocols import VectorHit
+from groundkit.testing.conformance.vectors import DIM, basis, random_rows, unit, upsert
+
+os.environ.setdefault("LANCEDB_LOG", "error")
+
+# Two rankings may order rows differently only where their true cosines differ by
+# less than float32 rounding of a DIM-wide dot product.
+_ROUNDING = 1e-6
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[LanceDBVectorStore]:
+    s = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def _ids(hits: list[VectorHit]) -> list[str]:
+    return [h.chunk_id for h in hits]
+
+
+class _Truth(NamedTuple):
+    distance: float  # 1 - cosine, in float64
+    direction: tuple[float, ...]  # equal for rows that are multiples of each other
+
+
+def _truth(
+    rows: dict[str, npt.NDArray[np.float64]], query: npt.NDArray[np.float64]
+) -> dict[str, _Truth]:
+    q = query / np.linalg.norm(query)
+    return {
+        c: _Truth(float(1.0 - (v / np.linalg.norm(v)) @ q), tuple(v / np.abs(v).max()))
+        for c, v in rows.items()
+    }
+
+
+def _check_exact(ranking: list[str], truth: dict[str, _Truth], top_k: int) -> None:
+    """``ranking`` is the exact top ``top_k`` of ``truth``, up to rounding; rows of
+    the same direction (equal in every computation) follow chunk id order."""
+    assert len(ranking) == min(top_k, len(truth))
+    for a, b in itertools.pairwise(ranking):
+        assert truth[a].distance <= truth[b].distance + _ROUNDING
+        if truth[a].direction == truth[b].direction:
+            assert a < b
+    left_out = [t.distance for c, t in truth.items() if c not in set(ranking)]
+    if ranking and left_out:
+        assert min(left_out) >= truth[ranking[-1]].distance - _ROUNDING
+
+
+def _separated(truth: dict[str, _Truth], top_k: int) -> bool:
+    """Whether every two of the best ``top_k + 1`` rows differ by more than rounding,
+    or point the same way: then rounding cannot order them differently."""
+    near = sorted(truth.values())[: top_k + 1]
+    return all(
+        b.distance - a.distance > _ROUNDING or a.direction == b.direction
+        for a, b in itertools.pairwise(near)
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    grid=st.lists(
+        st.lists(st.integers(-2, 2), min_size=DIM, max_size=DIM).filter(any),
+        min_size=1,
+        max_size=30,
+    ),
+    owners=st.lists(st.integers(0, 4), min_size=30, max_size=30),
+    query=st.lists(st.integers(-2, 2), min_size=DIM, max_size=DIM).filter(any),
+    top_k=st.integers(1, 35),
+    restrict=st.none() | st.sets(st.integers(0, 5), max_size=4),
+)
+def test_in_memory_ranks_as_lancedb_flat_scan(
+    grid: list[list[int]],
+    owners: list[int],
+    query: list[int],
+    top_k: int,
+    restrict: set[int] | None,
+) -> None:
+    # Small integer vectors: many exact ties (repeated rows) and near ties.
+    docs: dict[str, list[tuple[str, list[int]]]] = {}
+    for i, row in enumerate(grid):
+        docs.setdefault(f"d{owners[i]}", []).append((f"c{(i * 7) % 31:02d}-{i}", row))
+    wanted = None if restrict is None else {f"d{i}" for i in restrict}
+
+    async def compare() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            s = await LanceDBVectorStore.open(tmp, "c", DIM)
+            try:
+                await s.upsert_documents(
+                    [(d, [c for c, _ in rows], [v for _, v in rows]) for d, rows in docs.items()]
+                )
+                memory = await s.query(query, top_k, document_ids=wanted)
+                if wanted != set():  # nothing to search otherwise
+                    assert s._memory is not None and s._memory.matrix is not None
+                flat = await lance_exact(s, query, top_k, wanted)
+            finally:
+                await s.close()
+        rows = {
+            c: np.asarray(v, dtype=np.float64)
+            for d, found in docs.items()
+            if wanted is None or d in wanted
+            for c, v in found
+        }
+        truth = _truth(rows, np.asarray(query, dtype=np.float64))
+        _check_exact(_ids(memory), truth, top_k)
+        _check_exact(_ids(flat), truth, top_k)
+        # Unless rounding could decide between two of the candidates, the two paths
+        # agree row for row.
+        if _separated(truth, top_k):
+            assert _ids(memory) == _ids(flat)
+        for m, f in zip(memory, flat, strict=True):
+            assert m.document_id in (wanted or docs)
+            assert abs(m.score - f.score) <= _ROUNDING or m.chunk_id != f.chunk_id
+
+    asyncio.run(compare())
+
+
+async def test_same_hits_as_the_flat_scan_on_random_vectors(store: LanceDBVectorStore) -> None:
+    vectors = random_rows(500, seed=3)
+    for d in range(10):
+        ids = [f"{d}-{i:03d}" for i in range(50)]
+        await upsert(store, f"doc{d}", ids, vectors[d * 50 : (d + 1) * 50])
+    for seed in range(5):
+        query = random_rows(1, seed=100 + seed)[0]
+        for top_k, wanted in ((10, None), (100, None), (7, {"doc3", "doc8"})):
+            memory = await store.query(query, top_k, document_ids=wanted)
+            flat = await lance_exact(store, query, top_k, wanted)
+            assert _ids(memory) == _ids(flat)
+            assert [h.document_id for h in memory] == [h.document_id for h in flat]
+            assert np.allclose([h.score for h in memory], [h.score for h in flat], atol=1e-6)
+
+
+async def test_the_copy_follows_the_table_version(store: LanceDBVectorStore) -> None:
+    assert store.memory_max_bytes == DEFAULT_MEMORY_MAX_BYTES
+    await upsert(store, "d1", ["a", "b"], np.stack([basis(0), basis(1)]))
+    assert _ids(await store.query(basis(2), 5)) == ["a", "b"]
+    first = store._memory
+    assert first is not None and first.version == int(await store.table.version())
+    # No write: the same copy answers.
+    await store.query(basis(1), 1)
+    assert store._memory is first
+    # A write between searches is seen by the next search.
+    await upsert(store, "d2", ["c"], np.stack([unit(0.1, 0.0, 1.0)]))
+    assert _ids(await store.query(basis(2), 1)) == ["c"]
+    second = store._memory
+    assert second is not first and second is not None
+    assert second.version == int(await store.table.version()) > first.version
+    await store.delete_documents(["d2"])
+    assert _ids(await store.query(basis(2), 5)) == ["a", "b"]
+
+
+async def test_another_handles_write_is_seen_after_refresh(
+    store: LanceDBVectorStore, tmp_path: Path
+) -> None:
+    await upsert(store, "d1", ["a"], np.stack([basis(0)]))
+    assert _ids(await store.query(basis(1), 5)) == ["a"]
+    other = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    try:
+        await upsert(other, "d2", ["b"], np.stack([basis(1)]))
+    finally:
+        await other.close()
+    # Until refreshed the handle reads its own version, in memory as LanceDB would.
+    assert _ids(await store.query(basis(1), 5)) == ["a"]
+    await store.refresh()
+    assert _ids(await store.query(basis(1), 5)) == ["b", "a"]
+
+
+@pytest.mark.parametrize("damage", ["stale version", "short ids", "writeable matrix", "width"])
+async def test_stale_or_corrupt_copy_is_read_again(store: LanceDBVectorStore, damage: str) -> None:
+    vectors = random_rows(40, seed=5)
+    await upsert(store, "d1", [f"c{i:02d}" for i in range(40)], vectors)
+    query = random_rows(1, seed=6)[0]
+    expected = await lance_exact(store, query, 10)
+    assert _ids(await store.query(query, 10)) == _ids(expected)
+    held = store._memory
+    assert held is not None and held.matrix is not None
+    if damage == "stale version":
+        held.version -= 1
+    elif damage == "short ids":
+        held.chunk_ids = held.chunk_ids[:-1]
+    elif damage == "writeable matrix":
+        held.matrix = np.zeros_like(held.matrix)  # a fresh array is writeable
+    else:
+        held.matrix = np.zeros((40, DIM + 1), dtype=np.float32)
+        held.matrix.flags.writeable = False
+    assert _ids(await store.query(query, 10)) == _ids(expected)
+    assert store._memory is not held
+    assert store._memory is not None and store._memory.intact(DIM)
+
+
+async def test_a_table_above_the_limit_is_searched_by_lancedb(store: LanceDBVectorStore) -> None:
+    vectors = random_rows(30, seed=8)
+    await upsert(store, "d1", [f"c{i:02d}" for i in range(30)], vectors)
+    query = random_rows(1, seed=9)[0]
+    in_memory = _ids(await store.query(query, 10))
+    store.memory_max_bytes = 29 * DIM * 4
+    assert _ids(await store.query(query, 10)) == in_memory
+    held = store._memory
+    assert held is not None and held.matrix is None and held.rows == 30
+    store.memory_max_bytes = 0
+    assert _ids(await store.query(query, 10)) == in_memory
+
+
+async def test_erasure_drops_the_copy(store: LanceDBVectorStore) -> None:
+    await upsert(store, "d1", ["a"], np.stack([basis(0)]))
+    await upsert(store, "d2", ["b"], np.stack([basis(1)]))
+    await store.query(basis(0), 2)
+    await store.erase_documents(["d2"])
+    held = store._memory
+    assert held is None or "b" not in held.chunk_ids
+    assert _ids(await store.query(basis(1), 2)) == ["a"]
+
+
+async def _indexed_store(
+    tmp_path: Path, seed: int, queries: int
+) -> tuple[LanceDBVectorStore, npt.NDArray[np.float32]]:
+    """2,000 random 32-d rows in 20 documents, indexed; and ``queries`` more rows."""
+    data = np.random.default_rng(seed).standard_normal((2_000 + queries, 32)).astype(np.float32)
+    store = await LanceDBVectorStore.open(tmp_path, "ann", 32, ann_threshold=1_000)
+    for d in range(20):
+        ids = [f"{i:05d}" for i in range(d * 100, (d + 1) * 100)]
+        await upsert(store, f"doc{d:02d}", ids, data[d * 100 : (d + 1) * 100])
+    assert await store.has_ann_index()
+    return store, data[2_000:]
+
+
+async def test_ann_candidates_rescored_in_memory_as_lancedb_rescores(tmp_path: Path) -> None:
+    store, queries = await _indexed_store(tmp_path, seed=31, queries=20)
+    try:
+        for top_k, wanted in ((10, None), (100, None), (10, {"doc03", "doc11"})):
+            for q in queries:
+                memory = await store.query(q, top_k, document_ids=wanted)
+                held = store._memory
+                assert held is not None and held.matrix is not None  # re-scored in memory
+                saved, store.memory_max_bytes = store.memory_max_bytes, 0
+                try:
+                    lance = await store.query(q, top_k, document_ids=wanted)
+                finally:
+                    store.memory_max_bytes = saved
+                assert _ids(memory) == _ids(lance)
+                assert np.allclose([h.score for h in memory], [h.score for h in lance], atol=1e-6)
+    finally:
+        await store.close()
+
+
+async def test_candidates_the_copy_does_not_hold_are_rescored_by_lancedb(tmp_path: Path) -> None:
+    store, queries = await _indexed_store(tmp_path, seed=32, queries=10)
+    try:
+        expected = [_ids(await store.query(q, 10)) for q in queries]
+        held = store._memory
+        assert held is not None and held.matrix is not None
+        # Row ids of another version: no candidate matches, so none is scored here.
+        moved = held.row_ids + np.uint64(1 << 40)
+        moved.flags.writeable = False
+        held.row_ids = moved
+        assert held.intact(32)
+        assert [_ids(await store.query(q, 10)) for q in queries] == expected
+        assert held.rescored(np.asarray([0], dtype=np.uint64), queries[0], 1) is None
+    finally:
+        await store.close()
