@@ -8,7 +8,7 @@ cosine ranks and any later re-scoring needs no norms.
 Small tables are searched exhaustively: exact, deterministic, and quick enough
 while they are small. A table whose vectors fit in ``memory_max_bytes`` keeps a
 float32 copy of them in memory, read once per table version and checked against
-the version before every search (``_Resident``; adr/0063-resident-vectors.md):
+the version before every search (``_Resident``; adr/0065-resident-vectors.md):
 without an index the exhaustive search runs on it, with one the index's
 candidates are re-scored on it. Once a table reaches
 ``ann_threshold`` rows an IVF_RQ index is built, once (see ``DEFAULT_NPROBES``
@@ -70,7 +70,7 @@ DEFAULT_ANN_THRESHOLD = 20_000
 # once per table version. Without an ANN index it is searched exactly there: a
 # matrix-vector product over 10k rows costs a fraction of LanceDB's flat scan of them.
 # With the index, the index's candidates are re-scored on it instead of on vectors
-# read from the table's files (adr/0063-resident-vectors.md).
+# read from the table's files (adr/0065-resident-vectors.md).
 DEFAULT_MEMORY_MAX_BYTES = 256 << 20
 
 logger = logging.getLogger("groundkit.storage")
@@ -226,7 +226,7 @@ def _dot_rows(
 ) -> npt.NDArray[np.float32]:
     """``matrix @ vector`` in numpy's own single-threaded loop, not BLAS: OpenBLAS
     spreads a matrix-vector product over every core, and on a busy 2-core host that
-    took 36.9 ms at 10k rows against 1.1 ms here (adr/0063-resident-vectors.md)."""
+    took 36.9 ms at 10k rows against 1.1 ms here (adr/0065-resident-vectors.md)."""
     product: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
     return product
 
