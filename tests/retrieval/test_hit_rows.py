@@ -173,6 +173,7 @@ async def test_searches_read_the_same_results_preloaded_or_by_key(
     assert report.added and not report.failed
     preloaded = await Retriever.open(store)
     by_key = await Retriever.open(store, RetrievalConfig(preload_max_chunks=0))
+    assert await preloaded.preload() and not await by_key.preload()
     assert preloaded._rows is not None and by_key._rows is None
     seen = 0
     for query in (*QUERIES, "solar", "the tea"):
