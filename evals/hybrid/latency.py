@@ -175,9 +175,6 @@ async def run_latency(
                 await r.search(q, 10, mode=mode)
             for label in native_labels:
                 await anchor(label, q)
-        # The warm-up started the read of the vectors into memory; a server answers from
-        # them once it is done (timed apart from the queries: ``hold_vectors``).
-        await store.hold_vectors()
         for q in queries:
             for label, r, mode in settings:
                 started = time.perf_counter()

@@ -112,7 +112,6 @@ def test_in_memory_ranks_as_lancedb_flat_scan(
                 await s.upsert_documents(
                     [(d, [c for c, _ in rows], [v for _, v in rows]) for d, rows in docs.items()]
                 )
-                assert await s.hold_vectors()
                 memory = await s.query(query, top_k, document_ids=wanted)
                 if wanted != set():  # nothing to search otherwise
                     assert s._memory is not None and s._memory.matrix is not None
@@ -157,11 +156,7 @@ async def test_same_hits_as_the_flat_scan_on_random_vectors(store: LanceDBVector
 async def test_the_copy_follows_the_table_version(store: LanceDBVectorStore) -> None:
     assert store.memory_max_bytes == DEFAULT_MEMORY_MAX_BYTES
     await upsert(store, "d1", ["a", "b"], np.stack([basis(0), basis(1)]))
-    # The first search does not wait for the copy: LanceDB answers it, and the copy is
-    # read beside it.
     assert _ids(await store.query(basis(2), 5)) == ["a", "b"]
-    assert store._reading is not None
-    await store._reading
     first = store._memory
     assert first is not None and first.version == int(await store.table.version())
     # No write: the same copy answers.
@@ -169,8 +164,6 @@ async def test_the_copy_follows_the_table_version(store: LanceDBVectorStore) -> 
     assert store._memory is first
     # A write between searches is seen by the next search.
     await upsert(store, "d2", ["c"], np.stack([unit(0.1, 0.0, 1.0)]))
-    assert _ids(await store.query(basis(2), 1)) == ["c"]
-    assert await store.hold_vectors()
     assert _ids(await store.query(basis(2), 1)) == ["c"]
     second = store._memory
     assert second is not first and second is not None
@@ -201,7 +194,6 @@ async def test_stale_or_corrupt_copy_is_read_again(store: LanceDBVectorStore, da
     await upsert(store, "d1", [f"c{i:02d}" for i in range(40)], vectors)
     query = random_rows(1, seed=6)[0]
     expected = await lance_exact(store, query, 10)
-    assert await store.hold_vectors()
     assert _ids(await store.query(query, 10)) == _ids(expected)
     held = store._memory
     assert held is not None and held.matrix is not None
@@ -215,8 +207,6 @@ async def test_stale_or_corrupt_copy_is_read_again(store: LanceDBVectorStore, da
         held.matrix = np.zeros((40, DIM + 1), dtype=np.float32)
         held.matrix.flags.writeable = False
     assert _ids(await store.query(query, 10)) == _ids(expected)
-    assert await store.hold_vectors()
-    assert _ids(await store.query(query, 10)) == _ids(expected)
     assert store._memory is not held
     assert store._memory is not None and store._memory.intact(DIM)
 
@@ -225,11 +215,9 @@ async def test_a_table_above_the_limit_is_searched_by_lancedb(store: LanceDBVect
     vectors = random_rows(30, seed=8)
     await upsert(store, "d1", [f"c{i:02d}" for i in range(30)], vectors)
     query = random_rows(1, seed=9)[0]
-    assert await store.hold_vectors()
     in_memory = _ids(await store.query(query, 10))
     store.memory_max_bytes = 29 * DIM * 4
     assert _ids(await store.query(query, 10)) == in_memory
-    assert not await store.hold_vectors()
     held = store._memory
     assert held is not None and held.matrix is None and held.rows == 30
     store.memory_max_bytes = 0
@@ -262,7 +250,6 @@ async def _indexed_store(
 async def test_ann_candidates_rescored_in_memory_as_lancedb_rescores(tmp_path: Path) -> None:
     store, queries = await _indexed_store(tmp_path, seed=31, queries=20)
     try:
-        assert await store.hold_vectors()
         for top_k, wanted in ((10, None), (100, None), (10, {"doc03", "doc11"})):
             for q in queries:
                 memory = await store.query(q, top_k, document_ids=wanted)
@@ -282,7 +269,6 @@ async def test_ann_candidates_rescored_in_memory_as_lancedb_rescores(tmp_path: P
 async def test_candidates_the_copy_does_not_hold_are_rescored_by_lancedb(tmp_path: Path) -> None:
     store, queries = await _indexed_store(tmp_path, seed=32, queries=10)
     try:
-        assert await store.hold_vectors()
         expected = [_ids(await store.query(q, 10)) for q in queries]
         held = store._memory
         assert held is not None and held.matrix is not None

@@ -396,8 +396,6 @@ class LanceDBVectorStore:
         self.memory_max_bytes: int = DEFAULT_MEMORY_MAX_BYTES
         self._memory: _Resident | None = None
         self._memory_lock = asyncio.Lock()
-        # The read of a new version's copy, run beside the searches it would serve.
-        self._reading: asyncio.Task[None] | None = None
 
     @property
     def dimensions(self) -> int:
@@ -531,11 +529,6 @@ class LanceDBVectorStore:
 
     async def close(self) -> None:
         """Release the table handle; idempotent."""
-        reading, self._reading = self._reading, None
-        if reading is not None and not reading.done():
-            reading.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reading
         self._memory = None
         table, self._table = self._table, None
         conn, self._conn = self._conn, None
@@ -1100,16 +1093,13 @@ class LanceDBVectorStore:
             for c, d, dist in rows[:top_k]
         ]
 
-    async def _resident(self, *, wait: bool = False) -> _Resident | None:
-        """The current version's vectors in memory, or None: when the table holds more
-        than fit in ``memory_max_bytes``, a write moved it while they were read, or
-        (unless ``wait``) they are still being read.
+    async def _resident(self) -> _Resident | None:
+        """The current version's vectors in memory, or None when the table holds more
+        fit in ``memory_max_bytes`` (or a write moved it while they were read).
 
-        A version not held yet is read in the background while searches go to LanceDB
-        as they would without a copy: no search waits for work that grows with the
-        table. Checked, never trusted: before every search the handle's version is
-        read and compared with the copy's, and the copy's parts with each other; a
-        copy that fails either is dropped and read again from the table.
+        Checked, never trusted: before every search the handle's version is read and
+        compared with the copy's, and the copy's parts with each other; a copy that
+        fails either is dropped and read again from the table.
         """
         if self.memory_max_bytes < 1:
             return None
@@ -1120,45 +1110,15 @@ class LanceDBVectorStore:
             _storage_error("search", self.path, exc)
         held = self._memory
         if not self._holds(held, table, version):
-            if self._memory is not None and not self._holds(self._memory, table, version):
-                self._memory = None
-            if wait:
-                held = await self._hold(table, version)
-            else:
-                reading = self._reading
-                if reading is None or reading.done():
-                    self._reading = asyncio.get_running_loop().create_task(
-                        self._hold_quietly(table, version)
-                    )
-                return None
+            async with self._memory_lock:
+                held = self._memory
+                if not self._holds(held, table, version):
+                    held = self._memory = None
+                    held = await self._read_resident(table, version)
+                    self._memory = held
         if held is None or held.matrix is None:
             return None
         return held
-
-    async def hold_vectors(self) -> bool:
-        """Read the current version's vectors into memory now, instead of beside the
-        first searches; whether they are held (False above ``memory_max_bytes``)."""
-        self._live_conn()
-        if self._table is None:
-            return False
-        return await self._resident(wait=True) is not None
-
-    async def _hold(self, table: Any, version: int) -> _Resident | None:
-        async with self._memory_lock:
-            held = self._memory
-            if not self._holds(held, table, version):
-                held = await self._read_resident(table, version)
-                if self._table is table:
-                    self._memory = held
-        return held
-
-    async def _hold_quietly(self, table: Any, version: int) -> None:
-        """``_hold`` in the background: a failure leaves the copy out (searches go to
-        LanceDB, which reports the table's own errors) and is logged."""
-        try:
-            await self._hold(table, version)
-        except Exception as exc:  # a task's error has no caller to reach
-            logger.debug("vectors not held in memory: %s", exc)
 
     def _holds(self, held: _Resident | None, table: Any, version: int) -> bool:
         """Whether ``held`` is this handle's copy of ``version``, whole, and (held or
