@@ -278,7 +278,7 @@ _GRK_STALLED = textwrap.dedent(
     from tests.support import ToyEmbedder
 
     class Stalled(ToyEmbedder):
-        def __init__(self, name):
+        def __init__(self, name, **settings):  # settings: --backend's, not used here
             super().__init__(model_name=name)
 
         async def embed_documents(self, texts):
@@ -322,7 +322,7 @@ async def test_ctrl_c_during_a_first_dense_grk_ingest(
 
     # This process builds the toy embedder the collection recorded.
     monkeypatch.setattr(
-        "groundkit.cli.require_embedder_for_manifest",
+        "groundkit.providers.factory.require_embedder_for_manifest",
         lambda manifest, **_: ToyEmbedder(manifest.dimensions, manifest.model_name),
     )
     search = ["search", "tides and cranes", "--mode", "dense", "--json", *args]
