@@ -372,49 +372,20 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
             metadata = None
         if metadata is not None:
             chunk = StoredChunk.__new__(StoredChunk)
-            _set_key(chunk, key)
-            _set_chunk_id(chunk, cid)
-            _set_chunk_index(chunk, index)
-            _set_content(chunk, content)
-            _set_start(chunk, start)
-            _set_end(chunk, end)
-            _set_document_id(chunk, did)
-            _set_source(chunk, src)
-            _set_document_hash(chunk, dhash)
-            _set_ingested_at(chunk, when)
-            _set_source_class(chunk, cls)
-            _set_extractor(chunk, ext)
-            _set_metadata(chunk, metadata)
-            _set_version(chunk, ver)
-            _set_valid_from(chunk, float(vf))
-            _set_valid_to(chunk, None if vt is None else float(vt))
+            values = (key, cid, index, content, start, end, did, src, dhash, when, cls)
+            rest = (ext, metadata, ver, float(vf), None if vt is None else float(vt))
+            for put, value in zip(_SETTERS, (*values, *rest), strict=True):
+                put(chunk, value)
             return chunk
     return _stored_chunk_checked(row)
 
 
 # ``StoredChunk`` is a frozen dataclass: its ``__init__`` sets each of its sixteen
 # fields through ``object.__setattr__``, which cost twice what the checks above do.
-# Rows that passed them are built by setting the slots directly (a test pins
+# Rows that passed them are built by setting the slots directly, in field order
+# (``strict`` zip: a field added to StoredChunk must be given above too; a test pins
 # equality with the constructor; StoredChunk has no ``__post_init__``).
-_SLOTS = {f.name: getattr(StoredChunk, f.name).__set__ for f in dataclasses.fields(StoredChunk)}
-_set_key = _SLOTS["key"]
-_set_chunk_id = _SLOTS["chunk_id"]
-_set_chunk_index = _SLOTS["chunk_index"]
-_set_content = _SLOTS["content"]
-_set_start = _SLOTS["start_offset"]
-_set_end = _SLOTS["end_offset"]
-_set_document_id = _SLOTS["document_id"]
-_set_source = _SLOTS["source"]
-_set_document_hash = _SLOTS["document_hash"]
-_set_ingested_at = _SLOTS["ingested_at"]
-_set_source_class = _SLOTS["source_class"]
-_set_extractor = _SLOTS["extractor"]
-_set_metadata = _SLOTS["metadata"]
-_set_version = _SLOTS["version"]
-_set_valid_from = _SLOTS["valid_from"]
-_set_valid_to = _SLOTS["valid_to"]
-if len(_SLOTS) != 16:  # a field added to StoredChunk must be set above too
-    raise RuntimeError("stored_chunk does not set every field of StoredChunk")
+_SETTERS = tuple(getattr(StoredChunk, f.name).__set__ for f in dataclasses.fields(StoredChunk))
 
 
 def _stored_chunk_checked(row: Sequence[Any]) -> StoredChunk:
