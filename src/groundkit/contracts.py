@@ -665,6 +665,12 @@ ContextKind = Literal["parent", "window"]
 
 
 _Model = TypeVar("_Model", bound=BaseModel)
+# The slots every pydantic model instance has, set directly (what ``model_construct``
+# does through ``object.__setattr__``, minus its per-field bookkeeping).
+_set_values = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def trusted(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> _Model:
@@ -672,10 +678,15 @@ def trusted(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> 
 
     For values already checked (a stored row, a result's own fields): the caller
     answers for them. ``fields_set`` is the instance's own set (pydantic's
-    ``model_copy(update=...)`` adds to it in place). pydantic's own
-    ``model_construct``, so nothing here depends on how a model stores its state.
+    ``model_copy(update=...)`` adds to it in place). Only for models without
+    private attributes or extra fields, which all of these contracts are.
     """
-    return cls.model_construct(fields_set, **values)
+    model = cls.__new__(cls)
+    _set_values(model, values)
+    _set_fields_set(model, fields_set)
+    _set_extra(model, None)
+    _set_private(model, None)
+    return model
 
 
 _CITATION_FIELDS = frozenset(Citation.model_fields)
