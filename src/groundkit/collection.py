@@ -499,13 +499,16 @@ class Collection:
     ) -> IngestReport:
         """Add or replace in-memory documents: text that is not a file, by the caller's id.
 
-        Each item is a ``groundkit.Record`` or a mapping ``{"id": ..., "text": ...,
-        "fields": {...}}``. A record is stored as a ``record`` document whose source
-        is ``record://<id>``; its text is kept in the collection's snapshot store, and
-        its citations verify against that stored text. Adding an id again replaces
-        that record (``updated``); the same text and fields change nothing
-        (``unchanged``, by content hash). ``metadata`` gives every record these
-        fields, over its own, as for ``ingest``.
+        Each item is a ``groundkit.Record``, a mapping ``{"id": ..., "text": ...,
+        "fields": {...}}``, a plain ``str``, or a LangChain ``Document``, LlamaIndex
+        ``Document``/``TextNode`` or Haystack ``Document`` (its id, its text, its
+        metadata as fields). A text or document without an id gets ``text-`` and 32
+        hex digits of its text's SHA-256, so adding it again changes nothing. A record
+        is stored as a ``record`` document whose source is ``record://<id>``; its text
+        is kept in the collection's snapshot store, and its citations verify against
+        that stored text. Adding an id again replaces that record (``updated``); the
+        same text and fields change nothing (``unchanged``, by content hash).
+        ``metadata`` gives every record these fields, over its own, as for ``ingest``.
 
         The whole batch is checked first: an invalid id (1-256 characters, no
         control characters, no surrounding whitespace), an id given twice, empty

@@ -103,7 +103,7 @@ async def test_a_bad_batch_stores_nothing(col: Collection) -> None:
                 {"id": "f", "text": "x", "fields": {"bad name": 1}},
                 {"id": "k", "text": "x", "extra": 1},
                 {"text": "no id"},
-                "not a record",  # type: ignore[list-item]
+                b"not a record",
             ]
         )
     message = str(caught.value)
@@ -111,7 +111,7 @@ async def test_a_bad_batch_stores_nothing(col: Collection) -> None:
     assert "(and 2 more)" in message
     assert await col.generation() == generation
     assert (await col.search("fine")).total_results == 0
-    with pytest.raises(IngestionError, match="iterable of records"):
+    with pytest.raises(IngestionError, match="iterable of records, texts or documents"):
         await col.add_documents({"id": "x", "text": "y"})  # type: ignore[dict-item]
 
 

@@ -9,10 +9,19 @@ Id rules (adr/0036-in-memory-records.md): 1 to 256 characters, no control
 characters, no lone surrogates, no leading or trailing whitespace; compared
 exactly (case and Unicode form included). The document id is derived from the
 source, so any valid id is safe as a snapshot name and in a vector-store filter.
+
+Besides ``Record`` and mappings, a batch may hold plain strings and the documents
+of LangChain, LlamaIndex and Haystack (adr/0070-framework-documents-and-progress.md).
+Those are recognised by the module and name of a class in their type's MRO, so no
+framework is imported to check an item. An item without an id of its own gets
+``text-`` and the first 32 hex digits of the SHA-256 of its UTF-8 text: the same
+text always gets the same id, so adding it again changes nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -34,13 +43,27 @@ __all__ = [
     "MAX_RECORD_ID_CHARS",
     "RecordInput",
     "check_record_id",
+    "derived_id",
     "record_documents",
     "record_sources",
 ]
 
 MAX_RECORD_ID_CHARS = 256
-# What add_documents takes: a Record, or a mapping with its keys.
-RecordInput = Record | Mapping[str, Any]
+# What add_documents takes: a Record, a mapping with its keys, a text, or a framework
+# document (typed Any: the frameworks are optional and never imported to check one).
+RecordInput = Record | Mapping[str, Any] | str | Any
+# Framework document classes by (module, qualified name), found in an item's MRO so a
+# subclass is recognised too; the value names the framework in messages.
+_FRAMEWORK_CLASSES = {
+    ("langchain_core.documents.base", "Document"): "LangChain",
+    ("llama_index.core.schema", "TextNode"): "LlamaIndex",
+    ("llama_index.core.schema", "Document"): "LlamaIndex",
+    ("haystack.dataclasses.document", "Document"): "Haystack",
+}
+_ACCEPTED = (
+    "a str, a groundkit.Record, a mapping with id and text, or a LangChain Document, "
+    "LlamaIndex Document/TextNode or Haystack Document"
+)
 # Problems named in one error before the rest are counted.
 _SHOWN_PROBLEMS = 5
 
@@ -68,9 +91,96 @@ def check_record_id(record_id: object, where: str = "record") -> str:
     return record_id
 
 
+def derived_id(text: str) -> str:
+    """The id of a text given without one: ``text-`` and 32 hex digits of its SHA-256."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return "text-" + digest[:32]
+
+
+def _framework_of(item: object) -> str | None:
+    for klass in type(item).__mro__:
+        name = _FRAMEWORK_CLASSES.get((klass.__module__, klass.__qualname__))
+        if name is not None:
+            return name
+    return None
+
+
+def _text_of(text: object, where: str) -> str:
+    if not isinstance(text, str):
+        raise IngestionError(
+            f"{where}: its text is {type(text).__name__}, not str; only text documents can be added"
+        )
+    return text
+
+
+def _framework_record(item: Any, framework: str, where: str) -> Record:
+    """A ``Record`` from a framework document: its id (derived when it has none), its
+    text, and its metadata as fields."""
+    if framework == "LangChain":
+        text, metadata, own_id = item.page_content, item.metadata, item.id
+    elif framework == "LlamaIndex":
+        from llama_index.core.schema import MetadataMode  # installed: item is one of its
+
+        text = item.get_content(metadata_mode=MetadataMode.NONE)
+        metadata, own_id = item.metadata, item.node_id
+    else:
+        text, metadata, own_id = item.content, item.meta, item.id
+    text = _text_of(text, f"{where} ({framework} document)")
+    record_id = own_id if isinstance(own_id, str) and own_id else derived_id(text)
+    if not isinstance(metadata, Mapping):
+        metadata = {}
+    try:
+        check_fields(dict(metadata), "its metadata")
+        return Record(id=record_id, text=text, fields=dict(metadata))
+    except IngestionError as exc:
+        raise IngestionError(
+            f"{where} ({framework} document): {exc}; to keep only some metadata keys, "
+            f"convert with groundkit.integrations.{_MODULES[framework]}."
+            f"{_CONVERTERS[framework]}(..., fields=[...])"
+        ) from None
+
+
+_MODULES = {"LangChain": "langchain", "LlamaIndex": "llama_index", "Haystack": "haystack"}
+_CONVERTERS = {
+    "LangChain": "records_from_documents",
+    "LlamaIndex": "records_from_nodes",
+    "Haystack": "records_from_documents",
+}
+
+
+def _type_name(item: object) -> str:
+    kind = type(item)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+
+
+def _near_miss(item: object) -> str:
+    """What to do with an item that is not accepted, when it is close to something that is."""
+    module = type(item).__module__.split(".")[0]
+    name = type(item).__name__
+    if isinstance(item, bytes | bytearray):
+        return "; decode bytes to str first"
+    if isinstance(item, os.PathLike):
+        return "; to add a file, use Collection.ingest(path)"
+    if name == "NodeWithScore":
+        return "; pass its .node"
+    if module in ("langchain", "langchain_core", "langchain_community"):
+        return "; convert it to a langchain_core Document first"
+    if module == "llama_index":
+        return "; only text nodes can be added (a LlamaIndex Document or TextNode)"
+    if module == "haystack":
+        return "; convert it to a Haystack Document first (a Haystack converter does that)"
+    return ""
+
+
 def _as_record(item: object, index: int) -> Record:
     if isinstance(item, Record):
         return item
+    if isinstance(item, str):
+        return Record(id=derived_id(item), text=item)
     if isinstance(item, Mapping):
         unknown = sorted(str(k) for k in item if k not in ("id", "text", "fields"))
         if unknown:
@@ -82,9 +192,11 @@ def _as_record(item: object, index: int) -> Record:
             return Record(**{str(k): v for k, v in item.items()})
         except IngestionError as exc:
             raise IngestionError(f"record {index}: {exc}") from None
+    framework = _framework_of(item)
+    if framework is not None:
+        return _framework_record(item, framework, f"record {index}")
     raise IngestionError(
-        f"record {index}: expected a groundkit.Record or a mapping with id and text, "
-        f"not {type(item).__name__}"
+        f"record {index}: expected {_ACCEPTED}, not {_type_name(item)}{_near_miss(item)}"
     )
 
 
@@ -113,16 +225,20 @@ def record_documents(
 
     ``fields`` (already checked) apply to every record, over its own. Raises one
     ``IngestionError`` naming up to five problems (by position and id) and how many
-    there were; an id given twice is a problem too.
+    there were; an id given twice is a problem too, unless both items are the same
+    text under its derived id (the second is then dropped).
     """
-    if isinstance(records, str | bytes | Mapping | Record) or not isinstance(records, Iterable):
+    single = isinstance(records, str | bytes | Mapping | Record) or _framework_of(records)
+    if single or not isinstance(records, Iterable):
         raise IngestionError(
-            "add_documents takes an iterable of records (a list), not "
+            "add_documents takes an iterable of records, texts or documents (a list), not "
             + ("None" if records is None else f"a single {type(records).__name__}")
+            + ("; wrap it in a list: [item]" if single else "")
         )
     documents: list[Document] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
+    kept: dict[int, int] = {}  # position in the batch -> position in documents
     for index, item in enumerate(records):
         try:
             record = _as_record(item, index)
@@ -132,9 +248,13 @@ def record_documents(
             problems.append(str(exc))
             continue
         first = seen.setdefault(record.id, index)
+        repeated = first != index and record.id == derived_id(record.text)
+        if repeated and documents[kept[first]] == document:
+            continue  # the same text twice: stored once
         if first != index:
             problems.append(f"record {index}: id {record.id!r} is also given by record {first}")
             continue
+        kept[index] = len(documents)
         documents.append(document)
     if problems:
         shown = "; ".join(problems[:_SHOWN_PROBLEMS])
