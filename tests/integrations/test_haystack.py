@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from haystack import Document, Pipeline
 from haystack.components.converters import TextFileToDocument
 
@@ -60,3 +61,67 @@ def test_a_converters_documents_are_ingested_as_records(tmp_path: Path) -> None:
         assert len(col.add_documents(records_from_documents(again, fields=[])).unchanged) == 1
         documents = GroundkitRetriever(col).run("queue worker")["documents"]
         assert col.fetch_chunk(citation_of(documents[0]).chunk_id).verification == "verified"
+
+
+def test_a_pipeline_with_the_retriever_round_trips_through_yaml(
+    sync_collection: gks.SyncCollection,
+) -> None:
+    pipeline = Pipeline()
+    retriever = GroundkitRetriever(
+        sync_collection, top_k=2, filters={"field": "meta.floor", "operator": "==", "value": 2}
+    )
+    pipeline.add_component("retriever", retriever)
+    text = pipeline.dumps()
+    # Where the collection is, never its contents.
+    assert "kettle" not in text and str(sync_collection.aio.location.index_dir) in text
+    loaded = Pipeline.loads(text)
+    assert loaded.dumps() == text
+    reopened = loaded.get_component("retriever")
+    assert isinstance(reopened, GroundkitRetriever)
+    try:
+        documents = loaded.run({"retriever": {"query": "kettle leaks"}})["retriever"]["documents"]
+        assert [citation_of(d).source for d in documents] == ["record://TCK-1"]
+        assert sync_collection.fetch_chunk(documents[0].id).verification == "verified"
+    finally:
+        reopened.close()
+
+
+def test_a_loaded_retriever_never_creates_a_collection(tmp_path: Path) -> None:
+    data = {
+        "type": "groundkit.integrations.haystack.GroundkitRetriever",
+        "init_parameters": {"collection": {"index_dir": str(tmp_path / "nowhere"), "name": "x"}},
+    }
+    retriever = GroundkitRetriever.from_dict(data)
+    with pytest.raises(groundkit.StorageError):
+        retriever.run("anything")
+    assert not (tmp_path / "nowhere").exists()
+    with pytest.raises(groundkit.ConfigurationError, match="unknown key"):
+        GroundkitRetriever.from_dict(
+            {**data, "init_parameters": {"collection": {"name": "x", "password": "p"}}}
+        )
+
+
+def test_haystack_filters_are_translated_or_refused(sync_collection: gks.SyncCollection) -> None:
+    retriever = GroundkitRetriever(sync_collection, top_k=5)
+    either = {
+        "operator": "OR",
+        "conditions": [
+            {"field": "meta.floor", "operator": "==", "value": 2},
+            {"field": "meta.floor", "operator": "==", "value": 3},
+        ],
+    }
+    found = retriever.run("kettle espresso", filters=either)["documents"]
+    assert sorted(citation_of(d).source for d in found) == ["record://TCK-1", "record://TCK-2"]
+    above = {"field": "meta.floor", "operator": ">", "value": 2}
+    assert [
+        citation_of(d).source for d in retriever.run("espresso", filters=above)["documents"]
+    ] == ["record://TCK-2"]
+    mixed = {
+        "operator": "OR",
+        "conditions": [
+            {"field": "meta.floor", "operator": "==", "value": 2},
+            {"field": "meta.source", "operator": "==", "value": "tea/black.md"},
+        ],
+    }
+    with pytest.raises(groundkit.RetrievalError, match="operator 'OR'"):
+        retriever.run("tea", filters=mixed)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
@@ -24,6 +25,7 @@ from groundkit.sync import SyncCollection, background_loop, run, run_async
 
 __all__ = [
     "CITATION_KEY",
+    "CollectionReference",
     "Searcher",
     "citation_from_metadata",
     "record_from",
@@ -37,6 +39,74 @@ CITATION_KEY = "groundkit_citation"
 HIDDEN_KEYS = (CITATION_KEY, "chunk_id", "document_id", "score", "collection")
 
 Searchable = Collection | SyncCollection
+
+
+@dataclass(frozen=True)
+class CollectionReference:
+    """Where a collection is, enough to reopen it: what a serialised retriever keeps.
+
+    Never its contents, storage options or a password: credentials come from the
+    environment where the retriever is loaded (``PGPASSWORD``, ``AWS_*``).
+    """
+
+    name: str
+    index_dir: str | None = None
+    metadata_url: str | None = None
+    storage_uri: str | None = None
+    clearance: str | None = None
+
+    @classmethod
+    def of(cls, collection: Searchable) -> CollectionReference:
+        col = collection.aio if isinstance(collection, SyncCollection) else collection
+        where = col.location
+        return cls(
+            name=where.name,
+            index_dir=str(where.index_dir) if where.index_dir is not None else None,
+            metadata_url=where.metadata_url,
+            storage_uri=where.storage_uri,
+            clearance=col.clearance,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.metadata_url is not None and urlsplit(self.metadata_url).password:
+            raise ConfigurationError(
+                "this retriever's collection is opened with a password in its PostgreSQL "
+                "URL, which is not written into a pipeline; open it with the password in "
+                "PGPASSWORD or ~/.pgpass instead"
+            )
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: object) -> CollectionReference:
+        known = {f.name for f in fields(cls)}
+        if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
+            raise ConfigurationError(
+                "a serialised groundkit retriever needs collection: {name: ..., index_dir: "
+                "... or metadata_url: ...}"
+            )
+        unknown = sorted(str(k) for k in data if k not in known)
+        if unknown:
+            raise ConfigurationError(
+                f"a serialised groundkit collection has unknown key(s) {', '.join(unknown)}; "
+                f"it takes {', '.join(sorted(known))}"
+            )
+        return cls(**{str(k): v for k, v in data.items()})
+
+    def open(self, *, vectors: bool) -> SyncCollection:
+        """The collection, reopened (never created); with ``vectors``, the embedding
+        model it records is loaded so dense and hybrid searches work."""
+        from groundkit.providers.factory import require_embedder_for_manifest
+
+        opened: SyncCollection = SyncCollection.open(
+            self.index_dir,
+            self.name,
+            metadata_url=self.metadata_url,
+            storage_uri=self.storage_uri,
+            create=False,
+            clearance=self.clearance,
+            embedder_for=require_embedder_for_manifest if vectors else None,
+        )
+        return opened
 
 
 @dataclass(frozen=True)

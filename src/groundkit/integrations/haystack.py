@@ -12,19 +12,33 @@
 
 ``col`` is a ``groundkit.Collection`` or ``groundkit.SyncCollection``; ``run`` and
 ``run_async`` (``Pipeline.run_async``; ``AsyncPipeline`` in Haystack 2) work with
-either. ``filters`` are groundkit's
-(``{"team": "infra", "year": {"gte": 2020}}``, SPEC 4.8), not Haystack's filter
-syntax. Each ``Document`` has the chunk id as ``id``, the chunk as ``content``, its
+either. ``filters`` are groundkit's (``{"team": "infra", "year": {"gte": 2020}}``,
+SPEC 4.8) or Haystack's (``{"field": "meta.team", "operator": "==", "value":
+"infra"}``), translated by ``groundkit.retrieval.filters.from_haystack``; what has
+no groundkit form (an ``OR`` across fields, say) is refused with a message saying
+so. Each ``Document`` has the chunk id as ``id``, the chunk as ``content``, its
 ``score``, and in ``meta`` its ``source``, ``page``, ``fields`` and the citation
 under ``"groundkit_citation"``.
 
+The component serialises: ``Pipeline.dumps()`` writes where its collection is
+(index directory and name, or the PostgreSQL URL without a password and the storage
+URI), its clearance and the search settings, never the collection's contents or
+credentials; ``Pipeline.loads()`` gives a retriever that reopens that collection
+(never creating it) at its first run or ``warm_up()``, with the embedding model
+the collection records when it searches by vectors, and ``close()`` closes it.
+Importing this module allows Haystack to deserialise its classes (Haystack
+refuses modules outside its allowlist).
+
 ``records_from_documents`` turns Haystack documents (a converter's output) into
-records for ``Collection.add_documents``; their ids are Haystack's, which are
-derived from content and meta, so re-adding the same document changes nothing.
+records for ``Collection.add_documents``, choosing the metadata kept as fields;
+``add_documents`` also takes Haystack documents as they are. Their ids are
+Haystack's, which are derived from content and meta, so re-adding the same document
+changes nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,18 +46,27 @@ from groundkit.contracts import Citation, Record, RetrievalResult, SearchMode
 from groundkit.errors import ConfigurationError
 from groundkit.integrations._common import (
     CITATION_KEY,
+    CollectionReference,
     Searcher,
     citation_from_metadata,
     record_from,
     result_metadata,
 )
+from groundkit.retrieval.filters import from_haystack, is_haystack_filter
 
 try:
-    from haystack import Document, component
+    from haystack import Document, component, default_from_dict, default_to_dict
 except ImportError:  # pragma: no cover - exercised without the extra
     raise ConfigurationError(
         "the Haystack retriever needs the 'haystack' extra: pip install groundkit[haystack]"
     ) from None
+
+try:  # Haystack 3 deserialises only modules on its allowlist.
+    from haystack.core.serialization import allow_deserialization_module
+except ImportError:  # pragma: no cover - Haystack 2 has no allowlist
+    pass
+else:
+    allow_deserialization_module(__name__)
 
 __all__ = [
     "CITATION_KEY",
@@ -67,9 +90,58 @@ class GroundkitRetriever:
         filters: Mapping[str, Any] | None = None,
         rerank: bool = False,
     ) -> None:
-        self._searcher = Searcher.of(
-            collection, top_k=top_k, mode=mode, filters=filters, rerank=rerank
+        self._settings: dict[str, Any] = {
+            "top_k": top_k,
+            "mode": mode,
+            "filters": dict(filters) if filters is not None else None,
+            "rerank": rerank,
+        }
+        self._owned: Any = None  # the collection from_dict reopened, once it has
+        if isinstance(collection, CollectionReference):
+            self._reference = collection
+            self._searcher: Searcher | None = None
+        else:
+            self._searcher = self._make_searcher(collection)
+            self._reference = CollectionReference.of(collection)
+
+    def _make_searcher(self, collection: object) -> Searcher:
+        settings = self._settings
+        return Searcher.of(
+            collection,
+            top_k=settings["top_k"],
+            mode=settings["mode"],
+            filters=_groundkit_filters(settings["filters"]),
+            rerank=settings["rerank"],
         )
+
+    def warm_up(self) -> None:
+        """Reopen the collection of a deserialised retriever (once; the first run
+        does it otherwise)."""
+        self._ready()
+
+    def _ready(self) -> Searcher:
+        if self._searcher is None:
+            self._owned = self._reference.open(vectors=self._settings["mode"] != "bm25")
+            self._searcher = self._make_searcher(self._owned)
+        return self._searcher
+
+    def close(self) -> None:
+        """Close the collection this retriever reopened (one given to it stays open)."""
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            self._searcher = None
+            owned.close()
+
+    def to_dict(self) -> dict[str, Any]:
+        """Where the collection is and the search settings (``Pipeline.dumps``)."""
+        return default_to_dict(self, collection=self._reference.to_dict(), **self._settings)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GroundkitRetriever:
+        """A retriever that reopens the serialised collection when first used."""
+        params = dict(data.get("init_parameters", {}))
+        params["collection"] = CollectionReference.from_dict(params.get("collection"))
+        return default_from_dict(cls, {**data, "init_parameters": params})
 
     @component.output_types(documents=list[Document])
     def run(
@@ -79,7 +151,7 @@ class GroundkitRetriever:
         filters: dict[str, Any] | None = None,
     ) -> dict[str, list[Document]]:
         """Search; ``top_k`` and ``filters`` override the component's for this run."""
-        response = self._searcher.search(query, top_k=top_k, filters=filters)
+        response = self._ready().search(query, top_k=top_k, filters=_groundkit_filters(filters))
         return {"documents": [to_document(result) for result in response.results]}
 
     @component.output_types(documents=list[Document])
@@ -90,8 +162,18 @@ class GroundkitRetriever:
         filters: dict[str, Any] | None = None,
     ) -> dict[str, list[Document]]:
         """``run`` for pipelines run asynchronously."""
-        response = await self._searcher.asearch(query, top_k=top_k, filters=filters)
+        searcher = self._searcher
+        if searcher is None:
+            searcher = await asyncio.to_thread(self._ready)
+        response = await searcher.asearch(query, top_k=top_k, filters=_groundkit_filters(filters))
         return {"documents": [to_document(result) for result in response.results]}
+
+
+def _groundkit_filters(filters: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """Haystack-syntax filters translated; groundkit's as they are."""
+    if filters is not None and is_haystack_filter(filters):
+        return from_haystack(filters)
+    return filters
 
 
 def to_document(result: RetrievalResult) -> Document:

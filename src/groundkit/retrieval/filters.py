@@ -17,6 +17,11 @@ a list-valued field matches when any element does (``ne`` and ``nin``: when
 none does). Values compare only with values of the same kind: ``str``,
 number (``int`` or ``float``) or ``bool``.
 
+Haystack's filter syntax (``{"field": "meta.team", "operator": "==", "value":
+"infra"}``, and ``AND`` / ``OR`` / ``NOT`` over ``conditions``) is translated by
+``from_haystack`` where it has a groundkit form, and refused naming the operator
+where it has none; ``parse_filters`` refuses it with the groundkit form spelled out.
+
 A filter is small by nature, so its size is bounded before anything else looks
 at it: at most ``MAX_FILTER_DEPTH`` levels of nesting (the deepest valid filter
 is ``{field: {op: [values]}}``), ``MAX_FILTER_CONDITIONS`` conditions,
@@ -51,6 +56,8 @@ __all__ = [
     "Condition",
     "Filter",
     "field_kinds",
+    "from_haystack",
+    "is_haystack_filter",
     "kind_of",
     "parse_filters",
 ]
@@ -218,6 +225,11 @@ def parse_filters(filters: object) -> Filter | None:
             f"filters must be a mapping of field to conditions, not {type(filters).__name__}"
         )
     _check_size(filters)
+    if is_haystack_filter(filters):
+        raise RetrievalError(
+            "these filters are in Haystack's syntax; groundkit's form of them is "
+            f"{json.dumps(from_haystack(filters))} (the Haystack retriever translates them)"
+        )
     conditions: list[Condition] = []
     for name in sorted(filters, key=str):
         if not isinstance(name, str) or not FIELD_NAME_PATTERN.fullmatch(name):
@@ -377,3 +389,123 @@ def _check_size(filters: Mapping[object, object]) -> None:
                 stack.append((key, depth + 1, None if depth == 0 else field))
         else:
             stack.extend((member, depth + 1, field) for member in item)
+
+
+# Haystack comparison operators and groundkit's; ``None`` as the value is about presence.
+_HAYSTACK_COMPARISONS = {
+    "==": "eq",
+    "!=": "ne",
+    ">": "gt",
+    ">=": "gte",
+    "<": "lt",
+    "<=": "lte",
+    "in": "in",
+    "not in": "nin",
+}
+# NOT of one comparison, where the negation has a groundkit operator.
+_NEGATED = {"eq": "ne", "ne": "eq", "in": "nin", "nin": "in"}
+_HAYSTACK_LOGIC = ("AND", "OR", "NOT")
+# Haystack Document attributes that are not metadata: groundkit filters on fields only.
+_DOCUMENT_ATTRIBUTES = frozenset(
+    {"id", "content", "embedding", "sparse_embedding", "score", "blob"}
+)
+
+
+def is_haystack_filter(filters: object) -> bool:
+    """Whether ``filters`` is Haystack's syntax: a comparison or a logical condition."""
+    if not isinstance(filters, Mapping):
+        return False
+    keys = set(filters)
+    operator = filters.get("operator")
+    if keys == {"field", "operator", "value"}:
+        return operator in _HAYSTACK_COMPARISONS
+    if keys == {"operator", "conditions"}:
+        return operator in _HAYSTACK_LOGIC and isinstance(filters["conditions"], list | tuple)
+    return False
+
+
+def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
+    """groundkit's form of a Haystack filter; ``RetrievalError`` naming the Haystack
+    operator for what groundkit cannot express.
+
+    A comparison on ``meta.x`` (or ``x``) is a condition on field ``x``; ``AND``
+    merges its conditions; ``OR`` of ``==`` / ``in`` on one field is ``in`` of all
+    their values; ``NOT`` of one ``==``, ``!=``, ``in`` or ``not in`` is its opposite
+    (a document without the field then matches neither). ``== None`` / ``!= None``
+    are ``exists``. Size bounds are ``parse_filters``'s, applied after.
+    """
+    out: dict[str, dict[str, object]] = {}
+    for field, op, value in _haystack_conditions(filters, depth=0):
+        ops = out.setdefault(field, {})
+        if op in ops and ops[op] != value:
+            raise RetrievalError(
+                f"Haystack filter: two {op!r} conditions on {field!r}; a groundkit filter "
+                f"holds one per field and operator, as {{{field!r}: {{{op!r}: ...}}}}"
+            )
+        ops[op] = value
+    return dict(out)
+
+
+def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, object]]:
+    """The AND-ed (field, operator, value) triples a Haystack filter node stands for."""
+    if depth > MAX_FILTER_DEPTH * 4 or not is_haystack_filter(node):
+        raise RetrievalError(
+            "Haystack filter: each condition is {'field': 'meta.x', 'operator': '==', "
+            "'value': ...} or {'operator': 'AND', 'conditions': [...]}, at most "
+            f"{MAX_FILTER_DEPTH * 4} levels deep; got {_short(node)}"
+        )
+    assert isinstance(node, Mapping)
+    operator = node["operator"]
+    if "field" in node:
+        return [_haystack_comparison(node["field"], str(operator), node["value"])]
+    conditions = [c for child in node["conditions"] for c in _haystack_conditions(child, depth + 1)]
+    if operator == "AND":
+        return conditions
+    if operator == "OR":
+        fields = {field for field, _, _ in conditions}
+        if len(fields) == 1 and all(op in ("eq", "in") for _, op, _ in conditions):
+            values: list[object] = []
+            for _, op, value in conditions:
+                for item in value if op == "in" else [value]:  # type: ignore[attr-defined]
+                    if item not in values:
+                        values.append(item)
+            return [(fields.pop(), "in", values)]
+        raise RetrievalError(
+            "Haystack filter operator 'OR' has a groundkit form only over '==' and 'in' "
+            "on one field, {field: {'in': [values]}}; groundkit filters AND their conditions"
+        )
+    if len(conditions) == 1 and conditions[0][1] in _NEGATED:
+        field, op, value = conditions[0]
+        return [(field, _NEGATED[op], value)]
+    if len(conditions) == 1 and conditions[0][1] == "exists":
+        field, _, value = conditions[0]
+        return [(field, "exists", not value)]
+    raise RetrievalError(
+        "Haystack filter operator 'NOT' has a groundkit form only over one '==', '!=', "
+        "'in' or 'not in' condition: {field: {'ne': value}} or {field: {'nin': [values]}}"
+    )
+
+
+def _haystack_comparison(field: object, operator: str, value: object) -> tuple[str, str, object]:
+    if not isinstance(field, str):
+        raise RetrievalError(f"Haystack filter: field must be a str, not {_short(field)}")
+    name = field.removeprefix("meta.")
+    if name == field and name in _DOCUMENT_ATTRIBUTES:
+        raise RetrievalError(
+            f"Haystack filter on {field!r}: groundkit filters on a document's fields and "
+            "source ({'<field>': value}, written 'meta.<field>' in Haystack), not on its "
+            f"{field}; search with a query for its content"
+        )
+    op = _HAYSTACK_COMPARISONS[operator]
+    if value is None and op in ("eq", "ne"):
+        return name, "exists", op == "ne"
+    if isinstance(value, tuple):
+        value = list(value)
+    return name, op, value
+
+
+def _short(value: object) -> str:
+    if isinstance(value, _CONTAINERS):  # never a repr that could descend without bound
+        return f"a {type(value).__name__} of {len(value)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
