@@ -1,7 +1,7 @@
-"""`grk ingest --embedder` on a terminal: the model load is announced and the bar moves
-during embedding (the real CLI under a pty, the packaged MiniLM). How often it moves is a
-matter of the slice sizes, tested on a clock of the test's own in
-tests/ingestion/test_progress.py, not of this machine's speed."""
+"""`grk ingest --embedder` on a terminal: a spinner with the elapsed time runs while the
+model loads, and the bar moves during embedding (the real CLI under a pty, the packaged
+MiniLM). How often it moves is a matter of the slice sizes, tested on a clock of the
+test's own in tests/ingestion/test_progress.py, not of this machine's speed."""
 
 from __future__ import annotations
 
@@ -97,6 +97,23 @@ def test_dense_ingest_shows_progress_while_embedding(tmp_path: Path) -> None:
     ]
     assert "loading sentence-transformers/all-MiniLM-L6-v2" in output
     assert re.search(r"loaded sentence-transformers/all-MiniLM-L6-v2 in [0-9.]+ s", output)
+    # While the model loads: a spinner line, redrawn in place, with the time so far.
+    spinning = [
+        (read, float(found.group(1)))
+        for read, line in updates
+        if (
+            found := re.fullmatch(
+                r"grk: loading sentence-transformers/all-MiniLM-L6-v2 \.\.\. [|/\-\\] "
+                r"([0-9]+\.[0-9]) s\s*",
+                line,
+            )
+        )
+    ]
+    assert spinning, output
+    seconds = [elapsed for _, elapsed in spinning]
+    assert seconds == sorted(seconds), seconds
+    loaded = next(read for read, line in updates if line.startswith("grk: loaded "))
+    assert spinning[0][0] <= loaded and spinning[-1][0] <= loaded
     embedding = [(read, line) for read, line in updates if line.startswith("embedding [")]
     counts = [int(re.search(r"\] (\d+)/", line).group(1)) for _, line in embedding]  # type: ignore[union-attr]
     # The bar moves: several redraws, counting up through the batch to its end.

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from datetime import datetime
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.versions import version_start
+from groundkit.utils.heartbeat import PROGRESS_LOGGER
 from groundkit.utils.text import first_unencodable
 
 if TYPE_CHECKING:
@@ -524,6 +526,48 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    # On a terminal the status line and the spinner show progress; without one, the
+    # progress log does (at a steady interval), unless -q.
+    shown = not quiet and not sys.stderr.isatty()
+    logging.getLogger(PROGRESS_LOGGER).setLevel(logging.INFO if shown else logging.WARNING)
+
+
+class _Spinner:
+    """A line redrawn every tenth of a second with the time since it began, from a
+    thread of its own, so it moves while a model loads in a worker thread."""
+
+    _FRAMES = "|/-\\"
+
+    def __init__(self, stream: TextIO, text: str) -> None:
+        self._stream = stream
+        self._text = text
+        self._began = time.monotonic()
+        self._stop = threading.Event()
+        self._drawn = 0
+        self._thread = threading.Thread(target=self._spin, name="grk-spinner", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        frame = 0
+        while True:
+            line = (
+                f"grk: {self._text} {self._FRAMES[frame % len(self._FRAMES)]} "
+                f"{time.monotonic() - self._began:.1f} s"
+            )
+            self._stream.write("\r" + line + " " * max(0, self._drawn - len(line)))
+            self._stream.flush()
+            self._drawn = len(line)
+            frame += 1
+            if self._stop.wait(0.1):
+                return
+
+    def stop(self) -> float:
+        """Stop, clear the line, and return the seconds since it began."""
+        self._stop.set()
+        self._thread.join()
+        self._stream.write("\r" + " " * self._drawn + "\r")
+        self._stream.flush()
+        return time.monotonic() - self._began
 
 
 class _Progress:
@@ -546,6 +590,7 @@ class _Progress:
         self._drawn = 0
         self._drawn_at = 0.0
         self._embed_started: float | None = None
+        self._spinner: _Spinner | None = None
 
     def __call__(self, event: IngestProgress) -> None:
         if not self._enabled:
@@ -554,8 +599,14 @@ class _Progress:
         self._last[event.stage] = event
         if event.stage == "model":
             self._clear()
-            self._stream.write(f"grk: {event.detail}\n")
-            self._stream.flush()
+            if self._spinner is not None:
+                self._spinner.stop()
+                self._spinner = None
+            if event.finished:
+                self._stream.write(f"grk: {event.detail}\n")
+                self._stream.flush()
+            else:
+                self._spinner = _Spinner(self._stream, f"{event.detail} ...")
             return
         if event.stage == "embed" and self._embed_started is None:
             self._embed_started = now
@@ -600,6 +651,9 @@ class _Progress:
             self._drawn = 0
 
     def finish(self) -> None:
+        if self._spinner is not None:  # the ingest ended while the model was loading
+            self._spinner.stop()
+            self._spinner = None
         if self._drawn:
             self._stream.write("\n")
             self._stream.flush()
@@ -1038,24 +1092,29 @@ def _open(
 
 
 class _ModelNotice:
-    """'loading MODEL' before a collection opens with an embedding model (the load takes
-    seconds), 'loaded MODEL in N s' once it has; on a terminal, unless -q."""
+    """A spinner with the elapsed time while a collection opens with an embedding model
+    (the load takes seconds), then 'loaded MODEL in N s'; on a terminal, unless -q."""
 
     def __init__(self, stream: TextIO, enabled: bool) -> None:
         self._stream = stream
         self._enabled = enabled and stream.isatty()
         self._model: str | None = None
-        self._since = 0.0
+        self._spinner: _Spinner | None = None
 
     def loading(self, model: str) -> None:
-        self._model, self._since = model, time.monotonic()
+        self.stop()
+        self._model = model
         if self._enabled:
-            self._stream.write(f"grk: loading {model} ...\n")
-            self._stream.flush()
+            self._spinner = _Spinner(self._stream, f"loading {model} ...")
+
+    def stop(self) -> float:
+        """Stop the spinner (the load ended, or failed); the seconds it ran."""
+        spinner, self._spinner = self._spinner, None
+        return spinner.stop() if spinner is not None else 0.0
 
     def loaded(self) -> None:
+        seconds = self.stop()
         if self._enabled and self._model is not None:
-            seconds = time.monotonic() - self._since
             self._stream.write(f"grk: loaded {self._model} in {seconds:.1f} s\n")
             self._stream.flush()
         self._model = None
@@ -1069,9 +1128,15 @@ class _Announced:
         self._notice = notice
 
     async def __aenter__(self) -> Collection:
-        collection: Collection = await self._opener.__aenter__()
+        try:
+            collection: Collection = await self._opener.__aenter__()
+        except BaseException:
+            self._notice.stop()
+            raise
         if collection.embedder is not None:
             self._notice.loaded()
+        else:
+            self._notice.stop()
         return collection
 
     async def __aexit__(self, *exc: object) -> None:

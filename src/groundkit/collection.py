@@ -305,7 +305,9 @@ class Collection:
                 if chosen is None and embedder_for is not None and manifest is not None:
                     chosen = await asyncio.to_thread(embedder_for, manifest)
                 if chosen is not None:
-                    identity = await ensure_identity(chosen)
+                    identity = await ensure_identity(
+                        chosen, log_every=(ingest or IngestConfig()).progress_log_seconds
+                    )
                     check_embedding(manifest, identity, where.name)
                     await stores.open_vectors(identity.dimensions)
             except BaseException:

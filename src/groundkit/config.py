@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from groundkit.errors import ConfigurationError
+from groundkit.utils.heartbeat import PROGRESS_LOG_SECONDS
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
@@ -211,6 +212,9 @@ class IngestConfig(_Settings):
     ``keep_sources`` stores a compressed copy of each file's extracted text with the
     collection (beside its URL snapshots), so a host without the file can still
     check its citations, and says it did (``read_from="kept copy"``).
+    ``progress_log_seconds`` is the interval of the progress lines an ingest and an
+    embedding model's load write to the ``groundkit.progress`` log at INFO (``None``:
+    none), whether or not a ``progress`` callback is given.
     """
 
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
@@ -224,6 +228,7 @@ class IngestConfig(_Settings):
     read_fields: bool = True
     keep_versions: int | None = Field(default=None, ge=0)
     keep_sources: bool = False
+    progress_log_seconds: float | None = Field(default=PROGRESS_LOG_SECONDS, gt=0)
 
     @field_validator("extensions")
     @classmethod

@@ -187,20 +187,20 @@ class Indexer:
             raise IngestionError(
                 f"{str(path)!r} is outside the collection's base directory {str(self._base)!r}"
             )
-        async with self._lock:
-            return await self._ingest_root(root, progress, fields, valid_as_of, executor)
+        reporter = Reporter(progress, log_every=self._ingest.progress_log_seconds)
+        async with self._lock, reporter.logging():
+            return await self._ingest_root(root, reporter, fields, valid_as_of, executor)
 
     async def _ingest_root(
         self,
         root: Path,
-        progress: ProgressCallback | None,
+        reporter: Reporter,
         fields: dict[str, FieldValue],
         valid_as_of: datetime | None,
         executor: IngestExecutor | None = None,
     ) -> IngestReport:
         await self._bind()
         repairs = await self._reconcile()
-        reporter = Reporter(progress)
         discovery = await asyncio.to_thread(discover_files, root, self._loader.accepts)
         # Only what this ingest can add, change or prune: one file, or one folder's.
         prefix = to_relative(root, self._base)
@@ -725,11 +725,12 @@ class Indexer:
             raise ConfigurationError("in-memory documents need a snapshot store; use a Collection")
         snapshots = self._snapshots
         with traced(SPAN_INGEST, collection=self.collection) as span:
-            async with self._lock:
+            reporter = Reporter(None, log_every=self._ingest.progress_log_seconds)
+            async with self._lock, reporter.logging():
                 await self._bind()
                 repairs = await self._reconcile()
                 known = await self._store.document_states(sources=[d.source for d in documents])
-                writer = _Writer(self, reuse=await self._vectors_present())
+                writer = _Writer(self, reuse=await self._vectors_present(), reporter=reporter)
                 added: list[str] = []
                 updated: list[str] = []
                 unchanged: list[str] = []
@@ -754,6 +755,7 @@ class Indexer:
                 lost = {f.source for f in writer.failed}
                 await self._sync_vectors(writer)
                 repairs += await self._first_write_checks()
+                reporter.finish()
                 report = IngestReport(
                     added=sorted(s for s in added if s not in lost),
                     updated=sorted(s for s in updated if s not in lost),

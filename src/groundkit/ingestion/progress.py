@@ -6,17 +6,24 @@ long part of a dense ingest, so its batches are cut into slices that each take
 about ``EMBED_SLICE_SECONDS`` (longest texts first, as sentence-transformers
 orders them itself, so the padding per batch stays what one large call would
 have): every slice is one event, and a bar moves while vectors are made.
+
+With ``log_every`` the same progress goes to the ``groundkit.progress`` log at
+INFO, callback or not: each stage's first and last event as it happens, the model
+load's start and end, and the state of the work every ``log_every`` seconds while
+``Reporter.logging()`` is entered, so an ingest without a terminal is never silent.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 
 import numpy as np
 import numpy.typing as npt
 
 from groundkit.contracts import IngestProgress, IngestStage
+from groundkit.utils.heartbeat import heartbeat, progress_log
 
 __all__ = ["EMBED_SLICE_SECONDS", "ProgressCallback", "Reporter", "embed_in_slices"]
 
@@ -38,16 +45,50 @@ _UNITS = {
 
 
 class Reporter:
-    """Counts per stage, sent to ``callback`` (nothing happens without one)."""
+    """Counts per stage, sent to ``callback`` and, with ``log_every``, to the progress
+    log (nothing happens with neither)."""
 
-    def __init__(self, callback: ProgressCallback | None) -> None:
+    def __init__(
+        self, callback: ProgressCallback | None, *, log_every: float | None = None
+    ) -> None:
         self._callback = callback
+        self._log_every = log_every
         self._done: dict[IngestStage, int] = {}
         self._total: dict[IngestStage, int | None] = {}
+        self._latest: IngestProgress | None = None
+        self._started: set[IngestStage] = set()
 
     @property
     def active(self) -> bool:
-        return self._callback is not None
+        return self._callback is not None or self._log_every is not None
+
+    @asynccontextmanager
+    async def logging(self) -> AsyncIterator[None]:
+        """While entered, the state of the work is logged every ``log_every`` seconds."""
+        async with heartbeat(self._log_every, self._beat):
+            yield
+
+    def _beat(self, seconds: float) -> str:
+        """Every stage so far, the model load by name while it runs."""
+        parts: list[str] = []
+        for stage, unit in _UNITS.items():
+            if stage not in self._done:
+                continue
+            latest = self._latest
+            if stage == "model" and latest is not None and latest.stage == "model":
+                parts.append(_describe(latest))
+                continue
+            total = self._total.get(stage)
+            count = f"{self._done[stage]}" + ("" if total is None else f"/{total}")
+            parts.append(f"{stage} {count} {unit}")
+        return f"ingest, {seconds:.1f} s in: {', '.join(parts) or 'starting'}"
+
+    def _log(self, event: IngestProgress) -> None:
+        first = event.stage not in self._started
+        self._started.add(event.stage)
+        self._latest = event
+        if first or event.finished or event.stage == "model":
+            progress_log.info("ingest: %s", _describe(event))
 
     def done_of(self, stage: IngestStage) -> int:
         return self._done.get(stage, 0)
@@ -76,17 +117,26 @@ class Reporter:
             known = (known or 0) + add_total
         self._done[stage] = count
         self._total[stage] = known
-        if self._callback is not None:
+        if self.active:
             unit = _UNITS[stage]
-            self._callback(
-                IngestProgress(stage=stage, done=count, total=known, unit=unit, detail=detail)  # type: ignore[arg-type]
-            )
+            event = IngestProgress(stage=stage, done=count, total=known, unit=unit, detail=detail)  # type: ignore[arg-type]
+            if self._callback is not None:
+                self._callback(event)
+            if self._log_every is not None:
+                self._log(event)
 
     def finish(self) -> None:
         """Close every stage that ran: ``done == total`` (the totals are final now)."""
         for stage in list(self._done):
             if self._total.get(stage) != self._done[stage]:
                 self.update(stage, total=self._done[stage])
+
+
+def _describe(event: IngestProgress) -> str:
+    if event.stage == "model" and event.detail:
+        return event.detail
+    total = "" if event.total is None else f"/{event.total}"
+    return f"{event.stage} {event.done}{total} {event.unit}"
 
 
 async def embed_in_slices(

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from groundkit.contracts import EmbeddingIdentity
 from groundkit.errors import ConfigurationError
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.utils.heartbeat import PROGRESS_LOG_SECONDS, load_logged
 
 __all__ = ["ensure_identity", "identity_of"]
 
@@ -33,13 +34,20 @@ def identity_of(embedder: EmbeddingProtocol) -> EmbeddingIdentity:
         ) from None
 
 
-async def ensure_identity(embedder: EmbeddingProtocol) -> EmbeddingIdentity:
+async def ensure_identity(
+    embedder: EmbeddingProtocol, *, log_every: float | None = PROGRESS_LOG_SECONDS
+) -> EmbeddingIdentity:
     """Like ``identity_of``, but first awaits ``embedder.load()`` when one exists.
 
     For callers (opening a collection, say) that may hold an embedder whose
-    size is only known once its model is loaded or its server has answered.
+    size is only known once its model is loaded or its server has answered. A model
+    not loaded yet is announced in the progress log, every ``log_every`` seconds
+    while it loads (``groundkit.utils.heartbeat``).
     """
     load = getattr(embedder, "load", None)
     if load is not None and inspect.iscoroutinefunction(load):
-        await load()
+        if getattr(embedder, "loaded", True):
+            await load()
+        else:
+            await load_logged(load, embedder.model_name, log_every)
     return identity_of(embedder)
