@@ -107,7 +107,7 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert changed == "['record://TCK-2'] ['record://TCK-1']"
     assert python[4].strip() == "record://faq-1 verified"
     assert python[5].strip() == "0 27 record://faq-2"
-    assert python[6].strip() == "record://faq-1"
+    assert python[6].split() == ["record://faq-1", "1", "2"]
     added_files, docx_hit, pptx_hit = python[7].splitlines()
     assert added_files == "['handbook/oncall.docx', 'handbook/roadmap.pptx']"
     assert docx_hit == "handbook/oncall.docx None groundkit-docx/1"
