@@ -125,3 +125,17 @@ def test_haystack_filters_are_translated_or_refused(sync_collection: gks.SyncCol
     }
     with pytest.raises(groundkit.RetrievalError, match="operator 'OR'"):
         retriever.run("tea", filters=mixed)
+
+
+async def test_a_loaded_pipeline_runs_asynchronously(
+    async_collection: groundkit.Collection,
+) -> None:
+    pipeline = Pipeline()
+    pipeline.add_component("retriever", GroundkitRetriever(async_collection, top_k=1))
+    loaded = Pipeline.loads(pipeline.dumps())
+    retriever = loaded.get_component("retriever")
+    try:
+        out = await loaded.run_async({"retriever": {"query": "espresso descaling"}})
+        assert citation_of(out["retriever"]["documents"][0]).source == "record://TCK-2"
+    finally:
+        retriever.close()

@@ -39,6 +39,7 @@ changes nothing.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -97,6 +98,7 @@ class GroundkitRetriever:
             "rerank": rerank,
         }
         self._owned: Any = None  # the collection from_dict reopened, once it has
+        self._opening = threading.Lock()
         if isinstance(collection, CollectionReference):
             self._reference = collection
             self._searcher: Searcher | None = None
@@ -120,10 +122,11 @@ class GroundkitRetriever:
         self._ready()
 
     def _ready(self) -> Searcher:
-        if self._searcher is None:
-            self._owned = self._reference.open(vectors=self._settings["mode"] != "bm25")
-            self._searcher = self._make_searcher(self._owned)
-        return self._searcher
+        with self._opening:  # concurrent first runs reopen the collection once
+            if self._searcher is None:
+                self._owned = self._reference.open(vectors=self._settings["mode"] != "bm25")
+                self._searcher = self._make_searcher(self._owned)
+            return self._searcher
 
     def close(self) -> None:
         """Close the collection this retriever reopened (one given to it stays open)."""
