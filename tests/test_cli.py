@@ -97,8 +97,8 @@ def test_failed_file_gives_exit_1_and_a_reason(
     ("argv", "needle"),
     [
         (["search", "   "], "non-empty"),
-        (["search", "x", "--top-k", "0"], "top_k"),
-        (["search", "x", "--mode", "dense"], "embedder"),
+        (["search", "x", "--top-k", "0"], "--top-k must be"),
+        (["search", "x", "--mode", "dense"], "grk ingest PATH --embedder MODEL"),
         (["fetch", "no-such-chunk"], "no chunk"),
     ],
 )

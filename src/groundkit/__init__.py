@@ -116,6 +116,7 @@ if _typing.TYPE_CHECKING:
     from groundkit.retrieval.filters import FILTER_OPERATORS
     from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
     from groundkit.retrieval.multi import search_collections
+    from groundkit.retrieval.request import SearchRequest
     from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
     from groundkit.retrieval.rewriting import GlossaryRewriter, QueryRewriterProtocol
     from groundkit.retrieval.search import Retriever
@@ -244,6 +245,7 @@ _DEFINED_IN: dict[str, tuple[str, ...]] = {
     "groundkit.retrieval.filters": ("FILTER_OPERATORS",),
     "groundkit.retrieval.fusion": ("FusedHit", "convex_combination", "reciprocal_rank_fusion"),
     "groundkit.retrieval.multi": ("search_collections",),
+    "groundkit.retrieval.request": ("SearchRequest",),
     "groundkit.retrieval.rerank": ("CrossEncoderReranker", "RerankerProtocol"),
     "groundkit.retrieval.rewriting": ("GlossaryRewriter", "QueryRewriterProtocol"),
     "groundkit.retrieval.search": ("Retriever",),
@@ -397,6 +399,7 @@ __all__ = [
     "RuleClaimJudge",
     "SQLiteMetadataStore",
     "SearchMode",
+    "SearchRequest",
     "SearchResponse",
     "SentenceTransformerEmbedder",
     "SnapshotStore",

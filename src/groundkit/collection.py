@@ -22,14 +22,13 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, S
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
     STORED_TEXT_CLASSES,
     AnswerReport,
     Citation,
-    ContextKind,
     DeleteReport,
     DocumentRecord,
     ErasureReport,
@@ -37,7 +36,6 @@ from groundkit.contracts import (
     IngestReport,
     OptimizeReport,
     RetrievalResult,
-    SearchMode,
     SearchResponse,
     fields_of,
 )
@@ -46,7 +44,7 @@ from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
-from groundkit.retrieval.postprocess import Reorder
+from groundkit.retrieval.request import SearchOptions, SearchRequest
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.search import Retriever
@@ -581,37 +579,24 @@ class Collection:
 
     async def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         top_k: int | None = None,
-        *,
-        mode: SearchMode = "bm25",
-        rerank: bool = False,
-        filters: Mapping[str, Any] | None = None,
-        as_of: datetime | None = None,
-        expand: ContextKind | None = None,
-        mmr: float | None = None,
-        reorder: Reorder | None = None,
-        rewrite: bool = False,
+        **options: Unpack[SearchOptions],
     ) -> SearchResponse:
         """See ``Retriever.search``; catches up with the store first if it moved on.
+
+        ``query`` is the text with the options as keywords (``SearchRequest``'s
+        fields: mode, rerank, filters, as_of, expand, mmr, reorder, rewrite), or a
+        ``SearchRequest`` holding them all; either way the request is checked once,
+        before anything is read.
 
         A URL or record document whose stored text is missing (an earlier version's
         interrupted write, or a file removed by hand) is left out of the results, which
         cannot be verified; ``metadata["missing_text"]`` counts the documents left out.
         """
+        request = SearchRequest.of(query, top_k, **options)
         retriever = await self.retriever()
-        response = await retriever.search(
-            query,
-            top_k,
-            mode=mode,
-            rerank=rerank,
-            filters=filters,
-            as_of=as_of,
-            expand=expand,
-            mmr=mmr,
-            reorder=reorder,
-            rewrite=rewrite,
-        )
+        response = await retriever.search(request)
         return await self._without_missing_texts(response)
 
     async def _without_missing_texts(self, response: SearchResponse) -> SearchResponse:

@@ -28,17 +28,17 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from groundkit.collection import Collection as AsyncCollection
-from groundkit.contracts import MultiSearchResponse, SearchMode
+from groundkit.contracts import MultiSearchResponse
 from groundkit.errors import ConfigurationError
 from groundkit.retrieval.multi import search_collections as _search_collections
+from groundkit.retrieval.request import SearchOptions, SearchRequest
 from groundkit.storage.protocols import SnapshotStore
 from groundkit.verification.answers import verify_answer as _verify_answer
 from groundkit.verification.quotes import check_quote as _check_quote
@@ -383,28 +383,16 @@ verify_quote = _deprecated_blocking(
 
 def search_collections(
     collections: Iterable[SyncCollection],
-    query: str,
+    query: str | SearchRequest,
     top_k: int | None = None,
     *,
-    mode: SearchMode = "bm25",
-    rerank: bool = False,
-    filters: Mapping[str, Any] | None = None,
     rrf_k: int = 60,
-    as_of: datetime | None = None,
+    **options: Unpack[SearchOptions],
 ) -> MultiSearchResponse:
     """``groundkit.search_collections`` over sync collections, blocking."""
     members: Sequence[SyncCollection] = list(collections)
     return run(
-        _search_collections(
-            [c.aio for c in members],
-            query,
-            top_k,
-            mode=mode,
-            rerank=rerank,
-            filters=filters,
-            rrf_k=rrf_k,
-            as_of=as_of,
-        ),
+        _search_collections([c.aio for c in members], query, top_k, rrf_k=rrf_k, **options),
         home=_BACKGROUND.loop(),
     )
 

@@ -26,9 +26,9 @@ derived from content and meta, so re-adding the same document changes nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
-from groundkit.contracts import Citation, Record, RetrievalResult, SearchMode
+from groundkit.contracts import Citation, Record, RetrievalResult
 from groundkit.errors import ConfigurationError
 from groundkit.integrations._common import (
     CITATION_KEY,
@@ -37,6 +37,7 @@ from groundkit.integrations._common import (
     record_from,
     result_metadata,
 )
+from groundkit.retrieval.request import SearchOptions
 
 try:
     from haystack import Document, component
@@ -63,13 +64,11 @@ class GroundkitRetriever:
         collection: Any,
         *,
         top_k: int = 10,
-        mode: SearchMode = "bm25",
-        filters: Mapping[str, Any] | None = None,
-        rerank: bool = False,
+        **options: Unpack[SearchOptions],
     ) -> None:
-        self._searcher = Searcher.of(
-            collection, top_k=top_k, mode=mode, filters=filters, rerank=rerank
-        )
+        """The options are ``SearchRequest``'s fields, checked here; ``top_k``'s
+        default is Haystack retrievers' usual ten."""
+        self._searcher = Searcher.of(collection, top_k=top_k, **options)
 
     @component.output_types(documents=list[Document])
     def run(

@@ -21,15 +21,13 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Unpack
 
 import numpy as np
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import (
     GAPS_KEY,
-    ContextKind,
     Evidence,
     Highlights,
     PackStore,
@@ -43,7 +41,6 @@ from groundkit.contracts import (
 from groundkit.errors import (
     ConfigurationError,
     RerankerNotConfiguredError,
-    RetrievalError,
     StorageError,
 )
 from groundkit.lexical.analyzer import Analyzer
@@ -53,15 +50,20 @@ from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
 from groundkit.retrieval.evidence import EvidenceBatch, query_weights
-from groundkit.retrieval.filters import Filter, parse_filters
+from groundkit.retrieval.filters import Filter
 from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.postprocess import (
     NO_STEPS,
-    Reorder,
     Steps,
     fuse_rankings,
     postprocess,
     rewritten,
+)
+from groundkit.retrieval.request import (
+    MAX_QUERY_CHARS,
+    SEARCH_MODES,
+    SearchOptions,
+    SearchRequest,
 )
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
@@ -77,21 +79,16 @@ from groundkit.storage.protocols import (
 from groundkit.storage.reconcile import missing_vectors_notice, vector_problem, vectors_missing
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 from groundkit.utils.hashing import sha256_text
-from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "MAX_QUERY_CHARS",
     "SEARCH_MODES",
     "Retriever",
     "result_from_row",
-    "validate_as_of",
-    "validate_request",
 ]
 
 logger = logging.getLogger("groundkit.retrieval")
 
-MAX_QUERY_CHARS = 10_000
-SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "dense", "hybrid")
 # A BM25 query whose terms hold more postings than this runs off the event loop: it
 # may take milliseconds. Below it a query takes well under one, less than the hop to
 # a worker thread and back costs (measured at a million chunks: docs/benchmarks.md).
@@ -364,20 +361,14 @@ class Retriever:
 
     async def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         top_k: int | None = None,
-        *,
-        mode: SearchMode = "bm25",
-        rerank: bool = False,
-        filters: Mapping[str, Any] | None = None,
-        as_of: datetime | None = None,
-        expand: ContextKind | None = None,
-        mmr: float | None = None,
-        reorder: Reorder | None = None,
-        rewrite: bool = False,
+        **options: Unpack[SearchOptions],
     ) -> SearchResponse:
-        """Rank chunks for ``query``; with ``rerank`` the cross-encoder reorders the
-        best ``rerank_depth`` candidates of the chosen mode.
+        """Rank chunks for ``query`` (a string, or a ``SearchRequest`` holding it and
+        every option; the options are ``SearchRequest``'s fields, checked there); with
+        ``rerank`` the cross-encoder reorders the best ``rerank_depth`` candidates of
+        the chosen mode.
 
         Opt-in steps after ranking (groundkit/retrieval/postprocess.py):
         ``rewrite`` also runs the rewriter's variants of the query and fuses all
@@ -403,12 +394,11 @@ class Retriever:
         Traced as ``groundkit.retrieve.search``; the query never reaches the span
         (groundkit/telemetry.py).
         """
-        k = self._config.top_k if top_k is None else top_k
-        with traced(SPAN_SEARCH, collection=self.collection, mode=mode, top_k=k) as span:
-            steps = Steps.checked(expand, mmr, reorder, rewrite)
-            run = functools.partial(
-                self._search, query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
-            )
+        request = SearchRequest.of(query, top_k, **options)
+        k = request.k(self._config)
+        with traced(SPAN_SEARCH, collection=self.collection, mode=request.mode, top_k=k) as span:
+            steps = Steps.of(request)
+            run = functools.partial(self._search, request)
             await self._live.check_packs()
             try:
                 response = await run(steps=steps)
@@ -425,25 +415,16 @@ class Retriever:
                     result_count=response.total_results,
                     stale_dropped=meta["stale_dropped"],
                     generation=self.generation,
-                    rerank=rerank,
+                    rerank=request.rerank,
                 )
             return response
 
-    async def _search(
-        self,
-        query: str,
-        top_k: int | None,
-        *,
-        mode: SearchMode,
-        rerank: bool,
-        filters: Mapping[str, Any] | None,
-        as_of: datetime | None,
-        steps: Steps = NO_STEPS,
-    ) -> SearchResponse:
+    async def _search(self, request: SearchRequest, *, steps: Steps = NO_STEPS) -> SearchResponse:
         started = time.perf_counter()
-        final_k = validate_request(query, top_k, mode, self._config)
-        flt = parse_filters(filters)
-        view = validate_as_of(as_of, mode)
+        query, mode, rerank, as_of = request.query, request.mode, request.rerank, request.as_of
+        final_k = request.k(self._config)
+        flt = request.filter
+        view = request.view
         # One index for the whole search: a refresh meanwhile swaps in another.
         index = self._live.index
         if mode != "bm25":
@@ -889,32 +870,6 @@ class _Pass:
     term_ids: dict[str, int] = field(default_factory=dict)
 
 
-def validate_as_of(as_of: object, mode: str) -> View:
-    """The view an ``as_of`` argument asks for; ``RetrievalError`` when it cannot be
-    searched (not a timezone-aware datetime, or a mode other than bm25)."""
-    if as_of is None:
-        return CURRENT
-    if not isinstance(as_of, datetime):
-        raise RetrievalError(f"as_of must be a datetime, got {type(as_of).__name__}")
-    try:
-        offset = as_of.utcoffset()
-        moment = as_of.timestamp()
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        raise RetrievalError(f"as_of has a time zone that cannot be used: {exc}") from None
-    except Exception as exc:  # a caller's tzinfo may raise anything
-        raise RetrievalError(
-            f"as_of's time zone failed to give its offset: {type(exc).__name__}: {exc}"
-        ) from None
-    if as_of.tzinfo is None or offset is None:
-        raise RetrievalError("as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
-    if mode != "bm25":
-        raise RetrievalError(
-            f"as_of searches in bm25 mode only: vectors are kept for current versions, "
-            f"so a {mode} search of the past cannot be exact"
-        )
-    return View(moment)
-
-
 def _in_view(stored: StoredChunk, view: View) -> bool:
     if view.as_of is None:
         return stored.valid_to is None
@@ -954,24 +909,6 @@ async def _check_dense_side(
         return False, None
     check_embedding(manifest, await ensure_identity(embedder), collection)
     return True, await vector_problem(store, vector_store)
-
-
-def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
-    """The effective top_k; ``RetrievalError`` for an empty, long or unencodable query,
-    a bad mode or top_k. Messages never quote the query."""
-    if not isinstance(query, str) or not query.strip():
-        raise RetrievalError("query must be a non-empty string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise RetrievalError(f"query is longer than {MAX_QUERY_CHARS} characters")
-    problem = describe_unencodable(query, "the query")
-    if problem is not None:
-        raise RetrievalError(problem)
-    if mode not in SEARCH_MODES:
-        raise RetrievalError(f"unknown mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
-    k = config.top_k if top_k is None else top_k
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
-        raise RetrievalError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-    return k
 
 
 _RESULT_FIELDS = frozenset(RetrievalResult.model_fields)

@@ -25,8 +25,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Unpack
 
 from pydantic import (
     BaseModel,
@@ -55,12 +54,16 @@ from groundkit.contracts import (
     SearchResponse,
     Verification,
 )
-from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError, kind_of
+from groundkit.errors import (
+    ConfigurationError,
+    GroundkitError,
+    RerankerNotConfiguredError,
+    RetrievalError,
+    kind_of,
+)
 from groundkit.retrieval.evidence import load_evidence
-from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
-from groundkit.retrieval.postprocess import Reorder
-from groundkit.retrieval.search import MAX_QUERY_CHARS
+from groundkit.retrieval.request import MAX_QUERY_CHARS, Reorder, SearchOptions, SearchRequest
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.names import COLLECTION_NAME_PATTERN
@@ -99,7 +102,7 @@ _INSTRUCTIONS = (
 
 QueryArg = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for"),
+    Field(min_length=1, max_length=MAX_QUERY_CHARS, description=SearchRequest.describe("query")),
 ]
 CollectionArg = Annotated[
     str,
@@ -108,25 +111,20 @@ CollectionArg = Annotated[
         description="collection name; list_collections shows them",
     ),
 ]
-ModeArg = Annotated[
-    SearchMode,
-    Field(description="bm25 (lexical), dense (embeddings) or hybrid (both, fused)"),
+# The search options' descriptions are SearchRequest's; what the tools add says how
+# the server provides the option (tests/retrieval/test_request.py pins them).
+ModeArg = Annotated[SearchMode, Field(description=SearchRequest.describe("mode"))]
+TopKArg = Annotated[
+    StrictInt, Field(ge=1, le=MAX_TOP_K, description=SearchRequest.describe("top_k"))
 ]
-TopKArg = Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K, description="how many results")]
 RerankArg = Annotated[
     StrictBool,
-    Field(description="reorder the best candidates with the server's cross-encoder"),
-]
-FiltersArg = Annotated[
-    dict[str, Any] | None,
     Field(
-        description="only documents whose fields match, all conditions together: "
-        '{"field": {"op": value}} with op one of ' + ", ".join(FILTER_OPERATORS) + "; "
-        '{"field": value} means eq. "source" is the document\'s path or URL: '
-        '{"source": {"prefix": "docs/"}} or {"source": {"glob": "docs/**/*.md"}}. '
-        "Unknown fields are an error, never ignored."
+        description=SearchRequest.describe("rerank")
+        + " (the server's: it must be started with --rerank)"
     ),
 ]
+FiltersArg = Annotated[dict[str, Any] | None, Field(description=SearchRequest.describe("filters"))]
 CollectionsArg = Annotated[
     list[CollectionArg],
     Field(min_length=1, max_length=32, description="collections to search together"),
@@ -156,18 +154,14 @@ AsOfArg = Annotated[
     str | None,
     Field(
         max_length=64,
-        description="search the documents as they stood at this moment (bm25 only): an ISO "
-        f"8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight UTC, a time "
-        "without an offset is UTC",
+        description=SearchRequest.describe("as_of")
+        + f": an ISO 8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight "
+        "UTC, a time without an offset is UTC",
     ),
 ]
 ExpandArg = Annotated[
     ContextKind | None,
-    Field(
-        description="give each result the passage around it as context, an exact slice of "
-        "its source: parent (its section) or window (the chunks next to it); hits inside a "
-        "passage are folded into it (context.collapsed)"
-    ),
+    Field(description=SearchRequest.describe("expand") + " (context.collapsed)"),
 ]
 MmrArg = Annotated[
     StrictFloat | None,
@@ -175,19 +169,18 @@ MmrArg = Annotated[
         ge=0.0,
         le=1.0,
         allow_inf_nan=False,
-        description="diversify the results (maximal marginal relevance): the weight of "
-        "relevance from 0 to 1, 1 is relevance only",
+        description=SearchRequest.describe("mmr"),
     ),
 ]
 ReorderArg = Annotated[
     Reorder | None,
-    Field(description="lost-in-the-middle: the strongest results first and last, for prompts"),
+    Field(description=SearchRequest.describe("reorder")),
 ]
 RewriteArg = Annotated[
     StrictBool,
     Field(
-        description="also search the query's rephrasings from the server's glossary, "
-        "fused by rank (the server must be started with --glossary)"
+        description=SearchRequest.describe("rewrite")
+        + " (the server's: it must be started with --glossary)"
     ),
 ]
 VersionArg = Annotated[
@@ -559,7 +552,12 @@ class _Leased:
         self._registry = registry
         self.name = name
 
-    async def search(self, query: str, top_k: int | None = None, **options: Any) -> SearchResponse:
+    async def search(
+        self,
+        query: str | SearchRequest,
+        top_k: int | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> SearchResponse:
         async with self._registry.lease(self.name) as col:
             return await col.search(query, top_k, **options)
 
@@ -676,25 +674,21 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 tool_error(tool, kind, "unexpected error; the server log has the detail")
             ) from None
 
-    def moment(tool: str, as_of: str | None, mode: str) -> datetime | None:
-        """The ``as_of`` argument as a datetime (None when not given), else a ToolError
-        that names the argument but never echoes its value."""
-        if as_of is None:
-            return None
+    def requested(tool: str, query: str, as_of: str | None, **options: Any) -> SearchRequest:
+        """A tool's search arguments as one ``SearchRequest``, checked there; a refused
+        one is an invalid-arguments tool error that never echoes the query or moment."""
+        when = None
+        if as_of is not None:
+            try:
+                when = parse_moment(as_of)
+            except ConfigurationError as exc:
+                raise ToolError(tool_error(tool, "invalid arguments", f"as_of: {exc}")) from None
         try:
-            when = parse_moment(as_of)
-        except ConfigurationError as exc:
-            raise ToolError(tool_error(tool, "invalid arguments", f"as_of: {exc}")) from None
-        if mode != "bm25":
+            return SearchRequest(query=query, as_of=when, **options)
+        except RetrievalError as exc:
             raise ToolError(
-                tool_error(
-                    tool,
-                    "invalid arguments",
-                    f"as_of: the past is searched in bm25 mode only (vectors are kept for "
-                    f"current versions alone), not {mode}",
-                )
-            )
-        return when
+                tool_error(tool, "invalid arguments", _without(str(exc), query))
+            ) from None
 
     async def search(
         query: QueryArg,
@@ -717,7 +711,19 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         fetch_chunk on a result before quoting it."""
 
         async def run() -> SearchOutput:
-            when = moment("search", as_of, mode)
+            request = requested(
+                "search",
+                query,
+                as_of,
+                top_k=top_k,
+                mode=mode,
+                rerank=rerank,
+                filters=filters,
+                expand=expand,
+                mmr=mmr,
+                reorder=reorder,
+                rewrite=rewrite,
+            )
             if rewrite and registry.rewriter is None:
                 raise ToolError(
                     tool_error(
@@ -728,18 +734,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 )
             async with registry.lease(collection) as col:
                 try:
-                    response = await col.search(
-                        query,
-                        top_k,
-                        mode=mode,
-                        rerank=rerank,
-                        filters=filters,
-                        as_of=when,
-                        expand=expand,
-                        mmr=mmr,
-                        reorder=reorder,
-                        rewrite=rewrite,
-                    )
+                    response = await col.search(request)
                     await load_evidence(response.results)
                 except RerankerNotConfiguredError:
                     raise ToolError(
@@ -781,6 +776,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         collections: CollectionsArg,
         mode: ModeArg = "bm25",
         top_k: TopKArg = 10,
+        rerank: RerankArg = False,
         filters: FiltersArg = None,
         as_of: AsOfArg = None,
     ) -> MultiSearchOutput:
@@ -789,7 +785,15 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         failures, never silently left out. as_of searches each as it stood then."""
 
         async def run() -> MultiSearchOutput:
-            when = moment("search_collections", as_of, mode)
+            request = requested(
+                "search_collections",
+                query,
+                as_of,
+                top_k=top_k,
+                mode=mode,
+                rerank=rerank,
+                filters=filters,
+            )
             known = set(await registry.names())
             unknown = [n for n in collections if n not in known]
             if unknown:
@@ -802,12 +806,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     )
                 )
             response = await search_collections(
-                [_Leased(registry, n) for n in collections],
-                query,
-                top_k,
-                mode=mode,
-                filters=filters,
-                as_of=when,
+                [_Leased(registry, n) for n in collections], request
             )
             await load_evidence(response.results)
             return _multi_output(response)
