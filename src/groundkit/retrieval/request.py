@@ -265,6 +265,14 @@ class SearchRequest(BaseModel):
                 "{collection} at a time"
             )
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"a SearchRequest is frozen; request.replace({name}=...) gives a changed copy"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("a SearchRequest is frozen")
+
     def __hash__(self) -> int:
         # Equal requests dump to equal text once keys are sorted (filters are dicts).
         return hash(json.dumps(self.model_dump(mode="json"), sort_keys=True))
