@@ -32,7 +32,7 @@ from groundkit import (
     search_collections,
 )
 from groundkit.cli import SEARCH_FLAGS, _parser
-from groundkit.config import MAX_TOP_K
+from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.retrieval.request import SearchOptions, name_options
 from groundkit.retrieval.search import Retriever
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree
@@ -409,3 +409,15 @@ async def test_a_retrievers_options_reach_the_search(docs: Collection) -> None:
     assert only and {n.node.metadata["source"] for n in only} == {first}
     with pytest.raises(RetrievalError, match="mmr is the relevance weight"):
         GroundkitRetriever(docs, mmr=2.0)
+
+
+def test_the_old_checks_warn_and_still_check() -> None:
+    from groundkit.retrieval import search
+
+    with pytest.warns(DeprecationWarning, match="validate_request is deprecated"):
+        assert search.validate_request("tea", None, "bm25", RetrievalConfig()) == 10
+    with (
+        pytest.warns(DeprecationWarning, match="validate_as_of is deprecated"),
+        pytest.raises(RetrievalError, match="bm25 mode only"),
+    ):
+        search.validate_as_of(datetime(2026, 1, 1, tzinfo=UTC), "dense")

@@ -18,6 +18,7 @@ import functools
 import logging
 import math
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -85,6 +86,8 @@ __all__ = [
     "SEARCH_MODES",
     "Retriever",
     "result_from_row",
+    "validate_as_of",
+    "validate_request",
 ]
 
 logger = logging.getLogger("groundkit.retrieval")
@@ -868,6 +871,27 @@ class _Pass:
     query_vector: list[Any] = field(default_factory=list)
     # The query's terms with their store ids, once a lexical side has looked them up.
     term_ids: dict[str, int] = field(default_factory=dict)
+
+
+def _deprecated(name: str, replacement: str) -> None:
+    warnings.warn(
+        f"{name} is deprecated and will be removed in the next release; use {replacement}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
+    """Deprecated: ``SearchRequest`` checks every option (the effective top_k is
+    ``request.k(config)``)."""
+    _deprecated("validate_request", "SearchRequest(query=..., top_k=..., mode=...).k(config)")
+    return SearchRequest(query=query, top_k=top_k, mode=mode).k(config)
+
+
+def validate_as_of(as_of: object, mode: str) -> View:
+    """Deprecated: ``SearchRequest`` checks ``as_of`` (its view is ``request.view``)."""
+    _deprecated("validate_as_of", "SearchRequest(query=..., as_of=..., mode=...).view")
+    return SearchRequest(query="-", as_of=as_of, mode=mode).view
 
 
 def _in_view(stored: StoredChunk, view: View) -> bool:
