@@ -587,16 +587,15 @@ class Collection:
 
         ``query`` is the text with the options as keywords (``SearchRequest``'s
         fields: mode, rerank, filters, as_of, expand, mmr, reorder, rewrite), or a
-        ``SearchRequest`` holding them all; either way the request is checked once,
-        before anything is read.
+        ``SearchRequest`` holding them all; either way the request is made (and
+        checked) once, by ``Retriever.search``, inside its trace span.
 
         A URL or record document whose stored text is missing (an earlier version's
         interrupted write, or a file removed by hand) is left out of the results, which
         cannot be verified; ``metadata["missing_text"]`` counts the documents left out.
         """
-        request = SearchRequest.of(query, top_k, **options)
         retriever = await self.retriever()
-        response = await retriever.search(request)
+        response = await retriever.search(query, top_k, **options)
         return await self._without_missing_texts(response)
 
     async def _without_missing_texts(self, response: SearchResponse) -> SearchResponse:

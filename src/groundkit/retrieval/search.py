@@ -397,9 +397,10 @@ class Retriever:
         Traced as ``groundkit.retrieve.search``; the query never reaches the span
         (groundkit/telemetry.py).
         """
-        request = SearchRequest.of(query, top_k, **options)
-        k = request.k(self._config)
-        with traced(SPAN_SEARCH, collection=self.collection, mode=request.mode, top_k=k) as span:
+        with traced(SPAN_SEARCH, collection=self.collection) as span:
+            # Made inside the span, so a refused request is traced as a failed search.
+            request = SearchRequest.of(query, top_k, **options)
+            span.set(mode=request.mode, top_k=request.k(self._config))
             steps = Steps.of(request)
             run = functools.partial(self._search, request)
             await self._live.check_packs()
