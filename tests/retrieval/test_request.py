@@ -421,3 +421,8 @@ def test_the_old_checks_warn_and_still_check() -> None:
         pytest.raises(RetrievalError, match="bm25 mode only"),
     ):
         search.validate_as_of(datetime(2026, 1, 1, tzinfo=UTC), "dense")
+
+
+def test_a_mapping_without_a_query_is_refused_like_an_empty_one() -> None:
+    with pytest.raises(RetrievalError, match="query must be a non-empty string"):
+        SearchRequest.model_validate({"top_k": 3})

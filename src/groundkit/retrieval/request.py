@@ -18,7 +18,7 @@ import json
 import math
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import Any, ClassVar, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -148,8 +148,10 @@ class SearchRequest(BaseModel):
     # ranking, and a fused ranking is not one.
     SINGLE_COLLECTION: ClassVar[tuple[str, ...]] = ("expand", "mmr", "reorder", "rewrite")
 
-    def __init__(self, **values: Any) -> None:
-        checked = _checked(values)
+    def __init__(
+        self, *, query: str, top_k: int | None = None, **options: Unpack[SearchOptions]
+    ) -> None:
+        checked = _checked({"query": query, "top_k": top_k, **options})
         try:
             super().__init__(**checked)
         except ValidationError as exc:  # only if a check above is missing: never leaks
@@ -172,7 +174,8 @@ class SearchRequest(BaseModel):
             return obj
         if not isinstance(obj, Mapping):
             raise RetrievalError(f"a search request is a mapping, not {type(obj).__name__}")
-        return cls(**{str(k): v for k, v in obj.items()})
+        # Checked before the call, so a missing query is refused like an empty one.
+        return cls(**_checked({str(k): v for k, v in obj.items()}))
 
     @classmethod
     def model_validate_json(

@@ -886,13 +886,13 @@ def validate_request(query: object, top_k: object, mode: object, config: Retriev
     """Deprecated: ``SearchRequest`` checks every option (the effective top_k is
     ``request.k(config)``)."""
     _deprecated("validate_request", "SearchRequest(query=..., top_k=..., mode=...).k(config)")
-    return SearchRequest(query=query, top_k=top_k, mode=mode).k(config)
+    return SearchRequest.model_validate({"query": query, "top_k": top_k, "mode": mode}).k(config)
 
 
 def validate_as_of(as_of: object, mode: str) -> View:
     """Deprecated: ``SearchRequest`` checks ``as_of`` (its view is ``request.view``)."""
     _deprecated("validate_as_of", "SearchRequest(query=..., as_of=..., mode=...).view")
-    return SearchRequest(query="-", as_of=as_of, mode=mode).view
+    return SearchRequest.model_validate({"query": "-", "as_of": as_of, "mode": mode}).view
 
 
 def _in_view(stored: StoredChunk, view: View) -> bool:
