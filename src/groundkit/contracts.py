@@ -13,6 +13,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
 from typing import (
     Any,
     Literal,
@@ -784,8 +785,43 @@ class ContextSpan(_Frozen):
         return self
 
 
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Each signal behind a result's rank, ``None`` where that signal did not score it.
+
+    ``bm25`` is the BM25 sum over the query's terms; ``vector`` the cosine similarity
+    of query and chunk embeddings, in [-1, 1]; ``fused`` what hybrid fusion, query
+    rewriting or a multi-collection search gave the result; ``rerank`` the
+    cross-encoder's score (a sigmoid of its logit); ``relevance`` the probability
+    that the result is relevant, read off ``vector`` by the embedder's relevance
+    calibration (adr/0071-relevance-calibration.md).
+    A slotted dataclass, not a model: every search result carries one.
+    """
+
+    bm25: float | None = None
+    vector: float | None = None
+    fused: float | None = None
+    rerank: float | None = None
+    relevance: float | None = None
+
+
+def with_fused(scores: Scores | None, fused: float) -> Scores:
+    """``scores`` with ``fused`` set: a later fusion (rewrites, collections) replaces
+    an earlier one's score, and keeps the signals beneath it."""
+    return replace(scores or Scores(), fused=fused)
+
+
 class RetrievalResult(_Frozen):
-    """One ranked hit; ``citation`` says exactly where its content lives."""
+    """One ranked hit; ``citation`` says exactly where its content lives.
+
+    ``score`` orders the results, and its scale is the mode's: the BM25 sum in
+    ``bm25``; ``(1 + cosine) / 2``, in [0, 1], in ``dense``; the fusion's score in
+    ``hybrid`` (convex: BM25 and vector scores min-max normalised over the
+    candidates and weighted, so the best is near 1 whatever the query; rrf:
+    a sum of ``weight / (rrf_k + rank)``); the cross-encoder's score after a
+    rerank; a reciprocal-rank score after query rewriting or across collections.
+    Only ``scores.relevance`` compares across queries (adr/0071).
+    """
 
     content: str
     score: float = Field(ge=0.0)
@@ -808,6 +844,8 @@ class RetrievalResult(_Frozen):
     evidence: Evidence | None = None
     # The passage around the chunk, when the search asked for one (``expand=``).
     context: ContextSpan | None = None
+    # The signals behind ``score``, one by one (every search fills it in).
+    scores: Scores | None = None
 
     @model_validator(mode="after")
     def _validate(self) -> RetrievalResult:

@@ -18,6 +18,7 @@ from groundkit.contracts import (
     MultiSearchResponse,
     RetrievalResult,
     SearchResponse,
+    with_fused,
 )
 from groundkit.errors import GroundkitError, RetrievalError, kind_of
 from groundkit.retrieval._tasks import all_or_nothing
@@ -108,7 +109,13 @@ async def search_collections(
             per_collection[name]["degraded"] = answer.metadata["degraded"]
     fused = reciprocal_rank_fusion(rankings, k=rrf_k)[:k]
     results = [
-        by_key[hit.key].model_copy(update={"score": hit.score, "collection": hit.key[0]})
+        by_key[hit.key].model_copy(
+            update={
+                "score": hit.score,
+                "collection": hit.key[0],
+                "scores": with_fused(by_key[hit.key].scores, hit.score),
+            }
+        )
         for hit in fused
     ]
     return MultiSearchResponse(

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.config import RetrievalConfig
-from groundkit.contracts import ContextKind, RetrievalResult
+from groundkit.contracts import ContextKind, RetrievalResult, with_fused
 from groundkit.errors import GroundkitError, RetrievalError, StorageError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
@@ -112,7 +112,12 @@ def fuse_rankings(
         for result in ranking:
             first.setdefault(result.chunk_id, result)
     fused = reciprocal_rank_fusion([[r.chunk_id for r in ranking] for ranking in rankings], k=rrf_k)
-    return [first[hit.key].model_copy(update={"score": hit.score}) for hit in fused[:k]]
+    return [
+        first[hit.key].model_copy(
+            update={"score": hit.score, "scores": with_fused(first[hit.key].scores, hit.score)}
+        )
+        for hit in fused[:k]
+    ]
 
 
 async def postprocess(

@@ -20,19 +20,20 @@ import math
 import time
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Unpack
+from typing import Any, Literal, NamedTuple, Unpack
 
 import numpy as np
 
-from groundkit.config import MAX_TOP_K, RetrievalConfig
+from groundkit.config import MAX_TOP_K, RelevanceCalibration, RetrievalConfig
 from groundkit.contracts import (
     GAPS_KEY,
     Evidence,
     Highlights,
     PackStore,
     RetrievalResult,
+    Scores,
     SearchMode,
     SearchResponse,
     fields_of,
@@ -52,7 +53,7 @@ from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
 from groundkit.retrieval.evidence import EvidenceBatch, query_weights
 from groundkit.retrieval.filters import Filter
-from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.postprocess import (
     NO_STEPS,
     Steps,
@@ -60,6 +61,7 @@ from groundkit.retrieval.postprocess import (
     postprocess,
     rewritten,
 )
+from groundkit.retrieval.relevance import calibration_for
 from groundkit.retrieval.request import (
     MAX_QUERY_CHARS,
     SEARCH_MODES,
@@ -76,6 +78,7 @@ from groundkit.storage.protocols import (
     StoredChunk,
     VectorHit,
     VectorStoreProtocol,
+    cosine_to_score,
 )
 from groundkit.storage.reconcile import missing_vectors_notice, vector_problem, vectors_missing
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
@@ -155,6 +158,8 @@ class Retriever:
         # hybrid answers say so while there are any.
         self.vectors_missing = 0
         self.vectors_generation = vectors_generation
+        # The embedder's relevance calibration, once a dense or hybrid search looked it up.
+        self._calibration: tuple[RelevanceCalibration | None, str] | None = None
 
     @classmethod
     async def open(
@@ -449,8 +454,9 @@ class Retriever:
             queries = await rewritten(self.rewriter, query, self._config.max_rewrites)
         timings: dict[str, float] = {}
         allowed = await self._allowed(flt, index)
+        relevance = await self._relevance(mode, self._config.min_relevance)
         # Scored with the statistics of what the clearance admits (adr/0052).
-        search = _Pass(index, view.within(allowed.corpus), allowed)
+        search = _Pass(index, view.within(allowed.corpus), allowed, relevance=relevance)
         degraded: str | None = None
         served: SearchMode = mode
         if mode != "bm25" and self.vector_problem is not None:
@@ -511,6 +517,11 @@ class Retriever:
             meta["steps"] = steps.names
         if degraded is not None:
             meta["degraded"] = degraded
+        if relevance is not None and relevance.min_cosine is not None and served != "bm25":
+            meta["relevance_cut"] = {
+                "min_relevance": self._config.min_relevance,
+                "dropped": relevance.dropped,
+            }
         if timings:
             meta["timings_ms"] = {name: round(ms, 3) for name, ms in timings.items()}
         if stale:
@@ -571,7 +582,11 @@ class Retriever:
         rankings: list[list[RetrievalResult]] = []
         stale = 0
         for position, text in enumerate(queries):
-            own = search if position == 0 else _Pass(search.index, search.view, search.allowed)
+            own = (
+                search
+                if position == 0
+                else _Pass(search.index, search.view, search.allowed, relevance=search.relevance)
+            )
             found, dropped = await self._ranked(text, k, mode, timings, own)
             rankings.append(found)
             stale += dropped
@@ -602,13 +617,19 @@ class Retriever:
         """Dense hits joined to their rows; rows written since the vector handle moved
         (another process's ingest in flight) are made up for by asking for more."""
         threshold = self._config.score_threshold
+        relevance = search.relevance
         depth = k
         while True:
             dense = await self._dense_hits(query, depth, timings, search)
             fetched = len(dense)
             if threshold is not None:
                 dense = [h for h in dense if h.score >= threshold]
-            results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense])
+            if relevance is not None and relevance.min_cosine is not None:
+                least = cosine_to_score(relevance.min_cosine)
+                kept = [h for h in dense if h.score >= least]
+                relevance.dropped = sum(h.score < least for h in dense[:k])
+                dense = kept
+            results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense], relevance)
             if len(results) >= k or stale == 0 or fetched < depth or depth >= MAX_TOP_K:
                 return results[:k], stale
             depth = min(MAX_TOP_K, depth + 2 * stale)
@@ -624,6 +645,30 @@ class Retriever:
         logger.warning("a search fell back to BM25: the vector side is unavailable")
         logger.debug("vector side unavailable: %s", reason)
         return notice
+
+    async def _relevance(
+        self, mode: SearchMode, wanted: float | Literal["auto"] | None
+    ) -> _Relevance | None:
+        """How this search reads relevance; ``ConfigurationError`` when a cut is asked
+        for and the embedder has no calibration."""
+        if mode == "bm25" or self._embedder is None:
+            return None
+        if self._calibration is None:
+            identity = await ensure_identity(self._embedder)
+            found = calibration_for(identity, self._config.relevance_calibration)
+            self._calibration = (found, identity.model_name)
+        calibration, model = self._calibration
+        if wanted is None:
+            return _Relevance(calibration, None)
+        if calibration is None:
+            raise ConfigurationError(
+                f"min_relevance needs a relevance calibration for this collection's embedder "
+                f"({model!r} has no built-in one): fit one with "
+                "groundkit.retrieval.fit_relevance on judged queries and pass it as "
+                "RetrievalConfig(relevance_calibration=...)"
+            )
+        floor = calibration.floor if wanted == "auto" else calibration.cosine_at(wanted)
+        return _Relevance(calibration, floor)
 
     def _require_dense(self, mode: str) -> None:
         if self._embedder is None:
@@ -768,6 +813,12 @@ class Retriever:
         else:
             fused = convex_combination([lex_scored, dense_scored], weights=weights)
         clock = _lap(timings, "fusion_ms", clock)
+        lexical_of = dict(lex_scored)
+        cosine_of = {c: score_to_cosine(s) for c, s in dense_scored}
+        relevance = search.relevance
+        if relevance is not None and relevance.min_cosine is not None:
+            fused = relevance.cut(fused, cosine_of, len(dense_scored) >= depth, k)
+        signals = _signals(relevance)
         # Every fused result gets highlights: a dense-only survivor may still
         # contain query terms (it ranked below the lexical candidate depth).
         spans, wanted = self._analyzer.spans, frozenset(terms)
@@ -786,7 +837,10 @@ class Retriever:
                     stale += 1
                     continue
                 deferred = Highlights.deferred(spans, row.content, wanted)
-                results.append(result_from_row(row, h.score, deferred, self.collection))
+                scores = signals(
+                    bm25=lexical_of.get(h.key), cosine=cosine_of.get(h.key), fused=h.score
+                )
+                results.append(result_from_row(row, h.score, deferred, self.collection, scores))
         _lap(timings, "hydrate_ms", clock)
         return results, stale
 
@@ -837,17 +891,24 @@ class Retriever:
         found, stale = await self._rows_in_order(hits, k, view)
         spans, name, deferred = self._analyzer.spans, self.collection, Highlights.deferred
         results = [
-            result_from_row(stored, score, deferred(spans, stored.content, wanted), name)
+            result_from_row(
+                stored, score, deferred(spans, stored.content, wanted), name, Scores(bm25=score)
+            )
             for stored, score in found
         ]
         return results, stale
 
-    async def _join_ids(self, scored: list[tuple[str, float]]) -> tuple[list[RetrievalResult], int]:
+    async def _join_ids(
+        self, scored: list[tuple[str, float]], relevance: _Relevance | None
+    ) -> tuple[list[RetrievalResult], int]:
         if not scored:
             return [], 0
         rows = await self._store.get_chunks_by_ids([c for c, _ in scored])
+        name, signals = self.collection, _signals(relevance)
         results = [
-            result_from_row(rows[c], s, None, self.collection) for c, s in scored if c in rows
+            result_from_row(rows[c], s, None, name, signals(cosine=score_to_cosine(s)))
+            for c, s in scored
+            if c in rows
         ]
         return results, len(scored) - len(results)
 
@@ -872,6 +933,37 @@ class _Pass:
     query_vector: list[Any] = field(default_factory=list)
     # The query's terms with their store ids, once a lexical side has looked them up.
     term_ids: dict[str, int] = field(default_factory=dict)
+    # How dense and hybrid results get their relevance, and the cut (None in bm25).
+    relevance: _Relevance | None = None
+
+
+@dataclass(slots=True)
+class _Relevance:
+    """One search's relevance reading: the embedder's calibration (None when it has
+    none), the least cosine a result may have (None: no cut), and how many results
+    the cut took out of the top k."""
+
+    calibration: RelevanceCalibration | None
+    min_cosine: float | None
+    dropped: int = 0
+
+    def cut(
+        self, fused: list[FusedHit[str]], cosine_of: Mapping[str, float], full: bool, k: int
+    ) -> list[FusedHit[str]]:
+        """The fused hits whose cosine reaches the cut. A hit the vector side did not
+        return has a cosine at most its last candidate's when that side returned all it
+        was asked for (else it has no vector in reach): that bound decides for it."""
+        least = self.min_cosine
+        assert least is not None
+        bound = min(cosine_of.values()) if full and cosine_of else None
+        kept: list[FusedHit[str]] = []
+        for position, hit in enumerate(fused):
+            cosine = cosine_of.get(hit.key, bound)
+            if cosine is not None and cosine >= least:
+                kept.append(hit)
+            elif position < k:
+                self.dropped += 1
+        return kept
 
 
 def _deprecated(name: str, replacement: str) -> None:
@@ -957,6 +1049,7 @@ def result_from_row(
     score: float,
     highlights: Highlights | None = None,
     collection: str | None = None,
+    scores: Scores | None = None,
 ) -> RetrievalResult:
     """A result from a stored row, built without validation.
 
@@ -987,10 +1080,33 @@ def result_from_row(
         "version": stored.version,
         "evidence": None,  # the search attaches it once the results are final
         "context": None,
+        "scores": scores,
     }
     # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.
-    fields_set = _FIELDS_SET[highlights is not None, collection is not None]
-    return trusted(RetrievalResult, values, set(fields_set))
+    fields_set = set(_FIELDS_SET[highlights is not None, collection is not None])
+    if scores is None:
+        fields_set.discard("scores")
+    return trusted(RetrievalResult, values, fields_set)
+
+
+def score_to_cosine(score: float) -> float:
+    """The cosine similarity behind a vector hit's score ``(1 + cosine) / 2``."""
+    return 2.0 * score - 1.0
+
+
+def _signals(relevance: _Relevance | None) -> Callable[..., Scores]:
+    """Builds a result's ``Scores``, with its relevance when there is a calibration."""
+    calibration = relevance.calibration if relevance is not None else None
+
+    def scores(
+        *, bm25: float | None = None, cosine: float | None = None, fused: float | None = None
+    ) -> Scores:
+        chance = None
+        if calibration is not None and cosine is not None:
+            chance = calibration.relevance(cosine)
+        return Scores(bm25=bm25, vector=cosine, fused=fused, relevance=chance)
+
+    return scores
 
 
 def _lap(timings: dict[str, float], name: str, since: float) -> float:
