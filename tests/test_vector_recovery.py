@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from groundkit import ChunkingConfig, Collection, RetrievalError, SQLiteMetadataStore
+from groundkit import ChunkingConfig, Collection, RetrievalError
 from groundkit.cli import main as grk
 from groundkit.service import CollectionRegistry
+from groundkit.storage import SQLiteMetadataStore
 from tests.service.test_server import connected
 from tests.services import REPO_ROOT
 from tests.support import ToyEmbedder, assert_all_verify, slow_dense_ingest, write_tree

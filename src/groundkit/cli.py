@@ -427,9 +427,9 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="remove documents, every version of them, their vectors and snapshots",
         description="Remove the documents named by SOURCE (a path as ingested, or a file "
-        "under the base directory), URL (as ingested) or --id, with all their versions, "
-        "vectors and snapshots. The source files stay; a later ingest of their folder adds "
-        "them again.",
+        "under the base directory), URL (as ingested), --id or --record, with all their "
+        "versions, vectors and snapshots. The source files stay; a later ingest of their "
+        "folder adds them again.",
     )
     delete.add_argument(
         "sources",
@@ -441,9 +441,17 @@ def _parser() -> argparse.ArgumentParser:
         "--id",
         action="append",
         default=[],
-        dest="document_ids",
+        dest="ids",
         metavar="DOCUMENT_ID",
         help="a document id from search results (repeatable)",
+    )
+    delete.add_argument(
+        "--record",
+        action="append",
+        default=[],
+        dest="records",
+        metavar="RECORD_ID",
+        help="the id a record was added with (grk ingest --jsonl; repeatable)",
     )
     delete.add_argument(
         "--erase",
@@ -1152,7 +1160,8 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         given.extend(("--meta", item) for item in args.meta)
     elif args.command == "delete":
         given.extend(("SOURCE", item) for item in args.sources)
-        given.extend(("--id", item) for item in args.document_ids)
+        given.extend(("--id", item) for item in args.ids)
+        given.extend(("--record", item) for item in args.records)
     for option in ("as_of", "valid_as_of"):
         if getattr(args, option, None) is not None:
             given.append(("--" + option.replace("_", "-"), getattr(args, option)))
@@ -1202,10 +1211,10 @@ def read_jsonl_records(name: str) -> list[dict[str, Any]]:
 
 
 def _check_ingest_target(args: argparse.Namespace) -> None:
-    if args.command == "delete" and not (args.sources or args.document_ids):
+    if args.command == "delete" and not (args.sources or args.ids or args.records):
         raise ConfigurationError(
             "grk delete takes the documents to remove: one or more SOURCE or URL, "
-            "or --id DOCUMENT_ID"
+            "--id DOCUMENT_ID or --record RECORD_ID"
         )
     if args.command != "ingest":
         return
@@ -1377,7 +1386,7 @@ async def _run(args: argparse.Namespace) -> int:
             return _print_fetch(await col.fetch_chunk(args.chunk_id, args.version), args.json)
         if args.command == "delete":
             deleted = await col.delete(
-                document_ids=args.document_ids, sources=args.sources, erase=args.erase
+                ids=args.ids, sources=args.sources, records=args.records, erase=args.erase
             )
             return _print_delete(deleted, args)
         if args.command == "purge":
@@ -1385,7 +1394,7 @@ async def _run(args: argparse.Namespace) -> int:
             return _print_purge(removed, args)
         if args.command == "optimize":
             return _print_optimize(await col.optimize(), args)
-        return _print_verify(await col.verify(), args.json, args.quiet)
+        return _print_verify(await col.verify_all(), args.json, args.quiet)
 
 
 def _registry(args: argparse.Namespace) -> CollectionRegistry:

@@ -341,6 +341,7 @@ class SyncCollection:
     search = _blocking(AsyncCollection.search)
     fetch_chunk = _blocking(AsyncCollection.fetch_chunk)
     verify = _blocking(AsyncCollection.verify)
+    verify_all = _blocking(AsyncCollection.verify_all)
     verify_answer = _blocking(AsyncCollection.verify_answer)
 
 

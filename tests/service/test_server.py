@@ -15,7 +15,8 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ResourceLink, TextContent, TextResourceContents
 
-from groundkit import Collection, CollectionManifest, ConfigurationError
+from groundkit import Collection, ConfigurationError
+from groundkit.contracts import CollectionManifest
 from groundkit.providers import OllamaEmbedder, OpenAICompatibleEmbedder
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.service import CollectionRegistry, build_server

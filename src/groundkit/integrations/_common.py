@@ -65,7 +65,7 @@ class Searcher:
         if isinstance(collection, Collection):
             return cls(collection, collection.loop, top_k, mode, filters, rerank)
         raise ConfigurationError(
-            "a groundkit retriever needs a groundkit.Collection or groundkit.SyncCollection, "
+            "a groundkit retriever needs a groundkit.Collection or groundkit.sync.SyncCollection, "
             f"not {type(collection).__name__}"
         )
 
