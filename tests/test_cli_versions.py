@@ -260,6 +260,21 @@ async def test_delete_a_url_keeps_the_text_of_records(base: Path, site: Site) ->
     assert as_json(grk("fetch", hit["chunk_id"], "--json", cwd=base))["verification"] == "verified"
 
 
+def test_delete_takes_records_by_their_own_ids(base: Path) -> None:
+    records = base / "tickets.jsonl"
+    records.write_text(
+        '{"id": "T-1", "text": "Printers jam on Mondays."}\n'
+        '{"id": "T-2", "text": "Printers run out of toner."}\n',
+        encoding="utf-8",
+    )
+    ok(grk("ingest", "--jsonl", str(records), "-q", cwd=base))
+    report = as_json(grk("--json", "delete", "--record", "T-1", "--record", "T-9", cwd=base), 1)
+    assert report == {"deleted": ["record://T-1"], "missing": ["T-9"]}
+    assert [h["source"] for h in search(base, "printers")] == ["record://T-2"]
+    done = grk("delete", "--record", " T-2", cwd=base)
+    assert done.returncode == 2 and "starts or ends with whitespace" in done.stderr
+
+
 def test_purge_removes_past_versions(base: Path) -> None:
     moments = three_versions(base)
     assert ok(grk("purge", "--keep", "1", cwd=base)) == (
