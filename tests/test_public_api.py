@@ -184,6 +184,7 @@ PINNED = {
         "resolve_model",
     ],
     "groundkit.retrieval": [
+        "BUILT_IN_CALIBRATIONS",
         "FILTER_OPERATORS",
         "CrossEncoderReranker",
         "FusedHit",
@@ -192,6 +193,7 @@ PINNED = {
         "RerankerProtocol",
         "Retriever",
         "convex_combination",
+        "fit_relevance",
         "load_evidence",
         "lost_in_the_middle",
         "mmr_order",

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from groundkit.retrieval.filters import FILTER_OPERATORS
     from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
     from groundkit.retrieval.multi import search_collections
+    from groundkit.retrieval.relevance import BUILT_IN_CALIBRATIONS, fit_relevance
     from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
     from groundkit.retrieval.rewriting import GlossaryRewriter, QueryRewriterProtocol
     from groundkit.retrieval.search import Retriever
@@ -31,6 +32,7 @@ __getattr__, __dir__ = _lazy_names(
         "groundkit.retrieval.filters": ("FILTER_OPERATORS",),
         "groundkit.retrieval.fusion": ("FusedHit", "convex_combination", "reciprocal_rank_fusion"),
         "groundkit.retrieval.multi": ("search_collections",),
+        "groundkit.retrieval.relevance": ("BUILT_IN_CALIBRATIONS", "fit_relevance"),
         "groundkit.retrieval.rerank": ("CrossEncoderReranker", "RerankerProtocol"),
         "groundkit.retrieval.rewriting": ("GlossaryRewriter", "QueryRewriterProtocol"),
         "groundkit.retrieval.search": ("Retriever",),
@@ -38,6 +40,7 @@ __getattr__, __dir__ = _lazy_names(
 )
 
 __all__ = [
+    "BUILT_IN_CALIBRATIONS",
     "FILTER_OPERATORS",
     "CrossEncoderReranker",
     "FusedHit",
@@ -46,6 +49,7 @@ __all__ = [
     "RerankerProtocol",
     "Retriever",
     "convex_combination",
+    "fit_relevance",
     "load_evidence",
     "lost_in_the_middle",
     "mmr_order",
