@@ -277,7 +277,7 @@ def test_grk_delete_erase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert shown["erasure"]["documents"] == 1 and shown["erasure"]["unfinished"] == []
     assert findings(tmp_path / "idx", token_needles()) == {}
     code, out, _ = run(capsys, "search", "green tea", *common, "--json")
-    assert code == 0 and json.loads(out)["results"][0]["source"] == "docs/keep.md"
+    assert code == 0 and json.loads(out)["results"][0]["citation"]["source"] == "docs/keep.md"
     # Human output; a name that matches nothing is still a problem (exit 1).
     code, out, _ = run(capsys, "delete", "docs/secret.md", "--erase", *common)
     assert code == 1

@@ -83,7 +83,7 @@ async def test_python_grk_search_and_the_stored_manifest(
     assert code == 0, captured.err
     found = json.loads(captured.out)
     assert found["mode"] == "hybrid" and found["metadata"]["stage"] == "fusion"
-    assert found["results"][0]["source"] == "docs/kitchen/tea.rst"
+    assert found["results"][0]["citation"]["source"] == "docs/kitchen/tea.rst"
     assert "warning" not in captured.err
     # The flag works as well as the variable, and dense too.
     monkeypatch.delenv("GROUNDKIT_EMBEDDING_URL")

@@ -418,6 +418,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the chunk as version N of its document had it (default: the current one, "
         "else the newest past one)",
     )
+    for shaped in (search, fetch):
+        shaped.add_argument(
+            "--full",
+            action="store_true",
+            help="with --json: every field of each result, not the compact shape (docs/cli.md)",
+        )
     verify = sub.add_parser(
         "verify", parents=[common], help="re-verify every chunk of a collection"
     )
@@ -667,7 +673,11 @@ def _degraded(response: SearchResponse | MultiSearchResponse) -> dict[str, str]:
 
 
 def _print_search(
-    response: SearchResponse | MultiSearchResponse, as_json: bool, rewrite: bool = False
+    response: SearchResponse | MultiSearchResponse,
+    as_json: bool,
+    rewrite: bool = False,
+    *,
+    full: bool = False,
 ) -> int:
     from groundkit.contracts import MultiSearchResponse
 
@@ -687,15 +697,7 @@ def _print_search(
             "mode": response.mode,
             "total_results": response.total_results,
             "metadata": response.metadata,
-            "results": [
-                {
-                    "rank": rank,
-                    "page": r.citation.page,
-                    "heading_path": r.heading_path,
-                    **r.model_dump(mode="json"),
-                }
-                for rank, r in enumerate(response.results, start=1)
-            ],
+            "results": [r.to_dict(full=full) for r in response.results],
         }
         if isinstance(response, MultiSearchResponse):
             data["collections"] = response.collections
@@ -767,9 +769,9 @@ def _verdict(result: FetchResult) -> str:
     return result.verification
 
 
-def _print_fetch(result: FetchResult, as_json: bool) -> int:
+def _print_fetch(result: FetchResult, as_json: bool, *, full: bool = False) -> int:
     if as_json:
-        _emit(result.model_dump(mode="json"))
+        _emit(result.to_dict(full=full))
     else:
         print(f"{_where_fetched(result)}  {_verdict(result)}")
         print(f"  {result.detail}")
@@ -1141,7 +1143,7 @@ async def _run_search(args: argparse.Namespace) -> int:
             )
         # Worked out while the collections (and their embedders) are open.
         await load_evidence(response.results)
-    return _print_search(response, args.json, rewrite=rewriter is not None)
+    return _print_search(response, args.json, rewrite=rewriter is not None, full=args.full)
 
 
 def _check_text_arguments(args: argparse.Namespace) -> None:
@@ -1262,6 +1264,11 @@ def _check_search_options(args: argparse.Namespace) -> None:
             )
 
 
+def _check_output(args: argparse.Namespace) -> None:
+    if getattr(args, "full", False) and not args.json:
+        raise ConfigurationError("--full widens the --json output: give it with --json")
+
+
 def _chunking(args: argparse.Namespace) -> ChunkingConfig | None:
     """The chunking the ingest options ask for; None when none is given (the
     collection's bound chunking, or the default for a new one)."""
@@ -1348,6 +1355,7 @@ async def _run(args: argparse.Namespace) -> int:
     _check_text_arguments(args)
     _check_numbers(args)
     _check_search_options(args)
+    _check_output(args)
     _read_moments(args)
     if args.command == "collections":
         return await _run_collections(args)
@@ -1383,7 +1391,8 @@ async def _run(args: argparse.Namespace) -> int:
                 progress.finish()
             return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "fetch":
-            return _print_fetch(await col.fetch_chunk(args.chunk_id, args.version), args.json)
+            fetched = await col.fetch_chunk(args.chunk_id, args.version)
+            return _print_fetch(fetched, args.json, full=args.full)
         if args.command == "delete":
             deleted = await col.delete(
                 ids=args.ids, sources=args.sources, records=args.records, erase=args.erase

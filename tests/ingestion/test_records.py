@@ -221,9 +221,9 @@ def test_grk_ingest_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "added 2" in capsys.readouterr().out
     assert main(["search", "printer jams", *where, "--json"]) == 0
     found = json.loads(capsys.readouterr().out)["results"][0]
-    assert found["source"] == "record://T-1"
-    assert found["metadata"]["fields"] == {"floor": 2, "desk": "helpdesk"}
-    assert main(["fetch", found["chunk_id"], *where]) == 0
+    assert found["citation"]["source"] == "record://T-1"
+    assert found["fields"] == {"floor": 2, "desk": "helpdesk"}
+    assert main(["fetch", found["citation"]["chunk_id"], *where]) == 0
     assert "verified" in capsys.readouterr().out
     assert main(["ingest", "--jsonl", str(jsonl), *where, "--meta", "desk=helpdesk"]) == 0
     assert "unchanged 2" in capsys.readouterr().out

@@ -261,7 +261,7 @@ def test_grk_ingest_keep_sources_and_verify_without_the_files(tmp_path: Path) ->
     code, out = grk("search", "oolong leaves", *common, "--json")
     hit = json.loads(out)["results"][0]
     (base / "notes.md").unlink()
-    code, out = grk("fetch", hit["chunk_id"], *common)
+    code, out = grk("fetch", hit["citation"]["chunk_id"], *common)
     assert code == 0 and "verified (kept copy)" in out, out
     code, out = grk("verify", *common)
     assert code == 0 and "read from kept copies" in out, out
