@@ -122,8 +122,11 @@ def test_the_compact_shape_is_part_of_the_full_one(index: list[str]) -> None:
     assert part_of(fetched, fetched_full)
     # What the compact shape leaves out, and what it keeps from the full one.
     assert set(compact[0]) == {
-        "content", "score", "citation", "evidence", "heading_path", "fields", "collection"
+        "content", "score", "scores", "citation", "evidence", "heading_path", "fields",
+        "collection",
     }  # fmt: skip
+    # Only the signals that scored the result (a BM25 search: its BM25 sum).
+    assert compact[0]["scores"] == {"bm25": compact[0]["score"]}
     assert {"chunk_index", "metadata", "highlights"} <= set(full[0])
     assert set(compact[0]["evidence"][0]) == {"text", "start_offset", "end_offset"}
     assert set(fetched) == {"content", "citation", "verification", "detail", "read_from"}

@@ -842,6 +842,9 @@ class Scores:
     relevance: float | None = None
 
 
+_SIGNALS = ("bm25", "vector", "fused", "rerank", "relevance")
+
+
 def with_fused(scores: Scores | None, fused: float) -> Scores:
     """``scores`` with ``fused`` set: a later fusion (rewrites, collections) replaces
     an earlier one's score, and keeps the signals beneath it."""
@@ -925,9 +928,9 @@ class RetrievalResult(_Frozen):
 
     def to_dict(self, *, full: bool = False) -> dict[str, Any]:
         """The result as JSON-ready data, the shape every surface shows (the CLI's
-        ``--json``, MCP's structured content): by default its text, score, citation,
-        evidence sentences (with offsets), headings and its document's fields (when it
-        has any); ``full=True`` gives everything
+        ``--json``, MCP's structured content): by default its text, score, the signals
+        that scored it, citation, evidence sentences (with offsets), headings and its
+        document's fields (when it has any); ``full=True`` gives everything
         (``model_dump(mode="json")``, of which the default is a part, same names and
         nesting)."""
         if full:
@@ -939,6 +942,10 @@ class RetrievalResult(_Frozen):
             "citation": self.citation.to_dict(),
             "heading_path": self.heading_path,
         }
+        if self.scores is not None:
+            # The signals that scored the result (relevance among them when calibrated).
+            signals = ((k, getattr(self.scores, k)) for k in _SIGNALS)
+            compact["scores"] = {k: v for k, v in signals if v is not None}
         fields = self.fields
         if fields:
             compact["fields"] = fields
