@@ -222,6 +222,13 @@ def smoke_haystack() -> None:
     print("haystack: retrieved and verified")
 
 
+def smoke_pandas() -> None:
+    with tempfile.TemporaryDirectory() as tmp, _faq(Path(tmp)) as col:
+        frame = col.search("refunds", top_k=1).to_pandas()
+        assert list(frame["chunk_id"]) == [col.search("refunds", top_k=1)[0].chunk_id]
+    print("pandas: results as a DataFrame")
+
+
 def smoke_postgres() -> None:
     # No server here: reaching one proves asyncpg is importable and used, and a refused
     # connection must come back as groundkit's own error.
@@ -378,6 +385,7 @@ SMOKES: dict[str, Callable[[], None]] = {
     "langchain": smoke_langchain,
     "llama-index": smoke_llama_index,
     "haystack": smoke_haystack,
+    "pandas": smoke_pandas,
     "postgres": smoke_postgres,
     "ray": smoke_ray,
     "serve": smoke_serve,

@@ -43,7 +43,12 @@ from groundkit.contracts import (
     fields_of,
     record_source,
 )
-from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.errors import (
+    ConfigurationError,
+    IngestionError,
+    InvalidQueryError,
+    InvalidSettingError,
+)
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
@@ -92,10 +97,47 @@ __all__ = ["Collection"]
 
 logger = logging.getLogger("groundkit.collection")
 
+# The public attributes an open ``Collection`` has besides its methods (set in
+# ``__init__``; a test keeps this list equal to them). ``groundkit.sync`` mirrors the
+# plain values among them.
+COLLECTION_ATTRIBUTES = frozenset(
+    {
+        "base_dir",
+        "clearance",
+        "embedder",
+        "location",
+        "loop",
+        "name",
+        "opened_generation",
+        "reranker",
+        "rewriter",
+        "snapshot_dir",
+        "snapshots",
+        "store",
+        "vector_store",
+    }
+)
+
+
+_RIGHT_FORMS = (
+    "open it with\n"
+    "    async with groundkit.Collection.open(...) as col:\n"
+    "or\n"
+    "    col = await groundkit.Collection.open(...)\n"
+    "and in blocking code (no event loop) with\n"
+    "    with groundkit.sync.Collection.open(...) as col:"
+)
+
 
 class _Opener(Coroutine[Any, Any, "Collection"]):
     """Lets ``Collection.open(...)`` be awaited, used with ``async with``, or handed
-    to anything that takes a coroutine (``asyncio.run``, ``create_task``)."""
+    to anything that takes a coroutine (``asyncio.run``, ``create_task``).
+
+    Used as the collection itself (an ``await`` forgotten) or with a plain ``with``,
+    it raises a ``TypeError`` that shows the right forms. Nothing has run by then
+    (the opening coroutine is made on first await), so no "never awaited" warning
+    follows the error.
+    """
 
     def __init__(self, factory: Callable[[], Coroutine[Any, Any, Collection]]) -> None:
         self._factory = factory
@@ -122,6 +164,31 @@ class _Opener(Coroutine[Any, Any, "Collection"]):
     def close(self) -> None:
         if self._running is not None:
             self._running.close()
+
+    # Runtime only: type checkers keep flagging a missing ``await`` or a plain ``with``
+    # on the opener themselves, as they would without these.
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for what a collection has: probes of other names (asyncio's of cr_code,
+            # a framework's duck typing) still get the usual AttributeError.
+            if name.startswith("_") or not (
+                hasattr(Collection, name) or name in COLLECTION_ATTRIBUTES
+            ):
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            raise TypeError(
+                f"Collection.open(...) was not awaited: .{name} was asked of the opener, not of "
+                f"a collection; {_RIGHT_FORMS}"
+            )
+
+        def __enter__(self) -> Collection:
+            raise TypeError(
+                f"Collection.open(...) is asynchronous and cannot be used with a plain 'with'; "
+                f"{_RIGHT_FORMS}"
+            )
+
+        def __exit__(self, *exc_info: object) -> None:
+            """Never reached (``__enter__`` refuses); here so ``with`` gets to ``__enter__``."""
 
     async def __aenter__(self) -> Collection:
         self._collection = await self._coroutine()
@@ -362,6 +429,11 @@ class Collection:
         if remove:
             await _remove_created(self.location, self._made_index_dir)
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return self._closed
+
     def _report_left_open(self) -> None:
         """Emit now the ResourceWarning of a collection never closed (at most once; none
         after ``close``): for an exit hook about to close it, as ``groundkit.sync``'s."""
@@ -377,7 +449,7 @@ class Collection:
         """
         base = Path(os.path.realpath(base_dir))
         if not base.is_dir():
-            raise ConfigurationError(f"the new base directory {str(base)!r} is not a directory")
+            raise InvalidSettingError(f"the new base directory {str(base)!r} is not a directory")
         sources = [
             r.source async for r in self.store.iter_documents() if r.source_class != "snapshot"
         ][:_REBASE_SAMPLE]
@@ -905,7 +977,7 @@ class Collection:
         """Remove all but the ``keep`` newest past versions of every document (their
         chunks and lexical postings); returns how many versions went."""
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise ConfigurationError(f"keep must be an integer >= 0, got {keep!r}")
+            raise InvalidSettingError(f"keep must be an integer >= 0, got {keep!r}")
         try:
             return await self.store.purge_versions(keep)
         finally:
@@ -966,14 +1038,14 @@ class Collection:
             describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
         )
         if problem is not None:
-            raise RetrievalError(problem)
+            raise InvalidQueryError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             if version is not None and (
                 isinstance(version, bool)
                 or not isinstance(version, int)
                 or not 1 <= version <= _MAX_VERSION
             ):
-                raise RetrievalError(f"version must be an integer >= 1, got {version!r}")
+                raise InvalidQueryError(f"version must be an integer >= 1, got {version!r}")
             verifier = self._verifier()
             stored = await self.store.get_chunk(chunk_id, version)
             if stored is None or not self._visible(stored):

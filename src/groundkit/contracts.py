@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import (
+    TYPE_CHECKING,
     Any,
     Literal,
     Protocol,
@@ -38,7 +39,7 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
-from groundkit.errors import IngestionError, RetrievalError
+from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
 from groundkit.utils.annotation import (
     QUOTE_CONTEXT_CHARS,
     page_link,
@@ -1020,8 +1021,60 @@ class RetrievalResult(_Frozen):
         )
 
 
-class SearchResponse(_Frozen):
-    """Ranked results plus how they were produced (stage, latency, counts)."""
+class _ResultList:
+    """A response read as the list of its results: iteration, ``len``, indexing and
+    slicing, truth, and ``to_list``/``to_pandas`` for tabular use. The model's fields
+    stay attributes (``response.query``, ``response.metadata``)."""
+
+    if TYPE_CHECKING:
+        results: list[RetrievalResult]
+
+    def __iter__(self) -> Iterator[RetrievalResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @overload
+    def __getitem__(self, index: int) -> RetrievalResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RetrievalResult]: ...
+
+    def __getitem__(self, index: int | slice) -> RetrievalResult | list[RetrievalResult]:
+        return self.results[index]
+
+    def __bool__(self) -> bool:
+        return bool(self.results)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """The results as JSON-ready dicts, each its ``model_dump(mode="json")``
+        (``list(response)`` gives the ``RetrievalResult`` objects themselves)."""
+        return [result.model_dump(mode="json") for result in self.results]
+
+    def to_pandas(self) -> Any:
+        """The results as a ``pandas.DataFrame``, one row per result in rank order,
+        one column per key of ``to_list()``'s dicts. Needs pandas
+        (``pip install groundkit[pandas]``), imported on first use."""
+        try:
+            import pandas
+        except ImportError:
+            raise ConfigurationError(
+                "to_pandas needs pandas, which is not installed: pip install groundkit[pandas]"
+            ) from None
+        rows = self.to_list()
+        if not rows:  # still the columns a result has, for code that selects them
+            return pandas.DataFrame(columns=list(RetrievalResult.model_fields))
+        return pandas.DataFrame(rows)
+
+
+# pydantic's ``__iter__`` yields (field, value) pairs; a response iterates its results.
+class SearchResponse(_ResultList, _Frozen):  # type: ignore[misc]
+    """Ranked results plus how they were produced (stage, latency, counts).
+
+    It reads as the list of its results: ``for r in response``, ``len(response)``,
+    ``response[0]``, ``response[:3]``, ``if response``, ``to_list()``, ``to_pandas()``.
+    """
 
     query: str
     mode: SearchMode
@@ -1038,8 +1091,9 @@ class CollectionFailure(_Frozen):
     detail: str
 
 
-class MultiSearchResponse(_Frozen):
-    """Results fused across collections; each result names its collection.
+class MultiSearchResponse(_ResultList, _Frozen):  # type: ignore[misc]
+    """Results fused across collections; each result names its collection. It reads
+    as the list of its results, as ``SearchResponse`` does.
 
     ``score`` of each result is its fused (reciprocal-rank) score. Collections
     that failed are listed in ``failures``; their absence from ``results`` is

@@ -22,7 +22,7 @@ from groundkit.contracts import (
     SearchResponse,
     with_fused,
 )
-from groundkit.errors import GroundkitError, RetrievalError, kind_of
+from groundkit.errors import GroundkitError, InvalidQueryError, RetrievalError, kind_of
 from groundkit.retrieval._tasks import all_or_nothing
 from groundkit.retrieval.filters import parse_filters
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
@@ -73,9 +73,9 @@ async def search_collections(
     started = time.perf_counter()
     names = [c.name for c in collections]
     if not names:
-        raise RetrievalError("search_collections needs at least one collection")
+        raise InvalidQueryError("search_collections needs at least one collection")
     if len(set(names)) != len(names):
-        raise RetrievalError(f"collections are named more than once: {sorted(names)}")
+        raise InvalidQueryError(f"collections are named more than once: {sorted(names)}")
     k = validate_request(query, top_k, mode, RetrievalConfig())
     parse_filters(filters)  # syntax errors are the caller's, not a collection's
     validate_as_of(as_of, mode)

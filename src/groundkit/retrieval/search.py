@@ -43,8 +43,8 @@ from groundkit.contracts import (
 )
 from groundkit.errors import (
     ConfigurationError,
+    InvalidQueryError,
     RerankerNotConfiguredError,
-    RetrievalError,
     StorageError,
 )
 from groundkit.lexical.analyzer import Analyzer
@@ -987,20 +987,22 @@ def validate_as_of(as_of: object, mode: str) -> View:
     if as_of is None:
         return CURRENT
     if not isinstance(as_of, datetime):
-        raise RetrievalError(f"as_of must be a datetime, got {type(as_of).__name__}")
+        raise InvalidQueryError(f"as_of must be a datetime, got {type(as_of).__name__}")
     try:
         offset = as_of.utcoffset()
         moment = as_of.timestamp()
     except (ValueError, TypeError, ArithmeticError) as exc:
-        raise RetrievalError(f"as_of has a time zone that cannot be used: {exc}") from None
+        raise InvalidQueryError(f"as_of has a time zone that cannot be used: {exc}") from None
     except Exception as exc:  # a caller's tzinfo may raise anything
-        raise RetrievalError(
+        raise InvalidQueryError(
             f"as_of's time zone failed to give its offset: {type(exc).__name__}: {exc}"
         ) from None
     if as_of.tzinfo is None or offset is None:
-        raise RetrievalError("as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
+        raise InvalidQueryError(
+            "as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)"
+        )
     if mode != "bm25":
-        raise RetrievalError(
+        raise InvalidQueryError(
             f"as_of searches in bm25 mode only: vectors are kept for current versions, "
             f"so a {mode} search of the past cannot be exact"
         )
@@ -1052,17 +1054,17 @@ def validate_request(query: object, top_k: object, mode: object, config: Retriev
     """The effective top_k; ``RetrievalError`` for an empty, long or unencodable query,
     a bad mode or top_k. Messages never quote the query."""
     if not isinstance(query, str) or not query.strip():
-        raise RetrievalError("query must be a non-empty string")
+        raise InvalidQueryError("query must be a non-empty string")
     if len(query) > MAX_QUERY_CHARS:
-        raise RetrievalError(f"query is longer than {MAX_QUERY_CHARS} characters")
+        raise InvalidQueryError(f"query is longer than {MAX_QUERY_CHARS} characters")
     problem = describe_unencodable(query, "the query")
     if problem is not None:
-        raise RetrievalError(problem)
+        raise InvalidQueryError(problem)
     if mode not in SEARCH_MODES:
-        raise RetrievalError(f"unknown mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
+        raise InvalidQueryError(f"unknown mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
     k = config.top_k if top_k is None else top_k
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
-        raise RetrievalError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise InvalidQueryError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     return k
 
 
