@@ -78,3 +78,17 @@ async def test_async_with_on_a_blocking_collection_shows_the_async_form(tmp_path
     assert "async with groundkit.Collection.open(...) as col:" in str(caught.value)
     # Closed on the way out: nothing is left open for the exit hook to warn about.
     assert blocking.closed and blocking.aio.closed
+    assert "now closed" in str(caught.value)
+
+
+async def test_awaiting_a_blocking_collection_shows_the_async_form(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="is blocking") as caught:
+        await gks.Collection.open(tmp_path / "idx")  # type: ignore[misc]
+    assert "async with groundkit.Collection.open(...) as col:" in str(caught.value)
+    assert "now closed" in str(caught.value)
+
+
+def test_a_blocking_collection_is_still_a_plain_context_manager(tmp_path: Path) -> None:
+    with gks.Collection.open(tmp_path / "idx") as col:
+        assert col.generation() == 0
+    assert col.closed

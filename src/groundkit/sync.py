@@ -446,11 +446,18 @@ class SyncCollection(_Twin[AsyncCollection]):
         def __aenter__(self) -> NoReturn:
             # ``async with`` on a blocking collection: closed (nothing else can reach it
             # when it was opened in that statement), then refused with the right form.
-            self.close()
-            raise TypeError(_ASYNC_MISUSE)
+            self._refuse_async()
 
         def __aexit__(self, *exc_info: object) -> NoReturn:
-            raise TypeError(_ASYNC_MISUSE)  # not reached: __aenter__ refuses
+            self._refuse_async()  # not reached: __aenter__ refuses
+
+        def __await__(self) -> NoReturn:
+            # ``await groundkit.sync.Collection.open(...)``: the same.
+            self._refuse_async()
+
+    def _refuse_async(self) -> NoReturn:
+        self.close()
+        raise TypeError(f"{_ASYNC_MISUSE}\n(this blocking collection is now closed)")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
