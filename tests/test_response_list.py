@@ -95,8 +95,10 @@ def test_to_list_gives_each_result_as_json_ready_dicts(
     response: SearchResponse | MultiSearchResponse,
 ) -> None:
     rows = response.to_list()
-    assert rows == [r.model_dump(mode="json") for r in response.results]
-    assert [RetrievalResult.model_validate(row) for row in rows] == response.results
+    assert rows == [r.to_dict() for r in response.results]
+    full = response.to_list(full=True)
+    assert full == [r.model_dump(mode="json") for r in response.results]
+    assert [RetrievalResult.model_validate(row) for row in full] == response.results
 
 
 @given(RESPONSES)
@@ -120,11 +122,13 @@ def test_to_pandas_is_one_row_per_result_in_rank_order() -> None:
     response = single(3)
     frame = response.to_pandas()
     assert isinstance(frame, pandas.DataFrame)
-    assert list(frame["chunk_id"]) == ["chunk-0", "chunk-1", "chunk-2"]
+    assert list(frame["citation.chunk_id"]) == ["chunk-0", "chunk-1", "chunk-2"]
     assert list(frame["score"]) == [r.score for r in response]
-    assert list(frame.columns) == list(response.to_list()[0])
+    # Nested keys are flattened with dots: the citation's fields are columns.
+    assert {c.split(".")[0] for c in frame.columns} == set(response.to_list()[0])
+    assert "citation.start_offset" in frame.columns
     empty = single(0).to_pandas()
-    assert len(empty) == 0 and "chunk_id" in empty.columns
+    assert len(empty) == 0 and "citation.chunk_id" in empty.columns
     assert list(multi(2).to_pandas()["collection"]) == ["a", "a"]
 
 

@@ -1047,25 +1047,40 @@ class _ResultList:
     def __bool__(self) -> bool:
         return bool(self.results)
 
-    def to_list(self) -> list[dict[str, Any]]:
-        """The results as JSON-ready dicts, each its ``model_dump(mode="json")``
-        (``list(response)`` gives the ``RetrievalResult`` objects themselves)."""
-        return [result.model_dump(mode="json") for result in self.results]
+    def to_list(self, *, full: bool = False) -> list[dict[str, Any]]:
+        """The results as JSON-ready dicts in the one result shape (``to_dict``: compact,
+        or everything with ``full=True``); ``list(response)`` gives the results themselves."""
+        return [result.to_dict(full=full) for result in self.results]
 
-    def to_pandas(self) -> Any:
-        """The results as a ``pandas.DataFrame``, one row per result in rank order,
-        one column per key of ``to_list()``'s dicts. Needs pandas
-        (``pip install groundkit[pandas]``), imported on first use."""
+    def to_pandas(self, *, full: bool = False) -> Any:
+        """The results as a ``pandas.DataFrame``, one row per result in rank order and
+        one column per key of ``to_list()``'s dicts, nested keys joined by dots
+        (``citation.chunk_id``). Needs pandas (``pip install groundkit[pandas]``),
+        imported on first use."""
         try:
             import pandas
         except ImportError:
             raise ConfigurationError(
                 "to_pandas needs pandas, which is not installed: pip install groundkit[pandas]"
             ) from None
-        rows = self.to_list()
-        if not rows:  # still the columns a result has, for code that selects them
-            return pandas.DataFrame(columns=list(RetrievalResult.model_fields))
-        return pandas.DataFrame(rows)
+        rows = self.to_list(full=full)
+        if not rows:  # still the columns every result has, for code that selects them
+            return pandas.DataFrame(columns=list(_BASE_COLUMNS))
+        return pandas.json_normalize(rows)
+
+
+# The columns every compact result has, flattened as ``to_pandas`` flattens them.
+_BASE_COLUMNS = (
+    "content",
+    "score",
+    "heading_path",
+    "citation.document_id",
+    "citation.chunk_id",
+    "citation.source",
+    "citation.start_offset",
+    "citation.end_offset",
+    "citation.version",
+)
 
 
 # pydantic's ``__iter__`` yields (field, value) pairs; a response iterates its results.
