@@ -417,6 +417,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the chunk as version N of its document had it (default: the current one, "
         "else the newest past one)",
     )
+    for shaped in (search, fetch):
+        shaped.add_argument(
+            "--full",
+            action="store_true",
+            help="with --json: every field of each result, not the compact shape (docs/cli.md)",
+        )
     verify = sub.add_parser(
         "verify", parents=[common], help="re-verify every chunk of a collection"
     )
@@ -426,9 +432,9 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="remove documents, every version of them, their vectors and snapshots",
         description="Remove the documents named by SOURCE (a path as ingested, or a file "
-        "under the base directory), URL (as ingested) or --id, with all their versions, "
-        "vectors and snapshots. The source files stay; a later ingest of their folder adds "
-        "them again.",
+        "under the base directory), URL (as ingested), --id or --record, with all their "
+        "versions, vectors and snapshots. The source files stay; a later ingest of their "
+        "folder adds them again.",
     )
     delete.add_argument(
         "sources",
@@ -440,9 +446,17 @@ def _parser() -> argparse.ArgumentParser:
         "--id",
         action="append",
         default=[],
-        dest="document_ids",
+        dest="ids",
         metavar="DOCUMENT_ID",
         help="a document id from search results (repeatable)",
+    )
+    delete.add_argument(
+        "--record",
+        action="append",
+        default=[],
+        dest="records",
+        metavar="RECORD_ID",
+        help="the id a record was added with (grk ingest --jsonl; repeatable)",
     )
     delete.add_argument(
         "--erase",
@@ -658,7 +672,11 @@ def _degraded(response: SearchResponse | MultiSearchResponse) -> dict[str, str]:
 
 
 def _print_search(
-    response: SearchResponse | MultiSearchResponse, as_json: bool, rewrite: bool = False
+    response: SearchResponse | MultiSearchResponse,
+    as_json: bool,
+    rewrite: bool = False,
+    *,
+    full: bool = False,
 ) -> int:
     from groundkit.contracts import MultiSearchResponse
 
@@ -678,15 +696,7 @@ def _print_search(
             "mode": response.mode,
             "total_results": response.total_results,
             "metadata": response.metadata,
-            "results": [
-                {
-                    "rank": rank,
-                    "page": r.citation.page,
-                    "heading_path": r.heading_path,
-                    **r.model_dump(mode="json"),
-                }
-                for rank, r in enumerate(response.results, start=1)
-            ],
+            "results": [r.to_dict(full=full) for r in response.results],
         }
         if isinstance(response, MultiSearchResponse):
             data["collections"] = response.collections
@@ -758,9 +768,9 @@ def _verdict(result: FetchResult) -> str:
     return result.verification
 
 
-def _print_fetch(result: FetchResult, as_json: bool) -> int:
+def _print_fetch(result: FetchResult, as_json: bool, *, full: bool = False) -> int:
     if as_json:
-        _emit(result.model_dump(mode="json"))
+        _emit(result.to_dict(full=full))
     else:
         print(f"{_where_fetched(result)}  {_verdict(result)}")
         print(f"  {result.detail}")
@@ -1110,7 +1120,7 @@ async def _run_search(args: argparse.Namespace) -> int:
             response = await search_collections(collections, request)
         # Worked out while the collections (and their embedders) are open.
         await load_evidence(response.results)
-    return _print_search(response, args.json, rewrite=rewriter is not None)
+    return _print_search(response, args.json, rewrite=rewriter is not None, full=args.full)
 
 
 async def _check_vectors(collection: Collection, mode: str) -> None:
@@ -1140,7 +1150,8 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         given.extend(("--meta", item) for item in args.meta)
     elif args.command == "delete":
         given.extend(("SOURCE", item) for item in args.sources)
-        given.extend(("--id", item) for item in args.document_ids)
+        given.extend(("--id", item) for item in args.ids)
+        given.extend(("--record", item) for item in args.records)
     for option in ("as_of", "valid_as_of"):
         if getattr(args, option, None) is not None:
             given.append(("--" + option.replace("_", "-"), getattr(args, option)))
@@ -1190,10 +1201,10 @@ def read_jsonl_records(name: str) -> list[dict[str, Any]]:
 
 
 def _check_ingest_target(args: argparse.Namespace) -> None:
-    if args.command == "delete" and not (args.sources or args.document_ids):
+    if args.command == "delete" and not (args.sources or args.ids or args.records):
         raise ConfigurationError(
             "grk delete takes the documents to remove: one or more SOURCE or URL, "
-            "or --id DOCUMENT_ID"
+            "--id DOCUMENT_ID or --record RECORD_ID"
         )
     if args.command != "ingest":
         return
@@ -1256,6 +1267,11 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
         names = {**SEARCH_FLAGS, "collection": "--collection"}
         raise ConfigurationError(name_options(exc, names)) from None
     return request
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    if getattr(args, "full", False) and not args.json:
+        raise ConfigurationError("--full widens the --json output: give it with --json")
 
 
 def _chunking(args: argparse.Namespace) -> ChunkingConfig | None:
@@ -1337,6 +1353,7 @@ async def _run(args: argparse.Namespace) -> int:
     _check_ingest_target(args)
     _check_text_arguments(args)
     _check_numbers(args)
+    _check_output(args)
     _read_moments(args)
     _check_search_options(args)
     if args.command == "collections":
@@ -1373,10 +1390,11 @@ async def _run(args: argparse.Namespace) -> int:
                 progress.finish()
             return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "fetch":
-            return _print_fetch(await col.fetch_chunk(args.chunk_id, args.version), args.json)
+            fetched = await col.fetch_chunk(args.chunk_id, args.version)
+            return _print_fetch(fetched, args.json, full=args.full)
         if args.command == "delete":
             deleted = await col.delete(
-                document_ids=args.document_ids, sources=args.sources, erase=args.erase
+                ids=args.ids, sources=args.sources, records=args.records, erase=args.erase
             )
             return _print_delete(deleted, args)
         if args.command == "purge":
@@ -1384,7 +1402,7 @@ async def _run(args: argparse.Namespace) -> int:
             return _print_purge(removed, args)
         if args.command == "optimize":
             return _print_optimize(await col.optimize(), args)
-        return _print_verify(await col.verify(), args.json, args.quiet)
+        return _print_verify(await col.verify_all(), args.json, args.quiet)
 
 
 def _registry(args: argparse.Namespace) -> CollectionRegistry:

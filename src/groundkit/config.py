@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, InvalidSettingError
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
@@ -56,7 +56,7 @@ class _Settings(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigurationError(f"invalid {type(self).__name__}: {exc}") from None
+            raise InvalidSettingError(f"invalid {type(self).__name__}: {exc}") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise ConfigurationError(

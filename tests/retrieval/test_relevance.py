@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from groundkit import (
     Collection,
     ConfigurationError,
+    RelevanceCalibration,
     RetrievalConfig,
     SentenceTransformerEmbedder,
 )
-from groundkit.config import RelevanceCalibration
 from groundkit.contracts import Scores
 from groundkit.retrieval.relevance import BUILT_IN_CALIBRATIONS, calibration_for, fit_relevance
 from groundkit.retrieval.search import score_to_cosine

@@ -56,7 +56,7 @@ class Searcher:
         if isinstance(collection, Collection):
             return cls(collection, collection.loop, checked)
         raise ConfigurationError(
-            "a groundkit retriever needs a groundkit.Collection or groundkit.SyncCollection, "
+            "a groundkit retriever needs a groundkit.Collection or groundkit.sync.SyncCollection, "
             f"not {type(collection).__name__}"
         )
 

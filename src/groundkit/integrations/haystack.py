@@ -10,7 +10,7 @@
     out = pipeline.run({"retriever": {"query": "how hot should green tea be"}})
     citation = citation_of(out["retriever"]["documents"][0])
 
-``col`` is a ``groundkit.Collection`` or ``groundkit.SyncCollection``; ``run`` and
+``col`` is a ``groundkit.Collection`` or ``groundkit.sync.SyncCollection``; ``run`` and
 ``run_async`` (``Pipeline.run_async``; ``AsyncPipeline`` in Haystack 2) work with
 either. ``filters`` are groundkit's
 (``{"team": "infra", "year": {"gte": 2020}}``, SPEC 4.8), not Haystack's filter

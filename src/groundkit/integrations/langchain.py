@@ -8,7 +8,7 @@
     docs = retriever.invoke("how hot should green tea be")   # or: await retriever.ainvoke(...)
     citation = citation_of(docs[0])                          # a groundkit.Citation
 
-``collection`` is a ``groundkit.Collection`` (async) or ``groundkit.SyncCollection``.
+``collection`` is a ``groundkit.Collection`` (async) or ``groundkit.sync.SyncCollection``.
 Both ``invoke`` and ``ainvoke`` work with either: a call runs on the loop the
 collection was opened on. Each ``Document`` has the chunk id as its ``id``, the
 chunk as ``page_content``, and in ``metadata`` its ``source``, ``page``, ``score``,
@@ -62,7 +62,7 @@ class GroundkitRetriever(BaseRetriever):
     """A LangChain ``BaseRetriever`` over one groundkit collection."""
 
     collection: Any
-    """A ``groundkit.Collection`` or ``groundkit.SyncCollection``."""
+    """A ``groundkit.Collection`` or ``groundkit.sync.SyncCollection``."""
     # The search options: SearchRequest's fields (a test pins them); top_k's default is
     # LangChain's usual four.
     top_k: int = Field(default=4, description=SearchRequest.describe("top_k"))

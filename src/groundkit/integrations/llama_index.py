@@ -8,7 +8,7 @@
     nodes = retriever.retrieve("how hot should green tea be")  # or: await retriever.aretrieve(...)
     citation = citation_of(nodes[0])
 
-``col`` is a ``groundkit.Collection`` or ``groundkit.SyncCollection``; ``retrieve``
+``col`` is a ``groundkit.Collection`` or ``groundkit.sync.SyncCollection``; ``retrieve``
 and ``aretrieve`` work with either. Each ``NodeWithScore`` holds a ``TextNode``
 whose ``id_`` is the chunk id, ``text`` the chunk, ``start_char_idx`` /
 ``end_char_idx`` its exact offsets in the source and whose ``SOURCE``

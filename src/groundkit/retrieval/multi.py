@@ -20,7 +20,7 @@ from groundkit.contracts import (
     SearchResponse,
     with_fused,
 )
-from groundkit.errors import GroundkitError, RetrievalError, kind_of
+from groundkit.errors import GroundkitError, InvalidQueryError, RetrievalError, kind_of
 from groundkit.retrieval._tasks import all_or_nothing
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
 from groundkit.retrieval.request import SearchOptions, SearchRequest
@@ -66,9 +66,9 @@ async def search_collections(
     started = time.perf_counter()
     names = [c.name for c in collections]
     if not names:
-        raise RetrievalError("search_collections needs at least one collection")
+        raise InvalidQueryError("search_collections needs at least one collection")
     if len(set(names)) != len(names):
-        raise RetrievalError(f"collections are named more than once: {sorted(names)}")
+        raise InvalidQueryError(f"collections are named more than once: {sorted(names)}")
     # Every option is checked here: a bad one is the caller's, not a collection's.
     request = SearchRequest.of(query, top_k, **options)
     request.check_single_collection()

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
 from groundkit.contracts import ContextKind, SearchMode
-from groundkit.errors import GroundkitError, RetrievalError
+from groundkit.errors import GroundkitError, InvalidQueryError, RetrievalError
 from groundkit.lexical.bm25 import CURRENT, View
 from groundkit.retrieval.context import EXPAND_KINDS
 from groundkit.retrieval.filters import FILTER_OPERATORS, Filter, parse_filters
@@ -60,7 +60,7 @@ class SearchOptions(TypedDict, total=False):
     rewrite: bool
 
 
-class _OptionError(RetrievalError):
+class _OptionError(InvalidQueryError):
     """A refused option. ``template`` writes each option it names as ``{field}``, so a
     surface with other names for them (``grk``'s flags) can say it in its own terms."""
 
@@ -155,7 +155,7 @@ class SearchRequest(BaseModel):
         try:
             super().__init__(**checked)
         except ValidationError as exc:  # only if a check above is missing: never leaks
-            raise RetrievalError(_describe(exc)) from None
+            raise InvalidQueryError(_describe(exc)) from None
 
     @classmethod
     def model_validate(
@@ -173,7 +173,7 @@ class SearchRequest(BaseModel):
         if isinstance(obj, cls):
             return obj
         if not isinstance(obj, Mapping):
-            raise RetrievalError(f"a search request is a mapping, not {type(obj).__name__}")
+            raise InvalidQueryError(f"a search request is a mapping, not {type(obj).__name__}")
         # Checked before the call, so a missing query is refused like an empty one.
         return cls(**_checked({str(k): v for k, v in obj.items()}))
 
@@ -191,7 +191,7 @@ class SearchRequest(BaseModel):
         try:
             data = json.loads(json_data)
         except (ValueError, RecursionError):
-            raise RetrievalError("a search request's JSON is not valid JSON") from None
+            raise InvalidQueryError("a search request's JSON is not valid JSON") from None
         return cls.model_validate(data)
 
     @classmethod
@@ -203,7 +203,7 @@ class SearchRequest(BaseModel):
         if isinstance(query, SearchRequest):
             given = sorted(options) + (["top_k"] if top_k is not None else [])
             if given:
-                raise RetrievalError(
+                raise InvalidQueryError(
                     f"options given beside a SearchRequest ({', '.join(given)}): set them in "
                     "the request, or use request.replace(...)"
                 )
@@ -215,7 +215,7 @@ class SearchRequest(BaseModel):
         """``options`` (any fields but ``query``) checked as a request's are, for a
         surface that is given its query later (the framework retrievers)."""
         if "query" in options:
-            raise RetrievalError("query is given with each search, not among the options")
+            raise InvalidQueryError("query is given with each search, not among the options")
         checked = _checked({"query": "-", **options})
         del checked["query"]
         return checked
@@ -290,7 +290,7 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
     Messages never quote the query."""
     unknown = sorted(set(values) - set(SearchRequest.model_fields))
     if unknown:
-        raise RetrievalError(
+        raise InvalidQueryError(
             f"unknown search option(s) {', '.join(map(repr, unknown))}; the options are "
             f"{', '.join(SearchRequest.model_fields)}"
         )
@@ -302,7 +302,7 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
         raise _OptionError(f"{{query}} is longer than {MAX_QUERY_CHARS} characters")
     problem = describe_unencodable(query, "the query")
     if problem is not None:
-        raise RetrievalError(problem)
+        raise InvalidQueryError(problem)
     mode = values.get("mode", "bm25")
     if mode not in SEARCH_MODES:
         raise _OptionError(
