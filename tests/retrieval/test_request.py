@@ -262,6 +262,7 @@ def test_the_cli_has_a_flag_for_every_field_with_its_default_and_description() -
         "glossary",  # the rewriter rewrite=True uses
         "rewrites",  # that rewriter's variant count
         "where",  # filters, parsed from grk's syntax
+        "full",  # the output's shape, not the search
         "help",
     }
     commons = {a.dest for a in _parser()._actions}
@@ -270,7 +271,8 @@ def test_the_cli_has_a_flag_for_every_field_with_its_default_and_description() -
 
 
 # What each MCP tool adds beside the fields, and the fields it leaves out, with why.
-_MCP_EXTRA = {"search": {"collection"}, "search_collections": {"collections"}}
+# Beside the fields: where to search, and "full", the shape of the answer.
+_MCP_EXTRA = {"search": {"collection", "full"}, "search_collections": {"collections", "full"}}
 _MCP_LEFT_OUT = {
     "search": set(),
     # They rework one collection's ranking; a fused ranking is not one.
