@@ -26,7 +26,6 @@ from typing import Literal, Protocol
 from evals.metrics import Report, evaluate
 from evals.stats import percentile
 from groundkit import (
-    MAX_TOP_K,
     AnalyzerConfig,
     ChunkingConfig,
     Collection,
@@ -39,6 +38,7 @@ from groundkit import (
     SearchResponse,
     check_citation,
 )
+from groundkit.config import MAX_TOP_K
 
 __all__ = [
     "DEFAULT_EMBEDDER",

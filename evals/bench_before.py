@@ -52,8 +52,9 @@ def _read_files(directory: Path) -> None:
 
 
 async def _time(root: Path, variant: str, limit: int) -> dict[str, float]:
-    from groundkit import Retriever, SQLiteMetadataStore
+    from groundkit.retrieval.search import Retriever
     from groundkit.storage.location import metadata_path
+    from groundkit.storage.sqlite import SQLiteMetadataStore
 
     _read_files(root / "index")
     store = await SQLiteMetadataStore.open(metadata_path(root / "index", "bench"), create=False)

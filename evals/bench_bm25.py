@@ -67,7 +67,8 @@ from evals.plots import ScaleRow, Target, plot_bm25_scale
 from evals.stats import percentile
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
 from evals.synthetic import write_corpus as write_synthetic
-from groundkit import Analyzer, ChunkingConfig, Collection
+from groundkit import ChunkingConfig, Collection
+from groundkit.lexical import Analyzer
 from groundkit.storage.sqlite import SCHEMA_VERSION
 
 __all__ = ["main"]

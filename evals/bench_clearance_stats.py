@@ -35,8 +35,10 @@ from typing import Any
 
 from evals.stats import percentile
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size
-from groundkit import Analyzer, Collection, Retriever
+from groundkit import Collection
+from groundkit.lexical import Analyzer
 from groundkit.lexical.bm25 import CURRENT
+from groundkit.retrieval import Retriever
 
 __all__ = ["main"]
 

@@ -31,8 +31,9 @@ from evals.synthetic import (
     parse_size,
     size_label,
 )
-from groundkit import Collection, RetrievalConfig, Retriever, SearchMode
+from groundkit import Collection, RetrievalConfig, SearchMode
 from groundkit.contracts import fields_of
+from groundkit.retrieval import Retriever
 from groundkit.retrieval.filters import parse_filters
 from groundkit.retrieval.sensitivity import visible
 

@@ -15,7 +15,7 @@ after another, so the text is real prose), plus the same abstracts one per file
 * ``Collection.ingest`` of the folder into a fresh BM25 collection with and
   without ``IngestConfig(keep_sources=True)``, alternating, median of
   ``--repeat``: the ratio is what keeping copies adds to an ingest;
-* ``Collection.verify()`` of every chunk, with the files present and from a
+* ``Collection.verify_all()`` of every chunk, with the files present and from a
   host without them (the kept copies read instead), median of ``--repeat``.
 
 Timings are ratios against a baseline measured beside them in the same run; the
@@ -126,7 +126,7 @@ async def ingest_once(base: Path, index: Path, keep: bool) -> float:
 async def verify_once(base: Path, index: Path) -> tuple[float, int, int]:
     async with Collection.open(index, base_dir=base) as col:
         started = time.perf_counter()
-        report = await col.verify()
+        report = await col.verify_all()
         elapsed = time.perf_counter() - started
     assert report.ok, report.problems[:3]
     return elapsed, report.verified, report.kept_copy

@@ -27,15 +27,11 @@ from typing import Any
 from evals.machine import command_line, machine_lines, markdown_table
 from evals.stats import percentile
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, parse_size, size_label
-from groundkit import (
-    Analyzer,
-    Chunk,
-    Document,
-    MetadataStoreProtocol,
-    Retriever,
-    SQLiteMetadataStore,
-    chunk_document,
-)
+from groundkit.contracts import Chunk, Document
+from groundkit.ingestion import chunk_document
+from groundkit.lexical import Analyzer
+from groundkit.retrieval import Retriever
+from groundkit.storage import MetadataStoreProtocol, SQLiteMetadataStore
 from groundkit.storage.postgres import PostgresMetadataStore
 
 __all__ = ["main"]

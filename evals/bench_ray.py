@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from evals.machine import REPO_ROOT, command_line, machine_lines, markdown_table, write_section
-from groundkit import Collection, RayExecutor, SentenceTransformerEmbedder
+from groundkit import Collection, SentenceTransformerEmbedder
+from groundkit.ingestion import RayExecutor
 from groundkit.ingestion.executor import FilePreparer, IngestPlan, PreparedFile
 
 __all__ = ["main"]

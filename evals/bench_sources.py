@@ -11,7 +11,7 @@ For each format three things are timed, each the median of ``--repeat`` runs:
 * extract: the extractor alone over every file (``extract_file``), the floor;
 * ingest: ``Collection.ingest`` of the folder into a fresh BM25 collection
   (route, read, extract, chunk, analyse, write SQLite);
-* verify: ``Collection.verify()``, which re-extracts every file once to check
+* verify: ``Collection.verify_all()``, which re-extracts every file once to check
   every citation.
 
 PDF figures are pages per second, HTML figures megabytes of input per second.
@@ -166,7 +166,7 @@ def measure(folder: Path, kind: str, runs: int, scratch: Path) -> Timing:
         index = scratch / f"index-{kind}-0"
         async with Collection.open(index, base_dir=folder) as col:
             start = time.perf_counter()
-            outcome = await col.verify()
+            outcome = await col.verify_all()
             elapsed = time.perf_counter() - start
             if not outcome.ok:
                 raise SystemExit(f"verify of {kind} found problems: {outcome.problems[:3]}")
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         "made with fpdf2; HTML pages with a head (title, style, script), paragraphs with",
         "inline markup, lists and tables. *extract only* is the extractor alone over every",
         "file; *ingest* is `Collection.ingest` of the folder into a fresh BM25 collection",
-        "(route, read, extract, chunk, analyse, SQLite); *verify* is `Collection.verify()`,",
+        "(route, read, extract, chunk, analyse, SQLite); *verify* is `Collection.verify_all()`,",
         f"which re-extracts every file to check every citation. Median of {args.repeat} runs.",
         "",
         markdown_table(header, rows),

@@ -37,7 +37,8 @@ from typing import Any
 from evals.pagecache import evict, resident_share, warm
 from evals.procmem import mappings_under, memory_snapshot
 from evals.synthetic import BENCH_CHUNKING
-from groundkit import Analyzer, ChunkingConfig
+from groundkit import ChunkingConfig
+from groundkit.lexical import Analyzer
 
 __all__ = ["COLLECTION", "PHASES", "SYSTEMS", "WARMUP", "K", "run_worker", "saved_dir"]
 
@@ -244,7 +245,8 @@ def _gk_chunking(root: Path) -> ChunkingConfig:
 async def _gk_open(root: Path, *, saved: bool = True) -> tuple[Any, Any, float]:
     """Store and ``Retriever`` opened on the persisted segments, and the seconds it took
     (both together: what a process does to start searching)."""
-    from groundkit import Retriever, SQLiteMetadataStore
+    from groundkit.retrieval import Retriever
+    from groundkit.storage import SQLiteMetadataStore
 
     segments = _gk_segments(root)
     if saved and not (segments.directory / "manifest.json").is_file():

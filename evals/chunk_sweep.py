@@ -22,7 +22,8 @@ from evals.beir import DEFAULT_MEASURES, BeirDataset, RunResult, document_text, 
 from evals.machine import command_line, default_scifact_dir, machine_lines, markdown_table
 from evals.metrics import Report, evaluate, paired_randomization_test
 from evals.plots import plot_chunk_sweep
-from groundkit import Analyzer, AnalyzerConfig, ChunkingConfig
+from groundkit import AnalyzerConfig, ChunkingConfig
+from groundkit.lexical import Analyzer
 
 __all__ = ["bm25s_document_run", "main", "plot_link"]
 

@@ -31,14 +31,9 @@ from evals.machine import command_line, default_scifact_dir, machine_lines
 from evals.metrics import evaluate
 from evals.plots import fusion_points, plot_fusion_weight
 from evals.stats import percentile
-from groundkit import (
-    MAX_TOP_K,
-    EmbeddingProtocol,
-    RetrievalConfig,
-    Retriever,
-    SearchMode,
-    SentenceTransformerEmbedder,
-)
+from groundkit import EmbeddingProtocol, RetrievalConfig, SearchMode, SentenceTransformerEmbedder
+from groundkit.config import MAX_TOP_K
+from groundkit.retrieval import Retriever
 
 Setting = tuple[str, SearchMode, RetrievalConfig]
 

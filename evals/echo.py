@@ -46,10 +46,10 @@ from groundkit import (
     RetrievalError,
     RetrievalResult,
     SentenceTransformerEmbedder,
-    SQLiteMetadataStore,
     check_citation,
     resolve_citation,
 )
+from groundkit.storage import SQLiteMetadataStore
 
 __all__ = [
     "EchoReport",

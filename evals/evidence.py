@@ -48,14 +48,8 @@ from evals.machine import (
     markdown_table,
     write_section,
 )
-from groundkit import (
-    Analyzer,
-    Collection,
-    EmbeddingProtocol,
-    RetrievalResult,
-    SentenceTransformerEmbedder,
-    sentence_spans,
-)
+from groundkit import Collection, EmbeddingProtocol, RetrievalResult, SentenceTransformerEmbedder
+from groundkit.lexical import Analyzer
 from groundkit.retrieval.evidence import (
     HYBRID_TERMS_WEIGHT,
     EvidenceBatch,
@@ -63,6 +57,7 @@ from groundkit.retrieval.evidence import (
     query_weights,
     term_scores,
 )
+from groundkit.verification import sentence_spans
 from groundkit.verification.answers import SUPPORTED_THRESHOLDS, WEAK_THRESHOLDS, AnswerChecker
 
 __all__ = ["Pair", "hit", "load_pairs", "main"]
@@ -471,8 +466,9 @@ def render(
         *_wrapped(
             f"{len(pairs)} (claim, cited abstract) pairs of `{data.name}/evidence-test.jsonl`, "
             "each with its gold rationale sentences; each document as its file holds it (title, "
-            "blank line, abstract), sentences split by `groundkit.sentence_spans`. A method's top "
-            "sentence is a hit when it overlaps a gold rationale sentence by at least half of "
+            "blank line, abstract), sentences split by "
+            "`groundkit.verification.sentence_spans`. A method's top sentence is a hit when it "
+            "overlaps a gold rationale sentence by at least half of "
             "the shorter of the two; the stricter column counts it only when it lies inside a "
             "rationale (a title never does). Some claims list several rationale sets for one "
             "abstract, each on its own line: the first columns score each line on its own set "

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from groundkit import ChunkingConfig, chunk_spans
+from groundkit import ChunkingConfig
+from groundkit.ingestion import chunk_spans
 
 __all__ = [
     "BENCH_CHUNKING",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import groundkit
+import groundkit.ingestion
 import groundkit.sync as gks
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
@@ -221,6 +222,13 @@ def smoke_haystack() -> None:
     print("haystack: retrieved and verified")
 
 
+def smoke_pandas() -> None:
+    with tempfile.TemporaryDirectory() as tmp, _faq(Path(tmp)) as col:
+        frame = col.search("refunds", top_k=1).to_pandas()
+        assert list(frame["chunk_id"]) == [col.search("refunds", top_k=1)[0].chunk_id]
+    print("pandas: results as a DataFrame")
+
+
 def smoke_postgres() -> None:
     # No server here: reaching one proves asyncpg is importable and used, and a refused
     # connection must come back as groundkit's own error.
@@ -247,7 +255,7 @@ def smoke_ray() -> None:
         (docs / "a.md").write_text("# Refunds\n\nRefunds take five days.\n", encoding="utf-8")
         (docs / "b.md").write_text("# Shipping\n\nParcels ship on Monday.\n", encoding="utf-8")
         with gks.Collection.open(index_dir=Path(tmp) / "index", base_dir=tmp) as col:
-            executor = groundkit.RayExecutor("local")
+            executor = groundkit.ingestion.RayExecutor("local")
             report = col.ingest(docs, executor=executor)
             assert report.added == ["docs/a.md", "docs/b.md"], report
             hit = col.search("refunds", top_k=1).results[0]
@@ -328,6 +336,7 @@ def smoke_test() -> None:
                 import pytest
 
                 import groundkit
+                import groundkit.storage
                 from groundkit.testing.conformance import MetadataStoreConformance
 
                 HERE = Path(__file__).parent
@@ -345,7 +354,8 @@ def smoke_test() -> None:
                 class TestSQLite(MetadataStoreConformance):
                     @pytest.fixture
                     async def store(self, tmp_path):
-                        store = await groundkit.SQLiteMetadataStore.open(tmp_path / "m.sqlite3")
+                        path = tmp_path / "m.sqlite3"
+                        store = await groundkit.storage.SQLiteMetadataStore.open(path)
                         yield store
                         await store.close()
                 """
@@ -375,6 +385,7 @@ SMOKES: dict[str, Callable[[], None]] = {
     "langchain": smoke_langchain,
     "llama-index": smoke_llama_index,
     "haystack": smoke_haystack,
+    "pandas": smoke_pandas,
     "postgres": smoke_postgres,
     "ray": smoke_ray,
     "serve": smoke_serve,

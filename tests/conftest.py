@@ -11,7 +11,8 @@ import pluggy
 import pytest
 from hypothesis import settings
 
-from groundkit import Collection, ConfigurationError, SQLiteMetadataStore
+from groundkit import Collection, ConfigurationError
+from groundkit.storage import SQLiteMetadataStore
 from tests.embedding_server import OpenAIServer, start_openai_server
 from tests.pg_support import fresh, postgres_dsn  # noqa: F401  (shared fixtures)
 from tests.s3_support import s3_server  # noqa: F401  (a session fixture, shared)

@@ -15,12 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from groundkit import (
-    Analyzer,
-    ChunkingConfig,
-    RetrievalResult,
-    check_citation,
-)
+from groundkit import ChunkingConfig, RetrievalResult, check_citation
+from groundkit.lexical import Analyzer
 from groundkit.testing.conformance.helpers import make_document as make_document
 
 # Small chunks so every document yields several spans with non-trivial offsets.

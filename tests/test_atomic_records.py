@@ -99,7 +99,7 @@ def _open(index: Path) -> contextlib.AbstractAsyncContextManager[Collection]:
 async def _every_visible_record_verifies(col: Collection) -> set[str]:
     """Every current chunk, and every result of a search in each mode, verifies;
     returns the sources found."""
-    report = await col.verify()
+    report = await col.verify_all()
     assert report.ok and report.unresolvable == 0, [p.detail for p in report.problems]
     found: set[str] = set()
     for mode in ("bm25", "dense", "hybrid"):
@@ -182,7 +182,7 @@ async def test_old_unnamed_texts_no_row_names_and_temp_files_are_swept_after_gra
         os.utime(young, (old, old))
         await col.optimize()
         assert not young.exists()
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
 
 async def test_texts_written_before_names_are_read_and_retired(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ async def test_texts_written_before_names_are_read_and_retired(tmp_path: Path) -
             folder / record.document_id
         )
     async with Collection.open(index) as col:
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         hit = (await col.search("seed record 0", 1)).results[0]
         assert (await col.verify(hit)).verification == "verified"
         await col.add_documents([{"id": "r0", "text": "Record zero, rewritten."}])
@@ -208,7 +208,7 @@ async def test_texts_written_before_names_are_read_and_retired(tmp_path: Path) -
         names = {p.name for p in folder.iterdir()}
         assert r1.document_id in names  # untouched: still read under its bare id
         assert r0.document_id not in names  # superseded by its named text
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
 
 async def test_a_record_whose_text_is_missing_is_left_out_and_reported(tmp_path: Path) -> None:
@@ -225,7 +225,7 @@ async def test_a_record_whose_text_is_missing_is_left_out_and_reported(tmp_path:
         response = await col.search("seed record harbour", 10)
         assert {r.source for r in response.results} == {"record://r0", "record://r2"}
         assert response.metadata["missing_text"] == 1
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.unresolvable == 1
         assert "missing" in report.problems[0].detail
         written = await col.add_documents([{"id": "other", "text": "Another record."}])
@@ -233,7 +233,7 @@ async def test_a_record_whose_text_is_missing_is_left_out_and_reported(tmp_path:
         # Adding the record again puts its text back.
         again = await col.add_documents([SEED[1]])
         assert again.unchanged == ["record://r1"]
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
     async with Collection.open(index) as col:
         response = await col.search("seed record harbour", 10)
         assert {f"record://r{i}" for i in range(3)} <= {r.source for r in response.results}
@@ -310,4 +310,4 @@ async def test_a_reader_never_meets_a_record_without_its_text(tmp_path: Path) ->
                 await asyncio.wait_for(writer.wait(), 0.01)
         assert writer.returncode == 0
         assert checked.get("verified", 0) > 0
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok

@@ -14,17 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from groundkit import (
-    ChunkingConfig,
-    Collection,
-    IndexIdentityError,
-    SQLiteMetadataStore,
-    chunk_spans,
-    markdown_outline,
-)
+from groundkit import ChunkingConfig, Collection, IndexIdentityError
 from groundkit.contracts import GAPS_KEY
+from groundkit.ingestion import chunk_spans, markdown_outline
 from groundkit.ingestion.chunking import heading_starts
 from groundkit.retrieval.context import gaps_of
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.protocols import MetadataStoreProtocol
 from groundkit.storage.sqlite import SCHEMA_VERSION
 from groundkit.testing.conformance.helpers import make_document, put, put_document

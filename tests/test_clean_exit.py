@@ -42,7 +42,8 @@ def test_a_failed_open_leaves_no_sqlite_thread_behind(tmp_path: Path) -> None:
         """
         import asyncio, sys
         from pathlib import Path
-        from groundkit import SQLiteMetadataStore, StorageError
+        from groundkit import StorageError
+        from groundkit.storage import SQLiteMetadataStore
 
         async def once():
             try:
@@ -72,7 +73,7 @@ def test_a_request_cancelled_mid_read_ends_its_sqlite_thread_before_the_loop(
         import sqlite3, sys, threading
         from pathlib import Path
         import anyio
-        from groundkit import SQLiteMetadataStore
+        from groundkit.storage import SQLiteMetadataStore
 
         path = Path(sys.argv[1])
 

@@ -51,11 +51,16 @@ def test_ingest_search_fetch_verify_round_trip(
     assert payload["mode"] == "bm25"
     assert payload["total_results"] == 1
     hit = payload["results"][0]
-    assert hit["rank"] == 1 and hit["source"] == "corpus/sub/b.txt"
-    assert set(hit) >= {"chunk_id", "start_offset", "end_offset", "content", "score"}
-    assert [hit["content"][a:b] for a, b in hit["highlights"]] == ["market", "inflation"]
+    assert hit["citation"]["source"] == "corpus/sub/b.txt"
+    assert set(hit) >= {"content", "score", "citation", "evidence", "heading_path"}
+    assert set(hit["citation"]) >= {"chunk_id", "start_offset", "end_offset", "version"}
+    assert "highlights" not in hit  # --full adds them
+    code, out, _ = run(capsys, "search", "inflation market", *common(tmp_path), "--json", "--full")
+    full = json.loads(out)["results"][0]
+    assert [full["content"][a:b] for a, b in full["highlights"]] == ["market", "inflation"]
+    chunk_id = hit["citation"]["chunk_id"]
 
-    code, out, _ = run(capsys, "fetch", hit["chunk_id"], *common(tmp_path), "--json")
+    code, out, _ = run(capsys, "fetch", chunk_id, *common(tmp_path), "--json")
     assert code == 0
     assert json.loads(out)["verification"] == "verified"
 
@@ -69,7 +74,7 @@ def test_ingest_search_fetch_verify_round_trip(
     result = json.loads(out)
     assert result["drifted"] == 1
     assert result["problems"][0]["citation"]["source"] == "corpus/sub/b.txt"
-    code, _, _ = run(capsys, "fetch", hit["chunk_id"], *common(tmp_path))
+    code, _, _ = run(capsys, "fetch", chunk_id, *common(tmp_path))
     assert code == 1
 
 
@@ -97,8 +102,8 @@ def test_failed_file_gives_exit_1_and_a_reason(
     ("argv", "needle"),
     [
         (["search", "   "], "non-empty"),
-        (["search", "x", "--top-k", "0"], "top_k"),
-        (["search", "x", "--mode", "dense"], "embedder"),
+        (["search", "x", "--top-k", "0"], "--top-k must be"),
+        (["search", "x", "--mode", "dense"], "grk ingest PATH --embedder MODEL"),
         (["fetch", "no-such-chunk"], "no chunk"),
     ],
 )
@@ -127,7 +132,7 @@ def test_ingest_meta_sets_typed_fields(
     assert code == 0
     code, out, _ = run(capsys, "search", "inflation", *common(tmp_path), "--json")
     assert code == 0
-    fields = json.loads(out)["results"][0]["metadata"]["fields"]
+    fields = json.loads(out)["results"][0]["fields"]
     assert fields == {"code": "007", "draft": False, "tags": ["a", "b"], "year": 2024}
 
 
@@ -186,7 +191,7 @@ def test_console_script_runs_as_a_subprocess(tmp_path: Path, corpus: Path) -> No
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["results"][0]["source"] == "corpus/a.md"
+    assert json.loads(done.stdout)["results"][0]["citation"]["source"] == "corpus/a.md"
 
 
 def test_embedder_is_recorded_and_reused(
@@ -201,7 +206,7 @@ def test_embedder_is_recorded_and_reused(
     assert code == 0
     payload = json.loads(out)
     assert payload["metadata"]["stage"] == "dense"
-    assert payload["results"][0]["source"] == "corpus/a.md"
+    assert payload["results"][0]["citation"]["source"] == "corpus/a.md"
     (corpus / "c.txt").write_text("Kittens chase balls of yarn.\n", encoding="utf-8")
     code, out, _ = run(capsys, "ingest", str(corpus), *args, "--json")  # no --embedder
     assert code == 0

@@ -137,3 +137,66 @@ def test_a_document_postgres_cannot_store_is_named_not_quoted(
         "grk: error: could not store 'docs/nul.txt': chunk 0 holds a NUL character (at 19), "
         "which PostgreSQL text cannot store\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--top-k", "0"], "--top-k must be an integer from 1 to 1000, got 0"),
+        (["--top-k", "5000"], "--top-k must be an integer from 1 to 1000, got 5000"),
+        (
+            ["--mmr", "2"],
+            "--mmr is the relevance weight, a number from 0 to 1 (1: relevance only), got 2.0",
+        ),
+        (
+            ["--mode", "dense", "--as-of", "2026-03-01"],
+            "--as-of searches in bm25 mode only (vectors are kept for current versions "
+            "alone), not --mode dense",
+        ),
+        (["--where", "team.zz=1"], "--where: filter 'team': unknown operator 'zz'"),
+        (
+            [
+                "--collection",
+                "default",
+                "--collection",
+                "default2",
+                "--reorder",
+                "lost-in-the-middle",
+            ],
+            "--reorder: searching several collections together does not take this option; "
+            "search one --collection at a time",
+        ),
+    ],
+    ids=["top-k-0", "top-k-big", "mmr", "as-of-dense", "where", "several"],
+)
+def test_search_errors_name_flags_not_python_arguments(
+    capsys: pytest.CaptureFixture[str], index: Path, argv: list[str], expected: str
+) -> None:
+    line = refused(capsys, "search", "cats", "--index-dir", str(index), *argv)
+    assert line.startswith("grk: error: " + expected)
+    for python_name in ("top_k", "as_of", "filters", "expand=", "mode='", "embedder="):
+        assert python_name not in line
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_a_vector_search_without_vectors_names_the_ingest_that_adds_them(
+    capsys: pytest.CaptureFixture[str], index: Path, mode: str
+) -> None:
+    line = refused(capsys, "search", "cats", "--index-dir", str(index), "--mode", mode)
+    assert line == (
+        f"grk: error: --mode {mode} needs vectors, and collection 'default' has none; add "
+        "them with 'grk ingest PATH --embedder MODEL' (for example --embedder "
+        "all-MiniLM-L6-v2), then search again"
+    )
+    # The command it names is one grk's parser takes as written.
+    from groundkit.cli import _ADD_VECTORS, _parser
+
+    named = _parser().parse_args(_ADD_VECTORS.split()[1:])
+    assert (named.command, named.path, named.embedder) == ("ingest", "PATH", "MODEL")
+
+
+def test_the_query_is_named_as_the_cli_shows_it(
+    capsys: pytest.CaptureFixture[str], index: Path
+) -> None:
+    line = refused(capsys, "search", "   ", "--index-dir", str(index))
+    assert line == "grk: error: the query must be a non-empty string"

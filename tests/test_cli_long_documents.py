@@ -131,17 +131,21 @@ def test_expanded_contexts_are_exact_slices_of_the_file(
     payload = search_json(capsys, tmp_path, "python installation", "--expand", kind)
     assert payload["metadata"]["steps"] == [f"expand:{kind}"]
     top = payload["results"][0]
-    assert top["source"] == "docs/guide.md"
+    assert top["citation"]["source"] == "docs/guide.md"
     assert top["heading_path"] == ["Guide", "Install"]
     text = (docs / "guide.md").read_text(encoding="utf-8")
     for hit in payload["results"]:
         context = hit["context"]
         assert context["kind"] == kind
-        on_disk = (tmp_path / hit["source"]).read_text(encoding="utf-8")
+        on_disk = (tmp_path / hit["citation"]["source"]).read_text(encoding="utf-8")
         assert on_disk[context["start_offset"] : context["end_offset"]] == context["content"]
-        assert context["start_offset"] <= hit["start_offset"] <= hit["end_offset"]
-        assert hit["end_offset"] <= context["end_offset"]
-        assert hit["chunk_id"] in context["chunk_ids"]
+        assert (
+            context["start_offset"]
+            <= hit["citation"]["start_offset"]
+            <= hit["citation"]["end_offset"]
+        )
+        assert hit["citation"]["end_offset"] <= context["end_offset"]
+        assert hit["citation"]["chunk_id"] in context["chunk_ids"]
     # The Install section, heading included, is the passage of the best hit.
     section = text[text.index("## Install") : text.index("## Usage")].rstrip()
     if kind == "parent":
@@ -164,7 +168,7 @@ def test_json_results_carry_heading_path_and_context_keys(
     run(capsys, "ingest", str(docs), *common(tmp_path))
     hit = search_json(capsys, tmp_path, "aspirin")["results"][0]
     assert hit["heading_path"] == ["Cardiology notes"]
-    assert hit["context"] is None
+    assert "context" not in hit  # only a search with --expand gives one
 
 
 def test_mmr_and_reorder_are_taken(
@@ -175,7 +179,9 @@ def test_mmr_and_reorder_are_taken(
     argv = ["grk search ingest", "--mmr", "0.5", "--reorder", "lost-in-the-middle"]
     payload = search_json(capsys, tmp_path, *argv)
     assert payload["metadata"]["steps"] == ["mmr:0.5", "reorder:lost-in-the-middle"]
-    assert {h["chunk_id"] for h in payload["results"]} <= {h["chunk_id"] for h in plain["results"]}
+    assert {h["citation"]["chunk_id"] for h in payload["results"]} <= {
+        h["citation"]["chunk_id"] for h in plain["results"]
+    }
     assert payload["results"]
 
 
@@ -189,7 +195,7 @@ def test_a_glossary_finds_a_synonym_and_lists_the_queries(
 
     payload = search_json(capsys, tmp_path, "heart attack", "--glossary", str(glossary))
     assert payload["metadata"]["queries"] == ["heart attack", "myocardial infarction"]
-    assert payload["results"][0]["source"] == "docs/cardiology.md"
+    assert payload["results"][0]["citation"]["source"] == "docs/cardiology.md"
 
     code, out, _ = run(
         capsys, "search", "heart attack", "--glossary", str(glossary), *common(tmp_path)

@@ -52,7 +52,7 @@ def test_where_forms(
     assert code == 0
     found = results(out)
     assert len(found) == 5
-    assert {r["metadata"]["fields"]["team"] for r in found} == {"red"}  # type: ignore[index]
+    assert {r["fields"]["team"] for r in found} == {"red"}  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_bad_where_is_an_error(
 
 def test_clearance(index: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "search", "memo codeword", *index, "--top-k", "50", "--json")
-    everything = {r["source"] for r in results(out)}
+    everything = {r["citation"]["source"] for r in results(out)}
     assert "labels/restricted.md" in everything
     code, out, _ = run(
         capsys,
@@ -88,12 +88,14 @@ def test_clearance(index: list[str], capsys: pytest.CaptureFixture[str]) -> None
         "--clearance",
         "internal",
     )
-    cleared = {r["source"] for r in results(out)}
+    cleared = {r["citation"]["source"] for r in results(out)}
     assert code == 0 and cleared == everything - {"labels/confidential.md", "labels/restricted.md"}
     secret = next(
         r for r in results(run(capsys, "search", "codeword restricted", *index, "--json")[1])
     )
-    code, _, err = run(capsys, "fetch", str(secret["chunk_id"]), *index, "--clearance", "public")
+    code, _, err = run(
+        capsys, "fetch", str(secret["citation"]["chunk_id"]), *index, "--clearance", "public"
+    )
     assert code == 2 and "no chunk" in err
     with pytest.raises(SystemExit) as usage:
         main(["search", "x", *index, "--clearance", "secret"])

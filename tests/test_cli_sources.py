@@ -30,18 +30,21 @@ def test_pdf_and_html_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert report["added"] == ["docs/guide.html", "docs/report.pdf"]
     assert report["skipped"] == 1
 
-    code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path), "--json")
+    code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path), "--json", "--full")
     hit = json.loads(out)["results"][0]
-    assert (hit["source"], hit["source_class"]) == ("docs/report.pdf", "extracted")
-    assert hit["extractor"].startswith("pypdf/")
+    cited = hit["citation"]
+    assert (cited["source"], cited["source_class"]) == ("docs/report.pdf", "extracted")
+    assert cited["extractor"].startswith("pypdf/")
     # The word opens page 4; a chunk holding it starts there or runs in from page 3.
     page = 4 if hit["content"].startswith("geothermal") else 3
-    assert hit["page"] == page
+    assert cited["page"] == page
+    code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path), "--json")
+    assert json.loads(out)["results"][0]["citation"]["page"] == page  # compact keeps pages
 
     code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path))
     assert f"] p. {page}  score" in out
 
-    code, out, _ = run(capsys, "fetch", hit["chunk_id"], *common(tmp_path), "--json")
+    code, out, _ = run(capsys, "fetch", cited["chunk_id"], *common(tmp_path), "--json")
     fetched = json.loads(out)
     assert code == 0 and fetched["verification"] == "verified"
     assert fetched["citation"]["page"] == page

@@ -123,11 +123,15 @@ def test_search_as_of_each_moment_returns_that_moments_text(base: Path) -> None:
         payload = as_json(grk("search", "kettles", "--as-of", when.isoformat(), "--json", cwd=base))
         assert payload["metadata"]["as_of"] == when.isoformat()
         (hit,) = payload["results"]
-        assert (hit["source"], hit["content"], hit["version"]) == ("docs/a.md", text, number)
-        assert hit["version"] == number
+        assert (hit["citation"]["source"], hit["content"], hit["citation"]["version"]) == (
+            "docs/a.md",
+            text,
+            number,
+        )
+        assert hit["citation"]["version"] == number
     # Without --as-of: the current version, which is the third.
     (hit,) = search(base, "kettles")
-    assert (hit["content"], hit["version"]) == (TEXTS[2], 3)
+    assert (hit["content"], hit["citation"]["version"]) == (TEXTS[2], 3)
     # A time without an offset is UTC; a date is midnight UTC, here before any ingest.
     naive = moments[0].replace(tzinfo=None).isoformat()
     assert [h["content"] for h in search(base, "kettles", "--as-of", naive)] == [TEXTS[0]]
@@ -143,14 +147,16 @@ def test_search_as_of_each_moment_returns_that_moments_text(base: Path) -> None:
 def test_fetch_version_names_the_version_and_when_it_was_replaced(base: Path) -> None:
     moments = three_versions(base)
     (old,) = search(base, "kettles", "--as-of", moments[0].isoformat())
-    fetched = as_json(grk("fetch", old["chunk_id"], "--version", "1", "--json", cwd=base), 1)
-    assert (fetched["verification"], fetched["version"]) == ("drifted", 1)
+    fetched = as_json(
+        grk("fetch", old["citation"]["chunk_id"], "--version", "1", "--json", cwd=base), 1
+    )
+    assert (fetched["verification"], fetched["citation"]["version"]) == ("drifted", 1)
     assert fetched["content"] == TEXTS[0]
     replaced = datetime.fromisoformat(fetched["replaced_at"])
     assert moments[0] < replaced < moments[1]
     assert fetched["citation"]["version"] == 1
 
-    text = ok(grk("fetch", old["chunk_id"], "--version", "1", cwd=base), 1)
+    text = ok(grk("fetch", old["citation"]["chunk_id"], "--version", "1", cwd=base), 1)
     head, detail, content = text.splitlines()
     replaced_at = fetched["replaced_at"]
     assert head == f"docs/a.md [0:{len(TEXTS[0])}] v1 (replaced {replaced_at})  drifted"
@@ -158,16 +164,13 @@ def test_fetch_version_names_the_version_and_when_it_was_replaced(base: Path) ->
     assert content == TEXTS[0]
 
     (current,) = search(base, "kettles")
-    fetched = as_json(grk("fetch", current["chunk_id"], "--json", cwd=base))
-    assert (fetched["verification"], fetched["version"], fetched["replaced_at"]) == (
-        "verified",
-        3,
-        None,
-    )
-    head = ok(grk("fetch", current["chunk_id"], cwd=base)).splitlines()[0]
+    fetched = as_json(grk("fetch", current["citation"]["chunk_id"], "--json", cwd=base))
+    assert (fetched["verification"], fetched["citation"]["version"]) == ("verified", 3)
+    assert "replaced_at" not in fetched  # the compact shape leaves out what is not set
+    head = ok(grk("fetch", current["citation"]["chunk_id"], cwd=base)).splitlines()[0]
     assert head == f"docs/a.md [0:{len(TEXTS[2])}] v3  verified"
     # A version the chunk never had is an unknown chunk.
-    line = one_error_line(grk("fetch", current["chunk_id"], "--version", "9", cwd=base))
+    line = one_error_line(grk("fetch", current["citation"]["chunk_id"], "--version", "9", cwd=base))
     assert "no chunk" in line
 
 
@@ -187,8 +190,8 @@ def test_delete_a_file_leaves_nothing_to_find_or_fetch(base: Path) -> None:
     assert search(base, "kettles") == []
     for when in moments:  # every version went, not only the current one
         assert search(base, "kettles", "--as-of", when.isoformat()) == []
-    assert "no chunk" in one_error_line(grk("fetch", hit["chunk_id"], cwd=base))
-    assert [h["source"] for h in search(base, "teapots")] == ["docs/b.md"]
+    assert "no chunk" in one_error_line(grk("fetch", hit["citation"]["chunk_id"], cwd=base))
+    assert [h["citation"]["source"] for h in search(base, "teapots")] == ["docs/b.md"]
     (info,) = as_json(grk("collections", "--json", cwd=base))["collections"]
     assert (info["documents"], info["past_versions"]) == (1, 0)
     # The source file stays, and the next ingest of its folder adds it again.
@@ -201,7 +204,7 @@ def test_delete_reports_what_matched_nothing(base: Path) -> None:
     (hit,) = search(base, "teapots")
     # Common options before or after the command; --id takes a document id.
     report = as_json(
-        grk("--json", "delete", "docs/nope.md", "--id", hit["document_id"], cwd=base), 1
+        grk("--json", "delete", "docs/nope.md", "--id", hit["citation"]["document_id"], cwd=base), 1
     )
     assert report == {"deleted": ["docs/b.md"], "missing": ["docs/nope.md"]}
     done = grk("delete", "docs/b.md", cwd=base)
@@ -240,12 +243,12 @@ async def test_delete_a_url_removes_its_snapshot(base: Path, site: Site) -> None
     await ingest_url(base, url)
     snapshots = base / ".groundkit" / "default.snapshots"
     assert len(list(snapshots.iterdir())) == 1
-    assert [h["source"] for h in search(base, "cranes")] == [url]
+    assert [h["citation"]["source"] for h in search(base, "cranes")] == [url]
 
     assert as_json(grk("delete", url, "--json", cwd=base)) == {"deleted": [url], "missing": []}
     assert list(snapshots.iterdir()) == []
     assert search(base, "cranes") == []
-    assert [h["source"] for h in search(base, "teapots")] == ["docs/b.md"]
+    assert [h["citation"]["source"] for h in search(base, "teapots")] == ["docs/b.md"]
     assert as_json(grk("verify", "--json", cwd=base))["unresolvable"] == 0
 
 
@@ -257,7 +260,25 @@ async def test_delete_a_url_keeps_the_text_of_records(base: Path, site: Site) ->
     await ingest_url(base, url)
     ok(grk("delete", url, "-q", cwd=base))
     (hit,) = search(base, "printers")
-    assert as_json(grk("fetch", hit["chunk_id"], "--json", cwd=base))["verification"] == "verified"
+    assert (
+        as_json(grk("fetch", hit["citation"]["chunk_id"], "--json", cwd=base))["verification"]
+        == "verified"
+    )
+
+
+def test_delete_takes_records_by_their_own_ids(base: Path) -> None:
+    records = base / "tickets.jsonl"
+    records.write_text(
+        '{"id": "T-1", "text": "Printers jam on Mondays."}\n'
+        '{"id": "T-2", "text": "Printers run out of toner."}\n',
+        encoding="utf-8",
+    )
+    ok(grk("ingest", "--jsonl", str(records), "-q", cwd=base))
+    report = as_json(grk("--json", "delete", "--record", "T-1", "--record", "T-9", cwd=base), 1)
+    assert report == {"deleted": ["record://T-1"], "missing": ["T-9"]}
+    assert [h["source"] for h in search(base, "printers")] == ["record://T-2"]
+    done = grk("delete", "--record", " T-2", cwd=base)
+    assert done.returncode == 2 and "starts or ends with whitespace" in done.stderr
 
 
 def test_purge_removes_past_versions(base: Path) -> None:
@@ -267,12 +288,12 @@ def test_purge_removes_past_versions(base: Path) -> None:
     )
     assert search(base, "kettles", "--as-of", moments[0].isoformat()) == []
     (kept,) = search(base, "kettles", "--as-of", moments[1].isoformat())
-    assert (kept["content"], kept["version"]) == (TEXTS[1], 2)
+    assert (kept["content"], kept["citation"]["version"]) == (TEXTS[1], 2)
 
     assert as_json(grk("purge", "--json", cwd=base)) == {"removed": 1, "keep": 0}
     assert search(base, "kettles", "--as-of", moments[1].isoformat()) == []
     (current,) = search(base, "kettles")
-    assert (current["content"], current["version"]) == (TEXTS[2], 3)
+    assert (current["content"], current["citation"]["version"]) == (TEXTS[2], 3)
     (info,) = as_json(grk("collections", "--json", cwd=base))["collections"]
     assert info["past_versions"] == 0
     assert ok(grk("purge", cwd=base)) == "removed 0 past version(s); none kept\n"
@@ -295,13 +316,15 @@ def test_ingest_keep_versions_bounds_the_past(base: Path) -> None:
 def test_ingest_valid_as_of_dates_the_versions(base: Path) -> None:
     ok(grk("ingest", "docs", "--valid-as-of", "2020-06-01", "-q", cwd=base))
     assert search(base, "kettles", "--as-of", "2020-05-31T23:59:59Z") == []
-    assert [h["version"] for h in search(base, "kettles", "--as-of", "2020-06-01")] == [1]
+    assert [h["citation"]["version"] for h in search(base, "kettles", "--as-of", "2020-06-01")] == [
+        1
+    ]
     write_draft(base, 1)
     ok(grk("ingest", "docs", "--valid-as-of", "2021-01-01T09:00:00+01:00", "-q", cwd=base))
     (hit,) = search(base, "kettles", "--as-of", "2020-12-31T23:00:00")  # UTC: 2021-01-01 00:00+01
-    assert (hit["content"], hit["version"]) == (TEXTS[0], 1)
+    assert (hit["content"], hit["citation"]["version"]) == (TEXTS[0], 1)
     (hit,) = search(base, "kettles", "--as-of", "2021-01-01T08:00:00Z")
-    assert (hit["content"], hit["version"]) == (TEXTS[1], 2)
+    assert (hit["content"], hit["citation"]["version"]) == (TEXTS[1], 2)
 
 
 def test_optimize_merges_the_segments_of_several_ingests(base: Path) -> None:
@@ -315,7 +338,7 @@ def test_optimize_merges_the_segments_of_several_ingests(base: Path) -> None:
     assert ok(grk("optimize", cwd=base)) == (
         "lexical index: 1 segment(s) before, 1 after (nothing to merge)\n"
     )
-    assert search(base, "extra note 2")[0]["source"] == "docs/more2.md"
+    assert search(base, "extra note 2")[0]["citation"]["source"] == "docs/more2.md"
 
 
 @pytest.mark.parametrize(
@@ -385,9 +408,9 @@ def test_several_collections_searched_as_of_one_moment(base: Path) -> None:
     # The wiki did not exist yet at the first moment; default's a.md was in its first draft.
     assert payload["failures"] == []
     assert payload["metadata"]["as_of"] == moments[0].isoformat()
-    assert [(h["collection"], h["content"], h["version"]) for h in payload["results"]] == [
-        ("default", TEXTS[0], 1)
-    ]
+    assert [
+        (h["collection"], h["content"], h["citation"]["version"]) for h in payload["results"]
+    ] == [("default", TEXTS[0], 1)]
 
 
 async def vector_rows(index: Path, dimensions: int) -> tuple[int, set[str]]:
@@ -411,16 +434,19 @@ async def test_delete_on_a_dense_collection_removes_its_vectors(base: Path) -> N
     (teapot,) = search(base, "teapots")
     assert await vector_rows(base / ".groundkit", dimensions) == (
         2,
-        {kettle["document_id"], teapot["document_id"]},
+        {kettle["citation"]["document_id"], teapot["citation"]["document_id"]},
     )
 
     # No embedding model is needed to delete: the table is opened by its dimensions.
     ok(grk("delete", "docs/a.md", "-q", cwd=base))
-    assert await vector_rows(base / ".groundkit", dimensions) == (1, {teapot["document_id"]})
+    assert await vector_rows(base / ".groundkit", dimensions) == (
+        1,
+        {teapot["citation"]["document_id"]},
+    )
     payload = as_json(
         grk("search", "boiling water in a kettle", "--mode", "dense", "--json", cwd=base)
     )
     assert payload["metadata"]["stage"] == "dense"
     assert payload["metadata"]["stale_dropped"] == 0
     assert "degraded" not in payload["metadata"]
-    assert [h["source"] for h in payload["results"]] == ["docs/b.md"]
+    assert [h["citation"]["source"] for h in payload["results"]] == ["docs/b.md"]

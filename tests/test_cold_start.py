@@ -100,6 +100,6 @@ def test_search_loads_neither_ingest_nor_verification(tmp_path: Path) -> None:
     common = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
     assert main(["ingest", str(corpus), *common, "-q"]) == 0
     out, modules = _loaded_after(["search", "cats", *common, "--json"], tmp_path)
-    assert json.loads(out)["results"][0]["source"] == "corpus/a.md"
+    assert json.loads(out)["results"][0]["citation"]["source"] == "corpus/a.md"
     loaded = {m for m in NOT_FOR_SEARCH if m in modules or m in _top(modules)}
     assert not loaded

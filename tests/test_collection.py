@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from groundkit import (
-    MAX_TOP_K,
     AnalyzerConfig,
     Citation,
     Collection,
@@ -21,10 +20,11 @@ from groundkit import (
     IngestionError,
     RetrievalError,
     StorageError,
-    StoreLocation,
     check_citation,
     resolve_citation,
 )
+from groundkit.config import MAX_TOP_K
+from groundkit.storage import StoreLocation
 from groundkit.testing.conformance.helpers import document_sources
 from tests.support import CORPUS, QUERIES, SMALL_CHUNKS, assert_all_verify, write_tree
 
@@ -41,7 +41,7 @@ async def test_every_result_verifies(ingested: Collection) -> None:
             assert fetched.content == result.content
             assert fetched.citation == result.citation
     assert checked > len(QUERIES)
-    report = await ingested.verify()
+    report = await ingested.verify_all()
     assert report.ok
     assert report.verified == await ingested.store.chunk_count()
     assert report.problems == []
@@ -63,7 +63,7 @@ async def test_edited_source_drifts(ingested: Collection, corpus_dir: Path) -> N
     verdicts = [(await ingested.fetch_chunk(i)).verification for i in ids]
     assert "drifted" in verdicts
     assert set(verdicts) <= {"drifted", "verified"}
-    report = await ingested.verify()
+    report = await ingested.verify_all()
     assert not report.ok
     assert report.drifted == verdicts.count("drifted")
     assert report.unresolvable == 0
@@ -80,7 +80,7 @@ async def test_inserted_prefix_moves_every_chunk(ingested: Collection, corpus_di
         assert result.verification == "moved" and not result.ok
         assert "kitchen/tea.rst" in result.detail
         assert result.current_start_offset == result.citation.start_offset + len("Preface. ")
-    report = await ingested.verify()
+    report = await ingested.verify_all()
     assert report.moved == len(ids) and not report.ok
 
 
@@ -89,7 +89,7 @@ async def test_truncated_source_drifts(ingested: Collection, corpus_dir: Path) -
     assert len(ids) > 1
     (corpus_dir / "energy" / "wind.txt").write_text("Wind", "utf-8")
     assert {(await ingested.fetch_chunk(i)).verification for i in ids} == {"drifted"}
-    report = await ingested.verify()
+    report = await ingested.verify_all()
     assert report.drifted == len(ids)
 
 
@@ -98,7 +98,7 @@ async def test_deleted_source_unresolvable(ingested: Collection, corpus_dir: Pat
     (corpus_dir / "notes" / "东京.txt").unlink()
     for chunk_id in ids:
         assert (await ingested.fetch_chunk(chunk_id)).verification == "unresolvable"
-    report = await ingested.verify()
+    report = await ingested.verify_all()
     assert (report.unresolvable, report.drifted) == (len(ids), 0)
     assert report.verified == await ingested.store.chunk_count() - len(ids)
 
@@ -206,7 +206,7 @@ async def test_moved_corpus_and_index_still_verify(tmp_path: Path) -> None:
             again = (await col.search(query)).results
             assert [r.citation for r in again] == [r.citation for r in results]
             assert await assert_all_verify(again, col.base_dir) == len(results)
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
 
 async def test_long_lived_collection_sees_its_writes(
@@ -346,7 +346,7 @@ async def test_random_documents_round_trip(tmp_path: Path) -> None:
         assert len(report.added) + len(report.failed) == len(texts)
         for query in ("alpha", "beta gamma", "δέλτα", "東京", "大学 alpha"):
             await assert_all_verify((await col.search(query, 200)).results, col.base_dir)
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
 
 async def test_bad_analyzer_settings_leak_nothing(index_dir: Path, corpus_dir: Path) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from groundkit import MAX_TOP_K, AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
-from groundkit.config import DEFAULT_EXTENSIONS
+from groundkit import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
+from groundkit.config import DEFAULT_EXTENSIONS, MAX_TOP_K
 from groundkit.errors import ConfigurationError
 
 

@@ -12,18 +12,20 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from groundkit import (
-    Chunk,
     Citation,
-    CollectionManifest,
-    Document,
-    DocumentRecord,
-    EmbeddingIdentity,
     FetchResult,
     IngestFailure,
     IngestReport,
     QuoteCheck,
     RetrievalResult,
     SearchResponse,
+)
+from groundkit.contracts import (
+    Chunk,
+    CollectionManifest,
+    Document,
+    DocumentRecord,
+    EmbeddingIdentity,
 )
 
 

@@ -156,7 +156,7 @@ async def _assert_repaired(col: Collection) -> None:
             assert "degraded" not in response.metadata, (mode, response.metadata)
             assert response.results
             await assert_all_verify(response.results, col.base_dir)
-    report = await col.verify()
+    report = await col.verify_all()
     assert report.ok and report.verified == len(stored)
 
 

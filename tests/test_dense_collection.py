@@ -16,14 +16,14 @@ from groundkit import (
     Collection,
     ConfigurationError,
     EmbeddingProtocol,
-    Indexer,
     IndexIdentityError,
     RetrievalConfig,
-    Retriever,
     SentenceTransformerEmbedder,
-    SQLiteMetadataStore,
     StorageError,
 )
+from groundkit.ingestion import Indexer
+from groundkit.retrieval import Retriever
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.lancedb import LanceDBVectorStore
 from groundkit.storage.location import metadata_path
 from groundkit.utils.hashing import sha256_text

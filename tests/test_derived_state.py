@@ -318,7 +318,7 @@ async def test_a_manifest_that_cannot_be_replaced_keeps_the_write(
         assert str(path) in report.notices[0]
         hits = (await col.search("Keptmarker", 3)).results
         assert [h.source for h in hits] == ["record://kept"]
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
     path.rmdir()
     async with Collection.open(index, base_dir=base) as col:
         hits = (await col.search("Keptmarker", 3)).results
@@ -429,7 +429,7 @@ async def test_an_overlay_that_overstates_its_removed_documents_is_rebuilt(
 ) -> None:
     index, base = copy
     async with Collection.open(index, base_dir=base) as col:
-        await col.delete_documents(["r0-1", "r1-2"])
+        await col.delete(records=["r0-1", "r1-2"])
         truth = await _ranking(col)
     manifest = _manifest(index)
     files = segments.LocalSegments(_files(index))

@@ -18,15 +18,9 @@ from typing import Any
 import pytest
 
 import groundkit.sync as gks
-from groundkit import (
-    Collection,
-    ErasureReport,
-    IngestConfig,
-    PostgresMetadataStore,
-    Record,
-    SQLiteMetadataStore,
-)
+from groundkit import Collection, ErasureReport, IngestConfig, Record
 from groundkit.ingestion.url_loader import UrlLoader
+from groundkit.storage import PostgresMetadataStore, SQLiteMetadataStore
 from groundkit.storage.lancedb import LanceDBVectorStore
 from groundkit.storage.names import document_id_for
 from groundkit.storage.snapshots import KEPT_SUFFIX, kept_name, text_name
@@ -142,7 +136,7 @@ async def test_erase_leaves_no_byte_of_the_documents(tmp_path: Path, site: Site)
 
         report = await col.delete(
             sources=["docs/secret.md", secret_url],
-            document_ids=[ids["record://T-1"]],
+            ids=[ids["record://T-1"]],
             erase=True,
         )
         assert report.deleted == sorted(["docs/secret.md", "record://T-1", secret_url])
@@ -176,7 +170,7 @@ async def test_erase_leaves_no_byte_of_the_documents(tmp_path: Path, site: Site)
             top = (await col.search(query, top_k=1, mode="hybrid")).results[0]
             assert top.source == source
             assert (await col.verify(top)).ok
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         # Erasing again finds nothing left to do, and says so.
         again = await col.delete(sources=["docs/secret.md"], erase=True)
         assert again.missing == ["docs/secret.md"]
@@ -283,7 +277,7 @@ def test_grk_delete_erase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert shown["erasure"]["documents"] == 1 and shown["erasure"]["unfinished"] == []
     assert findings(tmp_path / "idx", token_needles()) == {}
     code, out, _ = run(capsys, "search", "green tea", *common, "--json")
-    assert code == 0 and json.loads(out)["results"][0]["source"] == "docs/keep.md"
+    assert code == 0 and json.loads(out)["results"][0]["citation"]["source"] == "docs/keep.md"
     # Human output; a name that matches nothing is still a problem (exit 1).
     code, out, _ = run(capsys, "delete", "docs/secret.md", "--erase", *common)
     assert code == 1

@@ -9,15 +9,22 @@ import pytest
 import groundkit
 from groundkit import errors
 from groundkit.errors import (
+    ChunkNotFoundError,
+    CollectionNotFoundError,
     ConfigurationError,
     GroundkitError,
     IndexIdentityError,
     IngestionError,
+    InvalidInputError,
+    InvalidQueryError,
+    InvalidSettingError,
     NotGroundedError,
     ReceiptError,
+    RecordNotFoundError,
     RerankerNotConfiguredError,
     RetrievalError,
     StorageError,
+    kind_of,
 )
 
 ERROR_CLASSES = [
@@ -29,7 +36,22 @@ ERROR_CLASSES = [
     RerankerNotConfiguredError,
     ReceiptError,
     NotGroundedError,
+    InvalidSettingError,
+    InvalidInputError,
+    RecordNotFoundError,
+    CollectionNotFoundError,
+    InvalidQueryError,
+    ChunkNotFoundError,
 ]
+# Each refinement: its family, and the built-in class it also is.
+REFINEMENTS = {
+    InvalidSettingError: (ConfigurationError, ValueError),
+    InvalidInputError: (IngestionError, ValueError),
+    RecordNotFoundError: (IngestionError, LookupError),
+    CollectionNotFoundError: (StorageError, LookupError),
+    InvalidQueryError: (RetrievalError, ValueError),
+    ChunkNotFoundError: (RetrievalError, LookupError),
+}
 
 
 @pytest.mark.parametrize("cls", ERROR_CLASSES, ids=lambda c: c.__name__)
@@ -59,6 +81,28 @@ def test_tree_shape() -> None:
     assert RetrievalError.__bases__ == (GroundkitError,)
     # A failed grounding assertion is a failed assertion to any test runner.
     assert NotGroundedError.__bases__ == (GroundkitError, AssertionError)
+
+
+@pytest.mark.parametrize("cls", REFINEMENTS, ids=lambda c: c.__name__)
+def test_a_refinement_is_caught_by_its_family_and_by_the_builtin(cls: type[Exception]) -> None:
+    family, builtin = REFINEMENTS[cls]
+    assert cls.__bases__ == (family, builtin)
+    with pytest.raises(family):
+        raise cls("boom")
+    with pytest.raises(builtin):
+        raise cls("boom")
+    # What tools and spans report stays the family's name.
+    assert kind_of(cls("boom")) == family.__name__
+
+
+def test_only_the_refinements_are_lookup_or_value_errors() -> None:
+    for cls in (GroundkitError, *ERROR_CLASSES):
+        if cls not in REFINEMENTS:
+            assert not issubclass(cls, ValueError | LookupError), cls
+
+
+def test_a_missing_chunk_is_unresolvable() -> None:
+    assert ChunkNotFoundError("no chunk 'x'").verdict == "unresolvable"
 
 
 def test_public_api_exports_the_same_classes() -> None:

@@ -311,7 +311,7 @@ class TestVerification:
                     check_citation(stored.citation, stored.content, col.base_dir), PROMPT
                 )
                 assert checked.verification == "unresolvable" and "FIFO" in checked.detail
-                report = await asyncio.wait_for(col.verify(), PROMPT)
+                report = await asyncio.wait_for(col.verify_all(), PROMPT)
                 assert report.unresolvable == len(await chunks_of(col, source))
                 assert report.drifted == 0 and report.verified > 0
                 assert (await col.fetch_chunk(healthy)).verification == "verified"
@@ -350,7 +350,7 @@ class TestVerification:
             pdf.write_bytes(pdf.read_bytes() + b"\n%" + b"x" * cap)
             result = await col.fetch_chunk(pdf_chunk)
             assert result.verification == "unresolvable" and "exceeds the cap" in result.detail
-            report = await col.verify()
+            report = await col.verify_all()
             assert report.unresolvable == len(await chunks_of(col, "notes.md")) + len(
                 await chunks_of(col, "report.pdf")
             )
@@ -390,7 +390,7 @@ _VERIFY_PEAK = textwrap.dedent(
             before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             tracemalloc.start()
             fetched = await col.fetch_chunk(chunk)
-            report = await col.verify()
+            report = await col.verify_all()
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
             after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

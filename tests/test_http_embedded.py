@@ -83,7 +83,7 @@ async def test_python_grk_search_and_the_stored_manifest(
     assert code == 0, captured.err
     found = json.loads(captured.out)
     assert found["mode"] == "hybrid" and found["metadata"]["stage"] == "fusion"
-    assert found["results"][0]["source"] == "docs/kitchen/tea.rst"
+    assert found["results"][0]["citation"]["source"] == "docs/kitchen/tea.rst"
     assert "warning" not in captured.err
     # The flag works as well as the variable, and dense too.
     monkeypatch.delenv("GROUNDKIT_EMBEDDING_URL")
@@ -178,7 +178,7 @@ async def test_records_get_vectors_and_lose_them_when_deleted(
             [{"id": "q1", "text": "Parcels to Norway take five working days."}]
         )
         assert again.unchanged == ["record://q1"] and again.chunks_embedded == 0
-        await col.delete_documents(["q1"])
+        await col.delete(records=["q1"])
         assert await col.vector_store.count() == 1
         left = await col.search("shipping to Scandinavia", mode="dense")
         assert [r.source for r in left.results] == ["record://q2"]
@@ -189,8 +189,9 @@ async def test_a_server_without_an_endpoint_still_serves_bm25(
     tmp_path: Path, corpus: Path, openai_server: OpenAIServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     pytest.importorskip("mcp")
-    from groundkit import CollectionRegistry, ConfigurationError
+    from groundkit import ConfigurationError
     from groundkit.providers.factory import embedder_for_manifest
+    from groundkit.service import CollectionRegistry
 
     index = tmp_path / "idx"
     await embed_collection(index, corpus, openai_server)

@@ -80,7 +80,7 @@ async def test_a_store_failing_midway_keeps_whole_documents_only(tmp_path: Path)
         assert stored and len(stored) < len(FILES)
         assert all(stored[s] == complete[s] for s in stored)
         assert sorted(stored) == sorted(FILES)[: len(stored)]
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         # Their vectors were never written: dense answers say so, with the count.
         chunks = await col.store.chunk_count()
         for mode in ("dense", "hybrid"):
@@ -109,12 +109,12 @@ async def test_records_failing_midway_keep_whole_records_only(tmp_path: Path) ->
             await col.add_documents(records[1:])
         stored = {r.source async for r in col.store.iter_documents()}
         assert stored == {"record://t0", "record://t1", "record://t2"}
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.ok and report.verified == 3
         hits = (await col.search("kettle leaks", 10)).results
         assert {h.source for h in hits} == stored
         assert (await col.add_documents(records)).added == [f"record://t{i}" for i in range(3, 8)]
-        assert (await col.verify()).verified == 8
+        assert (await col.verify_all()).verified == 8
 
 
 def _extractor_that_fails(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -151,7 +151,7 @@ async def test_an_extractor_failing_on_a_file_fails_that_file_alone(
         assert [f.source for f in report.failed] == ["p03.html"]
         assert "damaged" in report.failed[0].reason
         assert len(report.added) == 7 and "p03.html" not in await _chunk_counts(col)
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
 
 async def test_an_extractor_raising_midway_keeps_the_documents_written_before(
@@ -171,7 +171,7 @@ async def test_an_extractor_raising_midway_keeps_the_documents_written_before(
         # still waiting for its group was not written at all.
         assert stored and sorted(stored) == sorted(_pages({}))[: len(stored)]
         assert len(stored) <= 5 and all(stored[s] == complete[s] for s in stored)
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         response = await col.search("harbour ferry", 10, mode="dense")
         assert "no vectors yet" in response.metadata["degraded"]
     monkeypatch.undo()
@@ -179,7 +179,7 @@ async def test_an_extractor_raising_midway_keeps_the_documents_written_before(
         report = await col.ingest(base)
         assert report.unchanged == sorted(stored)
         assert len(report.added) == 8 - len(stored)
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         assert "degraded" not in (await col.search("harbour ferry", 10, mode="hybrid")).metadata
 
 

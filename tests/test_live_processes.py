@@ -22,8 +22,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from groundkit import Collection, SQLiteMetadataStore
+from groundkit import Collection
 from groundkit.lexical.live import LiveIndex
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.segments import LocalSegments
 from tests.services import REPO_ROOT
 

@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from groundkit import Collection, StoreLocation
+from groundkit import Collection
+from groundkit.storage import StoreLocation
 from tests.support import ToyEmbedder, write_tree
 
 REPO = Path(__file__).resolve().parents[1]

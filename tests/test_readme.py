@@ -91,10 +91,13 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
             outputs.append((lang, _run(tmp_path, number, lang, body)))
     python = [out for lang, out in outputs if lang == "python"]
     bash = [out for lang, out in outputs if lang == "bash"]
-    assert len(python) == 13, (
-        "README has the BM25, dense, sync, in-memory, LangChain, LlamaIndex, Haystack, "
-        "office-formats, quotes, answer-checking, receipts, versions and long-document examples"
+    assert len(python) == 14, (
+        "README has the BM25, dense, sync, subpackage imports, in-memory, LangChain, "
+        "LlamaIndex, Haystack, office-formats, quotes, answer-checking, receipts, versions and "
+        "long-document examples"
     )
+    # The block importing from the subpackages.
+    assert python.pop(3).strip() == "['brew', 'green', 'tea'] [(0, 21)]"
     assert "added: ['notes/tea.md']" in python[0]
     assert "verified=True" in python[0]
     assert python[0].rstrip().endswith("verified")

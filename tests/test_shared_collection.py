@@ -76,7 +76,7 @@ async def test_shared_collection_round_trip(
         name=fresh, metadata_url=postgres_dsn, storage_uri=storage, embedder=ToyEmbedder()
     ) as again:
         assert again.base_dir == base.resolve()
-        assert (await again.verify()).ok
+        assert (await again.verify_all()).ok
         hit = (await again.search("wind farms", 1, mode="dense")).results[0]
         assert await resolve_citation(hit.citation, again.base_dir) == hit.content
 
@@ -158,7 +158,7 @@ async def test_two_ingesting_and_two_searching_processes(
         sources = set(await document_sources(col.store))
         expected = {"seed/s.md"} | {f"{t}/{t}{r:03d}.md" for t in "ab" for r in range(rounds)}
         assert sources == expected  # no document lost
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         assert await col.store.documents_missing_vectors() == []
         dense = await col.search("tidal turbines", 100, mode="dense")
         assert {r.source for r in dense.results} == expected
@@ -314,6 +314,6 @@ async def test_records_on_a_shared_collection_live_in_object_storage(
     assert text_key in s3_server.keys(bucket)
     # Another host (another open) verifies against the same stored record, then deletes it.
     async with Collection.open(name=fresh, metadata_url=postgres_dsn, storage_uri=storage) as again:
-        assert (await again.verify()).ok
-        assert (await again.delete_documents(["row/1"])).removed == ["record://row/1"]
+        assert (await again.verify_all()).ok
+        assert (await again.delete(records=["row/1"])).deleted == ["record://row/1"]
     assert text_key not in s3_server.keys(bucket)

@@ -61,7 +61,7 @@ def test_sync_round_trip_from_a_plain_function(tmp_path: Path) -> None:
         assert top.source == "notes/black.md"
         assert gks.check_citation(top.citation, top.content, col.base_dir).ok
         assert col.fetch_chunk(top.chunk_id).verification == "verified"
-        assert col.verify().ok
+        assert col.verify_all().ok
         assert gks.check_quote("four minutes", top, col.base_dir).verdict == "verified"
         # The async API's own errors, raised in the caller's thread.
         with pytest.raises(RetrievalError, match="empty"):
@@ -90,10 +90,18 @@ def test_the_deprecated_yes_no_checks_warn_in_the_callers_thread(tmp_path: Path)
 
 def test_the_sync_class_is_the_async_one_driven_not_a_copy() -> None:
     # Every blocking method wraps the async method of the same name.
-    for name in ("ingest", "add_documents", "delete_documents", "search", "fetch_chunk", "verify"):
+    for name in (
+        "ingest",
+        "add_documents",
+        "delete_documents",
+        "search",
+        "fetch_chunk",
+        "verify",
+        "verify_all",
+    ):
         method = getattr(gks.SyncCollection, name)
         assert method.__wrapped__ is getattr(groundkit.Collection, name)
-    assert gks.Collection is groundkit.SyncCollection
+    assert gks.Collection is gks.SyncCollection
     for name in ("check_citation", "resolve_citation", "check_quote", "verify_answer"):
         assert getattr(gks, name).__wrapped__ is getattr(groundkit, name)
 

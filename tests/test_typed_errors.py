@@ -18,15 +18,16 @@ import pytest
 
 from groundkit import (
     Collection,
-    Document,
+    ConfigurationError,
     IngestionError,
     RetrievalConfig,
     RetrievalError,
-    SQLiteMetadataStore,
     StorageError,
     search_collections,
 )
+from groundkit.contracts import Document
 from groundkit.ingestion.indexer import Indexer
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.names import document_id_for
 from groundkit.testing.conformance.helpers import document_sources
 from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree
@@ -222,8 +223,10 @@ async def test_add_documents_without_an_iterable_is_an_ingestion_error(
 ) -> None:
     with pytest.raises(IngestionError, match="iterable of records"):
         await ingested.add_documents(records)
-    with pytest.raises(IngestionError, match="list of ids"):
+    with pytest.warns(DeprecationWarning), pytest.raises(IngestionError, match="list of ids"):
         await ingested.delete_documents(records)
+    with pytest.raises(ConfigurationError, match="records must be a list of record ids"):
+        await ingested.delete(records=records)
 
 
 @pytest.mark.parametrize("field", ["id", "text"])

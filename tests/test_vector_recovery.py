@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from groundkit import ChunkingConfig, Collection, RetrievalError, SQLiteMetadataStore
+from groundkit import ChunkingConfig, Collection, RetrievalError
 from groundkit.cli import main as grk
 from groundkit.service import CollectionRegistry
+from groundkit.storage import SQLiteMetadataStore
 from tests.service.test_server import connected
 from tests.services import REPO_ROOT
 from tests.support import ToyEmbedder, assert_all_verify, slow_dense_ingest, write_tree
@@ -350,7 +351,7 @@ def test_cli_dense_search_after_the_vectors_were_deleted(
     assert grk(["search", "tea", "--mode", "dense", "--json", *args]) == 0
     captured = capsys.readouterr()
     assert "warning" not in captured.err
-    assert json.loads(captured.out)["results"][0]["source"] == "tea.md"
+    assert json.loads(captured.out)["results"][0]["citation"]["source"] == "tea.md"
 
     shutil.rmtree(index / "default.lance")
     assert grk(["search", "tea", "--mode", "dense", *args]) == 0
@@ -401,7 +402,7 @@ def test_cli_refuses_an_emptied_or_damaged_collection_in_one_line(
     assert grk(["ingest", str(base), *args, "-q"]) == 0
     capsys.readouterr()
     assert grk(["search", "alpha", "--json", *args]) == 0
-    chunk_id = json.loads(capsys.readouterr().out)["results"][0]["chunk_id"]
+    chunk_id = json.loads(capsys.readouterr().out)["results"][0]["citation"]["chunk_id"]
     database = index / "default.sqlite3"
     import sqlite3
 

@@ -99,7 +99,7 @@ async def test_past_versions_verify_as_drifted_naming_their_version(tmp_path: Pa
                 assert f"version {i + 1}" in fetched.detail
             else:
                 assert fetched.verification == "verified" and fetched.replaced_at is None
-        report = await col.verify()
+        report = await col.verify_all()
         assert (report.verified, report.drifted, report.unresolvable) == (2, 0, 0)
     finally:
         await col.close()
@@ -189,7 +189,7 @@ async def test_delete_by_id_and_a_long_lived_searcher(tmp_path: Path) -> None:
         await writer.ingest(base)
         async with Collection.open(tmp_path / "idx", base_dir=base) as reader:
             hit = (await reader.search("harbour light", 1)).results[0]
-            report = await writer.delete(document_ids=[hit.document_id])
+            report = await writer.delete(ids=[hit.document_id])
             assert report.deleted == ["light.md"]
             # The other object sees it on its next search, without reopening.
             after = await reader.search("harbour light keepers", 5)

@@ -6,7 +6,8 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from groundkit import Collection, SQLiteMetadataStore
+from groundkit import Collection
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.testing.conformance.helpers import document_sources, put
 
 

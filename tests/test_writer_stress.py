@@ -155,7 +155,7 @@ async def _round(root: Path) -> None:
                 hits = (await col.search(f"Mark{w}x{j}", 1)).results
                 assert [h.source for h in hits] == [f"record://{w}-{j}"]
                 assert (await col.verify(hits[0])).verification == "verified"
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
 
 async def test_sixty_four_writers_of_every_kind(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ import time
 
 from evals.bench_util import logger
 from evals.hybrid.embedders import HashEmbedder
-from groundkit import Collection, RetrievalConfig, Retriever
+from groundkit import Collection, RetrievalConfig
+from groundkit.retrieval import Retriever
 
 __all__ = ["BATCH_SIZE", "WARMUP_QUERIES", "WARMUP_TEXT", "log", "open_retriever"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy.typing as npt
 
-from groundkit import LanceDBVectorStore
+from groundkit.storage import LanceDBVectorStore
 from groundkit.storage.protocols import VectorHit
 
 __all__ = ["ExactVectors", "lance_exact"]

@@ -23,14 +23,9 @@ from evals.bench_util import Timers, time_method
 from evals.hybrid.common import BATCH_SIZE, WARMUP_TEXT, log
 from evals.hybrid.ingest_profile import ProfileResult, profile_ingest
 from evals.machine import load_average
-from groundkit import (
-    ChunkingConfig,
-    Collection,
-    IngestProgress,
-    LanceDBVectorStore,
-    SentenceTransformerEmbedder,
-    chunk_spans,
-)
+from groundkit import ChunkingConfig, Collection, IngestProgress, SentenceTransformerEmbedder
+from groundkit.ingestion import chunk_spans
+from groundkit.storage import LanceDBVectorStore
 from groundkit.storage.protocols import StoredChunk
 
 __all__ = ["IngestResult", "run_ingest"]

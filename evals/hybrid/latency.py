@@ -21,14 +21,9 @@ from evals.hybrid.prepare import Prepared
 from evals.hybrid.sweep import SWEEP_QUERIES, vector_sweep
 from evals.machine import load_average
 from evals.synthetic import BENCH_CHUNKING
-from groundkit import (
-    Collection,
-    LanceDBVectorStore,
-    RetrievalConfig,
-    Retriever,
-    SearchMode,
-    SentenceTransformerEmbedder,
-)
+from groundkit import Collection, RetrievalConfig, SearchMode, SentenceTransformerEmbedder
+from groundkit.retrieval import Retriever
+from groundkit.storage import LanceDBVectorStore
 from groundkit.storage.protocols import VectorStoreProtocol
 
 __all__ = ["LatencyResult", "Samples", "run_latency"]

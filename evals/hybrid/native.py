@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from evals.hybrid.embedders import HashEmbedder
-from groundkit import Collection, LanceDBVectorStore
+from groundkit import Collection
+from groundkit.storage import LanceDBVectorStore
 
 __all__ = ["NATIVE_FTS", "NATIVE_HYBRID", "NATIVE_TABLE", "build_native_table", "native_search"]
 

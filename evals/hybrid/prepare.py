@@ -20,7 +20,8 @@ from evals.hybrid.common import log
 from evals.hybrid.embedders import HashEmbedder
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, size_label
 from evals.synthetic import write_corpus as write_synthetic
-from groundkit import Analyzer, Collection, IngestProgress
+from groundkit import Collection, IngestProgress
+from groundkit.lexical import Analyzer
 from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD
 from groundkit.storage.sqlite import SCHEMA_VERSION
 

@@ -19,7 +19,7 @@ from evals.hybrid.common import WARMUP_QUERIES
 from evals.hybrid.exact import lance_exact
 from evals.machine import markdown_table
 from evals.stats import percentile
-from groundkit import LanceDBVectorStore
+from groundkit.storage import LanceDBVectorStore
 from groundkit.storage.lancedb import DEFAULT_NPROBES, DEFAULT_REFINE_FACTOR
 
 __all__ = ["SWEEP_QUERIES", "setting_label", "sweep_lines", "vector_sweep"]

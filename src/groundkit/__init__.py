@@ -1,5 +1,13 @@
 """groundkit: retrieval whose every result carries a citation you can verify.
 
+The top level holds what an application uses: ``Collection``, the results and
+citations it returns, the functions that search and verify, the configuration, the
+errors, and the embedders, rerankers and judges a collection takes. Stores,
+indexes, loaders, extractors and the server live in their subpackages
+(``groundkit.storage``, ``groundkit.lexical``, ``groundkit.ingestion``,
+``groundkit.extraction``, ``groundkit.retrieval``, ``groundkit.verification``,
+``groundkit.service``, ``groundkit.providers``); blocking use is ``groundkit.sync``.
+
 ``import groundkit`` loads almost nothing: each public name is imported from its
 module the first time it is used (PEP 562), so a program, or ``grk``, pays only
 for the parts it touches. Type checkers see the imports below as usual.
@@ -7,16 +15,24 @@ for the parts it touches. Type checkers see the imports below as usual.
 
 from __future__ import annotations
 
+import importlib as _importlib
 import logging as _logging
 import typing as _typing
+import warnings as _warnings
 
 from groundkit.errors import (
+    ChunkNotFoundError,
+    CollectionNotFoundError,
     ConfigurationError,
     GroundkitError,
     IndexIdentityError,
     IngestionError,
+    InvalidInputError,
+    InvalidQueryError,
+    InvalidSettingError,
     NotGroundedError,
     ReceiptError,
+    RecordNotFoundError,
     RerankerNotConfiguredError,
     RetrievalError,
     StorageError,
@@ -26,11 +42,11 @@ from groundkit.utils.lazy import lazy_names as _lazy_names
 if _typing.TYPE_CHECKING:
     from groundkit.collection import Collection
     from groundkit.config import (
-        MAX_TOP_K,
         AnalyzerConfig,
         ChunkingConfig,
         ChunkStrategy,
         IngestConfig,
+        RelevanceCalibration,
         RetrievalConfig,
     )
     from groundkit.contracts import (
@@ -39,16 +55,11 @@ if _typing.TYPE_CHECKING:
         AnswerReport,
         AnswerSentence,
         AnswerVerdict,
-        Chunk,
         Citation,
         CollectionFailure,
-        CollectionManifest,
         ContextKind,
         ContextSpan,
         DeleteReport,
-        Document,
-        DocumentRecord,
-        EmbeddingIdentity,
         ErasureReport,
         Evidence,
         EvidenceMethod,
@@ -60,93 +71,48 @@ if _typing.TYPE_CHECKING:
         IngestReport,
         IngestWarning,
         MultiSearchResponse,
+        OptimizeReport,
         QuoteCheck,
         QuoteVerdict,
         ReadFrom,
         Record,
         RetrievalResult,
+        Scores,
         SearchMode,
         SearchResponse,
         SourceClass,
         Verification,
-        heading_path_at,
-        record_id_of,
     )
-    from groundkit.extraction import (
-        DocxExtractor,
-        EpubExtractor,
-        Extraction,
-        ExtractorProtocol,
-        HtmlExtractor,
-        MainContentHtmlExtractor,
-        PdfExtractor,
-        PptxExtractor,
-        active_extractors,
-    )
-    from groundkit.ingestion.chunking import chunk_document, chunk_spans
-    from groundkit.ingestion.dispatch import RoutingLoader
-    from groundkit.ingestion.executor import IngestExecutor, LocalExecutor
-    from groundkit.ingestion.extracted import (
-        DocxLoader,
-        EpubLoader,
-        HtmlLoader,
-        PdfLoader,
-        PptxLoader,
-    )
-    from groundkit.ingestion.files import FileLoader
-    from groundkit.ingestion.indexer import Indexer
-    from groundkit.ingestion.outline import markdown_outline, rst_outline
-    from groundkit.ingestion.protocols import LoaderProtocol
-    from groundkit.ingestion.ray_executor import RayExecutor
-    from groundkit.ingestion.url_loader import UrlLoader
-    from groundkit.lexical.analyzer import Analyzer
-    from groundkit.lexical.bm25 import BM25Index
-    from groundkit.lexical.protocols import LexicalIndexProtocol
+    from groundkit.ingestion import AddressPolicy, UrlLoader
     from groundkit.providers import (
         EmbeddingProtocol,
         OllamaEmbedder,
         OpenAICompatibleEmbedder,
         SentenceTransformerEmbedder,
-        ensure_identity,
-        identity_of,
-        resolve_model,
     )
-    from groundkit.retrieval.diversity import lost_in_the_middle, mmr_order
-    from groundkit.retrieval.evidence import load_evidence
-    from groundkit.retrieval.filters import FILTER_OPERATORS
-    from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
-    from groundkit.retrieval.multi import search_collections
-    from groundkit.retrieval.rerank import CrossEncoderReranker, RerankerProtocol
-    from groundkit.retrieval.rewriting import GlossaryRewriter, QueryRewriterProtocol
-    from groundkit.retrieval.search import Retriever
-    from groundkit.service import CollectionInfo, CollectionRegistry, build_server, run_server
-    from groundkit.storage.lancedb import LanceDBVectorStore
-    from groundkit.storage.location import StoreLocation
-    from groundkit.storage.postgres import PostgresMetadataStore
-    from groundkit.storage.protocols import (
-        MetadataStoreProtocol,
-        SnapshotStore,
-        VectorHit,
-        VectorStoreProtocol,
+    from groundkit.retrieval import (
+        CrossEncoderReranker,
+        GlossaryRewriter,
+        QueryRewriterProtocol,
+        RerankerProtocol,
+        SearchRequest,
+        search_collections,
     )
-    from groundkit.storage.sqlite import SQLiteMetadataStore
-    from groundkit.sync import SyncCollection
-    from groundkit.telemetry import SPAN_ATTRIBUTES, SPAN_NAMES
-    from groundkit.utils.sentences import sentence_spans
-    from groundkit.utils.url_safety import AddressPolicy
-    from groundkit.verification.answers import verify_answer
-    from groundkit.verification.claims import ClaimJudge, ClaimJudgement, ClaimPair, RuleClaimJudge
-    from groundkit.verification.judges import ChatClaimJudge, EntailmentModelJudge
-    from groundkit.verification.quotes import check_quote, verify_quote
-    from groundkit.verification.receipts import (
+    from groundkit.verification import (
+        ChatClaimJudge,
+        ClaimJudge,
+        EntailmentModelJudge,
         Receipt,
+        RuleClaimJudge,
+        VerifyReport,
+        check_citation,
+        check_quote,
         check_receipts,
         read_receipts,
+        resolve_citation,
+        verify_answer,
         write_receipts,
     )
-    from groundkit.verification.sources import resolve_citation
-    from groundkit.verification.verdict import check_citation, verify_citation
-    from groundkit.verification.verifier import VerifyReport
 
     __version__: str
 
@@ -154,11 +120,11 @@ if _typing.TYPE_CHECKING:
 _DEFINED_IN: dict[str, tuple[str, ...]] = {
     "groundkit.collection": ("Collection",),
     "groundkit.config": (
-        "MAX_TOP_K",
         "AnalyzerConfig",
         "ChunkingConfig",
         "ChunkStrategy",
         "IngestConfig",
+        "RelevanceCalibration",
         "RetrievalConfig",
     ),
     "groundkit.contracts": (
@@ -167,16 +133,11 @@ _DEFINED_IN: dict[str, tuple[str, ...]] = {
         "AnswerReport",
         "AnswerSentence",
         "AnswerVerdict",
-        "Chunk",
         "Citation",
         "CollectionFailure",
-        "CollectionManifest",
         "ContextKind",
         "ContextSpan",
         "DeleteReport",
-        "Document",
-        "DocumentRecord",
-        "EmbeddingIdentity",
         "ErasureReport",
         "Evidence",
         "EvidenceMethod",
@@ -188,99 +149,159 @@ _DEFINED_IN: dict[str, tuple[str, ...]] = {
         "IngestReport",
         "IngestWarning",
         "MultiSearchResponse",
+        "OptimizeReport",
         "QuoteCheck",
         "QuoteVerdict",
         "ReadFrom",
         "Record",
         "RetrievalResult",
+        "Scores",
         "SearchMode",
         "SearchResponse",
         "SourceClass",
         "Verification",
-        "heading_path_at",
-        "record_id_of",
     ),
-    "groundkit.extraction": (
-        "DocxExtractor",
-        "EpubExtractor",
-        "Extraction",
-        "ExtractorProtocol",
-        "HtmlExtractor",
-        "MainContentHtmlExtractor",
-        "PdfExtractor",
-        "PptxExtractor",
-        "active_extractors",
-    ),
-    "groundkit.ingestion.chunking": ("chunk_document", "chunk_spans"),
-    "groundkit.ingestion.dispatch": ("RoutingLoader",),
-    "groundkit.ingestion.executor": ("IngestExecutor", "LocalExecutor"),
-    "groundkit.ingestion.extracted": (
-        "DocxLoader",
-        "EpubLoader",
-        "HtmlLoader",
-        "PdfLoader",
-        "PptxLoader",
-    ),
-    "groundkit.ingestion.files": ("FileLoader",),
-    "groundkit.ingestion.indexer": ("Indexer",),
-    "groundkit.ingestion.outline": ("markdown_outline", "rst_outline"),
-    "groundkit.ingestion.protocols": ("LoaderProtocol",),
-    "groundkit.ingestion.ray_executor": ("RayExecutor",),
-    "groundkit.ingestion.url_loader": ("UrlLoader",),
-    "groundkit.lexical.analyzer": ("Analyzer",),
-    "groundkit.lexical.bm25": ("BM25Index",),
-    "groundkit.lexical.protocols": ("LexicalIndexProtocol",),
+    "groundkit.ingestion": ("AddressPolicy", "UrlLoader"),
     "groundkit.providers": (
         "EmbeddingProtocol",
         "OllamaEmbedder",
         "OpenAICompatibleEmbedder",
         "SentenceTransformerEmbedder",
-        "ensure_identity",
-        "identity_of",
-        "resolve_model",
     ),
-    "groundkit.retrieval.diversity": ("lost_in_the_middle", "mmr_order"),
-    "groundkit.retrieval.evidence": ("load_evidence",),
-    "groundkit.retrieval.filters": ("FILTER_OPERATORS",),
-    "groundkit.retrieval.fusion": ("FusedHit", "convex_combination", "reciprocal_rank_fusion"),
-    "groundkit.retrieval.multi": ("search_collections",),
-    "groundkit.retrieval.rerank": ("CrossEncoderReranker", "RerankerProtocol"),
-    "groundkit.retrieval.rewriting": ("GlossaryRewriter", "QueryRewriterProtocol"),
-    "groundkit.retrieval.search": ("Retriever",),
-    "groundkit.service": ("CollectionInfo", "CollectionRegistry", "build_server", "run_server"),
-    "groundkit.storage.lancedb": ("LanceDBVectorStore",),
-    "groundkit.storage.location": ("StoreLocation",),
-    "groundkit.storage.postgres": ("PostgresMetadataStore",),
-    "groundkit.storage.protocols": (
-        "MetadataStoreProtocol",
-        "SnapshotStore",
-        "VectorHit",
-        "VectorStoreProtocol",
+    "groundkit.retrieval": (
+        "CrossEncoderReranker",
+        "GlossaryRewriter",
+        "QueryRewriterProtocol",
+        "RerankerProtocol",
+        "SearchRequest",
+        "search_collections",
     ),
-    "groundkit.storage.sqlite": ("SQLiteMetadataStore",),
-    "groundkit.sync": ("SyncCollection",),
-    "groundkit.telemetry": ("SPAN_ATTRIBUTES", "SPAN_NAMES"),
-    "groundkit.utils.sentences": ("sentence_spans",),
-    "groundkit.utils.url_safety": ("AddressPolicy",),
-    "groundkit.verification.answers": ("verify_answer",),
-    "groundkit.verification.claims": (
+    "groundkit.verification": (
+        "ChatClaimJudge",
         "ClaimJudge",
-        "ClaimJudgement",
-        "ClaimPair",
-        "RuleClaimJudge",
-    ),
-    "groundkit.verification.judges": ("ChatClaimJudge", "EntailmentModelJudge"),
-    "groundkit.verification.quotes": ("check_quote", "verify_quote"),
-    "groundkit.verification.receipts": (
+        "EntailmentModelJudge",
         "Receipt",
+        "RuleClaimJudge",
+        "VerifyReport",
+        "check_citation",
+        "check_quote",
         "check_receipts",
         "read_receipts",
+        "resolve_citation",
+        "verify_answer",
         "write_receipts",
     ),
-    "groundkit.verification.sources": ("resolve_citation",),
-    "groundkit.verification.verdict": ("check_citation", "verify_citation"),
-    "groundkit.verification.verifier": ("VerifyReport",),
 }
+
+# Names the top level exported before its surface was narrowed. Each still resolves for
+# one release from the first of ``_HOMES`` that exports it, with a DeprecationWarning
+# naming the new import; none is in ``__all__`` or ``dir(groundkit)``
+# (adr/0066-public-surface.md).
+_MOVED = frozenset(
+    {
+        "FILTER_OPERATORS",
+        "MAX_TOP_K",
+        "SPAN_ATTRIBUTES",
+        "SPAN_NAMES",
+        "Analyzer",
+        "BM25Index",
+        "Chunk",
+        "ClaimJudgement",
+        "ClaimPair",
+        "CollectionInfo",
+        "CollectionManifest",
+        "CollectionRegistry",
+        "Document",
+        "DocumentRecord",
+        "DocxExtractor",
+        "DocxLoader",
+        "EmbeddingIdentity",
+        "EpubExtractor",
+        "EpubLoader",
+        "Extraction",
+        "ExtractorProtocol",
+        "FileLoader",
+        "FusedHit",
+        "HtmlExtractor",
+        "HtmlLoader",
+        "Indexer",
+        "IngestExecutor",
+        "LanceDBVectorStore",
+        "LexicalIndexProtocol",
+        "LoaderProtocol",
+        "LocalExecutor",
+        "MainContentHtmlExtractor",
+        "MetadataStoreProtocol",
+        "PdfExtractor",
+        "PdfLoader",
+        "PostgresMetadataStore",
+        "PptxExtractor",
+        "PptxLoader",
+        "RayExecutor",
+        "Retriever",
+        "RoutingLoader",
+        "SQLiteMetadataStore",
+        "SnapshotStore",
+        "StoreLocation",
+        "SyncCollection",
+        "VectorHit",
+        "VectorStoreProtocol",
+        "active_extractors",
+        "build_server",
+        "chunk_document",
+        "chunk_spans",
+        "convex_combination",
+        "ensure_identity",
+        "heading_path_at",
+        "identity_of",
+        "load_evidence",
+        "lost_in_the_middle",
+        "markdown_outline",
+        "mmr_order",
+        "reciprocal_rank_fusion",
+        "record_id_of",
+        "resolve_model",
+        "rst_outline",
+        "run_server",
+        "sentence_spans",
+    }
+)
+_HOMES = (
+    "groundkit.config",
+    "groundkit.contracts",
+    "groundkit.extraction",
+    "groundkit.ingestion",
+    "groundkit.lexical",
+    "groundkit.providers",
+    "groundkit.retrieval",
+    "groundkit.service",
+    "groundkit.storage",
+    "groundkit.sync",
+    "groundkit.telemetry",
+    "groundkit.verification",
+)
+# Aliases that were already deprecated: they go with the next release, not elsewhere.
+_RETIRING: dict[str, tuple[str, str]] = {
+    "verify_citation": (
+        "groundkit.verification.verdict",
+        "groundkit.check_citation(citation, content, base_dir).ok",
+    ),
+    "verify_quote": (
+        "groundkit.verification.quotes",
+        "groundkit.check_quote(quote, cited, base_dir).ok",
+    ),
+}
+
+
+def _moved_names() -> dict[str, tuple[str, str]]:
+    """Each old top-level name: the module it now comes from, and what to write instead
+    (imports the homes' packages, which cost little: their names load on first use)."""
+    moved: dict[str, tuple[str, str]] = {}
+    for home in _HOMES:
+        exported = _importlib.import_module(home).__all__
+        for name in _MOVED.intersection(exported).difference(moved):
+            moved[name] = (home, f"from {home} import {name}")
+    return {**moved, **_RETIRING}
 
 
 def _version() -> str:
@@ -293,149 +314,104 @@ def _version() -> str:
         return "0+unknown"
 
 
-__getattr__, __dir__ = _lazy_names(
-    __name__, globals(), _DEFINED_IN, computed={"__version__": _version}
-)
+_public, __dir__ = _lazy_names(__name__, globals(), _DEFINED_IN, computed={"__version__": _version})
+
+
+def __getattr__(name: str) -> object:
+    if name not in _MOVED and name not in _RETIRING:
+        return _public(name)
+    home, instead = _moved_names()[name]
+    # Not kept in the namespace: every use warns, and the name stays out of vars() and dir().
+    _warnings.warn(
+        f"groundkit.{name} is deprecated and will be removed in the next release; use {instead}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(_importlib.import_module(home), name)
+
 
 # A library configures no handlers; this only silences "no handler" fallbacks.
 _logging.getLogger("groundkit").addHandler(_logging.NullHandler())
 
 __all__ = [
     "ANSWER_PROBLEMS",
-    "FILTER_OPERATORS",
-    "MAX_TOP_K",
     "SENSITIVITY_LEVELS",
-    "SPAN_ATTRIBUTES",
-    "SPAN_NAMES",
     "AddressPolicy",
-    "Analyzer",
     "AnalyzerConfig",
     "AnswerReport",
     "AnswerSentence",
     "AnswerVerdict",
-    "BM25Index",
     "ChatClaimJudge",
-    "Chunk",
+    "ChunkNotFoundError",
     "ChunkStrategy",
     "ChunkingConfig",
     "Citation",
     "ClaimJudge",
-    "ClaimJudgement",
-    "ClaimPair",
     "Collection",
     "CollectionFailure",
-    "CollectionInfo",
-    "CollectionManifest",
-    "CollectionRegistry",
+    "CollectionNotFoundError",
     "ConfigurationError",
     "ContextKind",
     "ContextSpan",
     "CrossEncoderReranker",
     "DeleteReport",
-    "Document",
-    "DocumentRecord",
-    "DocxExtractor",
-    "DocxLoader",
-    "EmbeddingIdentity",
     "EmbeddingProtocol",
     "EntailmentModelJudge",
-    "EpubExtractor",
-    "EpubLoader",
     "ErasureReport",
     "Evidence",
     "EvidenceMethod",
     "EvidenceSpan",
-    "Extraction",
-    "ExtractorProtocol",
     "FetchResult",
-    "FileLoader",
-    "FusedHit",
     "GlossaryRewriter",
     "GroundkitError",
     "Highlights",
-    "HtmlExtractor",
-    "HtmlLoader",
     "IndexIdentityError",
-    "Indexer",
     "IngestConfig",
-    "IngestExecutor",
     "IngestFailure",
     "IngestProgress",
     "IngestReport",
     "IngestWarning",
     "IngestionError",
-    "LanceDBVectorStore",
-    "LexicalIndexProtocol",
-    "LoaderProtocol",
-    "LocalExecutor",
-    "MainContentHtmlExtractor",
-    "MetadataStoreProtocol",
+    "InvalidInputError",
+    "InvalidQueryError",
+    "InvalidSettingError",
     "MultiSearchResponse",
     "NotGroundedError",
     "OllamaEmbedder",
     "OpenAICompatibleEmbedder",
-    "PdfExtractor",
-    "PdfLoader",
-    "PostgresMetadataStore",
-    "PptxExtractor",
-    "PptxLoader",
+    "OptimizeReport",
     "QueryRewriterProtocol",
     "QuoteCheck",
     "QuoteVerdict",
-    "RayExecutor",
     "ReadFrom",
     "Receipt",
     "ReceiptError",
     "Record",
+    "RecordNotFoundError",
+    "RelevanceCalibration",
     "RerankerNotConfiguredError",
     "RerankerProtocol",
     "RetrievalConfig",
     "RetrievalError",
     "RetrievalResult",
-    "Retriever",
-    "RoutingLoader",
     "RuleClaimJudge",
-    "SQLiteMetadataStore",
+    "Scores",
     "SearchMode",
+    "SearchRequest",
     "SearchResponse",
     "SentenceTransformerEmbedder",
-    "SnapshotStore",
     "SourceClass",
     "StorageError",
-    "StoreLocation",
-    "SyncCollection",
     "UrlLoader",
-    "VectorHit",
-    "VectorStoreProtocol",
     "Verification",
     "VerifyReport",
     "__version__",
-    "active_extractors",
-    "build_server",
     "check_citation",
     "check_quote",
     "check_receipts",
-    "chunk_document",
-    "chunk_spans",
-    "convex_combination",
-    "ensure_identity",
-    "heading_path_at",
-    "identity_of",
-    "load_evidence",
-    "lost_in_the_middle",
-    "markdown_outline",
-    "mmr_order",
     "read_receipts",
-    "reciprocal_rank_fusion",
-    "record_id_of",
     "resolve_citation",
-    "resolve_model",
-    "rst_outline",
-    "run_server",
     "search_collections",
-    "sentence_spans",
     "verify_answer",
-    "verify_citation",
-    "verify_quote",
     "write_receipts",
 ]

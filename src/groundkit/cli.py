@@ -12,7 +12,6 @@ import contextlib
 import importlib
 import json
 import logging
-import math
 import os
 import sys
 import threading
@@ -22,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
-from groundkit.errors import ConfigurationError, GroundkitError, IngestionError
+from groundkit.errors import ConfigurationError, GroundkitError, IngestionError, RetrievalError
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.versions import version_start
 from groundkit.utils.heartbeat import PROGRESS_LOGGER
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     )
     from groundkit.ingestion.ray_executor import RayExecutor
     from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
+    from groundkit.retrieval.request import SearchRequest
     from groundkit.retrieval.rerank import RerankerProtocol
     from groundkit.retrieval.rewriting import GlossaryRewriter
     from groundkit.service.collections import CollectionInfo, CollectionRegistry
@@ -56,8 +56,22 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
 _SNIPPET = 160
-# The search options that work on one collection's results only (not search_collections).
-_SINGLE_COLLECTION_OPTIONS = ("expand", "mmr", "reorder", "glossary", "rewrites")
+# How grk names each SearchRequest field: errors about an option name the flag, never the
+# Python argument (tests/retrieval/test_request.py pins it to the fields).
+SEARCH_FLAGS = {
+    "query": "the query",
+    "top_k": "--top-k",
+    "mode": "--mode",
+    "rerank": "--rerank",
+    "filters": "--where",
+    "as_of": "--as-of",
+    "expand": "--expand",
+    "mmr": "--mmr",
+    "reorder": "--reorder",
+    "rewrite": "--glossary",
+}
+# The command that gives a collection vectors, as a message tells it.
+_ADD_VECTORS = "grk ingest PATH --embedder MODEL"
 _WHEN_HELP = (
     f"an ISO 8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight UTC, "
     "a time without an offset is read as UTC"
@@ -196,12 +210,11 @@ def _version_line() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from groundkit.config import MAX_TOP_K, ChunkingConfig
+    from groundkit.config import ChunkingConfig
     from groundkit.retrieval.context import EXPAND_KINDS
     from groundkit.retrieval.filters import FILTER_OPERATORS
-    from groundkit.retrieval.postprocess import REORDERS
+    from groundkit.retrieval.request import REORDERS, SEARCH_MODES, SearchRequest
     from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT
-    from groundkit.retrieval.search import SEARCH_MODES
     from groundkit.service.command import add_serve_parser
 
     chunk_defaults = ChunkingConfig()
@@ -339,15 +352,15 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument(
         "query", metavar="QUERY", help="what to search for; '-' reads it from stdin"
     )
+    # Options that are SearchRequest fields take its defaults and descriptions.
     search.add_argument(
         "--mode",
         choices=SEARCH_MODES,
-        default="bm25",
-        help="bm25: words (default); dense: meaning, through the collection's embedding "
-        "model; hybrid: both, fused",
+        default=SearchRequest.model_fields["mode"].default,
+        help=SearchRequest.describe("mode") + " (default: bm25)",
     )
     search.add_argument(
-        "--top-k", type=int, default=None, metavar="N", help=f"results wanted, 1..{MAX_TOP_K} (10)"
+        "--top-k", type=int, default=None, metavar="N", help=SearchRequest.describe("top_k")
     )
     search.add_argument(
         "--where",
@@ -368,30 +381,16 @@ def _parser() -> argparse.ArgumentParser:
         "--as-of",
         metavar="WHEN",
         default=None,
-        help="search the documents as they stood then: each one's version current at "
-        f"WHEN (bm25 only); {_WHEN_HELP}",
+        help=SearchRequest.describe("as_of") + f": {_WHEN_HELP}",
     )
     search.add_argument(
-        "--expand",
-        choices=EXPAND_KINDS,
-        default=None,
-        help="give each result the passage around it, an exact slice of its source: "
-        "parent (its section) or window (the chunks next to it); hits inside a passage "
-        "are folded into it",
+        "--expand", choices=EXPAND_KINDS, default=None, help=SearchRequest.describe("expand")
     )
     search.add_argument(
-        "--mmr",
-        type=float,
-        default=None,
-        metavar="LAMBDA",
-        help="diversify the results (maximal marginal relevance): LAMBDA from 0 to 1, "
-        "1 is relevance only",
+        "--mmr", type=float, default=None, metavar="LAMBDA", help=SearchRequest.describe("mmr")
     )
     search.add_argument(
-        "--reorder",
-        choices=REORDERS,
-        default=None,
-        help="lost-in-the-middle: the strongest results first and last, for prompts",
+        "--reorder", choices=REORDERS, default=None, help=SearchRequest.describe("reorder")
     )
     search.add_argument(
         "--glossary",
@@ -420,6 +419,12 @@ def _parser() -> argparse.ArgumentParser:
         help="the chunk as version N of its document had it (default: the current one, "
         "else the newest past one)",
     )
+    for shaped in (search, fetch):
+        shaped.add_argument(
+            "--full",
+            action="store_true",
+            help="with --json: every field of each result, not the compact shape (docs/cli.md)",
+        )
     verify = sub.add_parser(
         "verify", parents=[common], help="re-verify every chunk of a collection"
     )
@@ -429,9 +434,9 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="remove documents, every version of them, their vectors and snapshots",
         description="Remove the documents named by SOURCE (a path as ingested, or a file "
-        "under the base directory), URL (as ingested) or --id, with all their versions, "
-        "vectors and snapshots. The source files stay; a later ingest of their folder adds "
-        "them again.",
+        "under the base directory), URL (as ingested), --id or --record, with all their "
+        "versions, vectors and snapshots. The source files stay; a later ingest of their "
+        "folder adds them again.",
     )
     delete.add_argument(
         "sources",
@@ -443,9 +448,17 @@ def _parser() -> argparse.ArgumentParser:
         "--id",
         action="append",
         default=[],
-        dest="document_ids",
+        dest="ids",
         metavar="DOCUMENT_ID",
         help="a document id from search results (repeatable)",
+    )
+    delete.add_argument(
+        "--record",
+        action="append",
+        default=[],
+        dest="records",
+        metavar="RECORD_ID",
+        help="the id a record was added with (grk ingest --jsonl; repeatable)",
     )
     delete.add_argument(
         "--erase",
@@ -713,7 +726,11 @@ def _degraded(response: SearchResponse | MultiSearchResponse) -> dict[str, str]:
 
 
 def _print_search(
-    response: SearchResponse | MultiSearchResponse, as_json: bool, rewrite: bool = False
+    response: SearchResponse | MultiSearchResponse,
+    as_json: bool,
+    rewrite: bool = False,
+    *,
+    full: bool = False,
 ) -> int:
     from groundkit.contracts import MultiSearchResponse
 
@@ -733,15 +750,7 @@ def _print_search(
             "mode": response.mode,
             "total_results": response.total_results,
             "metadata": response.metadata,
-            "results": [
-                {
-                    "rank": rank,
-                    "page": r.citation.page,
-                    "heading_path": r.heading_path,
-                    **r.model_dump(mode="json"),
-                }
-                for rank, r in enumerate(response.results, start=1)
-            ],
+            "results": [r.to_dict(full=full) for r in response.results],
         }
         if isinstance(response, MultiSearchResponse):
             data["collections"] = response.collections
@@ -813,9 +822,9 @@ def _verdict(result: FetchResult) -> str:
     return result.verification
 
 
-def _print_fetch(result: FetchResult, as_json: bool) -> int:
+def _print_fetch(result: FetchResult, as_json: bool, *, full: bool = False) -> int:
     if as_json:
-        _emit(result.model_dump(mode="json"))
+        _emit(result.to_dict(full=full))
     else:
         print(f"{_where_fetched(result)}  {_verdict(result)}")
         print(f"  {result.detail}")
@@ -1150,11 +1159,7 @@ async def _run_search(args: argparse.Namespace) -> int:
     from groundkit.retrieval.multi import search_collections
     from groundkit.retrieval.rewriting import GlossaryRewriter
 
-    filters = _where(args.where)
-    if args.query == "-":
-        args.query = sys.stdin.read().strip()
-        if not args.query:
-            raise ConfigurationError("the query read from stdin is empty")
+    request: SearchRequest = args.request
     reranker: RerankerProtocol | None = None
     if args.rerank:
         from groundkit.retrieval.rerank import CrossEncoderReranker
@@ -1171,34 +1176,27 @@ async def _run_search(args: argparse.Namespace) -> int:
             await stack.enter_async_context(_open(args, name, reranker, rewriter))
             for name in args.collections
         ]
-        rerank = reranker is not None
-        as_of: datetime | None = args.as_of
+        if request.mode != "bm25":
+            for collection in collections:
+                await _check_vectors(collection, request.mode)
         if len(collections) == 1:
-            response: SearchResponse | MultiSearchResponse = await collections[0].search(
-                args.query,
-                args.top_k,
-                mode=args.mode,
-                rerank=rerank,
-                filters=filters,
-                as_of=as_of,
-                expand=args.expand,
-                mmr=args.mmr,
-                reorder=args.reorder,
-                rewrite=rewriter is not None,
-            )
+            response: SearchResponse | MultiSearchResponse = await collections[0].search(request)
         else:
-            response = await search_collections(
-                collections,
-                args.query,
-                args.top_k,
-                mode=args.mode,
-                rerank=rerank,
-                filters=filters,
-                as_of=as_of,
-            )
+            response = await search_collections(collections, request)
         # Worked out while the collections (and their embedders) are open.
         await load_evidence(response.results)
-    return _print_search(response, args.json, rewrite=rewriter is not None)
+    return _print_search(response, args.json, rewrite=rewriter is not None, full=args.full)
+
+
+async def _check_vectors(collection: Collection, mode: str) -> None:
+    """A dense or hybrid search needs the vectors an ingest with an embedder writes;
+    without them, say which command adds them (the library's message speaks Python)."""
+    if await collection.store.read_manifest() is None:
+        raise ConfigurationError(
+            f"--mode {mode} needs vectors, and collection {collection.name!r} has none; "
+            f"add them with '{_ADD_VECTORS}' (for example --embedder all-MiniLM-L6-v2), "
+            "then search again"
+        )
 
 
 def _check_text_arguments(args: argparse.Namespace) -> None:
@@ -1217,7 +1215,8 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         given.extend(("--meta", item) for item in args.meta)
     elif args.command == "delete":
         given.extend(("SOURCE", item) for item in args.sources)
-        given.extend(("--id", item) for item in args.document_ids)
+        given.extend(("--id", item) for item in args.ids)
+        given.extend(("--record", item) for item in args.records)
     for option in ("as_of", "valid_as_of"):
         if getattr(args, option, None) is not None:
             given.append(("--" + option.replace("_", "-"), getattr(args, option)))
@@ -1267,10 +1266,10 @@ def read_jsonl_records(name: str) -> list[dict[str, Any]]:
 
 
 def _check_ingest_target(args: argparse.Namespace) -> None:
-    if args.command == "delete" and not (args.sources or args.document_ids):
+    if args.command == "delete" and not (args.sources or args.ids or args.records):
         raise ConfigurationError(
             "grk delete takes the documents to remove: one or more SOURCE or URL, "
-            "or --id DOCUMENT_ID"
+            "--id DOCUMENT_ID or --record RECORD_ID"
         )
     if args.command != "ingest":
         return
@@ -1294,11 +1293,6 @@ def _check_numbers(args: argparse.Namespace) -> None:
         if value is not None and not least <= value <= most:
             option = "--" + name.replace("_", "-")
             raise ConfigurationError(f"{option} must be from {least} to {most}, got {value}")
-    mmr: float | None = getattr(args, "mmr", None)
-    if mmr is not None and not (math.isfinite(mmr) and 0.0 <= mmr <= 1.0):
-        raise ConfigurationError(
-            f"--mmr is the relevance weight, a number from 0 to 1 (1: relevance only), got {mmr}"
-        )
 
 
 def _check_search_options(args: argparse.Namespace) -> None:
@@ -1307,15 +1301,42 @@ def _check_search_options(args: argparse.Namespace) -> None:
         return
     if args.rewrites is not None and args.glossary is None:
         raise ConfigurationError("--rewrites goes with --glossary FILE")
-    if len(args.collections) > 1:
-        given = [name for name in _SINGLE_COLLECTION_OPTIONS if getattr(args, name) is not None]
-        if given:
-            options = ", ".join("--" + name for name in given)
-            raise ConfigurationError(
-                f"{options}: searching several collections together does not take "
-                f"{'this option' if len(given) == 1 else 'these options'}; search one "
-                "--collection at a time"
-            )
+    args.request = _search_request(args)
+
+
+def _search_request(args: argparse.Namespace) -> SearchRequest:
+    """The search the options ask for, checked before any collection is opened; a
+    refused option is named by its flag (``SEARCH_FLAGS``)."""
+    from groundkit.retrieval.request import SearchRequest, name_options
+
+    if args.query == "-":
+        args.query = sys.stdin.read().strip()
+        if not args.query:
+            raise ConfigurationError("the query read from stdin is empty")
+    try:
+        request = SearchRequest(
+            query=args.query,
+            top_k=args.top_k,
+            mode=args.mode,
+            rerank=args.rerank is not None,
+            filters=_where(args.where),
+            as_of=args.as_of,
+            expand=args.expand,
+            mmr=args.mmr,
+            reorder=args.reorder,
+            rewrite=args.glossary is not None,
+        )
+        if len(args.collections) > 1:
+            request.check_single_collection()
+    except RetrievalError as exc:
+        names = {**SEARCH_FLAGS, "collection": "--collection"}
+        raise ConfigurationError(name_options(exc, names)) from None
+    return request
+
+
+def _check_output(args: argparse.Namespace) -> None:
+    if getattr(args, "full", False) and not args.json:
+        raise ConfigurationError("--full widens the --json output: give it with --json")
 
 
 def _chunking(args: argparse.Namespace) -> ChunkingConfig | None:
@@ -1366,12 +1387,6 @@ def _read_moments(args: argparse.Namespace) -> None:
             setattr(args, name, parse_moment(text))
         except ConfigurationError as exc:
             raise ConfigurationError(f"{option} {text!r}: {exc}") from None
-    as_of: datetime | None = getattr(args, "as_of", None)
-    if as_of is not None and args.mode != "bm25":
-        raise ConfigurationError(
-            f"--as-of searches in bm25 mode only (vectors are kept for current versions "
-            f"alone), not --mode {args.mode}"
-        )
     valid_as_of: datetime | None = getattr(args, "valid_as_of", None)
     if valid_as_of is None:
         return
@@ -1403,8 +1418,9 @@ async def _run(args: argparse.Namespace) -> int:
     _check_ingest_target(args)
     _check_text_arguments(args)
     _check_numbers(args)
-    _check_search_options(args)
+    _check_output(args)
     _read_moments(args)
+    _check_search_options(args)
     if args.command == "collections":
         return await _run_collections(args)
     if args.command == "drop":
@@ -1439,10 +1455,11 @@ async def _run(args: argparse.Namespace) -> int:
                 progress.finish()
             return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "fetch":
-            return _print_fetch(await col.fetch_chunk(args.chunk_id, args.version), args.json)
+            fetched = await col.fetch_chunk(args.chunk_id, args.version)
+            return _print_fetch(fetched, args.json, full=args.full)
         if args.command == "delete":
             deleted = await col.delete(
-                document_ids=args.document_ids, sources=args.sources, erase=args.erase
+                ids=args.ids, sources=args.sources, records=args.records, erase=args.erase
             )
             return _print_delete(deleted, args)
         if args.command == "purge":
@@ -1450,7 +1467,7 @@ async def _run(args: argparse.Namespace) -> int:
             return _print_purge(removed, args)
         if args.command == "optimize":
             return _print_optimize(await col.optimize(), args)
-        return _print_verify(await col.verify(), args.json, args.quiet)
+        return _print_verify(await col.verify_all(), args.json, args.quiet)
 
 
 def _registry(args: argparse.Namespace) -> CollectionRegistry:

@@ -22,31 +22,36 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, S
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
     STORED_TEXT_CLASSES,
     AnswerReport,
     Citation,
-    ContextKind,
     DeleteReport,
     DocumentRecord,
     ErasureReport,
     FetchResult,
     IngestReport,
     OptimizeReport,
+    Record,
     RetrievalResult,
-    SearchMode,
     SearchResponse,
     fields_of,
+    record_source,
 )
-from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.errors import (
+    ConfigurationError,
+    IngestionError,
+    InvalidQueryError,
+    InvalidSettingError,
+)
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
-from groundkit.retrieval.postprocess import Reorder
+from groundkit.retrieval.request import SearchOptions, SearchRequest
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.search import Retriever
@@ -90,10 +95,47 @@ __all__ = ["Collection"]
 
 logger = logging.getLogger("groundkit.collection")
 
+# The public attributes an open ``Collection`` has besides its methods (set in
+# ``__init__``; a test keeps this list equal to them). ``groundkit.sync`` mirrors the
+# plain values among them.
+COLLECTION_ATTRIBUTES = frozenset(
+    {
+        "base_dir",
+        "clearance",
+        "embedder",
+        "location",
+        "loop",
+        "name",
+        "opened_generation",
+        "reranker",
+        "rewriter",
+        "snapshot_dir",
+        "snapshots",
+        "store",
+        "vector_store",
+    }
+)
+
+
+_RIGHT_FORMS = (
+    "open it with\n"
+    "    async with groundkit.Collection.open(...) as col:\n"
+    "or\n"
+    "    col = await groundkit.Collection.open(...)\n"
+    "and in blocking code (no event loop) with\n"
+    "    with groundkit.sync.Collection.open(...) as col:"
+)
+
 
 class _Opener(Coroutine[Any, Any, "Collection"]):
     """Lets ``Collection.open(...)`` be awaited, used with ``async with``, or handed
-    to anything that takes a coroutine (``asyncio.run``, ``create_task``)."""
+    to anything that takes a coroutine (``asyncio.run``, ``create_task``).
+
+    Used as the collection itself (an ``await`` forgotten) or with a plain ``with``,
+    it raises a ``TypeError`` that shows the right forms. Nothing has run by then
+    (the opening coroutine is made on first await), so no "never awaited" warning
+    follows the error.
+    """
 
     def __init__(self, factory: Callable[[], Coroutine[Any, Any, Collection]]) -> None:
         self._factory = factory
@@ -120,6 +162,31 @@ class _Opener(Coroutine[Any, Any, "Collection"]):
     def close(self) -> None:
         if self._running is not None:
             self._running.close()
+
+    # Runtime only: type checkers keep flagging a missing ``await`` or a plain ``with``
+    # on the opener themselves, as they would without these.
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # Only for what a collection has: probes of other names (asyncio's of cr_code,
+            # a framework's duck typing) still get the usual AttributeError.
+            if name.startswith("_") or not (
+                hasattr(Collection, name) or name in COLLECTION_ATTRIBUTES
+            ):
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            raise TypeError(
+                f"Collection.open(...) was not awaited: .{name} was asked of the opener, not of "
+                f"a collection; {_RIGHT_FORMS}"
+            )
+
+        def __enter__(self) -> Collection:
+            raise TypeError(
+                f"Collection.open(...) is asynchronous and cannot be used with a plain 'with'; "
+                f"{_RIGHT_FORMS}"
+            )
+
+        def __exit__(self, *exc_info: object) -> None:
+            """Never reached (``__enter__`` refuses); here so ``with`` gets to ``__enter__``."""
 
     async def __aenter__(self) -> Collection:
         self._collection = await self._coroutine()
@@ -362,6 +429,11 @@ class Collection:
         if remove:
             await _remove_created(self.location, self._made_index_dir)
 
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` was called."""
+        return self._closed
+
     def _report_left_open(self) -> None:
         """Emit now the ResourceWarning of a collection never closed (at most once; none
         after ``close``): for an exit hook about to close it, as ``groundkit.sync``'s."""
@@ -377,7 +449,7 @@ class Collection:
         """
         base = Path(os.path.realpath(base_dir))
         if not base.is_dir():
-            raise ConfigurationError(f"the new base directory {str(base)!r} is not a directory")
+            raise InvalidSettingError(f"the new base directory {str(base)!r} is not a directory")
         sources = [
             r.source async for r in self.store.iter_documents() if r.source_class != "snapshot"
         ][:_REBASE_SAMPLE]
@@ -531,13 +603,15 @@ class Collection:
     async def delete_documents(
         self, ids: Iterable[str], *, missing_ok: bool = False
     ) -> IngestReport:
-        """Delete in-memory documents by id, with their stored text and vectors.
+        """Deprecated, kept for one release: use ``delete(records=ids)``.
 
-        ``IngestionError`` before anything is deleted when an id names no record
-        here, unless ``missing_ok=True``. The report lists what went in ``removed``.
+        Deletes in-memory documents by id, with their stored text and vectors;
+        ``IngestionError`` before anything is deleted when an id names no record here,
+        unless ``missing_ok=True``. The report lists what went in ``removed``.
         """
         from groundkit.ingestion.records import record_sources
 
+        _deprecated("Collection.delete_documents(ids)", "Collection.delete(records=ids)")
         try:
             return await self._indexer.delete_stored(record_sources(ids), missing_ok=missing_ok)
         finally:
@@ -586,37 +660,23 @@ class Collection:
 
     async def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         top_k: int | None = None,
-        *,
-        mode: SearchMode = "bm25",
-        rerank: bool = False,
-        filters: Mapping[str, Any] | None = None,
-        as_of: datetime | None = None,
-        expand: ContextKind | None = None,
-        mmr: float | None = None,
-        reorder: Reorder | None = None,
-        rewrite: bool = False,
+        **options: Unpack[SearchOptions],
     ) -> SearchResponse:
         """See ``Retriever.search``; catches up with the store first if it moved on.
+
+        ``query`` is the text with the options as keywords (``SearchRequest``'s
+        fields: mode, rerank, filters, as_of, expand, mmr, reorder, rewrite), or a
+        ``SearchRequest`` holding them all; either way the request is made (and
+        checked) once, by ``Retriever.search``, inside its trace span.
 
         A URL or record document whose stored text is missing (an earlier version's
         interrupted write, or a file removed by hand) is left out of the results, which
         cannot be verified; ``metadata["missing_text"]`` counts the documents left out.
         """
         retriever = await self.retriever()
-        response = await retriever.search(
-            query,
-            top_k,
-            mode=mode,
-            rerank=rerank,
-            filters=filters,
-            as_of=as_of,
-            expand=expand,
-            mmr=mmr,
-            reorder=reorder,
-            rewrite=rewrite,
-        )
+        response = await retriever.search(query, top_k, **options)
         return await self._without_missing_texts(response)
 
     async def _without_missing_texts(self, response: SearchResponse) -> SearchResponse:
@@ -712,19 +772,25 @@ class Collection:
     async def delete(
         self,
         *,
-        document_ids: Sequence[str] = (),
+        ids: Sequence[str] = (),
         sources: Sequence[str] = (),
+        records: Sequence[str | Record] = (),
         erase: bool = False,
+        document_ids: Sequence[str] | None = None,
     ) -> DeleteReport:
         """Remove documents, every version of them, with their vectors and snapshots.
 
-        ``sources`` are stored sources (a path relative to the base directory, or
-        a URL as it was ingested); ``document_ids`` are ids from results. The
-        metadata store goes first, in one transaction: from then on no search
-        returns the documents. Their vectors and snapshot copies follow in the
-        same call. Names that match nothing are listed in ``missing``. The
+        Name them any of three ways, mixed freely: ``ids`` are document ids, as
+        results carry them (``result.citation.document_id``); ``sources`` are stored
+        sources (a path relative to the base directory, or a URL as it was
+        ingested); ``records`` are the caller's ids given to ``add_documents`` (or
+        the ``Record`` objects themselves). The metadata store goes first, in one
+        transaction: from then on no search returns the documents. Their vectors
+        and snapshot copies follow in the same call. Names that match nothing are
+        listed in ``missing``, as given; nothing is refused for being missing. The
         documents are looked up by key, so a delete costs the same in a small
-        collection and a large one.
+        collection and a large one. ``document_ids=`` is the deprecated spelling
+        of ``ids=``.
 
         A delete leaves copies in the collection's files (free pages, older vector
         versions, index files in their grace period) until later writes reuse them.
@@ -736,32 +802,41 @@ class Collection:
         of the whole collection, so it takes about as long as an optimize; running
         it again after an interruption completes it.
         """
-        wanted_ids = _strings(document_ids, "document_ids")
-        wanted_sources = _strings(sources, "sources")
-        stored_sources = {source: self._stored_source(source) for source in wanted_sources}
+        if document_ids is not None:
+            _deprecated("Collection.delete(document_ids=...)", "Collection.delete(ids=...)")
+            if ids:
+                raise ConfigurationError("pass ids= only; document_ids= is its deprecated name")
+            ids = document_ids
+        wanted_ids = _strings(ids, "ids")
+        # Each name as given, beside the source the store holds it under: a record is
+        # named by the caller's id, stored as record://<id>.
+        wanted = [(s, self._stored_source(s)) for s in _strings(sources, "sources")]
+        wanted += [(r, record_source(r)) for r in _record_ids(records)]
         found = await self.store.find_documents(
-            document_ids=wanted_ids, sources=list(stored_sources.values())
+            document_ids=wanted_ids, sources=[stored for _, stored in wanted]
         )
-        records = {r.document_id: r for r in found}
+        by_id = {r.document_id: r for r in found}
         by_source = {r.source: r for r in found}
         chosen: dict[str, DocumentRecord] = {}
         missing: list[str] = []
+        unmatched: list[str] = []  # the stored sources of names that matched nothing
         for document_id in wanted_ids:
-            if document_id in records:
-                chosen[document_id] = records[document_id]
+            if document_id in by_id:
+                chosen[document_id] = by_id[document_id]
             else:
                 missing.append(document_id)
-        for source in wanted_sources:
-            record = by_source.get(stored_sources[source])
+        for given, stored in wanted:
+            record = by_source.get(stored)
             if record is None:
-                missing.append(source)
+                missing.append(given)
+                unmatched.append(stored)
             else:
                 chosen[record.document_id] = record
         if erase:
             # Documents asked for but already gone (an erase interrupted after its
             # rows went) may still have texts: they are erased too.
-            gone = [*chosen, *(i for i in wanted_ids if i not in records)]
-            gone += [document_id_for(stored_sources[s]) for s in missing if s in stored_sources]
+            gone = [*chosen, *(i for i in wanted_ids if i not in by_id)]
+            gone += [document_id_for(stored) for stored in unmatched]
             erasure = await self._erase(chosen, gone)
             return DeleteReport(
                 deleted=sorted(r.source for r in chosen.values()),
@@ -891,7 +966,7 @@ class Collection:
         """Remove all but the ``keep`` newest past versions of every document (their
         chunks and lexical postings); returns how many versions went."""
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
-            raise ConfigurationError(f"keep must be an integer >= 0, got {keep!r}")
+            raise InvalidSettingError(f"keep must be an integer >= 0, got {keep!r}")
         try:
             return await self.store.purge_versions(keep)
         finally:
@@ -952,14 +1027,14 @@ class Collection:
             describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
         )
         if problem is not None:
-            raise RetrievalError(problem)
+            raise InvalidQueryError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
             if version is not None and (
                 isinstance(version, bool)
                 or not isinstance(version, int)
                 or not 1 <= version <= _MAX_VERSION
             ):
-                raise RetrievalError(f"version must be an integer >= 1, got {version!r}")
+                raise InvalidQueryError(f"version must be an integer >= 1, got {version!r}")
             verifier = self._verifier()
             stored = await self.store.get_chunk(chunk_id, version)
             if stored is None or not self._visible(stored):
@@ -982,24 +1057,33 @@ class Collection:
         *,
         content: str | None = None,
     ) -> VerifyReport | FetchResult:
-        """Re-verify every chunk (no argument), or one result or citation.
+        """Check one result, fetched chunk or citation against its source, now.
 
-        Without an argument: every chunk, reading each source once (as ``fetch_chunk``
-        does), as a ``VerifyReport``. With a ``RetrievalResult`` or ``FetchResult``:
-        whether its source still holds its ``content`` at its offsets, read from this
-        collection's base directory, or its snapshot store for a URL, as a
-        ``FetchResult`` (``.ok``, ``.verification``, ``.detail``). A ``Citation`` is
-        checked against ``content`` when given, else against the text this collection
-        stored for its chunk. A result of another collection, or a chunk hidden by the
-        clearance or unknown (for a bare citation), is a ``RetrievalError``. The verdict,
-        current offsets and detail are the ones ``check_citation``, ``check_quote`` and
+        A ``RetrievalResult`` or ``FetchResult``: whether its source still holds its
+        ``content`` at its offsets, read from this collection's base directory, or its
+        snapshot store for a URL or record, as a ``FetchResult`` (``.ok``,
+        ``.verification``, ``.detail``). A ``Citation`` is checked against ``content``
+        when given, else against the text this collection stored for its chunk. A
+        result of another collection, or a chunk hidden by the clearance or unknown
+        (for a bare citation), is a ``RetrievalError``. The verdict, current offsets
+        and detail are the ones ``check_citation``, ``check_quote`` and
         ``verify_answer`` (its ``citations``) give for the same span (ADR 0056).
+
+        To re-verify the whole collection, ``verify_all()``; ``verify()`` with no
+        argument is its deprecated spelling, kept for one release.
         """
         if target is None:
             if content is not None:
                 raise TypeError("content= goes with a citation to verify")
+            _deprecated("Collection.verify() with no argument", "Collection.verify_all()")
             return await self._verifier().verify_all()
         return await self._verifier().verify(target, content)
+
+    async def verify_all(self) -> VerifyReport:
+        """Re-verify every chunk of the collection, reading each source once (as
+        ``fetch_chunk`` does); the ``VerifyReport`` counts each verdict and lists
+        the chunks that no longer verify."""
+        return await self._verifier().verify_all()
 
     async def verify_answer(
         self,
@@ -1058,6 +1142,14 @@ def _warn_left_open(name: str, where: str) -> None:
     )
 
 
+def _deprecated(old: str, new: str) -> None:
+    """Warn, pointed at the caller of the method that calls this, that ``old`` goes
+    with the next release."""
+    from groundkit.verification.verdict import deprecation
+
+    warnings.warn(deprecation(old, new), DeprecationWarning, stacklevel=3)
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
@@ -1068,8 +1160,8 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 def _strings(values: Sequence[str], what: str) -> list[str]:
     """``values`` checked: a list of non-empty strings (a bare string is refused,
     since it would be read as its characters)."""
-    if isinstance(values, str):
-        raise ConfigurationError(f"{what} must be a list of strings, not one string")
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ConfigurationError(f"{what} must be a list of strings, not {type(values).__name__}")
     out = list(values)
     for value in out:
         if not isinstance(value, str) or not value.strip():
@@ -1077,6 +1169,24 @@ def _strings(values: Sequence[str], what: str) -> list[str]:
         problem = describe_unencodable(value, f"a value of {what}")
         if problem is not None:
             raise ConfigurationError(problem)
+    return out
+
+
+def _record_ids(records: Sequence[str | Record]) -> list[str]:
+    """The caller's ids of ``records`` (ids or ``Record`` objects), checked like any id."""
+    from groundkit.ingestion.records import check_record_id
+
+    if isinstance(records, str | bytes | Record) or not isinstance(records, Iterable):
+        raise ConfigurationError(
+            f"records must be a list of record ids, not {type(records).__name__}"
+        )
+    out: list[str] = []
+    for item in records:
+        record_id = item.id if isinstance(item, Record) else item
+        try:
+            out.append(check_record_id(record_id, "a value of records"))
+        except IngestionError as exc:
+            raise ConfigurationError(str(exc)) from None
     return out
 
 

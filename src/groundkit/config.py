@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, InvalidSettingError
 from groundkit.utils.heartbeat import PROGRESS_LOG_SECONDS
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "ChunkStrategy",
     "ChunkingConfig",
     "IngestConfig",
+    "RelevanceCalibration",
     "RetrievalConfig",
 ]
 
@@ -56,12 +57,49 @@ class _Settings(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigurationError(f"invalid {type(self).__name__}: {exc}") from None
+            raise InvalidSettingError(f"invalid {type(self).__name__}: {exc}") from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise ConfigurationError(
             f"{type(self).__name__} is frozen; build a new one with model_copy(update=...)"
         )
+
+
+class RelevanceCalibration(_Settings):
+    """How likely a result is relevant, read off its cosine similarity, for one
+    embedding model, fitted on judged queries (``groundkit.retrieval.fit_relevance``;
+    adr/0071-relevance-calibration.md).
+
+    ``relevance(cosine)`` is the logistic ``1 / (1 + exp(-(slope * cosine +
+    intercept)))``. ``floor`` is the cosine below which a result is off the
+    collection's topic: only a small share (``fit_relevance``'s ``keep``) of the
+    relevant results it was fitted on lie below it. ``fitted_on`` names the data, so
+    a reader can judge how far it carries.
+    """
+
+    slope: float = Field(gt=0.0)
+    intercept: float
+    floor: float = Field(ge=-1.0, le=1.0)
+    fitted_on: str = ""
+
+    @field_validator("slope", "intercept")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    def relevance(self, cosine: float) -> float:
+        """The probability that a result at this cosine similarity is relevant."""
+        z = self.slope * cosine + self.intercept
+        if z >= 0:
+            return 1.0 / (1.0 + math.exp(-z))
+        e = math.exp(z)  # no overflow for very negative z
+        return e / (1.0 + e)
+
+    def cosine_at(self, relevance: float) -> float:
+        """The least cosine similarity whose relevance reaches ``relevance`` (0 < r < 1)."""
+        return (math.log(relevance / (1.0 - relevance)) - self.intercept) / self.slope
 
 
 class RetrievalConfig(_Settings):
@@ -95,6 +133,12 @@ class RetrievalConfig(_Settings):
     postprocess_candidates: StrictInt = Field(default=50, ge=1, le=MAX_TOP_K)
     # search(rewrite=True): the most query variants searched beside the original.
     max_rewrites: StrictInt = Field(default=3, ge=0, le=10)
+    # Dense and hybrid results whose calibrated relevance is below this probability are
+    # left out; "auto" leaves out those below the calibration's floor (off topic), so a
+    # query the collection cannot answer returns nothing (adr/0071). None: all kept.
+    min_relevance: Annotated[float, Field(gt=0.0, lt=1.0)] | Literal["auto"] | None = None
+    # The embedder's calibration; None takes the built-in one for a known model.
+    relevance_calibration: RelevanceCalibration | None = None
 
     @field_validator("bm25_k1", "bm25_b", "score_threshold")
     @classmethod

@@ -13,7 +13,9 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
 from typing import (
+    TYPE_CHECKING,
     Any,
     Literal,
     Protocol,
@@ -30,12 +32,14 @@ from pydantic import (
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
+    SerializerFunctionWrapHandler,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 from pydantic_core import CoreSchema, core_schema
 
-from groundkit.errors import IngestionError, RetrievalError
+from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
 from groundkit.utils.annotation import (
     QUOTE_CONTEXT_CHARS,
     page_link,
@@ -594,6 +598,26 @@ class Citation(_Frozen):
             raise ValueError("end_page needs a page and cannot come before it")
         return self
 
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """The citation as JSON-ready data: by default what a reader needs to find and
+        cite the passage (document, chunk, source, offsets, version, and its pages when
+        the source has them); ``full=True`` gives every field (``model_dump(mode="json")``)."""
+        if full:
+            return self.model_dump(mode="json")
+        out: dict[str, Any] = {
+            "document_id": self.document_id,
+            "chunk_id": self.chunk_id,
+            "source": self.source,
+            "start_offset": self.start_offset,
+            "end_offset": self.end_offset,
+            "version": self.version,
+        }
+        if self.page is not None:
+            out["page"] = self.page
+            if self.end_page is not None and self.end_page != self.page:
+                out["end_page"] = self.end_page
+        return out
+
     @property
     def pages(self) -> str | None:
         """``"p. 3"`` or ``"pp. 3-4"`` for a span crossing a page break; None without pages."""
@@ -690,6 +714,21 @@ def trusted(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> 
 
 
 _CITATION_FIELDS = frozenset(Citation.model_fields)
+# A result's own fields that make up its citation, and the citation's fields derived
+# from the result's metadata (its pages).
+_RESULT_CITATION_FIELDS = (
+    "document_id",
+    "chunk_id",
+    "source",
+    "source_class",
+    "extractor",
+    "start_offset",
+    "end_offset",
+    "version",
+)
+_DERIVED_CITATION_FIELDS = frozenset({"page", "end_page"})
+# Keys of a result's dump that are not its fields: read back, they are derived again.
+_DERIVED_RESULT_KEYS = frozenset({"citation", "heading_path", "fields"})
 _SOURCE_CLASSES: frozenset[str] = frozenset(get_args(SourceClass))
 
 
@@ -784,8 +823,46 @@ class ContextSpan(_Frozen):
         return self
 
 
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Each signal behind a result's rank, ``None`` where that signal did not score it.
+
+    ``bm25`` is the BM25 sum over the query's terms; ``vector`` the cosine similarity
+    of query and chunk embeddings, in [-1, 1]; ``fused`` what hybrid fusion, query
+    rewriting or a multi-collection search gave the result; ``rerank`` the
+    cross-encoder's score (a sigmoid of its logit); ``relevance`` the probability
+    that the result is relevant, read off ``vector`` by the embedder's relevance
+    calibration (adr/0071-relevance-calibration.md).
+    A slotted dataclass, not a model: every search result carries one.
+    """
+
+    bm25: float | None = None
+    vector: float | None = None
+    fused: float | None = None
+    rerank: float | None = None
+    relevance: float | None = None
+
+
+_SIGNALS = ("bm25", "vector", "fused", "rerank", "relevance")
+
+
+def with_fused(scores: Scores | None, fused: float) -> Scores:
+    """``scores`` with ``fused`` set: a later fusion (rewrites, collections) replaces
+    an earlier one's score, and keeps the signals beneath it."""
+    return replace(scores or Scores(), fused=fused)
+
+
 class RetrievalResult(_Frozen):
-    """One ranked hit; ``citation`` says exactly where its content lives."""
+    """One ranked hit; ``citation`` says exactly where its content lives.
+
+    ``score`` orders the results, and its scale is the mode's: the BM25 sum in
+    ``bm25``; ``(1 + cosine) / 2``, in [0, 1], in ``dense``; the fusion's score in
+    ``hybrid`` (convex: BM25 and vector scores min-max normalised over the
+    candidates and weighted, so the best is near 1 whatever the query; rrf:
+    a sum of ``weight / (rrf_k + rank)``); the cross-encoder's score after a
+    rerank; a reciprocal-rank score after query rewriting or across collections.
+    Only ``scores.relevance`` compares across queries (adr/0071).
+    """
 
     content: str
     score: float = Field(ge=0.0)
@@ -808,6 +885,81 @@ class RetrievalResult(_Frozen):
     evidence: Evidence | None = None
     # The passage around the chunk, when the search asked for one (``expand=``).
     context: ContextSpan | None = None
+    # The signals behind ``score``, one by one (every search fills it in).
+    scores: Scores | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_shape(cls, data: Any) -> Any:
+        # Reads back the shape ``model_dump`` writes: the citation's fields nested under
+        # ``citation``, the derived ``heading_path`` and pages left to be derived again.
+        if not isinstance(data, dict) or "citation" not in data:
+            return data
+        flat = {k: v for k, v in data.items() if k not in _DERIVED_RESULT_KEYS}
+        cited = data["citation"]
+        if isinstance(cited, Citation):
+            cited = cited.model_dump()
+        if not isinstance(cited, Mapping):
+            raise ValueError("citation must be an object of the citation's fields")
+        for key, value in cited.items():
+            if key not in _DERIVED_CITATION_FIELDS:
+                flat[key] = value
+        return flat
+
+    @model_serializer(mode="wrap")
+    def _shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # One shape for a result everywhere (SPEC.md, "One shape for a result"): where
+        # the text lives is one nested citation, as in ``FetchResult`` and MCP; the
+        # model keeps it flat, the fields a stored row gives.
+        data: dict[str, Any] = handler(self)
+        cited = {k: data.pop(k) for k in _RESULT_CITATION_FIELDS if k in data}
+        if cited:
+            citation = self.citation
+            data["citation"] = {
+                name: cited[name] if name in cited else getattr(citation, name)
+                for name in Citation.model_fields
+                if name in cited or name in _DERIVED_CITATION_FIELDS
+            }
+        if "metadata" in data:
+            data["heading_path"] = self.heading_path
+            fields = self.fields
+            if fields:
+                data["fields"] = fields
+        return data
+
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """The result as JSON-ready data, the shape every surface shows (the CLI's
+        ``--json``, MCP's structured content): by default its text, score, the signals
+        that scored it, citation, evidence sentences (with offsets), headings and its
+        document's fields (when it has any); ``full=True`` gives everything
+        (``model_dump(mode="json")``, of which the default is a part, same names and
+        nesting)."""
+        if full:
+            out: dict[str, Any] = self.model_dump(mode="json")
+            return out
+        compact: dict[str, Any] = {
+            "content": self.content,
+            "score": self.score,
+            "citation": self.citation.to_dict(),
+            "heading_path": self.heading_path,
+        }
+        if self.scores is not None:
+            # The signals that scored the result (relevance among them when calibrated).
+            signals = ((k, getattr(self.scores, k)) for k in _SIGNALS)
+            compact["scores"] = {k: v for k, v in signals if v is not None}
+        fields = self.fields
+        if fields:
+            compact["fields"] = fields
+        if self.evidence is not None:
+            compact["evidence"] = [
+                {"text": s.text, "start_offset": s.start_offset, "end_offset": s.end_offset}
+                for s in self.evidence
+            ]
+        if self.collection is not None:
+            compact["collection"] = self.collection
+        if self.context is not None:
+            compact["context"] = self.context.model_dump(mode="json")
+        return compact
 
     @model_validator(mode="after")
     def _validate(self) -> RetrievalResult:
@@ -869,8 +1021,75 @@ class RetrievalResult(_Frozen):
         )
 
 
-class SearchResponse(_Frozen):
-    """Ranked results plus how they were produced (stage, latency, counts)."""
+class _ResultList:
+    """A response read as the list of its results: iteration, ``len``, indexing and
+    slicing, truth, and ``to_list``/``to_pandas`` for tabular use. The model's fields
+    stay attributes (``response.query``, ``response.metadata``)."""
+
+    if TYPE_CHECKING:
+        results: list[RetrievalResult]
+
+    def __iter__(self) -> Iterator[RetrievalResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @overload
+    def __getitem__(self, index: int) -> RetrievalResult: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RetrievalResult]: ...
+
+    def __getitem__(self, index: int | slice) -> RetrievalResult | list[RetrievalResult]:
+        return self.results[index]
+
+    def __bool__(self) -> bool:
+        return bool(self.results)
+
+    def to_list(self, *, full: bool = False) -> list[dict[str, Any]]:
+        """The results as JSON-ready dicts in the one result shape (``to_dict``: compact,
+        or everything with ``full=True``); ``list(response)`` gives the results themselves."""
+        return [result.to_dict(full=full) for result in self.results]
+
+    def to_pandas(self, *, full: bool = False) -> Any:
+        """The results as a ``pandas.DataFrame``, one row per result in rank order and
+        one column per key of ``to_list()``'s dicts, nested keys joined by dots
+        (``citation.chunk_id``). Needs pandas (``pip install groundkit[pandas]``),
+        imported on first use."""
+        try:
+            import pandas
+        except ImportError:
+            raise ConfigurationError(
+                "to_pandas needs pandas, which is not installed: pip install groundkit[pandas]"
+            ) from None
+        rows = self.to_list(full=full)
+        if not rows:  # still the columns every result has, for code that selects them
+            return pandas.DataFrame(columns=list(_BASE_COLUMNS))
+        return pandas.json_normalize(rows)
+
+
+# The columns every compact result has, flattened as ``to_pandas`` flattens them.
+_BASE_COLUMNS = (
+    "content",
+    "score",
+    "heading_path",
+    "citation.document_id",
+    "citation.chunk_id",
+    "citation.source",
+    "citation.start_offset",
+    "citation.end_offset",
+    "citation.version",
+)
+
+
+# pydantic's ``__iter__`` yields (field, value) pairs; a response iterates its results.
+class SearchResponse(_ResultList, _Frozen):  # type: ignore[misc]
+    """Ranked results plus how they were produced (stage, latency, counts).
+
+    It reads as the list of its results: ``for r in response``, ``len(response)``,
+    ``response[0]``, ``response[:3]``, ``if response``, ``to_list()``, ``to_pandas()``.
+    """
 
     query: str
     mode: SearchMode
@@ -887,8 +1106,9 @@ class CollectionFailure(_Frozen):
     detail: str
 
 
-class MultiSearchResponse(_Frozen):
-    """Results fused across collections; each result names its collection.
+class MultiSearchResponse(_ResultList, _Frozen):  # type: ignore[misc]
+    """Results fused across collections; each result names its collection. It reads
+    as the list of its results, as ``SearchResponse`` does.
 
     ``score`` of each result is its fused (reciprocal-rank) score. Collections
     that failed are listed in ``failures``; their absence from ``results`` is
@@ -943,9 +1163,38 @@ class FetchResult(_Frozen):
         """True when the source holds ``content`` intact, at other offsets."""
         return self.verification == "moved"
 
+    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
+        """The fetched chunk as JSON-ready data, in a search result's shape (``content``
+        and a nested ``citation``) with the verdict: by default the citation's short form
+        and only the optional fields that are set; ``full=True`` gives everything
+        (``model_dump(mode="json")``)."""
+        if full:
+            return self.model_dump(mode="json")
+        out: dict[str, Any] = {
+            "content": self.content,
+            "citation": self.citation.to_dict(),
+            "verification": self.verification,
+            "detail": self.detail,
+        }
+        for name in _FETCH_OPTIONAL:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
     def to_annotation(self) -> dict[str, Any]:
         """The fetched chunk's citation as a receipt (``Citation.to_annotation``)."""
         return self.citation.to_annotation(self.content)
+
+
+# A fetch's fields shown by default only when set (``version`` is the citation's).
+_FETCH_OPTIONAL = (
+    "replaced_at",
+    "current_start_offset",
+    "current_end_offset",
+    "similarity",
+    "read_from",
+)
 
 
 class QuoteCheck(_Frozen):

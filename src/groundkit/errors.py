@@ -4,14 +4,25 @@
 
     GroundkitError
     ├── ConfigurationError          bad settings, missing optional extra
+    │   └── InvalidSettingError     (also a ValueError) a setting or argument out of range
     ├── IngestionError              a source could not be loaded or stored
+    │   ├── InvalidInputError       (also a ValueError) bad metadata, record id or text
+    │   └── RecordNotFoundError     (also a LookupError) no record with that id
     ├── StorageError                the index on disk is unusable (schema, I/O)
+    │   └── CollectionNotFoundError (also a LookupError) no collection of that name
     ├── IndexIdentityError          index built with another analyzer/embedder
     ├── RetrievalError              bad query, or a citation that does not check out
+    │   ├── InvalidQueryError       (also a ValueError) a search or fetch argument
+    │   ├── ChunkNotFoundError      (also a LookupError) no chunk with that id (or hidden)
     │   ├── RerankerNotConfiguredError
     │   └── ReceiptError            a receipt (a citation as a Web Annotation) is malformed
     ├── NotGroundedError            (also an AssertionError) groundkit.testing's verdict
     └── (nothing else crosses the public API)
+
+The ``Invalid*`` and ``*NotFound`` errors refine their family: code that catches the
+family still catches them, and so does code that catches ``ValueError`` or
+``LookupError``, as it would for a built-in container or parser. ``kind_of`` (what
+tool results, failure lists and spans show) names the family.
 
 ``RetrievalError.verdict`` is ``"drifted"`` when a source was read and no longer
 holds the cited span, ``"unresolvable"`` when it could not be checked at all, and
@@ -25,12 +36,18 @@ from typing import Literal
 Verdict = Literal["drifted", "unresolvable"]
 
 __all__ = [
+    "ChunkNotFoundError",
+    "CollectionNotFoundError",
     "ConfigurationError",
     "GroundkitError",
     "IndexIdentityError",
     "IngestionError",
+    "InvalidInputError",
+    "InvalidQueryError",
+    "InvalidSettingError",
     "NotGroundedError",
     "ReceiptError",
+    "RecordNotFoundError",
     "RerankerNotConfiguredError",
     "RetrievalError",
     "StorageError",
@@ -80,6 +97,36 @@ class ReceiptError(RetrievalError):
         self.number = number
 
 
+class InvalidSettingError(ConfigurationError, ValueError):
+    """A setting or an argument has a value out of its range or of the wrong kind
+    (a missing extra stays a plain ``ConfigurationError``)."""
+
+
+class InvalidInputError(IngestionError, ValueError):
+    """What was given to ingest is invalid (metadata fields, a record's id or text):
+    refused before anything was stored."""
+
+
+class RecordNotFoundError(IngestionError, LookupError):
+    """No in-memory record has the id given."""
+
+
+class CollectionNotFoundError(StorageError, LookupError):
+    """No collection of that name exists where it was looked for."""
+
+
+class InvalidQueryError(RetrievalError, ValueError):
+    """A search or fetch argument is invalid (an empty query, ``top_k`` out of range,
+    an unknown mode, a naive ``as_of``, a bad filter or version)."""
+
+
+class ChunkNotFoundError(RetrievalError, LookupError):
+    """No chunk has that id in the collection, or its clearance hides it."""
+
+    def __init__(self, message: str, *, verdict: Verdict | None = "unresolvable") -> None:
+        super().__init__(message, verdict=verdict)
+
+
 class NotGroundedError(GroundkitError, AssertionError):
     """An answer's quotes are not all grounded in its results (``groundkit.testing``).
 
@@ -91,9 +138,15 @@ def kind_of(exc: BaseException) -> str:
     """The name of ``exc``'s class as users see it: the nearest public one.
 
     groundkit raises private subclasses of its public errors for its own
-    bookkeeping; messages, tool results and spans name the public class.
+    bookkeeping; messages, tool results and spans name the public class, and for
+    a refinement (``InvalidQueryError``, ``ChunkNotFoundError``, ...) its family.
     """
     for cls in type(exc).__mro__:
-        if not cls.__name__.startswith("_"):
+        if not cls.__name__.startswith("_") and not _refinement(cls):
             return cls.__name__
     return type(exc).__name__
+
+
+def _refinement(cls: type) -> bool:
+    """``cls`` is one of the ``Invalid*``/``*NotFound`` errors, which refine a family."""
+    return issubclass(cls, GroundkitError) and bool({ValueError, LookupError} & set(cls.__bases__))

@@ -24,22 +24,40 @@ from __future__ import annotations
 import asyncio
 import atexit
 import functools
+import inspect
 import os
 import threading
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Generic,
+    NoReturn,
+    ParamSpec,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from groundkit.collection import Collection as AsyncCollection
-from groundkit.contracts import MultiSearchResponse, SearchMode
+from groundkit.config import RetrievalConfig
+from groundkit.contracts import MultiSearchResponse
 from groundkit.errors import ConfigurationError
+from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.multi import search_collections as _search_collections
+from groundkit.retrieval.request import SearchOptions, SearchRequest
+from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.rewriting import QueryRewriterProtocol
+from groundkit.retrieval.search import Retriever
+from groundkit.storage.location import StoreLocation
 from groundkit.storage.protocols import SnapshotStore
+from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.answers import verify_answer as _verify_answer
 from groundkit.verification.quotes import check_quote as _check_quote
 from groundkit.verification.quotes import quote_holds as _quote_holds
@@ -51,6 +69,7 @@ from groundkit.verification.verdict import deprecation
 __all__ = [
     "Collection",
     "SyncCollection",
+    "SyncRetriever",
     "check_citation",
     "check_quote",
     "resolve_citation",
@@ -251,16 +270,53 @@ def _close_unawaited(awaitable: Awaitable[Any]) -> None:
         close()
 
 
-def _blocking(
-    method: Callable[Concatenate[AsyncCollection, P], Awaitable[T]],
-) -> Callable[Concatenate[SyncCollection, P], T]:
-    """``Collection.<method>`` as a blocking method of ``SyncCollection`` (same signature)."""
+A = TypeVar("A")
 
-    def call(self: SyncCollection, /, *args: P.args, **kwargs: P.kwargs) -> T:
+
+class _Twin(Generic[A]):
+    """A blocking twin of an async object ``aio`` that lives on the loop ``_home``."""
+
+    aio: A
+    _home: asyncio.AbstractEventLoop
+
+
+def _blocking(
+    method: Callable[Concatenate[A, P], Awaitable[T]],
+) -> Callable[Concatenate[_Twin[A], P], T]:
+    """An async method as a blocking method of its twin class (same signature)."""
+
+    def call(self: _Twin[A], /, *args: P.args, **kwargs: P.kwargs) -> T:
         return run(method(self.aio, *args, **kwargs), home=self._home)
 
     functools.update_wrapper(call, method)
     return call
+
+
+def coroutine_methods(cls: type) -> dict[str, Callable[..., Any]]:
+    """The public coroutine methods ``cls`` defines, by name: the async API its
+    blocking twin mirrors (class and static methods, constructors, are not among
+    them)."""
+    return {
+        name: member
+        for name, member in vars(cls).items()
+        if not name.startswith("_") and inspect.iscoroutinefunction(member)
+    }
+
+
+def _mirror(twin: type[_Twin[Any]], original: type) -> tuple[str, ...]:
+    """Give ``twin`` a blocking method for each public coroutine method of ``original``
+    its class body does not define; returns the names it had to add.
+
+    The class bodies name each method too, so type checkers know them; this makes
+    sure a method added to the async class later is never missing from the blocking
+    one, even before its line is written (tests/test_sync_parity.py asks for it).
+    """
+    added = []
+    for name, method in coroutine_methods(original).items():
+        if name not in vars(twin):
+            setattr(twin, name, _blocking(method))
+            added.append(name)
+    return tuple(added)
 
 
 def _opening(
@@ -276,14 +332,75 @@ def _opening(
     return open_blocking
 
 
-class SyncCollection:
+class _Read(Generic[T]):
+    """A read-only attribute of a twin that is its async object's attribute of the
+    same name."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, twin: None, owner: type) -> _Read[T]: ...
+
+    @overload
+    def __get__(self, twin: _Twin[Any], owner: type) -> T: ...
+
+    def __get__(self, twin: _Twin[Any] | None, owner: type) -> T | _Read[T]:
+        if twin is None:
+            return self
+        value: T = getattr(twin.aio, self._name)
+        return value
+
+
+_ASYNC_MISUSE = (
+    "a groundkit.sync collection is blocking: use it with a plain 'with' in blocking code, "
+    "or, in async code, open the async one instead:\n"
+    "    async with groundkit.Collection.open(...) as col:"
+)
+
+
+class SyncRetriever(_Twin[Retriever]):
+    """A ``Retriever`` with blocking methods, from ``SyncCollection.retriever()``.
+
+    Each method runs the async ``Retriever``'s method of the same name on the
+    collection's loop. Like the async one, it catches up with the store on
+    ``refresh()``, where ``SyncCollection.search`` does so by itself. ``aio`` is the
+    async ``Retriever``.
+    """
+
+    def __init__(self, retriever: Retriever, *, home: asyncio.AbstractEventLoop) -> None:
+        self.aio = retriever
+        self._home = home
+
+    # The async Retriever's attributes, read through (``size``: chunks a current search
+    # can return; ``vector_problem``: why dense searches cannot use the vectors now).
+    config: _Read[RetrievalConfig] = _Read()
+    size: _Read[int] = _Read()
+    generation: _Read[int] = _Read()
+    vectors_generation: _Read[int] = _Read()
+    vector_problem: _Read[str | None] = _Read()
+    vectors_missing: _Read[int] = _Read()
+    collection: _Read[str | None] = _Read()
+    clearance: _Read[str | None] = _Read()
+
+    def __repr__(self) -> str:
+        return f"SyncRetriever({self.collection!r}, generation={self.generation})"
+
+    search = _blocking(Retriever.search)
+    refresh = _blocking(Retriever.refresh)
+    refresh_vectors = _blocking(Retriever.refresh_vectors)
+    preload = _blocking(Retriever.preload)
+    close = _blocking(Retriever.close)
+
+
+class SyncCollection(_Twin[AsyncCollection]):
     """A ``groundkit.Collection`` with blocking methods (also ``groundkit.sync.Collection``).
 
     ``SyncCollection.open(...)`` takes exactly ``Collection.open``'s arguments and
     returns an open collection; use it with ``with`` or call ``close()``. Every
-    method runs the async ``Collection``'s method of the same name on groundkit's
-    background loop. ``aio`` is that async collection, for the rare call this
-    class does not mirror (``groundkit.sync.run(col.aio.retriever())``).
+    public async method of ``Collection`` has a blocking method here of the same
+    name and signature, run on groundkit's background loop; ``retriever()`` gives a
+    ``SyncRetriever``. ``aio`` is the async collection underneath.
     """
 
     def __init__(self, collection: AsyncCollection, *, home: asyncio.AbstractEventLoop) -> None:
@@ -295,18 +412,18 @@ class SyncCollection:
     # Open or create a collection: exactly the arguments of ``groundkit.Collection.open``.
     open = staticmethod(_opening(AsyncCollection.open))
 
-    @property
-    def name(self) -> str:
-        return self.aio.name
-
-    @property
-    def base_dir(self) -> Path:
-        return self.aio.base_dir
-
-    @property
-    def snapshots(self) -> SnapshotStore | None:
-        """Where URL snapshots and stored records are kept (for ``check_citation``)."""
-        return self.aio.snapshots
+    # The async collection's plain attributes, read through (``snapshots``: where URL
+    # snapshots and stored records are kept, for ``check_citation``).
+    name: _Read[str] = _Read()
+    base_dir: _Read[Path] = _Read()
+    snapshots: _Read[SnapshotStore | None] = _Read()
+    snapshot_dir: _Read[SnapshotLocation | None] = _Read()
+    location: _Read[StoreLocation] = _Read()
+    embedder: _Read[EmbeddingProtocol | None] = _Read()
+    reranker: _Read[RerankerProtocol | None] = _Read()
+    rewriter: _Read[QueryRewriterProtocol | None] = _Read()
+    clearance: _Read[str | None] = _Read()
+    opened_generation: _Read[int] = _Read()
 
     @property
     def closed(self) -> bool:
@@ -318,6 +435,10 @@ class SyncCollection:
             _OPEN.discard(self)
             run(self.aio.close(), home=self._home)
 
+    def retriever(self) -> SyncRetriever:
+        """The current Retriever (``Collection.retriever``), with blocking methods."""
+        return SyncRetriever(run(self.aio.retriever(), home=self._home), home=self._home)
+
     def __enter__(self) -> SyncCollection:
         return self
 
@@ -328,6 +449,25 @@ class SyncCollection:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    # Runtime only, so type checkers still flag ``async with`` on a blocking collection.
+    if not TYPE_CHECKING:
+
+        def __aenter__(self) -> NoReturn:
+            # ``async with`` on a blocking collection: closed (nothing else can reach it
+            # when it was opened in that statement), then refused with the right form.
+            self._refuse_async()
+
+        def __aexit__(self, *exc_info: object) -> NoReturn:
+            self._refuse_async()  # not reached: __aenter__ refuses
+
+        def __await__(self) -> NoReturn:
+            # ``await groundkit.sync.Collection.open(...)``: the same.
+            self._refuse_async()
+
+    def _refuse_async(self) -> NoReturn:
+        self.close()
+        raise TypeError(f"{_ASYNC_MISUSE}\n(this blocking collection is now closed)")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -341,7 +481,16 @@ class SyncCollection:
     search = _blocking(AsyncCollection.search)
     fetch_chunk = _blocking(AsyncCollection.fetch_chunk)
     verify = _blocking(AsyncCollection.verify)
+    verify_all = _blocking(AsyncCollection.verify_all)
     verify_answer = _blocking(AsyncCollection.verify_answer)
+    optimize = _blocking(AsyncCollection.optimize)
+    purge_versions = _blocking(AsyncCollection.purge_versions)
+    rebase = _blocking(AsyncCollection.rebase)
+
+
+# What the class bodies above left out (a method added to the async class since):
+# empty in a consistent tree, and a test says so.
+GENERATED = (*_mirror(SyncCollection, AsyncCollection), *_mirror(SyncRetriever, Retriever))
 
 
 def _blocking_function(function: Callable[P, Awaitable[T]]) -> Callable[P, T]:
@@ -383,28 +532,16 @@ verify_quote = _deprecated_blocking(
 
 def search_collections(
     collections: Iterable[SyncCollection],
-    query: str,
+    query: str | SearchRequest,
     top_k: int | None = None,
     *,
-    mode: SearchMode = "bm25",
-    rerank: bool = False,
-    filters: Mapping[str, Any] | None = None,
     rrf_k: int = 60,
-    as_of: datetime | None = None,
+    **options: Unpack[SearchOptions],
 ) -> MultiSearchResponse:
     """``groundkit.search_collections`` over sync collections, blocking."""
     members: Sequence[SyncCollection] = list(collections)
     return run(
-        _search_collections(
-            [c.aio for c in members],
-            query,
-            top_k,
-            mode=mode,
-            rerank=rerank,
-            filters=filters,
-            rrf_k=rrf_k,
-            as_of=as_of,
-        ),
+        _search_collections([c.aio for c in members], query, top_k, rrf_k=rrf_k, **options),
         home=_BACKGROUND.loop(),
     )
 

@@ -203,7 +203,8 @@ class traced:
                     "duration_ms": (time.perf_counter() - self._started) * 1000
                 }
                 if exc_type is not None:
-                    attributes["failure_kind"] = exc_type.__name__
+                    # The public class a private one stands for (errors.kind_of).
+                    attributes["failure_kind"] = exc_type.__name__ if exc is None else kind_of(exc)
                     # No description: a message may quote the query or a document.
                     span.set_status(Status(StatusCode.ERROR))
                 span.set_attributes(span_attributes(attributes))

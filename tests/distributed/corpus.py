@@ -100,6 +100,6 @@ async def assert_same_collection(expected: Collection, got: Collection) -> None:
         assert [(r.chunk_id, r.score) for r in ranked_b.results] == [
             (r.chunk_id, r.score) for r in ranked_a.results
         ]
-    report = await got.verify()
+    report = await got.verify_all()
     assert report.ok, report.problems[:3]
     assert report.verified == sum(len(c) for c in want.values())

@@ -19,15 +19,9 @@ from typing import Any
 
 import pytest
 
-from groundkit import (
-    Collection,
-    IngestExecutor,
-    IngestProgress,
-    LocalExecutor,
-    RayExecutor,
-    SentenceTransformerEmbedder,
-)
+from groundkit import Collection, IngestProgress, SentenceTransformerEmbedder
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig
+from groundkit.ingestion import IngestExecutor, LocalExecutor, RayExecutor
 from groundkit.ingestion.executor import IngestPlan
 from groundkit.testing.conformance import IngestExecutorConformance
 from tests.distributed.cluster import (

@@ -8,7 +8,8 @@ import pytest
 
 from evals.beir import load_beir, parse_modes, rank_documents, run_bm25, search_args
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, write_corpus
-from groundkit import ChunkingConfig, chunk_spans
+from groundkit import ChunkingConfig
+from groundkit.ingestion import chunk_spans
 from tests.evals.beir_data import write_beir
 
 

@@ -17,7 +17,7 @@ from evals.hybrid.memory import RSS_SYSTEMS, Memory, memory_lines
 from evals.hybrid.native import NATIVE_FTS, NATIVE_HYBRID
 from evals.hybrid.prepare import Prepared
 from evals.hybrid.sweep import sweep_lines, vector_sweep
-from groundkit import LanceDBVectorStore
+from groundkit.storage import LanceDBVectorStore
 
 
 def _latency_result() -> LatencyResult:

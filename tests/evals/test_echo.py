@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import pytest
 
 from evals import echo
 from evals.beir import ingest_dataset, load_beir
 from evals.echo import echo_collection, run_echo, tamper_copy
-from groundkit import Collection, FetchResult, RetrievalResult, SearchResponse
+from groundkit import Collection, FetchResult, RetrievalResult, SearchRequest, SearchResponse
+from groundkit.retrieval.request import SearchOptions
 from tests.evals.beir_data import QUERIES, write_beir
 from tests.support import ToyEmbedder
 
@@ -80,7 +81,9 @@ async def test_echo_fails_when_a_citation_points_one_character_off(tmp_path: Pat
     async with ingest_dataset(data, root) as ing:
         real_search = ing.collection.search
 
-        async def shifted(query: str, top_k: int | None = None, **kw: Any) -> SearchResponse:
+        async def shifted(
+            query: str | SearchRequest, top_k: int | None = None, **kw: Unpack[SearchOptions]
+        ) -> SearchResponse:
             response = await real_search(query, top_k, **kw)
             moved = [
                 r.model_copy(

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from groundkit import ChunkingConfig, Document, chunk_document, chunk_spans
+from groundkit import ChunkingConfig
+from groundkit.contracts import Document
+from groundkit.ingestion import chunk_document, chunk_spans
 
 # Plain st.text() rarely produces structure; mix in the characters the chunker
 # cuts on so paragraph, sentence and whitespace paths are all exercised.

@@ -8,16 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from groundkit import (
-    Collection,
-    Document,
-    Indexer,
-    IngestConfig,
-    IngestionError,
-    SQLiteMetadataStore,
-    check_citation,
-)
+from groundkit import Collection, IngestConfig, IngestionError, check_citation
+from groundkit.contracts import Document
+from groundkit.ingestion import Indexer
 from groundkit.ingestion.files import FileLoader
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.testing.conformance.helpers import (
     document_by_source,
     document_chunks,

@@ -12,13 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundkit import (
-    Collection,
-    ConfigurationError,
-    LocalExecutor,
-    OpenAICompatibleEmbedder,
-    RayExecutor,
-)
+from groundkit import Collection, ConfigurationError, OpenAICompatibleEmbedder
+from groundkit.ingestion import LocalExecutor, RayExecutor
 from groundkit.ingestion.ray_executor import _import_ray, _shares
 from groundkit.providers.factory import recipe_for
 from groundkit.testing.conformance import IngestExecutorConformance
@@ -102,7 +97,7 @@ async def test_kept_sources_are_kept_through_an_executor(tmp_path: Path) -> None
         again = await col.ingest(docs, executor=LocalExecutor())
         assert first.added == ["docs/a.md"] and again.unchanged == ["docs/a.md"]
         (docs / "a.md").unlink()
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.ok and report.kept_copy == 1
 
 

@@ -14,11 +14,11 @@ from groundkit import (
     Collection,
     ConfigurationError,
     IngestConfig,
-    LoaderProtocol,
     RetrievalError,
     resolve_citation,
 )
 from groundkit.extraction import active_extractors, html_extractor, pdf_extractor
+from groundkit.ingestion import LoaderProtocol
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.extracted import (
     DocxLoader,
@@ -99,7 +99,7 @@ async def test_one_folder_one_collection(mixed: Collection) -> None:
             assert fetched.verification == "verified", fetched.detail
             assert fetched.citation == result.citation
     assert checked >= 4
-    verify = await mixed.verify()
+    verify = await mixed.verify_all()
     assert verify.ok and verify.verified == await mixed.store.chunk_count()
     assert not (await mixed.search("scriptword", 5)).results  # script text was never indexed
 
@@ -139,7 +139,7 @@ async def test_changed_files_drift(mixed: Collection) -> None:
     html_verdicts = {(await mixed.fetch_chunk(i)).verification for i in html_ids}
     assert pdf_verdicts == {"drifted"}
     assert "drifted" in html_verdicts and html_verdicts <= {"drifted", "verified"}
-    report = await mixed.verify()
+    report = await mixed.verify_all()
     assert not report.ok and report.unresolvable == 0
     assert {p.citation.source for p in report.problems} == {
         "energy/report.pdf",
@@ -168,7 +168,7 @@ async def test_other_extractor_identity_is_unresolvable(mixed: Collection, tmp_p
     assert "pypdf/0.0.1" in result.detail
     assert pdf_extractor().identity in result.detail
     assert result.citation.extractor == "pypdf/0.0.1"
-    verify = await mixed.verify()
+    verify = await mixed.verify_all()
     assert verify.unresolvable == len(ids) and verify.drifted == 0
 
     # Same text, other extractor: re-ingest takes the document again under the
@@ -177,7 +177,7 @@ async def test_other_extractor_identity_is_unresolvable(mixed: Collection, tmp_p
     assert report.updated == ["energy/report.pdf"]
     record = await document_by_source(mixed.store, "energy/report.pdf")
     assert record is not None and record.extractor == pdf_extractor().identity
-    assert (await mixed.verify()).ok
+    assert (await mixed.verify_all()).ok
     assert (await mixed.ingest(mixed.base_dir)).unchanged == [
         "coffee/guide.html",
         "coffee/legacy.htm",

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from groundkit import FileLoader, IngestConfig, IngestionError, LoaderProtocol
+from groundkit import IngestConfig, IngestionError
 from groundkit.config import DEFAULT_EXTENSIONS
 from groundkit.extraction.sources import read_utf8
+from groundkit.ingestion import FileLoader, LoaderProtocol
 from groundkit.ingestion.files import discover_files
 from groundkit.storage.names import document_id_for
 from groundkit.utils.path_safety import PathEscapeError, ensure_within, is_within, to_relative

@@ -391,7 +391,7 @@ async def test_generator_pages_are_indexed_searchable_and_keep_their_fields(
             fetched = await col.fetch_chunk(top.chunk_id)
             assert fetched.verification == "verified", (page.path, fetched.detail)
 
-        whole = await col.verify()
+        whole = await col.verify_all()
         assert whole.ok and whole.problems == []
         assert whole.verified > 0
 

@@ -8,20 +8,18 @@ from pathlib import Path
 import pytest
 
 from groundkit import (
-    Analyzer,
     AnalyzerConfig,
     ChunkingConfig,
     ConfigurationError,
-    Document,
-    Indexer,
     IndexIdentityError,
     IngestConfig,
     IngestionError,
     IngestProgress,
-    LoaderProtocol,
-    LocalExecutor,
-    SQLiteMetadataStore,
 )
+from groundkit.contracts import Document
+from groundkit.ingestion import Indexer, LoaderProtocol, LocalExecutor
+from groundkit.lexical import Analyzer
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.names import document_id_for
 from groundkit.testing.conformance.helpers import document_by_source, document_sources
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree

@@ -21,7 +21,7 @@ from pptx.util import Inches
 
 import groundkit
 from groundkit import Collection, ConfigurationError, IngestConfig, IngestionError
-from groundkit.contracts import page_at
+from groundkit.contracts import Document, page_at
 from groundkit.extraction import (
     PAGE_SEPARATOR,
     active_extractors,
@@ -221,7 +221,7 @@ async def test_a_folder_of_each_kind_ingests_searches_and_verifies(tmp_path: Pat
         for hit in (pager, launch, dragon, lorem, zoo, cell):
             assert (await groundkit.check_citation(hit.citation, hit.content, col.base_dir)).ok
             assert (await col.fetch_chunk(hit.chunk_id)).verification == "verified"
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         # Editing the deck moves its text: the old citation reads as drifted.
         (base / "docs" / "deck.pptx").write_bytes(
             pptx_bytes([["Intro"], ["Roadmap"], ["The launch is on time."]])
@@ -297,7 +297,7 @@ async def test_docx_chunks_are_exact_slices_of_the_extraction(
             found = text.find(block.strip(), position)
             assert found >= 0
             position = found + len(block.strip())
-    document = groundkit.Document(document_id="d", source="d.docx", content=text)
+    document = Document(document_id="d", source="d.docx", content=text)
     for chunk in chunk_document(document, SMALL_CHUNKS):
         assert text[chunk.start_offset : chunk.end_offset] == chunk.content
 
@@ -314,7 +314,7 @@ async def test_pptx_every_chunk_cites_the_slide_it_is_on(slides: list[list[str]]
     metadata = {"page_starts": list(extraction.page_starts)}
     assert len(extraction.page_starts) == len(slides)
     pages = text.split(PAGE_SEPARATOR)
-    document = groundkit.Document(document_id="d", source="d.pptx", content=text, metadata=metadata)
+    document = Document(document_id="d", source="d.pptx", content=text, metadata=metadata)
     for chunk in chunk_document(document, SMALL_CHUNKS):
         assert text[chunk.start_offset : chunk.end_offset] == chunk.content
         page = page_at(metadata, chunk.start_offset)
@@ -399,7 +399,7 @@ async def test_epub_chapters_are_pages_and_chunks_stay_inside_them(
         # The HTML rules: whitespace runs become one space, blocks a blank line apart.
         assert page_text == f"{' '.join(heading.split())}\n\n{' '.join(body.split())}"
     metadata = {"page_starts": list(extraction.page_starts)}
-    document = groundkit.Document(document_id="d", source="d.epub", content=text, metadata=metadata)
+    document = Document(document_id="d", source="d.epub", content=text, metadata=metadata)
     for chunk in chunk_document(document, SMALL_CHUNKS):
         assert text[chunk.start_offset : chunk.end_offset] == chunk.content
         page = page_at(metadata, chunk.start_offset)
@@ -429,4 +429,4 @@ async def test_every_stored_citation_resolves_to_its_chunk(
             for stored in batch:
                 span = await groundkit.resolve_citation(stored.citation, col.base_dir)
                 assert span == stored.content
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok

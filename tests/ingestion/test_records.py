@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from groundkit import Collection, IngestionError, Record, record_id_of
+from groundkit import Collection, IngestionError, Record
 from groundkit.cli import main
+from groundkit.contracts import record_id_of
 from groundkit.ingestion.records import check_record_id
 from groundkit.storage.snapshots import LocalSnapshots
 from tests.support import SMALL_CHUNKS
@@ -66,8 +67,8 @@ async def test_add_replace_unchanged_and_delete(col: Collection) -> None:
     # Deleting removes the record, its stored text and its chunks.
     stored = snapshot_file(col, top.document_id)
     assert stored.read_text("utf-8") == "The kettle leaks when it is full."
-    removed = await col.delete_documents(["TCK-1"])
-    assert removed.removed == ["record://TCK-1"]
+    removed = await col.delete(records=["TCK-1"])
+    assert removed.deleted == ["record://TCK-1"]
     assert not stored.exists()
     assert (await col.search("kettle leaks")).total_results == 0
 
@@ -115,12 +116,24 @@ async def test_a_bad_batch_stores_nothing(col: Collection) -> None:
         await col.add_documents({"id": "x", "text": "y"})  # type: ignore[dict-item]
 
 
-async def test_delete_refuses_unknown_ids_unless_told(col: Collection) -> None:
+async def test_deleting_records_lists_the_ids_that_name_none(col: Collection) -> None:
     await col.add_documents([{"id": "a", "text": "alpha text"}, {"id": "b", "text": "beta text"}])
-    with pytest.raises(IngestionError, match="no record 'zzz'"):
+    report = await col.delete(records=["a", "zzz"])
+    assert (report.deleted, report.missing) == (["record://a"], ["zzz"])
+    assert (await col.search("alpha")).total_results == 0
+    assert (await col.search("beta")).total_results == 1
+
+
+async def test_the_deprecated_delete_documents_still_refuses_unknown_ids(col: Collection) -> None:
+    await col.add_documents([{"id": "a", "text": "alpha text"}, {"id": "b", "text": "beta text"}])
+    with (
+        pytest.warns(DeprecationWarning, match=r"delete\(records=ids\)"),
+        pytest.raises(IngestionError, match="no record 'zzz'"),
+    ):
         await col.delete_documents(["a", "zzz"])
     assert (await col.search("alpha")).total_results == 1  # nothing was deleted
-    report = await col.delete_documents(["a", "zzz"], missing_ok=True)
+    with pytest.warns(DeprecationWarning):
+        report = await col.delete_documents(["a", "zzz"], missing_ok=True)
     assert report.removed == ["record://a"]
 
 
@@ -156,7 +169,7 @@ async def test_folder_ingests_never_prune_records(tmp_path: Path, col: Collectio
     report = await col.ingest(tmp_path / "base")
     assert report.removed == ["f.txt"]
     assert (await col.search("record beside")).total_results == 1
-    assert (await col.verify()).ok
+    assert (await col.verify_all()).ok
 
 
 async def test_call_metadata_applies_over_record_fields(col: Collection) -> None:
@@ -188,7 +201,7 @@ async def test_every_citation_is_an_exact_slice_of_the_stored_record(
     root = tmp_path_factory.mktemp("records")
     async with Collection.open(root / "idx", base_dir=root, chunking=SMALL_CHUNKS) as col:
         await col.add_documents([{"id": f"r{i}", "text": t} for i, t in enumerate(texts)])
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.ok and report.verified > 0
         async for batch in col.store.iter_chunks():
             for chunk in batch:
@@ -208,9 +221,9 @@ def test_grk_ingest_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "added 2" in capsys.readouterr().out
     assert main(["search", "printer jams", *where, "--json"]) == 0
     found = json.loads(capsys.readouterr().out)["results"][0]
-    assert found["source"] == "record://T-1"
-    assert found["metadata"]["fields"] == {"floor": 2, "desk": "helpdesk"}
-    assert main(["fetch", found["chunk_id"], *where]) == 0
+    assert found["citation"]["source"] == "record://T-1"
+    assert found["fields"] == {"floor": 2, "desk": "helpdesk"}
+    assert main(["fetch", found["citation"]["chunk_id"], *where]) == 0
     assert "verified" in capsys.readouterr().out
     assert main(["ingest", "--jsonl", str(jsonl), *where, "--meta", "desk=helpdesk"]) == 0
     assert "unchanged 2" in capsys.readouterr().out

@@ -17,9 +17,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from groundkit import ChunkingConfig, ConfigurationError, Document, chunk_document, chunk_spans
+from groundkit import ChunkingConfig, ConfigurationError
 from groundkit.config import ChunkStrategy
-from groundkit.contracts import GAPS_KEY, HEADINGS_KEY, heading_path_at
+from groundkit.contracts import GAPS_KEY, HEADINGS_KEY, Document, heading_path_at
+from groundkit.ingestion import chunk_document, chunk_spans
 from groundkit.ingestion.chunking import Span, chunk_gaps, heading_starts
 from groundkit.ingestion.outline import markdown_outline
 from groundkit.retrieval.context import rebuild_text, section_bounds

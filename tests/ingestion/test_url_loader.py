@@ -405,7 +405,7 @@ class TestCollection:
             assert response.results, query
             checked += await assert_all_verify_snapshots(col, response.results)
         assert checked >= 4
-        verify = await col.verify()
+        verify = await col.verify_all()
         assert verify.ok and verify.verified == await col.store.chunk_count()
 
         # Snapshot PDFs keep their page numbers.
@@ -478,7 +478,7 @@ class TestCollection:
         report = await col.ingest(col.base_dir)
         assert report.removed == ["local.md"]
         assert site.url("/tidal.txt") in await document_sources(col.store)
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
     async def test_update_and_failure_keep_store_and_snapshot_in_step(
         self, col: Collection, site: Site
@@ -490,13 +490,13 @@ class TestCollection:
         )
         report = await col.ingest(url)
         assert report.updated == [url]
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
         # A failed re-fetch keeps the stored version and its snapshot.
         site.routes["/tidal.txt"] = Route(500, b"down")
         report = await col.ingest(url)
         assert report.failed[0].source == url and "HTTP 500" in report.failed[0].reason
         assert (await col.search("revised", 1)).results
-        assert (await col.verify()).ok
+        assert (await col.verify_all()).ok
 
     async def test_stale_snapshot_files_are_removed(self, col: Collection, site: Site) -> None:
         await col.ingest(site.url("/tidal.txt"))
@@ -565,4 +565,4 @@ async def test_dense_and_hybrid_over_every_source_class(site: Site, tmp_path: Pa
                 classes |= {r.source_class for r in results}
                 await assert_all_verify_snapshots(dense, results)
         assert classes == {"text", "extracted", "snapshot"}
-        assert (await dense.verify()).ok
+        assert (await dense.verify_all()).ok

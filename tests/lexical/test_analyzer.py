@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from groundkit import Analyzer, AnalyzerConfig, ConfigurationError
+from groundkit import AnalyzerConfig, ConfigurationError
+from groundkit.lexical import Analyzer
 from groundkit.lexical.analyzer import ENGLISH_STOPWORDS
 
 

@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundkit import BM25Index, LexicalIndexProtocol, SQLiteMetadataStore
+from groundkit.lexical import BM25Index, LexicalIndexProtocol
 from groundkit.lexical.protocols import LexicalHit
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.protocols import ChunkPostings
 from groundkit.testing.conformance.helpers import make_document, put_document
 

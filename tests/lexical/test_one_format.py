@@ -154,7 +154,7 @@ async def _apply(col: Collection, base: Path, ops: Sequence[_Op]) -> None:
         elif op == "add":
             await col.add_documents(arg)
         elif op == "delete":
-            await col.delete_documents(arg)
+            await col.delete(records=arg)
         else:
             await col.optimize()
         await _settle(col)

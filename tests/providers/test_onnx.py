@@ -317,7 +317,7 @@ def test_grk_backend_flag(
     # Later commands rebuild the recorded int8 embedder for their queries.
     code, out, err = grk("search", "temperature for brewing", "--mode", "dense", "--json")
     assert code == 0, err
-    assert json.loads(out)["results"][0]["source"] == "corpus/tea.md"
+    assert json.loads(out)["results"][0]["citation"]["source"] == "corpus/tea.md"
     code, out, err = grk("search", "tea", "--mode", "dense", "--embedder", "all-MiniLM-L6-v2")
     assert code == 2 and f"bound to the embedding model {ONNX_INT8_PROVIDER}/" in err
     code, out, err = grk("search", "tea", "--mode", "dense", "--backend", "onnx-int8")

@@ -171,7 +171,7 @@ async def _apply(col: Collection, write: Write, clearance: str | None) -> None:
         report = await col.add_documents(adds)
         assert not report.failed
     if deletes:
-        assert len((await col.delete_documents(deletes)).removed) == len(deletes)
+        assert len((await col.delete(records=deletes)).deleted) == len(deletes)
 
 
 @dataclass
@@ -449,7 +449,7 @@ def test_counts(world: World, clearance: str) -> None:
 
     async def run() -> None:
         a, b = world.pair(clearance)
-        report_a, report_b = await a.verify(), await b.verify()
+        report_a, report_b = await a.verify_all(), await b.verify_all()
         assert (report_a.verified, report_a.moved, report_a.drifted, report_a.unresolvable) == (
             report_b.verified,
             report_b.moved,

@@ -27,9 +27,9 @@ from groundkit import (
     RetrievalError,
     RetrievalResult,
     SearchResponse,
-    markdown_outline,
 )
 from groundkit.contracts import ContextKind
+from groundkit.ingestion import markdown_outline
 from groundkit.ingestion.chunking import heading_starts
 from groundkit.retrieval.context import section_bounds
 from groundkit.storage.protocols import StoredChunk

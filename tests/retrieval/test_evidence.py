@@ -17,9 +17,9 @@ from groundkit import (
     SearchMode,
     SentenceTransformerEmbedder,
     check_quote,
-    load_evidence,
 )
 from groundkit import sync as gks
+from groundkit.retrieval import load_evidence
 from tests.support import write_tree
 
 TEA = (

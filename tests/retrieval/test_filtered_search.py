@@ -9,12 +9,8 @@ from typing import Any
 
 import pytest
 
-from groundkit import (
-    Collection,
-    RetrievalError,
-    Retriever,
-    SentenceTransformerEmbedder,
-)
+from groundkit import Collection, RetrievalError, SentenceTransformerEmbedder
+from groundkit.retrieval import Retriever
 from groundkit.retrieval.filters import parse_filters
 from tests.retrieval.fielded import CHUNKS, QUERY, write_fielded
 from tests.support import ToyEmbedder, assert_all_verify, write_tree

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from groundkit import FILTER_OPERATORS, RetrievalError
+from groundkit import RetrievalError
+from groundkit.retrieval import FILTER_OPERATORS
 from groundkit.retrieval.filters import (
     MAX_FILTER_CHARS,
     MAX_FILTER_CONDITIONS,

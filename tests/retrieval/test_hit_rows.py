@@ -13,17 +13,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from groundkit import (
-    Citation,
-    Highlights,
-    Indexer,
-    RetrievalConfig,
-    RetrievalResult,
-    Retriever,
-    SQLiteMetadataStore,
-)
-from groundkit.contracts import PAGE_STARTS_KEY, citation_for, end_page_at, page_at
+from groundkit import Citation, Highlights, RetrievalConfig, RetrievalResult
+from groundkit.contracts import PAGE_STARTS_KEY, Scores, citation_for, end_page_at, page_at
+from groundkit.ingestion import Indexer
+from groundkit.retrieval import Retriever
 from groundkit.retrieval.search import result_from_row
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage._rows import stored_chunk
 from groundkit.storage.protocols import StoredChunk
 from tests.support import QUERIES, SMALL_CHUNKS
@@ -200,6 +195,7 @@ async def test_searches_read_the_same_results_preloaded_or_by_key(
                     metadata=row.without_gaps().metadata,
                     highlights=Highlights(result.highlights or ()),
                     version=row.version,
+                    scores=Scores(bm25=result.score),
                 )
                 assert result.model_dump(exclude={"evidence", "collection"}) == (
                     validated.model_dump(exclude={"evidence", "collection"})

@@ -13,9 +13,9 @@ from groundkit import (
     MultiSearchResponse,
     RetrievalError,
     check_citation,
-    reciprocal_rank_fusion,
     search_collections,
 )
+from groundkit.retrieval import reciprocal_rank_fusion
 from tests.support import CORPUS, SMALL_CHUNKS, ToyEmbedder, write_tree
 
 LIBRARY = {

@@ -130,7 +130,7 @@ async def test_results_stay_exact_slices_with_honest_highlights(tmp_path: Path, 
                 text = source_text(col.base_dir, chunk.source)
                 assert text[chunk.start_offset : chunk.end_offset] == chunk.content
                 assert " > " not in chunk.content
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.ok and report.verified == await col.store.chunk_count()
     finally:
         await col.close()

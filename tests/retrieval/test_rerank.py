@@ -237,8 +237,13 @@ async def test_results_are_new_validated_objects_with_everything_but_score_kept(
     for result in reranked:
         original = originals[result.chunk_id]
         assert result is not original
-        assert result.model_dump(exclude={"score"}) == original.model_dump(exclude={"score"})
+        assert result.model_dump(exclude={"score", "scores"}) == original.model_dump(
+            exclude={"score", "scores"}
+        )
         assert result.citation == original.citation
+        # The cross-encoder's score is kept beside the signals the result came with.
+        assert result.scores is not None
+        assert result.scores.rerank == result.score
 
 
 async def test_reranking_is_deterministic_and_input_order_independent(

@@ -8,19 +8,19 @@ import pytest
 from pydantic import ValidationError
 
 from groundkit import (
-    MAX_TOP_K,
-    Analyzer,
     AnalyzerConfig,
     ConfigurationError,
     Highlights,
-    Indexer,
     IndexIdentityError,
     RetrievalConfig,
     RetrievalError,
     RetrievalResult,
-    Retriever,
-    SQLiteMetadataStore,
 )
+from groundkit.config import MAX_TOP_K
+from groundkit.ingestion import Indexer
+from groundkit.lexical import Analyzer
+from groundkit.retrieval import Retriever
+from groundkit.storage import SQLiteMetadataStore
 from tests.support import QUERIES, SMALL_CHUNKS, assert_all_verify, assert_highlighted
 
 

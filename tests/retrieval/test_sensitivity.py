@@ -16,10 +16,10 @@ from groundkit import (
     IngestionError,
     RetrievalError,
     RetrievalResult,
-    Retriever,
     SentenceTransformerEmbedder,
     search_collections,
 )
+from groundkit.retrieval import Retriever
 from tests.retrieval.conftest import TinyCrossEncoders
 from tests.retrieval.fielded import CHUNKS, QUERY, write_fielded
 from tests.support import write_tree
@@ -118,9 +118,9 @@ async def test_fetch_chunk_above_the_clearance_reads_as_absent(
 
 async def test_verify_covers_only_visible_chunks(corpus: Path, cleared: Collection) -> None:
     async with Collection.open(corpus) as everything:
-        total = (await everything.verify()).verified
+        total = (await everything.verify_all()).verified
     (cleared.base_dir / "labels" / "restricted.md").write_text("rewritten", "utf-8")
-    report = await cleared.verify()
+    report = await cleared.verify_all()
     assert report.ok and report.verified == total - 2  # confidential and restricted hidden
     assert not leaked([p.content for p in report.problems], "internal")
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from groundkit import Collection, CollectionManifest, StorageError
+from groundkit import Collection, StorageError
+from groundkit.contracts import CollectionManifest
 from groundkit.service import CollectionRegistry
 from tests.service.conftest import Served
 from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree

@@ -37,7 +37,7 @@ async def test_search_tool_filters(labelled: Path) -> None:
     async with connected(CollectionRegistry(labelled)) as client:
         found = await call(client, "search", query="solar panels", top_k=5, filters={"team": "red"})
         assert len(found["results"]) == 5
-        assert {r["metadata"]["fields"]["team"] for r in found["results"]} == {"red"}
+        assert {r["fields"]["team"] for r in found["results"]} == {"red"}
         assert {r["collection"] for r in found["results"]} == {"default"}
         message = await refused(client, "search", query="solar panels", filters={"colour": "red"})
         assert "unknown field 'colour'" in message

@@ -15,7 +15,8 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, ResourceLink, TextContent, TextResourceContents
 
-from groundkit import Collection, CollectionManifest, ConfigurationError
+from groundkit import Collection, ConfigurationError
+from groundkit.contracts import CollectionManifest
 from groundkit.providers import OllamaEmbedder, OpenAICompatibleEmbedder
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.service import CollectionRegistry, build_server
@@ -98,7 +99,9 @@ async def test_search_then_fetch_verified_then_drifted(served: Served) -> None:
         assert citation["source"] == "docs/energy/solar.md"
         text = served.source(citation["source"]).read_text(encoding="utf-8")
         assert text[citation["start_offset"] : citation["end_offset"]] == top["content"]
-        marked = [top["content"][a:b].lower() for a, b in top["highlights"]]
+        assert "highlights" not in top  # full=true adds them
+        full = await call(client, "search", query="solar panels electricity", top_k=3, full=True)
+        marked = [top["content"][a:b].lower() for a, b in full["results"][0]["highlights"]]
         assert "solar" in marked and "electricity" in marked
 
         fetched = await call(client, "fetch_chunk", chunk_id=citation["chunk_id"])
@@ -393,8 +396,11 @@ async def test_search_results_carry_evidence_and_link_their_chunks(served: Serve
         best = top["evidence"][0]
         text = served.source(top["citation"]["source"]).read_text(encoding="utf-8")
         assert text[best["start_offset"] : best["end_offset"]] == best["text"]
-        assert best["method"] == "terms"
-        assert f"evidence [{best['start_offset']}:{best['end_offset']}]" in text_of(result)
+        assert set(best) == {"text", "start_offset", "end_offset"}  # full=true adds the rest
+        # The text shows the evidence under its citation, not the chunk after it.
+        shown = text_of(result)
+        assert f"   [{best['start_offset']}:{best['end_offset']}] " in shown
+        assert " ".join(top["content"].split()) not in shown
         links = [b for b in result.content if isinstance(b, ResourceLink)]
         assert [str(link.uri) for link in links] == [
             f"groundkit://default/chunks/{r['citation']['chunk_id']}" for r in content["results"]

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from groundkit import Collection, ConfigurationError, SQLiteMetadataStore, StorageError
+from groundkit import Collection, ConfigurationError, StorageError
+from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.location import StoreLocation, metadata_path
 from groundkit.storage.sqlite import SCHEMA_VERSION
 from groundkit.testing.conformance.helpers import put

@@ -18,16 +18,11 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from groundkit import (
-    Analyzer,
-    BM25Index,
-    ConfigurationError,
-    Document,
-    MetadataStoreProtocol,
-    Retriever,
-    SQLiteMetadataStore,
-    StorageError,
-)
+from groundkit import ConfigurationError, StorageError
+from groundkit.contracts import Document
+from groundkit.lexical import Analyzer, BM25Index
+from groundkit.retrieval import Retriever
+from groundkit.storage import MetadataStoreProtocol, SQLiteMetadataStore
 from groundkit.storage.postgres import (
     SCHEMA_VERSION,
     PostgresMetadataStore,

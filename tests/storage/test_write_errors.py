@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from groundkit import MetadataStoreProtocol, SQLiteMetadataStore, StorageError
+from groundkit import StorageError
 from groundkit.contracts import Chunk, Document
+from groundkit.storage import MetadataStoreProtocol, SQLiteMetadataStore
 from groundkit.storage.postgres import PostgresMetadataStore
 from groundkit.testing.conformance.helpers import make_document, put
 from groundkit.testing.conformance.metadata import snapshot

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundkit import sentence_spans
 from groundkit.utils.sentences import sentence_tiles
+from groundkit.verification import sentence_spans
 
 
 def sentences(text: str) -> list[str]:

@@ -142,13 +142,13 @@ async def test_fetch_and_verify_report_moved_and_a_reingest_clears_it(col: Colle
     assert now[fetched.current_start_offset : fetched.current_end_offset] == hit.content
     assert "intact at" in fetched.detail
     assert (await col.verify(hit)).verification == "moved"
-    report = await col.verify()
+    report = await col.verify_all()
     assert (report.moved, report.drifted, len(report.relocated)) == (1, 0, 1)
     assert not report.ok
     await col.ingest(col.base_dir)
     again = (await col.search("green tea blood pressure")).results[0]
     assert (await col.fetch_chunk(again.chunk_id)).verification == "verified"
-    assert (await col.verify()).ok
+    assert (await col.verify_all()).ok
 
 
 async def test_a_duplicated_document_is_ambiguous(col: Collection) -> None:

@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundkit import ClaimPair, RetrievalError, RuleClaimJudge
+from groundkit import RetrievalError, RuleClaimJudge
 from groundkit.testing.conformance import ClaimJudgeConformance
+from groundkit.verification import ClaimPair
 from groundkit.verification.claims import (
     check_claim,
     direction_cues,

@@ -8,17 +8,9 @@ from pathlib import Path
 import pytest
 
 import groundkit.sync as gks
-from groundkit import (
-    ANSWER_PROBLEMS,
-    ClaimJudgement,
-    ClaimPair,
-    Collection,
-    RetrievalError,
-    RetrievalResult,
-    sentence_spans,
-    verify_answer,
-)
+from groundkit import ANSWER_PROBLEMS, Collection, RetrievalError, RetrievalResult, verify_answer
 from groundkit.retrieval.evidence import body_spans
+from groundkit.verification import ClaimJudgement, ClaimPair, sentence_spans
 from tests.support import write_tree
 
 TEA = (

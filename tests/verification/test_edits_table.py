@@ -32,24 +32,23 @@ import groundkit.sync as gks
 from groundkit import (
     ChunkingConfig,
     Collection,
-    CollectionRegistry,
     FetchResult,
     IngestConfig,
     QuoteCheck,
     RetrievalError,
     RetrievalResult,
     UrlLoader,
-    build_server,
     check_citation,
     check_quote,
     resolve_citation,
     verify_answer,
-    verify_citation,
 )
 from groundkit.cli import main as grk_main
+from groundkit.service import CollectionRegistry, build_server
 from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification.quotes import QuoteChecker
 from groundkit.verification.sources import read_source
+from groundkit.verification.verdict import verify_citation
 from tests.sources import Route, Site, make_pdf
 
 KETTLE = "Kettles boil water at one hundred degrees at sea level."

@@ -20,13 +20,13 @@ import pytest
 
 from groundkit import (
     ChatClaimJudge,
-    ClaimPair,
     ConfigurationError,
     EntailmentModelJudge,
     RetrievalError,
     verify_answer,
 )
 from groundkit.testing.conformance import ClaimJudgeConformance
+from groundkit.verification import ClaimPair
 from groundkit.verification.judges import label_of
 from tests.answer_support import tea_and_sky, tea_and_sky_collection
 

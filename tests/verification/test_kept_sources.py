@@ -98,7 +98,7 @@ async def test_a_deleted_file_verifies_against_its_kept_copy_and_says_so(tmp_pat
         kept = await col.verify(hit)
         assert (kept.verification, kept.read_from) == ("verified", "kept copy")
         assert "kept copy" in kept.detail
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.ok and report.kept_copy == report.verified > 0
         # The standalone check, given the snapshot store, reads the same copy.
         alone = await check_citation(hit.citation, hit.content, base, snapshot_dir=col.snapshots)
@@ -161,7 +161,7 @@ async def test_a_damaged_or_missing_copy_is_unresolvable_with_a_reason(
             assert "No such file" in result.detail
             if damage is not None:
                 assert "its kept copy is not used" in result.detail
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.unresolvable > 0 and report.verified == 0 and report.kept_copy == 0
 
 
@@ -261,7 +261,7 @@ def test_grk_ingest_keep_sources_and_verify_without_the_files(tmp_path: Path) ->
     code, out = grk("search", "oolong leaves", *common, "--json")
     hit = json.loads(out)["results"][0]
     (base / "notes.md").unlink()
-    code, out = grk("fetch", hit["chunk_id"], *common)
+    code, out = grk("fetch", hit["citation"]["chunk_id"], *common)
     assert code == 0 and "verified (kept copy)" in out, out
     code, out = grk("verify", *common)
     assert code == 0 and "read from kept copies" in out, out
@@ -322,7 +322,7 @@ async def test_a_second_host_without_the_files_verifies_from_object_storage(
         assert (result.verification, result.read_from) == ("verified", "kept copy")
         fetched = await col.fetch_chunk(hit.chunk_id)
         assert (fetched.verification, fetched.read_from) == ("verified", "kept copy")
-        report = await col.verify()
+        report = await col.verify_all()
         assert report.ok and report.kept_copy == report.verified > 0
         # Deleted by this host: the copy goes from the bucket too.
         await col.delete(sources=["notes.md"])
@@ -332,8 +332,9 @@ async def test_a_second_host_without_the_files_verifies_from_object_storage(
 async def test_a_store_that_cannot_keep_bytes_is_refused_before_anything_is_read(
     tmp_path: Path,
 ) -> None:
-    from groundkit import ConfigurationError, SQLiteMetadataStore
+    from groundkit import ConfigurationError
     from groundkit.ingestion.indexer import Indexer
+    from groundkit.storage import SQLiteMetadataStore
     from tests.storage.memory_stores import MemorySnapshots
 
     store = await SQLiteMetadataStore.open(tmp_path / "m.sqlite3")

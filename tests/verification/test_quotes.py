@@ -11,17 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from groundkit import (
-    Citation,
-    Collection,
-    RetrievalError,
-    RetrievalResult,
-    check_quote,
-    verify_quote,
-)
+from groundkit import Citation, Collection, RetrievalError, RetrievalResult, check_quote
 from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification import quotes, sources
-from groundkit.verification.quotes import QuoteChecker, normalize_quote
+from groundkit.verification.quotes import QuoteChecker, normalize_quote, verify_quote
 from tests.sources import PAGES, Route, Site, make_pdf
 from tests.support import write_tree
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from groundkit import Citation, RetrievalError, check_citation, resolve_citation, verify_citation
+from groundkit import Citation, RetrievalError, check_citation, resolve_citation
 from groundkit.verification.sources import read_source, slice_span
+from groundkit.verification.verdict import verify_citation
 from tests.support import write_tree
 
 TEXT = "Intro line.\r\n\r\nRocket 🚀 launch at dawn. 東京の朝。\n"

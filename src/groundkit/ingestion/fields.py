@@ -45,7 +45,7 @@ from groundkit.contracts import (
     FieldScalar,
     FieldValue,
 )
-from groundkit.errors import IngestionError
+from groundkit.errors import IngestionError, InvalidInputError
 from groundkit.utils.text import describe_unencodable
 
 __all__ = [
@@ -69,15 +69,15 @@ def _scalar(value: object, key: str, where: str) -> FieldScalar:
         problem = describe_unencodable(value, f"{where}: field {key!r}")
         if problem is not None:
             # A PDF's info strings can hold a broken UTF-16 pair, say.
-            raise IngestionError(problem)
+            raise InvalidInputError(problem)
         return str(value)  # a str subclass (pypdf's, say) stored as plain text
     if isinstance(value, int):
         if not -_INT_LIMIT <= value < _INT_LIMIT:
-            raise IngestionError(f"{where}: field {key!r} is outside the 64-bit integer range")
+            raise InvalidInputError(f"{where}: field {key!r} is outside the 64-bit integer range")
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise IngestionError(f"{where}: field {key!r} is not a finite number")
+            raise InvalidInputError(f"{where}: field {key!r} is not a finite number")
         return value
     if value is None:
         hint = "leave the key out instead"
@@ -87,7 +87,7 @@ def _scalar(value: object, key: str, where: str) -> FieldScalar:
         hint = "nested mappings are not fields; flatten them into separate keys"
     else:
         hint = "use a str, int, float, bool or a list of one of those"
-    raise IngestionError(
+    raise InvalidInputError(
         f"{where}: field {key!r} has a value of type {type(value).__name__}; {hint}"
     )
 
@@ -98,22 +98,22 @@ def check_fields(fields: Mapping[Any, object], where: str) -> dict[str, FieldVal
     ``where`` (a source, or "metadata argument") starts every message.
     """
     if not isinstance(fields, Mapping):
-        raise IngestionError(f"{where}: fields must be a mapping, not {type(fields).__name__}")
+        raise InvalidInputError(f"{where}: fields must be a mapping, not {type(fields).__name__}")
     out: dict[str, FieldValue] = {}
     for key in fields:
         if isinstance(key, tuple | frozenset):
             # Named by type: str() of a deeply nested key would recurse without end.
-            raise IngestionError(
+            raise InvalidInputError(
                 f"{where}: a field name must be a string, not a {type(key).__name__}"
             )
     for key in sorted(fields, key=str):
         if not isinstance(key, str) or not FIELD_NAME_PATTERN.fullmatch(key):
-            raise IngestionError(
+            raise InvalidInputError(
                 f"{where}: field name {key!r} is not allowed; use 1-64 letters, digits, '_' "
                 "or '-', starting with a letter or '_'"
             )
         if key == SOURCE_FIELD:
-            raise IngestionError(
+            raise InvalidInputError(
                 f"{where}: field name {key!r} is reserved: filters use it for the "
                 "document's own source (its path or URL); choose another name"
             )
@@ -121,7 +121,7 @@ def check_fields(fields: Mapping[Any, object], where: str) -> dict[str, FieldVal
         if isinstance(value, list | tuple):
             items = [_scalar(item, key, where) for item in value]
             if len({type(item) for item in items}) > 1:
-                raise IngestionError(
+                raise InvalidInputError(
                     f"{where}: field {key!r} mixes value types in one list; keep one type"
                 )
             out[key] = items
@@ -130,7 +130,7 @@ def check_fields(fields: Mapping[Any, object], where: str) -> dict[str, FieldVal
     label = out.get(SENSITIVITY_FIELD)
     if label is not None and label not in SENSITIVITY_LEVELS:
         # A label outside the scale could be neither shown nor hidden correctly.
-        raise IngestionError(
+        raise InvalidInputError(
             f"{where}: field {SENSITIVITY_FIELD!r} is {label!r}; use one of "
             f"{', '.join(SENSITIVITY_LEVELS)}"
         )

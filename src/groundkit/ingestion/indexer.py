@@ -34,7 +34,7 @@ from groundkit.contracts import (
     metadata_without_gaps,
     record_id_of,
 )
-from groundkit.errors import ConfigurationError, IngestionError, kind_of
+from groundkit.errors import ConfigurationError, IngestionError, RecordNotFoundError, kind_of
 from groundkit.ingestion.chunking import chunk_document, chunk_gaps
 from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.executor import IngestExecutor, IngestPlan, PreparedFile
@@ -785,7 +785,7 @@ class Indexer:
             if missing and not missing_ok:
                 shown = ", ".join(repr(record_id_of(s) or s) for s in missing[:5])
                 more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
-                raise IngestionError(
+                raise RecordNotFoundError(
                     f"no record {shown}{more} in collection {self.collection!r}; nothing was "
                     "deleted (pass missing_ok=True to delete the ones that exist)"
                 )

@@ -34,7 +34,7 @@ from groundkit.contracts import (
     Record,
     record_source,
 )
-from groundkit.errors import IngestionError
+from groundkit.errors import IngestionError, InvalidInputError
 from groundkit.ingestion.fields import check_fields
 from groundkit.storage.names import document_id_for
 from groundkit.utils.text import describe_unencodable
@@ -71,21 +71,21 @@ _SHOWN_PROBLEMS = 5
 def check_record_id(record_id: object, where: str = "record") -> str:
     """``record_id`` if it may name a record; ``IngestionError`` saying why not."""
     if not isinstance(record_id, str):
-        raise IngestionError(f"{where}: the id must be a str, not {type(record_id).__name__}")
+        raise InvalidInputError(f"{where}: the id must be a str, not {type(record_id).__name__}")
     if not record_id:
-        raise IngestionError(f"{where}: the id is empty")
+        raise InvalidInputError(f"{where}: the id is empty")
     if len(record_id) > MAX_RECORD_ID_CHARS:
-        raise IngestionError(
+        raise InvalidInputError(
             f"{where}: the id is {len(record_id)} characters; at most {MAX_RECORD_ID_CHARS}"
         )
     problem = describe_unencodable(record_id, f"{where}: the id")
     if problem is not None:
-        raise IngestionError(problem)
+        raise InvalidInputError(problem)
     if record_id != record_id.strip():
-        raise IngestionError(f"{where}: the id {record_id!r} starts or ends with whitespace")
+        raise InvalidInputError(f"{where}: the id {record_id!r} starts or ends with whitespace")
     for index, char in enumerate(record_id):
         if unicodedata.category(char) == "Cc":
-            raise IngestionError(
+            raise InvalidInputError(
                 f"{where}: the id holds a control character (U+{ord(char):04X}) at {index}"
             )
     return record_id
@@ -230,7 +230,7 @@ def record_documents(
     """
     single = isinstance(records, str | bytes | Mapping | Record) or _framework_of(records)
     if single or not isinstance(records, Iterable):
-        raise IngestionError(
+        raise InvalidInputError(
             "add_documents takes an iterable of records, texts or documents (a list), not "
             + ("None" if records is None else f"a single {type(records).__name__}")
             + ("; wrap it in a list: [item]" if single else "")
@@ -260,7 +260,7 @@ def record_documents(
         shown = "; ".join(problems[:_SHOWN_PROBLEMS])
         more = len(problems) - _SHOWN_PROBLEMS
         tail = f" (and {more} more)" if more > 0 else ""
-        raise IngestionError(
+        raise InvalidInputError(
             f"{len(problems)} invalid record(s), nothing was stored: {shown}{tail}"
         )
     return documents

@@ -17,10 +17,10 @@ from groundkit.contracts import (
     FieldValue,
     Record,
     RetrievalResult,
-    SearchMode,
     SearchResponse,
 )
 from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.retrieval.request import SearchRequest
 from groundkit.sync import SyncCollection, background_loop, run, run_async
 
 __all__ = [
@@ -111,46 +111,44 @@ class CollectionReference:
 
 @dataclass(frozen=True)
 class Searcher:
-    """One collection and the search settings a retriever was made with."""
+    """One collection and the search options a retriever was made with (every
+    ``SearchRequest`` field but the query, checked when the retriever is made)."""
 
     collection: Collection
     home: asyncio.AbstractEventLoop | None
-    top_k: int
-    mode: SearchMode
-    filters: Mapping[str, Any] | None
-    rerank: bool
+    options: Mapping[str, Any]
 
     @classmethod
-    def of(
-        cls,
-        collection: object,
-        *,
-        top_k: int,
-        mode: SearchMode,
-        filters: Mapping[str, Any] | None,
-        rerank: bool,
-    ) -> Searcher:
+    def of(cls, collection: object, **options: Any) -> Searcher:
+        checked = SearchRequest.checked_options(**options)
         if isinstance(collection, SyncCollection):
-            return cls(collection.aio, background_loop(), top_k, mode, filters, rerank)
+            return cls(collection.aio, background_loop(), checked)
         if isinstance(collection, Collection):
-            return cls(collection, collection.loop, top_k, mode, filters, rerank)
+            return cls(collection, collection.loop, checked)
         raise ConfigurationError(
-            "a groundkit retriever needs a groundkit.Collection or groundkit.SyncCollection, "
+            "a groundkit retriever needs a groundkit.Collection or groundkit.sync.SyncCollection, "
             f"not {type(collection).__name__}"
         )
 
-    def _search(self, query: str, top_k: int | None, filters: Mapping[str, Any] | None) -> Any:
-        return self.collection.search(
-            query,
-            top_k if top_k is not None else self.top_k,
-            mode=self.mode,
-            rerank=self.rerank,
-            filters=filters if filters is not None else self.filters,
-        )
+    def request(
+        self,
+        query: str | SearchRequest,
+        top_k: int | None = None,
+        filters: Mapping[str, Any] | None = None,
+    ) -> SearchRequest:
+        """The search a call asks for: ``query`` with the retriever's options, ``top_k``
+        and ``filters`` replacing its own when given; a ``SearchRequest`` as it is."""
+        if isinstance(query, SearchRequest):
+            return SearchRequest.of(
+                query, top_k, **({} if filters is None else {"filters": filters})
+            )
+        given = {"top_k": top_k, "filters": filters}
+        chosen = {name: value for name, value in given.items() if value is not None}
+        return SearchRequest(query=query, **{**self.options, **chosen})
 
     def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         *,
         top_k: int | None = None,
         filters: Mapping[str, Any] | None = None,
@@ -158,19 +156,19 @@ class Searcher:
         """Blocking: on the collection's own loop when it runs in another thread (or
         groundkit's background loop), so sync framework calls work from anywhere
         but that loop's own thread."""
-        response: SearchResponse = run(self._search(query, top_k, filters), home=self.home)
+        request = self.request(query, top_k, filters)
+        response: SearchResponse = run(self.collection.search(request), home=self.home)
         return response
 
     async def asearch(
         self,
-        query: str,
+        query: str | SearchRequest,
         *,
         top_k: int | None = None,
         filters: Mapping[str, Any] | None = None,
     ) -> SearchResponse:
-        response: SearchResponse = await run_async(
-            self._search(query, top_k, filters), home=self.home
-        )
+        request = self.request(query, top_k, filters)
+        response: SearchResponse = await run_async(self.collection.search(request), home=self.home)
         return response
 
 

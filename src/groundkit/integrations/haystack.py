@@ -10,7 +10,7 @@
     out = pipeline.run({"retriever": {"query": "how hot should green tea be"}})
     citation = citation_of(out["retriever"]["documents"][0])
 
-``col`` is a ``groundkit.Collection`` or ``groundkit.SyncCollection``; ``run`` and
+``col`` is a ``groundkit.Collection`` or ``groundkit.sync.SyncCollection``; ``run`` and
 ``run_async`` (``Pipeline.run_async``; ``AsyncPipeline`` in Haystack 2) work with
 either. ``filters`` are groundkit's (``{"team": "infra", "year": {"gte": 2020}}``,
 SPEC 4.8) or Haystack's (``{"field": "meta.team", "operator": "==", "value":
@@ -41,9 +41,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from datetime import datetime
+from typing import Any, Unpack
 
-from groundkit.contracts import Citation, Record, RetrievalResult, SearchMode
+from groundkit.contracts import Citation, Record, RetrievalResult
 from groundkit.errors import ConfigurationError
 from groundkit.integrations._common import (
     CITATION_KEY,
@@ -54,6 +55,7 @@ from groundkit.integrations._common import (
     result_metadata,
 )
 from groundkit.retrieval.filters import from_haystack, is_haystack_filter
+from groundkit.retrieval.request import SearchOptions, SearchRequest
 
 try:
     from haystack import Document, component, default_from_dict, default_to_dict
@@ -87,16 +89,18 @@ class GroundkitRetriever:
         collection: Any,
         *,
         top_k: int = 10,
-        mode: SearchMode = "bm25",
-        filters: Mapping[str, Any] | None = None,
-        rerank: bool = False,
+        **options: Unpack[SearchOptions],
     ) -> None:
-        self._settings: dict[str, Any] = {
-            "top_k": top_k,
-            "mode": mode,
-            "filters": dict(filters) if filters is not None else None,
-            "rerank": rerank,
-        }
+        """The options are ``SearchRequest``'s fields, checked here (Haystack filter
+        syntax translated first); ``top_k``'s default is Haystack retrievers' usual ten."""
+        settings: dict[str, Any] = {"top_k": top_k, **options}
+        if settings.get("filters") is not None:
+            settings["filters"] = dict(settings["filters"])
+        if isinstance(settings.get("as_of"), datetime):
+            # Kept as ISO 8601 with its offset, which a pipeline file can hold.
+            settings["as_of"] = settings["as_of"].isoformat()
+        self._settings = settings
+        SearchRequest.checked_options(**self._search_options())
         self._owned: Any = None  # the collection from_dict reopened, once it has
         self._opening = threading.Lock()
         if isinstance(collection, CollectionReference):
@@ -106,15 +110,14 @@ class GroundkitRetriever:
             self._searcher = self._make_searcher(collection)
             self._reference = CollectionReference.of(collection)
 
+    def _search_options(self) -> dict[str, Any]:
+        options = dict(self._settings)
+        if options.get("filters") is not None:
+            options["filters"] = _groundkit_filters(options["filters"])
+        return options
+
     def _make_searcher(self, collection: object) -> Searcher:
-        settings = self._settings
-        return Searcher.of(
-            collection,
-            top_k=settings["top_k"],
-            mode=settings["mode"],
-            filters=_groundkit_filters(settings["filters"]),
-            rerank=settings["rerank"],
-        )
+        return Searcher.of(collection, **self._search_options())
 
     def warm_up(self) -> None:
         """Reopen the collection of a deserialised retriever (once; the first run
@@ -124,7 +127,8 @@ class GroundkitRetriever:
     def _ready(self) -> Searcher:
         with self._opening:  # concurrent first runs reopen the collection once
             if self._searcher is None:
-                self._owned = self._reference.open(vectors=self._settings["mode"] != "bm25")
+                vectors = self._settings.get("mode", "bm25") != "bm25"
+                self._owned = self._reference.open(vectors=vectors)
                 self._searcher = self._make_searcher(self._owned)
             return self._searcher
 

@@ -8,7 +8,7 @@
     docs = retriever.invoke("how hot should green tea be")   # or: await retriever.ainvoke(...)
     citation = citation_of(docs[0])                          # a groundkit.Citation
 
-``collection`` is a ``groundkit.Collection`` (async) or ``groundkit.SyncCollection``.
+``collection`` is a ``groundkit.Collection`` (async) or ``groundkit.sync.SyncCollection``.
 Both ``invoke`` and ``ainvoke`` work with either: a call runs on the loop the
 collection was opened on. Each ``Document`` has the chunk id as its ``id``, the
 chunk as ``page_content``, and in ``metadata`` its ``source``, ``page``, ``score``,
@@ -22,9 +22,10 @@ reads back for ``groundkit.check_citation`` or ``Collection.verify``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
-from groundkit.contracts import Citation, Record, RetrievalResult, SearchMode
+from groundkit.contracts import Citation, ContextKind, Record, RetrievalResult, SearchMode
 from groundkit.errors import ConfigurationError
 from groundkit.integrations._common import (
     CITATION_KEY,
@@ -33,6 +34,7 @@ from groundkit.integrations._common import (
     record_from,
     result_metadata,
 )
+from groundkit.retrieval.request import Reorder, SearchRequest
 
 try:
     from langchain_core.callbacks import (
@@ -41,6 +43,7 @@ try:
     )
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
+    from pydantic import Field
 except ImportError:  # pragma: no cover - exercised without the extra
     raise ConfigurationError(
         "the LangChain retriever needs the 'langchain' extra: pip install groundkit[langchain]"
@@ -59,20 +62,24 @@ class GroundkitRetriever(BaseRetriever):
     """A LangChain ``BaseRetriever`` over one groundkit collection."""
 
     collection: Any
-    """A ``groundkit.Collection`` or ``groundkit.SyncCollection``."""
-    top_k: int = 4
-    mode: SearchMode = "bm25"
-    filters: dict[str, Any] | None = None
-    rerank: bool = False
+    """A ``groundkit.Collection`` or ``groundkit.sync.SyncCollection``."""
+    # The search options: SearchRequest's fields (a test pins them); top_k's default is
+    # LangChain's usual four.
+    top_k: int = Field(default=4, description=SearchRequest.describe("top_k"))
+    mode: SearchMode = Field(default="bm25", description=SearchRequest.describe("mode"))
+    rerank: bool = Field(default=False, description=SearchRequest.describe("rerank"))
+    filters: dict[str, Any] | None = Field(
+        default=None, description=SearchRequest.describe("filters")
+    )
+    as_of: datetime | None = Field(default=None, description=SearchRequest.describe("as_of"))
+    expand: ContextKind | None = Field(default=None, description=SearchRequest.describe("expand"))
+    mmr: float | None = Field(default=None, description=SearchRequest.describe("mmr"))
+    reorder: Reorder | None = Field(default=None, description=SearchRequest.describe("reorder"))
+    rewrite: bool = Field(default=False, description=SearchRequest.describe("rewrite"))
 
     def _searcher(self) -> Searcher:
-        return Searcher.of(
-            self.collection,
-            top_k=self.top_k,
-            mode=self.mode,
-            filters=self.filters,
-            rerank=self.rerank,
-        )
+        names = [name for name in SearchRequest.model_fields if name != "query"]
+        return Searcher.of(self.collection, **{name: getattr(self, name) for name in names})
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun

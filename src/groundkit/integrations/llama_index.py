@@ -8,7 +8,7 @@
     nodes = retriever.retrieve("how hot should green tea be")  # or: await retriever.aretrieve(...)
     citation = citation_of(nodes[0])
 
-``col`` is a ``groundkit.Collection`` or ``groundkit.SyncCollection``; ``retrieve``
+``col`` is a ``groundkit.Collection`` or ``groundkit.sync.SyncCollection``; ``retrieve``
 and ``aretrieve`` work with either. Each ``NodeWithScore`` holds a ``TextNode``
 whose ``id_`` is the chunk id, ``text`` the chunk, ``start_char_idx`` /
 ``end_char_idx`` its exact offsets in the source and whose ``SOURCE``
@@ -23,9 +23,9 @@ the LLM and embedding views of the node).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Unpack
 
-from groundkit.contracts import Citation, Record, RetrievalResult, SearchMode
+from groundkit.contracts import Citation, Record, RetrievalResult
 from groundkit.errors import ConfigurationError, RetrievalError
 from groundkit.integrations._common import (
     CITATION_KEY,
@@ -35,6 +35,7 @@ from groundkit.integrations._common import (
     record_from,
     result_metadata,
 )
+from groundkit.retrieval.request import SearchOptions
 
 try:
     from llama_index.core.callbacks import CallbackManager
@@ -70,14 +71,12 @@ class GroundkitRetriever(BaseRetriever):
         collection: Any,
         *,
         top_k: int = 4,
-        mode: SearchMode = "bm25",
-        filters: Mapping[str, Any] | None = None,
-        rerank: bool = False,
         callback_manager: CallbackManager | None = None,
+        **options: Unpack[SearchOptions],
     ) -> None:
-        self._searcher = Searcher.of(
-            collection, top_k=top_k, mode=mode, filters=filters, rerank=rerank
-        )
+        """The options are ``SearchRequest``'s fields, checked here; ``top_k``'s
+        default is LlamaIndex's usual four."""
+        self._searcher = Searcher.of(collection, top_k=top_k, **options)
         super().__init__(callback_manager=callback_manager)
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:

@@ -9,23 +9,21 @@ response's ``failures`` and the rest still answer (adr/0022-multi-collection.md)
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, Unpack
 
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import (
     CollectionFailure,
     MultiSearchResponse,
     RetrievalResult,
-    SearchMode,
     SearchResponse,
+    with_fused,
 )
-from groundkit.errors import GroundkitError, RetrievalError, kind_of
+from groundkit.errors import GroundkitError, InvalidQueryError, RetrievalError, kind_of
 from groundkit.retrieval._tasks import all_or_nothing
-from groundkit.retrieval.filters import parse_filters
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
-from groundkit.retrieval.search import validate_as_of, validate_request
+from groundkit.retrieval.request import SearchOptions, SearchRequest
 
 __all__ = ["SearchableCollection", "search_collections"]
 
@@ -37,31 +35,27 @@ class SearchableCollection(Protocol):
 
     async def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         top_k: int | None = None,
-        *,
-        mode: SearchMode = "bm25",
-        rerank: bool = False,
-        filters: Mapping[str, Any] | None = None,
-        as_of: datetime | None = None,
+        **options: Unpack[SearchOptions],
     ) -> SearchResponse: ...
 
 
 async def search_collections(
     collections: Sequence[SearchableCollection],
-    query: str,
+    query: str | SearchRequest,
     top_k: int | None = None,
     *,
-    mode: SearchMode = "bm25",
-    rerank: bool = False,
-    filters: Mapping[str, Any] | None = None,
     rrf_k: int = 60,
-    as_of: datetime | None = None,
+    **options: Unpack[SearchOptions],
 ) -> MultiSearchResponse:
     """Search every collection and fuse the rankings; each result names its collection.
 
-    ``as_of`` searches each collection as it stood then (bm25 only, as for
-    ``Collection.search``) and is echoed in ``metadata["as_of"]``.
+    ``query`` is a string with the options as keywords, or a ``SearchRequest``; the
+    options that rework one collection's ranking (``SearchRequest.SINGLE_COLLECTION``:
+    expand, mmr, reorder, rewrite) are refused. ``as_of`` searches each collection as
+    it stood then (bm25 only, as for ``Collection.search``) and is echoed in
+    ``metadata["as_of"]``.
 
     Bad arguments raise ``RetrievalError`` before any collection is searched.
     A collection raising a groundkit error is reported in ``failures``; if
@@ -72,18 +66,19 @@ async def search_collections(
     started = time.perf_counter()
     names = [c.name for c in collections]
     if not names:
-        raise RetrievalError("search_collections needs at least one collection")
+        raise InvalidQueryError("search_collections needs at least one collection")
     if len(set(names)) != len(names):
-        raise RetrievalError(f"collections are named more than once: {sorted(names)}")
-    k = validate_request(query, top_k, mode, RetrievalConfig())
-    parse_filters(filters)  # syntax errors are the caller's, not a collection's
-    validate_as_of(as_of, mode)
+        raise InvalidQueryError(f"collections are named more than once: {sorted(names)}")
+    # Every option is checked here: a bad one is the caller's, not a collection's.
+    request = SearchRequest.of(query, top_k, **options)
+    request.check_single_collection()
+    k = request.k(RetrievalConfig())
+    each = request.replace(top_k=k)
+    query, mode, as_of = request.query, request.mode, request.as_of
 
     async def one(collection: SearchableCollection) -> SearchResponse | CollectionFailure:
         try:
-            return await collection.search(
-                query, k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
-            )
+            return await collection.search(each)
         except GroundkitError as exc:
             return CollectionFailure(
                 collection=collection.name, error=kind_of(exc), detail=str(exc)
@@ -114,7 +109,13 @@ async def search_collections(
             per_collection[name]["degraded"] = answer.metadata["degraded"]
     fused = reciprocal_rank_fusion(rankings, k=rrf_k)[:k]
     results = [
-        by_key[hit.key].model_copy(update={"score": hit.score, "collection": hit.key[0]})
+        by_key[hit.key].model_copy(
+            update={
+                "score": hit.score,
+                "collection": hit.key[0],
+                "scores": with_fused(by_key[hit.key].scores, hit.score),
+            }
+        )
         for hit in fused
     ]
     return MultiSearchResponse(

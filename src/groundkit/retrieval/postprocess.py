@@ -9,20 +9,18 @@ outputs, and ties fall back on the order the ranking already fixed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from groundkit.config import RetrievalConfig
-from groundkit.contracts import ContextKind, RetrievalResult
+from groundkit.contracts import ContextKind, RetrievalResult, with_fused
 from groundkit.errors import GroundkitError, RetrievalError, StorageError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
-from groundkit.retrieval.context import EXPAND_KINDS, expand_results
+from groundkit.retrieval.context import expand_results
 from groundkit.retrieval.diversity import (
     cosine_similarity,
     lost_in_the_middle,
@@ -30,6 +28,7 @@ from groundkit.retrieval.diversity import (
     term_similarity,
 )
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
+from groundkit.retrieval.request import REORDERS, Reorder, SearchRequest
 from groundkit.retrieval.rewriting import QueryRewriterProtocol, queries_for
 from groundkit.storage.protocols import MetadataStoreProtocol, VectorStoreProtocol
 from groundkit.utils.hashing import sha256_text
@@ -44,9 +43,6 @@ __all__ = [
     "rewritten",
 ]
 
-Reorder = Literal["lost-in-the-middle"]
-REORDERS: tuple[str, ...] = ("lost-in-the-middle",)
-
 
 @dataclass(frozen=True, slots=True)
 class Steps:
@@ -58,30 +54,9 @@ class Steps:
     rewrite: bool = False
 
     @classmethod
-    def checked(cls, expand: object, mmr: object, reorder: object, rewrite: object) -> Steps:
-        """The steps a search's arguments ask for; ``RetrievalError`` for a bad one."""
-        if expand is not None and expand not in EXPAND_KINDS:
-            raise RetrievalError(f"expand must be one of {', '.join(EXPAND_KINDS)}, got {expand!r}")
-        if mmr is not None and (
-            isinstance(mmr, bool)
-            or not isinstance(mmr, int | float)
-            or not math.isfinite(mmr)
-            or not 0.0 <= mmr <= 1.0
-        ):
-            raise RetrievalError(
-                f"mmr is the relevance weight, a number from 0 to 1 (1: relevance only), "
-                f"got {mmr!r}"
-            )
-        if reorder is not None and reorder not in REORDERS:
-            raise RetrievalError(f"reorder must be one of {', '.join(REORDERS)}, got {reorder!r}")
-        if not isinstance(rewrite, bool):
-            raise RetrievalError(f"rewrite must be True or False, got {rewrite!r}")
-        return cls(
-            expand,  # type: ignore[arg-type]
-            None if mmr is None else float(mmr),
-            reorder,  # type: ignore[arg-type]
-            rewrite,
-        )
+    def of(cls, request: SearchRequest) -> Steps:
+        """The steps ``request`` asks for (its options were checked when it was made)."""
+        return cls(request.expand, request.mmr, request.reorder, request.rewrite)
 
     @property
     def any(self) -> bool:
@@ -137,7 +112,12 @@ def fuse_rankings(
         for result in ranking:
             first.setdefault(result.chunk_id, result)
     fused = reciprocal_rank_fusion([[r.chunk_id for r in ranking] for ranking in rankings], k=rrf_k)
-    return [first[hit.key].model_copy(update={"score": hit.score}) for hit in fused[:k]]
+    return [
+        first[hit.key].model_copy(
+            update={"score": hit.score, "scores": with_fused(first[hit.key].scores, hit.score)}
+        )
+        for hit in fused[:k]
+    ]
 
 
 async def postprocess(

@@ -20,6 +20,7 @@ what it was ranked alongside.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import os
@@ -30,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from groundkit.contracts import RetrievalResult
+from groundkit.contracts import RetrievalResult, Scores
 from groundkit.errors import ConfigurationError, RerankerNotConfiguredError, RetrievalError
 
 __all__ = ["CrossEncoderReranker", "RerankerProtocol", "sigmoid"]
@@ -274,4 +275,6 @@ def _rescored(result: RetrievalResult, score: float) -> RetrievalResult:
     # validation: the new score is checked against the contract like any other.
     fields = {name: getattr(result, name) for name in RetrievalResult.model_fields}
     fields["score"] = score
+    signals = result.scores or Scores()
+    fields["scores"] = dataclasses.replace(signals, rerank=score)
     return RetrievalResult(**fields)

@@ -18,22 +18,22 @@ import functools
 import logging
 import math
 import time
+import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, Unpack
 
 import numpy as np
 
-from groundkit.config import MAX_TOP_K, RetrievalConfig
+from groundkit.config import MAX_TOP_K, RelevanceCalibration, RetrievalConfig
 from groundkit.contracts import (
     GAPS_KEY,
-    ContextKind,
     Evidence,
     Highlights,
     PackStore,
     RetrievalResult,
+    Scores,
     SearchMode,
     SearchResponse,
     fields_of,
@@ -43,7 +43,6 @@ from groundkit.contracts import (
 from groundkit.errors import (
     ConfigurationError,
     RerankerNotConfiguredError,
-    RetrievalError,
     StorageError,
 )
 from groundkit.lexical.analyzer import Analyzer
@@ -53,15 +52,21 @@ from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
 from groundkit.retrieval.evidence import EvidenceBatch, query_weights
-from groundkit.retrieval.filters import Filter, parse_filters
-from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.filters import Filter
+from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
 from groundkit.retrieval.postprocess import (
     NO_STEPS,
-    Reorder,
     Steps,
     fuse_rankings,
     postprocess,
     rewritten,
+)
+from groundkit.retrieval.relevance import calibration_for
+from groundkit.retrieval.request import (
+    MAX_QUERY_CHARS,
+    SEARCH_MODES,
+    SearchOptions,
+    SearchRequest,
 )
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
@@ -73,11 +78,11 @@ from groundkit.storage.protocols import (
     StoredChunk,
     VectorHit,
     VectorStoreProtocol,
+    cosine_to_score,
 )
 from groundkit.storage.reconcile import missing_vectors_notice, vector_problem, vectors_missing
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
 from groundkit.utils.hashing import sha256_text
-from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -90,8 +95,6 @@ __all__ = [
 
 logger = logging.getLogger("groundkit.retrieval")
 
-MAX_QUERY_CHARS = 10_000
-SEARCH_MODES: tuple[SearchMode, ...] = ("bm25", "dense", "hybrid")
 # A BM25 query whose terms hold more postings than this runs off the event loop: it
 # may take milliseconds. Below it a query takes well under one, less than the hop to
 # a worker thread and back costs (measured at a million chunks: docs/benchmarks.md).
@@ -155,6 +158,8 @@ class Retriever:
         # hybrid answers say so while there are any.
         self.vectors_missing = 0
         self.vectors_generation = vectors_generation
+        # The embedder's relevance calibration, once a dense or hybrid search looked it up.
+        self._calibration: tuple[RelevanceCalibration | None, str] | None = None
 
     @classmethod
     async def open(
@@ -364,20 +369,14 @@ class Retriever:
 
     async def search(
         self,
-        query: str,
+        query: str | SearchRequest,
         top_k: int | None = None,
-        *,
-        mode: SearchMode = "bm25",
-        rerank: bool = False,
-        filters: Mapping[str, Any] | None = None,
-        as_of: datetime | None = None,
-        expand: ContextKind | None = None,
-        mmr: float | None = None,
-        reorder: Reorder | None = None,
-        rewrite: bool = False,
+        **options: Unpack[SearchOptions],
     ) -> SearchResponse:
-        """Rank chunks for ``query``; with ``rerank`` the cross-encoder reorders the
-        best ``rerank_depth`` candidates of the chosen mode.
+        """Rank chunks for ``query`` (a string, or a ``SearchRequest`` holding it and
+        every option; the options are ``SearchRequest``'s fields, checked there); with
+        ``rerank`` the cross-encoder reorders the best ``rerank_depth`` candidates of
+        the chosen mode.
 
         Opt-in steps after ranking (groundkit/retrieval/postprocess.py):
         ``rewrite`` also runs the rewriter's variants of the query and fuses all
@@ -403,12 +402,12 @@ class Retriever:
         Traced as ``groundkit.retrieve.search``; the query never reaches the span
         (groundkit/telemetry.py).
         """
-        k = self._config.top_k if top_k is None else top_k
-        with traced(SPAN_SEARCH, collection=self.collection, mode=mode, top_k=k) as span:
-            steps = Steps.checked(expand, mmr, reorder, rewrite)
-            run = functools.partial(
-                self._search, query, top_k, mode=mode, rerank=rerank, filters=filters, as_of=as_of
-            )
+        with traced(SPAN_SEARCH, collection=self.collection) as span:
+            # Made inside the span, so a refused request is traced as a failed search.
+            request = SearchRequest.of(query, top_k, **options)
+            span.set(mode=request.mode, top_k=request.k(self._config))
+            steps = Steps.of(request)
+            run = functools.partial(self._search, request)
             await self._live.check_packs()
             try:
                 response = await run(steps=steps)
@@ -425,25 +424,16 @@ class Retriever:
                     result_count=response.total_results,
                     stale_dropped=meta["stale_dropped"],
                     generation=self.generation,
-                    rerank=rerank,
+                    rerank=request.rerank,
                 )
             return response
 
-    async def _search(
-        self,
-        query: str,
-        top_k: int | None,
-        *,
-        mode: SearchMode,
-        rerank: bool,
-        filters: Mapping[str, Any] | None,
-        as_of: datetime | None,
-        steps: Steps = NO_STEPS,
-    ) -> SearchResponse:
+    async def _search(self, request: SearchRequest, *, steps: Steps = NO_STEPS) -> SearchResponse:
         started = time.perf_counter()
-        final_k = validate_request(query, top_k, mode, self._config)
-        flt = parse_filters(filters)
-        view = validate_as_of(as_of, mode)
+        query, mode, rerank, as_of = request.query, request.mode, request.rerank, request.as_of
+        final_k = request.k(self._config)
+        flt = request.filter
+        view = request.view
         # One index for the whole search: a refresh meanwhile swaps in another.
         index = self._live.index
         if mode != "bm25":
@@ -464,8 +454,9 @@ class Retriever:
             queries = await rewritten(self.rewriter, query, self._config.max_rewrites)
         timings: dict[str, float] = {}
         allowed = await self._allowed(flt, index)
+        relevance = await self._relevance(mode, self._config.min_relevance)
         # Scored with the statistics of what the clearance admits (adr/0052).
-        search = _Pass(index, view.within(allowed.corpus), allowed)
+        search = _Pass(index, view.within(allowed.corpus), allowed, relevance=relevance)
         degraded: str | None = None
         served: SearchMode = mode
         if mode != "bm25" and self.vector_problem is not None:
@@ -526,6 +517,11 @@ class Retriever:
             meta["steps"] = steps.names
         if degraded is not None:
             meta["degraded"] = degraded
+        if relevance is not None and relevance.min_cosine is not None and served != "bm25":
+            meta["relevance_cut"] = {
+                "min_relevance": self._config.min_relevance,
+                "dropped": relevance.dropped,
+            }
         if timings:
             meta["timings_ms"] = {name: round(ms, 3) for name, ms in timings.items()}
         if stale:
@@ -586,7 +582,11 @@ class Retriever:
         rankings: list[list[RetrievalResult]] = []
         stale = 0
         for position, text in enumerate(queries):
-            own = search if position == 0 else _Pass(search.index, search.view, search.allowed)
+            own = (
+                search
+                if position == 0
+                else _Pass(search.index, search.view, search.allowed, relevance=search.relevance)
+            )
             found, dropped = await self._ranked(text, k, mode, timings, own)
             rankings.append(found)
             stale += dropped
@@ -617,13 +617,19 @@ class Retriever:
         """Dense hits joined to their rows; rows written since the vector handle moved
         (another process's ingest in flight) are made up for by asking for more."""
         threshold = self._config.score_threshold
+        relevance = search.relevance
         depth = k
         while True:
             dense = await self._dense_hits(query, depth, timings, search)
             fetched = len(dense)
             if threshold is not None:
                 dense = [h for h in dense if h.score >= threshold]
-            results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense])
+            if relevance is not None and relevance.min_cosine is not None:
+                least = cosine_to_score(relevance.min_cosine)
+                kept = [h for h in dense if h.score >= least]
+                relevance.dropped = sum(h.score < least for h in dense[:k])
+                dense = kept
+            results, stale = await self._join_ids([(h.chunk_id, h.score) for h in dense], relevance)
             if len(results) >= k or stale == 0 or fetched < depth or depth >= MAX_TOP_K:
                 return results[:k], stale
             depth = min(MAX_TOP_K, depth + 2 * stale)
@@ -639,6 +645,30 @@ class Retriever:
         logger.warning("a search fell back to BM25: the vector side is unavailable")
         logger.debug("vector side unavailable: %s", reason)
         return notice
+
+    async def _relevance(
+        self, mode: SearchMode, wanted: float | Literal["auto"] | None
+    ) -> _Relevance | None:
+        """How this search reads relevance; ``ConfigurationError`` when a cut is asked
+        for and the embedder has no calibration."""
+        if mode == "bm25" or self._embedder is None:
+            return None
+        if self._calibration is None:
+            identity = await ensure_identity(self._embedder)
+            found = calibration_for(identity, self._config.relevance_calibration)
+            self._calibration = (found, identity.model_name)
+        calibration, model = self._calibration
+        if wanted is None:
+            return _Relevance(calibration, None)
+        if calibration is None:
+            raise ConfigurationError(
+                f"min_relevance needs a relevance calibration for this collection's embedder "
+                f"({model!r} has no built-in one): fit one with "
+                "groundkit.retrieval.fit_relevance on judged queries and pass it as "
+                "RetrievalConfig(relevance_calibration=...)"
+            )
+        floor = calibration.floor if wanted == "auto" else calibration.cosine_at(wanted)
+        return _Relevance(calibration, floor)
 
     def _require_dense(self, mode: str) -> None:
         if self._embedder is None:
@@ -783,6 +813,12 @@ class Retriever:
         else:
             fused = convex_combination([lex_scored, dense_scored], weights=weights)
         clock = _lap(timings, "fusion_ms", clock)
+        lexical_of = dict(lex_scored)
+        cosine_of = {c: score_to_cosine(s) for c, s in dense_scored}
+        relevance = search.relevance
+        if relevance is not None and relevance.min_cosine is not None:
+            fused = relevance.cut(fused, cosine_of, len(dense_scored) >= depth, k)
+        signals = _signals(relevance)
         # Every fused result gets highlights: a dense-only survivor may still
         # contain query terms (it ranked below the lexical candidate depth).
         spans, wanted = self._analyzer.spans, frozenset(terms)
@@ -801,7 +837,10 @@ class Retriever:
                     stale += 1
                     continue
                 deferred = Highlights.deferred(spans, row.content, wanted)
-                results.append(result_from_row(row, h.score, deferred, self.collection))
+                scores = signals(
+                    bm25=lexical_of.get(h.key), cosine=cosine_of.get(h.key), fused=h.score
+                )
+                results.append(result_from_row(row, h.score, deferred, self.collection, scores))
         _lap(timings, "hydrate_ms", clock)
         return results, stale
 
@@ -852,17 +891,24 @@ class Retriever:
         found, stale = await self._rows_in_order(hits, k, view)
         spans, name, deferred = self._analyzer.spans, self.collection, Highlights.deferred
         results = [
-            result_from_row(stored, score, deferred(spans, stored.content, wanted), name)
+            result_from_row(
+                stored, score, deferred(spans, stored.content, wanted), name, Scores(bm25=score)
+            )
             for stored, score in found
         ]
         return results, stale
 
-    async def _join_ids(self, scored: list[tuple[str, float]]) -> tuple[list[RetrievalResult], int]:
+    async def _join_ids(
+        self, scored: list[tuple[str, float]], relevance: _Relevance | None
+    ) -> tuple[list[RetrievalResult], int]:
         if not scored:
             return [], 0
         rows = await self._store.get_chunks_by_ids([c for c, _ in scored])
+        name, signals = self.collection, _signals(relevance)
         results = [
-            result_from_row(rows[c], s, None, self.collection) for c, s in scored if c in rows
+            result_from_row(rows[c], s, None, name, signals(cosine=score_to_cosine(s)))
+            for c, s in scored
+            if c in rows
         ]
         return results, len(scored) - len(results)
 
@@ -887,32 +933,58 @@ class _Pass:
     query_vector: list[Any] = field(default_factory=list)
     # The query's terms with their store ids, once a lexical side has looked them up.
     term_ids: dict[str, int] = field(default_factory=dict)
+    # How dense and hybrid results get their relevance, and the cut (None in bm25).
+    relevance: _Relevance | None = None
+
+
+@dataclass(slots=True)
+class _Relevance:
+    """One search's relevance reading: the embedder's calibration (None when it has
+    none), the least cosine a result may have (None: no cut), and how many results
+    the cut took out of the top k."""
+
+    calibration: RelevanceCalibration | None
+    min_cosine: float | None
+    dropped: int = 0
+
+    def cut(
+        self, fused: list[FusedHit[str]], cosine_of: Mapping[str, float], full: bool, k: int
+    ) -> list[FusedHit[str]]:
+        """The fused hits whose cosine reaches the cut. A hit the vector side did not
+        return has a cosine at most its last candidate's when that side returned all it
+        was asked for (else it has no vector in reach): that bound decides for it."""
+        least = self.min_cosine
+        assert least is not None
+        bound = min(cosine_of.values()) if full and cosine_of else None
+        kept: list[FusedHit[str]] = []
+        for position, hit in enumerate(fused):
+            cosine = cosine_of.get(hit.key, bound)
+            if cosine is not None and cosine >= least:
+                kept.append(hit)
+            elif position < k:
+                self.dropped += 1
+        return kept
+
+
+def _deprecated(name: str, replacement: str) -> None:
+    warnings.warn(
+        f"{name} is deprecated and will be removed in the next release; use {replacement}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
+    """Deprecated: ``SearchRequest`` checks every option (the effective top_k is
+    ``request.k(config)``)."""
+    _deprecated("validate_request", "SearchRequest(query=..., top_k=..., mode=...).k(config)")
+    return SearchRequest.model_validate({"query": query, "top_k": top_k, "mode": mode}).k(config)
 
 
 def validate_as_of(as_of: object, mode: str) -> View:
-    """The view an ``as_of`` argument asks for; ``RetrievalError`` when it cannot be
-    searched (not a timezone-aware datetime, or a mode other than bm25)."""
-    if as_of is None:
-        return CURRENT
-    if not isinstance(as_of, datetime):
-        raise RetrievalError(f"as_of must be a datetime, got {type(as_of).__name__}")
-    try:
-        offset = as_of.utcoffset()
-        moment = as_of.timestamp()
-    except (ValueError, TypeError, ArithmeticError) as exc:
-        raise RetrievalError(f"as_of has a time zone that cannot be used: {exc}") from None
-    except Exception as exc:  # a caller's tzinfo may raise anything
-        raise RetrievalError(
-            f"as_of's time zone failed to give its offset: {type(exc).__name__}: {exc}"
-        ) from None
-    if as_of.tzinfo is None or offset is None:
-        raise RetrievalError("as_of must carry a time zone, e.g. datetime(2026, 3, 1, tzinfo=UTC)")
-    if mode != "bm25":
-        raise RetrievalError(
-            f"as_of searches in bm25 mode only: vectors are kept for current versions, "
-            f"so a {mode} search of the past cannot be exact"
-        )
-    return View(moment)
+    """Deprecated: ``SearchRequest`` checks ``as_of`` (its view is ``request.view``)."""
+    _deprecated("validate_as_of", "SearchRequest(query=..., as_of=..., mode=...).view")
+    return SearchRequest.model_validate({"query": "-", "as_of": as_of, "mode": mode}).view
 
 
 def _in_view(stored: StoredChunk, view: View) -> bool:
@@ -956,24 +1028,6 @@ async def _check_dense_side(
     return True, await vector_problem(store, vector_store)
 
 
-def validate_request(query: object, top_k: object, mode: object, config: RetrievalConfig) -> int:
-    """The effective top_k; ``RetrievalError`` for an empty, long or unencodable query,
-    a bad mode or top_k. Messages never quote the query."""
-    if not isinstance(query, str) or not query.strip():
-        raise RetrievalError("query must be a non-empty string")
-    if len(query) > MAX_QUERY_CHARS:
-        raise RetrievalError(f"query is longer than {MAX_QUERY_CHARS} characters")
-    problem = describe_unencodable(query, "the query")
-    if problem is not None:
-        raise RetrievalError(problem)
-    if mode not in SEARCH_MODES:
-        raise RetrievalError(f"unknown mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
-    k = config.top_k if top_k is None else top_k
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_TOP_K:
-        raise RetrievalError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-    return k
-
-
 _RESULT_FIELDS = frozenset(RetrievalResult.model_fields)
 _RESPONSE_FIELDS = frozenset(SearchResponse.model_fields)
 # Fields left unset (as the constructor would leave them) when their value is None.
@@ -995,6 +1049,7 @@ def result_from_row(
     score: float,
     highlights: Highlights | None = None,
     collection: str | None = None,
+    scores: Scores | None = None,
 ) -> RetrievalResult:
     """A result from a stored row, built without validation.
 
@@ -1025,10 +1080,33 @@ def result_from_row(
         "version": stored.version,
         "evidence": None,  # the search attaches it once the results are final
         "context": None,
+        "scores": scores,
     }
     # A set of its own: pydantic's model_copy(update=...) adds to the copy's set in place.
-    fields_set = _FIELDS_SET[highlights is not None, collection is not None]
-    return trusted(RetrievalResult, values, set(fields_set))
+    fields_set = set(_FIELDS_SET[highlights is not None, collection is not None])
+    if scores is None:
+        fields_set.discard("scores")
+    return trusted(RetrievalResult, values, fields_set)
+
+
+def score_to_cosine(score: float) -> float:
+    """The cosine similarity behind a vector hit's score ``(1 + cosine) / 2``."""
+    return 2.0 * score - 1.0
+
+
+def _signals(relevance: _Relevance | None) -> Callable[..., Scores]:
+    """Builds a result's ``Scores``, with its relevance when there is a calibration."""
+    calibration = relevance.calibration if relevance is not None else None
+
+    def scores(
+        *, bm25: float | None = None, cosine: float | None = None, fused: float | None = None
+    ) -> Scores:
+        chance = None
+        if calibration is not None and cosine is not None:
+            chance = calibration.relevance(cosine)
+        return Scores(bm25=bm25, vector=cosine, fused=fused, relevance=chance)
+
+    return scores
 
 
 def _lap(timings: dict[str, float], name: str, since: float) -> float:

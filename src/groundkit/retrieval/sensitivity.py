@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from groundkit.contracts import SENSITIVITY_FIELD, SENSITIVITY_LEVELS, FieldValue
-from groundkit.errors import ConfigurationError
+from groundkit.errors import InvalidSettingError
 
 __all__ = ["check_clearance", "visible"]
 
@@ -27,7 +27,7 @@ def check_clearance(clearance: object) -> str | None:
         return None
     if isinstance(clearance, str) and clearance in _RANK:
         return clearance
-    raise ConfigurationError(
+    raise InvalidSettingError(
         f"unknown clearance {clearance!r}; use one of {', '.join(SENSITIVITY_LEVELS)}"
     )
 

@@ -25,42 +25,47 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Unpack
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictFloat,
     StrictInt,
     ValidationError,
+    model_serializer,
 )
 
 from groundkit.config import MAX_TOP_K
 from groundkit.contracts import (
     AnswerSentence,
-    Citation,
     CollectionFailure,
     ContextKind,
     ContextSpan,
     EmbeddingIdentity,
-    EvidenceSpan,
+    EvidenceMethod,
     FetchResult,
     MultiSearchResponse,
     ReadFrom,
     RetrievalResult,
     SearchMode,
     SearchResponse,
+    SourceClass,
     Verification,
 )
-from groundkit.errors import ConfigurationError, GroundkitError, RerankerNotConfiguredError, kind_of
+from groundkit.errors import (
+    ConfigurationError,
+    GroundkitError,
+    RerankerNotConfiguredError,
+    RetrievalError,
+    kind_of,
+)
 from groundkit.retrieval.evidence import load_evidence
-from groundkit.retrieval.filters import FILTER_OPERATORS
 from groundkit.retrieval.multi import search_collections
-from groundkit.retrieval.postprocess import Reorder
-from groundkit.retrieval.search import MAX_QUERY_CHARS
+from groundkit.retrieval.request import MAX_QUERY_CHARS, Reorder, SearchOptions, SearchRequest
 from groundkit.service.collections import CollectionInfo, CollectionRegistry
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.names import COLLECTION_NAME_PATTERN
@@ -99,7 +104,7 @@ _INSTRUCTIONS = (
 
 QueryArg = Annotated[
     str,
-    Field(min_length=1, max_length=MAX_QUERY_CHARS, description="what to search for"),
+    Field(min_length=1, max_length=MAX_QUERY_CHARS, description=SearchRequest.describe("query")),
 ]
 CollectionArg = Annotated[
     str,
@@ -108,25 +113,20 @@ CollectionArg = Annotated[
         description="collection name; list_collections shows them",
     ),
 ]
-ModeArg = Annotated[
-    SearchMode,
-    Field(description="bm25 (lexical), dense (embeddings) or hybrid (both, fused)"),
+# The search options' descriptions are SearchRequest's; what the tools add says how
+# the server provides the option (tests/retrieval/test_request.py pins them).
+ModeArg = Annotated[SearchMode, Field(description=SearchRequest.describe("mode"))]
+TopKArg = Annotated[
+    StrictInt, Field(ge=1, le=MAX_TOP_K, description=SearchRequest.describe("top_k"))
 ]
-TopKArg = Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K, description="how many results")]
 RerankArg = Annotated[
     StrictBool,
-    Field(description="reorder the best candidates with the server's cross-encoder"),
-]
-FiltersArg = Annotated[
-    dict[str, Any] | None,
     Field(
-        description="only documents whose fields match, all conditions together: "
-        '{"field": {"op": value}} with op one of ' + ", ".join(FILTER_OPERATORS) + "; "
-        '{"field": value} means eq. "source" is the document\'s path or URL: '
-        '{"source": {"prefix": "docs/"}} or {"source": {"glob": "docs/**/*.md"}}. '
-        "Unknown fields are an error, never ignored."
+        description=SearchRequest.describe("rerank")
+        + " (the server's: it must be started with --rerank)"
     ),
 ]
+FiltersArg = Annotated[dict[str, Any] | None, Field(description=SearchRequest.describe("filters"))]
 CollectionsArg = Annotated[
     list[CollectionArg],
     Field(min_length=1, max_length=32, description="collections to search together"),
@@ -156,18 +156,14 @@ AsOfArg = Annotated[
     str | None,
     Field(
         max_length=64,
-        description="search the documents as they stood at this moment (bm25 only): an ISO "
-        f"8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight UTC, a time "
-        "without an offset is UTC",
+        description=SearchRequest.describe("as_of")
+        + f": an ISO 8601 date or date-time such as {MOMENT_EXAMPLES}; a date is midnight "
+        "UTC, a time without an offset is UTC",
     ),
 ]
 ExpandArg = Annotated[
     ContextKind | None,
-    Field(
-        description="give each result the passage around it as context, an exact slice of "
-        "its source: parent (its section) or window (the chunks next to it); hits inside a "
-        "passage are folded into it (context.collapsed)"
-    ),
+    Field(description=SearchRequest.describe("expand") + " (context.collapsed)"),
 ]
 MmrArg = Annotated[
     StrictFloat | None,
@@ -175,19 +171,25 @@ MmrArg = Annotated[
         ge=0.0,
         le=1.0,
         allow_inf_nan=False,
-        description="diversify the results (maximal marginal relevance): the weight of "
-        "relevance from 0 to 1, 1 is relevance only",
+        description=SearchRequest.describe("mmr"),
     ),
 ]
 ReorderArg = Annotated[
     Reorder | None,
-    Field(description="lost-in-the-middle: the strongest results first and last, for prompts"),
+    Field(description=SearchRequest.describe("reorder")),
 ]
 RewriteArg = Annotated[
     StrictBool,
     Field(
-        description="also search the query's rephrasings from the server's glossary, "
-        "fused by rank (the server must be started with --glossary)"
+        description=SearchRequest.describe("rewrite")
+        + " (the server's: it must be started with --glossary)"
+    ),
+]
+FullArg = Annotated[
+    StrictBool,
+    Field(
+        description="every field of each result (chunk index, metadata, highlights, "
+        "evidence scores, the citation's source class), not the compact shape"
     ),
 ]
 VersionArg = Annotated[
@@ -207,27 +209,66 @@ class _Wire(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class CitedResult(_Wire):
-    """One search hit: its text and exactly where in which source it lives."""
+class _Shaped(_Wire):
+    """A wire model that writes only the fields it was given: the compact shape leaves
+    out what ``full`` adds, rather than sending it as nulls."""
 
-    rank: int
-    score: float
-    collection: str
-    content: str
-    chunk_index: int
-    citation: Citation
-    metadata: dict[str, Any]
-    # Query-term spans relative to ``content``; null for dense hits.
-    highlights: list[tuple[int, int]] | None = None
+    @model_serializer(mode="wrap")
+    def _given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        given = self.model_fields_set | set(self.model_extra or ())
+        return {k: v for k, v in data.items() if k in given}
+
+
+class ResultCitation(_Shaped):
+    """Where a result's text lives (``Citation.to_dict``; ``full`` adds the rest)."""
+
+    document_id: str
+    chunk_id: str
+    source: str
+    start_offset: int
+    end_offset: int
     # The document version the text is from (a past one only in as_of searches).
-    version: int | None = None
-    # Up to three sentences of ``content`` that best answer the query, best first,
-    # each with source offsets (quote these).
-    evidence: list[EvidenceSpan] | None = None
-    # The headings the chunk lies under, outermost first (empty when none).
-    heading_path: list[str] = Field(default_factory=list)
+    version: int | None
+    # The pages the span starts and ends on, for sources with pages.
+    page: int | None = None
+    end_page: int | None = None
+    source_class: SourceClass | None = None
+    extractor: str | None = None
+
+
+class ResultEvidence(_Shaped):
+    """A sentence of the result that answers the query, with its source offsets (quote it)."""
+
+    text: str
+    start_offset: int
+    end_offset: int
+    score: float | None = None
+    method: EvidenceMethod | None = None
+
+
+class CitedResult(_Shaped):
+    """One search hit in the shape every surface gives (``RetrievalResult.to_dict``): its
+    text, score and citation, the sentences that answer the query, and the headings it lies
+    under; ``full`` adds every other field the result has."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    content: str
+    score: float
+    citation: ResultCitation
+    heading_path: list[str]
+    # Up to three sentences of ``content`` that best answer the query, best first.
+    evidence: list[ResultEvidence] | None = None
+    # The fields of the result's document, when it has any.
+    fields: dict[str, Any] | None = None
+    collection: str | None = None
     # The passage around the chunk, when the search asked for one (expand).
     context: ContextSpan | None = None
+    chunk_index: int | None = None
+    metadata: dict[str, Any] | None = None
+    # Query-term spans relative to ``content``; null for dense hits.
+    highlights: list[tuple[int, int]] | None = None
 
 
 class SearchOutput(_Wire):
@@ -267,25 +308,26 @@ class MultiSearchOutput(_Wire):
     as_of: str | None = None
 
 
-class FetchedChunk(_Wire):
-    """What ``fetch_chunk`` returns: the stored text and whether its source still holds it."""
+class FetchedChunk(_Shaped):
+    """What ``fetch_chunk`` returns: the stored text and whether its source still holds it
+    (``FetchResult.to_dict``, with the collection)."""
 
     collection: str
     content: str
-    citation: Citation
+    citation: ResultCitation
     verification: Verification
     detail: str
-    # The document version the chunk belongs to, and when that version stopped being
-    # current (ISO 8601; null while it is).
-    version: int | None = None
+    # When the chunk's version stopped being current (ISO 8601; absent while it is).
     replaced_at: str | None = None
     # moved: where the indexed text is now; drifted: the closest passage, and how similar.
     current_start_offset: int | None = None
     current_end_offset: int | None = None
     similarity: float | None = None
     # Where the source's text was read: file, kept copy (the file is not on this host;
-    # the collection's copy of its text), snapshot; null when it could not be read.
+    # the collection's copy of its text), snapshot; absent when it could not be read.
     read_from: ReadFrom | None = None
+    # With full: the version again (the citation has it).
+    version: int | None = None
 
 
 class AnswerCheck(_Wire):
@@ -347,14 +389,15 @@ def _flat(text: str, limit: int = _TEXT_CONTENT_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def _where(citation: Citation) -> str:
-    page = f" {citation.pages}" if citation.pages else ""
-    return f"{citation.source} [{citation.start_offset}:{citation.end_offset}]{page}"
+def _where(citation: ResultCitation) -> str:
+    page = citation.page
+    end = citation.end_page
+    pages = "" if page is None else f" p. {page}" if end in (None, page) else f" pp. {page}-{end}"
+    return f"{citation.source} [{citation.start_offset}:{citation.end_offset}]{pages}"
 
 
-def _fields_line(metadata: dict[str, Any]) -> str | None:
-    fields = metadata.get("fields")
-    if not isinstance(fields, dict) or not fields:
+def _fields_line(fields: dict[str, Any] | None) -> str | None:
+    if not fields:
         return None
     shown = ", ".join(f"{k}={v}" for k, v in list(fields.items())[:8])
     return "   fields: " + _flat(shown, 300)
@@ -366,30 +409,32 @@ def _version(version: int | None, shown: bool) -> str:
 
 
 def _result_lines(results: list[CitedResult], with_collection: bool, past: bool) -> list[str]:
+    """Per result its citation, then the sentences that answer the query: the chunk's
+    text only when it has no such sentence (``fetch_chunk`` gives it whole)."""
     lines: list[str] = []
-    for r in results:
-        where = f"{r.collection}: " if with_collection else ""
+    for rank, r in enumerate(results, start=1):
+        where = f"{r.collection}: " if with_collection and r.collection else ""
         lines.append(
-            f"[{r.rank}] {where}{_where(r.citation)}{_version(r.version, past)} score "
+            f"[{rank}] {where}{_where(r.citation)}{_version(r.citation.version, past)} score "
             f"{r.score:.4f} chunk_id {r.citation.chunk_id}"
         )
         if r.heading_path:
             lines.append("   under: " + _flat(" > ".join(r.heading_path), 300))
-        fields = _fields_line(r.metadata)
+        fields = _fields_line(r.fields)
         if fields:
             lines.append(fields)
-        if r.evidence:
-            best = r.evidence[0]
-            lines.append(f"   evidence [{best.start_offset}:{best.end_offset}]: {_flat(best.text)}")
-        if r.context is None:
+        for sentence in r.evidence or ():
+            where = f"[{sentence.start_offset}:{sentence.end_offset}]"
+            lines.append(f"   {where} {_flat(sentence.text)}")
+        if r.context is not None:
+            # The passage the search was asked for, in place of the chunk.
+            span = r.context
+            folded = len(span.collapsed)
+            hits = f", {folded} more hit(s) folded in" if folded else ""
+            lines.append(f"   context {span.kind} [{span.start_offset}:{span.end_offset}]{hits}:")
+            lines.append("   " + _flat(span.content, _TEXT_CONTEXT_CHARS))
+        elif not r.evidence:
             lines.append("   " + _flat(r.content))
-            continue
-        # The passage holds the chunk: it is shown instead of the chunk's own text.
-        span = r.context
-        folded = len(span.collapsed)
-        hits = f", {folded} more hit(s) folded in" if folded else ""
-        lines.append(f"   context {span.kind} [{span.start_offset}:{span.end_offset}]{hits}:")
-        lines.append("   " + _flat(span.content, _TEXT_CONTEXT_CHARS))
     return lines
 
 
@@ -419,7 +464,10 @@ def compact_text(output: BaseModel) -> str:
             lines.append(f"note: {output.degraded}")
         lines += _result_lines(output.results, with_collection=False, past=bool(output.as_of))
         if output.results:
-            lines.append("Verify a result with fetch_chunk(chunk_id) before quoting it.")
+            lines.append(
+                "fetch_chunk(chunk_id) gives a result's whole text, verified against its "
+                "source: call it before quoting."
+            )
         return "\n".join(lines)
     if isinstance(output, MultiSearchOutput):
         names = ", ".join(output.collections)
@@ -432,7 +480,7 @@ def compact_text(output: BaseModel) -> str:
         return "\n".join(lines)
     if isinstance(output, FetchedChunk):
         replaced = output.replaced_at is not None
-        version = _version(output.version, replaced)
+        version = _version(output.citation.version, replaced)
         if replaced:
             version += f" (replaced {output.replaced_at})"
         return "\n".join(
@@ -497,27 +545,17 @@ def tool_error(tool: str, kind: str, message: str) -> str:
     return f"{tool} failed ({kind}): " + " ".join(message.split())
 
 
-def _cited(results: list[RetrievalResult], collection: str) -> list[CitedResult]:
-    return [
-        CitedResult(
-            rank=rank,
-            score=r.score,
-            collection=r.collection or collection,
-            content=r.content,
-            chunk_index=r.chunk_index,
-            citation=r.citation,
-            metadata=r.metadata,
-            highlights=None if r.highlights is None else list(r.highlights),
-            version=r.version,
-            evidence=None if r.evidence is None else list(r.evidence),
-            heading_path=r.heading_path,
-            context=r.context,
-        )
-        for rank, r in enumerate(results, start=1)
-    ]
+def _cited(results: list[RetrievalResult], collection: str, full: bool) -> list[CitedResult]:
+    named = (
+        r if r.collection or not collection else r.model_copy(update={"collection": collection})
+        for r in results
+    )
+    return [CitedResult.model_validate(r.to_dict(full=full)) for r in named]
 
 
-def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
+def _search_output(
+    collection: str, response: SearchResponse, *, full: bool = False
+) -> SearchOutput:
     meta = response.metadata
     return SearchOutput(
         collection=collection,
@@ -526,7 +564,7 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
         total_results=response.total_results,
         generation=meta.get("generation"),
         latency_ms=float(meta.get("latency_ms", 0.0)),
-        results=_cited(response.results, collection),
+        results=_cited(response.results, collection, full),
         degraded=meta.get("degraded"),
         as_of=meta.get("as_of"),
         queries=meta.get("queries"),
@@ -534,13 +572,13 @@ def _search_output(collection: str, response: SearchResponse) -> SearchOutput:
     )
 
 
-def _multi_output(response: MultiSearchResponse) -> MultiSearchOutput:
+def _multi_output(response: MultiSearchResponse, *, full: bool = False) -> MultiSearchOutput:
     return MultiSearchOutput(
         collections=response.collections,
         mode=response.mode,
         total_results=response.total_results,
         latency_ms=float(response.metadata.get("latency_ms", 0.0)),
-        results=_cited(response.results, ""),
+        results=_cited(response.results, "", full),
         failures=response.failures,
         degraded={
             name: str(entry["degraded"])
@@ -559,7 +597,12 @@ class _Leased:
         self._registry = registry
         self.name = name
 
-    async def search(self, query: str, top_k: int | None = None, **options: Any) -> SearchResponse:
+    async def search(
+        self,
+        query: str | SearchRequest,
+        top_k: int | None = None,
+        **options: Unpack[SearchOptions],
+    ) -> SearchResponse:
         async with self._registry.lease(self.name) as col:
             return await col.search(query, top_k, **options)
 
@@ -649,12 +692,12 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 content += [
                     ResourceLink(
                         type="resource_link",
-                        uri=chunk_resource(r.collection, r.citation.chunk_id),
+                        uri=chunk_resource(r.collection or "", r.citation.chunk_id),
                         name=f"chunk {r.citation.chunk_id}",
-                        title=f"[{r.rank}] {_where(r.citation)}",
+                        title=f"[{rank}] {_where(r.citation)}",
                         mime_type="text/plain",
                     )
-                    for r in output.results
+                    for rank, r in enumerate(output.results, start=1)
                 ]
             return converted.model_copy(update={"content": content})
 
@@ -676,25 +719,21 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 tool_error(tool, kind, "unexpected error; the server log has the detail")
             ) from None
 
-    def moment(tool: str, as_of: str | None, mode: str) -> datetime | None:
-        """The ``as_of`` argument as a datetime (None when not given), else a ToolError
-        that names the argument but never echoes its value."""
-        if as_of is None:
-            return None
+    def requested(tool: str, query: str, as_of: str | None, **options: Any) -> SearchRequest:
+        """A tool's search arguments as one ``SearchRequest``, checked there; a refused
+        one is an invalid-arguments tool error that never echoes the query or moment."""
+        when = None
+        if as_of is not None:
+            try:
+                when = parse_moment(as_of)
+            except ConfigurationError as exc:
+                raise ToolError(tool_error(tool, "invalid arguments", f"as_of: {exc}")) from None
         try:
-            when = parse_moment(as_of)
-        except ConfigurationError as exc:
-            raise ToolError(tool_error(tool, "invalid arguments", f"as_of: {exc}")) from None
-        if mode != "bm25":
+            return SearchRequest(query=query, as_of=when, **options)
+        except RetrievalError as exc:
             raise ToolError(
-                tool_error(
-                    tool,
-                    "invalid arguments",
-                    f"as_of: the past is searched in bm25 mode only (vectors are kept for "
-                    f"current versions alone), not {mode}",
-                )
-            )
-        return when
+                tool_error(tool, "invalid arguments", _without(str(exc), query))
+            ) from None
 
     async def search(
         query: QueryArg,
@@ -708,6 +747,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         mmr: MmrArg = None,
         reorder: ReorderArg = None,
         rewrite: RewriteArg = False,
+        full: FullArg = False,
     ) -> SearchOutput:
         """Search one collection. Every result carries a citation: source, chunk_id,
         character offsets and the document version, and the headings it lies under. as_of
@@ -717,7 +757,19 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         fetch_chunk on a result before quoting it."""
 
         async def run() -> SearchOutput:
-            when = moment("search", as_of, mode)
+            request = requested(
+                "search",
+                query,
+                as_of,
+                top_k=top_k,
+                mode=mode,
+                rerank=rerank,
+                filters=filters,
+                expand=expand,
+                mmr=mmr,
+                reorder=reorder,
+                rewrite=rewrite,
+            )
             if rewrite and registry.rewriter is None:
                 raise ToolError(
                     tool_error(
@@ -728,18 +780,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 )
             async with registry.lease(collection) as col:
                 try:
-                    response = await col.search(
-                        query,
-                        top_k,
-                        mode=mode,
-                        rerank=rerank,
-                        filters=filters,
-                        as_of=when,
-                        expand=expand,
-                        mmr=mmr,
-                        reorder=reorder,
-                        rewrite=rewrite,
-                    )
+                    response = await col.search(request)
                     await load_evidence(response.results)
                 except RerankerNotConfiguredError:
                     raise ToolError(
@@ -772,7 +813,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                             "only mode='bm25' is available",
                         )
                     ) from None
-            return _search_output(collection, response)
+            return _search_output(collection, response, full=full)
 
         return await guarded(run, "search", query)
 
@@ -781,15 +822,25 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         collections: CollectionsArg,
         mode: ModeArg = "bm25",
         top_k: TopKArg = 10,
+        rerank: RerankArg = False,
         filters: FiltersArg = None,
         as_of: AsOfArg = None,
+        full: FullArg = False,
     ) -> MultiSearchOutput:
         """Search several collections at once; one ranking fused by rank, each result
         naming its collection. Collections that could not be searched are listed in
         failures, never silently left out. as_of searches each as it stood then."""
 
         async def run() -> MultiSearchOutput:
-            when = moment("search_collections", as_of, mode)
+            request = requested(
+                "search_collections",
+                query,
+                as_of,
+                top_k=top_k,
+                mode=mode,
+                rerank=rerank,
+                filters=filters,
+            )
             known = set(await registry.names())
             unknown = [n for n in collections if n not in known]
             if unknown:
@@ -802,22 +853,20 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     )
                 )
             response = await search_collections(
-                [_Leased(registry, n) for n in collections],
-                query,
-                top_k,
-                mode=mode,
-                filters=filters,
-                as_of=when,
+                [_Leased(registry, n) for n in collections], request
             )
             await load_evidence(response.results)
-            return _multi_output(response)
+            return _multi_output(response, full=full)
 
         return await guarded(run, "search_collections", query)
 
     search_collections_tool.__name__ = "search_collections"
 
     async def fetch_chunk(
-        chunk_id: ChunkIdArg, collection: CollectionArg = "default", version: VersionArg = None
+        chunk_id: ChunkIdArg,
+        collection: CollectionArg = "default",
+        version: VersionArg = None,
+        full: FullArg = False,
     ) -> FetchedChunk:
         """One chunk with its citation, re-checked against its source now: verification is
         verified (the source holds this text at these offsets), moved (intact at
@@ -830,18 +879,8 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         async def run() -> FetchedChunk:
             async with registry.lease(collection) as col:
                 result = await col.fetch_chunk(chunk_id, version)
-            return FetchedChunk(
-                collection=collection,
-                content=result.content,
-                citation=result.citation,
-                verification=result.verification,
-                detail=result.detail,
-                version=result.version,
-                replaced_at=result.replaced_at,
-                current_start_offset=result.current_start_offset,
-                current_end_offset=result.current_end_offset,
-                similarity=result.similarity,
-                read_from=result.read_from,
+            return FetchedChunk.model_validate(
+                {"collection": collection, **result.to_dict(full=full)}
             )
 
         return await guarded(run, "fetch_chunk", None)

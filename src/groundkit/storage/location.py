@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groundkit.errors import ConfigurationError, StorageError
+from groundkit.errors import CollectionNotFoundError, ConfigurationError, StorageError
 from groundkit.storage.names import COLLECTION_NAME_PATTERN, check_collection_name
 from groundkit.storage.object_segments import ObjectSegments
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, VectorStoreProtocol
@@ -268,7 +268,7 @@ class StoreLocation:
         ``StorageError`` that says to ingest first.
         """
         if not create and self.metadata_url is None and not await self.exists():
-            raise StorageError(
+            raise CollectionNotFoundError(
                 f"no collection {self.name!r} in {str(self.index_dir)!r}; ingest something first"
             )
         metadata = await self.open_metadata(create=create, rebuild_damaged=rebuild_damaged)
@@ -284,7 +284,9 @@ class StoreLocation:
         are kept. A collection that does not exist is a ``StorageError``.
         """
         if not await self.exists():
-            raise StorageError(f"no collection {self.name!r} in {self.describe_root()!r}")
+            raise CollectionNotFoundError(
+                f"no collection {self.name!r} in {self.describe_root()!r}"
+            )
         if self.metadata_url is not None:
             from groundkit.storage.postgres import PostgresMetadataStore
 

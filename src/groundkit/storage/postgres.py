@@ -28,7 +28,12 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import numpy as np
 
 from groundkit.contracts import CollectionManifest, DocumentRecord, EmbeddingIdentity, fields_of
-from groundkit.errors import ConfigurationError, GroundkitError, StorageError
+from groundkit.errors import (
+    CollectionNotFoundError,
+    ConfigurationError,
+    GroundkitError,
+    StorageError,
+)
 from groundkit.storage._rows import (
     LEGACY_GAPS_SQL,
     REMOVED,
@@ -462,7 +467,7 @@ class PostgresMetadataStore:
                 exists = await conn.fetchval("SELECT to_regclass($1)", f"{self._s}.state")
                 if exists is None:
                     if not create:
-                        raise StorageError(
+                        raise CollectionNotFoundError(
                             f"no collection {self.collection!r} at {self.dsn}; ingest something "
                             "first"
                         )

@@ -31,7 +31,7 @@ from groundkit.contracts import (
     EmbeddingIdentity,
     FieldValue,
 )
-from groundkit.errors import StorageError
+from groundkit.errors import CollectionNotFoundError, StorageError
 from groundkit.storage._rows import (
     LEGACY_GAPS_SQL,
     REMOVED,
@@ -546,7 +546,9 @@ class SQLiteMetadataStore:
         found = await asyncio.to_thread(_existing_file, path)
         if not found:
             if not create:
-                raise StorageError(f"no collection at {str(path)!r}; ingest something first")
+                raise CollectionNotFoundError(
+                    f"no collection at {str(path)!r}; ingest something first"
+                )
             await asyncio.to_thread(_create_file, path)
         try:
             # Connected here rather than by aiosqlite: when its connect fails it

@@ -23,7 +23,7 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchResponse,
 )
-from groundkit.errors import RetrievalError
+from groundkit.errors import ChunkNotFoundError, RetrievalError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.search import result_from_row
@@ -73,11 +73,9 @@ class Verifier:
     embedder: EmbeddingProtocol | None = None
     analyzer: Analyzer | None = None
 
-    def hidden(self, chunk_id: str) -> RetrievalError:
+    def hidden(self, chunk_id: str) -> ChunkNotFoundError:
         """Unknown and above-the-clearance read exactly alike: no existence leak."""
-        return RetrievalError(
-            f"no chunk {chunk_id!r} in collection {self.name!r}", verdict="unresolvable"
-        )
+        return ChunkNotFoundError(f"no chunk {chunk_id!r} in collection {self.name!r}")
 
     async def fetch(self, stored: StoredChunk) -> FetchResult:
         """``stored`` checked against its source as it reads now."""
@@ -115,10 +113,9 @@ class Verifier:
             raise self.hidden(citation.chunk_id)
         if expected is None:
             if stored is None:
-                raise RetrievalError(
+                raise ChunkNotFoundError(
                     f"no chunk {citation.chunk_id!r} in collection {self.name!r}; pass "
-                    "content= (the text the citation stands for) to check it anyway",
-                    verdict="unresolvable",
+                    "content= (the text the citation stands for) to check it anyway"
                 )
             expected = stored.content
         try:
@@ -222,10 +219,9 @@ class Verifier:
         rows = await self.store.get_chunks_by_ids(chunk_ids)
         missing = [c for c in chunk_ids if c not in rows or not self.visible(rows[c])]
         if missing:
-            raise RetrievalError(
+            raise ChunkNotFoundError(
                 f"no chunk {missing[0]!r} in collection {self.name!r}"
-                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
-                verdict="unresolvable",
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
             )
         return [result_from_row(rows[c], 0.0, collection=self.name) for c in chunk_ids]
 

@@ -1,0 +1,228 @@
+"""Per-signal scores on every result, and the calibrated relevance cut."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groundkit import (
+    Collection,
+    ConfigurationError,
+    RelevanceCalibration,
+    RetrievalConfig,
+    SentenceTransformerEmbedder,
+)
+from groundkit.contracts import Scores
+from groundkit.retrieval.relevance import BUILT_IN_CALIBRATIONS, calibration_for, fit_relevance
+from groundkit.retrieval.search import score_to_cosine
+from tests.support import QUERIES, SMALL_CHUNKS, ToyEmbedder
+
+# A calibration for the toy embedder: only the arithmetic is under test with it.
+TOY = RelevanceCalibration(slope=8.0, intercept=-4.0, floor=0.3, fitted_on="a test's choice")
+
+
+@given(
+    slope=st.floats(0.1, 50),
+    intercept=st.floats(-20, 20),
+    chance=st.floats(0.01, 0.99),
+)
+def test_cosine_at_inverts_relevance(slope: float, intercept: float, chance: float) -> None:
+    calibration = RelevanceCalibration(slope=slope, intercept=intercept, floor=0.0)
+    assert calibration.relevance(calibration.cosine_at(chance)) == pytest.approx(chance)
+
+
+@given(cosine=st.floats(-1e6, 1e6))
+def test_relevance_is_a_probability_for_any_cosine(cosine: float) -> None:
+    chance = TOY.relevance(cosine)
+    assert 0.0 <= chance <= 1.0
+    assert math.isfinite(chance)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    slope=st.floats(2, 20),
+    intercept=st.floats(-10, 0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_fit_recovers_a_known_curve(slope: float, intercept: float, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    cosines = rng.uniform(-0.2, 1.0, 4000)
+    truth = 1.0 / (1.0 + np.exp(-(slope * cosines + intercept)))
+    labels = rng.uniform(size=cosines.size) < truth
+    if labels.all() or not labels.any():
+        return
+    fitted = fit_relevance(cosines.tolist(), labels.tolist(), keep=0.9, fitted_on="synthetic")
+    grid = np.linspace(-0.2, 1.0, 25)
+    want = 1.0 / (1.0 + np.exp(-(slope * grid + intercept)))
+    got = np.array([fitted.relevance(float(c)) for c in grid])
+    assert np.abs(got - want).max() < 0.1
+    assert fitted.fitted_on == "synthetic"
+    # The floor keeps the asked-for share of the relevant results.
+    positives = cosines[labels]
+    kept = (positives >= fitted.floor).mean()
+    assert 0.9 <= kept <= 0.9 + 2.0 / positives.size
+
+
+def test_fit_refuses_data_it_cannot_calibrate() -> None:
+    with pytest.raises(ConfigurationError, match="both relevant and irrelevant"):
+        fit_relevance([0.1, 0.5, 0.9], [True, True, True])
+    with pytest.raises(ConfigurationError, match="one finite cosine"):
+        fit_relevance([0.1, float("nan")], [True, False])
+    with pytest.raises(ConfigurationError, match="do not make relevance grow"):
+        fit_relevance([0.1, 0.2, 0.8, 0.9], [True, True, False, False])
+    with pytest.raises(ConfigurationError, match="keep"):
+        fit_relevance([0.1, 0.9], [False, True], keep=0.0)
+
+
+def test_calibration_settings_fail_as_configuration_errors() -> None:
+    with pytest.raises(ConfigurationError):
+        RelevanceCalibration(slope=-1.0, intercept=0.0, floor=0.0)
+    with pytest.raises(ConfigurationError):
+        RelevanceCalibration(slope=1.0, intercept=float("inf"), floor=0.0)
+    with pytest.raises(ConfigurationError):
+        RelevanceCalibration(slope=1.0, intercept=0.0, floor=1.5)
+    for bad in (1.5, 0.0, "always", True):
+        with pytest.raises(ConfigurationError):
+            RetrievalConfig(min_relevance=bad)
+    assert RetrievalConfig(min_relevance="auto").min_relevance == "auto"
+
+
+async def open_toy(
+    index_dir: Path, corpus_dir: Path, config: RetrievalConfig | None = None
+) -> Collection:
+    col = await Collection.open(
+        index_dir,
+        base_dir=corpus_dir,
+        chunking=SMALL_CHUNKS,
+        embedder=ToyEmbedder(),
+        retrieval=config,
+    )
+    await col.ingest(corpus_dir)
+    return col
+
+
+async def test_every_mode_gives_its_signals(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_toy(index_dir, corpus_dir, RetrievalConfig(relevance_calibration=TOY))
+    try:
+        for query in QUERIES:
+            for result in (await col.search(query, 5, mode="bm25")).results:
+                assert result.scores == Scores(bm25=result.score)
+            for result in (await col.search(query, 5, mode="dense")).results:
+                s = result.scores
+                assert s is not None and s.vector is not None
+                assert s.vector == pytest.approx(score_to_cosine(result.score))
+                assert s.relevance == pytest.approx(TOY.relevance(s.vector))
+                assert (s.bm25, s.fused, s.rerank) == (None, None, None)
+            for result in (await col.search(query, 5, mode="hybrid")).results:
+                s = result.scores
+                assert s is not None and s.fused == result.score
+                assert s.bm25 is not None or s.vector is not None
+                if s.vector is not None:
+                    assert s.relevance == pytest.approx(TOY.relevance(s.vector))
+    finally:
+        await col.close()
+
+
+async def test_no_relevance_without_a_calibration(index_dir: Path, corpus_dir: Path) -> None:
+    col = await open_toy(index_dir, corpus_dir)
+    try:
+        result = (await col.search(QUERIES[0], 3, mode="dense")).results[0]
+        assert result.scores is not None
+        assert result.scores.vector is not None and result.scores.relevance is None
+    finally:
+        await col.close()
+    col = await open_toy(index_dir, corpus_dir, RetrievalConfig(min_relevance=0.5))
+    try:
+        with pytest.raises(ConfigurationError, match="relevance_calibration"):
+            await col.search(QUERIES[0], 3, mode="dense")
+        # BM25 has no relevance to read: the cut is for dense and hybrid searches.
+        assert (await col.search(QUERIES[0], 3, mode="bm25")).results
+    finally:
+        await col.close()
+
+
+@pytest.mark.parametrize("chance", [0.2, 0.5, 0.8, 0.95, "auto"])
+async def test_the_cut_keeps_a_subsequence_of_the_uncut_ranking(
+    index_dir: Path, corpus_dir: Path, chance: float | str
+) -> None:
+    uncut = RetrievalConfig(relevance_calibration=TOY, hybrid_candidates=4)
+    col = await open_toy(index_dir, corpus_dir, uncut)
+    await col.close()
+    cut = uncut.model_copy(update={"min_relevance": chance})
+    async with (
+        Collection.open(index_dir, embedder=ToyEmbedder(), retrieval=uncut) as full,
+        Collection.open(index_dir, embedder=ToyEmbedder(), retrieval=cut) as kept,
+    ):
+        least = TOY.floor if chance == "auto" else TOY.cosine_at(float(chance))
+        for query in QUERIES:
+            for mode in ("dense", "hybrid"):
+                every = (await full.search(query, 10, mode=mode)).results
+                response = await kept.search(query, 10, mode=mode)
+                some = response.results
+                ids = [r.chunk_id for r in every]
+                # The same results in the same order, with the same scores: the cut
+                # only leaves some out, it never reorders or rescores.
+                positions = [ids.index(r.chunk_id) for r in some]
+                assert positions == sorted(positions)
+                for r in some:
+                    assert r.score == every[ids.index(r.chunk_id)].score
+                    vector = r.scores.vector if r.scores else None
+                    if vector is not None:
+                        assert vector >= least - 1e-6
+                if mode == "dense":
+                    assert [r.chunk_id for r in some] == [
+                        r.chunk_id
+                        for r in every
+                        if r.scores
+                        and r.scores.vector is not None
+                        and r.scores.vector >= least - 1e-6
+                    ]
+                cut_meta = response.metadata["relevance_cut"]
+                assert cut_meta["min_relevance"] == chance
+                assert cut_meta["dropped"] >= len(every) - len(some) >= 0
+
+
+def test_the_built_in_calibration_is_found_for_its_model() -> None:
+    from groundkit.contracts import EmbeddingIdentity
+
+    for (provider, model, dims), calibration in BUILT_IN_CALIBRATIONS.items():
+        identity = EmbeddingIdentity(provider=provider, model_name=model, dimensions=dims)
+        assert calibration_for(identity) is calibration
+        assert calibration_for(identity, TOY) is TOY
+        assert calibration.fitted_on
+    other = EmbeddingIdentity(provider="toy", model_name="hash-64", dimensions=64)
+    assert calibration_for(other) is None
+
+
+@pytest.mark.slow
+async def test_a_query_the_collection_cannot_answer_returns_nothing(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    """With the packaged MiniLM and its built-in calibration: off-topic and gibberish
+    queries come back empty at the floor, while queries the corpus answers do not."""
+    config = RetrievalConfig(min_relevance="auto")
+    async with Collection.open(
+        index_dir,
+        base_dir=corpus_dir,
+        chunking=SMALL_CHUNKS,
+        embedder=SentenceTransformerEmbedder("all-MiniLM-L6-v2"),
+        retrieval=config,
+    ) as col:
+        await col.ingest(corpus_dir)
+        for query in ("quarterly tax filing deadline for freelancers", "zxqv plorth wumbat"):
+            for mode in ("dense", "hybrid"):
+                response = await col.search(query, 5, mode=mode)
+                assert response.results == [], (query, mode)
+                assert response.metadata["relevance_cut"]["dropped"] > 0
+        for query in ("how do solar panels make electricity", "offshore wind farms"):
+            for mode in ("dense", "hybrid"):
+                response = await col.search(query, 5, mode=mode)
+                assert response.results, (query, mode)
+                top = response.results[0].scores
+                assert top is not None and top.vector is not None
+                assert top.relevance is not None and 0.0 < top.relevance < 1.0
