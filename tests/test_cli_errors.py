@@ -200,3 +200,29 @@ def test_the_query_is_named_as_the_cli_shows_it(
 ) -> None:
     line = refused(capsys, "search", "   ", "--index-dir", str(index))
     assert line == "grk: error: the query must be a non-empty string"
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("2", "--min-relevance is a probability between 0 and 1"),
+        ("0", "--min-relevance is a probability between 0 and 1"),
+        ("auto", "--min-relevance applies to dense and hybrid searches"),
+    ],
+)
+def test_min_relevance_is_named_by_its_flag(
+    capsys: pytest.CaptureFixture[str], index: Path, value: str, needle: str
+) -> None:
+    # Refused before any model loads: the range, and BM25 (which has nothing to cut on).
+    line = refused(capsys, "search", "cats", "--index-dir", str(index), "--min-relevance", value)
+    assert needle in line
+    assert "min_relevance" not in line
+
+
+def test_min_relevance_that_is_no_number_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], index: Path
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["search", "cats", "--index-dir", str(index), "--min-relevance", "high"])
+    assert stopped.value.code == 2
+    assert "a probability between 0 and 1, or auto" in capsys.readouterr().err

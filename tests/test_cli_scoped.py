@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ def index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
     return opts
 
 
-def results(out: str) -> list[dict[str, object]]:
+def results(out: str) -> list[dict[str, Any]]:
     return list(json.loads(out)["results"])
 
 
@@ -52,7 +53,7 @@ def test_where_forms(
     assert code == 0
     found = results(out)
     assert len(found) == 5
-    assert {r["fields"]["team"] for r in found} == {"red"}  # type: ignore[index]
+    assert {r["fields"]["team"] for r in found} == {"red"}
 
 
 @pytest.mark.parametrize(

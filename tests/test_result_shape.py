@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from groundkit import Collection
 from groundkit.cli import main
-from groundkit.contracts import EvidenceSpan, FetchResult, RetrievalResult
+from groundkit.contracts import Evidence, EvidenceSpan, FetchResult, RetrievalResult
 from groundkit.service import CollectionRegistry
 from tests.test_contracts import _result
 
@@ -158,12 +158,14 @@ results = st.builds(
         metadata={"fields": {"team": "red"}} if offset else {},
         version=version,
         collection=collection,
-        evidence=[
-            EvidenceSpan(
-                start_offset=start, end_offset=start + len(content), text=content, score=1.0,
-                method="terms",
-            )
-        ]
+        evidence=Evidence(
+            [
+                EvidenceSpan(
+                    start_offset=start, end_offset=start + len(content), text=content, score=1.0,
+                    method="terms",
+                )
+            ]
+        )
         if offset
         else None,
     ),

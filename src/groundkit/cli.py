@@ -69,6 +69,7 @@ SEARCH_FLAGS = {
     "mmr": "--mmr",
     "reorder": "--reorder",
     "rewrite": "--glossary",
+    "min_relevance": "--min-relevance",
 }
 # The command that gives a collection vectors, as a message tells it.
 _ADD_VECTORS = "grk ingest PATH --embedder MODEL"
@@ -207,6 +208,18 @@ def _version_line() -> str:
     except ImportError:  # as groundkit.lexical.bm25 finds it: searches use numpy
         kernel = "numpy (no compiled kernel installed)"
     return f"grk (groundkit) {__version__}, BM25 kernel: {kernel}"
+
+
+def _relevance_arg(text: str) -> float | str:
+    """``--min-relevance``: ``auto`` or a number (its range is SearchRequest's to check)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a probability between 0 and 1, or auto, not {text!r}"
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -391,6 +404,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     search.add_argument(
         "--reorder", choices=REORDERS, default=None, help=SearchRequest.describe("reorder")
+    )
+    search.add_argument(
+        "--min-relevance",
+        type=_relevance_arg,
+        default=None,
+        metavar="P|auto",
+        help=SearchRequest.describe("min_relevance"),
     )
     search.add_argument(
         "--glossary",
@@ -1325,6 +1345,7 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
             mmr=args.mmr,
             reorder=args.reorder,
             rewrite=args.glossary is not None,
+            min_relevance=args.min_relevance,
         )
         if len(args.collections) > 1:
             request.check_single_collection()

@@ -127,7 +127,8 @@ async def test_a_long_ingest_beats_between_events(
 
         async def embed_documents(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
             await beaten.wait()
-            return await super().embed_documents(texts)
+            vectors: npt.NDArray[np.float32] = await super().embed_documents(texts)
+            return vectors
 
     write_tree(tmp_path / "base", {f"n/{i}.md": f"Note {i} on valves." for i in range(3)})
     with _until(lambda m: " s in: " in m and "embed 0/3" in m) as beaten:

@@ -113,7 +113,7 @@ async def test_a_bad_batch_stores_nothing(col: Collection) -> None:
     assert await col.generation() == generation
     assert (await col.search("fine")).total_results == 0
     with pytest.raises(IngestionError, match="iterable of records, texts or documents"):
-        await col.add_documents({"id": "x", "text": "y"})  # type: ignore[dict-item]
+        await col.add_documents({"id": "x", "text": "y"})
 
 
 async def test_deleting_records_lists_the_ids_that_name_none(col: Collection) -> None:

@@ -89,7 +89,7 @@ def test_an_unsupported_item_names_what_is_accepted(item: object, hint: str) -> 
 def test_a_single_document_is_refused_with_the_fix() -> None:
     for single in ("just a text", LangChainDocument(page_content="x")):
         with pytest.raises(groundkit.IngestionError, match=r"wrap it in a list: \[item\]"):
-            record_documents(single)  # type: ignore[arg-type]
+            record_documents(single)
 
 
 def test_metadata_outside_the_field_rules_names_the_converter() -> None:

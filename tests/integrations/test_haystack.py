@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from haystack import Document, Pipeline
@@ -133,7 +134,7 @@ async def test_a_loaded_pipeline_runs_asynchronously(
     pipeline = Pipeline()
     pipeline.add_component("retriever", GroundkitRetriever(async_collection, top_k=1))
     loaded = Pipeline.loads(pipeline.dumps())
-    retriever = loaded.get_component("retriever")
+    retriever: Any = loaded.get_component("retriever")
     try:
         out = await loaded.run_async({"retriever": {"query": "espresso descaling"}})
         assert citation_of(out["retriever"]["documents"][0]).source == "record://TCK-2"

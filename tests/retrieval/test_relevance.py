@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,8 +14,11 @@ from hypothesis import strategies as st
 from groundkit import (
     Collection,
     ConfigurationError,
+    InvalidQueryError,
     RelevanceCalibration,
     RetrievalConfig,
+    SearchMode,
+    SearchRequest,
     SentenceTransformerEmbedder,
 )
 from groundkit.contracts import Scores
@@ -86,6 +90,7 @@ def test_calibration_settings_fail_as_configuration_errors() -> None:
         RelevanceCalibration(slope=1.0, intercept=float("inf"), floor=0.0)
     with pytest.raises(ConfigurationError):
         RelevanceCalibration(slope=1.0, intercept=0.0, floor=1.5)
+    bad: Any
     for bad in (1.5, 0.0, "always", True):
         with pytest.raises(ConfigurationError):
             RetrievalConfig(min_relevance=bad)
@@ -187,6 +192,35 @@ async def test_the_cut_keeps_a_subsequence_of_the_uncut_ranking(
                 assert cut_meta["dropped"] >= len(every) - len(some) >= 0
 
 
+async def test_a_search_may_ask_for_its_own_cut(index_dir: Path, corpus_dir: Path) -> None:
+    """``min_relevance`` per search equals the same setting for the collection, overrides
+    it, and is refused for BM25, which has no relevance to cut on."""
+    base = RetrievalConfig(relevance_calibration=TOY)
+    col = await open_toy(index_dir, corpus_dir, base)
+    await col.close()
+    setting = base.model_copy(update={"min_relevance": 0.9})
+    async with (
+        Collection.open(index_dir, embedder=ToyEmbedder(), retrieval=base) as plain,
+        Collection.open(index_dir, embedder=ToyEmbedder(), retrieval=setting) as cut,
+    ):
+        for query in QUERIES:
+            for mode in ("dense", "hybrid"):
+                asked = await plain.search(query, 5, mode=mode, min_relevance=0.9)
+                configured = await cut.search(query, 5, mode=mode)
+                assert asked.results == configured.results
+                assert asked.metadata["relevance_cut"] == configured.metadata["relevance_cut"]
+                request = SearchRequest(query=query, top_k=5, mode=mode, min_relevance="auto")
+                overridden = await cut.search(request)
+                assert overridden.metadata["relevance_cut"]["min_relevance"] == "auto"
+        with pytest.raises(InvalidQueryError, match="dense and hybrid"):
+            await plain.search(QUERIES[0], 5, mode="bm25", min_relevance=0.5)
+        for bad in (0.0, 1.0, -0.5, float("nan"), "always", True):
+            with pytest.raises(InvalidQueryError, match="min_relevance"):
+                await plain.search(QUERIES[0], 5, mode="dense", min_relevance=bad)  # type: ignore[arg-type]
+        # The collection's own setting does not make BM25 searches fail.
+        assert (await cut.search(QUERIES[0], 5, mode="bm25")).results
+
+
 def test_the_built_in_calibration_is_found_for_its_model() -> None:
     from groundkit.contracts import EmbeddingIdentity
 
@@ -214,13 +248,14 @@ async def test_a_query_the_collection_cannot_answer_returns_nothing(
         retrieval=config,
     ) as col:
         await col.ingest(corpus_dir)
+        modes: tuple[SearchMode, ...] = ("dense", "hybrid")
         for query in ("quarterly tax filing deadline for freelancers", "zxqv plorth wumbat"):
-            for mode in ("dense", "hybrid"):
+            for mode in modes:
                 response = await col.search(query, 5, mode=mode)
                 assert response.results == [], (query, mode)
                 assert response.metadata["relevance_cut"]["dropped"] > 0
         for query in ("how do solar panels make electricity", "offshore wind farms"):
-            for mode in ("dense", "hybrid"):
+            for mode in modes:
                 response = await col.search(query, 5, mode=mode)
                 assert response.results, (query, mode)
                 top = response.results[0].scores

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from groundkit.contracts import Citation, ContextKind, Record, RetrievalResult, SearchMode
 from groundkit.errors import ConfigurationError
@@ -76,6 +76,9 @@ class GroundkitRetriever(BaseRetriever):
     mmr: float | None = Field(default=None, description=SearchRequest.describe("mmr"))
     reorder: Reorder | None = Field(default=None, description=SearchRequest.describe("reorder"))
     rewrite: bool = Field(default=False, description=SearchRequest.describe("rewrite"))
+    min_relevance: float | Literal["auto"] | None = Field(
+        default=None, description=SearchRequest.describe("min_relevance")
+    )
 
     def _searcher(self) -> Searcher:
         names = [name for name in SearchRequest.model_fields if name != "query"]

@@ -58,6 +58,7 @@ class SearchOptions(TypedDict, total=False):
     mmr: float | None
     reorder: Reorder | None
     rewrite: bool
+    min_relevance: float | Literal["auto"] | None
 
 
 class _OptionError(InvalidQueryError):
@@ -142,6 +143,13 @@ class SearchRequest(BaseModel):
         default=False,
         description="also search the query's rephrasings from the collection's query "
         "rewriter (a glossary), fused by rank",
+    )
+    min_relevance: float | Literal["auto"] | None = Field(
+        default=None,
+        description="dense and hybrid only: leave out results less likely than this to be "
+        "relevant (a probability between 0 and 1, read off the embedding model's relevance "
+        "calibration), or auto: those below the calibration's floor, so a query the "
+        "collection cannot answer returns nothing (default: the collection's setting, none)",
     )
 
     # The options ``search_collections`` does not take: they rework one collection's
@@ -345,7 +353,31 @@ def _checked(values: dict[str, Any]) -> dict[str, Any]:
         raise _OptionError(
             f"{{reorder}} must be one of {', '.join(REORDERS)}, got {_literal(repr(reorder))}"
         )
+    out["min_relevance"] = _min_relevance(values.get("min_relevance"), mode)
     return out
+
+
+def _min_relevance(value: object, mode: object) -> float | Literal["auto"] | None:
+    """A probability strictly between 0 and 1, or ``"auto"``; BM25 results have no
+    relevance to cut on, so the option is refused there rather than ignored."""
+    if value is None:
+        return None
+    if value != "auto" and (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0.0 < value < 1.0
+    ):
+        raise _OptionError(
+            "{min_relevance} is a probability between 0 and 1 (exclusive) or auto, "
+            f"got {_literal(repr(value))}"
+        )
+    if mode == "bm25":
+        raise _OptionError(
+            "{min_relevance} applies to dense and hybrid searches (a BM25 score says "
+            "nothing calibrated about relevance), not {mode} bm25"
+        )
+    return "auto" if value == "auto" else float(value)
 
 
 def _filters(filters: object) -> dict[str, Any] | None:

@@ -454,7 +454,11 @@ class Retriever:
             queries = await rewritten(self.rewriter, query, self._config.max_rewrites)
         timings: dict[str, float] = {}
         allowed = await self._allowed(flt, index)
-        relevance = await self._relevance(mode, self._config.min_relevance)
+        # The request's cut, else the collection's (which BM25 searches do not take).
+        wanted = request.min_relevance
+        if wanted is None:
+            wanted = self._config.min_relevance
+        relevance = await self._relevance(mode, wanted)
         # Scored with the statistics of what the clearance admits (adr/0052).
         search = _Pass(index, view.within(allowed.corpus), allowed, relevance=relevance)
         degraded: str | None = None
@@ -519,7 +523,7 @@ class Retriever:
             meta["degraded"] = degraded
         if relevance is not None and relevance.min_cosine is not None and served != "bm25":
             meta["relevance_cut"] = {
-                "min_relevance": self._config.min_relevance,
+                "min_relevance": wanted,
                 "dropped": relevance.dropped,
             }
         if timings:

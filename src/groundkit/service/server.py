@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar, Unpack
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, Unpack
 
 from pydantic import (
     BaseModel,
@@ -184,6 +184,10 @@ RewriteArg = Annotated[
         description=SearchRequest.describe("rewrite")
         + " (the server's: it must be started with --glossary)"
     ),
+]
+MinRelevanceArg = Annotated[
+    Annotated[StrictFloat, Field(gt=0.0, lt=1.0, allow_inf_nan=False)] | Literal["auto"] | None,
+    Field(description=SearchRequest.describe("min_relevance")),
 ]
 FullArg = Annotated[
     StrictBool,
@@ -747,6 +751,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         mmr: MmrArg = None,
         reorder: ReorderArg = None,
         rewrite: RewriteArg = False,
+        min_relevance: MinRelevanceArg = None,
         full: FullArg = False,
     ) -> SearchOutput:
         """Search one collection. Every result carries a citation: source, chunk_id,
@@ -769,6 +774,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 mmr=mmr,
                 reorder=reorder,
                 rewrite=rewrite,
+                min_relevance=min_relevance,
             )
             if rewrite and registry.rewriter is None:
                 raise ToolError(
@@ -825,6 +831,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         rerank: RerankArg = False,
         filters: FiltersArg = None,
         as_of: AsOfArg = None,
+        min_relevance: MinRelevanceArg = None,
         full: FullArg = False,
     ) -> MultiSearchOutput:
         """Search several collections at once; one ranking fused by rank, each result
@@ -840,6 +847,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                 mode=mode,
                 rerank=rerank,
                 filters=filters,
+                min_relevance=min_relevance,
             )
             known = set(await registry.names())
             unknown = [n for n in collections if n not in known]
