@@ -102,6 +102,8 @@ def test_readme_blocks_run(tmp_path: Path) -> None:
     assert "verified=True" in python[0]
     assert python[0].rstrip().endswith("verified")
     assert python[1].startswith("notes/tea.md ")
+    assert "relevance=" in python[1]
+    assert python[1].rstrip().endswith("0 results off topic")
     kettle, verified = python[2].splitlines()
     assert kettle == "notes/kettle.md verified" and verified == "True"
     added, top, changed = python[3].splitlines()
