@@ -3,6 +3,7 @@ the whole collection, on real SQLite collections; the old call forms warn."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,25 @@ def test_the_blocking_collection_has_the_same_delete_and_verify(
         report = col.delete(ids=[top.document_id], records=["r1", "r2"])
         assert (report.deleted, report.missing) == (["energy/wind.txt", "record://r1"], ["r2"])
         assert col.verify_all().ok
+
+
+def test_the_blocking_collection_warns_at_the_callers_line(
+    tmp_path: Path, corpus_dir: Path
+) -> None:
+    """A deprecated call on the blocking collection runs on groundkit's loop thread; its
+    warning is raised back in the caller's thread, pointing at the caller's line, so the
+    default filters (and ``-W error``) treat it as the caller's."""
+    with gks.Collection.open(tmp_path / "index", base_dir=corpus_dir, chunking=SMALL_CHUNKS) as col:
+        col.ingest(corpus_dir)
+        col.add_documents([{"id": "r1", "text": "A stored record about tea."}])
+        with pytest.warns(DeprecationWarning, match="verify_all") as caught:
+            report = col.verify()
+        assert report.ok
+        assert [w.filename for w in caught] == [__file__]
+        with pytest.warns(DeprecationWarning, match="records=") as caught:
+            col.delete_documents(["r1"])
+        assert [w.filename for w in caught] == [__file__]
+        # Without a deprecated form, nothing is warned.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            col.verify_all()

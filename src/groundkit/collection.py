@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import os
 import re
@@ -1142,12 +1143,25 @@ def _warn_left_open(name: str, where: str) -> None:
     )
 
 
+# Set by groundkit.sync around a blocking call: the deprecations met on the loop's
+# thread are kept here and warned about in the caller's thread, where its warning
+# filters apply and the warning can point at its line.
+DEPRECATIONS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "groundkit_deprecations", default=None
+)
+
+
 def _deprecated(old: str, new: str) -> None:
     """Warn, pointed at the caller of the method that calls this, that ``old`` goes
-    with the next release."""
+    with the next release (a blocking caller is warned in its own thread)."""
     from groundkit.verification.verdict import deprecation
 
-    warnings.warn(deprecation(old, new), DeprecationWarning, stacklevel=3)
+    message = deprecation(old, new)
+    kept = DEPRECATIONS.get()
+    if kept is not None:
+        kept.append(message)
+        return
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -45,6 +45,7 @@ from typing import (
     overload,
 )
 
+from groundkit.collection import DEPRECATIONS
 from groundkit.collection import Collection as AsyncCollection
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import MultiSearchResponse
@@ -286,7 +287,17 @@ def _blocking(
     """An async method as a blocking method of its twin class (same signature)."""
 
     def call(self: _Twin[A], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        return run(method(self.aio, *args, **kwargs), home=self._home)
+        met: list[str] = []
+
+        async def keeping_deprecations() -> T:
+            DEPRECATIONS.set(met)  # this task's context only
+            return await method(self.aio, *args, **kwargs)
+
+        try:
+            return run(keeping_deprecations(), home=self._home)
+        finally:
+            for message in met:  # here, where the caller's filters and line are
+                warnings.warn(message, DeprecationWarning, stacklevel=2)
 
     functools.update_wrapper(call, method)
     return call
