@@ -225,7 +225,7 @@ def smoke_haystack() -> None:
 def smoke_pandas() -> None:
     with tempfile.TemporaryDirectory() as tmp, _faq(Path(tmp)) as col:
         frame = col.search("refunds", top_k=1).to_pandas()
-        assert list(frame["chunk_id"]) == [col.search("refunds", top_k=1)[0].chunk_id]
+        assert list(frame["citation.chunk_id"]) == [col.search("refunds", top_k=1)[0].chunk_id]
     print("pandas: results as a DataFrame")
 
 

@@ -276,7 +276,7 @@ def test_delete_takes_records_by_their_own_ids(base: Path) -> None:
     ok(grk("ingest", "--jsonl", str(records), "-q", cwd=base))
     report = as_json(grk("--json", "delete", "--record", "T-1", "--record", "T-9", cwd=base), 1)
     assert report == {"deleted": ["record://T-1"], "missing": ["T-9"]}
-    assert [h["source"] for h in search(base, "printers")] == ["record://T-2"]
+    assert [h["citation"]["source"] for h in search(base, "printers")] == ["record://T-2"]
     done = grk("delete", "--record", " T-2", cwd=base)
     assert done.returncode == 2 and "starts or ends with whitespace" in done.stderr
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 from groundkit.errors import ConfigurationError, GroundkitError, IngestionError, RetrievalError
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.versions import version_start
-from groundkit.utils.heartbeat import PROGRESS_LOGGER
 from groundkit.utils.text import first_unencodable
 
 if TYPE_CHECKING:
@@ -562,6 +561,8 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
     # On a terminal the status line and the spinner show progress; without one, the
     # progress log does (at a steady interval), unless -q.
     shown = not quiet and not sys.stderr.isatty()
+    from groundkit.utils.heartbeat import PROGRESS_LOGGER  # asyncio: not for --version
+
     logging.getLogger(PROGRESS_LOGGER).setLevel(logging.INFO if shown else logging.WARNING)
 
 

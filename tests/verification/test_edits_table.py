@@ -212,7 +212,8 @@ async def mcp(case: Case, tool: str, **arguments: Any) -> dict[str, Any]:
 
 async def _grk_fetch(c: Case) -> Seen:
     version = str(c.hit.citation.version)
-    argv = ["fetch", c.hit.chunk_id, "--version", version, *cli_common(c)]
+    # The full shape, read back as the FetchResult it is (the compact one leaves out fields).
+    argv = ["fetch", c.hit.chunk_id, "--version", version, "--full", *cli_common(c)]
     return of_wire(await asyncio.to_thread(grk, *argv))
 
 
@@ -269,7 +270,7 @@ COLUMNS: dict[str, Callable[[Case], Awaitable[Seen]]] = {
     "grk fetch": _grk_fetch,
     "grk verify": _grk_verify,
     "MCP fetch_chunk": lambda c: _wire(
-        mcp(c, "fetch_chunk", chunk_id=c.hit.chunk_id, version=c.hit.citation.version)
+        mcp(c, "fetch_chunk", chunk_id=c.hit.chunk_id, version=c.hit.citation.version, full=True)
     ),
     "MCP verify_answer: citations": lambda c: _wire_cited(
         mcp(c, "verify_answer", answer=c.answer, chunk_ids=[c.hit.chunk_id])

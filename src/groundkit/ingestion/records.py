@@ -119,7 +119,7 @@ def _framework_record(item: Any, framework: str, where: str) -> Record:
     if framework == "LangChain":
         text, metadata, own_id = item.page_content, item.metadata, item.id
     elif framework == "LlamaIndex":
-        from llama_index.core.schema import MetadataMode  # installed: item is one of its
+        from llama_index.core.schema import MetadataMode  # extra: llama-index
 
         text = item.get_content(metadata_mode=MetadataMode.NONE)
         metadata, own_id = item.metadata, item.node_id
