@@ -272,8 +272,10 @@ async def test_a_cancelled_first_dense_ingest_is_counted_said_and_completed(
 # ``grk`` with a model that answers nothing: says when it was first asked, then waits.
 _GRK_STALLED = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, faulthandler, signal, sys
     import groundkit.cli as cli
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks where it hangs
     import groundkit.providers.local as local
     from tests.support import ToyEmbedder
 
@@ -316,7 +318,15 @@ async def test_ctrl_c_during_a_first_dense_grk_ingest(
         line = await asyncio.wait_for(proc.stdout.readline(), 120)
         assert line, "grk ended before it embedded anything"
     proc.send_signal(signal.SIGINT)
-    _, err = await asyncio.wait_for(proc.communicate(), 120)
+    try:
+        _, err = await asyncio.wait_for(proc.communicate(), 120)
+    except TimeoutError:
+        # Where every thread of grk stands, then it is stopped: the failure says why.
+        proc.send_signal(signal.SIGUSR1)
+        await asyncio.sleep(2)
+        proc.kill()
+        _, err = await proc.communicate()
+        pytest.fail("grk did not exit within 120 s of SIGINT:\n" + err.decode(errors="replace"))
     assert proc.returncode == 130, err
     assert b"interrupted" in err and b"Traceback" not in err
 
