@@ -311,6 +311,8 @@ async def test_ctrl_c_during_a_first_dense_grk_ingest(
         cwd=REPO_ROOT,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        # A test run started in the background ignores SIGINT, and a child inherits that.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     line = b""
