@@ -23,7 +23,7 @@ from groundkit import (
 )
 from groundkit.contracts import Scores
 from groundkit.retrieval.relevance import BUILT_IN_CALIBRATIONS, calibration_for, fit_relevance
-from groundkit.retrieval.search import score_to_cosine
+from groundkit.storage.protocols import score_to_cosine
 from tests.support import QUERIES, SMALL_CHUNKS, ToyEmbedder
 
 # A calibration for the toy embedder: only the arithmetic is under test with it.

@@ -79,6 +79,7 @@ from groundkit.storage.protocols import (
     VectorHit,
     VectorStoreProtocol,
     cosine_to_score,
+    score_to_cosine,
 )
 from groundkit.storage.reconcile import missing_vectors_notice, vector_problem, vectors_missing
 from groundkit.telemetry import SPAN_RERANK, SPAN_SEARCH, traced
@@ -1091,11 +1092,6 @@ def result_from_row(
     if scores is None:
         fields_set.discard("scores")
     return trusted(RetrievalResult, values, fields_set)
-
-
-def score_to_cosine(score: float) -> float:
-    """The cosine similarity behind a vector hit's score ``(1 + cosine) / 2``."""
-    return 2.0 * score - 1.0
 
 
 def _signals(relevance: _Relevance | None) -> Callable[..., Scores]:

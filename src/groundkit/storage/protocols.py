@@ -50,6 +50,7 @@ __all__ = [
     "VectorStoreProtocol",
     "cosine_to_score",
     "metadata_json",
+    "score_to_cosine",
     "stored_metadata",
 ]
 
@@ -499,6 +500,11 @@ class VectorHit:
 def cosine_to_score(cosine: float) -> float:
     """The ``VectorHit.score`` of a cosine similarity (clamped against rounding)."""
     return min(1.0, max(0.0, (1.0 + cosine) / 2.0))
+
+
+def score_to_cosine(score: float) -> float:
+    """The cosine similarity behind a ``VectorHit.score`` (``cosine_to_score`` undone)."""
+    return 2.0 * score - 1.0
 
 
 @runtime_checkable
