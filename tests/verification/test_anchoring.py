@@ -83,6 +83,11 @@ def test_an_insertion_above_a_unique_span_is_always_found(
             assert anchor.start is not None and after[anchor.start : anchor.end] == span
 
 
+def _at(text: str, span: str) -> list[int]:
+    """Every place ``span`` starts in ``text``, overlapping ones too ("aa" twice in "aaa")."""
+    return [i for i in range(len(text) - len(span) + 1) if text.startswith(span, i)]
+
+
 _ACCENTED = [*"abc .", "\u00e9", "\u00fc", "\u00c5", "\u1ea1", "\ud55c", "e\u0301\u0323"]
 
 
@@ -97,12 +102,17 @@ def test_a_source_renormalized_is_found_by_canonical_equivalence(
 ) -> None:
     span = unicodedata.normalize("NFC", span)
     before = unicodedata.normalize("NFC", head + span + tail)
-    if before[len(head) : len(head) + len(span)] != span or before.count(span) != 1:
+    if before[len(head) : len(head) + len(span)] != span or len(_at(before, span)) != 1:
         return
     after = unicodedata.normalize("NFD", before)
     anchor = reanchor(after, span, len(head))
-    if after.count(span) == 1:  # nothing decomposed: found as it is
-        assert anchor.outcome == "moved"
+    whole = [
+        i
+        for i in _at(after, span)
+        if not (i + len(span) < len(after) and unicodedata.combining(after[i + len(span)]))
+    ]
+    if whole:  # found as it is; an "a" that an accent now follows is part of another letter
+        assert anchor.outcome == "moved" and anchor.start in whole, anchor
         return
     assert anchor.outcome == "renormalized", anchor
     assert anchor.start is not None and anchor.end is not None
@@ -187,3 +197,11 @@ async def test_an_edited_chunk_is_drifted_with_the_closest_passage(col: Collecti
     assert fetched.verification == "drifted"
     assert fetched.similarity is not None and fetched.similarity > 0.9
     assert "closest passage" in fetched.detail
+
+
+def test_a_letter_inside_a_decomposed_one_is_not_another_occurrence() -> None:
+    # "a" then "ạ" (U+1EA1) decomposed: the second "a" carries a dot below.
+    anchor = reanchor("aa\u0323", "a", 0)
+    assert (anchor.outcome, anchor.start, anchor.end) == ("moved", 0, 1)
+    # Where every occurrence is part of another letter, they still count as found.
+    assert reanchor("xa\u0323 ya\u0323", "a", 0).outcome == "ambiguous"

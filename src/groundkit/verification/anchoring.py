@@ -98,6 +98,12 @@ def reanchor(
     while at >= 0 and len(found) < _MAX_OCCURRENCES:
         found.append(at)
         at = text.find(content, at + 1)
+    if len(found) > 1:
+        # An occurrence whose next character composes with it ("a" in "a" + U+0323) is
+        # part of another letter; it only counts when there is nothing better.
+        whole = [p for p in found if not _splits(text, p, p + len(content))]
+        if whole:
+            found = whole
     if len(found) == 1:
         return Anchor("moved", found[0], found[0] + len(content), 1.0, 1)
     if found:
@@ -125,6 +131,11 @@ def _context_score(text: str, start: int, end: int, prefix: str | None, suffix: 
     if suffix and suffix in text[end : end + len(suffix) + _SLACK]:
         score += len(suffix)
     return score
+
+
+def _splits(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` ends inside a combining sequence."""
+    return end < len(text) and _composes(text[start:end], text[end])
 
 
 def _composes(piece: str, char: str) -> bool:
