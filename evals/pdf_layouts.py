@@ -283,6 +283,7 @@ class Verdict:
     covers: bool  # every glyph fragment lies inside a rectangle (within TOLERANCE)
     tight: bool  # no rectangle runs past its fragment by more than TOLERANCE along the
     # line or one line across it, and there is no rectangle where no glyph is
+    per_line: bool  # as many rectangles as line fragments holding a glyph of the span
 
     @property
     def ok(self) -> bool:
@@ -337,4 +338,6 @@ def judge(
                 return True
         return False
 
-    return Verdict(covers=covers, tight=all(inside(r) for r in rects))
+    return Verdict(
+        covers=covers, tight=all(inside(r) for r in rects), per_line=len(rects) == len(expected)
+    )
