@@ -303,3 +303,22 @@ async def test_documents_ingested_with_pypdf_still_verify(
         assert again.updated == ["plain.pdf"], again
         [hit, *_] = (await col.search("harbour")).results
         assert hit.citation.extractor == pdf_extractor().identity and hit.citation.rects
+
+
+def test_a_documents_large_metadata_is_parsed_once_and_never_shared() -> None:
+    from groundkit.storage import _rows
+
+    _, extraction, _ = _case("plain")
+    raw = json.dumps({**_metadata(extraction), "pages": 3})
+    assert len(raw) >= _rows._MEMO_MIN_CHARS
+    first = _rows._document_metadata("d1", "h", 1, raw)
+    second = _rows._document_metadata("d1", "h", 1, raw)
+    assert first == second and first is not second
+    assert second[GEOMETRY_KEY] is first[GEOMETRY_KEY]  # parsed once
+    first["pages"] = -1  # a caller's edit stays its own
+    assert _rows._document_metadata("d1", "h", 1, raw)["pages"] == 3
+    # Another text under the same key (a rewritten row) is parsed again, and checked.
+    changed = json.dumps({**_metadata(extraction), "pages": 3, "x": 1})
+    assert _rows._document_metadata("d1", "h", 1, changed)["x"] == 1
+    with pytest.raises(StorageError):
+        _rows._document_metadata("d1", "h", 1, raw.replace('"format": 1', '"format": 9'))
