@@ -21,7 +21,7 @@ import json
 import random
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -239,16 +239,18 @@ def _long_pdf(pages: int) -> bytes:
 async def _search_cost(root: Path, pages: int, queries: int) -> dict[str, float]:
     """p50 ms of a top-10 BM25 search reading every result's citation, on one long PDF
     ingested with pdfium (geometry in its metadata) and with pypdf (none)."""
-    import groundkit.ingestion.extracted as extracted
+    import groundkit.ingestion.extracted
 
+    loaders: Any = groundkit.ingestion.extracted  # the PDF loader's factory is swapped below
     data = _long_pdf(pages)
     out: dict[str, float] = {}
-    for name, factory in (("pdfium", pdf_extractor), ("pypdf", pypdf_extractor)):
+    factories: dict[str, Callable[[], Any]] = {"pdfium": pdf_extractor, "pypdf": pypdf_extractor}
+    for name, factory in factories.items():
         base = root / name
         base.mkdir()
         (base / "long.pdf").write_bytes(data)
-        original = extracted.pdf_extractor
-        extracted.pdf_extractor = factory  # the loader's factory, as an older index had it
+        original = loaders.pdf_extractor
+        loaders.pdf_extractor = factory  # as an index built before pdfium had it
         try:
             async with Collection.open(root / f"index-{name}", base_dir=base) as col:
                 await col.ingest(base)
@@ -260,7 +262,7 @@ async def _search_cost(root: Path, pages: int, queries: int) -> dict[str, float]
                         _ = result.citation
                     times.append(time.perf_counter() - began)
         finally:
-            extracted.pdf_extractor = original
+            loaders.pdf_extractor = original
         out[name] = sorted(times)[len(times) // 2] * 1000
     return out
 
