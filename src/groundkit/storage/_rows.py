@@ -24,6 +24,7 @@ from groundkit.contracts import (
     FIELD_NAME_PATTERN,
     FIELDS_KEY,
     GAPS_KEY,
+    GEOMETRY_KEY,
     HEADINGS_KEY,
     PAGE_STARTS_KEY,
     Chunk,
@@ -43,6 +44,7 @@ from groundkit.storage.protocols import (
     metadata_json,
 )
 from groundkit.storage.versions import check_keep, version_start
+from groundkit.utils.geometry import check_geometry
 from groundkit.utils.text import describe_unencodable
 from groundkit.utils.ties import order_key
 
@@ -70,6 +72,7 @@ __all__ = [
     "postings_from_blobs",
     "postings_from_rows",
     "prefix_range",
+    "share_metadata",
     "stored_chunk",
     "term_counts",
     "text_value",
@@ -240,6 +243,11 @@ def parse_metadata(raw: Any, where: str = "a document row") -> dict[str, Any]:
         or starts != sorted(starts)
     ):
         raise damaged(where, "page offsets")
+    geometry = value.get(GEOMETRY_KEY)
+    if geometry is not None and not check_geometry(
+        geometry, len(starts) if isinstance(starts, list) else -1
+    ):
+        raise damaged(where, "geometry")
     gaps = value.get(GAPS_KEY)
     if gaps is not None and not _valid_gaps(gaps):
         raise damaged(where, "chunk gaps")
@@ -367,7 +375,7 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
         and (meta == "{}" or type(meta) is str)
     ):
         try:
-            metadata = parse_metadata(meta)
+            metadata = _document_metadata(did, dhash, ver, meta)
         except StorageError:
             metadata = None
         if metadata is not None:
@@ -378,6 +386,50 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
                 put(chunk, value)
             return chunk
     return _stored_chunk_checked(row)
+
+
+# Where a chunk row holds its document's metadata (``stored_chunk``'s column order).
+_METADATA_AT = 12
+
+
+def share_metadata(rows: Sequence[Any]) -> list[Any]:
+    """Hit rows with their document version's metadata filled in where the statement
+    read it with one of them only and NULL with the others (a long PDF's metadata,
+    its geometry, is read once per search, not once per hit)."""
+    if all(row[_METADATA_AT] is not None for row in rows):
+        return list(rows)
+    read = {(row[6], row[13]): row[_METADATA_AT] for row in rows if row[_METADATA_AT] is not None}
+    at = _METADATA_AT
+    out: list[Any] = []
+    for row in rows:
+        if row[at] is None:
+            values = tuple(row)
+            row = (*values[:at], read.get((values[6], values[13])), *values[at + 1 :])
+        out.append(row)
+    return out
+
+
+# A PDF's metadata holds its geometry (kilobytes per page), and every chunk row of the
+# document carries it: parsed once per document version here, not once per row. A hit
+# must hold the very same text (compared, not hashed: equal strings compare at memory
+# speed); it gives a copy of the top level, so a caller's edit stays its own.
+_MEMO_MIN_CHARS = 8192
+_MEMO_DOCUMENTS = 32
+_metadata_memo: dict[tuple[str, str, int], tuple[str, dict[str, Any]]] = {}
+
+
+def _document_metadata(did: str, dhash: str, version: int, raw: str) -> dict[str, Any]:
+    if len(raw) < _MEMO_MIN_CHARS:
+        return parse_metadata(raw)
+    key = (did, dhash, version)
+    hit = _metadata_memo.get(key)
+    if hit is not None and hit[0] == raw:
+        return dict(hit[1])
+    parsed = parse_metadata(raw)
+    if len(_metadata_memo) >= _MEMO_DOCUMENTS:
+        _metadata_memo.pop(next(iter(_metadata_memo)), None)
+    _metadata_memo[key] = (raw, parsed)
+    return dict(parsed)
 
 
 # ``StoredChunk`` is a frozen dataclass: its ``__init__`` sets each of its sixteen
