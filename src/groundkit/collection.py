@@ -1115,6 +1115,19 @@ class Collection:
             claim_judge=claim_judge,
         )
 
+    async def source_text(self, target: RetrievalResult | FetchResult | Citation) -> str:
+        """The whole text ``target``'s offsets index into, as its source reads now: the
+        file, the same extractor run again, the kept copy or the snapshot, exactly what
+        ``verify`` compares against (for showing a span in its context). A citation of a
+        chunk the clearance hides is a ``ChunkNotFoundError``; a source that cannot be
+        read, a ``RetrievalError`` whose ``verdict`` says why."""
+        citation = target if isinstance(target, Citation) else target.citation
+        verifier = self._verifier()
+        stored = await self.store.get_chunk(citation.chunk_id)
+        if stored is not None and not self._visible(stored):
+            raise verifier.hidden(citation.chunk_id)
+        return await verifier.read(citation)
+
     def _verifier(self) -> Verifier:
         """This collection's citation checks, as its sources, clearance and embedder
         stand now."""

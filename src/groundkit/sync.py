@@ -494,6 +494,7 @@ class SyncCollection(_Twin[AsyncCollection]):
     verify = _blocking(AsyncCollection.verify)
     verify_all = _blocking(AsyncCollection.verify_all)
     verify_answer = _blocking(AsyncCollection.verify_answer)
+    source_text = _blocking(AsyncCollection.source_text)
     optimize = _blocking(AsyncCollection.optimize)
     purge_versions = _blocking(AsyncCollection.purge_versions)
     rebase = _blocking(AsyncCollection.rebase)
