@@ -166,7 +166,7 @@ async def serve_inspector(
     """
     check_binding("http", host, token)
     try:
-        import uvicorn
+        import uvicorn  # extra: inspect
 
         from groundkit.service.inspector.access import InspectorGate
         from groundkit.service.inspector.app import build_app

@@ -269,7 +269,7 @@ def _sheet(sheet: SheetView) -> str:
         f'<figure class="sheet" id="page-{sheet.page}" data-page="{sheet.page}">'
         f'<div class="sheet-frame"><img src="{esc(sheet.src)}" width="{sheet.width}" '
         f'height="{sheet.height}" alt="page {sheet.page}">'
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {sheet.width} {sheet.height}" '
+        f'<svg viewBox="0 0 {sheet.width} {sheet.height}" '
         f'preserveAspectRatio="none" aria-hidden="true">{rects}</svg></div>'
         f"<figcaption>page {sheet.page}</figcaption></figure>"
     )
