@@ -89,7 +89,7 @@ header { background: #20354a; color: #fff; padding: .6rem 1.2rem; }
 header a { color: #fff; text-decoration: none; font-weight: 600; }
 header nav { display: inline; margin-left: 1.5rem; }
 header nav a { font-weight: 400; margin-right: 1rem; opacity: .9; }
-main { padding: 1rem 1.2rem; max-width: 72rem; }
+main { padding: 1rem 1.2rem; max-width: 80rem; }
 form.search input[type=search] { width: 28rem; max-width: 90%; padding: .3rem; }
 form textarea { width: 100%; font: inherit; }
 ol.results { padding-left: 1.4rem; }
@@ -106,7 +106,11 @@ pre.source { white-space: pre-wrap; word-wrap: break-word; background: #fff; pad
   border: 1px solid #ddd; max-height: 40rem; overflow: auto; }
 mark { background: #ffe066; }
 mark.closest { background: #ffb3b3; }
-.sheets { display: flex; flex-wrap: wrap; gap: 1rem; }
+.result-grid { display: flex; flex-wrap: wrap; gap: 1.5rem; align-items: flex-start; }
+.result-grid > section { flex: 1 1 26rem; min-width: 0; }
+table.facts { font-size: 90%; border-collapse: collapse; }
+table.facts th { text-align: left; font-weight: 600; padding: 0 1rem 0 0; color: #555; }
+.sheets { display: flex; flex-direction: column; gap: 1rem; }
 figure.sheet { margin: 0; }
 .sheet-frame { position: relative; display: inline-block; border: 1px solid #bbb; line-height: 0; }
 .sheet-frame img { display: block; max-width: 100%; height: auto; }
@@ -240,13 +244,14 @@ def result_page(
     body = [
         f"<h1>{esc(citation.source)}</h1>",
         f'<p>{badge(fetched.verification)} <span id="detail">{esc(fetched.detail)}</span></p>',
-        f'<table class="facts">{rows}</table>',
+        '<div class="result-grid">',
     ]
     if sheets or sheets_note:
-        body.append("<h2>Pages</h2>")
+        body.append('<section class="pages">')
         if sheets_note:
             body.append(f'<p class="meta" id="sheets-note">{esc(sheets_note)}</p>')
-        body.append(f'<div class="sheets">{"".join(_sheet(s) for s in sheets)}</div>')
+        body.append(f'<div class="sheets">{"".join(_sheet(s) for s in sheets)}</div></section>')
+    body.append(f'<section class="details"><table class="facts">{rows}</table>')
     body.append("<h2>Source text</h2>")
     if source is not None:
         body.append(_source(source))
@@ -255,6 +260,7 @@ def result_page(
         body.append(
             f'<h3>Indexed text</h3><pre class="source" id="indexed">{esc(fetched.content)}</pre>'
         )
+    body.append("</section></div>")
     return _layout(citation.source, "".join(body), collection=collection)
 
 
