@@ -26,6 +26,7 @@ PARAGRAPHS = (
     "Inverters turn the panels' direct current into the alternating current of the grid, "
     "and most fail long before the panels do.",
 )
+GRK = (sys.executable, "-m", "groundkit")
 QUERY = "how much electricity does a rooftop array produce"
 
 
@@ -78,8 +79,7 @@ def main() -> int:
         (base / "docs" / "solar.pdf").write_bytes(_pdf())
         index = base / "idx"
         subprocess.run(
-            [sys.executable, "-m", "groundkit", "ingest", "docs", "--index-dir", str(index)]
-            + ["--chunker", "sentence", "-q"],
+            [*GRK, "ingest", "docs", "--index-dir", str(index), "--chunker", "sentence", "-q"],
             cwd=base,
             check=True,
         )

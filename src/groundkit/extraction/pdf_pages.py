@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import importlib
 import struct
-import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any
 
 from groundkit.errors import ConfigurationError, IngestionError
+from groundkit.extraction.pdf import _PDFIUM_LOCK
 
 __all__ = ["PageImage", "PixelFrame", "encode_png", "pdf_page_count", "render_pdf_page"]
 
-# One lock for every pdfium call this module makes (pypdfium2: not thread-safe).
-_PDFIUM = threading.Lock()
+# The extractor's lock: every pdfium call in the process is serialised by one lock
+# (pypdfium2 is not thread-safe), rendering and extraction alike.
+_PDFIUM = _PDFIUM_LOCK
 # The largest image edge rendered, in pixels: a huge page is not a way to exhaust memory.
 MAX_EDGE_PX = 6000
 
