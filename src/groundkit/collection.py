@@ -1080,6 +1080,15 @@ class Collection:
             return await self._verifier().verify_all()
         return await self._verifier().verify(target, content)
 
+    async def verify_each(
+        self, targets: SearchResponse | Sequence[RetrievalResult | FetchResult]
+    ) -> list[FetchResult]:
+        """``verify`` on each result (or fetched chunk) of ``targets``, in order, reading each
+        source once: a page of results from one long PDF re-extracts it once, not once a
+        result. Each verdict is the one ``verify`` gives for that result alone."""
+        items = targets.results if isinstance(targets, SearchResponse) else list(targets)
+        return await self._verifier().verify_each(items)
+
     async def verify_all(self) -> VerifyReport:
         """Re-verify every chunk of the collection, reading each source once (as
         ``fetch_chunk`` does); the ``VerifyReport`` counts each verdict and lists

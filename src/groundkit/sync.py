@@ -493,6 +493,7 @@ class SyncCollection(_Twin[AsyncCollection]):
     fetch_chunk = _blocking(AsyncCollection.fetch_chunk)
     verify = _blocking(AsyncCollection.verify)
     verify_all = _blocking(AsyncCollection.verify_all)
+    verify_each = _blocking(AsyncCollection.verify_each)
     verify_answer = _blocking(AsyncCollection.verify_answer)
     source_text = _blocking(AsyncCollection.source_text)
     optimize = _blocking(AsyncCollection.optimize)

@@ -279,6 +279,16 @@ async def test_loopback_refuses_other_hosts(registry: CollectionRegistry) -> Non
     for host, status in (("evil.example", 403), ("localhost:1", 303), ("[::1]:8765", 303)):
         async with client(open_app(registry), host=host) as http:
             assert (await http.get("/")).status_code == status, host
+    async with client(open_app(registry)) as http:
+        for origin, status in (
+            ("https://evil.example", 403),
+            ("null", 403),
+            ("http://127.0.0.1:8765", 200),
+        ):
+            sent = await http.post(
+                "/c/default/answer", data={"answer": "x", "ids": ""}, headers={"origin": origin}
+            )
+            assert sent.status_code == (400 if status == 200 else status), origin
     # Off loopback the token guards instead: any Host name is served to a token holder.
     gate = InspectorGate(build_app(registry), token=TOKEN, host="0.0.0.0")
     async with client(gate, host="inspector.lan") as http:

@@ -9,7 +9,8 @@ without it and an HttpOnly, SameSite=Strict cookie that stands for it from then 
 token. A client may send ``Authorization: Bearer <token>`` instead. Every comparison
 is in constant time.
 
-On loopback a request naming another host (a DNS-rebinding page) is refused. Every
+On loopback a request naming another host (a DNS-rebinding page) or coming from
+another site's page (its Origin) is refused. Every
 response carries a Content-Security-Policy that lets the page load nothing from
 anywhere but the inspector and run no script.
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from groundkit.service.transport import ASGIApp, Message, Receive, Scope, Send, is_loopback
 
@@ -33,7 +34,7 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
         b"form-action 'self'; frame-ancestors 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-resource-policy", b"same-origin"),
 )
@@ -68,7 +69,7 @@ class InspectorGate:
                 message = {**message, "headers": headers}
             await send(message)
 
-        if self._loopback and not _names_loopback(scope):
+        if self._loopback and not (_names_loopback(scope) and _origin_is_loopback(scope)):
             await _plain(secured, 403, "this inspector answers on its loopback address only")
             return
         if self._token is not None:
@@ -112,6 +113,16 @@ def _names_loopback(scope: Scope) -> bool:
             else:
                 name = host.split(":", 1)[0]
             return name in _LOOPBACK_NAMES or is_loopback(name)
+    return True
+
+
+def _origin_is_loopback(scope: Scope) -> bool:
+    """Whether the Origin header, when there is one, is a page on this machine: another
+    site's page (or an opaque "null" origin) gets nothing from a loopback inspector."""
+    for key, value in scope.get("headers", ()):
+        if key.lower() == b"origin":
+            host = urlsplit(bytes(value).decode("latin-1").strip()).hostname
+            return host is not None and (host in _LOOPBACK_NAMES or is_loopback(host))
     return True
 
 

@@ -22,7 +22,7 @@ from starlette.routing import Route
 
 from groundkit.collection import Collection
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import Citation, FetchResult, fields_of
+from groundkit.contracts import Citation, FetchResult, RetrievalResult, fields_of
 from groundkit.errors import ChunkNotFoundError, GroundkitError, StorageError
 from groundkit.extraction.pdf_pages import PageImage, render_pdf_page
 from groundkit.retrieval.sensitivity import visible
@@ -109,7 +109,7 @@ class Inspector:
                 response = await col.search(query, top_k=top_k, mode=mode)  # type: ignore[arg-type]
             except GroundkitError as exc:
                 return _html(pages.search_page(name, query, mode, top_k, None, str(exc)), 400)
-            rows = [await _checked(col, r) for r in response.results]
+            rows = await _checked(col, response.results)
         return _html(pages.search_page(name, query, mode, top_k, rows))
 
     async def chunk(self, request: Request) -> Response:
@@ -249,14 +249,20 @@ def _read_pdf(path: Path, source: str) -> bytes:
         raise StorageError(f"cannot read {source!r}: {exc.strerror or exc}") from None
 
 
-async def _checked(col: Collection, result: object) -> pages.ResultRow:
-    from groundkit.contracts import RetrievalResult
-
-    assert isinstance(result, RetrievalResult)
+async def _checked(col: Collection, results: Sequence[RetrievalResult]) -> list[pages.ResultRow]:
+    """Each result with its verdict, each source read once; a result whose check itself
+    fails (not a verdict: an error) shows that error instead."""
     try:
-        return pages.ResultRow(result, await col.verify(result))
-    except GroundkitError as exc:
-        return pages.ResultRow(result, None, str(exc))
+        verdicts = await col.verify_each(results)
+    except GroundkitError:
+        rows = []
+        for result in results:
+            try:
+                rows.append(pages.ResultRow(result, await col.verify(result)))
+            except GroundkitError as exc:
+                rows.append(pages.ResultRow(result, None, str(exc)))
+        return rows
+    return [pages.ResultRow(r, v) for r, v in zip(results, verdicts, strict=True)]
 
 
 async def _source_view(
