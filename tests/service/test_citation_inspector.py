@@ -329,3 +329,102 @@ async def test_serving_nothing_is_an_error(tmp_path: Path) -> None:
         await _inspect(
             CollectionRegistry(tmp_path / "empty"), None, "127.0.0.1", 0, None, ready=print
         )
+
+
+async def _chunk_of(http: httpx.AsyncClient, query: str) -> tuple[str, _Page]:
+    link = await first_hit(http, query)
+    shown = await http.get(link)
+    assert shown.status_code == 200, shown.text
+    return link.rsplit("/", 1)[1], parse(shown.text)
+
+
+async def test_records_and_html_show_their_text(corpus: tuple[Path, Path]) -> None:
+    base, index = corpus
+    (base / "docs" / "page.html").write_text(
+        "<html><head><title>Kiln</title><script>var quasar = 1;</script></head><body>"
+        "<h1>Kiln</h1><p>The kiln fires porcelain at 1300 degrees quasar.</p></body></html>",
+        encoding="utf-8",
+    )
+    async with Collection.open(index, base_dir=base) as col:
+        await col.ingest(base / "docs")
+        await col.add_documents([{"id": "TCK-7", "text": "The teapot lid is cracked, quasar."}])
+    registry = CollectionRegistry(index)
+    try:
+        async with client(open_app(registry)) as http:
+            for query, expected in (
+                ("porcelain kiln", "The kiln fires porcelain at 1300 degrees quasar."),
+                ("teapot lid cracked", "The teapot lid is cracked, quasar."),
+            ):
+                chunk_id, page = await _chunk_of(http, query)
+                assert expected in page.text_by_id["span"]
+                async with Collection.open(index, base_dir=base) as col:
+                    fetched = await col.fetch_chunk(chunk_id)
+                assert page.text_by_id["span"] == fetched.content
+                assert not any(t == "img" for t, _ in page.tags)  # no pages to draw
+    finally:
+        await registry.close()
+
+
+async def test_edited_sources_show_where_the_text_is_now(corpus: tuple[Path, Path]) -> None:
+    base, index = corpus
+    registry = CollectionRegistry(index)
+    try:
+        async with client(open_app(registry)) as http:
+            chunk_id, _ = await _chunk_of(http, "black tea boiling")
+            tea = base / "docs" / "tea.md"
+            tea.write_text("A new first line.\n\n" + tea.read_text(encoding="utf-8"))
+            moved = parse((await http.get(f"/c/default/chunk/{chunk_id}")).text)
+            assert "Black tea wants boiling water" in moved.text_by_id["span"]
+            assert any(a.get("class") == "verdict verdict-moved" for _, a in moved.tags)
+            tea.write_text("Green tea is brewed at about 80 degrees.\n\nBlack coffee instead.\n")
+            drifted = (await http.get(f"/c/default/chunk/{chunk_id}")).text
+            assert "verdict-drifted" in drifted or "verdict-unresolvable" in drifted
+            assert 'id="span"' not in drifted
+            # A PDF gone from disk: the result says so, its page is 404.
+            pdf_id, pdf_page = await _chunk_of(http, "photovoltaic sunlight")
+            src = next(str(a["src"]) for t, a in pdf_page.tags if t == "img")
+            (base / PDF_SOURCE).unlink()
+            gone = await http.get(f"/c/default/chunk/{pdf_id}")
+            assert gone.status_code == 200 and "verdict-unresolvable" in gone.text
+            assert "not on this host" in parse(gone.text).text_by_id["sheets-note"]
+            assert (await http.get(src)).status_code == 404
+    finally:
+        await registry.close()
+
+
+async def test_the_clearance_hides_chunks_and_pages(corpus: tuple[Path, Path]) -> None:
+    base, index = corpus
+    from tests.service.inspector_support import energy_pdf
+
+    (base / "docs" / "secret.md").write_text(
+        "---\nsensitivity: restricted\n---\nThe photovoltaic vault code is 4711.\n",
+        encoding="utf-8",
+    )
+    (base / "vault").mkdir()
+    (base / "vault" / "plan.pdf").write_bytes(energy_pdf())
+    async with Collection.open(index, base_dir=base) as col:
+        await col.ingest(base / "docs")
+        await col.ingest(base / "vault", metadata={"sensitivity": "restricted"})
+        secret = (await col.search("vault code 4711")).results[0]
+        found = (await col.search("photovoltaic", 20)).results
+        pdf = next(r for r in found if r.source == PDF_SOURCE)
+        plan = next(r for r in found if r.source == "vault/plan.pdf")
+    plan_page = f"/c/default/page/{plan.document_id}/1.png"
+    open_registry = CollectionRegistry(index)
+    cleared = CollectionRegistry(index, clearance="internal")
+    try:
+        async with client(open_app(open_registry)) as http:
+            assert (await http.get(f"/c/default/chunk/{secret.chunk_id}")).status_code == 200
+            assert (await http.get(plan_page)).status_code == 200
+        async with client(open_app(cleared)) as http:
+            listing = await http.get("/c/default/", params={"q": "vault code 4711 photovoltaic"})
+            assert "4711" not in listing.text.replace("vault code 4711 photovoltaic", "")
+            hidden = await http.get(f"/c/default/chunk/{secret.chunk_id}")
+            unknown = await http.get("/c/default/chunk/" + "0" * 32)
+            assert hidden.status_code == unknown.status_code == 404
+            assert (await http.get(f"/c/default/chunk/{pdf.chunk_id}")).status_code == 200
+            assert (await http.get(plan_page)).status_code == 404
+            assert (await http.get(f"/c/default/chunk/{plan.chunk_id}")).status_code == 404
+    finally:
+        await open_registry.close()
+        await cleared.close()
