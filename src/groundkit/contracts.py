@@ -779,6 +779,9 @@ class Citation(_Frozen):
                 "version": self.version,
                 "page": self.page,
                 "endPage": self.end_page,
+                # PDF user space, as in ``rects``: a PDF fragment (RFC 8118 viewrect) would
+                # need each page's box, which a citation does not carry (adr/0072).
+                "rects": [r.model_dump() for r in self.rects] or None,
                 "collection": collection,
                 "link": self.link(exact),
             },
