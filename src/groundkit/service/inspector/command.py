@@ -99,6 +99,7 @@ def run_inspect(args: argparse.Namespace) -> int:
     """Serve the inspector until the process is stopped; 0 on a clean end."""
     from groundkit.providers.factory import embedder_for_manifest
     from groundkit.service.collections import CollectionRegistry
+    from groundkit.service.command import route_third_party_logs
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
     check_binding("http", args.host, token)
@@ -114,6 +115,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         clearance=args.clearance,
     )
     quiet = bool(args.quiet)
+    route_third_party_logs()
 
     def ready(url: str) -> None:
         if not quiet:
