@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from groundkit import Collection, resolve_citation
 from groundkit.contracts import Citation
 from tests.service.inspector_support import PDF_SOURCE, TOKEN, build_index
 from tests.services import REPO_ROOT, unavailable
+from tests.support import write_tree
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -77,10 +79,9 @@ async def corpus(tmp_path: Path) -> tuple[Path, Path]:
     return tmp_path, await build_index(tmp_path)
 
 
-@pytest.fixture
-def inspector(corpus: tuple[Path, Path]) -> Iterator[str]:
-    """``grk inspect`` on a free port with a token; the address it printed."""
-    _, index = corpus
+@contextmanager
+def serving(index: Path) -> Iterator[str]:
+    """``grk inspect INDEX --port 0`` with a token; the address it printed."""
     env = {**os.environ, "GROUNDKIT_SERVE_TOKEN": TOKEN}
     process = subprocess.Popen(
         [sys.executable, "-m", "groundkit", "inspect", str(index), "--port", "0"],
@@ -119,6 +120,12 @@ def inspector(corpus: tuple[Path, Path]) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@pytest.fixture
+def inspector(corpus: tuple[Path, Path]) -> Iterator[str]:
+    with serving(corpus[1]) as address:
+        yield address
 
 
 @pytest.fixture
@@ -225,6 +232,42 @@ def _ink(image: Any, box: tuple[float, ...] | None = None) -> int:
     return int(sum(histogram[:INK]))
 
 
+async def check_boxes(
+    browser: WebDriver, pdf: bytes, citation: Citation, page: int, shot: Path
+) -> tuple[list[tuple[float, ...]], Any]:
+    """The open result page draws ``citation``'s rectangles on ``page`` where pdfium maps
+    them (DOM within TOLERANCE_PX), each over ink on the image the browser was served;
+    the expected pixel boxes and that image (grayscale) for further checks."""
+    from PIL import Image
+
+    image_element = _wait(browser, f"figure#page-{page} img")
+    WebDriverWait(browser, 30).until(lambda d: _natural_width(image_element) > 0)
+    figure = browser.find_element(By.ID, f"page-{page}")
+    figure.screenshot(str(shot))
+    expected = _expected_boxes(pdf, citation, page)
+    drawn = figure.find_elements(By.CSS_SELECTOR, "rect.cited")
+    assert len(drawn) == len(expected) > 0
+    shown = image_element.rect
+    natural = _natural_width(image_element)
+    css_per_px = shown["width"] / natural
+    for element, (x, y, w, h) in zip(drawn, expected, strict=True):
+        box = element.rect
+        assert abs(box["x"] - (shown["x"] + x * css_per_px)) <= TOLERANCE_PX, (box, x)
+        assert abs(box["y"] - (shown["y"] + y * css_per_px)) <= TOLERANCE_PX, (box, y)
+        assert abs(box["width"] - w * css_per_px) <= TOLERANCE_PX, (box, w)
+        assert abs(box["height"] - h * css_per_px) <= TOLERANCE_PX, (box, h)
+    src = str(image_element.get_attribute("src"))
+    async with httpx.AsyncClient(timeout=30) as http:
+        png = await http.get(src, headers={"authorization": f"Bearer {TOKEN}"})
+    assert png.status_code == 200
+    gray = Image.open(io.BytesIO(png.content)).convert("L")
+    assert gray.size[0] == natural
+    for x, y, w, h in expected:
+        under = _ink(gray, (x, y, x + w, y + h))
+        assert under >= 0.01 * w * h, (x, y, w, h, under)
+    return expected, gray
+
+
 @pytest.mark.parametrize(
     ("query", "page"),
     [("photovoltaic sunlight rooftops", 1), ("geothermal volcanic islands", 2)],
@@ -238,8 +281,6 @@ async def test_a_pdf_result_boxes_its_lines_on_the_rendered_page(
     query: str,
     page: int,
 ) -> None:
-    from PIL import Image
-
     from groundkit.service.inspector.app import PAGE_SCALE
 
     assert PAGE_SCALE == SCALE
@@ -248,40 +289,44 @@ async def test_a_pdf_result_boxes_its_lines_on_the_rendered_page(
     citation, span = await cited(corpus, chunk_id)
     assert browser.find_element(By.CSS_SELECTOR, "mark#span").get_attribute("textContent") == span
     assert citation.page == page and citation.rects, citation
-    image_element = _wait(browser, f"figure#page-{page} img")
-    WebDriverWait(browser, 30).until(lambda d: _natural_width(image_element) > 0)
-    figure = browser.find_element(By.ID, f"page-{page}")
-    figure.screenshot(str(artifacts / f"pdf-page-{page}.png"))
     browser.save_screenshot(str(artifacts / f"pdf-result-{page}.png"))
-
-    expected = _expected_boxes((base / PDF_SOURCE).read_bytes(), citation, page)
-    drawn = figure.find_elements(By.CSS_SELECTOR, "rect.cited")
-    assert len(drawn) == len(expected) > 0
-    shown = image_element.rect
-    natural = _natural_width(image_element)
-    css_per_px = shown["width"] / natural
-    for element, (x, y, w, h) in zip(drawn, expected, strict=True):
-        box = element.rect
-        assert abs(box["x"] - (shown["x"] + x * css_per_px)) <= TOLERANCE_PX, (box, x)
-        assert abs(box["y"] - (shown["y"] + y * css_per_px)) <= TOLERANCE_PX, (box, y)
-        assert abs(box["width"] - w * css_per_px) <= TOLERANCE_PX, (box, w)
-        assert abs(box["height"] - h * css_per_px) <= TOLERANCE_PX, (box, h)
-
-    # The rendered page, as the browser was served it: ink under every box, and the
-    # span's ink (the whole page's text here) inside the boxes.
-    src = str(image_element.get_attribute("src"))
-    async with httpx.AsyncClient(timeout=30) as http:
-        png = await http.get(src, headers={"authorization": f"Bearer {TOKEN}"})
-    assert png.status_code == 200
-    gray = Image.open(io.BytesIO(png.content)).convert("L")
-    assert gray.size[0] == natural
+    pdf = (base / PDF_SOURCE).read_bytes()
+    expected, gray = await check_boxes(browser, pdf, citation, page, artifacts / f"pdf-{page}.png")
+    # The span is the page's whole text here: all the page's ink lies inside the boxes.
     total = _ink(gray)
-    inside = 0
-    for x, y, w, h in expected:
-        under = _ink(gray, (x, y, x + w, y + h))
-        assert under >= 0.01 * w * h, (x, y, w, h, under)
-        inside += _ink(gray, (x - 2, y - 2, x + w + 2, y + h + 2))
+    inside = sum(_ink(gray, (x - 2, y - 2, x + w + 2, y + h + 2)) for x, y, w, h in expected)
     assert total > 0 and inside >= 0.98 * total, (inside, total)
+
+
+async def test_boxes_on_pages_turned_every_way(
+    browser: WebDriver, tmp_path: Path, artifacts: Path
+) -> None:
+    """A chunk on each page of a PDF whose pages have /Rotate 90, 180, 270 and 0, opened
+    in the browser: every box where pdfium maps it, over ink."""
+    from evals.pdf_layouts import layout
+
+    rotated = layout("rotated")
+    write_tree(tmp_path, {"docs/turned.pdf": rotated.data})
+    index = tmp_path / "idx"
+    picked: dict[int, Citation] = {}
+    async with Collection.open(index, base_dir=tmp_path) as col:
+        assert not (await col.ingest(tmp_path / "docs")).failed
+        async for batch in col.store.iter_chunks():
+            for stored in batch:
+                citation = stored.citation
+                if citation.page is not None and citation.end_page == citation.page:
+                    picked.setdefault(citation.page, citation)
+    assert sorted(picked) == [1, 2, 3, 4]
+    with serving(index) as address:
+        browser.get(address)
+        _wait(browser, "input#q")
+        for page, citation in sorted(picked.items()):
+            browser.get(address.split("?", 1)[0] + f"c/default/chunk/{citation.chunk_id}")
+            _wait(browser, "mark#span")
+            turn = rotated.rotations[page - 1]
+            await check_boxes(
+                browser, rotated.data, citation, page, artifacts / f"turned-{turn}.png"
+            )
 
 
 async def test_an_answer_shows_each_sentences_verdict(
