@@ -13,6 +13,7 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
+from typing import cast
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
@@ -22,8 +23,13 @@ from starlette.routing import Route
 
 from groundkit.collection import Collection
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import Citation, FetchResult, RetrievalResult, fields_of
-from groundkit.errors import ChunkNotFoundError, GroundkitError, StorageError
+from groundkit.contracts import Citation, FetchResult, RetrievalResult, SearchMode, fields_of
+from groundkit.errors import (
+    ChunkNotFoundError,
+    CollectionNotFoundError,
+    GroundkitError,
+    StorageError,
+)
 from groundkit.extraction.pdf_pages import PageImage, render_pdf_page
 from groundkit.retrieval.sensitivity import visible
 from groundkit.service.collections import CollectionRegistry
@@ -106,7 +112,7 @@ class Inspector:
             return _html(pages.search_page(name, query, mode, top_k, None))
         async with self.registry.lease(name) as col:
             try:
-                response = await col.search(query, top_k=top_k, mode=mode)  # type: ignore[arg-type]
+                response = await col.search(query, top_k=top_k, mode=cast(SearchMode, mode))
             except GroundkitError as exc:
                 return _html(pages.search_page(name, query, mode, top_k, None, str(exc)), 400)
             rows = await _checked(col, response.results)
@@ -329,9 +335,9 @@ def _guarded(handler: Handler) -> Handler:
             return _html(pages.error_page("Not found", str(exc)), 404)
         except _TooLarge:
             return _html(pages.error_page("Too large", "the form is too large"), 413)
+        except CollectionNotFoundError as exc:  # dropped since the name was checked
+            return _html(pages.error_page("Not found", str(exc)), 404)
         except GroundkitError as exc:
-            if isinstance(exc, StorageError) and "no collection" in str(exc):
-                return _html(pages.error_page("Not found", str(exc)), 404)
             return _html(pages.error_page("Error", str(exc)), 400)
         except Exception as exc:
             logger.exception("inspector request failed")
