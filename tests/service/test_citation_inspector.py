@@ -228,6 +228,8 @@ async def test_answer_page(registry: CollectionRegistry) -> None:
         assert len(rows) == 2
         verdicts = re.findall(r'class="verdict verdict-([a-z]+)"', checked.text)
         assert verdicts[0] in ("quoted", "supported") and "unsupported" in verdicts
+        # The cited sentence closest to the first one is marked in its passage.
+        assert "<mark>Black tea wants boiling water and four minutes.</mark>" in checked.text
         unknown = await http.post("/c/default/answer", data={"answer": "x [1].", "ids": "feed"})
         assert unknown.status_code == 400 and "feed" in unknown.text
         empty = await http.post("/c/default/answer", data={"answer": "", "ids": ""})

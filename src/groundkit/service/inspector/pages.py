@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from groundkit.contracts import AnswerReport, FetchResult, RetrievalResult
+from groundkit.contracts import AnswerReport, EvidenceSpan, FetchResult, RetrievalResult
 
 __all__ = [
     "CSS",
@@ -322,7 +322,9 @@ def _report(collection: str, report: AnswerReport) -> str:
     passages = {f.citation.chunk_id: f for f in report.citations}
     rows = []
     for sentence in report.sentences:
-        cited = "".join(_cited(collection, c.chunk_id, passages) for c in sentence.cited)
+        cited = "".join(
+            _cited(collection, c.chunk_id, passages, sentence.evidence) for c in sentence.cited
+        )
         rows.append(
             f'<tr class="sentence"><td>{badge(sentence.verdict, sentence.detail)}</td>'
             f"<td>{esc(sentence.text)}<div class=meta>{esc(sentence.detail)}</div>{cited}</td></tr>"
@@ -333,15 +335,27 @@ def _report(collection: str, report: AnswerReport) -> str:
     )
 
 
-def _cited(collection: str, chunk_id: str, passages: dict[str, FetchResult]) -> str:
+def _cited(
+    collection: str,
+    chunk_id: str,
+    passages: dict[str, FetchResult],
+    evidence: EvidenceSpan | None,
+) -> str:
+    """A cited passage with its verdict; the sentence closest to the answer's marked in it."""
     fetched = passages.get(chunk_id)
     link = esc(col_url(collection, "chunk", chunk_id))
     if fetched is None:
         return f'<div><a href="{link}">{esc(chunk_id)}</a></div>'
-    where = fetched.citation.source + (
-        f" ({fetched.citation.pages})" if fetched.citation.pages else ""
-    )
+    pages_shown = fetched.citation.pages
+    where = fetched.citation.source + (f" ({pages_shown})" if pages_shown else "")
+    text = esc(fetched.content)
+    if evidence is not None:
+        first = evidence.start_offset - fetched.citation.start_offset
+        last = first + len(evidence.text)
+        if first >= 0 and fetched.content[first:last] == evidence.text:
+            content = fetched.content
+            text = f"{esc(content[:first])}<mark>{esc(evidence.text)}</mark>{esc(content[last:])}"
     return (
         f'<div class="cited"><a href="{link}">{esc(where)}</a> {badge(fetched.verification)}'
-        f"<blockquote>{esc(fetched.content)}</blockquote></div>"
+        f"<blockquote>{text}</blockquote></div>"
     )
