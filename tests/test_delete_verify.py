@@ -141,6 +141,23 @@ async def test_verify_each_gives_each_results_own_verdict_reading_each_source_on
     assert again[0].verification != "verified"
 
 
+async def test_fetch_in_source_gives_the_text_the_verdict_was_reached_on(
+    ingested: Collection, corpus_dir: Path
+) -> None:
+    from groundkit import resolve_citation
+
+    top = (await ingested.search("offshore wind")).results[0]
+    fetched, text = await ingested.fetch_in_source(top.chunk_id)
+    assert fetched == await ingested.fetch_chunk(top.chunk_id)
+    assert text is not None
+    assert text[top.start_offset : top.end_offset] == await resolve_citation(
+        top.citation, corpus_dir
+    )
+    (corpus_dir / top.source).unlink()
+    gone, none = await ingested.fetch_in_source(top.chunk_id)
+    assert gone.verification == "unresolvable" and none is None
+
+
 def test_the_blocking_collection_has_the_same_delete_and_verify(
     tmp_path: Path, corpus_dir: Path
 ) -> None:

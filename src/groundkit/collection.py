@@ -1024,6 +1024,17 @@ class Collection:
 
         The source is read like an ingest reads it: a regular file, at most
         ``IngestConfig.max_file_bytes`` (this collection's), else ``unresolvable``."""
+        return (await self._fetch(chunk_id, version))[0]
+
+    async def fetch_in_source(
+        self, chunk_id: str, version: int | None = None
+    ) -> tuple[FetchResult, str | None]:
+        """``fetch_chunk``, together with the whole source text its verdict was reached
+        on (None when the source could not be read), the source read once: what a viewer
+        needs to show the verdict and the span where it stands (``grk inspect``)."""
+        return await self._fetch(chunk_id, version)
+
+    async def _fetch(self, chunk_id: str, version: int | None) -> tuple[FetchResult, str | None]:
         problem = (
             describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
         )
@@ -1040,9 +1051,9 @@ class Collection:
             stored = await self.store.get_chunk(chunk_id, version)
             if stored is None or not self._visible(stored):
                 raise verifier.hidden(chunk_id)
-            result = await verifier.fetch(stored)
+            result, text = await verifier.fetch_read(stored)
             span.set(source_class=result.citation.source_class, verification=result.verification)
-            return result
+            return result, text
 
     @overload
     async def verify(self) -> VerifyReport: ...
@@ -1123,19 +1134,6 @@ class Collection:
             weak_threshold=weak_threshold,
             claim_judge=claim_judge,
         )
-
-    async def source_text(self, target: RetrievalResult | FetchResult | Citation) -> str:
-        """The whole text ``target``'s offsets index into, as its source reads now: the
-        file, the same extractor run again, the kept copy or the snapshot, exactly what
-        ``verify`` compares against (for showing a span in its context). A citation of a
-        chunk the clearance hides is a ``ChunkNotFoundError``; a source that cannot be
-        read, a ``RetrievalError`` whose ``verdict`` says why."""
-        citation = target if isinstance(target, Citation) else target.citation
-        verifier = self._verifier()
-        stored = await self.store.get_chunk(citation.chunk_id)
-        if stored is not None and not self._visible(stored):
-            raise verifier.hidden(citation.chunk_id)
-        return await verifier.read(citation)
 
     def _verifier(self) -> Verifier:
         """This collection's citation checks, as its sources, clearance and embedder

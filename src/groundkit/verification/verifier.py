@@ -83,13 +83,18 @@ class Verifier:
 
     async def fetch(self, stored: StoredChunk) -> FetchResult:
         """``stored`` checked against its source as it reads now."""
+        return (await self.fetch_read(stored))[0]
+
+    async def fetch_read(self, stored: StoredChunk) -> tuple[FetchResult, str | None]:
+        """``fetch``, with the source text the verdict was reached on (None when the
+        source could not be read)."""
         citation = stored.citation
         try:
             text = await self.read(citation)
         except RetrievalError as exc:
-            return judge_stored(stored, citation, None, exc)
+            return judge_stored(stored, citation, None, exc), None
         anchor = await self.anchor(stored.content, citation, text, stored)
-        return judge_stored(stored, citation, text, None, anchor)
+        return judge_stored(stored, citation, text, None, anchor), text
 
     async def verify(
         self,

@@ -123,10 +123,10 @@ class Inspector:
         chunk_id = str(request.path_params["chunk_id"])
         async with self.registry.lease(name) as col:
             try:
-                fetched = await col.fetch_chunk(chunk_id)
+                fetched, text = await col.fetch_in_source(chunk_id)
             except ChunkNotFoundError:
                 raise _NotFound(f"no chunk {chunk_id!r}") from None
-            source, source_error = await _source_view(col, fetched)
+            source, source_error = _source_view(fetched, text)
             sheets, note = await self._sheets(col, name, fetched)
         return _html(pages.result_page(name, fetched, source, source_error, sheets, note))
 
@@ -271,16 +271,14 @@ async def _checked(col: Collection, results: Sequence[RetrievalResult]) -> list[
     return [pages.ResultRow(r, v) for r, v in zip(results, verdicts, strict=True)]
 
 
-async def _source_view(
-    col: Collection, fetched: FetchResult
+def _source_view(
+    fetched: FetchResult, text: str | None
 ) -> tuple[pages.SourceView | None, str | None]:
-    """The source around the span as it reads now: the cited span when it verifies, its
-    new place when it moved, the closest passage when it drifted."""
+    """The source around the span as it read for the verdict: the cited span when it
+    verifies, its new place when it moved, the closest passage when it drifted."""
+    if text is None:
+        return None, fetched.detail
     citation = fetched.citation
-    try:
-        text = await col.source_text(citation)
-    except GroundkitError as exc:
-        return None, str(exc)
     mark = "span"
     start, end = citation.start_offset, citation.end_offset
     if fetched.verification != "verified":
