@@ -36,9 +36,9 @@ def test_the_judge_refuses_a_shifted_box_and_one_over_two_lines() -> None:
 
 
 async def test_report(tmp_path: Path) -> None:
-    lines = await run(argparse.Namespace(repeat=1))
+    lines = await run(argparse.Namespace(repeat=1, long_pages=3))
     out = tmp_path / "quality.md"
     write_section(out, "pdf-rects", lines)
     report = out.read_text(encoding="utf-8")
     assert "| **all** | 11 |" in report and "bytes per page" in report
-    assert "pdfium takes" in report
+    assert "pdfium takes" in report and "What the geometry costs a search" in report

@@ -85,12 +85,24 @@ class PageFrame:
 
 @dataclass(frozen=True, slots=True)
 class PageLines:
-    """A page's lines decoded: per line, its boxed characters' offsets (sorted)
-    and their boxes in hundredths of a point."""
+    """A page's lines decoded: per line, its boxed characters' offsets (sorted) and
+    their boxes in hundredths of a point, one tuple per coordinate (``min`` and ``max``
+    over a slice of one run in C, which is what a span's rectangle costs)."""
 
     starts: tuple[int, ...]
     offsets: tuple[tuple[int, ...], ...]
-    boxes: tuple[tuple[tuple[int, int, int, int], ...], ...]
+    x0: tuple[tuple[int, ...], ...]
+    y0: tuple[tuple[int, ...], ...]
+    x1: tuple[tuple[int, ...], ...]
+    y1: tuple[tuple[int, ...], ...]
+
+    @property
+    def boxes(self) -> tuple[tuple[tuple[int, int, int, int], ...], ...]:
+        """Per line, each character's ``(x0, y0, x1, y1)``."""
+        return tuple(
+            tuple(zip(*columns, strict=True))
+            for columns in zip(self.x0, self.y0, self.x1, self.y1, strict=True)
+        )
 
 
 def _q(value: float) -> int:
@@ -231,7 +243,7 @@ def decode_page(blob: str) -> PageLines:
         raise DamagedGeometryError("page geometry has no line count")
     starts: list[int] = []
     offsets: list[tuple[int, ...]] = []
-    boxes: list[tuple[tuple[int, int, int, int], ...]] = []
+    columns: tuple[list[tuple[int, ...]], ...] = ([], [], [], [])
     at = 1
     line_start = 0
     for _ in range(values[0]):
@@ -262,10 +274,12 @@ def decode_page(blob: str) -> PageLines:
             line_boxes.append((x0, y0, x1, y1))
         starts.append(line_start)
         offsets.append(tuple(line_offsets))
-        boxes.append(tuple(line_boxes))
+        for column, values_of_line in zip(columns, zip(*line_boxes, strict=True), strict=True):
+            column.append(values_of_line)
     if at != len(values):
         raise DamagedGeometryError("page geometry has values after its last line")
-    return PageLines(tuple(starts), tuple(offsets), tuple(boxes))
+    x0s, y0s, x1s, y1s = (tuple(column) for column in columns)
+    return PageLines(tuple(starts), tuple(offsets), x0s, y0s, x1s, y1s)
 
 
 def span_rects(
@@ -284,7 +298,9 @@ def span_rects(
         if not (isinstance(entry, list) and len(entry) == 6 and isinstance(entry[5], str)):
             raise DamagedGeometryError(f"page {page}'s geometry is malformed")
         lines = decode_page(entry[5])
-        for offsets, boxes in zip(lines.offsets, lines.boxes, strict=True):
+        first = max(0, bisect_left(lines.starts, start) - 1)  # lines before it end before
+        for index in range(first, len(lines.starts)):
+            offsets = lines.offsets[index]
             if offsets[0] >= end:
                 break
             if offsets[-1] < start:
@@ -293,9 +309,8 @@ def span_rects(
             hi = bisect_left(offsets, end)
             if lo >= hi:
                 continue
-            chosen = boxes[lo:hi]
-            x0, y0 = min(b[0] for b in chosen), min(b[1] for b in chosen)
-            x1, y1 = max(b[2] for b in chosen), max(b[3] for b in chosen)
+            x0, y0 = min(lines.x0[index][lo:hi]), min(lines.y0[index][lo:hi])
+            x1, y1 = max(lines.x1[index][lo:hi]), max(lines.y1[index][lo:hi])
             if x0 < x1 and y0 < y1:  # a lone blank's box may have no extent
                 rects.append((page, x0 / _SCALE, y0 / _SCALE, x1 / _SCALE, y1 / _SCALE))
     return rects
