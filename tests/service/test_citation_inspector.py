@@ -430,3 +430,32 @@ async def test_the_clearance_hides_chunks_and_pages(corpus: tuple[Path, Path]) -
     finally:
         await open_registry.close()
         await cleared.close()
+
+
+async def test_a_url_snapshot_shows_its_kept_text(tmp_path: Path) -> None:
+    from groundkit import UrlLoader
+    from groundkit.utils.url_safety import AddressPolicy
+    from tests.sources import Route, Site
+
+    site = Site()
+    site.routes["/kiln.html"] = Route(
+        body=b"<html><body><h1>Kilns</h1><p>A <b>kiln</b> fires stoneware at 1250 degrees."
+        b"</p><script>var nebula = 1;</script></body></html>",
+        headers={"Content-Type": "text/html; charset=utf-8"},
+    )
+    loader = UrlLoader(policy=AddressPolicy.allowing("127.0.0.0/8"), timeout=5.0)
+    try:
+        async with Collection.open(tmp_path / "idx", base_dir=tmp_path, url_loader=loader) as col:
+            await col.ingest(site.url("/kiln.html"))
+    finally:
+        site.close()  # the page is gone: the inspector shows the kept snapshot
+    registry = CollectionRegistry(tmp_path / "idx")
+    try:
+        async with client(open_app(registry)) as http:
+            chunk_id, page = await _chunk_of(http, "stoneware kiln")
+            shown = (await http.get(f"/c/default/chunk/{chunk_id}")).text
+    finally:
+        await registry.close()
+    assert "kiln fires stoneware at 1250 degrees" in page.text_by_id["span"]
+    assert "verdict-verified" in shown and "nebula" not in shown
+    assert not any(t == "img" for t, _ in page.tags)
