@@ -341,6 +341,42 @@ def smoke_serve() -> None:
         print(f"serve: {len(names)} tools over stdio, exit code {code}")
 
 
+def smoke_inspect() -> None:
+    # grk inspect on a free port: a search page with its verdict, and a PDF page as a PNG.
+    import httpx
+
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "tea.pdf").write_bytes(_pdf("Green tea is brewed at about 80 degrees."))
+        grk = [sys.executable, "-m", "groundkit"]
+        index = f"{tmp}/idx"
+        subprocess.run(
+            [*grk, "ingest", tmp, "--base-dir", tmp, "--index-dir", index, "-q"], check=True
+        )
+        with subprocess.Popen(
+            [*grk, "inspect", index, "--port", "0"], stderr=subprocess.PIPE, text=True
+        ) as server:
+            assert server.stderr is not None
+            watchdog = threading.Timer(120, server.kill)  # a stalled server fails, not hangs
+            watchdog.start()
+            try:
+                line = server.stderr.readline()
+                if "citation inspector at " not in line:
+                    raise SystemExit(f"inspect did not start: {line}")
+                url = line.split(" at ", 1)[1].strip()
+                page = httpx.get(url + "c/default/", params={"q": "green tea"})
+                assert page.status_code == 200 and "verdict-verified" in page.text, page.text
+                chunk = page.text.split('class="result-link" href="', 1)[1].split('"', 1)[0]
+                shown = httpx.get(url.rstrip("/") + chunk)
+                png = shown.text.split('<img src="', 1)[1].split('"', 1)[0]
+                image = httpx.get(url.rstrip("/") + png)
+                assert image.content.startswith(b"\x89PNG"), image.status_code
+            finally:
+                watchdog.cancel()
+                server.terminate()
+                server.wait(timeout=60)
+        print(f"inspect: search, result and a {len(image.content)}-byte page image at {url}")
+
+
 def smoke_test() -> None:
     # A user's test file: the grounded fixture and a conformance suite, run by pytest.
     with tempfile.TemporaryDirectory() as tmp:
@@ -410,6 +446,7 @@ SMOKES: dict[str, Callable[[], None]] = {
     "postgres": smoke_postgres,
     "ray": smoke_ray,
     "serve": smoke_serve,
+    "inspect": smoke_inspect,
     "test": smoke_test,
 }
 

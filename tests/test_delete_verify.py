@@ -10,6 +10,7 @@ import pytest
 
 import groundkit.sync as gks
 from groundkit import (
+    Citation,
     Collection,
     ConfigurationError,
     DeleteReport,
@@ -109,6 +110,52 @@ async def test_verify_checks_one_target_and_verify_all_the_collection(
     assert old == report
     with pytest.raises(TypeError, match="content= goes with a citation"):
         await ingested.verify(content="text")  # type: ignore[call-overload]
+
+
+async def test_verify_each_gives_each_results_own_verdict_reading_each_source_once(
+    ingested: Collection, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groundkit.verification import sources, verifier
+
+    response = await ingested.search("wind solar energy", 20)
+    assert len({r.source for r in response.results}) < len(response.results)
+    alone = [await ingested.verify(r) for r in response.results]
+    reads: list[str] = []
+    real = sources.read_source
+
+    async def counted(citation: Citation, *args: object, **kwargs: object) -> str:
+        reads.append(citation.source)
+        return await real(citation, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verifier, "read_source", counted)
+    together = await ingested.verify_each(response)
+    assert together == alone
+    assert sorted(reads) == sorted({r.source for r in response.results})
+    # An edited source: its results' verdicts change with it, as they would one by one.
+    edited = response.results[0]
+    path = corpus_dir / edited.source
+    path.write_text("Rewritten.\n" + path.read_text(encoding="utf-8").replace("wind", "breeze"))
+    monkeypatch.setattr(verifier, "read_source", real)
+    again = await ingested.verify_each(response.results)
+    assert again == [await ingested.verify(r) for r in response.results]
+    assert again[0].verification != "verified"
+
+
+async def test_fetch_in_source_gives_the_text_the_verdict_was_reached_on(
+    ingested: Collection, corpus_dir: Path
+) -> None:
+    from groundkit import resolve_citation
+
+    top = (await ingested.search("offshore wind")).results[0]
+    fetched, text = await ingested.fetch_in_source(top.chunk_id)
+    assert fetched == await ingested.fetch_chunk(top.chunk_id)
+    assert text is not None
+    assert text[top.start_offset : top.end_offset] == await resolve_citation(
+        top.citation, corpus_dir
+    )
+    (corpus_dir / top.source).unlink()
+    gone, none = await ingested.fetch_in_source(top.chunk_id)
+    assert gone.verification == "unresolvable" and none is None
 
 
 def test_the_blocking_collection_has_the_same_delete_and_verify(

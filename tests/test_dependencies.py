@@ -38,6 +38,7 @@ MODULE_EXTRAS = {
     "groundkit/integrations/haystack.py": "haystack",
     "groundkit/service/server.py": "serve",
     "groundkit/service/transport.py": "serve",
+    "groundkit/service/inspector/app.py": "inspect",
     "groundkit/storage/postgres.py": "postgres",
     "groundkit/storage/lancedb.py": "dense",
     "groundkit/storage/location.py": "dense",  # its one lancedb import opens a vector store

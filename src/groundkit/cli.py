@@ -92,6 +92,7 @@ _COMMANDS = (
     "drop",
     "rebase",
     "serve",
+    "inspect",
 )
 # What `grk serve` takes of them (it has its own --base-dir and location options).
 _SERVE_GLOBALS = frozenset(
@@ -228,6 +229,7 @@ def _parser() -> argparse.ArgumentParser:
     from groundkit.retrieval.request import REORDERS, SEARCH_MODES, SearchRequest
     from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT
     from groundkit.service.command import add_serve_parser
+    from groundkit.service.inspector.command import add_inspect_parser
 
     chunk_defaults = ChunkingConfig()
     parser = argparse.ArgumentParser(
@@ -531,6 +533,7 @@ def _parser() -> argparse.ArgumentParser:
         "--force", action="store_true", help="record it even if no source is found there"
     )
     add_serve_parser(sub)
+    add_inspect_parser(sub)
     return parser
 
 
@@ -541,11 +544,16 @@ def _merge_globals(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     args.collection = [*given_top, *given_sub] or None
     args.verbose = args.verbose_top + getattr(args, "verbose", 0)
     del args.collection_top, args.verbose_top
-    if args.command == "serve":
-        for name in ("collection", "embedder", "json"):
+    if args.command in ("serve", "inspect"):
+        refused = (
+            ("embedder", "json")
+            if args.command == "inspect"
+            else ("collection", "embedder", "json")
+        )
+        for name in refused:
             if getattr(args, name):
                 option = "--" + name
-                parser.error(f"grk serve does not take {option}")
+                parser.error(f"grk {args.command} does not take {option}")
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
@@ -1691,7 +1699,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose, args.quiet)
     if args.command == "drop" and args.collection:
         parser.error("grk drop takes the collection's name, not --collection")
-    if args.command not in ("serve", "drop"):
+    if args.command not in ("serve", "drop", "inspect"):
         args.collections = list(dict.fromkeys(args.collection or ["default"]))
         if len(args.collections) > 1 and args.command not in ("search", "collections"):
             parser.error(f"{args.command} takes one --collection")
@@ -1700,6 +1708,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from groundkit.service.command import run_serve
 
             return run_serve(args)
+        if args.command == "inspect":
+            from groundkit.service.inspector.command import run_inspect
+
+            return run_inspect(args)
         import asyncio
 
         return asyncio.run(_run(args))

@@ -1024,6 +1024,17 @@ class Collection:
 
         The source is read like an ingest reads it: a regular file, at most
         ``IngestConfig.max_file_bytes`` (this collection's), else ``unresolvable``."""
+        return (await self._fetch(chunk_id, version))[0]
+
+    async def fetch_in_source(
+        self, chunk_id: str, version: int | None = None
+    ) -> tuple[FetchResult, str | None]:
+        """``fetch_chunk``, together with the whole source text its verdict was reached
+        on (None when the source could not be read), the source read once: what a viewer
+        needs to show the verdict and the span where it stands (``grk inspect``)."""
+        return await self._fetch(chunk_id, version)
+
+    async def _fetch(self, chunk_id: str, version: int | None) -> tuple[FetchResult, str | None]:
         problem = (
             describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
         )
@@ -1040,9 +1051,9 @@ class Collection:
             stored = await self.store.get_chunk(chunk_id, version)
             if stored is None or not self._visible(stored):
                 raise verifier.hidden(chunk_id)
-            result = await verifier.fetch(stored)
+            result, text = await verifier.fetch_read(stored)
             span.set(source_class=result.citation.source_class, verification=result.verification)
-            return result
+            return result, text
 
     @overload
     async def verify(self) -> VerifyReport: ...
@@ -1079,6 +1090,15 @@ class Collection:
             _deprecated("Collection.verify() with no argument", "Collection.verify_all()")
             return await self._verifier().verify_all()
         return await self._verifier().verify(target, content)
+
+    async def verify_each(
+        self, targets: SearchResponse | Sequence[RetrievalResult | FetchResult]
+    ) -> list[FetchResult]:
+        """``verify`` on each result (or fetched chunk) of ``targets``, in order, reading each
+        source once: a page of results from one long PDF re-extracts it once, not once a
+        result. Each verdict is the one ``verify`` gives for that result alone."""
+        items = targets.results if isinstance(targets, SearchResponse) else list(targets)
+        return await self._verifier().verify_each(items)
 
     async def verify_all(self) -> VerifyReport:
         """Re-verify every chunk of the collection, reading each source once (as

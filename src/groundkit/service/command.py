@@ -33,6 +33,7 @@ __all__ = [
     "add_embedding_url_argument",
     "add_location_arguments",
     "add_serve_parser",
+    "route_third_party_logs",
     "run_serve",
 ]
 
@@ -152,7 +153,7 @@ def run_serve(args: argparse.Namespace) -> int:
         clearance=args.clearance,
         rewriter=rewriter,
     )
-    _route_third_party_logs()
+    route_third_party_logs()
     asyncio.run(_serve(registry, transport, args.host, args.port, token, quiet=args.quiet))
     return 0
 
@@ -189,8 +190,9 @@ async def _serve(
         await registry.close()
 
 
-def _route_third_party_logs() -> None:
-    """Let the MCP SDK's and uvicorn's records out through grk's handler and level."""
+def route_third_party_logs() -> None:
+    """Let the MCP SDK's and uvicorn's records out through grk's handler and level
+    (grk serve and grk inspect)."""
     ours = logging.getLogger("groundkit")
     root = logging.getLogger()
     root.handlers[:] = list(ours.handlers)

@@ -38,6 +38,10 @@ from groundkit.verification.verdict import find_again, judge, judge_stored
 
 __all__ = ["Verifier", "VerifyReport"]
 
+# A source's text (or why it could not be read) by what reading it depends on: source,
+# source class, extractor and document (whose row names a kept copy or snapshot).
+_SourceMemo = dict[tuple[str, str, str | None, str], "str | RetrievalError"]
+
 
 @dataclass
 class VerifyReport:
@@ -79,18 +83,29 @@ class Verifier:
 
     async def fetch(self, stored: StoredChunk) -> FetchResult:
         """``stored`` checked against its source as it reads now."""
+        return (await self.fetch_read(stored))[0]
+
+    async def fetch_read(self, stored: StoredChunk) -> tuple[FetchResult, str | None]:
+        """``fetch``, with the source text the verdict was reached on (None when the
+        source could not be read)."""
         citation = stored.citation
         try:
             text = await self.read(citation)
         except RetrievalError as exc:
-            return judge_stored(stored, citation, None, exc)
+            return judge_stored(stored, citation, None, exc), None
         anchor = await self.anchor(stored.content, citation, text, stored)
-        return judge_stored(stored, citation, text, None, anchor)
+        return judge_stored(stored, citation, text, None, anchor), text
 
     async def verify(
-        self, target: RetrievalResult | FetchResult | Citation, content: str | None
+        self,
+        target: RetrievalResult | FetchResult | Citation,
+        content: str | None,
+        read: _SourceMemo | None = None,
     ) -> FetchResult:
-        """One result, or a citation with the text it stands for (else the stored text)."""
+        """One result, or a citation with the text it stands for (else the stored text).
+
+        ``read``: sources already read in this call, by what reading depends on, so a
+        batch of results reads each source once (``verify_each``)."""
         expected: str | None
         if isinstance(target, RetrievalResult | FetchResult):
             if content is not None:
@@ -119,12 +134,33 @@ class Verifier:
                 )
             expected = stored.content
         try:
-            text = await self.read(citation)
+            text = await self._read_once(citation, read)
         except RetrievalError as exc:
             return judge(expected, citation, None, exc)
         same = stored if stored is not None and stored.content == expected else None
         anchor = await self.anchor(expected, citation, text, same)
         return judge(expected, citation, text, None, anchor)
+
+    async def verify_each(
+        self, targets: Sequence[RetrievalResult | FetchResult]
+    ) -> list[FetchResult]:
+        """``verify`` on each of ``targets``, in order, each source read once."""
+        read: _SourceMemo = {}
+        return [await self.verify(target, None, read) for target in targets]
+
+    async def _read_once(self, citation: Citation, read: _SourceMemo | None) -> str:
+        if read is None:
+            return await self.read(citation)
+        key = (citation.source, citation.source_class, citation.extractor, citation.document_id)
+        if key not in read:
+            try:
+                read[key] = await self.read(citation)
+            except RetrievalError as exc:
+                read[key] = exc
+        found = read[key]
+        if isinstance(found, RetrievalError):
+            raise found
+        return found
 
     async def verify_all(self) -> VerifyReport:
         """Every chunk the caller may see, each source read once."""
