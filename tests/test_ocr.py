@@ -1,0 +1,138 @@
+"""The tesseract engine on rendered pages: pinned identity, same words and boxes every run."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evals.scanned import scanned_pdf
+from groundkit.errors import ConfigurationError
+from groundkit.extraction.ocr import GrayImage, OcrLine, ocr_engine
+from groundkit.extraction.pdf_ocr import DeviceToPage, lay_out
+from tests.ocr_support import pdfium_page_image, real_engine
+from tests.services import REPO_ROOT
+
+TEXT = "Tesseract reads scanned pages.\nSecond line of the first paragraph.\n\nA new paragraph."
+
+
+@pytest.fixture
+def fresh_engines() -> Iterator[None]:
+    ocr_engine.cache_clear()
+    yield
+    ocr_engine.cache_clear()
+
+
+def _words(lines: list[OcrLine]) -> list[str]:
+    return [word.text for line in lines for word in line.words]
+
+
+def test_identity_pins_versions_language_data_and_settings() -> None:
+    engine = real_engine()
+    assert re.fullmatch(
+        r"tesseract/[\w.\-]+\+leptonica/[\w.\-]+\+eng@[0-9a-f]{12}\+oem1\+psm3\+300dpi",
+        engine.identity,
+    ), engine.identity
+    assert ocr_engine("eng") is engine
+
+
+def test_recognises_the_rendered_text_with_boxes_in_reading_order() -> None:
+    engine = real_engine()
+    image, _ = pdfium_page_image(scanned_pdf([TEXT], size=14))
+    lines = engine.recognise(image)
+    assert " ".join(_words(lines)) == " ".join(TEXT.split())
+    # Two paragraphs: the third line starts the second.
+    assert (lines[0].block, lines[0].paragraph) == (lines[1].block, lines[1].paragraph)
+    assert (lines[2].block, lines[2].paragraph) != (lines[1].block, lines[1].paragraph)
+    for line in lines:
+        lefts = [word.left for word in line.words]
+        assert lefts == sorted(lefts)
+        for word in line.words:
+            assert 0 <= word.left < word.right <= image.width
+            assert 0 <= word.top < word.bottom <= image.height
+
+
+def test_same_page_same_words_and_boxes_across_runs_and_processes(tmp_path: Path) -> None:
+    engine = real_engine()
+    data = scanned_pdf([TEXT], size=11)
+    image, _ = pdfium_page_image(data)
+    first = engine.recognise(image)
+    assert engine.recognise(image) == first
+    (tmp_path / "scan.pdf").write_bytes(data)
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from groundkit.extraction.ocr import ocr_engine\n"
+        "from tests.ocr_support import pdfium_page_image\n"
+        "image, _ = pdfium_page_image(Path(sys.argv[1]).read_bytes())\n"
+        "lines = ocr_engine().recognise(image)\n"
+        "print(json.dumps([[[w.text, w.left, w.top, w.right, w.bottom] for w in line.words]"
+        " for line in lines]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "scan.pdf")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+        timeout=120,
+    )
+    assert json.loads(done.stdout) == [
+        [[w.text, w.left, w.top, w.right, w.bottom] for w in line.words] for line in first
+    ]
+
+
+def test_layout_joins_words_lines_and_paragraphs_and_boxes_each_character() -> None:
+    engine = real_engine()
+    image, to_page = pdfium_page_image(scanned_pdf([TEXT], size=14))
+    text, boxes = lay_out(engine.recognise(image), to_page)
+    assert text == TEXT
+    assert len(boxes) == len(text)
+    for char, box in zip(text, boxes, strict=True):
+        assert (box is None) == (char in " \n")
+        if box is not None:
+            x0, y0, x1, y1 = box
+            assert 0 <= x0 < x1 <= 595.3 and 0 <= y0 < y1 <= 841.9
+
+
+def test_a_blank_image_has_no_words() -> None:
+    engine = real_engine()
+    assert engine.recognise(GrayImage(400, 300, b"\xff" * 400 * 300)) == []
+
+
+def test_device_to_page_maps_a_rotated_render_back_to_user_space() -> None:
+    # /Rotate 90 on a landscape 800x600 page shown portrait: pixel (0, 0) is the
+    # user-space origin, pixel x runs up the page, pixel y runs along it.
+    def to_page(x: int, y: int) -> tuple[float, float]:
+        return (y * 800 / 1000, x * 600 / 750)
+
+    transform = DeviceToPage.from_corners(to_page, 750, 1000)
+    assert transform(375, 500) == pytest.approx((400, 300))
+    line = OcrLine(1, 1, ())
+    assert lay_out([line], transform) == ("", [])
+
+
+def test_bad_language_names_are_refused(fresh_engines: None) -> None:
+    with pytest.raises(ConfigurationError, match="tesseract language names"):
+        ocr_engine("eng; rm -rf /")
+
+
+def test_missing_language_data_names_the_package(fresh_engines: None) -> None:
+    real_engine()
+    with pytest.raises(ConfigurationError, match="apt-get install tesseract-ocr-zzz"):
+        ocr_engine("zzz")
+
+
+def test_missing_tesseract_names_the_install(
+    fresh_engines: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ConfigurationError) as caught:
+        ocr_engine()
+    assert "pip install groundkit[ocr]" in str(caught.value)
+    assert "apt-get install tesseract-ocr" in str(caught.value)
