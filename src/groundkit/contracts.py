@@ -39,13 +39,14 @@ from pydantic import (
 )
 from pydantic_core import CoreSchema, core_schema
 
-from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.errors import ConfigurationError, IngestionError, RetrievalError, StorageError
 from groundkit.utils.annotation import (
     QUOTE_CONTEXT_CHARS,
     page_link,
     text_fragment_link,
     web_annotation,
 )
+from groundkit.utils.geometry import DamagedGeometryError, PageFrame, page_frame, span_rects
 from groundkit.utils.hashing import sha256_text
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "FIELDS_KEY",
     "FIELD_NAME_PATTERN",
     "GAPS_KEY",
+    "GEOMETRY_KEY",
     "HEADINGS_KEY",
     "PAGE_STARTS_KEY",
     "RECORD_SOURCE_PREFIX",
@@ -89,6 +91,7 @@ __all__ = [
     "MultiSearchResponse",
     "OptimizeReport",
     "PackStore",
+    "PageRect",
     "ProviderCitation",
     "ProviderVerdict",
     "QuoteCheck",
@@ -106,8 +109,10 @@ __all__ = [
     "heading_path_at",
     "metadata_without_gaps",
     "page_at",
+    "page_frame_at",
     "record_id_of",
     "record_source",
+    "rects_at",
     "trusted",
 ]
 
@@ -156,6 +161,11 @@ ANSWER_PROBLEMS: frozenset[str] = frozenset(get_args(AnswerVerdict)) - {
 # Document metadata key holding the offset where each page of the text begins
 # (PDFs). Citations derive their 1-based page from it.
 PAGE_STARTS_KEY = "page_starts"
+
+# Document metadata key holding where each character of the text stands on its page
+# (PDFs): per page its frame, per line the boxes of its characters, encoded compactly
+# (groundkit/utils/geometry.py). Citations derive their rectangles from it.
+GEOMETRY_KEY = "geometry"
 
 # Document metadata key holding the document's outline: ``[offset, level, title]``
 # per heading, in offset order, where ``offset`` is where the heading's line
@@ -211,6 +221,32 @@ def page_at(metadata: Mapping[str, Any], offset: int) -> int | None:
     if not all(type(s) is int for s in starts):
         return None
     return bisect_right(starts, offset)
+
+
+def rects_at(metadata: Mapping[str, Any], start: int, end: int) -> tuple[PageRect, ...]:
+    """The rectangles covering ``[start, end)``, one per line fragment in reading order
+    (``()`` when the document records no geometry). ``StorageError`` when the stored
+    geometry is damaged."""
+    geometry = metadata.get(GEOMETRY_KEY)
+    if geometry is None or start >= end:
+        return ()
+    first, last = page_at(metadata, start), end_page_at(metadata, start, end)
+    if not isinstance(geometry, Mapping) or first is None or last is None:
+        raise StorageError("document metadata holds damaged geometry (no pages to place it)")
+    try:
+        found = span_rects(geometry, first, last, start, end)
+    except DamagedGeometryError as exc:
+        raise StorageError(f"document metadata holds damaged geometry: {exc}") from None
+    return tuple(
+        trusted(PageRect, dict(zip(_RECT_FIELDS, r, strict=True)), set(_RECT_FIELDS)) for r in found
+    )
+
+
+def page_frame_at(metadata: Mapping[str, Any], page: int) -> PageFrame | None:
+    """Page ``page``'s (1-based) crop box in its user space and its rotation, when the
+    document records geometry: what a renderer needs to place a citation's rectangles."""
+    geometry = metadata.get(GEOMETRY_KEY)
+    return page_frame(geometry, page) if isinstance(geometry, Mapping) else None
 
 
 def heading_path_at(metadata: Mapping[str, Any], offset: int) -> list[str]:
@@ -568,12 +604,57 @@ class DocumentRecord(_Frozen):
         return fields_of(self.metadata)
 
 
+_RECT_FIELDS = ("page", "x0", "y0", "x1", "y1")
+
+
+class PageRect(_Frozen):
+    """Where part of a cited span stands on a PDF page: ``page`` (1-based) and a box
+    in PDF points in the page's own user space (origin at the bottom-left as the
+    page's content places it, the page's ``/Rotate`` not applied).
+
+    Written as ``[page, x0, y0, x1, y1]`` in every shape (dumps, JSON, MCP), and read
+    back from that list or from an object of the fields.
+    """
+
+    page: int = Field(ge=1)
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_list(cls, data: Any) -> Any:
+        if isinstance(data, list | tuple) and len(data) == len(_RECT_FIELDS):
+            return dict(zip(_RECT_FIELDS, data, strict=True))
+        return data
+
+    @model_serializer(mode="plain")
+    def _as_list(self) -> list[float]:
+        return [self.page, self.x0, self.y0, self.x1, self.y1]
+
+    @model_validator(mode="after")
+    def _validate(self) -> PageRect:
+        if not all(math.isfinite(v) for v in (self.x0, self.y0, self.x1, self.y1)):
+            raise ValueError("a rectangle's coordinates must be finite")
+        if not (self.x0 < self.x1 and self.y0 < self.y1):
+            raise ValueError("a rectangle needs x0 < x1 and y0 < y1")
+        return self
+
+
+# Extractor identities of PDF text: the current extractor's, and the one before it.
+_PDF_IDENTITIES = ("groundkit-pdf/", "pypdf/")
+
+
 class Citation(_Frozen):
     """Where a passage came from, precisely enough to read it back.
 
     ``page`` (1-based) is the page the span starts on and ``end_page`` the one it
     ends on, for sources that have pages; they help a reader find the passage and
-    play no part in verifying it.
+    play no part in verifying it. ``rects`` shows where the span stands on those
+    pages: one rectangle per line fragment it covers, in reading order (PDFs; empty
+    for sources without geometry). Like the pages, they are derived from the
+    extraction the offsets come from and checked by verifying the span.
     ``version`` is the document version the span was taken from (1 for a
     document's first ingest; ``None`` when the citation was built by hand).
     """
@@ -589,6 +670,7 @@ class Citation(_Frozen):
     version: int | None = Field(default=None, ge=1)
     # The page the span ends on (its last character's), when the source has pages.
     end_page: int | None = Field(default=None, ge=1)
+    rects: tuple[PageRect, ...] = ()
 
     @model_validator(mode="after")
     def _validate(self) -> Citation:
@@ -616,6 +698,8 @@ class Citation(_Frozen):
             out["page"] = self.page
             if self.end_page is not None and self.end_page != self.page:
                 out["end_page"] = self.end_page
+        if self.rects:
+            out["rects"] = [r.model_dump() for r in self.rects]
         return out
 
     @property
@@ -635,7 +719,7 @@ class Citation(_Frozen):
         URL alone without it). Local text files and records have no link.
         """
         is_url = self.source_class == "snapshot"
-        if self.page is not None and (is_url or (self.extractor or "").startswith("pypdf/")):
+        if self.page is not None and (is_url or (self.extractor or "").startswith(_PDF_IDENTITIES)):
             return page_link(self.source, self.page, is_url=is_url)
         if not is_url:
             return None
@@ -726,7 +810,7 @@ _RESULT_CITATION_FIELDS = (
     "end_offset",
     "version",
 )
-_DERIVED_CITATION_FIELDS = frozenset({"page", "end_page"})
+_DERIVED_CITATION_FIELDS = frozenset({"page", "end_page", "rects"})
 # Keys of a result's dump that are not its fields: read back, they are derived again.
 _DERIVED_RESULT_KEYS = frozenset({"citation", "heading_path", "fields"})
 _SOURCE_CLASSES: frozenset[str] = frozenset(get_args(SourceClass))
@@ -744,7 +828,7 @@ def citation_for(
     metadata: Mapping[str, Any],
     version: int | None,
 ) -> Citation:
-    """The citation of a stored span, its pages read from ``metadata``.
+    """The citation of a stored span, its pages and rectangles read from ``metadata``.
 
     Equal to ``Citation(...)`` of the same values. Values that pass the model's
     checks in one expression (what every stored row and every result holds) are
@@ -754,6 +838,8 @@ def citation_for(
     """
     page = page_at(metadata, start_offset)
     end_page = end_page_at(metadata, start_offset, end_offset)
+    # Only documents with geometry (PDFs) pay for rectangles.
+    rects = rects_at(metadata, start_offset, end_offset) if GEOMETRY_KEY in metadata else ()
     if (
         type(document_id) is str
         and type(chunk_id) is str
@@ -782,6 +868,7 @@ def citation_for(
             "page": page,
             "version": version,
             "end_page": end_page,
+            "rects": rects,
         }
         return trusted(Citation, values, set(_CITATION_FIELDS))
     return Citation(
@@ -795,6 +882,7 @@ def citation_for(
         page=page,
         version=version,
         end_page=end_page,
+        rects=rects,
     )
 
 
@@ -916,7 +1004,7 @@ class RetrievalResult(_Frozen):
         if cited:
             citation = self.citation
             data["citation"] = {
-                name: cited[name] if name in cited else getattr(citation, name)
+                name: cited[name] if name in cited else _plain(getattr(citation, name))
                 for name in Citation.model_fields
                 if name in cited or name in _DERIVED_CITATION_FIELDS
             }
@@ -1019,6 +1107,13 @@ class RetrievalResult(_Frozen):
             metadata=self.metadata,
             version=self.version,
         )
+
+
+def _plain(value: Any) -> Any:
+    """A derived citation value as plain data (rectangles as their lists)."""
+    if isinstance(value, tuple):
+        return [r.model_dump() if isinstance(r, BaseModel) else r for r in value]
+    return value
 
 
 class _ResultList:

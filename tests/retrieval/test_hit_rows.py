@@ -14,13 +14,22 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from groundkit import Citation, Highlights, RetrievalConfig, RetrievalResult
-from groundkit.contracts import PAGE_STARTS_KEY, Scores, citation_for, end_page_at, page_at
+from groundkit.contracts import (
+    GEOMETRY_KEY,
+    PAGE_STARTS_KEY,
+    Scores,
+    citation_for,
+    end_page_at,
+    page_at,
+    rects_at,
+)
 from groundkit.ingestion import Indexer
 from groundkit.retrieval import Retriever
 from groundkit.retrieval.search import result_from_row
 from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage._rows import stored_chunk
 from groundkit.storage.protocols import StoredChunk
+from groundkit.utils.geometry import PageFrame, encode_geometry
 from tests.support import QUERIES, SMALL_CHUNKS
 
 _CLASSES = st.sampled_from(["text", "extracted", "snapshot", "record"])
@@ -31,6 +40,17 @@ _PAGES = st.one_of(
     st.lists(st.integers(min_value=0, max_value=60), max_size=5),
     st.lists(st.integers(min_value=0, max_value=60), max_size=5).map(sorted),
     st.lists(st.integers(min_value=1, max_value=60), max_size=5).map(lambda s: [0, *sorted(s)]),
+)
+
+
+def _boxes(text: str) -> list[tuple[float, float, float, float] | None]:
+    return [None if c in " \n" else (10.0 * i, 5.0, 10.0 * i + 9, 17.5) for i, c in enumerate(text)]
+
+
+_PAGE_TEXTS = ("one two\nthree four\nfive six", "seven\neight nine")
+_TWO_PAGES = encode_geometry(
+    [PageFrame(0, 0, 300, 400, 0), PageFrame(0, 0, 300, 400, 90)],
+    [(0, _PAGE_TEXTS[0], _boxes(_PAGE_TEXTS[0])), (33, _PAGE_TEXTS[1], _boxes(_PAGE_TEXTS[1]))],
 )
 
 
@@ -48,6 +68,7 @@ def _validated_or_error(values: dict[str, Any], metadata: dict[str, Any]) -> Cit
             page=page_at(metadata, values["start_offset"]),
             version=values["version"],
             end_page=end_page_at(metadata, values["start_offset"], values["end_offset"]),
+            rects=rects_at(metadata, values["start_offset"], values["end_offset"]),
         )
     except ValidationError as exc:
         return str(exc)
@@ -60,6 +81,7 @@ def _validated_or_error(values: dict[str, Any], metadata: dict[str, Any]) -> Cit
     length=st.integers(min_value=-3, max_value=30),
     version=st.one_of(st.none(), st.integers(min_value=-1, max_value=4)),
     starts=_PAGES,
+    placed=st.booleans(),
 )
 def test_citation_for_equals_the_validated_citation(
     source_class: str,
@@ -68,8 +90,11 @@ def test_citation_for_equals_the_validated_citation(
     length: int,
     version: int | None,
     starts: list[int] | None,
+    placed: bool,
 ) -> None:
     metadata: dict[str, Any] = {} if starts is None else {PAGE_STARTS_KEY: starts}
+    if placed and starts is None:  # a PDF's: two pages whose characters have boxes
+        metadata = {PAGE_STARTS_KEY: [0, 33], GEOMETRY_KEY: _TWO_PAGES}
     values: dict[str, Any] = {
         "document_id": "d",
         "chunk_id": "c",

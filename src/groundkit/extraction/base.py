@@ -58,6 +58,13 @@ class Extraction:
     # ``offset`` is where the heading's line begins in ``text`` (HTML h1-h6, DOCX
     # heading styles). Never part of the text, so citations do not depend on it.
     headings: tuple[tuple[int, int, str], ...] = ()
+    # Where each character stands on its page (PDF only): the encoded metadata value
+    # (groundkit/utils/geometry.py), stored under ``GEOMETRY_KEY`` for citation rectangles.
+    geometry: Mapping[str, Any] | None = None
+    # The identity this particular text depends on, when it is not the extractor's own
+    # (a PDF whose pages needed OCR names the OCR engine too). The document records it,
+    # and verification re-runs the extractor registered under it.
+    identity: str | None = None
 
 
 @runtime_checkable

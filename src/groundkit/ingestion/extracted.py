@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from groundkit.config import IngestConfig
-from groundkit.contracts import FIELDS_KEY, HEADINGS_KEY, PAGE_STARTS_KEY, Document
+from groundkit.contracts import (
+    FIELDS_KEY,
+    GEOMETRY_KEY,
+    HEADINGS_KEY,
+    PAGE_STARTS_KEY,
+    Document,
+)
 from groundkit.errors import IngestionError
 from groundkit.extraction import (
     Extraction,
@@ -43,9 +49,9 @@ __all__ = [
 
 
 def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> dict[str, Any]:
-    """Document metadata for an extraction: page offsets (for citation pages), its
-    outline (for chunk boundaries and heading paths) and, with ``read_fields``, the
-    fields its title and info give.
+    """Document metadata for an extraction: page offsets (for citation pages), where
+    its characters stand (for citation rectangles), its outline (for chunk boundaries
+    and heading paths) and, with ``read_fields``, the fields its title and info give.
 
     ``IngestionError`` when the info could not be read or does not make valid fields.
     """
@@ -53,6 +59,8 @@ def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> d
     if extraction.page_starts:
         metadata[PAGE_STARTS_KEY] = list(extraction.page_starts)
         metadata["pages"] = len(extraction.page_starts)
+    if extraction.geometry is not None:
+        metadata[GEOMETRY_KEY] = dict(extraction.geometry)
     if extraction.headings:
         metadata[HEADINGS_KEY] = as_outline(extraction.headings)
     if read_fields:
@@ -112,7 +120,7 @@ class _ExtractedLoader:
             source=source,
             content=extraction.text,
             source_class="extracted",
-            extractor=extractor.identity,
+            extractor=extraction.identity or extractor.identity,
             metadata=metadata,
         )
 

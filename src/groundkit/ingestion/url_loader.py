@@ -146,7 +146,7 @@ class UrlLoader:
         if extractor is not None:
             # Provenance only: a snapshot verifies against its stored copy,
             # never by running this extractor again.
-            metadata["extracted_with"] = extractor.identity
+            metadata["extracted_with"] = extraction.identity or extractor.identity
         return Document(
             document_id=document_id_for(checked.source),
             source=checked.source,

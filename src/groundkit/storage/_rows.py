@@ -24,6 +24,7 @@ from groundkit.contracts import (
     FIELD_NAME_PATTERN,
     FIELDS_KEY,
     GAPS_KEY,
+    GEOMETRY_KEY,
     HEADINGS_KEY,
     PAGE_STARTS_KEY,
     Chunk,
@@ -43,6 +44,7 @@ from groundkit.storage.protocols import (
     metadata_json,
 )
 from groundkit.storage.versions import check_keep, version_start
+from groundkit.utils.geometry import check_geometry
 from groundkit.utils.text import describe_unencodable
 from groundkit.utils.ties import order_key
 
@@ -240,6 +242,11 @@ def parse_metadata(raw: Any, where: str = "a document row") -> dict[str, Any]:
         or starts != sorted(starts)
     ):
         raise damaged(where, "page offsets")
+    geometry = value.get(GEOMETRY_KEY)
+    if geometry is not None and not check_geometry(
+        geometry, len(starts) if isinstance(starts, list) else -1
+    ):
+        raise damaged(where, "geometry")
     gaps = value.get(GAPS_KEY)
     if gaps is not None and not _valid_gaps(gaps):
         raise damaged(where, "chunk gaps")

@@ -1,0 +1,261 @@
+"""Where each character of an extracted text stands on its page, kept compactly.
+
+A PDF's document metadata holds, per page, the page's frame (crop box in the
+page's user space, and its ``/Rotate``) and, per text line, the box of each
+character that has one (characters the extractor generated, such as inserted
+spaces and line breaks, have none). A citation's rectangles are read from it:
+per line, the union of the boxes of the span's characters on that line.
+
+The encoding (adr/0072-pdf-rectangles.md) is a JSON object::
+
+    {"format": 1, "pages": [[x0, y0, x1, y1, rotation, "<blob>"], ...]}
+
+one entry per page, in page order. ``blob`` is base64 of zlib-compressed
+little-endian int32 values, coordinates in hundredths of a point::
+
+    n_lines, then per line: start (delta from the previous line's start; the
+    first from 0), n_boxes, then per box: offset (delta from the previous boxed
+    character; the first from the line's start), x0, y0, x1, y1 (each a delta
+    from the previous box's; the first from 0)
+
+Offsets are absolute (into the whole document text). Every value is checked
+when read: a blob that does not decode to exactly this shape is damaged.
+Per-page blobs keep a search cheap: a result decodes only the pages it spans,
+and the JSON holding them parses as a few strings, not thousands of numbers.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sys
+import zlib
+from array import array
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+__all__ = [
+    "FORMAT",
+    "Box",
+    "DamagedGeometryError",
+    "PageFrame",
+    "PageLines",
+    "check_geometry",
+    "decode_page",
+    "encode_geometry",
+    "page_frame",
+    "span_rects",
+]
+
+FORMAT = 1
+# Coordinates are stored in hundredths of a point: far below a glyph's size,
+# and the same integer for the same float on every platform.
+_SCALE = 100
+_ROTATIONS = frozenset({0, 90, 180, 270})
+
+# A character's box: x0, y0, x1, y1 in points.
+Box = tuple[float, float, float, float]
+
+
+class DamagedGeometryError(ValueError):
+    """The stored geometry does not decode to what the encoder writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class PageFrame:
+    """A page's crop box in its own user space (points, origin bottom-left, the
+    page's rotation not applied) and its ``/Rotate`` (0, 90, 180 or 270)."""
+
+    x0: float
+    y0: float
+    x1: float
+    y1: float
+    rotation: int
+
+
+@dataclass(frozen=True, slots=True)
+class PageLines:
+    """A page's lines decoded: per line, its boxed characters' offsets (sorted)
+    and their boxes in hundredths of a point."""
+
+    starts: tuple[int, ...]
+    offsets: tuple[tuple[int, ...], ...]
+    boxes: tuple[tuple[tuple[int, int, int, int], ...], ...]
+
+
+def _q(value: float) -> int:
+    return round(value * _SCALE)
+
+
+def encode_geometry(
+    frames: Sequence[PageFrame],
+    pages: Sequence[tuple[int, str, Sequence[Box | None]]],
+) -> dict[str, Any]:
+    """The metadata value for a document: ``frames`` and, per page, ``(offset, text,
+    boxes)`` where ``boxes[i]`` is the box of ``text[i]`` (None when it has none).
+
+    Lines are the runs of ``text`` between ``"\\n"``; a box is ``(x0, y0, x1, y1)`` in
+    points with ``x0 <= x1`` and ``y0 <= y1``.
+    """
+    if len(frames) != len(pages):
+        raise ValueError("one frame per page")
+    out: list[list[Any]] = []
+    for frame, (page_offset, text, boxes) in zip(frames, pages, strict=True):
+        if len(boxes) != len(text):
+            raise ValueError("one box (or None) per character of the page's text")
+        if frame.rotation not in _ROTATIONS:
+            raise ValueError(f"page rotation {frame.rotation} is not a multiple of 90")
+        values = array("i", [0])
+        n_lines = 0
+        last_line = 0
+        line_start = page_offset
+        position = 0
+        for line in text.split("\n"):
+            line_boxes = [
+                (page_offset + position + i, box)
+                for i, box in enumerate(boxes[position : position + len(line)])
+                if box is not None
+            ]
+            if line_boxes:
+                values.extend((line_start - last_line, len(line_boxes)))
+                last_line = line_start
+                previous_offset = line_start
+                previous = (0, 0, 0, 0)
+                for offset, box in line_boxes:
+                    quantised = tuple(_q(v) for v in box)
+                    x0, y0, x1, y1 = quantised
+                    if x1 < x0 or y1 < y0:
+                        raise ValueError(f"box {box} is not ordered (x0 <= x1, y0 <= y1)")
+                    values.append(offset - previous_offset)
+                    values.extend(q - p for q, p in zip(quantised, previous, strict=True))
+                    previous_offset = offset
+                    previous = (x0, y0, x1, y1)
+                n_lines += 1
+            position += len(line) + 1
+            line_start = page_offset + position
+        values[0] = n_lines
+        if sys.byteorder != "little":
+            values.byteswap()
+        blob = base64.b64encode(zlib.compress(values.tobytes(), 9)).decode("ascii")
+        out.append([frame.x0, frame.y0, frame.x1, frame.y1, frame.rotation, blob])
+    return {"format": FORMAT, "pages": out}
+
+
+def check_geometry(value: Any, pages: int | None = None) -> bool:
+    """Whether ``value`` has the encoding's outer shape (and ``pages`` entries when
+    given). Cheap: the blobs are checked when decoded."""
+    if not isinstance(value, dict) or value.get("format") != FORMAT or len(value) != 2:
+        return False
+    entries = value.get("pages")
+    if not isinstance(entries, list) or (pages is not None and len(entries) != pages):
+        return False
+    for entry in entries:
+        if not (isinstance(entry, list) and len(entry) == 6):
+            return False
+        *box, rotation, blob = entry
+        if not all(type(v) in (int, float) for v in box) or box[0] > box[2] or box[1] > box[3]:
+            return False
+        if rotation not in _ROTATIONS or type(rotation) is not int or not isinstance(blob, str):
+            return False
+    return True
+
+
+def page_frame(geometry: Mapping[str, Any], page: int) -> PageFrame | None:
+    """The frame of 1-based ``page``, or None when ``geometry`` has no such page."""
+    entries = geometry.get("pages")
+    if not check_geometry(geometry) or not isinstance(entries, list):
+        return None
+    if not 1 <= page <= len(entries):
+        return None
+    x0, y0, x1, y1, rotation, _ = entries[page - 1]
+    return PageFrame(float(x0), float(y0), float(x1), float(y1), rotation)
+
+
+@lru_cache(maxsize=256)
+def decode_page(blob: str) -> PageLines:
+    """One page's lines; ``DamagedGeometryError`` unless ``blob`` is what the encoder
+    writes. Memoised: the results of one search mostly share a few pages."""
+    try:
+        raw = zlib.decompress(base64.b64decode(blob, validate=True))
+    except (binascii.Error, zlib.error, ValueError):
+        raise DamagedGeometryError("page geometry does not decode") from None
+    if len(raw) % 4:
+        raise DamagedGeometryError("page geometry has a partial value")
+    values = array("i")
+    values.frombytes(raw)
+    if sys.byteorder != "little":
+        values.byteswap()
+    if not values or values[0] < 0:
+        raise DamagedGeometryError("page geometry has no line count")
+    starts: list[int] = []
+    offsets: list[tuple[int, ...]] = []
+    boxes: list[tuple[tuple[int, int, int, int], ...]] = []
+    at = 1
+    line_start = 0
+    for _ in range(values[0]):
+        if at + 2 > len(values):
+            raise DamagedGeometryError("page geometry ends inside a line")
+        delta, count = values[at], values[at + 1]
+        at += 2
+        if delta < 0 or count < 1 or at + 5 * count > len(values):
+            raise DamagedGeometryError("page geometry has a malformed line")
+        line_start += delta
+        if starts and line_start <= starts[-1]:
+            raise DamagedGeometryError("page geometry lines are out of order")
+        offset = line_start
+        x0 = y0 = x1 = y1 = 0
+        line_offsets: list[int] = []
+        line_boxes: list[tuple[int, int, int, int]] = []
+        for _ in range(count):
+            step, dx0, dy0, dx1, dy1 = values[at : at + 5]
+            at += 5
+            if step < 0 or (line_offsets and step == 0):
+                raise DamagedGeometryError("page geometry offsets are out of order")
+            offset += step
+            x0, y0, x1, y1 = x0 + dx0, y0 + dy0, x1 + dx1, y1 + dy1
+            if x1 < x0 or y1 < y0:
+                raise DamagedGeometryError("page geometry holds an unordered box")
+            line_offsets.append(offset)
+            line_boxes.append((x0, y0, x1, y1))
+        starts.append(line_start)
+        offsets.append(tuple(line_offsets))
+        boxes.append(tuple(line_boxes))
+    if at != len(values):
+        raise DamagedGeometryError("page geometry has values after its last line")
+    return PageLines(tuple(starts), tuple(offsets), tuple(boxes))
+
+
+def span_rects(
+    geometry: Mapping[str, Any], first_page: int, last_page: int, start: int, end: int
+) -> list[tuple[int, float, float, float, float]]:
+    """``(page, x0, y0, x1, y1)`` per line holding a boxed character of ``[start, end)``,
+    in offset order: the union of those characters' boxes. Only pages
+    ``first_page..last_page`` (1-based) are read; a union with no area is left out.
+    ``DamagedGeometryError`` when a blob read is damaged."""
+    entries = geometry.get("pages")
+    if not isinstance(entries, list) or start >= end:
+        return []
+    rects: list[tuple[int, float, float, float, float]] = []
+    for page in range(max(1, first_page), min(last_page, len(entries)) + 1):
+        entry = entries[page - 1]
+        if not (isinstance(entry, list) and len(entry) == 6 and isinstance(entry[5], str)):
+            raise DamagedGeometryError(f"page {page}'s geometry is malformed")
+        lines = decode_page(entry[5])
+        for offsets, boxes in zip(lines.offsets, lines.boxes, strict=True):
+            if offsets[0] >= end:
+                break
+            if offsets[-1] < start:
+                continue
+            lo = bisect_left(offsets, start)
+            hi = bisect_left(offsets, end)
+            if lo >= hi:
+                continue
+            chosen = boxes[lo:hi]
+            x0, y0 = min(b[0] for b in chosen), min(b[1] for b in chosen)
+            x1, y1 = max(b[2] for b in chosen), max(b[3] for b in chosen)
+            if x0 < x1 and y0 < y1:  # a lone blank's box may have no extent
+                rects.append((page, x0 / _SCALE, y0 / _SCALE, x1 / _SCALE, y1 / _SCALE))
+    return rects
