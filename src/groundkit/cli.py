@@ -277,7 +277,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=("auto", "required", "off"),
         default="auto",
         help="PDF pages with no text layer (scans): recognise them when OCR is installed "
-        "(auto), fail without it (required), or never (off); OCR needs "
+        "(auto), fail such a PDF without it (required), or never (off); OCR needs "
         "pip install groundkit[ocr] and apt-get install tesseract-ocr",
     )
     ingest.add_argument(

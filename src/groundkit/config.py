@@ -249,8 +249,8 @@ class IngestConfig(_Settings):
     ``ocr`` decides what happens to PDF pages with no text layer (scans):
     ``"auto"`` recognises them when OCR is installed (``groundkit[ocr]`` and the
     tesseract program) and otherwise leaves them empty with a warning, failing a PDF
-    none of whose pages has text; ``"required"`` fails such a PDF when OCR is not
-    installed; ``"off"`` never recognises. ``ocr_languages`` are tesseract's
+    none of whose pages has text; ``"required"`` fails a PDF with such a page when
+    OCR is not installed; ``"off"`` never recognises. ``ocr_languages`` are tesseract's
     language names joined by ``+`` (``"eng+deu"``); each needs its language data.
     ``max_file_bytes`` caps the files read, at ingest and, for a ``Collection``
     opened with this config, when its citations are checked.

@@ -12,13 +12,31 @@ generated and have no box.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine
+from groundkit.errors import ConfigurationError
+from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine, ocr_engine
 
-__all__ = ["OCR_LAYOUT", "OCR_MARK", "DeviceToPage", "lay_out", "ocr_identity", "render_page"]
+__all__ = [
+    "OCR_LAYOUT",
+    "OCR_MARK",
+    "OCR_OFF",
+    "DeviceToPage",
+    "OcrEngineChangedError",
+    "OcrMode",
+    "OcrPolicy",
+    "lay_out",
+    "ocr_identity",
+    "ocr_policy",
+    "recorded_engine",
+    "render_page",
+    "split_ocr_identity",
+]
+
+OcrMode = Literal["auto", "required", "off"]
 
 # The layout rules below, by revision: changing them changes offsets.
 OCR_LAYOUT = "groundkit-ocr/1"
@@ -31,7 +49,76 @@ Box = tuple[float, float, float, float]
 
 def ocr_identity(pdf_identity: str, engine: OcrEngine) -> str:
     """The identity of a PDF's text when some of its pages were recognised."""
-    return f"{pdf_identity}{OCR_MARK}{OCR_LAYOUT}+{engine.identity}"
+    return f"{pdf_identity}{OCR_MARK}{_ocr_part(engine)}"
+
+
+def _ocr_part(engine: OcrEngine) -> str:
+    return f"{OCR_LAYOUT}+{engine.identity}"
+
+
+def split_ocr_identity(identity: str) -> tuple[str, str | None]:
+    """``(pdf identity, recorded OCR part)``; the OCR part is None for a text-layer PDF."""
+    base, mark, recorded = identity.partition(OCR_MARK)
+    return (base, recorded) if mark else (identity, None)
+
+
+class OcrEngineChangedError(ConfigurationError):
+    """The OCR engine here is not the one a document was recognised with."""
+
+
+_LANGUAGE_DATA = re.compile(r"(?:^|\+)([A-Za-z0-9_]+)@[0-9a-f]{12}(?=\+|$)")
+
+
+def recorded_engine(recorded: str) -> OcrEngine:
+    """This host's engine for the languages a recorded OCR part names.
+
+    ``ConfigurationError`` when OCR (or that language's data) is not installed;
+    ``OcrEngineChangedError``, naming both, when the engine differs from the
+    recorded one (another tesseract, other language data, other settings): a
+    different engine may read the page differently, so it is never used instead.
+    """
+    languages = _LANGUAGE_DATA.findall(recorded)
+    if not languages:
+        raise ConfigurationError(f"{recorded!r} names no OCR language data")
+    engine = ocr_engine("+".join(languages))
+    here = _ocr_part(engine)
+    if here != recorded:
+        raise OcrEngineChangedError(
+            f"the page text was recognised by {recorded}, and the OCR engine here is {here}"
+        )
+    return engine
+
+
+@dataclass(frozen=True, slots=True)
+class OcrPolicy:
+    """What to do with a page that has no text layer: recognise it with ``engine``;
+    with no engine, fail the PDF (``required``) or leave the page empty, for the
+    reason ``missing``."""
+
+    engine: OcrEngine | None
+    missing: str = ""
+    required: bool = False
+
+    def unread(self, pages: Sequence[int]) -> str:
+        """What to say of ``pages`` (1-based) when they are left without text."""
+        listed = ", ".join(str(p) for p in pages)
+        if len(pages) == 1:
+            return f"page {listed} has no text layer and was not read: {self.missing}"
+        return f"pages {listed} have no text layer and were not read: {self.missing}"
+
+
+OCR_OFF = OcrPolicy(None, "OCR is off (IngestConfig(ocr='off'), grk ingest --ocr off)")
+
+
+def ocr_policy(mode: OcrMode, languages: str = "eng") -> OcrPolicy:
+    """The policy ``IngestConfig.ocr`` asks for. A missing engine is not an error
+    here: only a PDF with a page to recognise needs one."""
+    if mode == "off":
+        return OCR_OFF
+    try:
+        return OcrPolicy(ocr_engine(languages))
+    except ConfigurationError as exc:
+        return OcrPolicy(None, str(exc), required=mode == "required")
 
 
 @dataclass(frozen=True, slots=True)
