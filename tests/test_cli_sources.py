@@ -34,12 +34,16 @@ def test_pdf_and_html_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[s
     hit = json.loads(out)["results"][0]
     cited = hit["citation"]
     assert (cited["source"], cited["source_class"]) == ("docs/report.pdf", "extracted")
-    assert cited["extractor"].startswith("pypdf/")
+    assert cited["extractor"].startswith("groundkit-pdf/1+pypdfium2/")
     # The word opens page 4; a chunk holding it starts there or runs in from page 3.
     page = 4 if hit["content"].startswith("geothermal") else 3
     assert cited["page"] == page
     code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path), "--json")
-    assert json.loads(out)["results"][0]["citation"]["page"] == page  # compact keeps pages
+    compact = json.loads(out)["results"][0]["citation"]
+    assert compact["page"] == page  # compact keeps pages
+    # and where the span stands on them: [page, x0, y0, x1, y1] per line, in reading order
+    assert compact["rects"] and compact["rects"] == cited["rects"]
+    assert all(r[0] in (page, page + 1) and r[1] < r[3] and r[2] < r[4] for r in compact["rects"])
 
     code, out, _ = run(capsys, "search", "geothermal", *common(tmp_path))
     assert f"] p. {page}  score" in out

@@ -191,5 +191,5 @@ def test_every_dependency_has_a_floor_and_a_ceiling() -> None:
 
 
 def test_pypdf_clears_the_known_advisories() -> None:
-    (pypdf,) = [Requirement(r) for r in PROJECT["optional-dependencies"]["pdf"]]
+    (pypdf,) = [Requirement(r) for r in PROJECT["optional-dependencies"]["pdf-legacy"]]
     assert "6.14.2" not in pypdf.specifier and "6.15.0" in pypdf.specifier

@@ -23,10 +23,12 @@ from groundkit.extraction import (
     pdf_extractor,
     pptx_extractor,
 )
+from groundkit.extraction.pdf_legacy import pypdf_extractor
 from tests.sources import HTML_PAGE, PAGES, image_only_pdf, make_pdf
 
 _ALL = (
     pdf_extractor,
+    pypdf_extractor,
     html_extractor,
     main_content_extractor,
     docx_extractor,
@@ -38,6 +40,7 @@ _ALL = (
 def _clear_caches() -> None:
     for cached in (
         pdf_extractor,
+        pypdf_extractor,
         html_extractor,
         docx_extractor,
         pptx_extractor,
@@ -85,7 +88,8 @@ class TestPdf:
 
     def test_identity_is_distribution_and_version(self) -> None:
         extractor = pdf_extractor()
-        assert extractor.identity == f"pypdf/{importlib.metadata.version('pypdf')}"
+        version = importlib.metadata.version("pypdfium2")
+        assert extractor.identity == f"groundkit-pdf/1+pypdfium2/{version}"
         assert isinstance(extractor, ExtractorProtocol)
         assert pdf_extractor() is extractor  # memoised
 
@@ -194,10 +198,18 @@ class TestRegistry:
         assert all(active[key].identity == key for key in active)
 
     def test_missing_pdf_extra_hides_only_pdf(self, without: Callable[[str], None]) -> None:
-        without("pypdf")
+        without("pypdfium2")
         with pytest.raises(ConfigurationError, match=r"pip install groundkit\[pdf\]"):
             pdf_extractor()
         assert set(active_extractors()) == {e().identity for e in _ALL if e is not pdf_extractor}
+
+    def test_legacy_pdf_extractor_only_where_pypdf_is(self, without: Callable[[str], None]) -> None:
+        # Documents ingested with pypdf verify where it is installed; new ones never use it.
+        assert active_extractors()[pypdf_extractor().identity] is pypdf_extractor()
+        without("pypdf")
+        with pytest.raises(ConfigurationError, match=r"pip install groundkit\[pdf-legacy\]"):
+            pypdf_extractor()
+        assert set(active_extractors()) == {e().identity for e in _ALL if e is not pypdf_extractor}
 
     def test_missing_html_extra_hides_only_html(self, without: Callable[[str], None]) -> None:
         without("bs4")
@@ -211,7 +223,7 @@ class TestRegistry:
     def test_importing_groundkit_loads_neither_library(self) -> None:
         code = (
             "import sys, groundkit, groundkit.extraction, groundkit.verification.sources; "
-            "print(sorted({'pypdf', 'bs4'} & set(sys.modules)))"
+            "print(sorted({'pypdf', 'pypdfium2', 'bs4'} & set(sys.modules)))"
         )
         done = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True

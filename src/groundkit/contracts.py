@@ -32,11 +32,13 @@ from pydantic import (
     ConfigDict,
     Field,
     GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
     ValidationError,
     model_serializer,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from groundkit.errors import ConfigurationError, IngestionError, RetrievalError, StorageError
@@ -630,8 +632,22 @@ class PageRect(_Frozen):
         return data
 
     @model_serializer(mode="plain")
-    def _as_list(self) -> list[float]:
+    def _as_list(self) -> list[int | float]:
         return [self.page, self.x0, self.y0, self.x1, self.y1]
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # The shape it is written in (MCP checks tool output against this).
+        number = {"type": "number"}
+        return {
+            "type": "array",
+            "description": "[page, x0, y0, x1, y1]: 1-based page, box in PDF points",
+            "prefixItems": [{"type": "integer", "minimum": 1}, number, number, number, number],
+            "minItems": 5,
+            "maxItems": 5,
+        }
 
     @model_validator(mode="after")
     def _validate(self) -> PageRect:

@@ -216,7 +216,7 @@ async def test_missing_pdf_extra_fails_only_the_pdf(
 ) -> None:
     base = tmp_path / "corpus"
     mixed_tree(base)
-    monkeypatch.setitem(sys.modules, "pypdf", None)
+    monkeypatch.setitem(sys.modules, "pypdfium2", None)
     _clear_caches()
     try:
         async with Collection.open(tmp_path / "index", base_dir=base) as col:

@@ -1,11 +1,26 @@
-"""PDF text through pypdf in plain mode, pages joined by ``PAGE_SEPARATOR``.
+"""PDF text and character boxes through pdfium (pypdfium2), pages joined by ``PAGE_SEPARATOR``.
 
-pypdf is the optional ``pdf`` extra, imported on first use.
+Text and boxes come from one pdfium text page, character by character, so the
+offsets a citation names and the rectangles it shows are one extraction
+(adr/0072-pdf-rectangles.md). pypdfium2 is the optional ``pdf`` extra, imported on
+first use. pdfium is not thread-safe: every call into it holds one process-wide lock.
+
+What pdfium reports is normalised the same way every run:
+
+- a line break (``"\\r\\n"``, which pdfium generates) becomes ``"\\n"``;
+- a hyphen pdfium marks as ending a line (it reports it as U+0002, or U+FFFE in
+  bulk text) becomes ``"-"`` with its box, followed by a ``"\\n"``;
+- NUL (a glyph with no Unicode mapping) becomes U+FFFD with its box.
+
+Characters pdfium generates (spaces between words placed apart, line breaks)
+have no box; every other character keeps its loose box: the glyph's advance
+width by the font's ascent to descent, so boxes of one line share a height and
+abut, and a highlight reads as a line of text, not a row of glyph outlines.
 """
 
 from __future__ import annotations
 
-import io
+import threading
 from functools import cache
 from typing import Any
 
@@ -14,101 +29,180 @@ from groundkit.extraction.base import (
     PAGE_SEPARATOR,
     BaseExtractor,
     Extraction,
-    distribution_identity,
+    composite_identity,
 )
+from groundkit.utils.geometry import Box, PageFrame, encode_geometry
 
-__all__ = ["PdfExtractor", "pdf_extractor"]
+__all__ = ["PDF_LAYOUT", "PdfExtractor", "pdf_extractor"]
+
+# groundkit's rules on top of pdfium's output (the normalisation above, the page
+# separator): a change to them is a new identity.
+PDF_LAYOUT = "groundkit-pdf/1"
+
+# pdfium keeps global state and is not safe to call from two threads at once.
+_PDFIUM_LOCK = threading.Lock()
+
+_ENCRYPTED = "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
+_HYPHEN_CODES = frozenset({0x02, 0xFFFE, 0x2D})
+_INFO_KEYS = {
+    "title": "Title",
+    "author": "Author",
+    "subject": "Subject",
+    "creation_date": "CreationDate",
+}
 
 
-def _import_pypdf() -> Any:
+def _import_pdfium() -> Any:
     try:
-        import pypdf
+        import pypdfium2
     except ImportError:
         raise ConfigurationError(
             "reading PDF needs the 'pdf' extra: pip install groundkit[pdf]"
         ) from None
-    return pypdf
+    return pypdfium2
 
 
 class PdfExtractor(BaseExtractor):
-    """pypdf in plain mode; pages joined by ``PAGE_SEPARATOR``. Get it from ``pdf_extractor()``."""
+    """pdfium's text page per page, with each character's box. Get it from ``pdf_extractor()``."""
 
     def _run(self, data: bytes, charset: str | None) -> Extraction:
-        pypdf = self._module
+        with _PDFIUM_LOCK:
+            return self._extract(data)
+
+    def _extract(self, data: bytes) -> Extraction:
+        pdfium = self._module
         try:
-            reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
-            if reader.is_encrypted and not reader.decrypt(""):
-                # An empty user password is what viewers try silently; anything
+            document = pdfium.PdfDocument(data)
+        except pdfium.PdfiumError as exc:
+            if getattr(exc, "err_code", None) == pdfium.raw.FPDF_ERR_PASSWORD:
+                # pdfium tries the empty user password itself, as viewers do; anything
                 # else needs a password groundkit has no way to be given.
-                raise IngestionError(
-                    "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
-                )
-            pages: list[str] = []
-            for page in reader.pages:
-                # Layout mode pads lines with spaces to place text in columns; plain does not.
-                pages.append(page.extract_text(extraction_mode="plain") or "")
+                raise IngestionError(_ENCRYPTED) from None
+            raise IngestionError(f"not a readable PDF (damaged or truncated?): {exc}") from None
+        try:
+            frames: list[PageFrame] = []
+            pages: list[tuple[str, list[Box | None]]] = []
+            for index in range(len(document)):
+                page = document[index]
+                try:
+                    frames.append(_frame(pdfium, page))
+                    pages.append(_page_text(pdfium, page))
+                finally:
+                    page.close()
+            info, info_error = _pdf_info(document)
         except IngestionError:
             raise
-        except pypdf.errors.FileNotDecryptedError:
-            raise IngestionError(
-                "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
-            ) from None
-        except pypdf.errors.DependencyError as exc:
-            raise IngestionError(f"PDF needs an extra decoder: {exc}") from None
         except Exception as exc:
-            # pypdf raises many types on damaged input (its own, plus ValueError,
-            # KeyError, struct errors...); none may cross the public API.
+            # pdfium reports damage as PdfiumError; a wrapper may raise others. None
+            # may cross the public API.
             raise IngestionError(
                 f"not a readable PDF (damaged or truncated?): {type(exc).__name__}: {exc}"
             ) from None
+        finally:
+            document.close()
         if not pages:
             raise IngestionError("PDF has no pages")
         starts: list[int] = []
         offset = 0
-        for page in pages:
+        for text, _ in pages:
             starts.append(offset)
-            offset += len(page) + len(PAGE_SEPARATOR)
-        info, info_error = _pdf_info(reader)
+            offset += len(text) + len(PAGE_SEPARATOR)
+        geometry = encode_geometry(
+            frames,
+            [(start, text, boxes) for start, (text, boxes) in zip(starts, pages, strict=True)],
+        )
         return Extraction(
-            text=PAGE_SEPARATOR.join(pages),
+            text=PAGE_SEPARATOR.join(text for text, _ in pages),
             page_starts=tuple(starts),
             info=info,
             info_error=info_error,
+            geometry=geometry,
         )
 
 
-_PDF_INFO = {
-    "title": "/Title",
-    "author": "/Author",
-    "subject": "/Subject",
-    "creation_date": "/CreationDate",
-}
+def _frame(pdfium: Any, page: Any) -> PageFrame:
+    """The page's crop box (as pdfium bounds it by the media box) and its rotation."""
+    rect = pdfium.raw.FS_RECTF()
+    if not pdfium.raw.FPDF_GetPageBoundingBox(page, rect):
+        raise IngestionError("not a readable PDF (damaged or truncated?): a page has no box")
+    x0, x1 = sorted((rect.left, rect.right))
+    y0, y1 = sorted((rect.bottom, rect.top))
+    return PageFrame(round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2), page.get_rotation())
 
 
-def _pdf_info(reader: Any) -> tuple[dict[str, str], str | None]:
+def _page_text(pdfium: Any, page: Any) -> tuple[str, list[Box | None]]:
+    """The page's text and one box (or None) per character of it.
+
+    The one place a page becomes text: a page without a text layer would be
+    recognised here.
+    """
+    textpage = page.get_textpage()
+    try:
+        return _text_layer(pdfium.raw, textpage)
+    finally:
+        textpage.close()
+
+
+def _text_layer(raw: Any, textpage: Any) -> tuple[str, list[Box | None]]:
+    """pdfium's characters, normalised (module docstring), with their loose boxes."""
+    count = raw.FPDFText_CountChars(textpage)
+    if count < 0:
+        raise IngestionError("not a readable PDF (damaged or truncated?): unreadable text layer")
+    rect = raw.FS_RECTF()
+    chars: list[str] = []
+    boxes: list[Box | None] = []
+    for i in range(count):
+        code = raw.FPDFText_GetUnicode(textpage, i)
+        if code == 0x0D:  # pdfium's line break is "\r\n": the "\n" stands for it
+            if i + 1 < count and raw.FPDFText_GetUnicode(textpage, i + 1) == 0x0A:
+                continue
+            code = 0x0A
+        if raw.FPDFText_IsGenerated(textpage, i) == 1 or code == 0x0A:
+            chars.append(chr(code))
+            boxes.append(None)
+            continue
+        raw.FPDFText_GetLooseCharBox(textpage, i, rect)
+        box = (rect.left, rect.bottom, rect.right, rect.top)
+        box = (min(box[0], box[2]), min(box[1], box[3]), max(box[0], box[2]), max(box[1], box[3]))
+        if code in _HYPHEN_CODES and raw.FPDFText_IsHyphen(textpage, i) == 1:
+            chars.append("-")
+            boxes.append(box)
+            following = raw.FPDFText_GetUnicode(textpage, i + 1) if i + 1 < count else 0
+            if following not in (0x0D, 0x0A):  # pdfium joined the lines: break them again
+                chars.append("\n")
+                boxes.append(None)
+            continue
+        chars.append(_char(code))
+        boxes.append(box)
+    return "".join(chars), boxes
+
+
+def _char(code: int) -> str:
+    """A code pdfium reports as one character of the text."""
+    if code == 0 or 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+        return "\ufffd"  # no Unicode mapping, or half a pair: a replacement, in place
+    return chr(code)
+
+
+def _pdf_info(document: Any) -> tuple[dict[str, str], str | None]:
     """The document info strings fields are made from, or why they could not be read."""
     try:
-        document_info = reader.metadata
-        if document_info is None:
-            return {}, None
-        info: dict[str, str] = {}
-        for name, key in _PDF_INFO.items():
-            value = document_info.get(key)
-            value = value.get_object() if value is not None else None
-            if value is None:
-                continue
-            if isinstance(value, bytes):
-                value = value.decode("latin-1")  # a byte string: PDFDocEncoding, near enough
-            if not isinstance(value, str):
-                return {}, f"document info {key} is a {type(value).__name__}, not text"
-            info[name] = str(value)
-        return info, None
-    except Exception as exc:  # pypdf raises many types on a damaged info dictionary
+        found = document.get_metadata_dict(skip_empty=True)
+    except Exception as exc:  # a damaged info dictionary
         return {}, f"unreadable document info: {type(exc).__name__}: {exc}"
+    info: dict[str, str] = {}
+    for name, key in _INFO_KEYS.items():
+        value = found.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return {}, f"document info /{key} is a {type(value).__name__}, not text"
+        info[name] = value
+    return info, None
 
 
 @cache
 def pdf_extractor() -> PdfExtractor:
     """The process's PdfExtractor; ``ConfigurationError`` when the 'pdf' extra is missing."""
-    module = _import_pypdf()
-    return PdfExtractor(distribution_identity("pypdf"), module)
+    module = _import_pdfium()
+    return PdfExtractor(composite_identity(PDF_LAYOUT, "pypdfium2"), module)

@@ -12,6 +12,7 @@ from groundkit.extraction.html import html_extractor
 from groundkit.extraction.main_content import main_content_extractor
 from groundkit.extraction.office import docx_extractor, pptx_extractor
 from groundkit.extraction.pdf import pdf_extractor
+from groundkit.extraction.pdf_legacy import pypdf_extractor
 from groundkit.extraction.pdf_ocr import recorded_engine, split_ocr_identity
 
 __all__ = ["active_extractors", "recorded_extractor"]
@@ -23,6 +24,8 @@ _FACTORIES: tuple[Callable[[], ExtractorProtocol], ...] = (
     docx_extractor,
     pptx_extractor,
     epub_extractor,
+    # Verification only, where pypdf is installed: documents ingested before pdfium.
+    pypdf_extractor,
 )
 
 

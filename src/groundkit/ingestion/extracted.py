@@ -126,7 +126,8 @@ class _ExtractedLoader:
 
 
 class PdfLoader(_ExtractedLoader):
-    """``.pdf`` through pypdf (the ``pdf`` extra); a citation names its 1-based page."""
+    """``.pdf`` through pdfium (the ``pdf`` extra); a citation names its 1-based page and
+    the rectangles its span covers there."""
 
     def __init__(self, config: IngestConfig | None = None) -> None:
         super().__init__(

@@ -15,8 +15,11 @@ little-endian int32 values, coordinates in hundredths of a point::
 
     n_lines, then per line: start (delta from the previous line's start; the
     first from 0), n_boxes, then per box: offset (delta from the previous boxed
-    character; the first from the line's start), x0, y0, x1, y1 (each a delta
-    from the previous box's; the first from 0)
+    character; the first from the line's start), x0 - previous x1, y0 - previous
+    y0, x1 - x0, y1 - previous y1 (the first box's "previous" is all zeros)
+
+Boxes along a line abut and share a height, so most of these are 0 or a glyph
+width, which compress well.
 
 Offsets are absolute (into the whole document text). Every value is checked
 when read: a blob that does not decode to exactly this shape is damaged.
@@ -123,16 +126,14 @@ def encode_geometry(
                 values.extend((line_start - last_line, len(line_boxes)))
                 last_line = line_start
                 previous_offset = line_start
-                previous = (0, 0, 0, 0)
+                py0 = px1 = py1 = 0
                 for offset, box in line_boxes:
-                    quantised = tuple(_q(v) for v in box)
-                    x0, y0, x1, y1 = quantised
+                    x0, y0, x1, y1 = (_q(v) for v in box)
                     if x1 < x0 or y1 < y0:
                         raise ValueError(f"box {box} is not ordered (x0 <= x1, y0 <= y1)")
-                    values.append(offset - previous_offset)
-                    values.extend(q - p for q, p in zip(quantised, previous, strict=True))
+                    values.extend((offset - previous_offset, x0 - px1, y0 - py0, x1 - x0, y1 - py1))
                     previous_offset = offset
-                    previous = (x0, y0, x1, y1)
+                    py0, px1, py1 = y0, x1, y1
                 n_lines += 1
             position += len(line) + 1
             line_start = page_offset + position
@@ -206,17 +207,18 @@ def decode_page(blob: str) -> PageLines:
         if starts and line_start <= starts[-1]:
             raise DamagedGeometryError("page geometry lines are out of order")
         offset = line_start
-        x0 = y0 = x1 = y1 = 0
+        y0 = x1 = y1 = 0
         line_offsets: list[int] = []
         line_boxes: list[tuple[int, int, int, int]] = []
         for _ in range(count):
-            step, dx0, dy0, dx1, dy1 = values[at : at + 5]
+            step, gap, dy0, width, dy1 = values[at : at + 5]
             at += 5
             if step < 0 or (line_offsets and step == 0):
                 raise DamagedGeometryError("page geometry offsets are out of order")
             offset += step
-            x0, y0, x1, y1 = x0 + dx0, y0 + dy0, x1 + dx1, y1 + dy1
-            if x1 < x0 or y1 < y0:
+            x0 = x1 + gap
+            x1, y0, y1 = x0 + width, y0 + dy0, y1 + dy1
+            if width < 0 or y1 < y0:
                 raise DamagedGeometryError("page geometry holds an unordered box")
             line_offsets.append(offset)
             line_boxes.append((x0, y0, x1, y1))
