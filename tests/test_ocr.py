@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -10,10 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evals.scanned import scanned_pdf
 from groundkit.errors import ConfigurationError
-from groundkit.extraction.ocr import GrayImage, OcrLine, ocr_engine
+from groundkit.extraction.ocr import GrayImage, OcrLine, OcrWord, ocr_engine
 from groundkit.extraction.pdf_ocr import DeviceToPage, lay_out
 from tests.ocr_support import pdfium_page_image, real_engine
 from tests.services import REPO_ROOT
@@ -136,3 +139,66 @@ def test_missing_tesseract_names_the_install(
         ocr_engine()
     assert "pip install groundkit[ocr]" in str(caught.value)
     assert "apt-get install tesseract-ocr" in str(caught.value)
+
+
+_WORD = st.text(alphabet=st.characters(categories=("L", "N", "P")), min_size=1, max_size=12).filter(
+    lambda w: not any(c.isspace() for c in w)
+)
+
+
+@st.composite
+def _recognised(draw: st.DrawFn) -> list[OcrLine]:
+    lines: list[OcrLine] = []
+    block, paragraph, top = 1, 1, 10
+    for _ in range(draw(st.integers(0, 6))):
+        if draw(st.booleans()):
+            paragraph += 1
+        words: list[OcrWord] = []
+        left = 10
+        for text in draw(st.lists(_WORD, min_size=1, max_size=5)):
+            width = draw(st.integers(1, 200))
+            words.append(OcrWord(text, left, top, left + width, top + 30))
+            left += width + draw(st.integers(1, 20))
+        lines.append(OcrLine(block, paragraph, tuple(words)))
+        top += 40
+    return lines
+
+
+@given(_recognised(), st.sampled_from([0, 90, 180, 270]))
+def test_layout_invariants(lines: list[OcrLine], rotation: int) -> None:
+    # A 2000x3000 px render of a page, turned as pdfium turns it for /Rotate.
+    def to_page(x: int, y: int) -> tuple[float, float]:
+        u, v = x * 0.24, y * 0.24
+        return {
+            0: (u, 720 - v),
+            90: (v, u),
+            180: (480 - u, v),
+            270: (720 - v, 480 - u),
+        }[rotation]
+
+    transform = DeviceToPage.from_corners(to_page, 2000, 3000)
+    text, boxes = lay_out(lines, transform)
+    assert len(boxes) == len(text)
+    assert text.split() == [word.text for line in lines for word in line.words]
+    assert text.count("\n") == sum(
+        1 if (a.block, a.paragraph) == (b.block, b.paragraph) else 2
+        for a, b in itertools.pairwise(lines)
+    )
+    position = 0
+    for line in lines:
+        for word in line.words:
+            position = text.index(word.text, position)
+            chars = boxes[position : position + len(word.text)]
+            x0, y0 = to_page(word.left, word.top)
+            x1, y1 = to_page(word.right, word.bottom)
+            # The word's characters tile its box, in reading order along the line.
+            assert all(box is not None for box in chars)
+            union = (
+                min(b[0] for b in chars if b),
+                min(b[1] for b in chars if b),
+                max(b[2] for b in chars if b),
+                max(b[3] for b in chars if b),
+            )
+            assert union == pytest.approx((min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)))
+            position += len(word.text)
+    assert all((box is None) == (char in " \n") for char, box in zip(text, boxes, strict=True))

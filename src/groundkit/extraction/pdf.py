@@ -16,11 +16,16 @@ Characters pdfium generates (spaces between words placed apart, line breaks)
 have no box; every other character keeps its loose box: the glyph's advance
 width by the font's ascent to descent, so boxes of one line share a height and
 abut, and a highlight reads as a line of text, not a row of glyph outlines.
+
+A page with no text layer (a scan) is read by OCR when the extractor's policy has
+an engine (``with_policy``; extraction/pdf_ocr.py, adr/0073-ocr.md): rendered
+under the lock, recognised after it is released.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -30,6 +35,15 @@ from groundkit.extraction.base import (
     BaseExtractor,
     Extraction,
     composite_identity,
+)
+from groundkit.extraction.ocr import OCR_DPI, GrayImage, OcrEngine
+from groundkit.extraction.pdf_ocr import (
+    OCR_OFF,
+    DeviceToPage,
+    OcrPolicy,
+    lay_out,
+    ocr_identity,
+    render_page,
 )
 from groundkit.utils.geometry import Box, PageFrame, encode_geometry
 
@@ -62,14 +76,52 @@ def _import_pdfium() -> Any:
     return pypdfium2
 
 
+PageText = tuple[str, list[Box | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scanned:
+    """A page with no text layer: what its layer holds (whitespace at most), and
+    its rendering for OCR when the policy has an engine."""
+
+    layer: PageText
+    image: GrayImage | None
+    to_page: DeviceToPage | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What is read from the document under the pdfium lock."""
+
+    frames: list[PageFrame]
+    pages: list[PageText | _Scanned]
+    info: dict[str, str]
+    info_error: str | None
+
+
 class PdfExtractor(BaseExtractor):
-    """pdfium's text page per page, with each character's box. Get it from ``pdf_extractor()``."""
+    """pdfium's text page per page, with each character's box. Get it from ``pdf_extractor()``;
+    it reads no page by OCR unless given a policy that does (``with_policy``)."""
+
+    def __init__(self, identity: str, module: Any, policy: OcrPolicy = OCR_OFF) -> None:
+        super().__init__(identity, module)
+        self._policy = policy
+
+    def with_policy(self, policy: OcrPolicy) -> PdfExtractor:
+        """This extractor treating pages without a text layer as ``policy`` says."""
+        return PdfExtractor(self.identity, self._module, policy)
+
+    def with_ocr(self, engine: OcrEngine) -> PdfExtractor:
+        """This extractor recognising every page without a text layer with ``engine``."""
+        return self.with_policy(OcrPolicy(engine, required=True))
 
     def _run(self, data: bytes, charset: str | None) -> Extraction:
         with _PDFIUM_LOCK:
-            return self._extract(data)
+            read = self._extract(data)
+        # tesseract runs with the lock released: other PDFs are read meanwhile.
+        return self._assemble(read)
 
-    def _extract(self, data: bytes) -> Extraction:
+    def _extract(self, data: bytes) -> _Read:
         pdfium = self._module
         try:
             document = pdfium.PdfDocument(data)
@@ -81,12 +133,12 @@ class PdfExtractor(BaseExtractor):
             raise IngestionError(f"not a readable PDF (damaged or truncated?): {exc}") from None
         try:
             frames: list[PageFrame] = []
-            pages: list[tuple[str, list[Box | None]]] = []
+            pages: list[PageText | _Scanned] = []
             for index in range(len(document)):
                 page = document[index]
                 try:
                     frames.append(_frame(pdfium, page))
-                    pages.append(_page_text(pdfium, page))
+                    pages.append(_page_text(pdfium, page, self._policy.engine is not None))
                 finally:
                     page.close()
             info, info_error = _pdf_info(document)
@@ -102,6 +154,11 @@ class PdfExtractor(BaseExtractor):
             document.close()
         if not pages:
             raise IngestionError("PDF has no pages")
+        return _Read(frames, pages, info, info_error)
+
+    def _assemble(self, read: _Read) -> Extraction:
+        pages, recognised, unread = self._recognise(read.pages)
+        frames, info, info_error = read.frames, read.info, read.info_error
         starts: list[int] = []
         offset = 0
         for text, _ in pages:
@@ -117,7 +174,36 @@ class PdfExtractor(BaseExtractor):
             info=info,
             info_error=info_error,
             geometry=geometry,
+            identity=(
+                ocr_identity(self.identity, self._policy.engine)
+                if recognised and self._policy.engine is not None
+                else None
+            ),
+            unread=self._policy.unread(unread) if unread else None,
         )
+
+    def _recognise(self, read: list[PageText | _Scanned]) -> tuple[list[PageText], bool, list[int]]:
+        """Each page's text and boxes, scanned pages recognised; whether OCR gave any
+        text, and the 1-based numbers of scanned pages left unread."""
+        pages: list[PageText] = []
+        recognised = False
+        unread: list[int] = []
+        engine = self._policy.engine
+        for number, page in enumerate(read, start=1):
+            if not isinstance(page, _Scanned):
+                pages.append(page)
+            elif engine is None or page.image is None or page.to_page is None:
+                unread.append(number)
+                pages.append(page.layer)
+            else:
+                text, boxes = lay_out(engine.recognise(page.image), page.to_page)
+                # Nothing recognised: the page stays as its layer reads, so the text
+                # is the same as with OCR off and the identity need not name OCR.
+                recognised |= bool(text)
+                pages.append((text, boxes) if text else page.layer)
+        if unread and self._policy.required:
+            raise IngestionError(self._policy.unread(unread))
+        return pages, recognised, unread
 
 
 def _frame(pdfium: Any, page: Any) -> PageFrame:
@@ -130,17 +216,24 @@ def _frame(pdfium: Any, page: Any) -> PageFrame:
     return PageFrame(round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2), page.get_rotation())
 
 
-def _page_text(pdfium: Any, page: Any) -> tuple[str, list[Box | None]]:
+def _page_text(pdfium: Any, page: Any, ocr: bool) -> PageText | _Scanned:
     """The page's text and one box (or None) per character of it.
 
-    The one place a page becomes text: a page without a text layer would be
-    recognised here.
+    The one place a page becomes text. A page whose layer holds no text but that
+    draws something is a scan: rendered for OCR when ``ocr`` (recognised later,
+    outside the lock). A page that draws nothing is blank, not scanned.
     """
     textpage = page.get_textpage()
     try:
-        return _text_layer(pdfium.raw, textpage)
+        layer = _text_layer(pdfium.raw, textpage)
     finally:
         textpage.close()
+    if layer[0].strip() or pdfium.raw.FPDFPage_CountObjects(page) <= 0:
+        return layer
+    if not ocr:
+        return _Scanned(layer, None, None)
+    image, to_page = render_page(page, OCR_DPI)
+    return _Scanned(layer, image, to_page)
 
 
 def _text_layer(raw: Any, textpage: Any) -> tuple[str, list[Box | None]]:

@@ -8,6 +8,7 @@ never stored as a second source of truth.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,14 @@ from groundkit.extraction import (
     pdf_extractor,
     pptx_extractor,
 )
+from groundkit.extraction.pdf_ocr import ocr_policy
 from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source
 from groundkit.ingestion.outline import as_outline
 from groundkit.storage.names import document_id_for
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "DocxLoader",
@@ -45,6 +49,7 @@ __all__ = [
     "PptxLoader",
     "extracted_metadata",
     "html_extractor_for",
+    "pdf_extractor_for",
 ]
 
 
@@ -110,7 +115,12 @@ class _ExtractedLoader:
         except IngestionError as exc:
             raise IngestionError(f"{source}: {exc}") from None
         if not extraction.text.strip():
-            raise IngestionError(f"{source}: {self._empty_reason}")
+            unread = extraction.unread
+            reason = f"no extractable text: {unread}" if unread else self._empty_reason
+            raise IngestionError(f"{source}: {reason}")
+        if extraction.unread:
+            # Not silent: the text pages are kept, and the log says what was left out.
+            logger.warning("%s: %s", source, extraction.unread)
         try:
             metadata = extracted_metadata(extraction, read_fields=self.config.read_fields)
         except IngestionError as exc:
@@ -127,15 +137,27 @@ class _ExtractedLoader:
 
 class PdfLoader(_ExtractedLoader):
     """``.pdf`` through pdfium (the ``pdf`` extra); a citation names its 1-based page and
-    the rectangles its span covers there."""
+    the rectangles its span covers there. Pages with no text layer are read by OCR as
+    ``IngestConfig.ocr`` says."""
 
     def __init__(self, config: IngestConfig | None = None) -> None:
+        chosen = config or IngestConfig()
         super().__init__(
-            config,
-            pdf_extractor,
+            chosen,
+            pdf_extractor_for(chosen),
             lambda c: c.pdf_extensions,
-            "no extractable text (image-only or scanned PDF? run OCR on it first)",
+            "no extractable text: no page has a text layer or words OCR could read",
         )
+
+
+def pdf_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:
+    """The PDF extractor with the OCR policy ``config.ocr`` asks for (its factory)."""
+
+    def made() -> ExtractorProtocol:
+        pdf = pdf_extractor()
+        return pdf.with_policy(ocr_policy(config.ocr, config.ocr_languages))
+
+    return made
 
 
 def html_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:

@@ -1,0 +1,293 @@
+"""Scanned PDFs end to end: recognised at ingest, cited with rectangles, verified by
+recognising again with the same engine, and refused (never silently re-read) by another."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from evals.scanned import scanned_pdf, text_pdf
+from groundkit import Collection, IngestConfig
+from groundkit.contracts import PageRect, RetrievalResult
+from groundkit.extraction import pdf_extractor
+from groundkit.extraction.ocr import ocr_engine
+from groundkit.extraction.pdf_ocr import OCR_OFF, ocr_policy
+from groundkit.testing.conformance.helpers import document_by_source
+from tests.ocr_support import real_engine
+from tests.support import write_tree
+
+PAGES = (
+    "Lighthouses once burned whale oil.\nKeepers trimmed the wicks every night.\n\n"
+    "Fresnel lenses threw the beam much further.",
+    "Foghorns sound when the light cannot be seen.\nEach station had its own rhythm.",
+)
+# Page height of the A4 fixtures in points, for turning a portrait box onto a rotated page.
+A4_HEIGHT = 841.89
+TOLERANCE = 3.0  # points: tesseract's ink boxes against pdfium's tight glyph boxes
+# A page's typeset characters and their boxes.
+Glyphs = list[tuple[str, tuple[float, float, float, float]]]
+
+
+@pytest.fixture
+def engine_cache() -> Iterator[None]:
+    """Engines made in a test (another PATH, a changed identity) do not outlive it."""
+    ocr_engine.cache_clear()
+    yield
+    ocr_engine.cache_clear()
+
+
+def _without_tesseract(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    empty = tmp_path / "no-programs"
+    empty.mkdir(exist_ok=True)
+    monkeypatch.setenv("PATH", str(empty))
+    ocr_engine.cache_clear()
+
+
+def _mixed_pdf(text_page: str, scanned_page: str) -> bytes:
+    """Page 1 with a text layer, page 2 a scan."""
+    import pypdfium2
+
+    document = pypdfium2.PdfDocument(text_pdf([text_page]))
+    scan = pypdfium2.PdfDocument(scanned_pdf([scanned_page], size=14))
+    try:
+        document.import_pages(scan)
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+    finally:
+        scan.close()
+        document.close()
+
+
+async def _search(collection: Collection, query: str) -> list[RetrievalResult]:
+    response = await collection.search(query, mode="bm25", top_k=3)
+    assert response.results, query
+    return list(response.results)
+
+
+async def test_a_scanned_pdf_is_recognised_searched_and_verified(tmp_path: Path) -> None:
+    engine = real_engine()
+    base = tmp_path / "corpus"
+    data = scanned_pdf(PAGES, size=14)
+    write_tree(base, {"scan.pdf": data})
+    read = await pdf_extractor().with_policy(ocr_policy("auto")).extract_bytes(data)
+    assert read.text == "\n\f\n".join(PAGES)
+    async with Collection.open(tmp_path / "index", base_dir=base) as collection:
+        report = await collection.ingest(base)
+        assert report.added == ["scan.pdf"]
+        document = await document_by_source(collection.store, "scan.pdf")
+        assert document is not None
+        assert document.extractor == (
+            f"{pdf_extractor().identity}+ocr:groundkit-ocr/1+{engine.identity}"
+        )
+        for query, page in (("Fresnel lenses beam", 1), ("foghorns rhythm station", 2)):
+            results = await _search(collection, query)
+            top = results[0]
+            assert top.citation.page == page
+            assert top.citation.rects and {r.page for r in top.citation.rects} == {page}
+            for result in results:
+                checked = await collection.verify(result)
+                assert checked.verification == "verified", checked.detail
+        assert (await collection.verify_all()).ok
+
+
+def _true_boxes(rotate: int) -> dict[int, Glyphs]:
+    """Per page, the characters of the typeset text and their boxes as the scan shows
+    them, from the text layer of the PDF the scan was made from."""
+    import pypdfium2
+
+    document = pypdfium2.PdfDocument(text_pdf(PAGES, size=14))
+    pages: dict[int, Glyphs] = {}
+    try:
+        for index in range(len(document)):
+            textpage = document[index].get_textpage()
+            chars = []
+            for i in range(textpage.count_chars()):
+                char = textpage.get_text_range(i, 1)
+                if char.strip():
+                    x0, y0, x1, y1 = textpage.get_charbox(i, loose=False)
+                    if rotate == 90:  # the page is stored turned: portrait y runs along x
+                        x0, y0, x1, y1 = A4_HEIGHT - y1, x0, A4_HEIGHT - y0, x1
+                    chars.append((char, (x0, y0, x1, y1)))
+            pages[index + 1] = chars
+    finally:
+        document.close()
+    return pages
+
+
+def _assert_over_words(rect: PageRect, truth: Glyphs) -> None:
+    """``rect`` covers typeset glyphs, and the glyphs under it fill it to the tolerance."""
+    under = [
+        box
+        for _, box in truth
+        if rect.x0 - TOLERANCE <= (box[0] + box[2]) / 2 <= rect.x1 + TOLERANCE
+        and rect.y0 - TOLERANCE <= (box[1] + box[3]) / 2 <= rect.y1 + TOLERANCE
+    ]
+    assert under, rect
+    union = (
+        min(b[0] for b in under),
+        min(b[1] for b in under),
+        max(b[2] for b in under),
+        max(b[3] for b in under),
+    )
+    assert union == pytest.approx((rect.x0, rect.y0, rect.x1, rect.y1), abs=TOLERANCE), rect
+
+
+@pytest.mark.parametrize("rotate", [0, 90])
+async def test_rectangles_of_an_ocr_citation_lie_over_the_words(
+    tmp_path: Path, rotate: int
+) -> None:
+    real_engine()
+    base = tmp_path / "corpus"
+    write_tree(base, {"scan.pdf": scanned_pdf(PAGES, size=14, rotate=rotate)})
+    truth = _true_boxes(rotate)
+    async with Collection.open(tmp_path / "index", base_dir=base) as collection:
+        await collection.ingest(base)
+        for query in ("whale oil wicks", "Fresnel lenses", "foghorns station rhythm"):
+            for result in await _search(collection, query):
+                assert result.citation.rects
+                for rect in result.citation.rects:
+                    _assert_over_words(rect, truth[rect.page])
+                assert (await collection.verify(result)).verification == "verified"
+
+
+async def test_another_ocr_engine_makes_the_citations_drifted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_cache: None
+) -> None:
+    engine = real_engine()
+    base = tmp_path / "corpus"
+    write_tree(base, {"scan.pdf": scanned_pdf(PAGES, size=14)})
+    async with Collection.open(tmp_path / "index", base_dir=base) as collection:
+        await collection.ingest(base)
+        (result, *_) = await _search(collection, "whale oil")
+        recorded = engine.identity
+        # The engine here now reports another identity (as after an upgrade): it is the
+        # identity comparison under test, the recognition itself is real.
+        changed = recorded.replace("tesseract/", "tesseract/99.", 1)
+        monkeypatch.setattr(engine, "identity", changed)
+        checked = await collection.verify(result)
+        assert checked.verification == "drifted"
+        assert recorded in checked.detail and changed in checked.detail
+
+
+async def test_without_tesseract_the_citations_are_unresolvable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_cache: None
+) -> None:
+    real_engine()
+    base = tmp_path / "corpus"
+    write_tree(base, {"scan.pdf": scanned_pdf(PAGES, size=14)})
+    async with Collection.open(tmp_path / "index", base_dir=base) as collection:
+        await collection.ingest(base)
+        (result, *_) = await _search(collection, "whale oil")
+        _without_tesseract(monkeypatch, tmp_path)
+        checked = await collection.verify(result)
+        assert checked.verification == "unresolvable"
+        assert "apt-get install tesseract-ocr" in checked.detail
+
+
+async def test_without_tesseract_a_scanned_pdf_fails_naming_the_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_cache: None
+) -> None:
+    _without_tesseract(monkeypatch, tmp_path)
+    base = tmp_path / "corpus"
+    write_tree(base, {"ok.md": "Plain text.\n", "scan.pdf": scanned_pdf(PAGES)})
+    for mode in ("auto", "required"):
+        async with Collection.open(
+            tmp_path / f"index-{mode}", base_dir=base, ingest=IngestConfig(ocr=mode)
+        ) as collection:
+            report = await collection.ingest(base)
+            assert report.added == ["ok.md"]
+            (failed,) = report.failed
+            assert "no text layer" in failed.reason
+            assert "pip install groundkit[ocr]" in failed.reason
+            assert "apt-get install tesseract-ocr" in failed.reason
+
+
+async def test_ocr_off_refuses_a_scanned_pdf_saying_so(tmp_path: Path) -> None:
+    base = tmp_path / "corpus"
+    write_tree(base, {"scan.pdf": scanned_pdf(PAGES)})
+    async with Collection.open(
+        tmp_path / "index", base_dir=base, ingest=IngestConfig(ocr="off")
+    ) as collection:
+        (failed,) = (await collection.ingest(base)).failed
+        assert "no extractable text" in failed.reason and "OCR is off" in failed.reason
+
+
+async def test_a_mixed_pdf_without_tesseract_keeps_its_text_pages_and_warns(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    engine_cache: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _without_tesseract(monkeypatch, tmp_path)
+    base = tmp_path / "corpus"
+    write_tree(base, {"mixed.pdf": _mixed_pdf(PAGES[0], PAGES[1])})
+    async with Collection.open(tmp_path / "index-auto", base_dir=base) as collection:
+        with caplog.at_level(logging.WARNING, logger="groundkit.ingestion.extracted"):
+            report = await collection.ingest(base)
+        assert report.added == ["mixed.pdf"]
+        assert any(
+            "mixed.pdf: page 2 has no text layer" in r.getMessage()
+            and "apt-get install tesseract-ocr" in r.getMessage()
+            for r in caplog.records
+        ), caplog.text
+        document = await document_by_source(collection.store, "mixed.pdf")
+        assert document is not None and document.extractor == pdf_extractor().identity
+        results = await _search(collection, "Fresnel lenses")
+        assert (await collection.verify(results[0])).verification == "verified"
+    async with Collection.open(
+        tmp_path / "index-required", base_dir=base, ingest=IngestConfig(ocr="required")
+    ) as collection:
+        (failed,) = (await collection.ingest(base)).failed
+        assert "page 2 has no text layer" in failed.reason
+
+
+async def test_a_mixed_pdf_with_tesseract_recognises_only_the_scanned_page() -> None:
+    real_engine()
+    extraction = (
+        await pdf_extractor()
+        .with_policy(ocr_policy("auto"))
+        .extract_bytes(_mixed_pdf(PAGES[0], PAGES[1]))
+    )
+    assert extraction.identity is not None and "+ocr:" in extraction.identity
+    first, second = extraction.text.split("\n\f\n")
+    assert "Fresnel" in first and "Foghorns" in second
+
+
+async def test_text_and_blank_pages_keep_the_plain_identity() -> None:
+    real_engine()
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=12)
+    pdf.add_page()
+    pdf.cell(text="Only this page has text.")
+    pdf.add_page()  # blank: nothing drawn, nothing to recognise
+    extraction = (
+        await pdf_extractor().with_policy(ocr_policy("auto")).extract_bytes(bytes(pdf.output()))
+    )
+    assert extraction.identity in (None, pdf_extractor().identity)
+    assert extraction.unread is None
+
+
+async def test_recognition_is_the_same_every_run() -> None:
+    real_engine()
+    data = scanned_pdf(PAGES, size=11)
+    extractor = pdf_extractor().with_policy(ocr_policy("required"))
+    first = await extractor.extract_bytes(data)
+    second = await extractor.extract_bytes(data)
+    assert (first.text, first.geometry, first.identity) == (
+        second.text,
+        second.geometry,
+        second.identity,
+    )
+
+
+async def test_the_plain_extractor_never_recognises() -> None:
+    extraction = await pdf_extractor().with_policy(OCR_OFF).extract_bytes(scanned_pdf(PAGES))
+    assert extraction.text.strip() == ""
+    assert extraction.unread is not None and "OCR is off" in extraction.unread
