@@ -3,12 +3,15 @@
 Each page of text is typeset by fpdf2 (a core font: no font file needed), rendered
 by pdfium to a grayscale picture, and that picture alone becomes the page of a new
 PDF: the result has no text layer, as a scan has none, and the text it shows is
-the text given. Generated, never downloaded.
+the text given. Generated, never downloaded. A scan can be made worse the ways
+real ones are: turned by a small angle, blurred, speckled; the speckle comes from
+a seeded generator, so the same arguments give the same bytes.
 """
 
 from __future__ import annotations
 
 import io
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,12 +55,18 @@ def scanned_pdf(
     size: float = 12,
     dpi: int = 200,
     rotate: int = 0,
+    skew: float = 0.0,
+    blur: float = 0.0,
+    speckle: float = 0.0,
 ) -> bytes:
     """A PDF with no text layer showing ``pages`` as ``text_pdf`` typesets them.
 
     ``dpi`` is the scan's resolution. With ``rotate`` (90, 180, 270) each page is
     stored turned the other way and carries ``/Rotate``, as a scanner that fixes a
     sideways sheet in the page dictionary does: a viewer shows it upright.
+    ``skew`` turns the picture by that many degrees (counter-clockwise), ``blur`` is a
+    Gaussian radius in scan pixels, ``speckle`` the share of pixels flipped to black or
+    white.
     """
     from fpdf import FPDF
 
@@ -67,7 +76,8 @@ def scanned_pdf(
     width, height = A4_MM if rotate in (0, 180) else A4_MM[::-1]
     out = FPDF(unit="mm", format=(width, height))
     out.set_auto_page_break(False)
-    for image in images:
+    for index, image in enumerate(images):
+        image = _degrade(image, skew, blur, speckle, seed=index)
         # PIL turns counter-clockwise; /Rotate turns the shown page clockwise back.
         stored = image.rotate(rotate, expand=True) if rotate else image
         png = io.BytesIO()
@@ -90,3 +100,20 @@ def _set_rotation(data: bytes, rotate: int) -> bytes:
         return buffer.getvalue()
     finally:
         document.close()
+
+
+def _degrade(image: Any, skew: float, blur: float, speckle: float, *, seed: int) -> Any:
+    from PIL import ImageFilter
+
+    if skew:
+        image = image.rotate(skew, resample=3, fillcolor=255)  # bicubic, white corners
+    if blur:
+        image = image.filter(ImageFilter.GaussianBlur(blur))
+    if speckle:
+        pixels = image.load()
+        chance = random.Random(seed)
+        width, height = image.size
+        for _ in range(int(width * height * speckle)):
+            x, y = chance.randrange(width), chance.randrange(height)
+            pixels[x, y] = chance.choice((0, 255))
+    return image

@@ -4,7 +4,6 @@ recognising again with the same engine, and refused (never silently re-read) by 
 from __future__ import annotations
 
 import io
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -218,23 +217,18 @@ async def test_ocr_off_refuses_a_scanned_pdf_saying_so(tmp_path: Path) -> None:
 
 
 async def test_a_mixed_pdf_without_tesseract_keeps_its_text_pages_and_warns(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    engine_cache: None,
-    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_cache: None
 ) -> None:
     _without_tesseract(monkeypatch, tmp_path)
     base = tmp_path / "corpus"
     write_tree(base, {"mixed.pdf": _mixed_pdf(PAGES[0], PAGES[1])})
     async with Collection.open(tmp_path / "index-auto", base_dir=base) as collection:
-        with caplog.at_level(logging.WARNING, logger="groundkit.ingestion.extracted"):
-            report = await collection.ingest(base)
+        report = await collection.ingest(base)
         assert report.added == ["mixed.pdf"]
-        assert any(
-            "mixed.pdf: page 2 has no text layer" in r.getMessage()
-            and "apt-get install tesseract-ocr" in r.getMessage()
-            for r in caplog.records
-        ), caplog.text
+        (warning,) = report.warnings
+        assert warning.source == "mixed.pdf"
+        assert warning.reason.startswith("page 2 has no text layer and was not read: ")
+        assert "apt-get install tesseract-ocr" in warning.reason
         document = await document_by_source(collection.store, "mixed.pdf")
         assert document is not None and document.extractor == pdf_extractor().identity
         results = await _search(collection, "Fresnel lenses")

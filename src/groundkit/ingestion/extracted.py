@@ -8,7 +8,6 @@ never stored as a second source of truth.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,8 +37,6 @@ from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source
 from groundkit.ingestion.outline import as_outline
 from groundkit.storage.names import document_id_for
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "DocxLoader",
@@ -118,9 +115,6 @@ class _ExtractedLoader:
             unread = extraction.unread
             reason = f"no extractable text: {unread}" if unread else self._empty_reason
             raise IngestionError(f"{source}: {reason}")
-        if extraction.unread:
-            # Not silent: the text pages are kept, and the log says what was left out.
-            logger.warning("%s: %s", source, extraction.unread)
         try:
             metadata = extracted_metadata(extraction, read_fields=self.config.read_fields)
         except IngestionError as exc:
@@ -132,6 +126,8 @@ class _ExtractedLoader:
             source_class="extracted",
             extractor=extraction.identity or extractor.identity,
             metadata=metadata,
+            # Not silent: the text pages are kept, and the report says what was left out.
+            notes=(extraction.unread,) if extraction.unread else (),
         )
 
 
