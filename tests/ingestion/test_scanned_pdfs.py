@@ -14,7 +14,7 @@ from groundkit import Collection, IngestConfig
 from groundkit.contracts import PageRect, RetrievalResult
 from groundkit.extraction import pdf_extractor
 from groundkit.extraction.ocr import ocr_engine
-from groundkit.extraction.pdf_ocr import OCR_OFF, ocr_policy
+from groundkit.extraction.pdf_ocr import OCR_OFF, DeviceToPage, ocr_policy
 from groundkit.testing.conformance.helpers import document_by_source
 from tests.ocr_support import real_engine
 from tests.support import write_tree
@@ -24,8 +24,6 @@ PAGES = (
     "Fresnel lenses threw the beam much further.",
     "Foghorns sound when the light cannot be seen.\nEach station had its own rhythm.",
 )
-# Page height of the A4 fixtures in points, for turning a portrait box onto a rotated page.
-A4_HEIGHT = 841.89
 TOLERANCE = 3.0  # points: tesseract's ink boxes against pdfium's tight glyph boxes
 # A page's typeset characters and their boxes.
 Glyphs = list[tuple[str, tuple[float, float, float, float]]]
@@ -94,27 +92,47 @@ async def test_a_scanned_pdf_is_recognised_searched_and_verified(tmp_path: Path)
         assert (await collection.verify_all()).ok
 
 
-def _true_boxes(rotate: int) -> dict[int, Glyphs]:
-    """Per page, the characters of the typeset text and their boxes as the scan shows
-    them, from the text layer of the PDF the scan was made from."""
+def _true_boxes(scan: bytes) -> dict[int, Glyphs]:
+    """Per page, the characters of the typeset text and their boxes where the scan
+    shows them (in the scanned page's user space), from the text layer of the PDF the
+    scan was made from: a box goes to the shown page through pdfium's transforms."""
     import pypdfium2
 
-    document = pypdfium2.PdfDocument(text_pdf(PAGES, size=14))
+    typeset = pypdfium2.PdfDocument(text_pdf(PAGES, size=14))
+    scanned = pypdfium2.PdfDocument(scan)
     pages: dict[int, Glyphs] = {}
     try:
-        for index in range(len(document)):
-            textpage = document[index].get_textpage()
+        for index in range(len(typeset)):
+            page, shown = typeset[index], scanned[index]
+            width = 2000
+            height = round(width * page.get_height() / page.get_width())
+            source = DeviceToPage.from_corners(
+                pypdfium2.PdfPosConv(page, (0, 0, width, height, 0)).to_page, width, height
+            )
+            target = DeviceToPage.from_corners(
+                pypdfium2.PdfPosConv(shown, (0, 0, width, height, 0)).to_page, width, height
+            )
+            textpage = page.get_textpage()
             chars = []
             for i in range(textpage.count_chars()):
                 char = textpage.get_text_range(i, 1)
-                if char.strip():
-                    x0, y0, x1, y1 = textpage.get_charbox(i, loose=False)
-                    if rotate == 90:  # the page is stored turned: portrait y runs along x
-                        x0, y0, x1, y1 = A4_HEIGHT - y1, x0, A4_HEIGHT - y0, x1
-                    chars.append((char, (x0, y0, x1, y1)))
+                if not char.strip():
+                    continue
+                x0, y0, x1, y1 = textpage.get_charbox(i, loose=False)
+                # The typeset page is upright: pixel x follows page x, pixel y page y.
+                corners = [
+                    target(
+                        (x - source.origin[0]) / source.per_x[0],
+                        (y - source.origin[1]) / source.per_y[1],
+                    )
+                    for x, y in ((x0, y0), (x1, y1))
+                ]
+                xs, ys = [c[0] for c in corners], [c[1] for c in corners]
+                chars.append((char, (min(xs), min(ys), max(xs), max(ys))))
             pages[index + 1] = chars
     finally:
-        document.close()
+        scanned.close()
+        typeset.close()
     return pages
 
 
@@ -136,14 +154,15 @@ def _assert_over_words(rect: PageRect, truth: Glyphs) -> None:
     assert union == pytest.approx((rect.x0, rect.y0, rect.x1, rect.y1), abs=TOLERANCE), rect
 
 
-@pytest.mark.parametrize("rotate", [0, 90])
+@pytest.mark.parametrize("rotate", [0, 90, 180, 270])
 async def test_rectangles_of_an_ocr_citation_lie_over_the_words(
     tmp_path: Path, rotate: int
 ) -> None:
     real_engine()
     base = tmp_path / "corpus"
-    write_tree(base, {"scan.pdf": scanned_pdf(PAGES, size=14, rotate=rotate)})
-    truth = _true_boxes(rotate)
+    scan = scanned_pdf(PAGES, size=14, rotate=rotate)
+    write_tree(base, {"scan.pdf": scan})
+    truth = _true_boxes(scan)
     async with Collection.open(tmp_path / "index", base_dir=base) as collection:
         await collection.ingest(base)
         for query in ("whale oil wicks", "Fresnel lenses", "foghorns station rhythm"):
