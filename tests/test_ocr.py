@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from evals.scanned import scanned_pdf
 from groundkit.errors import ConfigurationError
-from groundkit.extraction.ocr import GrayImage, OcrLine, OcrWord, ocr_engine
+from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine, OcrWord, ocr_engine
 from groundkit.extraction.pdf_ocr import DeviceToPage, lay_out
 from tests.ocr_support import pdfium_page_image, real_engine
 from tests.services import REPO_ROOT
@@ -65,7 +66,8 @@ def test_same_page_same_words_and_boxes_across_runs_and_processes(tmp_path: Path
     data = scanned_pdf([TEXT], size=11)
     image, _ = pdfium_page_image(data)
     first = engine.recognise(image)
-    assert engine.recognise(image) == first
+    # A second engine: the first remembers the page and would not run tesseract again.
+    assert OcrEngine(str(shutil.which("tesseract")), "eng").recognise(image) == first
     (tmp_path / "scan.pdf").write_bytes(data)
     code = (
         "import json, sys\n"
@@ -101,6 +103,18 @@ def test_layout_joins_words_lines_and_paragraphs_and_boxes_each_character() -> N
         if box is not None:
             x0, y0, x1, y1 = box
             assert 0 <= x0 < x1 <= 595.3 and 0 <= y0 < y1 <= 841.9
+
+
+def test_a_page_seen_lately_is_not_recognised_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_engine()
+    engine = OcrEngine(str(shutil.which("tesseract")), "eng")  # remembers nothing yet
+    image, _ = pdfium_page_image(scanned_pdf([TEXT], size=14))
+    lines = engine.recognise(image)
+    # With the program gone, only a page it has seen can still be answered.
+    monkeypatch.setattr(engine, "_program", "/nonexistent/tesseract")
+    assert engine.recognise(image) == lines
+    with pytest.raises(ConfigurationError, match="cannot run tesseract"):
+        engine.recognise(GrayImage(10, 10, b"\xff" * 100))
 
 
 def test_a_blank_image_has_no_words() -> None:

@@ -15,6 +15,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,6 +41,9 @@ _PSM = 3
 _OEM = 1
 # One page, whatever its size, may take no longer than this.
 _TIMEOUT_SECONDS = 300.0
+# Pages an engine remembers the words of, by image hash: checking several citations
+# into one scanned PDF recognises its pages once, not once per citation.
+_REMEMBERED_PAGES = 64
 
 OCR_INSTALL = "pip install groundkit[ocr] and apt-get install tesseract-ocr"
 _LANGUAGES = re.compile(r"[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*")
@@ -175,6 +180,8 @@ class OcrEngine:
         self._program = program
         self.languages = languages
         self.dpi = OCR_DPI
+        self._seen: OrderedDict[bytes, tuple[OcrLine, ...]] = OrderedDict()
+        self._seen_lock = threading.Lock()
         self.identity = (
             f"{_versions(program)}+{_language_data(program, languages)}"
             f"+oem{_OEM}+psm{_PSM}+{OCR_DPI}dpi"
@@ -186,7 +193,24 @@ class OcrEngine:
     def recognise(self, image: GrayImage) -> list[OcrLine]:
         """The words on ``image`` (rendered at ``dpi``), line by line in reading order
         (block, paragraph, line, word). Confidence is not used: every word tesseract
-        reports is kept, so the text is what the engine read, not a filtered view."""
+        reports is kept, so the text is what the engine read, not a filtered view.
+
+        The same image gives the same words, so a page seen lately is answered from
+        memory (the engine's identity pins everything the words depend on)."""
+        pgm = image.pgm()
+        key = hashlib.sha256(pgm).digest()
+        with self._seen_lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                return list(self._seen[key])
+        lines = self._recognise(pgm)
+        with self._seen_lock:
+            self._seen[key] = tuple(lines)
+            while len(self._seen) > _REMEMBERED_PAGES:
+                self._seen.popitem(last=False)
+        return lines
+
+    def _recognise(self, pgm: bytes) -> list[OcrLine]:
         done = _run(
             [
                 self._program,
@@ -202,7 +226,7 @@ class OcrEngine:
                 str(self.dpi),
                 "tsv",
             ],
-            data=image.pgm(),
+            data=pgm,
         )
         if done.returncode != 0:
             message = done.stderr.decode("utf-8", "replace").strip().splitlines()
