@@ -220,6 +220,8 @@ async def verify_citations(scans: Path, index: Path, checked_scan: str) -> Verif
         report = await collection.ingest(scans)
         # A scan OCR read no word on fails to ingest, as it should: it is reported.
         tally.failed = [failure.source for failure in report.failed]
+        # A new engine remembers no page: every check below runs tesseract again.
+        ocr_engine.cache_clear()
         checked = await collection.verify_all()
         tally.chunks = checked.verified + checked.moved + checked.drifted + checked.unresolvable
         tally.chunks_verified = checked.verified
@@ -292,7 +294,8 @@ def _report(rows: list[Measured], tally: Verified, engine: str, checked_scan: st
         f"in {tally.top_with_rects} ({_share(tally.top_with_rects, tally.searched)});",
         f"- the top 3 results for each sentence of `{checked_scan}` verified one by one: "
         f"{tally.results_verified} of {tally.results_checked} "
-        f"({_share(tally.results_verified, tally.results_checked)}).",
+        f"({_share(tally.results_verified, tally.results_checked)}); the engine recognises "
+        "the scan's pages for the first check and answers the rest from its memory of them.",
         "",
         "A citation verifies even where the recognition has errors: it is checked against "
         "the same engine's reading of the same page, which is the text it was cut from.",

@@ -66,7 +66,9 @@ async def _search(collection: Collection, query: str) -> list[RetrievalResult]:
     return list(response.results)
 
 
-async def test_a_scanned_pdf_is_recognised_searched_and_verified(tmp_path: Path) -> None:
+async def test_a_scanned_pdf_is_recognised_searched_and_verified(
+    tmp_path: Path, engine_cache: None
+) -> None:
     engine = real_engine()
     base = tmp_path / "corpus"
     data = scanned_pdf(PAGES, size=14)
@@ -81,6 +83,7 @@ async def test_a_scanned_pdf_is_recognised_searched_and_verified(tmp_path: Path)
         assert document.extractor == (
             f"{pdf_extractor().identity}+ocr:groundkit-ocr/1+{engine.identity}"
         )
+        ocr_engine.cache_clear()  # checked by recognising again, not from memory
         for query, page in (("Fresnel lenses beam", 1), ("foghorns rhythm station", 2)):
             results = await _search(collection, query)
             top = results[0]
