@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import groundkit
+import groundkit.contracts
+import groundkit.extraction
 import groundkit.ingestion
 import groundkit.sync as gks
 
@@ -150,6 +152,24 @@ def file_format(name: str, write: Callable[[Path], object], query: str, **option
 
 def smoke_pdf() -> None:
     file_format("kettle.pdf", lambda p: p.write_bytes(_pdf("The kettle boils water.")), "kettle")
+    extraction = asyncio.run(
+        groundkit.extraction.pdf_extractor().extract_bytes(_pdf("The kettle boils water."))
+    )
+    metadata = {"page_starts": list(extraction.page_starts), "geometry": extraction.geometry}
+    rects = groundkit.contracts.rects_at(metadata, 4, 10)  # "kettle", drawn at x 72, y 720
+    assert len(rects) == 1 and 72 <= rects[0].x0 < rects[0].x1 and rects[0].y0 < 720, rects
+    print(f"kettle.pdf: rectangle {rects[0]}")
+
+
+def smoke_pdf_legacy() -> None:
+    """Only the verifier of documents ingested with pypdf: not an extractor for new ones."""
+    from groundkit.extraction.pdf_legacy import pypdf_extractor
+
+    extractor = pypdf_extractor()
+    assert groundkit.extraction.active_extractors()[extractor.identity] is extractor
+    text = asyncio.run(extractor.extract_bytes(_pdf("The kettle boils water."))).text
+    assert "kettle" in text, text
+    print(f"{extractor.identity}: extracts, for verification only")
 
 
 def smoke_ocr() -> None:
@@ -424,6 +444,7 @@ def smoke_test() -> None:
 SMOKES: dict[str, Callable[[], None]] = {
     "pdf": smoke_pdf,
     "ocr": smoke_ocr,
+    "pdf-legacy": smoke_pdf_legacy,
     "html": smoke_html,
     "main-content": smoke_main_content,
     "docx": smoke_docx,

@@ -16,6 +16,7 @@ from groundkit import Collection
 from groundkit.cli import main
 from groundkit.contracts import Evidence, EvidenceSpan, FetchResult, RetrievalResult
 from groundkit.service import CollectionRegistry
+from tests.sources import make_pdf
 from tests.test_contracts import _result
 
 QUERY = "kettle water boil"
@@ -63,6 +64,8 @@ def index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
     docs.mkdir()
     (docs / "kettles.md").write_text(GUIDE, encoding="utf-8")
     (docs / "tea.md").write_text("Pour the water from the kettle over the leaves.\n", "utf-8")
+    # A PDF result: its citation has pages and rectangles.
+    (docs / "shelf.pdf").write_bytes(make_pdf(["The old kettle stands on the top shelf."]))
     args = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
     grk(capsys, "ingest", str(docs), *args, "--meta", "team=red", "--json")
     return args
@@ -104,6 +107,8 @@ def test_cli_mcp_and_python_give_one_shape(
     assert top["fields"] == {"team": "red"}
     assert top["evidence"] and top["collection"] == "default"
 
+    [pdf] = [r for r in results if r["citation"]["source"] == "docs/shelf.pdf"]
+    assert pdf["citation"]["page"] == 1 and len(pdf["citation"]["rects"]) == 1
     cli = grk(capsys, "search", QUERY, *index, "--json", *wide)
     assert cli["results"] == as_json(results)
     chunk_id = top["citation"]["chunk_id"]

@@ -232,7 +232,15 @@ def rects_at(metadata: Mapping[str, Any], start: int, end: int) -> tuple[PageRec
     geometry = metadata.get(GEOMETRY_KEY)
     if geometry is None or start >= end:
         return ()
-    first, last = page_at(metadata, start), end_page_at(metadata, start, end)
+    return _rects(geometry, page_at(metadata, start), end_page_at(metadata, start, end), start, end)
+
+
+def _rects(
+    geometry: Any, first: int | None, last: int | None, start: int, end: int
+) -> tuple[PageRect, ...]:
+    """``rects_at`` for pages already read from the same metadata."""
+    if start >= end:
+        return ()
     if not isinstance(geometry, Mapping) or first is None or last is None:
         raise StorageError("document metadata holds damaged geometry (no pages to place it)")
     try:
@@ -779,6 +787,9 @@ class Citation(_Frozen):
                 "version": self.version,
                 "page": self.page,
                 "endPage": self.end_page,
+                # PDF user space, as in ``rects``: a PDF fragment (RFC 8118 viewrect) would
+                # need each page's box, which a citation does not carry (adr/0072).
+                "rects": [r.model_dump() for r in self.rects] or None,
                 "collection": collection,
                 "link": self.link(exact),
             },
@@ -855,7 +866,8 @@ def citation_for(
     page = page_at(metadata, start_offset)
     end_page = end_page_at(metadata, start_offset, end_offset)
     # Only documents with geometry (PDFs) pay for rectangles.
-    rects = rects_at(metadata, start_offset, end_offset) if GEOMETRY_KEY in metadata else ()
+    geometry = metadata.get(GEOMETRY_KEY)
+    rects = () if geometry is None else _rects(geometry, page, end_page, start_offset, end_offset)
     if (
         type(document_id) is str
         and type(chunk_id) is str

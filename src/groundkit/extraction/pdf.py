@@ -58,6 +58,7 @@ _PDFIUM_LOCK = threading.Lock()
 
 _ENCRYPTED = "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
 _HYPHEN_CODES = frozenset({0x02, 0xFFFE, 0x2D})
+_MAYBE_GENERATED = frozenset({0x20, 0x0A, 0x0D, 0x02, 0xFFFE, 0x2D})
 _INFO_KEYS = {
     "title": "Title",
     "author": "Author",
@@ -250,7 +251,10 @@ def _text_layer(raw: Any, textpage: Any) -> tuple[str, list[Box | None]]:
             if i + 1 < count and raw.FPDFText_GetUnicode(textpage, i + 1) == 0x0A:
                 continue
             code = 0x0A
-        if raw.FPDFText_IsGenerated(textpage, i) == 1 or code == 0x0A:
+        # pdfium generates only blanks and line breaks: other characters skip the call.
+        if code == 0x0A or (
+            code in _MAYBE_GENERATED and raw.FPDFText_IsGenerated(textpage, i) == 1
+        ):
             chars.append(chr(code))
             boxes.append(None)
             continue

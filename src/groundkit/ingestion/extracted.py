@@ -24,6 +24,7 @@ from groundkit.errors import IngestionError
 from groundkit.extraction import (
     Extraction,
     ExtractorProtocol,
+    PdfExtractor,
     docx_extractor,
     epub_extractor,
     html_extractor,
@@ -150,7 +151,9 @@ def pdf_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:
     """The PDF extractor with the OCR policy ``config.ocr`` asks for (its factory)."""
 
     def made() -> ExtractorProtocol:
-        pdf = pdf_extractor()
+        pdf: ExtractorProtocol = pdf_extractor()
+        if not isinstance(pdf, PdfExtractor):  # another PDF extractor reads no scans
+            return pdf
         return pdf.with_policy(ocr_policy(config.ocr, config.ocr_languages))
 
     return made

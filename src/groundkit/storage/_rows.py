@@ -374,7 +374,7 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
         and (meta == "{}" or type(meta) is str)
     ):
         try:
-            metadata = parse_metadata(meta)
+            metadata = _document_metadata(did, dhash, ver, meta)
         except StorageError:
             metadata = None
         if metadata is not None:
@@ -385,6 +385,29 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
                 put(chunk, value)
             return chunk
     return _stored_chunk_checked(row)
+
+
+# A PDF's metadata holds its geometry (kilobytes per page), and every chunk row of the
+# document carries it: parsed once per document version here, not once per row. A hit
+# must hold the very same text (compared, not hashed: equal strings compare at memory
+# speed); it gives a copy of the top level, so a caller's edit stays its own.
+_MEMO_MIN_CHARS = 8192
+_MEMO_DOCUMENTS = 32
+_metadata_memo: dict[tuple[str, str, int], tuple[str, dict[str, Any]]] = {}
+
+
+def _document_metadata(did: str, dhash: str, version: int, raw: str) -> dict[str, Any]:
+    if len(raw) < _MEMO_MIN_CHARS:
+        return parse_metadata(raw)
+    key = (did, dhash, version)
+    hit = _metadata_memo.get(key)
+    if hit is not None and hit[0] == raw:
+        return dict(hit[1])
+    parsed = parse_metadata(raw)
+    if len(_metadata_memo) >= _MEMO_DOCUMENTS:
+        _metadata_memo.pop(next(iter(_metadata_memo)), None)
+    _metadata_memo[key] = (raw, parsed)
+    return dict(parsed)
 
 
 # ``StoredChunk`` is a frozen dataclass: its ``__init__`` sets each of its sixteen

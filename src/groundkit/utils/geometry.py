@@ -13,10 +13,14 @@ The encoding (adr/0072-pdf-rectangles.md) is a JSON object::
 one entry per page, in page order. ``blob`` is base64 of zlib-compressed
 little-endian int32 values, coordinates in hundredths of a point::
 
-    n_lines, then per line: start (delta from the previous line's start; the
-    first from 0), n_boxes, then per box: offset (delta from the previous boxed
-    character; the first from the line's start), x0 - previous x1, y0 - previous
-    y0, x1 - x0, y1 - previous y1 (the first box's "previous" is all zeros)
+    n_lines, then per line: start (its first boxed character's offset, as a
+    delta from the previous line's start; the first from 0), n_boxes, then per
+    box: offset (delta from the previous boxed character; the first from the
+    line's start, so 0), x0 - previous x1, y0 - previous y0, x1 - x0, y1 -
+    previous y1 (the first box's "previous" is all zeros)
+
+A "line" is a line fragment: a run of characters on one text line whose boxes
+follow on from each other, so text in two columns is two fragments.
 
 Boxes along a line abut and share a height, so most of these are 0 or a glyph
 width, which compress well.
@@ -81,12 +85,24 @@ class PageFrame:
 
 @dataclass(frozen=True, slots=True)
 class PageLines:
-    """A page's lines decoded: per line, its boxed characters' offsets (sorted)
-    and their boxes in hundredths of a point."""
+    """A page's lines decoded: per line, its boxed characters' offsets (sorted) and
+    their boxes in hundredths of a point, one tuple per coordinate (``min`` and ``max``
+    over a slice of one run in C, which is what a span's rectangle costs)."""
 
     starts: tuple[int, ...]
     offsets: tuple[tuple[int, ...], ...]
-    boxes: tuple[tuple[tuple[int, int, int, int], ...], ...]
+    x0: tuple[tuple[int, ...], ...]
+    y0: tuple[tuple[int, ...], ...]
+    x1: tuple[tuple[int, ...], ...]
+    y1: tuple[tuple[int, ...], ...]
+
+    @property
+    def boxes(self) -> tuple[tuple[tuple[int, int, int, int], ...], ...]:
+        """Per line, each character's ``(x0, y0, x1, y1)``."""
+        return tuple(
+            tuple(zip(*columns, strict=True))
+            for columns in zip(self.x0, self.y0, self.x1, self.y1, strict=True)
+        )
 
 
 def _q(value: float) -> int:
@@ -100,7 +116,8 @@ def encode_geometry(
     """The metadata value for a document: ``frames`` and, per page, ``(offset, text,
     boxes)`` where ``boxes[i]`` is the box of ``text[i]`` (None when it has none).
 
-    Lines are the runs of ``text`` between ``"\\n"``; a box is ``(x0, y0, x1, y1)`` in
+    Lines are the runs of ``text`` between ``"\\n"``, split again where a box does not
+    follow on from the one before (another column); a box is ``(x0, y0, x1, y1)`` in
     points with ``x0 <= x1`` and ``y0 <= y1``.
     """
     if len(frames) != len(pages):
@@ -111,38 +128,71 @@ def encode_geometry(
             raise ValueError("one box (or None) per character of the page's text")
         if frame.rotation not in _ROTATIONS:
             raise ValueError(f"page rotation {frame.rotation} is not a multiple of 90")
-        values = array("i", [0])
-        n_lines = 0
+        lines = _fragments(page_offset, text, boxes)
+        values = array("i", [len(lines)])
         last_line = 0
-        line_start = page_offset
-        position = 0
-        for line in text.split("\n"):
-            line_boxes = [
-                (page_offset + position + i, box)
-                for i, box in enumerate(boxes[position : position + len(line)])
-                if box is not None
-            ]
-            if line_boxes:
-                values.extend((line_start - last_line, len(line_boxes)))
-                last_line = line_start
-                previous_offset = line_start
-                py0 = px1 = py1 = 0
-                for offset, box in line_boxes:
-                    x0, y0, x1, y1 = (_q(v) for v in box)
-                    if x1 < x0 or y1 < y0:
-                        raise ValueError(f"box {box} is not ordered (x0 <= x1, y0 <= y1)")
-                    values.extend((offset - previous_offset, x0 - px1, y0 - py0, x1 - x0, y1 - py1))
-                    previous_offset = offset
-                    py0, px1, py1 = y0, x1, y1
-                n_lines += 1
-            position += len(line) + 1
-            line_start = page_offset + position
-        values[0] = n_lines
+        for line in lines:
+            line_start = line[0][0]
+            values.extend((line_start - last_line, len(line)))
+            last_line = previous_offset = line_start
+            py0 = px1 = py1 = 0
+            for offset, (x0, y0, x1, y1) in line:
+                values.extend((offset - previous_offset, x0 - px1, y0 - py0, x1 - x0, y1 - py1))
+                previous_offset = offset
+                py0, px1, py1 = y0, x1, y1
         if sys.byteorder != "little":
             values.byteswap()
         blob = base64.b64encode(zlib.compress(values.tobytes(), 9)).decode("ascii")
         out.append([frame.x0, frame.y0, frame.x1, frame.y1, frame.rotation, blob])
     return {"format": FORMAT, "pages": out}
+
+
+_Quantised = tuple[int, int, int, int]
+
+
+def _fragments(
+    page_offset: int, text: str, boxes: Sequence[Box | None]
+) -> list[list[tuple[int, _Quantised]]]:
+    """The page's line fragments: runs of boxed characters within one line of ``text``
+    whose boxes follow on from each other (``_follows``). Two columns that one text
+    line runs across are two fragments, so a rectangle never spans the gap between them.
+    """
+    fragments: list[list[tuple[int, _Quantised]]] = []
+    current: list[tuple[int, _Quantised]] = []
+    for i, (char, box) in enumerate(zip(text, boxes, strict=True)):
+        if char == "\n" and current:
+            fragments.append(current)
+            current = []
+        if box is None:
+            continue
+        x0, y0, x1, y1 = quantised = (_q(box[0]), _q(box[1]), _q(box[2]), _q(box[3]))
+        if x1 < x0 or y1 < y0:
+            raise ValueError(f"box {box} is not ordered (x0 <= x1, y0 <= y1)")
+        if current and not _follows(current[-1][1], quantised):
+            fragments.append(current)
+            current = []
+        current.append((page_offset + i, quantised))
+    if current:
+        fragments.append(current)
+    return fragments
+
+
+def _follows(a: _Quantised, b: _Quantised) -> bool:
+    """Whether box ``b`` continues the line box ``a`` belongs to: they share at least half
+    of the smaller extent across the line, and the gap along it is at most the larger
+    extent across it (about a glyph's height). Holds for text running left or right,
+    up or down (rotated text); a jump to another column or line fails it."""
+    for across, along in (((1, 3), (0, 2)), ((0, 2), (1, 3))):
+        lo, hi = across
+        shared = min(a[hi], b[hi]) - max(a[lo], b[lo])
+        extent = min(a[hi] - a[lo], b[hi] - b[lo])
+        if shared * 2 < extent or (extent <= 0 and shared < 0):
+            continue
+        lo, hi = along
+        gap = max(b[lo] - a[hi], a[lo] - b[hi], 0)
+        if gap <= max(a[across[1]] - a[across[0]], b[across[1]] - b[across[0]]):
+            return True
+    return False
 
 
 def check_geometry(value: Any, pages: int | None = None) -> bool:
@@ -193,7 +243,7 @@ def decode_page(blob: str) -> PageLines:
         raise DamagedGeometryError("page geometry has no line count")
     starts: list[int] = []
     offsets: list[tuple[int, ...]] = []
-    boxes: list[tuple[tuple[int, int, int, int], ...]] = []
+    columns: tuple[list[tuple[int, ...]], ...] = ([], [], [], [])
     at = 1
     line_start = 0
     for _ in range(values[0]):
@@ -224,10 +274,12 @@ def decode_page(blob: str) -> PageLines:
             line_boxes.append((x0, y0, x1, y1))
         starts.append(line_start)
         offsets.append(tuple(line_offsets))
-        boxes.append(tuple(line_boxes))
+        for column, values_of_line in zip(columns, zip(*line_boxes, strict=True), strict=True):
+            column.append(values_of_line)
     if at != len(values):
         raise DamagedGeometryError("page geometry has values after its last line")
-    return PageLines(tuple(starts), tuple(offsets), tuple(boxes))
+    x0s, y0s, x1s, y1s = (tuple(column) for column in columns)
+    return PageLines(tuple(starts), tuple(offsets), x0s, y0s, x1s, y1s)
 
 
 def span_rects(
@@ -246,7 +298,9 @@ def span_rects(
         if not (isinstance(entry, list) and len(entry) == 6 and isinstance(entry[5], str)):
             raise DamagedGeometryError(f"page {page}'s geometry is malformed")
         lines = decode_page(entry[5])
-        for offsets, boxes in zip(lines.offsets, lines.boxes, strict=True):
+        first = max(0, bisect_left(lines.starts, start) - 1)  # lines before it end before
+        for index in range(first, len(lines.starts)):
+            offsets = lines.offsets[index]
             if offsets[0] >= end:
                 break
             if offsets[-1] < start:
@@ -255,9 +309,8 @@ def span_rects(
             hi = bisect_left(offsets, end)
             if lo >= hi:
                 continue
-            chosen = boxes[lo:hi]
-            x0, y0 = min(b[0] for b in chosen), min(b[1] for b in chosen)
-            x1, y1 = max(b[2] for b in chosen), max(b[3] for b in chosen)
+            x0, y0 = min(lines.x0[index][lo:hi]), min(lines.y0[index][lo:hi])
+            x1, y1 = max(lines.x1[index][lo:hi]), max(lines.y1[index][lo:hi])
             if x0 < x1 and y0 < y1:  # a lone blank's box may have no extent
                 rects.append((page, x0 / _SCALE, y0 / _SCALE, x1 / _SCALE, y1 / _SCALE))
     return rects

@@ -57,6 +57,8 @@ _TERMS: dict[str, type] = {
     "collection": str,
     "link": str,
     "contentHash": str,
+    # [[page, x0, y0, x1, y1], ...]: where the span stands on its PDF pages.
+    "rects": list,
 }
 _JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -188,6 +190,7 @@ def _receipt(annotation: object, number: int) -> Receipt:
             page=terms.get("page"),
             version=terms.get("version"),
             end_page=terms.get("endPage"),
+            rects=terms.get("rects", ()),
         )
     except ValidationError as exc:
         raise _Bad(
