@@ -18,8 +18,9 @@ width by the font's ascent to descent, so boxes of one line share a height and
 abut, and a highlight reads as a line of text, not a row of glyph outlines.
 
 A page with no text layer (a scan) is read by OCR when the extractor's policy has
-an engine (``with_policy``; extraction/pdf_ocr.py, adr/0073-ocr.md): rendered
-under the lock, recognised after it is released.
+an engine (``with_policy``; extraction/pdf_ocr.py, adr/0073-ocr.md): one page at a
+time, rendered under the lock and recognised after it is released, so one page
+image is held at once and other PDFs are read meanwhile.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from groundkit.extraction.base import (
     Extraction,
     composite_identity,
 )
-from groundkit.extraction.ocr import OCR_DPI, GrayImage, OcrEngine
+from groundkit.extraction.ocr import OCR_DPI, OcrEngine, OcrLine
 from groundkit.extraction.pdf_ocr import (
     OCR_OFF,
     DeviceToPage,
@@ -82,12 +83,9 @@ PageText = tuple[str, list[Box | None]]
 
 @dataclass(frozen=True, slots=True)
 class _Scanned:
-    """A page with no text layer: what its layer holds (whitespace at most), and
-    its rendering for OCR when the policy has an engine."""
+    """A page with no text layer: what its layer holds (whitespace at most)."""
 
     layer: PageText
-    image: GrayImage | None
-    to_page: DeviceToPage | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +117,7 @@ class PdfExtractor(BaseExtractor):
     def _run(self, data: bytes, charset: str | None) -> Extraction:
         with _PDFIUM_LOCK:
             read = self._extract(data)
-        # tesseract runs with the lock released: other PDFs are read meanwhile.
-        return self._assemble(read)
+        return self._assemble(read, data)
 
     def _extract(self, data: bytes) -> _Read:
         pdfium = self._module
@@ -139,7 +136,7 @@ class PdfExtractor(BaseExtractor):
                 page = document[index]
                 try:
                     frames.append(_frame(pdfium, page))
-                    pages.append(_page_text(pdfium, page, self._policy.engine is not None))
+                    pages.append(_page_text(pdfium, page))
                 finally:
                     page.close()
             info, info_error = _pdf_info(document)
@@ -157,8 +154,8 @@ class PdfExtractor(BaseExtractor):
             raise IngestionError("PDF has no pages")
         return _Read(frames, pages, info, info_error)
 
-    def _assemble(self, read: _Read) -> Extraction:
-        pages, recognised, unread = self._recognise(read.pages)
+    def _assemble(self, read: _Read, data: bytes) -> Extraction:
+        pages, recognised, unread = self._recognise(read.pages, data)
         frames, info, info_error = read.frames, read.info, read.info_error
         starts: list[int] = []
         offset = 0
@@ -183,7 +180,9 @@ class PdfExtractor(BaseExtractor):
             unread=self._policy.unread(unread) if unread else None,
         )
 
-    def _recognise(self, read: list[PageText | _Scanned]) -> tuple[list[PageText], bool, list[int]]:
+    def _recognise(
+        self, read: list[PageText | _Scanned], data: bytes
+    ) -> tuple[list[PageText], bool, list[int]]:
         """Each page's text and boxes, scanned pages recognised; whether OCR gave any
         text, and the 1-based numbers of scanned pages left unread."""
         pages: list[PageText] = []
@@ -193,11 +192,12 @@ class PdfExtractor(BaseExtractor):
         for number, page in enumerate(read, start=1):
             if not isinstance(page, _Scanned):
                 pages.append(page)
-            elif engine is None or page.image is None or page.to_page is None:
+            elif engine is None:
                 unread.append(number)
                 pages.append(page.layer)
             else:
-                text, boxes = lay_out(engine.recognise(page.image), page.to_page)
+                # tesseract runs with the lock released: other PDFs are read meanwhile.
+                text, boxes = lay_out(*self._recognise_page(data, number - 1, engine))
                 # Nothing recognised: the page stays as its layer reads, so the text
                 # is the same as with OCR off and the identity need not name OCR.
                 recognised |= bool(text)
@@ -205,6 +205,25 @@ class PdfExtractor(BaseExtractor):
         if unread and self._policy.required:
             raise IngestionError(self._policy.unread(unread))
         return pages, recognised, unread
+
+    def _recognise_page(
+        self, data: bytes, index: int, engine: OcrEngine
+    ) -> tuple[list[OcrLine], DeviceToPage]:
+        """Page ``index`` recognised: its lines and the map back to its points. The
+        document is opened again for the page (cheap next to recognition), so the lock
+        is held only while pdfium renders."""
+        pdfium = self._module
+        with _PDFIUM_LOCK:
+            document = pdfium.PdfDocument(data)
+            try:
+                page = document[index]
+                try:
+                    image, to_page = render_page(page, OCR_DPI)
+                finally:
+                    page.close()
+            finally:
+                document.close()
+        return engine.recognise(image), to_page
 
 
 def _frame(pdfium: Any, page: Any) -> PageFrame:
@@ -217,12 +236,12 @@ def _frame(pdfium: Any, page: Any) -> PageFrame:
     return PageFrame(round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2), page.get_rotation())
 
 
-def _page_text(pdfium: Any, page: Any, ocr: bool) -> PageText | _Scanned:
+def _page_text(pdfium: Any, page: Any) -> PageText | _Scanned:
     """The page's text and one box (or None) per character of it.
 
     The one place a page becomes text. A page whose layer holds no text but that
-    draws something is a scan: rendered for OCR when ``ocr`` (recognised later,
-    outside the lock). A page that draws nothing is blank, not scanned.
+    draws something is a scan, left to OCR (``PdfExtractor._recognise``, outside
+    the lock). A page that draws nothing is blank, not scanned.
     """
     textpage = page.get_textpage()
     try:
@@ -231,10 +250,7 @@ def _page_text(pdfium: Any, page: Any, ocr: bool) -> PageText | _Scanned:
         textpage.close()
     if layer[0].strip() or pdfium.raw.FPDFPage_CountObjects(page) <= 0:
         return layer
-    if not ocr:
-        return _Scanned(layer, None, None)
-    image, to_page = render_page(page, OCR_DPI)
-    return _Scanned(layer, image, to_page)
+    return _Scanned(layer)
 
 
 def _text_layer(raw: Any, textpage: Any) -> tuple[str, list[Box | None]]:
