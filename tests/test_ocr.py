@@ -18,7 +18,13 @@ from hypothesis import strategies as st
 from evals.scanned import scanned_pdf
 from groundkit.errors import ConfigurationError
 from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine, OcrWord, ocr_engine
-from groundkit.extraction.pdf_ocr import DeviceToPage, lay_out
+from groundkit.extraction.pdf_ocr import (
+    DeviceToPage,
+    OcrEngineChangedError,
+    lay_out,
+    recorded_engine,
+    split_ocr_identity,
+)
 from tests.ocr_support import pdfium_page_image, real_engine
 from tests.services import REPO_ROOT
 
@@ -216,3 +222,24 @@ def test_layout_invariants(lines: list[OcrLine], rotation: int) -> None:
             assert union == pytest.approx((min(x0, x1), min(y0, y1), max(x0, x1), max(y0, y1)))
             position += len(word.text)
     assert all((box is None) == (char in " \n") for char, box in zip(text, boxes, strict=True))
+
+
+def test_a_recorded_identity_names_the_languages_to_check_with(fresh_engines: None) -> None:
+    engine = real_engine()
+    recorded = f"groundkit-ocr/1+{engine.identity}"
+    assert split_ocr_identity(f"groundkit-pdf/1+pypdfium2/5.0+ocr:{recorded}") == (
+        "groundkit-pdf/1+pypdfium2/5.0",
+        recorded,
+    )
+    assert split_ocr_identity("groundkit-pdf/1+pypdfium2/5.0") == (
+        "groundkit-pdf/1+pypdfium2/5.0",
+        None,
+    )
+    assert recorded_engine(recorded) is engine
+    # Recognised with English and German: German data is needed here to check it.
+    both = recorded.replace("+oem1", "+deu@0123456789ab+oem1")
+    with pytest.raises(ConfigurationError, match="apt-get install tesseract-ocr-deu"):
+        recorded_engine(both)
+    with pytest.raises(OcrEngineChangedError) as caught:
+        recorded_engine(recorded.replace("psm3", "psm6"))
+    assert engine.identity in str(caught.value) and "psm6" in str(caught.value)
