@@ -72,6 +72,7 @@ __all__ = [
     "postings_from_blobs",
     "postings_from_rows",
     "prefix_range",
+    "share_metadata",
     "stored_chunk",
     "term_counts",
     "text_value",
@@ -385,6 +386,27 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
                 put(chunk, value)
             return chunk
     return _stored_chunk_checked(row)
+
+
+# Where a chunk row holds its document's metadata (``stored_chunk``'s column order).
+_METADATA_AT = 12
+
+
+def share_metadata(rows: Sequence[Any]) -> list[Any]:
+    """Hit rows with their document version's metadata filled in where the statement
+    read it with one of them only and NULL with the others (a long PDF's metadata,
+    its geometry, is read once per search, not once per hit)."""
+    if all(row[_METADATA_AT] is not None for row in rows):
+        return list(rows)
+    read = {(row[6], row[13]): row[_METADATA_AT] for row in rows if row[_METADATA_AT] is not None}
+    at = _METADATA_AT
+    out: list[Any] = []
+    for row in rows:
+        if row[at] is None:
+            values = tuple(row)
+            row = (*values[:at], read.get((values[6], values[13])), *values[at + 1 :])
+        out.append(row)
+    return out
 
 
 # A PDF's metadata holds its geometry (kilobytes per page), and every chunk row of the

@@ -57,6 +57,7 @@ from groundkit.storage._rows import (
     plan_versions,
     postings_from_rows,
     prefix_range,
+    share_metadata,
     stored_chunk,
     term_counts,
     text_value,
@@ -407,6 +408,18 @@ class PostgresMetadataStore:
         self._any_version = (
             f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {_EVERY_VERSION.format(s=s)} d"
             " ON d.id = c.document_id AND d.version = c.version"
+        )
+        # A search's hits, a document version's metadata read with the first of its
+        # hits only (``share_metadata`` hands it to the others): a long PDF's geometry
+        # crosses the wire once per search, not once per hit.
+        once = _CHUNK_COLUMNS.replace("d.metadata", "CASE WHEN c.key = f.first THEN d.metadata END")
+        self._hits = (
+            f"SELECT {once} FROM {s}.chunks c JOIN {_EVERY_VERSION.format(s=s)} d"
+            " ON d.id = c.document_id AND d.version = c.version JOIN (SELECT document_id,"
+            f" version, MIN(key) AS first FROM {s}.chunks WHERE key = ANY($1::bigint[])"
+            " GROUP BY document_id, version) f"
+            " ON f.document_id = c.document_id AND f.version = c.version"
+            " WHERE c.key = ANY($1::bigint[])"
         )
         self._select_documents = f"SELECT {_DOCUMENT_COLUMNS.format(s=s)} FROM {s}.documents d"
 
@@ -1215,12 +1228,8 @@ class PostgresMetadataStore:
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         if not keys:
             return {}
-        rows = await self._fetch(
-            "read chunks",
-            f"{self._any_version} WHERE c.key = ANY($1::bigint[])",
-            [int(k) for k in keys],
-        )
-        return {int(row[0]): stored_chunk(row).without_gaps() for row in rows}
+        rows = await self._fetch("read chunks", self._hits, [int(k) for k in keys])
+        return {int(row[0]): stored_chunk(row).without_gaps() for row in share_metadata(rows)}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         sql = f"{self._current} ORDER BY d.source, c.chunk_index"

@@ -55,6 +55,7 @@ from groundkit.storage._rows import (
     plan_versions,
     postings_from_rows,
     prefix_range,
+    share_metadata,
     stored_chunk,
     term_counts,
     text_value,
@@ -262,10 +263,14 @@ _CHUNK_COLUMNS = (
 # What a search reads of its hits: the chunk columns, with the document's chunk gaps
 # (one entry per chunk, needed only to rebuild passages) left in the database instead
 # of being parsed for every hit. Metadata that is not valid JSON is passed through, so
-# the row check names the damaged row.
+# the row check names the damaged row. A document's metadata (a PDF's holds its
+# geometry, kilobytes a page) is read with the first of its hits only, NULL with the
+# others, and ``share_metadata`` hands it to them: a search whose ten hits come
+# from one long PDF reads and edits its metadata once, not ten times.
 _HIT_COLUMNS = _CHUNK_COLUMNS.replace(
     "COALESCE(v.metadata, d.metadata)",
-    "CASE WHEN json_valid(COALESCE(v.metadata, d.metadata))"
+    "CASE WHEN c.key != f.first THEN NULL"
+    " WHEN json_valid(COALESCE(v.metadata, d.metadata))"
     f" THEN json_remove(COALESCE(v.metadata, d.metadata), '$.{GAPS_KEY}')"
     " ELSE COALESCE(v.metadata, d.metadata) END",
 )
@@ -273,11 +278,21 @@ _CHUNKS_JOINED = (
     "chunks c JOIN documents d ON d.id = c.document_id"
     " LEFT JOIN document_versions v ON v.document_id = c.document_id AND v.version = c.version"
 )
+
+
 # The statement reading n rows by key, for each n a search's hits can number inline.
-_HITS_BY_KEY = [
-    f"SELECT {_HIT_COLUMNS} FROM {_CHUNKS_JOINED} WHERE c.key IN ({','.join('?' * n)})"
-    for n in range(_INLINE_KEYS + 1)
-]
+def _hits_sql(n: int) -> str:
+    """Rows of ``n`` keys (given twice) in ``_HIT_COLUMNS``; ``f.first`` is the first
+    key of each document version among them."""
+    marks = ",".join("?" * n)
+    return (
+        f"SELECT {_HIT_COLUMNS} FROM {_CHUNKS_JOINED} JOIN (SELECT document_id, version,"
+        f" MIN(key) AS first FROM chunks WHERE key IN ({marks}) GROUP BY document_id, version)"
+        f" f ON f.document_id = c.document_id AND f.version = c.version WHERE c.key IN ({marks})"
+    )
+
+
+_HITS_BY_KEY = [_hits_sql(n) for n in range(_INLINE_KEYS + 1)]
 _POSTING_COLUMNS = (
     "key, term_ids, tfs, content_hash, chunk_index, document_id, valid_from, valid_to"
 )
@@ -1440,11 +1455,16 @@ class SQLiteMetadataStore:
         wanted = [int(k) for k in keys]
         if 0 < len(wanted) <= _INLINE_KEYS:
             # A search's hits: one statement, read inline, its text made once.
-            rows = self._read_inline(_HITS_BY_KEY[len(wanted)], wanted)
+            rows = self._read_inline(_HITS_BY_KEY[len(wanted)], wanted * 2)
             if rows is not None:
-                found = map(stored_chunk, rows)
+                found = map(stored_chunk, share_metadata(rows))
                 return {row.key: row for row in found}
-        return {row.key: row for row in await self._chunks_where("c.key", wanted, _HIT_COLUMNS)}
+        out: dict[int, StoredChunk] = {}
+        for i in range(0, len(wanted), _IN_BATCH // 2):
+            part = wanted[i : i + _IN_BATCH // 2]
+            rows = list(await self._conn.execute_fetchall(_hits_sql(len(part)), part * 2))
+            out.update((row.key, row) for row in map(stored_chunk, share_metadata(rows)))
+        return out
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         async with self._conn.execute(

@@ -668,6 +668,27 @@ class MetadataStoreConformance:
             assert by_id[row.chunk_id].metadata == metadata
             assert by_key[row.key].chunk == row.chunk
 
+    async def test_rows_read_by_key_each_hold_their_documents_metadata(self, store: Store) -> None:
+        # A store may read a document's metadata once for all of its hits; every row
+        # must still come back with its own document's, in any order and any count.
+        sizes = {"a.txt": 3, "b.txt": 4, "c.txt": 700}
+        for name, size in sizes.items():
+            document, chunks, terms = make_document(name, [f"{name} {i}" for i in range(size)])
+            metadata = {"fields": {"title": name, "n": size}}
+            await put_document(
+                store, document.model_copy(update={"metadata": metadata}), chunks, terms
+            )
+        rows = [s async for batch in store.iter_chunks() for s in batch]
+        for keys in (
+            [r.key for r in rows if r.source != "c.txt"][::-1],
+            [r.key for r in rows][::3],
+            [r.key for r in rows],
+        ):
+            by_key = await store.get_chunks_by_keys(keys)
+            assert set(by_key) == set(keys)
+            for row in by_key.values():
+                assert row.metadata == {"fields": {"title": row.source, "n": sizes[row.source]}}
+
     async def test_iter_chunks_batches_in_source_order(self, store: Store) -> None:
         await put(store, "b.txt", ["b0", "b1", "b2"])
         await put(store, "a.txt", ["a0", "a1"])
