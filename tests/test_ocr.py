@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from evals.scanned import scanned_pdf
-from groundkit.errors import ConfigurationError
+from groundkit.config import IngestConfig
+from groundkit.errors import ConfigurationError, InvalidSettingError
 from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine, OcrWord, ocr_engine
 from groundkit.extraction.pdf_ocr import (
     DeviceToPage,
@@ -243,3 +244,12 @@ def test_a_recorded_identity_names_the_languages_to_check_with(fresh_engines: No
     with pytest.raises(OcrEngineChangedError) as caught:
         recorded_engine(recorded.replace("psm3", "psm6"))
     assert engine.identity in str(caught.value) and "psm6" in str(caught.value)
+
+
+@pytest.mark.parametrize("languages", ["", "eng;deu", "eng+", "../eng", "eng deu"])
+def test_ingest_config_refuses_what_is_not_a_language_list(languages: str) -> None:
+    with pytest.raises(InvalidSettingError):
+        IngestConfig(ocr_languages=languages)
+    assert IngestConfig(ocr_languages="eng+chi_sim").ocr_languages == "eng+chi_sim"
+    with pytest.raises(InvalidSettingError):
+        IngestConfig(ocr="sometimes")  # type: ignore[arg-type]

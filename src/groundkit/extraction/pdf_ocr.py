@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from groundkit.errors import ConfigurationError
 from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine, ocr_engine
+from groundkit.utils.geometry import Box
 
 __all__ = [
     "OCR_LAYOUT",
@@ -42,9 +43,6 @@ OcrMode = Literal["auto", "required", "off"]
 OCR_LAYOUT = "groundkit-ocr/1"
 # Between a PDF extractor's identity and the OCR engine's in a document's identity.
 OCR_MARK = "+ocr:"
-
-# x0, y0, x1, y1 in PDF points.
-Box = tuple[float, float, float, float]
 
 
 def ocr_identity(pdf_identity: str, engine: OcrEngine) -> str:
