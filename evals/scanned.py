@@ -13,12 +13,15 @@ from __future__ import annotations
 import io
 import random
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["A4_MM", "scanned_pdf", "text_pdf"]
 
 # Page size in millimetres (fpdf2's unit), portrait.
 A4_MM = (210.0, 297.0)
+# fpdf2 stamps the time of writing otherwise: the same arguments must give the same bytes.
+_FIXED_DATE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def text_pdf(pages: Sequence[str], *, font: str = "Helvetica", size: float = 12) -> bytes:
@@ -26,6 +29,7 @@ def text_pdf(pages: Sequence[str], *, font: str = "Helvetica", size: float = 12)
     from fpdf import FPDF
 
     pdf = FPDF(unit="mm", format="A4")
+    pdf.set_creation_date(_FIXED_DATE)
     pdf.set_auto_page_break(False)
     pdf.set_font(font, size=size)
     for text in pages:
@@ -75,6 +79,7 @@ def scanned_pdf(
     images = _render(text_pdf(pages, font=font, size=size), dpi)
     width, height = A4_MM if rotate in (0, 180) else A4_MM[::-1]
     out = FPDF(unit="mm", format=(width, height))
+    out.set_creation_date(_FIXED_DATE)
     out.set_auto_page_break(False)
     for index, image in enumerate(images):
         image = _degrade(image, skew, blur, speckle, seed=index)
