@@ -3,19 +3,32 @@ recognising again with the same engine, and refused (never silently re-read) by 
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from evals.scanned import scanned_pdf, text_pdf
 from groundkit import Collection, IngestConfig
-from groundkit.contracts import PageRect, RetrievalResult
+from groundkit.contracts import (
+    GEOMETRY_KEY,
+    PAGE_STARTS_KEY,
+    PageRect,
+    RetrievalResult,
+    page_frame_at,
+    rects_at,
+)
 from groundkit.extraction import pdf_extractor
+from groundkit.extraction.base import Extraction
 from groundkit.extraction.ocr import ocr_engine
 from groundkit.extraction.pdf_ocr import OCR_OFF, DeviceToPage, ocr_policy
 from groundkit.testing.conformance.helpers import document_by_source
+from groundkit.utils.geometry import decode_page
 from tests.ocr_support import real_engine
 from tests.support import write_tree
 
@@ -307,3 +320,42 @@ async def test_the_plain_extractor_never_recognises() -> None:
     extraction = await pdf_extractor().with_policy(OCR_OFF).extract_bytes(scanned_pdf(PAGES))
     assert extraction.text.strip() == ""
     assert extraction.unread is not None and "OCR is off" in extraction.unread
+
+
+@cache
+def _recognised(rotate: int) -> Extraction:
+    extractor = pdf_extractor().with_policy(ocr_policy("required"))
+    return asyncio.run(extractor.extract_bytes(scanned_pdf(PAGES, size=14, rotate=rotate)))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), rotate=st.sampled_from([0, 90, 180, 270]))
+def test_random_spans_of_a_scan_have_rectangles_in_the_page_holding_every_box(
+    data: st.DataObject, rotate: int
+) -> None:
+    real_engine()
+    extraction = _recognised(rotate)
+    assert extraction.geometry is not None
+    metadata = {PAGE_STARTS_KEY: list(extraction.page_starts), GEOMETRY_KEY: extraction.geometry}
+    start = data.draw(st.integers(0, len(extraction.text) - 1), label="start")
+    end = data.draw(st.integers(start, len(extraction.text)), label="end")
+    rects = rects_at(metadata, start, end)
+    assert [r.page for r in rects] == sorted(r.page for r in rects)
+    for rect in rects:
+        frame = page_frame_at(metadata, rect.page)
+        assert frame is not None and frame.rotation == rotate
+        assert frame.x0 <= rect.x0 < rect.x1 <= frame.x1
+        assert frame.y0 <= rect.y0 < rect.y1 <= frame.y1
+    # Every recognised character of the span lies inside one of its rectangles.
+    for page, page_start in enumerate(extraction.page_starts, start=1):
+        lines = decode_page(extraction.geometry["pages"][page - 1][5])
+        for offsets, boxes in zip(lines.offsets, lines.boxes, strict=True):
+            for offset, (x0, y0, x1, y1) in zip(offsets, boxes, strict=True):
+                if start <= offset < end:
+                    assert offset >= page_start
+                    assert any(
+                        r.page == page
+                        and r.x0 <= x0 / 100 <= x1 / 100 <= r.x1
+                        and r.y0 <= y0 / 100 <= y1 / 100 <= r.y1
+                        for r in rects
+                    ), (offset, extraction.text[start:end])
