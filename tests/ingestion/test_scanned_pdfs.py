@@ -359,3 +359,24 @@ def test_random_spans_of_a_scan_have_rectangles_in_the_page_holding_every_box(
                         and r.y0 <= y0 / 100 <= y1 / 100 <= r.y1
                         for r in rects
                     ), (offset, extraction.text[start:end])
+
+
+async def test_scans_read_at_once_in_threads_are_those_read_one_by_one(
+    engine_cache: None,
+) -> None:
+    real_engine()
+    datas = [
+        scanned_pdf([page], size=14, rotate=rotate)
+        for page, rotate in zip(PAGES, (0, 90), strict=True)
+    ]
+    datas.append(_mixed_pdf(PAGES[1], PAGES[0]))
+    extractor = pdf_extractor().with_policy(ocr_policy("required"))
+    # Each extraction renders under the pdfium lock and recognises outside it, so
+    # their steps interleave here.
+    together = await asyncio.gather(*(extractor.extract_bytes(d) for d in datas * 2))
+    ocr_engine.cache_clear()  # a new engine: each page recognised again
+    alone = [
+        await pdf_extractor().with_policy(ocr_policy("required")).extract_bytes(d) for d in datas
+    ]
+    for got, want in zip(together, alone * 2, strict=True):
+        assert (got.text, got.geometry, got.identity) == (want.text, want.geometry, want.identity)
