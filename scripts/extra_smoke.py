@@ -31,17 +31,9 @@ import groundkit.sync as gks
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data"
 
 
-def _pdf(text: str) -> bytes:
-    """A one-page PDF showing ``text`` in Helvetica, with a correct cross-reference table."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-    ]
+def _pdf_file(objects: list[bytes]) -> bytes:
+    """A PDF of numbered ``objects`` (the first the catalog), with a correct
+    cross-reference table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for number, body in enumerate(objects, 1):
@@ -55,6 +47,52 @@ def _pdf(text: str) -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def _pdf(text: str) -> bytes:
+    """A one-page PDF showing ``text`` in Helvetica, with a correct cross-reference table."""
+    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 4 0 R >> >> /Contents 5 0 R >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    return _pdf_file(objects)
+
+
+def _scanned_pdf(text: str) -> bytes:
+    """``_pdf(text)`` as a scan: pdfium renders it to gray pixels, and a one-page PDF holds
+    those pixels as its only content (no text layer). pdfium is what the extra installs."""
+    import zlib
+
+    import pypdfium2
+
+    document = pypdfium2.PdfDocument(_pdf(text))
+    try:
+        bitmap = document[0].render(scale=200 / 72, grayscale=True)
+        width, height, stride = bitmap.width, bitmap.height, bitmap.stride
+        buffer = bytes(bitmap.buffer)
+        pixels = b"".join(buffer[r * stride : r * stride + width] for r in range(height))
+    finally:
+        document.close()
+    image = zlib.compress(pixels)
+    content = b"q 612 0 0 792 0 0 cm /Im1 Do Q"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /XObject << /Im1 4 0 R >> >> /Contents 5 0 R >>",
+        b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
+        b"/BitsPerComponent 8 /Filter /FlateDecode /Length %d >>\nstream\n"
+        % (width, height, len(image))
+        + image
+        + b"\nendstream",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+    ]
+    return _pdf_file(objects)
 
 
 def _epub(path: Path, text: str) -> None:
@@ -132,6 +170,16 @@ def smoke_pdf_legacy() -> None:
     text = asyncio.run(extractor.extract_bytes(_pdf("The kettle boils water."))).text
     assert "kettle" in text, text
     print(f"{extractor.identity}: extracts, for verification only")
+
+
+def smoke_ocr() -> None:
+    # Needs the tesseract program too (Debian tesseract-ocr), which .ci/run installs.
+    file_format(
+        "scan.pdf",
+        lambda p: p.write_bytes(_scanned_pdf("The kettle boils water.")),
+        "kettle",
+        ingest=groundkit.IngestConfig(ocr="required"),
+    )
 
 
 def smoke_html() -> None:
@@ -431,6 +479,7 @@ def smoke_test() -> None:
 
 SMOKES: dict[str, Callable[[], None]] = {
     "pdf": smoke_pdf,
+    "ocr": smoke_ocr,
     "pdf-legacy": smoke_pdf_legacy,
     "html": smoke_html,
     "main-content": smoke_main_content,

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from evals.scanned import scanned_pdf
+from tests.ocr_support import real_engine
 from tests.sources import HTML_PAGE, Route, Site, make_pdf
 from tests.support import write_tree
 from tests.test_cli import common, run
@@ -79,3 +81,30 @@ def test_credential_url_is_a_usage_error(
     assert code == 2
     assert "credentials" in err
     assert "SECRETVALUE" not in err + out
+
+
+def test_ocr_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--ocr off refuses a scan saying so; the default reads it, the citation naming the engine."""
+    engine = real_engine()
+    write_tree(tmp_path / "docs", {"scan.pdf": scanned_pdf(["Tidal mills ground grain."], size=14)})
+    code, out, _ = run(
+        capsys, "ingest", str(tmp_path / "docs"), *common(tmp_path), "--ocr", "off", "--json"
+    )
+    (failed,) = json.loads(out)["failed"]
+    assert "OCR is off" in failed["reason"]
+    code, out, _ = run(
+        capsys,
+        "ingest",
+        str(tmp_path / "docs"),
+        *common(tmp_path),
+        "--ocr-languages",
+        "eng",
+        "--json",
+    )
+    assert code == 0 and json.loads(out)["added"] == ["docs/scan.pdf"]
+    code, out, _ = run(capsys, "search", "tidal mills", *common(tmp_path), "--json", "--full")
+    cited = json.loads(out)["results"][0]["citation"]
+    assert cited["extractor"].endswith(f"+ocr:groundkit-ocr/1+{engine.identity}")
+    assert cited["rects"]
+    code, out, _ = run(capsys, "verify", *common(tmp_path))
+    assert code == 0, out

@@ -275,6 +275,21 @@ def _parser() -> argparse.ArgumentParser:
         "only (main-content, trafilatura: pip install groundkit[main-content])",
     )
     ingest.add_argument(
+        "--ocr",
+        choices=("auto", "required", "off"),
+        default="auto",
+        help="PDF pages with no text layer (scans): recognise them when OCR is installed "
+        "(auto), fail such a PDF without it (required), or never (off); OCR needs "
+        "pip install groundkit[ocr] and apt-get install tesseract-ocr",
+    )
+    ingest.add_argument(
+        "--ocr-languages",
+        default="eng",
+        metavar="LANGS",
+        help="tesseract languages for OCR, joined by '+' (default eng); each needs its "
+        "data (apt-get install tesseract-ocr-deu for deu)",
+    )
+    ingest.add_argument(
         "--rebuild",
         action="store_true",
         help="if the collection's metadata file is damaged, move it aside and start the "
@@ -1118,6 +1133,8 @@ def _open(
             ingest=(
                 IngestConfig(
                     html_extractor=args.html,
+                    ocr=args.ocr,
+                    ocr_languages=args.ocr_languages,
                     keep_versions=args.keep_versions,
                     keep_sources=args.keep_sources,
                 )

@@ -476,8 +476,12 @@ class Collection:
         if self._given_url_loader is None:
             from groundkit.ingestion.url_loader import UrlLoader
 
-            html = self._ingest_config.html_extractor
-            self._given_url_loader = UrlLoader(html_extractor=html)
+            config = self._ingest_config
+            self._given_url_loader = UrlLoader(
+                html_extractor=config.html_extractor,
+                ocr=config.ocr,
+                ocr_languages=config.ocr_languages,
+            )
         return self._given_url_loader
 
     @property

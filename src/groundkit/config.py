@@ -246,6 +246,12 @@ class IngestConfig(_Settings):
     ``html_extractor`` picks how HTML files and pages become text: ``"full"``
     (every block, BeautifulSoup) or ``"main-content"`` (the article only,
     trafilatura; the ``main-content`` extra).
+    ``ocr`` decides what happens to PDF pages with no text layer (scans):
+    ``"auto"`` recognises them when OCR is installed (``groundkit[ocr]`` and the
+    tesseract program) and otherwise leaves them empty with a warning, failing a PDF
+    none of whose pages has text; ``"required"`` fails a PDF with such a page when
+    OCR is not installed; ``"off"`` never recognises. ``ocr_languages`` are tesseract's
+    language names joined by ``+`` (``"eng+deu"``); each needs its language data.
     ``max_file_bytes`` caps the files read, at ingest and, for a ``Collection``
     opened with this config, when its citations are checked.
     ``read_fields`` reads document fields from the files themselves (Markdown
@@ -268,6 +274,8 @@ class IngestConfig(_Settings):
     pptx_extensions: tuple[str, ...] = PPTX_EXTENSIONS
     epub_extensions: tuple[str, ...] = EPUB_EXTENSIONS
     html_extractor: Literal["full", "main-content"] = "full"
+    ocr: Literal["auto", "required", "off"] = "auto"
+    ocr_languages: str = Field(default="eng", pattern=r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
     max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
     read_fields: bool = True
     keep_versions: int | None = Field(default=None, ge=0)

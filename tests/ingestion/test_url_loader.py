@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from evals.scanned import scanned_pdf
 from groundkit import (
     Collection,
     IngestionError,
@@ -37,6 +38,7 @@ from groundkit.testing.conformance.helpers import (
     document_sources,
 )
 from groundkit.utils.url_safety import AddressPolicy
+from tests.ocr_support import real_engine
 from tests.sources import (
     HTML_PAGE,
     PAGES,
@@ -138,6 +140,16 @@ class TestLoader:
         assert document.metadata["pages"] == len(PAGES)
         assert document.metadata["extracted_with"] == pdf_extractor().identity
         assert "Photovoltaic" in document.content
+
+    async def test_scanned_pdf_read_by_ocr_as_configured(self, site: Site) -> None:
+        engine = real_engine()
+        scan = scanned_pdf(["Tidal lagoons hold the sea back at low water."], size=14)
+        site.routes["/scan.pdf"] = Route(body=scan, headers={"Content-Type": "application/pdf"})
+        document = await loader().load(site.url("/scan.pdf"))
+        assert document.content == "Tidal lagoons hold the sea back at low water."
+        assert document.metadata["extracted_with"].endswith(f"+{engine.identity}")
+        with pytest.raises(IngestionError, match=r"no text \(page 1 has no text layer.*OCR is off"):
+            await loader(ocr="off").load(site.url("/scan.pdf"))
 
     async def test_redirect_refused_not_followed(self, site: Site) -> None:
         with pytest.raises(IngestionError, match=r"redirect \(HTTP 302\)"):

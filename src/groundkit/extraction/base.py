@@ -65,6 +65,9 @@ class Extraction:
     # (a PDF whose pages needed OCR names the OCR engine too). The document records it,
     # and verification re-runs the extractor registered under it.
     identity: str | None = None
+    # Pages left without text and why (PDF pages with no text layer that OCR did
+    # not read); the loader fails an empty extraction with it and warns otherwise.
+    unread: str | None = None
 
 
 @runtime_checkable

@@ -16,11 +16,17 @@ Characters pdfium generates (spaces between words placed apart, line breaks)
 have no box; every other character keeps its loose box: the glyph's advance
 width by the font's ascent to descent, so boxes of one line share a height and
 abut, and a highlight reads as a line of text, not a row of glyph outlines.
+
+A page with no text layer (a scan) is read by OCR when the extractor's policy has
+an engine (``with_policy``; extraction/pdf_ocr.py, adr/0073-ocr.md): one page at a
+time, rendered under the lock and recognised after it is released, so one page
+image is held at once and other PDFs are read meanwhile.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -30,6 +36,15 @@ from groundkit.extraction.base import (
     BaseExtractor,
     Extraction,
     composite_identity,
+)
+from groundkit.extraction.ocr import OCR_DPI, OcrEngine, OcrLine
+from groundkit.extraction.pdf_ocr import (
+    OCR_OFF,
+    DeviceToPage,
+    OcrPolicy,
+    lay_out,
+    ocr_identity,
+    render_page,
 )
 from groundkit.utils.geometry import Box, PageFrame, encode_geometry
 
@@ -63,14 +78,48 @@ def _import_pdfium() -> Any:
     return pypdfium2
 
 
+PageText = tuple[str, list[Box | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Scanned:
+    """A page with no text layer: what its layer holds (whitespace at most)."""
+
+    layer: PageText
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What is read from the document under the pdfium lock."""
+
+    frames: list[PageFrame]
+    pages: list[PageText | _Scanned]
+    info: dict[str, str]
+    info_error: str | None
+
+
 class PdfExtractor(BaseExtractor):
-    """pdfium's text page per page, with each character's box. Get it from ``pdf_extractor()``."""
+    """pdfium's text page per page, with each character's box. Get it from ``pdf_extractor()``;
+    it reads no page by OCR unless given a policy that does (``with_policy``)."""
+
+    def __init__(self, identity: str, module: Any, policy: OcrPolicy = OCR_OFF) -> None:
+        super().__init__(identity, module)
+        self._policy = policy
+
+    def with_policy(self, policy: OcrPolicy) -> PdfExtractor:
+        """This extractor treating pages without a text layer as ``policy`` says."""
+        return PdfExtractor(self.identity, self._module, policy)
+
+    def with_ocr(self, engine: OcrEngine) -> PdfExtractor:
+        """This extractor recognising every page without a text layer with ``engine``."""
+        return self.with_policy(OcrPolicy(engine, required=True))
 
     def _run(self, data: bytes, charset: str | None) -> Extraction:
         with _PDFIUM_LOCK:
-            return self._extract(data)
+            read = self._extract(data)
+        return self._assemble(read, data)
 
-    def _extract(self, data: bytes) -> Extraction:
+    def _extract(self, data: bytes) -> _Read:
         pdfium = self._module
         try:
             document = pdfium.PdfDocument(data)
@@ -82,7 +131,7 @@ class PdfExtractor(BaseExtractor):
             raise IngestionError(f"not a readable PDF (damaged or truncated?): {exc}") from None
         try:
             frames: list[PageFrame] = []
-            pages: list[tuple[str, list[Box | None]]] = []
+            pages: list[PageText | _Scanned] = []
             for index in range(len(document)):
                 page = document[index]
                 try:
@@ -103,6 +152,11 @@ class PdfExtractor(BaseExtractor):
             document.close()
         if not pages:
             raise IngestionError("PDF has no pages")
+        return _Read(frames, pages, info, info_error)
+
+    def _assemble(self, read: _Read, data: bytes) -> Extraction:
+        pages, recognised, unread = self._recognise(read.pages, data)
+        frames, info, info_error = read.frames, read.info, read.info_error
         starts: list[int] = []
         offset = 0
         for text, _ in pages:
@@ -118,7 +172,58 @@ class PdfExtractor(BaseExtractor):
             info=info,
             info_error=info_error,
             geometry=geometry,
+            identity=(
+                ocr_identity(self.identity, self._policy.engine)
+                if recognised and self._policy.engine is not None
+                else None
+            ),
+            unread=self._policy.unread(unread) if unread else None,
         )
+
+    def _recognise(
+        self, read: list[PageText | _Scanned], data: bytes
+    ) -> tuple[list[PageText], bool, list[int]]:
+        """Each page's text and boxes, scanned pages recognised; whether OCR gave any
+        text, and the 1-based numbers of scanned pages left unread."""
+        pages: list[PageText] = []
+        recognised = False
+        unread: list[int] = []
+        engine = self._policy.engine
+        for number, page in enumerate(read, start=1):
+            if not isinstance(page, _Scanned):
+                pages.append(page)
+            elif engine is None:
+                unread.append(number)
+                pages.append(page.layer)
+            else:
+                # tesseract runs with the lock released: other PDFs are read meanwhile.
+                text, boxes = lay_out(*self._recognise_page(data, number - 1, engine))
+                # Nothing recognised: the page stays as its layer reads, so the text
+                # is the same as with OCR off and the identity need not name OCR.
+                recognised |= bool(text)
+                pages.append((text, boxes) if text else page.layer)
+        if unread and self._policy.required:
+            raise IngestionError(self._policy.unread(unread))
+        return pages, recognised, unread
+
+    def _recognise_page(
+        self, data: bytes, index: int, engine: OcrEngine
+    ) -> tuple[list[OcrLine], DeviceToPage]:
+        """Page ``index`` recognised: its lines and the map back to its points. The
+        document is opened again for the page (cheap next to recognition), so the lock
+        is held only while pdfium renders."""
+        pdfium = self._module
+        with _PDFIUM_LOCK:
+            document = pdfium.PdfDocument(data)
+            try:
+                page = document[index]
+                try:
+                    image, to_page = render_page(page, OCR_DPI)
+                finally:
+                    page.close()
+            finally:
+                document.close()
+        return engine.recognise(image), to_page
 
 
 def _frame(pdfium: Any, page: Any) -> PageFrame:
@@ -131,17 +236,21 @@ def _frame(pdfium: Any, page: Any) -> PageFrame:
     return PageFrame(round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2), page.get_rotation())
 
 
-def _page_text(pdfium: Any, page: Any) -> tuple[str, list[Box | None]]:
+def _page_text(pdfium: Any, page: Any) -> PageText | _Scanned:
     """The page's text and one box (or None) per character of it.
 
-    The one place a page becomes text: a page without a text layer would be
-    recognised here.
+    The one place a page becomes text. A page whose layer holds no text but that
+    draws something is a scan, left to OCR (``PdfExtractor._recognise``, outside
+    the lock). A page that draws nothing is blank, not scanned.
     """
     textpage = page.get_textpage()
     try:
-        return _text_layer(pdfium.raw, textpage)
+        layer = _text_layer(pdfium.raw, textpage)
     finally:
         textpage.close()
+    if layer[0].strip() or pdfium.raw.FPDFPage_CountObjects(page) <= 0:
+        return layer
+    return _Scanned(layer)
 
 
 def _text_layer(raw: Any, textpage: Any) -> tuple[str, list[Box | None]]:

@@ -13,8 +13,9 @@ from groundkit.extraction.main_content import main_content_extractor
 from groundkit.extraction.office import docx_extractor, pptx_extractor
 from groundkit.extraction.pdf import pdf_extractor
 from groundkit.extraction.pdf_legacy import pypdf_extractor
+from groundkit.extraction.pdf_ocr import recorded_engine, split_ocr_identity
 
-__all__ = ["active_extractors"]
+__all__ = ["active_extractors", "recorded_extractor"]
 
 _FACTORIES: tuple[Callable[[], ExtractorProtocol], ...] = (
     pdf_extractor,
@@ -42,3 +43,24 @@ def active_extractors() -> Mapping[str, ExtractorProtocol]:
             continue
         found[extractor.identity] = extractor
     return found
+
+
+def recorded_extractor(identity: str) -> ExtractorProtocol | None:
+    """The extractor that reproduces a text recorded under ``identity``, or None
+    when this process has none.
+
+    A PDF recognised by OCR (``<pdf identity>+ocr:<engine>``) is read by that PDF
+    extractor with this host's OCR engine, which must be the recorded one:
+    ``ConfigurationError`` when OCR is not installed here, ``OcrEngineChangedError``
+    (naming both) when the engine here is another.
+    """
+    active = active_extractors()
+    found = active.get(identity)
+    if found is not None:
+        return found
+    base, recorded = split_ocr_identity(identity)
+    pdf = active.get(base)
+    if recorded is None or pdf is None or not hasattr(pdf, "with_ocr"):
+        return None
+    made: ExtractorProtocol = pdf.with_ocr(recorded_engine(recorded))
+    return made

@@ -24,6 +24,7 @@ from groundkit.errors import IngestionError
 from groundkit.extraction import (
     Extraction,
     ExtractorProtocol,
+    PdfExtractor,
     docx_extractor,
     epub_extractor,
     html_extractor,
@@ -31,6 +32,7 @@ from groundkit.extraction import (
     pdf_extractor,
     pptx_extractor,
 )
+from groundkit.extraction.pdf_ocr import ocr_policy
 from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source
@@ -45,6 +47,7 @@ __all__ = [
     "PptxLoader",
     "extracted_metadata",
     "html_extractor_for",
+    "pdf_extractor_for",
 ]
 
 
@@ -110,7 +113,9 @@ class _ExtractedLoader:
         except IngestionError as exc:
             raise IngestionError(f"{source}: {exc}") from None
         if not extraction.text.strip():
-            raise IngestionError(f"{source}: {self._empty_reason}")
+            unread = extraction.unread
+            reason = f"no extractable text: {unread}" if unread else self._empty_reason
+            raise IngestionError(f"{source}: {reason}")
         try:
             metadata = extracted_metadata(extraction, read_fields=self.config.read_fields)
         except IngestionError as exc:
@@ -122,20 +127,36 @@ class _ExtractedLoader:
             source_class="extracted",
             extractor=extraction.identity or extractor.identity,
             metadata=metadata,
+            # Not silent: the text pages are kept, and the report says what was left out.
+            notes=(extraction.unread,) if extraction.unread else (),
         )
 
 
 class PdfLoader(_ExtractedLoader):
     """``.pdf`` through pdfium (the ``pdf`` extra); a citation names its 1-based page and
-    the rectangles its span covers there."""
+    the rectangles its span covers there. Pages with no text layer are read by OCR as
+    ``IngestConfig.ocr`` says."""
 
     def __init__(self, config: IngestConfig | None = None) -> None:
+        chosen = config or IngestConfig()
         super().__init__(
-            config,
-            pdf_extractor,
+            chosen,
+            pdf_extractor_for(chosen),
             lambda c: c.pdf_extensions,
-            "no extractable text (image-only or scanned PDF? run OCR on it first)",
+            "no extractable text: no page has a text layer or words OCR could read",
         )
+
+
+def pdf_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:
+    """The PDF extractor with the OCR policy ``config.ocr`` asks for (its factory)."""
+
+    def made() -> ExtractorProtocol:
+        pdf: ExtractorProtocol = pdf_extractor()
+        if not isinstance(pdf, PdfExtractor):  # another PDF extractor reads no scans
+            return pdf
+        return pdf.with_policy(ocr_policy(config.ocr, config.ocr_languages))
+
+    return made
 
 
 def html_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:

@@ -30,6 +30,7 @@ from groundkit.extraction import (
     main_content_extractor,
     pdf_extractor,
 )
+from groundkit.extraction.pdf_ocr import OcrMode, ocr_policy
 from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
 from groundkit.ingestion.extracted import extracted_metadata
 from groundkit.ingestion.outline import markdown_headings, rst_headings
@@ -94,7 +95,8 @@ class UrlLoader:
     read from the environment: no proxy, no certificate override.
     ``read_fields`` takes document fields from an HTML page's title and meta
     tags or a PDF's document info. ``html_extractor="main-content"`` reads only a
-    page's main content (trafilatura, the ``main-content`` extra).
+    page's main content (trafilatura, the ``main-content`` extra). ``ocr`` and
+    ``ocr_languages`` read a PDF's scanned pages as ``IngestConfig`` says.
     """
 
     def __init__(
@@ -107,11 +109,15 @@ class UrlLoader:
         verify: ssl.SSLContext | bool = True,
         read_fields: bool = True,
         html_extractor: Literal["full", "main-content"] = "full",
+        ocr: OcrMode = "auto",
+        ocr_languages: str = "eng",
     ) -> None:
         if max_bytes < 1 or not timeout > 0:
             raise ValueError("max_bytes and timeout must be positive")
         self.read_fields = read_fields
         self.html_extractor = html_extractor
+        self.ocr = ocr
+        self.ocr_languages = ocr_languages
         self.policy = policy
         self.max_bytes = max_bytes
         self.timeout = timeout
@@ -137,7 +143,8 @@ class UrlLoader:
             ) from None
         extraction, extractor = await self._extract(checked, body)
         if not extraction.text.strip():
-            raise IngestionError(f"{checked.source}: the response has no text")
+            unread = f" ({extraction.unread})" if extraction.unread else ""
+            raise IngestionError(f"{checked.source}: the response has no text{unread}")
         metadata: dict[str, Any] = {"content_type": body.media_type}
         try:
             metadata.update(extracted_metadata(extraction, read_fields=self.read_fields))
@@ -153,6 +160,7 @@ class UrlLoader:
             content=extraction.text,
             source_class="snapshot",
             metadata=metadata,
+            notes=(extraction.unread,) if extraction.unread else (),
         )
 
     async def _fetch(self, checked: CheckedURL) -> _Body:
@@ -247,7 +255,7 @@ class UrlLoader:
                 else html_extractor()
             )
         elif body.media_type in _PDF_TYPES:
-            extractor = pdf_extractor()
+            extractor = pdf_extractor().with_policy(ocr_policy(self.ocr, self.ocr_languages))
         if extractor is None:
             text = await asyncio.to_thread(decode_body, body.data, body.charset, markup=False)
             outline_of = _OUTLINED_TEXT.get(body.media_type)

@@ -29,8 +29,10 @@ from pathlib import Path
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import STORED_TEXT_CLASSES, Citation, ReadFrom
-from groundkit.errors import IngestionError, RetrievalError
+from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
 from groundkit.extraction import active_extractors
+from groundkit.extraction.pdf_ocr import OcrEngineChangedError
+from groundkit.extraction.registry import recorded_extractor
 from groundkit.storage.snapshots import (
     KeptCopyError,
     SnapshotLocation,
@@ -148,9 +150,22 @@ async def _re_extract(citation: Citation, path: Path, max_bytes: int | None) -> 
     # The bytes are read first, capped like the ingest read: a file not on this host
     # is read from its kept copy, whatever extractors are installed here.
     data = await _read_file(path, citation.source, "source", max_bytes)
-    active = active_extractors()
-    extractor = active.get(citation.extractor or "")
+    try:
+        extractor = recorded_extractor(citation.extractor or "")
+    except OcrEngineChangedError as exc:
+        raise RetrievalError(
+            f"cannot check {citation.source!r} against the same OCR: {exc}; the text it "
+            "would read now may differ, so re-ingest the file or install that engine",
+            verdict="drifted",
+        ) from None
+    except ConfigurationError as exc:
+        raise RetrievalError(
+            f"cannot check {citation.source!r}: its pages were recognised by OCR, and "
+            f"OCR cannot run here: {exc}",
+            verdict="unresolvable",
+        ) from None
     if extractor is None:
+        active = active_extractors()
         running = ", ".join(sorted(active)) or "none (install groundkit[pdf] or groundkit[html])"
         raise RetrievalError(
             f"cannot check {citation.source!r}: it was extracted with {citation.extractor!r}, "

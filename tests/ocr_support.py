@@ -1,0 +1,34 @@
+"""What the OCR tests share: the real engine, or a skip (a failure under CI)."""
+
+from __future__ import annotations
+
+import shutil
+
+from groundkit.errors import ConfigurationError
+from groundkit.extraction.ocr import OCR_DPI, GrayImage, OcrEngine, ocr_engine
+from groundkit.extraction.pdf_ocr import DeviceToPage, render_page
+from tests.services import unavailable
+
+__all__ = ["pdfium_page_image", "real_engine"]
+
+
+def real_engine() -> OcrEngine:
+    """The installed tesseract with English data; skipped where it is missing
+    (apt-get install tesseract-ocr), except under CI, where it must be there."""
+    if shutil.which("tesseract") is None:
+        unavailable("tesseract is not installed (apt-get install tesseract-ocr)")
+    try:
+        return ocr_engine("eng")
+    except ConfigurationError as exc:
+        unavailable(str(exc))
+
+
+def pdfium_page_image(data: bytes, index: int = 0) -> tuple[GrayImage, DeviceToPage]:
+    """Page ``index`` of a PDF as it is rendered for OCR, and the map back to its points."""
+    import pypdfium2
+
+    document = pypdfium2.PdfDocument(data)
+    try:
+        return render_page(document[index], OCR_DPI)
+    finally:
+        document.close()
