@@ -48,14 +48,14 @@ from groundkit.extraction.pdf_ocr import (
 )
 from groundkit.utils.geometry import Box, PageFrame, encode_geometry
 
-__all__ = ["PDF_LAYOUT", "PdfExtractor", "pdf_extractor"]
+__all__ = ["PDFIUM_LOCK", "PDF_LAYOUT", "PdfExtractor", "pdf_extractor"]
 
 # groundkit's rules on top of pdfium's output (the normalisation above, the page
 # separator): a change to them is a new identity.
 PDF_LAYOUT = "groundkit-pdf/1"
 
 # pdfium keeps global state and is not safe to call from two threads at once.
-_PDFIUM_LOCK = threading.Lock()
+PDFIUM_LOCK = threading.Lock()
 
 _ENCRYPTED = "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
 _HYPHEN_CODES = frozenset({0x02, 0xFFFE, 0x2D})
@@ -115,7 +115,7 @@ class PdfExtractor(BaseExtractor):
         return self.with_policy(OcrPolicy(engine, required=True))
 
     def _run(self, data: bytes, charset: str | None) -> Extraction:
-        with _PDFIUM_LOCK:
+        with PDFIUM_LOCK:
             read = self._extract(data)
         return self._assemble(read, data)
 
@@ -213,7 +213,7 @@ class PdfExtractor(BaseExtractor):
         document is opened again for the page (cheap next to recognition), so the lock
         is held only while pdfium renders."""
         pdfium = self._module
-        with _PDFIUM_LOCK:
+        with PDFIUM_LOCK:
             document = pdfium.PdfDocument(data)
             try:
                 page = document[index]
