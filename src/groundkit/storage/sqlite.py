@@ -1412,15 +1412,13 @@ class SQLiteMetadataStore:
         rows = await self._chunks_where("c.valid_to IS NULL AND c.id", list(chunk_ids))
         return {row.chunk_id: row for row in rows}
 
-    async def _chunks_where(
-        self, column: str, values: list[Any], columns: str = _CHUNK_COLUMNS
-    ) -> list[StoredChunk]:
+    async def _chunks_where(self, column: str, values: list[Any]) -> list[StoredChunk]:
         """Chunks whose ``column`` is one of ``values``; small lookups run inline."""
         out: list[StoredChunk] = []
         for i in range(0, len(values), _IN_BATCH):
             part = values[i : i + _IN_BATCH]
             marks = ",".join("?" * len(part))
-            sql = f"SELECT {columns} FROM {_CHUNKS_JOINED} WHERE {column} IN ({marks})"
+            sql = f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE {column} IN ({marks})"
             rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
             if rows is None:
                 rows = list(await self._conn.execute_fetchall(sql, part))
@@ -1453,16 +1451,15 @@ class SQLiteMetadataStore:
 
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         wanted = [int(k) for k in keys]
-        if 0 < len(wanted) <= _INLINE_KEYS:
-            # A search's hits: one statement, read inline, its text made once.
-            rows = self._read_inline(_HITS_BY_KEY[len(wanted)], wanted * 2)
-            if rows is not None:
-                found = map(stored_chunk, share_metadata(rows))
-                return {row.key: row for row in found}
         out: dict[int, StoredChunk] = {}
-        for i in range(0, len(wanted), _IN_BATCH // 2):
+        for i in range(0, len(wanted), _IN_BATCH // 2):  # each key is bound twice
             part = wanted[i : i + _IN_BATCH // 2]
-            rows = list(await self._conn.execute_fetchall(_hits_sql(len(part)), part * 2))
+            small = len(part) <= _INLINE_KEYS
+            sql = _HITS_BY_KEY[len(part)] if small else _hits_sql(len(part))
+            # A search's hits: one statement, read inline, its text made once.
+            rows = self._read_inline(sql, part * 2) if small else None
+            if rows is None:
+                rows = list(await self._conn.execute_fetchall(sql, part * 2))
             out.update((row.key, row) for row in map(stored_chunk, share_metadata(rows)))
         return out
 
