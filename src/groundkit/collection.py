@@ -106,6 +106,7 @@ COLLECTION_ATTRIBUTES = frozenset(
         "embedder",
         "location",
         "loop",
+        "max_file_bytes",
         "name",
         "opened_generation",
         "reranker",
@@ -251,8 +252,9 @@ class Collection:
         self.opened_generation = opened_generation
         self._retrieval = retrieval
         self._analyzer = analyzer
-        # Verification reads a source under the same cap its ingest read it with.
-        self._max_file_bytes = ingest.max_file_bytes
+        # Verification (and anything showing a source) reads it under the same cap its
+        # ingest read it with.
+        self.max_file_bytes = ingest.max_file_bytes
         self._chunking = chunking
         self._ingest_config = ingest
         self._made_indexer: Indexer | None = None
@@ -1149,7 +1151,7 @@ class Collection:
             store=self.store,
             base_dir=self.base_dir,
             snapshots=self.snapshots,
-            max_bytes=self._max_file_bytes,
+            max_bytes=self.max_file_bytes,
             visible=self._visible,
             embedder=self.embedder,
             analyzer=self._analyzer,

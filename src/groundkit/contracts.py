@@ -59,6 +59,7 @@ __all__ = [
     "GEOMETRY_KEY",
     "HEADINGS_KEY",
     "PAGE_STARTS_KEY",
+    "PDF_EXTRACTOR_PREFIXES",
     "RECORD_SOURCE_PREFIX",
     "SENSITIVITY_FIELD",
     "SENSITIVITY_LEVELS",
@@ -230,7 +231,7 @@ def rects_at(metadata: Mapping[str, Any], start: int, end: int) -> tuple[PageRec
     (``()`` when the document records no geometry). ``StorageError`` when the stored
     geometry is damaged."""
     geometry = metadata.get(GEOMETRY_KEY)
-    if geometry is None or start >= end:
+    if geometry is None:
         return ()
     return _rects(geometry, page_at(metadata, start), end_page_at(metadata, start, end), start, end)
 
@@ -666,8 +667,9 @@ class PageRect(_Frozen):
         return self
 
 
-# Extractor identities of PDF text: the current extractor's, and the one before it.
-_PDF_IDENTITIES = ("groundkit-pdf/", "pypdf/")
+# How the extractor identities of PDF text begin: the current extractor's, and the one
+# before it (a document whose extractor begins so has pages to link and render).
+PDF_EXTRACTOR_PREFIXES = ("groundkit-pdf/", "pypdf/")
 
 
 class Citation(_Frozen):
@@ -743,7 +745,8 @@ class Citation(_Frozen):
         URL alone without it). Local text files and records have no link.
         """
         is_url = self.source_class == "snapshot"
-        if self.page is not None and (is_url or (self.extractor or "").startswith(_PDF_IDENTITIES)):
+        is_pdf = (self.extractor or "").startswith(PDF_EXTRACTOR_PREFIXES)
+        if self.page is not None and (is_url or is_pdf):
             return page_link(self.source, self.page, is_url=is_url)
         if not is_url:
             return None

@@ -435,6 +435,7 @@ class SyncCollection(_Twin[AsyncCollection]):
     rewriter: _Read[QueryRewriterProtocol | None] = _Read()
     clearance: _Read[str | None] = _Read()
     opened_generation: _Read[int] = _Read()
+    max_file_bytes: _Read[int] = _Read()
 
     @property
     def closed(self) -> bool:

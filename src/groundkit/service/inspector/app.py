@@ -22,8 +22,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from groundkit.collection import Collection
-from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import Citation, FetchResult, RetrievalResult, SearchMode, fields_of
+from groundkit.contracts import (
+    PDF_EXTRACTOR_PREFIXES,
+    Citation,
+    FetchResult,
+    RetrievalResult,
+    SearchMode,
+    fields_of,
+)
 from groundkit.errors import (
     ChunkNotFoundError,
     CollectionNotFoundError,
@@ -142,7 +148,7 @@ class Inspector:
             record = next((r for r in found if r.document_id == document_id), None)
             if record is None or not visible(fields_of(record.metadata), col.clearance):
                 raise _NotFound(f"no document {document_id!r}")
-            if not _is_pdf(record.source_class, record.source):
+            if not _is_pdf(record.extractor):
                 raise _NotFound("not a PDF document")
             try:
                 image = await self._render(col, name, document_id, record.source, number)
@@ -187,7 +193,7 @@ class Inspector:
         """The cited pages rendered, with boxes where the span is (only while the
         source still reads as indexed: boxes over a changed page would mislead)."""
         citation = fetched.citation
-        if not _is_pdf(citation.source_class, citation.source) or citation.page is None:
+        if not _is_pdf(citation.extractor) or citation.page is None:
             return [], None
         last = citation.end_page or citation.page
         numbers = list(range(citation.page, min(last, citation.page + MAX_SHEETS - 1) + 1))
@@ -221,7 +227,7 @@ class Inspector:
         cached = self.cache.get(key)
         if cached is not None:
             return cached
-        data = await asyncio.to_thread(_read_pdf, path, source)
+        data = await asyncio.to_thread(_read_pdf, path, source, col.max_file_bytes)
         image = await asyncio.to_thread(render_pdf_page, data, number, self.scale)
         self.cache.put(key, image)
         return image
@@ -237,8 +243,9 @@ def _boxes(citation: Citation, number: int, image: PageImage) -> tuple[pages.Box
     return tuple(out)
 
 
-def _is_pdf(source_class: str, source: str) -> bool:
-    return source_class == "extracted" and source.lower().endswith(".pdf")
+def _is_pdf(extractor: str | None) -> bool:
+    """Whether a document was read as a PDF (whatever its file name ends with)."""
+    return (extractor or "").startswith(PDF_EXTRACTOR_PREFIXES)
 
 
 def _source_path(col: Collection, source: str) -> Path:
@@ -248,9 +255,10 @@ def _source_path(col: Collection, source: str) -> Path:
         raise StorageError(f"refused: {exc}") from None
 
 
-def _read_pdf(path: Path, source: str) -> bytes:
+def _read_pdf(path: Path, source: str, max_bytes: int | None) -> bytes:
+    """The PDF's bytes, read as verification reads them (regular file, the collection's cap)."""
     try:
-        return read_regular_file(path, DEFAULT_MAX_FILE_BYTES, follow_symlinks=False)
+        return read_regular_file(path, max_bytes, follow_symlinks=False)
     except OSError as exc:
         raise StorageError(f"cannot read {source!r}: {exc.strerror or exc}") from None
 
