@@ -6,6 +6,7 @@ import shutil
 
 from groundkit.errors import ConfigurationError
 from groundkit.extraction.ocr import OCR_DPI, GrayImage, OcrEngine, ocr_engine
+from groundkit.extraction.pdf import MAX_EDGE_PX
 from groundkit.extraction.pdf_ocr import DeviceToPage, render_page
 from tests.services import unavailable
 
@@ -29,6 +30,6 @@ def pdfium_page_image(data: bytes, index: int = 0) -> tuple[GrayImage, DeviceToP
 
     document = pypdfium2.PdfDocument(data)
     try:
-        return render_page(document[index], OCR_DPI)
+        return render_page(document[index], OCR_DPI, MAX_EDGE_PX)
     finally:
         document.close()

@@ -23,6 +23,7 @@ from groundkit.contracts import (
     page_frame_at,
     rects_at,
 )
+from groundkit.errors import IngestionError
 from groundkit.extraction import pdf_extractor
 from groundkit.extraction.base import Extraction
 from groundkit.extraction.ocr import ocr_engine
@@ -285,6 +286,18 @@ async def test_a_mixed_pdf_with_tesseract_recognises_only_the_scanned_page() -> 
     assert extraction.identity is not None and "+ocr:" in extraction.identity
     first, second = extraction.text.split("\n\f\n")
     assert "Fresnel" in first and "Foghorns" in second
+
+
+async def test_a_page_too_large_to_render_for_ocr_is_refused_not_rendered() -> None:
+    real_engine()
+    from fpdf import FPDF
+
+    pdf = FPDF(unit="pt", format=(2000, 2000))  # 8,333 pixels across at the OCR resolution
+    pdf.add_page()
+    pdf.rect(100, 100, 500, 300, style="F")  # drawn, no text: a scanned page
+    extractor = pdf_extractor().with_policy(ocr_policy("auto"))
+    with pytest.raises(IngestionError, match="pixels a side are recognised"):
+        await extractor.extract_bytes(bytes(pdf.output()))
 
 
 async def test_text_and_blank_pages_keep_the_plain_identity() -> None:

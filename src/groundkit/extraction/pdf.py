@@ -32,10 +32,10 @@ from typing import Any
 
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.base import (
-    PAGE_SEPARATOR,
     BaseExtractor,
     Extraction,
     composite_identity,
+    join_pages,
 )
 from groundkit.extraction.ocr import OCR_DPI, OcrEngine, OcrLine
 from groundkit.extraction.pdf_ocr import (
@@ -48,7 +48,7 @@ from groundkit.extraction.pdf_ocr import (
 )
 from groundkit.utils.geometry import Box, PageFrame, encode_geometry
 
-__all__ = ["PDFIUM_LOCK", "PDF_LAYOUT", "PdfExtractor", "pdf_extractor"]
+__all__ = ["MAX_EDGE_PX", "PDFIUM_LOCK", "PDF_LAYOUT", "PdfExtractor", "pdf_extractor"]
 
 # groundkit's rules on top of pdfium's output (the normalisation above, the page
 # separator): a change to them is a new identity.
@@ -56,6 +56,9 @@ PDF_LAYOUT = "groundkit-pdf/1"
 
 # pdfium keeps global state and is not safe to call from two threads at once.
 PDFIUM_LOCK = threading.Lock()
+# The largest image edge pdfium is asked to render, in pixels (page images and pages
+# rendered for OCR): a huge page is not a way to exhaust memory.
+MAX_EDGE_PX = 6000
 
 _ENCRYPTED = "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
 _HYPHEN_CODES = frozenset({0x02, 0xFFFE, 0x2D})
@@ -157,18 +160,14 @@ class PdfExtractor(BaseExtractor):
     def _assemble(self, read: _Read, data: bytes) -> Extraction:
         pages, recognised, unread = self._recognise(read.pages, data)
         frames, info, info_error = read.frames, read.info, read.info_error
-        starts: list[int] = []
-        offset = 0
-        for text, _ in pages:
-            starts.append(offset)
-            offset += len(text) + len(PAGE_SEPARATOR)
+        joined, starts = join_pages([text for text, _ in pages])
         geometry = encode_geometry(
             frames,
             [(start, text, boxes) for start, (text, boxes) in zip(starts, pages, strict=True)],
         )
         return Extraction(
-            text=PAGE_SEPARATOR.join(text for text, _ in pages),
-            page_starts=tuple(starts),
+            text=joined,
+            page_starts=starts,
             info=info,
             info_error=info_error,
             geometry=geometry,
@@ -214,11 +213,18 @@ class PdfExtractor(BaseExtractor):
         is held only while pdfium renders."""
         pdfium = self._module
         with PDFIUM_LOCK:
-            document = pdfium.PdfDocument(data)
+            try:
+                document = pdfium.PdfDocument(data)
+            except pdfium.PdfiumError as exc:
+                raise IngestionError(
+                    f"cannot open the PDF to read page {index + 1}: {exc}"
+                ) from None
             try:
                 page = document[index]
                 try:
-                    image, to_page = render_page(page, OCR_DPI)
+                    image, to_page = render_page(page, OCR_DPI, MAX_EDGE_PX)
+                except pdfium.PdfiumError as exc:
+                    raise IngestionError(f"cannot render page {index + 1} for OCR: {exc}") from None
                 finally:
                     page.close()
             finally:

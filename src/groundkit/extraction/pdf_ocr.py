@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine, ocr_engine
 from groundkit.utils.geometry import Box
 
@@ -153,10 +153,18 @@ class DeviceToPage:
         )
 
 
-def render_page(page: Any, dpi: int) -> tuple[GrayImage, DeviceToPage]:
+def render_page(page: Any, dpi: int, max_edge: int) -> tuple[GrayImage, DeviceToPage]:
     """``page`` (a pypdfium2 ``PdfPage``) rendered in gray at ``dpi`` as shown
     (annotations and form fields left out: the page's own content), and the map
-    back to its user space. Call it under the pdfium lock."""
+    back to its user space. ``IngestionError`` when an edge would pass ``max_edge``
+    pixels. Call it under the pdfium lock."""
+    width_pt, height_pt = page.get_size()
+    edge = round(max(width_pt, height_pt) * dpi / 72)
+    if edge > max_edge:
+        raise IngestionError(
+            f"a page of {width_pt:.0f}x{height_pt:.0f} pt is {edge} pixels across at {dpi} dpi; "
+            f"pages up to {max_edge} pixels a side are recognised"
+        )
     bitmap = page.render(scale=dpi / 72, grayscale=True, draw_annots=False, may_draw_forms=False)
     try:
         width, height, stride = bitmap.width, bitmap.height, bitmap.stride

@@ -17,15 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from groundkit.errors import ConfigurationError, IngestionError
-from groundkit.extraction.pdf import PDFIUM_LOCK
+from groundkit.extraction.pdf import MAX_EDGE_PX, PDFIUM_LOCK
 
 __all__ = ["PageImage", "PixelFrame", "encode_png", "pdf_page_count", "render_pdf_page"]
 
 # The extractor's lock: every pdfium call in the process is serialised by one lock
 # (pypdfium2 is not thread-safe), rendering and extraction alike.
 _PDFIUM = PDFIUM_LOCK
-# The largest image edge rendered, in pixels: a huge page is not a way to exhaust memory.
-MAX_EDGE_PX = 6000
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from groundkit.extraction.epub import epub_extractor
 from groundkit.extraction.html import html_extractor
 from groundkit.extraction.main_content import main_content_extractor
 from groundkit.extraction.office import docx_extractor, pptx_extractor
-from groundkit.extraction.pdf import pdf_extractor
+from groundkit.extraction.pdf import PdfExtractor, pdf_extractor
 from groundkit.extraction.pdf_legacy import pypdf_extractor
 from groundkit.extraction.pdf_ocr import recorded_engine, split_ocr_identity
 
@@ -60,7 +60,6 @@ def recorded_extractor(identity: str) -> ExtractorProtocol | None:
         return found
     base, recorded = split_ocr_identity(identity)
     pdf = active.get(base)
-    if recorded is None or pdf is None or not hasattr(pdf, "with_ocr"):
+    if recorded is None or not isinstance(pdf, PdfExtractor):
         return None
-    made: ExtractorProtocol = pdf.with_ocr(recorded_engine(recorded))
-    return made
+    return pdf.with_ocr(recorded_engine(recorded))

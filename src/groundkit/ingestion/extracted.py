@@ -32,7 +32,7 @@ from groundkit.extraction import (
     pdf_extractor,
     pptx_extractor,
 )
-from groundkit.extraction.pdf_ocr import ocr_policy
+from groundkit.extraction.pdf_ocr import OcrMode, ocr_policy
 from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source
@@ -48,6 +48,7 @@ __all__ = [
     "extracted_metadata",
     "html_extractor_for",
     "pdf_extractor_for",
+    "pdf_extractor_with_ocr",
 ]
 
 
@@ -149,14 +150,16 @@ class PdfLoader(_ExtractedLoader):
 
 def pdf_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:
     """The PDF extractor with the OCR policy ``config.ocr`` asks for (its factory)."""
+    return lambda: pdf_extractor_with_ocr(config.ocr, config.ocr_languages)
 
-    def made() -> ExtractorProtocol:
-        pdf: ExtractorProtocol = pdf_extractor()
-        if not isinstance(pdf, PdfExtractor):  # another PDF extractor reads no scans
-            return pdf
-        return pdf.with_policy(ocr_policy(config.ocr, config.ocr_languages))
 
-    return made
+def pdf_extractor_with_ocr(mode: OcrMode, languages: str) -> ExtractorProtocol:
+    """The PDF extractor reading pages without a text layer as ``mode`` says (files
+    and fetched PDFs alike)."""
+    pdf: ExtractorProtocol = pdf_extractor()
+    if not isinstance(pdf, PdfExtractor):  # another PDF extractor reads no scans
+        return pdf
+    return pdf.with_policy(ocr_policy(mode, languages))
 
 
 def html_extractor_for(config: IngestConfig) -> Callable[[], ExtractorProtocol]:

@@ -28,11 +28,10 @@ from groundkit.extraction import (
     decode_body,
     html_extractor,
     main_content_extractor,
-    pdf_extractor,
 )
-from groundkit.extraction.pdf_ocr import OcrMode, ocr_policy
+from groundkit.extraction.pdf_ocr import OcrMode
 from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
-from groundkit.ingestion.extracted import extracted_metadata
+from groundkit.ingestion.extracted import extracted_metadata, pdf_extractor_with_ocr
 from groundkit.ingestion.outline import markdown_headings, rst_headings
 from groundkit.storage.names import document_id_for
 from groundkit.utils.url_safety import (
@@ -255,7 +254,7 @@ class UrlLoader:
                 else html_extractor()
             )
         elif body.media_type in _PDF_TYPES:
-            extractor = pdf_extractor().with_policy(ocr_policy(self.ocr, self.ocr_languages))
+            extractor = pdf_extractor_with_ocr(self.ocr, self.ocr_languages)
         if extractor is None:
             text = await asyncio.to_thread(decode_body, body.data, body.charset, markup=False)
             outline_of = _OUTLINED_TEXT.get(body.media_type)

@@ -49,6 +49,7 @@ from groundkit.contracts import (
     EvidenceMethod,
     FetchResult,
     MultiSearchResponse,
+    PageRect,
     ReadFrom,
     RetrievalResult,
     SearchMode,
@@ -237,9 +238,8 @@ class ResultCitation(_Shaped):
     # The pages the span starts and ends on, for sources with pages.
     page: int | None = None
     end_page: int | None = None
-    # Where the span stands on its PDF pages: [page, x0, y0, x1, y1] per line fragment,
-    # PDF points in the page's user space (origin bottom-left, /Rotate not applied).
-    rects: list[tuple[int, float, float, float, float]] | None = None
+    # Where the span stands on its PDF pages, as ``Citation.rects`` (one schema for both).
+    rects: list[PageRect] | None = None
     source_class: SourceClass | None = None
     extractor: str | None = None
 
