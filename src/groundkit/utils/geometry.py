@@ -95,6 +95,9 @@ class PageLines:
     y0: tuple[tuple[int, ...], ...]
     x1: tuple[tuple[int, ...], ...]
     y1: tuple[tuple[int, ...], ...]
+    # Per line, the union of its boxes: a span covering a whole line (most lines of
+    # most spans) takes it as it is, so only its first and last lines are scanned.
+    bounds: tuple[tuple[int, int, int, int], ...]
 
     @property
     def boxes(self) -> tuple[tuple[tuple[int, int, int, int], ...], ...]:
@@ -279,7 +282,10 @@ def decode_page(blob: str) -> PageLines:
     if at != len(values):
         raise DamagedGeometryError("page geometry has values after its last line")
     x0s, y0s, x1s, y1s = (tuple(column) for column in columns)
-    return PageLines(tuple(starts), tuple(offsets), x0s, y0s, x1s, y1s)
+    bounds = tuple(
+        (min(a), min(b), max(c), max(d)) for a, b, c, d in zip(x0s, y0s, x1s, y1s, strict=True)
+    )
+    return PageLines(tuple(starts), tuple(offsets), x0s, y0s, x1s, y1s, bounds)
 
 
 def span_rects(
@@ -309,8 +315,11 @@ def span_rects(
             hi = bisect_left(offsets, end)
             if lo >= hi:
                 continue
-            x0, y0 = min(lines.x0[index][lo:hi]), min(lines.y0[index][lo:hi])
-            x1, y1 = max(lines.x1[index][lo:hi]), max(lines.y1[index][lo:hi])
+            if lo == 0 and hi == len(offsets):
+                x0, y0, x1, y1 = lines.bounds[index]
+            else:
+                x0, y0 = min(lines.x0[index][lo:hi]), min(lines.y0[index][lo:hi])
+                x1, y1 = max(lines.x1[index][lo:hi]), max(lines.y1[index][lo:hi])
             if x0 < x1 and y0 < y1:  # a lone blank's box may have no extent
                 rects.append((page, x0 / _SCALE, y0 / _SCALE, x1 / _SCALE, y1 / _SCALE))
     return rects
