@@ -19,7 +19,7 @@ from typing import Any
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.pdf import MAX_EDGE_PX, PDFIUM_LOCK
 
-__all__ = ["PageImage", "PixelFrame", "encode_png", "pdf_page_count", "render_pdf_page"]
+__all__ = ["PageImage", "PixelFrame", "encode_png", "render_pdf_page"]
 
 # The extractor's lock: every pdfium call in the process is serialised by one lock
 # (pypdfium2 is not thread-safe), rendering and extraction alike.
@@ -94,17 +94,6 @@ def _open(pdfium: Any, data: bytes) -> Any:
         return pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
         raise IngestionError(f"not a readable PDF: {exc}") from None
-
-
-def pdf_page_count(data: bytes) -> int:
-    """How many pages the PDF in ``data`` has."""
-    pdfium = _pdfium()
-    with _PDFIUM:
-        document = _open(pdfium, data)
-        try:
-            return len(document)
-        finally:
-            document.close()
 
 
 def render_pdf_page(data: bytes, page_number: int, scale: float) -> PageImage:

@@ -38,7 +38,6 @@ SECURITY_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-resource-policy", b"same-origin"),
 )
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
 
 def session_value(token: str) -> str:
@@ -112,7 +111,7 @@ def _names_loopback(scope: Scope) -> bool:
                 name = host[: host.find("]") + 1] if "]" in host else host
             else:
                 name = host.split(":", 1)[0]
-            return name in _LOOPBACK_NAMES or is_loopback(name)
+            return is_loopback(name)
     return True
 
 
@@ -122,7 +121,7 @@ def _origin_is_loopback(scope: Scope) -> bool:
     for key, value in scope.get("headers", ()):
         if key.lower() == b"origin":
             host = urlsplit(bytes(value).decode("latin-1").strip()).hostname
-            return host is not None and (host in _LOOPBACK_NAMES or is_loopback(host))
+            return host is not None and is_loopback(host)
     return True
 
 
