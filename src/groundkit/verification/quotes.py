@@ -18,7 +18,6 @@ from typing import TypedDict, Unpack
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import (
-    STORED_TEXT_CLASSES,
     Citation,
     FetchResult,
     QuoteCheck,
@@ -28,7 +27,7 @@ from groundkit.contracts import (
 from groundkit.errors import RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.anchoring import Anchor
-from groundkit.verification.sources import read_source, slice_span
+from groundkit.verification.sources import read_source, slice_span, source_key
 from groundkit.verification.verdict import KEPT_COPY_NOTE, deprecated_alias, judge, locate
 
 __all__ = [
@@ -126,11 +125,6 @@ def _cited(cited: Cited, content: str | None) -> tuple[Citation, str]:
     return cited.citation, cited.content
 
 
-def _source_key(citation: Citation) -> tuple[str, str, str | None, str]:
-    snapshot = citation.document_id if citation.source_class in STORED_TEXT_CLASSES else ""
-    return (citation.source_class, citation.source, citation.extractor, snapshot)
-
-
 def _shown(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[: limit - 1] + "…")
 
@@ -171,7 +165,7 @@ class QuoteChecker:
         self._normal: dict[str, tuple[str, list[tuple[int, int]]]] = {}
 
     async def _source(self, citation: Citation) -> str:
-        key = _source_key(citation)
+        key = source_key(citation)
         if key not in self._sources:
             try:
                 self._sources[key] = await read_source(

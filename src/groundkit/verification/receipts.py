@@ -31,7 +31,7 @@ from groundkit.errors import ConfigurationError, ReceiptError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
 from groundkit.verification.anchoring import Anchor
-from groundkit.verification.sources import read_source
+from groundkit.verification.sources import read_source, source_key
 from groundkit.verification.verdict import find_again, judge
 
 __all__ = [
@@ -298,11 +298,6 @@ async def _anchor(receipt: Receipt, text: str) -> Anchor | None:
     return await find_again(receipt.exact, receipt.citation, text, around)
 
 
-def _source_key(citation: Citation) -> tuple[str, str, str | None, str]:
-    stored = citation.document_id if citation.source_class in STORED_TEXT_CLASSES else ""
-    return (citation.source_class, citation.source, citation.extractor, stored)
-
-
 async def check_receipts(
     receipts: Sequence[Receipt | Mapping[str, Any]],
     allowed_base_dir: Path | str,
@@ -325,7 +320,7 @@ async def check_receipts(
     out: list[FetchResult] = []
     for receipt in parsed:
         citation = receipt.citation
-        key = _source_key(citation)
+        key = source_key(citation)
         if key not in texts:
             try:
                 texts[key] = await read_source(

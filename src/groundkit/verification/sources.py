@@ -42,7 +42,7 @@ from groundkit.storage.snapshots import (
 from groundkit.utils.file_reads import FileTooLargeError, NotRegularFileError, read_regular_file
 from groundkit.utils.path_safety import PathEscapeError, ensure_within
 
-__all__ = ["SourceText", "read_source", "resolve_citation", "slice_span"]
+__all__ = ["SourceText", "read_source", "resolve_citation", "slice_span", "source_key"]
 
 
 class SourceText(str):
@@ -242,6 +242,14 @@ async def _read_kept(
         return await asyncio.to_thread(unpack_kept, data, name), ""
     except KeptCopyError as exc:
         return None, f"; its kept copy is not used: {exc}"
+
+
+def source_key(citation: Citation) -> tuple[str, str, str | None, str]:
+    """What reading ``citation``'s source depends on (class, source, extractor, and the
+    document for a stored text): citations with the same key read the same text, so a
+    batch of checks reads each source once."""
+    stored = citation.document_id if citation.source_class in STORED_TEXT_CLASSES else ""
+    return (citation.source_class, citation.source, citation.extractor, stored)
 
 
 def slice_span(text: str, citation: Citation) -> str:

@@ -33,13 +33,13 @@ from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import Anchor, indexed_context
 from groundkit.verification.answers import AnswerChecker
 from groundkit.verification.claims import ClaimJudge
-from groundkit.verification.sources import read_source
+from groundkit.verification.sources import read_source, source_key
 from groundkit.verification.verdict import find_again, judge, judge_stored
 
 __all__ = ["Verifier", "VerifyReport"]
 
-# A source's text (or why it could not be read) by what reading it depends on: source,
-# source class, extractor and document (whose row names a kept copy or snapshot).
+# A source's text (or why it could not be read) by what reading it depends on
+# (``source_key``).
 _SourceMemo = dict[tuple[str, str, str | None, str], "str | RetrievalError"]
 
 
@@ -151,7 +151,7 @@ class Verifier:
     async def _read_once(self, citation: Citation, read: _SourceMemo | None) -> str:
         if read is None:
             return await self.read(citation)
-        key = (citation.source, citation.source_class, citation.extractor, citation.document_id)
+        key = source_key(citation)
         if key not in read:
             try:
                 read[key] = await self.read(citation)
