@@ -29,7 +29,9 @@ __all__ = [
     "BearerTokenGate",
     "check_binding",
     "is_loopback",
+    "netloc",
     "run_server",
+    "serve_asgi",
 ]
 
 logger = logging.getLogger("groundkit.service")
@@ -153,7 +155,7 @@ async def run_server(
         await server.run_stdio_async()
         return
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (extra: serve; serve_asgi runs it)
         from mcp.server.transport_security import TransportSecuritySettings
     except ImportError as exc:
         raise ConfigurationError(SERVE_EXTRA_HINT) from exc
@@ -172,31 +174,48 @@ async def run_server(
     )
     if token is not None:
         app = BearerTokenGate(app, token)
+    url = f"http://{netloc(host, port)}{MCP_PATH}"
+
+    def started(_: Any) -> None:
+        logger.info("serving MCP at %s", url)
+        if ready is not None:
+            ready(url)
+
+    await serve_asgi(app, host, port, lifespan="on", started=started)
+
+
+async def serve_asgi(
+    app: ASGIApp,
+    host: str,
+    port: int,
+    *,
+    lifespan: Literal["on", "off"],
+    started: Callable[[Any], None],
+) -> None:
+    """Run ``app`` on uvicorn (the caller has checked it is installed) until the process
+    is stopped; ``started`` gets the uvicorn server once it listens.
+
+    Handlers belong to the application (grk configures them): none from uvicorn, and no
+    access log, whose request lines could carry query strings (a token among them).
+    ``ConfigurationError`` when the address cannot be bound.
+    """
+    import uvicorn
+
     config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        # Handlers belong to the application (grk configures them): none from uvicorn,
-        # and no access log, whose request lines could carry query strings.
-        log_config=None,
-        access_log=False,
-        lifespan="on",
+        app, host=host, port=port, log_config=None, access_log=False, lifespan=lifespan
     )
-    url = f"http://{_netloc(host, port)}{MCP_PATH}"
 
     class _Announcing(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets=sockets)
             if self.started:
-                logger.info("serving MCP at %s", url)
-                if ready is not None:
-                    ready(url)
+                started(self)
 
     try:
         await _Announcing(config).serve()
     except SystemExit:  # uvicorn exits when it cannot bind
         raise ConfigurationError(
-            f"cannot listen on {_netloc(host, port)} (address in use or not available)"
+            f"cannot listen on {netloc(host, port)} (address in use or not available)"
         ) from None
 
 
@@ -206,5 +225,6 @@ def _bracketed(host: str) -> str:
     return f"[{bare}]" if ":" in bare else bare
 
 
-def _netloc(host: str, port: int) -> str:
+def netloc(host: str, port: int) -> str:
+    """``host:port`` as a URL writes it (IPv6 in brackets)."""
     return f"{_bracketed(host)}:{port}"

@@ -14,7 +14,13 @@ from urllib.parse import quote
 
 from groundkit.contracts import SENSITIVITY_LEVELS
 from groundkit.errors import ConfigurationError
-from groundkit.service.transport import DEFAULT_HOST, TOKEN_ENV, check_binding
+from groundkit.service.transport import (
+    DEFAULT_HOST,
+    TOKEN_ENV,
+    check_binding,
+    netloc,
+    serve_asgi,
+)
 
 if TYPE_CHECKING:
     from groundkit.service.collections import CollectionRegistry
@@ -168,35 +174,19 @@ async def serve_inspector(
     """
     check_binding("http", host, token)
     try:
-        import uvicorn  # extra: inspect
+        import uvicorn  # noqa: F401  (extra: inspect; serve_asgi runs it)
 
         from groundkit.service.inspector.access import InspectorGate
         from groundkit.service.inspector.app import build_app
     except ImportError as exc:
         raise ConfigurationError(INSPECT_EXTRA_HINT) from exc
     app = InspectorGate(build_app(registry, collections=collections), token=token, host=host)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        # No handlers of uvicorn's own, no access log: request lines carry ?token= once.
-        log_config=None,
-        access_log=False,
-        lifespan="off",
-    )
 
-    class _Announcing(uvicorn.Server):
-        async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started and ready is not None:
-                ready(_address(self, host, port, token))
+    def started(server: Any) -> None:
+        if ready is not None:
+            ready(_address(server, host, port, token))
 
-    try:
-        await _Announcing(config).serve()
-    except SystemExit:  # uvicorn exits when it cannot bind
-        raise ConfigurationError(
-            f"cannot listen on {_netloc(host, port)} (address in use or not available)"
-        ) from None
+    await serve_asgi(app, host, port, lifespan="off", started=started)
 
 
 def _address(server: Any, host: str, port: int, token: str | None) -> str:
@@ -208,10 +198,5 @@ def _address(server: Any, host: str, port: int, token: str | None) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
     if host == "::":
         shown = "::1"
-    url = f"http://{_netloc(shown, port)}/"
+    url = f"http://{netloc(shown, port)}/"
     return url + (f"?token={quote(token, safe='')}" if token is not None else "")
-
-
-def _netloc(host: str, port: int) -> str:
-    bare = host.strip("[]")
-    return f"[{bare}]:{port}" if ":" in bare else f"{bare}:{port}"
