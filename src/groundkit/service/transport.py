@@ -155,7 +155,7 @@ async def run_server(
         await server.run_stdio_async()
         return
     try:
-        import uvicorn  # noqa: F401  (extra: serve; serve_asgi runs it)
+        import uvicorn  # noqa: F401  # serve_asgi runs it
         from mcp.server.transport_security import TransportSecuritySettings
     except ImportError as exc:
         raise ConfigurationError(SERVE_EXTRA_HINT) from exc

@@ -174,7 +174,7 @@ async def serve_inspector(
     """
     check_binding("http", host, token)
     try:
-        import uvicorn  # noqa: F401  (extra: inspect; serve_asgi runs it)
+        import uvicorn  # noqa: F401  # extra: inspect (serve_asgi runs it)
 
         from groundkit.service.inspector.access import InspectorGate
         from groundkit.service.inspector.app import build_app
