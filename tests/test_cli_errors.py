@@ -226,3 +226,68 @@ def test_min_relevance_that_is_no_number_is_a_usage_error(
         main(["search", "cats", "--index-dir", str(index), "--min-relevance", "high"])
     assert stopped.value.code == 2
     assert "a probability between 0 and 1, or auto" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--ray", "auto", "--ray-workers", "0"], "argument --ray-workers: expected a whole"),
+        (["--ray", "auto", "--ray-workers", "two"], "argument --ray-workers: expected a whole"),
+        (["--ray", "  "], "argument --ray: expected auto or a Ray cluster's HOST:PORT"),
+    ],
+    ids=["workers-0", "workers-word", "address-blank"],
+)
+def test_ray_flags_are_refused_by_their_names(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], expected: str
+) -> None:
+    # Refused by the parser, before Ray is imported or a collection opened.
+    with pytest.raises(SystemExit) as stopped:
+        main(["ingest", str(tmp_path), "--index-dir", str(tmp_path / "idx"), *argv])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert expected in err
+    assert "num_workers" not in err and "address must" not in err
+    assert not (tmp_path / "idx").exists()
+
+
+def test_a_refused_ingest_setting_names_its_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Cats purr.\n", encoding="utf-8")
+    line = refused(
+        capsys, "ingest", str(docs), "--index-dir", str(tmp_path / "idx"), "--ocr-languages", "!!"
+    )
+    assert line == (
+        "grk: error: --ocr-languages '!!': expected tesseract language codes joined by '+', "
+        "such as eng+deu"
+    )
+    assert not (tmp_path / "idx").exists()
+
+
+def test_every_setting_flag_is_a_field_and_a_flag_of_grk_ingest() -> None:
+    from groundkit.cli import SETTING_FLAGS, _parser
+    from groundkit.config import ChunkingConfig, IngestConfig
+
+    fields = set(IngestConfig.model_fields) | set(ChunkingConfig.model_fields)
+    assert set(SETTING_FLAGS) <= fields
+    ingest = next(
+        action.choices["ingest"]
+        for action in _parser()._actions
+        if isinstance(action.choices, dict) and "ingest" in action.choices
+    )
+    flags = {flag for action in ingest._actions for flag in action.option_strings}
+    assert set(SETTING_FLAGS.values()) <= flags
+
+
+def test_a_refused_setting_lists_each_field_with_its_value() -> None:
+    from groundkit import IngestConfig, InvalidSettingError
+
+    with pytest.raises(InvalidSettingError) as refusal:
+        IngestConfig(ocr_languages="eng+", keep_versions=-1)
+    problems = {field: (reason, value) for field, reason, value in refusal.value.problems}
+    assert set(problems) == {"ocr_languages", "keep_versions"}
+    assert problems["ocr_languages"][1] == "eng+"
+    assert problems["keep_versions"][1] == -1
+    assert isinstance(refusal.value, ValueError)

@@ -70,6 +70,18 @@ SEARCH_FLAGS = {
     "rewrite": "--glossary",
     "min_relevance": "--min-relevance",
 }
+# How grk names the settings its ingest flags fill: a refused setting names the flag.
+SETTING_FLAGS = {
+    "html_extractor": "--html",
+    "ocr": "--ocr",
+    "ocr_languages": "--ocr-languages",
+    "keep_versions": "--keep-versions",
+    "keep_sources": "--keep-sources",
+    "strategy": "--chunker",
+    "max_chars": "--chunk-chars",
+    "overlap_chars": "--chunk-overlap",
+    "contextual": "--contextual",
+}
 # The command that gives a collection vectors, as a message tells it.
 _ADD_VECTORS = "grk ingest PATH --embedder MODEL"
 _WHEN_HELP = (
@@ -222,6 +234,24 @@ def _relevance_arg(text: str) -> float | str:
         ) from None
 
 
+def _ray_address(text: str) -> str:
+    """``--ray``: ``auto`` or a cluster's host:port, named by the flag when empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected auto or a Ray cluster's HOST:PORT, not ''")
+    return text.strip()
+
+
+def _positive_int(text: str) -> int:
+    """A count given on the command line (``--ray-workers``): refused by its flag's name."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, not {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     from groundkit.config import ChunkingConfig
     from groundkit.retrieval.context import EXPAND_KINDS
@@ -358,6 +388,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ingest.add_argument(
         "--ray",
+        type=_ray_address,
         default=None,
         metavar="auto|ADDRESS",
         help="read, chunk and embed on a Ray cluster ('auto': the one this host runs, or "
@@ -366,7 +397,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ingest.add_argument(
         "--ray-workers",
-        type=int,
+        type=_positive_int,
         default=1,
         metavar="N",
         help="embedding workers (Ray actors, each loads the model once) with --ray (default 1)",
@@ -1701,6 +1732,17 @@ async def _run_receipts(args: argparse.Namespace) -> int:
     return EXIT_OK if tally["verified"] == len(results) else EXIT_PROBLEM
 
 
+def _in_flags(exc: GroundkitError) -> str:
+    """``exc``'s message, a refused setting said as the flag that gave it."""
+    problems = getattr(exc, "problems", ())
+    if not problems or any(field not in SETTING_FLAGS for field, _, _ in problems):
+        return str(exc)
+    return "; ".join(
+        f"{SETTING_FLAGS[field]} {value!r}: {reason.removeprefix('Value error, ')}"
+        for field, reason, value in problems
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given in (["-V"], ["--version"]):
@@ -1733,7 +1775,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return asyncio.run(_run(args))
     except GroundkitError as exc:
-        print(f"grk: error: {exc}", file=sys.stderr)
+        print(f"grk: error: {_in_flags(exc)}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("grk: interrupted", file=sys.stderr)

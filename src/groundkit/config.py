@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -44,6 +45,8 @@ PPTX_EXTENSIONS: tuple[str, ...] = (".pptx",)
 EPUB_EXTENSIONS: tuple[str, ...] = (".epub",)
 # The largest source file read, at ingest and when a citation is checked.
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
+# Tesseract's language codes, joined by "+" (eng, deu, chi_sim, eng+deu).
+_OCR_LANGUAGES = re.compile(r"[A-Za-z0-9_]+(?:\+[A-Za-z0-9_]+)*")
 
 
 class _Settings(BaseModel):
@@ -57,7 +60,13 @@ class _Settings(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise InvalidSettingError(f"invalid {type(self).__name__}: {exc}") from None
+            problems = tuple(
+                (".".join(str(part) for part in error["loc"]), error["msg"], error.get("input"))
+                for error in exc.errors()
+            )
+            raise InvalidSettingError(
+                f"invalid {type(self).__name__}: {exc}", problems=problems
+            ) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise ConfigurationError(
@@ -275,12 +284,19 @@ class IngestConfig(_Settings):
     epub_extensions: tuple[str, ...] = EPUB_EXTENSIONS
     html_extractor: Literal["full", "main-content"] = "full"
     ocr: Literal["auto", "required", "off"] = "auto"
-    ocr_languages: str = Field(default="eng", pattern=r"^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*$")
+    ocr_languages: str = "eng"
     max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
     read_fields: bool = True
     keep_versions: int | None = Field(default=None, ge=0)
     keep_sources: bool = False
     progress_log_seconds: float | None = Field(default=PROGRESS_LOG_SECONDS, gt=0)
+
+    @field_validator("ocr_languages")
+    @classmethod
+    def _languages(cls, value: str) -> str:
+        if not _OCR_LANGUAGES.fullmatch(value):
+            raise ValueError("expected tesseract language codes joined by '+', such as eng+deu")
+        return value
 
     @field_validator("extensions")
     @classmethod

@@ -99,7 +99,13 @@ class ReceiptError(RetrievalError):
 
 class InvalidSettingError(ConfigurationError, ValueError):
     """A setting or an argument has a value out of its range or of the wrong kind
-    (a missing extra stays a plain ``ConfigurationError``)."""
+    (a missing extra stays a plain ``ConfigurationError``). ``problems`` lists, for a
+    settings model, each refused field with its reason and the value given, so a surface
+    can name the field its own way (``grk`` names its flag)."""
+
+    def __init__(self, message: str, *, problems: tuple[tuple[str, str, object], ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 class InvalidInputError(IngestionError, ValueError):
