@@ -159,3 +159,40 @@ def test_a_retriever_is_usable_from_blocking_code(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(gks.coroutine_methods(Collection)))
 def test_no_twin_is_a_coroutine_function(name: str) -> None:
     assert not inspect.iscoroutinefunction(getattr(SyncCollection, name))
+
+
+def top_level_coroutine_functions() -> list[str]:
+    import groundkit
+
+    return sorted(
+        name for name in groundkit.__all__ if inspect.iscoroutinefunction(getattr(groundkit, name))
+    )
+
+
+@pytest.mark.parametrize("name", top_level_coroutine_functions())
+def test_every_top_level_coroutine_function_has_a_blocking_twin(name: str) -> None:
+    import groundkit
+
+    assert name in gks.__all__, f"groundkit.sync has no blocking {name}"
+    twin = getattr(gks, name)
+    assert not inspect.iscoroutinefunction(twin)
+    original = getattr(groundkit, name)
+    if name == "search_collections":  # takes blocking collections, written by hand
+        assert [p.name for p in inspect.signature(twin).parameters.values()] == [
+            p.name for p in inspect.signature(original).parameters.values()
+        ]
+    else:
+        assert_twin(name, original, twin)
+
+
+def test_the_receipt_functions_run_from_blocking_code(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("Oolong is partly oxidised.\n", encoding="utf-8")
+    with gks.Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
+        col.ingest(tmp_path / "a.md")
+        hit = col.search("oolong")[0]
+    written = tmp_path / "receipts.jsonl"
+    gks.write_receipts(written, [hit.to_annotation()])
+    receipts = gks.read_receipts(written)
+    assert [r.citation for r in receipts] == [hit.citation]
+    (verdict,) = gks.check_receipts(receipts, tmp_path)
+    assert (verdict.verification, verdict.content) == ("verified", hit.content)

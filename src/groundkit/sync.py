@@ -62,6 +62,9 @@ from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.answers import verify_answer as _verify_answer
 from groundkit.verification.quotes import check_quote as _check_quote
 from groundkit.verification.quotes import quote_holds as _quote_holds
+from groundkit.verification.receipts import check_receipts as _check_receipts
+from groundkit.verification.receipts import read_receipts as _read_receipts
+from groundkit.verification.receipts import write_receipts as _write_receipts
 from groundkit.verification.sources import resolve_citation as _resolve_citation
 from groundkit.verification.verdict import check_citation as _check_citation
 from groundkit.verification.verdict import citation_holds as _citation_holds
@@ -73,6 +76,8 @@ __all__ = [
     "SyncRetriever",
     "check_citation",
     "check_quote",
+    "check_receipts",
+    "read_receipts",
     "resolve_citation",
     "run",
     "run_async",
@@ -80,6 +85,7 @@ __all__ = [
     "verify_answer",
     "verify_citation",
     "verify_quote",
+    "write_receipts",
 ]
 
 T = TypeVar("T")
@@ -536,6 +542,9 @@ check_citation = _blocking_function(_check_citation)
 resolve_citation = _blocking_function(_resolve_citation)
 check_quote = _blocking_function(_check_quote)
 verify_answer = _blocking_function(_verify_answer)
+read_receipts = _blocking_function(_read_receipts)
+write_receipts = _blocking_function(_write_receipts)
+check_receipts = _blocking_function(_check_receipts)
 verify_citation = _deprecated_blocking(
     _citation_holds, "verify_citation", "check_citation(citation, content, base_dir).ok"
 )
