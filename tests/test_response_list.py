@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,19 @@ def test_a_blocking_search_iterates_its_results(tmp_path: Path) -> None:
         (top,) = col.search("oolong")
         assert top.source == "a.md"
         assert [r.source for r in gks.search_collections([col], "oolong")] == ["a.md"]
+
+
+@pytest.mark.parametrize("make", [single, multi])
+def test_a_field_name_as_index_points_to_rank_and_attribute(
+    make: Callable[[int], SearchResponse | MultiSearchResponse],
+) -> None:
+    response = make(2)
+    with pytest.raises(TypeError) as refusal:
+        response["results"]  # type: ignore[call-overload]
+    assert str(refusal.value) == (
+        "a response is indexed by rank (response[0], response[:3]); its fields are "
+        "attributes: response.results"
+    )
+    with pytest.raises(TypeError, match=r"by rank .* not 'score'"):
+        response["score"]  # type: ignore[call-overload]
+    assert response[0] is response.results[0]

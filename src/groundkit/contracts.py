@@ -1168,6 +1168,13 @@ class _ResultList:
     def __getitem__(self, index: slice) -> list[RetrievalResult]: ...
 
     def __getitem__(self, index: int | slice) -> RetrievalResult | list[RetrievalResult]:
+        if isinstance(index, str):  # the habit of a response that is a dict
+            raise TypeError(
+                f"a response is indexed by rank (response[0], response[:3]); its fields "
+                f"are attributes: response.{index}"
+                if index in type(self).model_fields
+                else f"a response is indexed by rank (response[0], response[:3]), not {index!r}"
+            )
         return self.results[index]
 
     def __bool__(self) -> bool:
