@@ -109,6 +109,8 @@ async def test_an_absent_collection_is_a_lookup_error(tmp_path: Path) -> None:
         ("tea", {"top_k": 0}, "top_k"),
         ("tea", {"mode": "fuzzy"}, "unknown mode"),
         ("tea", {"as_of": datetime(2026, 1, 1)}, "time zone"),
+        ("tea", {"filters": {"team": {"near": 1}}}, "unknown operator"),
+        ("tea", {"filters": {"nosuchfield": "x"}}, "unknown field"),
     ],
 )
 async def test_a_bad_search_argument_is_a_value_error(
@@ -118,6 +120,22 @@ async def test_a_bad_search_argument_is_a_value_error(
         await col.search(query, **options)  # type: ignore[arg-type]
     assert isinstance(caught.value, InvalidQueryError)
     assert isinstance(caught.value, RetrievalError)
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [
+        {"team": {"near": 1}},
+        [("team", "x")],
+        {"field": "meta.team", "operator": "==", "value": "x"},
+    ],
+)
+def test_a_refused_filter_is_a_value_error_where_it_is_parsed(filters: object) -> None:
+    from groundkit.retrieval.filters import parse_filters
+
+    with pytest.raises(InvalidQueryError) as caught:
+        parse_filters(filters)
+    assert isinstance(caught.value, ValueError)
 
 
 async def test_a_bad_version_is_a_value_error(col: Collection) -> None:

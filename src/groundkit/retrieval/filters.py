@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from groundkit.contracts import FIELD_NAME_PATTERN, SOURCE_FIELD, FieldScalar, FieldValue
-from groundkit.errors import RetrievalError
+from groundkit.errors import InvalidQueryError
 from groundkit.utils.text import describe_unencodable
 
 __all__ = [
@@ -189,12 +189,12 @@ class Filter:
                 continue  # every document has one
             if c.field not in kinds:
                 known = ", ".join(sorted(kinds)[:20]) or "none"
-                raise RetrievalError(
+                raise InvalidQueryError(
                     f"filter on unknown field {c.field!r}; fields in this collection: {known}"
                 )
             if c.kind is not None and c.kind not in kinds[c.field]:
                 have = " or ".join(sorted(kinds[c.field]))
-                raise RetrievalError(
+                raise InvalidQueryError(
                     f"filter {c.field!r} {c.op}: a {c.kind} value for a field holding {have}"
                 )
 
@@ -215,34 +215,34 @@ def field_kinds(documents: Iterable[Mapping[str, FieldValue]]) -> dict[str, froz
 def parse_filters(filters: object) -> Filter | None:
     """A checked ``Filter`` from the user's mapping; None for no filter.
 
-    ``RetrievalError`` names the first problem: a non-mapping, a bad field
+    ``InvalidQueryError`` names the first problem: a non-mapping, a bad field
     name, an unknown operator, or an operand of the wrong shape or type.
     """
     if filters is None:
         return None
     if not isinstance(filters, Mapping):
-        raise RetrievalError(
+        raise InvalidQueryError(
             f"filters must be a mapping of field to conditions, not {type(filters).__name__}"
         )
     _check_size(filters)
     if is_haystack_filter(filters):
-        raise RetrievalError(
+        raise InvalidQueryError(
             "these filters are in Haystack's syntax; groundkit's form of them is "
             f"{json.dumps(from_haystack(filters))} (the Haystack retriever translates them)"
         )
     conditions: list[Condition] = []
     for name in sorted(filters, key=str):
         if not isinstance(name, str) or not FIELD_NAME_PATTERN.fullmatch(name):
-            raise RetrievalError(f"filter field name {name!r} is not a valid field name")
+            raise InvalidQueryError(f"filter field name {name!r} is not a valid field name")
         spec = filters[name]
         if not isinstance(spec, Mapping):
             spec = {"eq": spec}
         if not spec:
-            raise RetrievalError(f"filter {name!r} has no conditions")
+            raise InvalidQueryError(f"filter {name!r} has no conditions")
         for op in sorted(spec, key=str):
             conditions.append(_condition(name, op, spec[op]))
             if len(conditions) > MAX_FILTER_CONDITIONS:
-                raise RetrievalError(
+                raise InvalidQueryError(
                     f"filters hold more than {MAX_FILTER_CONDITIONS} conditions; "
                     "use in/nin lists rather than one condition per value"
                 )
@@ -254,48 +254,48 @@ def parse_filters(filters: object) -> Filter | None:
 
 def _condition(name: str, op: object, operand: object) -> Condition:
     if op not in FILTER_OPERATORS:
-        raise RetrievalError(
+        raise InvalidQueryError(
             f"filter {name!r}: unknown operator {op!r}; use one of {', '.join(FILTER_OPERATORS)}"
         )
     assert isinstance(op, str)
     where = f"filter {name!r} {op}"
     if name == SOURCE_FIELD and op not in SOURCE_OPERATORS:
-        raise RetrievalError(
+        raise InvalidQueryError(
             f"{where}: source (the document's path or URL) takes {', '.join(SOURCE_OPERATORS)}"
         )
     if op == "glob" and name != SOURCE_FIELD:
-        raise RetrievalError(f"{where}: glob applies to source; use prefix or eq for a field")
+        raise InvalidQueryError(f"{where}: glob applies to source; use prefix or eq for a field")
     if op in _TEXT_ONLY:
         if not isinstance(operand, str) or not operand:
-            raise RetrievalError(f"{where}: takes a non-empty string, not {operand!r}")
+            raise InvalidQueryError(f"{where}: takes a non-empty string, not {operand!r}")
         pattern = glob_pattern(operand) if op == "glob" else None
         return Condition(name, op, (operand,), "str", pattern)
     if op == "exists":
         if not isinstance(operand, bool):
-            raise RetrievalError(f"{where}: takes true or false, not {operand!r}")
+            raise InvalidQueryError(f"{where}: takes true or false, not {operand!r}")
         return Condition(name, op, (operand,), None)
     if op in ("in", "nin", "between"):
         if not isinstance(operand, list | tuple):
-            raise RetrievalError(f"{where}: takes a list, not {type(operand).__name__}")
+            raise InvalidQueryError(f"{where}: takes a list, not {type(operand).__name__}")
         if not operand or len(operand) > MAX_FILTER_LIST:
-            raise RetrievalError(
+            raise InvalidQueryError(
                 f"{where}: takes 1 to {MAX_FILTER_LIST} values, got {len(operand)}"
             )
         values = tuple(_scalar(v, where) for v in operand)
         kinds = {kind_of(v) for v in values}
         if len(kinds) > 1:
-            raise RetrievalError(f"{where}: mixes value types; keep one type")
+            raise InvalidQueryError(f"{where}: mixes value types; keep one type")
         if op == "between" and len(values) != 2:
-            raise RetrievalError(f"{where}: takes [low, high], got {len(values)} values")
+            raise InvalidQueryError(f"{where}: takes [low, high], got {len(values)} values")
     else:
         values = (_scalar(operand, where),)
     kind = kind_of(values[0])
     if name == SOURCE_FIELD and kind != "str":
-        raise RetrievalError(f"{where}: a source is text, not {values[0]!r}")
+        raise InvalidQueryError(f"{where}: a source is text, not {values[0]!r}")
     if op in _ORDERED and kind == "bool":
-        raise RetrievalError(f"{where}: true and false have no order")
+        raise InvalidQueryError(f"{where}: true and false have no order")
     if op == "between" and values[0] > values[1]:  # type: ignore[operator]
-        raise RetrievalError(f"{where}: low {values[0]!r} is above high {values[1]!r}")
+        raise InvalidQueryError(f"{where}: low {values[0]!r} is above high {values[1]!r}")
     return Condition(name, op, values, kind)
 
 
@@ -338,7 +338,7 @@ def glob_pattern(glob: str) -> re.Pattern[str]:
 
 def _scalar(value: object, where: str) -> FieldScalar:
     if kind_of(value) is None:
-        raise RetrievalError(f"{where}: {value!r} is not a str, finite number or bool")
+        raise InvalidQueryError(f"{where}: {value!r} is not a str, finite number or bool")
     return value  # type: ignore[return-value]
 
 
@@ -360,25 +360,25 @@ def _check_size(filters: Mapping[object, object]) -> None:
         if isinstance(item, str):
             chars += len(item)
             if chars > MAX_FILTER_CHARS:
-                raise RetrievalError(
+                raise InvalidQueryError(
                     f"filters hold more than {MAX_FILTER_CHARS} characters of names and text"
                 )
             what = "a filter field name" if field is None else f"filter {field!r}: a name or value"
             problem = describe_unencodable(item, what)
             if problem is not None:
-                raise RetrievalError(problem)
+                raise InvalidQueryError(problem)
             continue
         if not isinstance(item, _CONTAINERS):
             continue
         if depth >= MAX_FILTER_DEPTH:
-            raise RetrievalError(
+            raise InvalidQueryError(
                 f"filters nest more than {MAX_FILTER_DEPTH} levels deep; "
                 "a filter is {field: value} or {field: {op: value or [values]}}"
             )
         size = len(item)
         entries += size
         if entries > MAX_FILTER_VALUES:
-            raise RetrievalError(
+            raise InvalidQueryError(
                 f"filters hold more than {MAX_FILTER_VALUES} names and values in all"
             )
         if isinstance(item, Mapping):
@@ -425,7 +425,7 @@ def is_haystack_filter(filters: object) -> bool:
 
 
 def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
-    """groundkit's form of a Haystack filter; ``RetrievalError`` naming the Haystack
+    """groundkit's form of a Haystack filter; ``InvalidQueryError`` naming the Haystack
     operator for what groundkit cannot express.
 
     A comparison on ``meta.x`` (or ``x``) is a condition on field ``x``; ``AND``
@@ -438,7 +438,7 @@ def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
     for field, op, value in _haystack_conditions(filters, depth=0):
         ops = out.setdefault(field, {})
         if op in ops and ops[op] != value:
-            raise RetrievalError(
+            raise InvalidQueryError(
                 f"Haystack filter: two {op!r} conditions on {field!r}; a groundkit filter "
                 f"holds one per field and operator, as {{{field!r}: {{{op!r}: ...}}}}"
             )
@@ -449,7 +449,7 @@ def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
 def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, object]]:
     """The AND-ed (field, operator, value) triples a Haystack filter node stands for."""
     if depth > MAX_FILTER_DEPTH * 4 or not is_haystack_filter(node):
-        raise RetrievalError(
+        raise InvalidQueryError(
             "Haystack filter: each condition is {'field': 'meta.x', 'operator': '==', "
             "'value': ...} or {'operator': 'AND', 'conditions': [...]}, at most "
             f"{MAX_FILTER_DEPTH * 4} levels deep; got {_short(node)}"
@@ -470,7 +470,7 @@ def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, objec
                     if item not in values:
                         values.append(item)
             return [(fields.pop(), "in", values)]
-        raise RetrievalError(
+        raise InvalidQueryError(
             "Haystack filter operator 'OR' has a groundkit form only over '==' and 'in' "
             "on one field, {field: {'in': [values]}}; groundkit filters AND their conditions"
         )
@@ -480,7 +480,7 @@ def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, objec
     if len(conditions) == 1 and conditions[0][1] == "exists":
         field, _, value = conditions[0]
         return [(field, "exists", not value)]
-    raise RetrievalError(
+    raise InvalidQueryError(
         "Haystack filter operator 'NOT' has a groundkit form only over one '==', '!=', "
         "'in' or 'not in' condition: {field: {'ne': value}} or {field: {'nin': [values]}}"
     )
@@ -488,10 +488,10 @@ def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, objec
 
 def _haystack_comparison(field: object, operator: str, value: object) -> tuple[str, str, object]:
     if not isinstance(field, str):
-        raise RetrievalError(f"Haystack filter: field must be a str, not {_short(field)}")
+        raise InvalidQueryError(f"Haystack filter: field must be a str, not {_short(field)}")
     name = field.removeprefix("meta.")
     if name == field and name in _DOCUMENT_ATTRIBUTES:
-        raise RetrievalError(
+        raise InvalidQueryError(
             f"Haystack filter on {field!r}: groundkit filters on a document's fields and "
             "source ({'<field>': value}, written 'meta.<field>' in Haystack), not on its "
             f"{field}; search with a query for its content"
