@@ -7,6 +7,7 @@ import random
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -391,3 +392,34 @@ async def test_location_lists_and_opens_collections(tmp_path: Path) -> None:
     async with Collection.open(location=location.with_name("zeta"), create=False) as col:
         assert col.name == "zeta"
         assert (await col.search("alpha", 1)).results[0].source == "a.txt"
+
+
+def test_every_open_keyword_is_explained_in_its_docstring() -> None:
+    import inspect
+
+    doc = inspect.getdoc(Collection.open) or ""
+    keywords = [p for p in inspect.signature(Collection.open).parameters if p != "cls"]
+    assert len(keywords) >= 19
+    assert [k for k in keywords if f"``{k}``" not in doc and f"``{k}=" not in doc] == []
+
+
+@pytest.mark.parametrize(
+    "doubled",
+    [
+        {"index_dir": "elsewhere"},
+        {"name": "other"},
+        {"metadata_url": "postgresql://localhost/db"},
+        {"storage_uri": "s3://bucket/prefix"},
+        {"storage_options": {"region": "x"}},
+    ],
+)
+async def test_location_beside_the_arguments_it_replaces_is_refused(
+    tmp_path: Path, doubled: dict[str, Any]
+) -> None:
+    from groundkit import InvalidSettingError
+
+    location = StoreLocation.resolve("notes", index_dir=tmp_path / "idx")
+    with pytest.raises(InvalidSettingError, match=f"leave out {next(iter(doubled))}"):
+        await Collection.open(location=location, **doubled)
+    assert not (tmp_path / "idx").exists()
+    assert not (tmp_path / "elsewhere").exists()

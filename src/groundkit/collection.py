@@ -308,40 +308,56 @@ class Collection:
         """Open or create a collection; ``await`` it, use ``async with``, or pass it to
         ``asyncio.run`` (it is a coroutine). For blocking use, ``groundkit.sync``.
 
-        ``base_dir`` defaults to the one stored with the collection, or to the
-        current directory for a new collection. With an ``embedder`` the
-        collection keeps vectors in ``<index_dir>/<name>.lance`` (LanceDB) and
-        can search in ``dense`` and ``hybrid`` modes; it is bound to that
-        embedder's identity from its first dense ingest on. ``url_loader``
-        fetches URL ingests (default: ``UrlLoader()``, public addresses only);
-        their snapshots live in ``<index_dir>/<name>.snapshots``.
+        The keywords fall in five groups (adr/0076-open-arguments.md); each has a default,
+        so most programs give ``index_dir``, ``name`` and ``base_dir``, and ``embedder``
+        for dense or hybrid search.
 
-        ``clearance`` (one of ``SENSITIVITY_LEVELS``) hides every document
+        *Where it is stored.* ``index_dir`` and ``name`` for a collection on this host;
+        for a shared one, ``metadata_url`` (``postgresql://...``) instead of ``index_dir``,
+        with ``storage_uri`` (a shared directory or ``s3://bucket/prefix``) for vectors and
+        snapshots, configured by ``storage_options`` (LanceDB's keys) or the ``AWS_*``
+        environment. ``location`` (a resolved ``StoreLocation``) says the same in one
+        object and is refused beside any of those. ``create=False`` refuses a collection no
+        ingest has created yet (``StorageError``); ``rebuild_damaged=True`` moves a damaged
+        local metadata file aside and starts anew (reported by the next ingest; vectors are
+        reused by chunk text), where otherwise damage is a ``StorageError`` that says so.
+
+        *Where sources are read.* ``base_dir`` defaults to the one stored with the
+        collection, or the current directory for a new one (stored as an absolute path for
+        a shared collection; each host may pass its own). ``url_loader`` fetches URL
+        ingests (default ``UrlLoader()``, public addresses only); their snapshots live in
+        ``<index_dir>/<name>.snapshots``.
+
+        *Models.* With an ``embedder`` the collection keeps vectors (``<index_dir>/<name>.lance``)
+        and searches in ``dense`` and ``hybrid`` modes, bound to that embedder's identity
+        from its first dense ingest on. Without one, ``embedder_for`` may build one from the
+        collection's manifest when it is bound to one (run once, in a worker thread).
+        ``reranker`` serves ``search(rerank=True)``; ``rewriter`` (a
+        ``QueryRewriterProtocol``, e.g. ``GlossaryRewriter.from_file("terms.toml")``)
+        serves ``search(rewrite=True)``.
+
+        *Settings.* ``retrieval``, ``chunking``, ``analyzer`` and ``ingest`` are the four
+        config models. Without ``chunking``, an existing collection is chunked the way it
+        is bound to; a different ``chunking`` is refused at the next ingest.
+
+        *Access.* ``clearance`` (one of ``SENSITIVITY_LEVELS``) hides every document
         labelled above it from search, ``fetch_chunk`` and ``verify``
-        (adr/0021-sensitivity.md). ``rewriter`` (a ``QueryRewriterProtocol``, e.g.
-        ``GlossaryRewriter.from_file("terms.toml")``) serves ``search(rewrite=True)``.
-        Without ``chunking``, an existing collection is chunked the way it is bound
-        to; a different ``chunking`` is refused at the next ingest.
-
-        Shared collections: ``metadata_url`` (``postgresql://...``) instead of
-        ``index_dir`` keeps documents and chunks in PostgreSQL; ``storage_uri``
-        (a shared directory or ``s3://bucket/prefix``) holds the vectors and
-        snapshots, configured by ``storage_options`` (LanceDB's keys) or the
-        ``AWS_*`` environment. The base directory is then stored as an absolute
-        path; each host may pass its own ``base_dir``.
-
-        ``location`` (a resolved ``StoreLocation``) replaces ``index_dir``,
-        ``name``, ``metadata_url``, ``storage_uri`` and ``storage_options``.
-        ``create=False`` refuses a collection that no ingest has created yet
-        (``StorageError``). ``rebuild_damaged=True`` checks a local collection's
-        metadata file and, if it is damaged, moves it aside and starts the
-        collection anew (reported by the next ingest; vectors are reused by chunk
-        text); without it, damage is a ``StorageError`` that says so. Without an
-        ``embedder``, ``embedder_for`` may build one from the collection's
-        manifest when it is bound to one (run once, in a worker thread), so
-        callers need not read the manifest first.
+        (adr/0021-sensitivity.md).
         """
         check_clearance(clearance)
+        if location is not None:
+            given = {
+                "index_dir": index_dir,
+                "name": None if name == "default" else name,
+                "metadata_url": metadata_url,
+                "storage_uri": storage_uri,
+                "storage_options": storage_options,
+            }
+            if doubled := [key for key, value in given.items() if value is not None]:
+                raise InvalidSettingError(
+                    f"location already says where the collection is; leave out "
+                    f"{', '.join(doubled)}, or give them without location"
+                )
         where = location or StoreLocation.resolve(
             name,
             index_dir=index_dir,
