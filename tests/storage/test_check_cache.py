@@ -423,3 +423,23 @@ def test_a_remembered_pack_searches_as_a_checked_one(
         wanted = Counter(query)
         results = [index.search_ids(wanted, 5) for index in indexes]
         assert results[0] == results[1] == results[2]
+
+
+def test_a_remembered_pack_is_mapped_without_filling_its_page_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pack just read whole has its pages in memory: mapped populated. A remembered one
+    may not be read at all: mapped as is, its pages faulted in as searches touch them."""
+    populated: list[bool] = []
+    real = segments._map_open_pack
+
+    def recorded(fd: int, path: Path, size: int, *, populate: bool = True) -> Any:
+        populated.append(populate)
+        return real(fd, path, size, populate=populate)
+
+    monkeypatch.setattr(segments, "_map_open_pack", recorded)
+    directory = tmp_path / "c.segments"
+    _, entry = asyncio.run(_written(directory))
+    first, second = _load(directory, entry), _load(directory, entry)
+    assert populated == [True, False]
+    assert all(np.array_equal(first[k], second[k]) for k in first)
