@@ -340,6 +340,11 @@ class Collection:
         ``embedder``, ``embedder_for`` may build one from the collection's
         manifest when it is bound to one (run once, in a worker thread), so
         callers need not read the manifest first.
+
+        A collection already written whose lexical index is kept in local files has
+        that index opened here, not by the first search: with the checks of its files
+        remembered (adr/0075-check-cache.md) that costs a few statements and a map per
+        file, whatever the collection's size.
         """
         check_clearance(clearance)
         where = location or StoreLocation.resolve(
@@ -401,6 +406,15 @@ class Collection:
                 rewriter=rewriter,
             )
             opened._made_index_dir = made_dir
+            if generation > 0 and isinstance(stores.segments, LocalSegments):
+                # Paid here rather than by the first search: with its packs' checks
+                # remembered (storage/check_cache.py) opening the lexical index is a
+                # few statements and a map per pack, whatever the collection's size.
+                try:
+                    await opened._lexical()
+                except BaseException:
+                    await opened.close()
+                    raise
             return opened
 
         return _Opener(factory)
