@@ -443,3 +443,14 @@ def test_a_remembered_pack_is_mapped_without_filling_its_page_tables(
     first, second = _load(directory, entry), _load(directory, entry)
     assert populated == [True, False]
     assert all(np.array_equal(first[k], second[k]) for k in first)
+
+
+def test_a_cache_location_that_cannot_be_a_path_checks_every_time(
+    tmp_path: Path, counts: Counts
+) -> None:
+    directory = tmp_path / "c.segments"
+    _, entry = asyncio.run(_written(directory))
+    for _ in range(2):
+        store = LocalSegments(directory, check_root=Path("no\0where"))
+        asyncio.run(store.load_checked_pack(entry, SEGMENT_CHECK))
+    assert counts == {"checksum": 2, "segment": 2}

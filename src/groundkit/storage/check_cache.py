@@ -55,6 +55,8 @@ MAX_FILES = 256
 # A record file larger than this is not one of ours.
 _MAX_BYTES = 1 << 20
 _FOLDER = "checks"
+# What an unusable cache location raises (a path with a NUL byte, no home directory).
+_UNUSABLE = (OSError, ValueError, RuntimeError)
 # How long ago a file must have last changed for its stamp to be recorded (see ``record``).
 SETTLED_NS = 1_000_000_000
 
@@ -137,8 +139,8 @@ class CheckCache:
             self._loaded = current
             try:
                 self._write(current)
-            except OSError as exc:
-                logger.debug("the pack check record %s was not written: %s", self.path, exc)
+            except _UNUSABLE as exc:
+                logger.debug("the pack check record was not written: %s", exc)
                 return False
         return True
 
@@ -146,10 +148,10 @@ class CheckCache:
 
     def _read(self) -> dict[str, _Passed]:
         """The record on disk, or nothing when it is missing, not ours or damaged."""
-        path = self.path
         try:
+            path = self.path
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError:
+        except _UNUSABLE:
             return {}
         try:
             found = os.fstat(fd)
