@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,3 +104,32 @@ def test_search_loads_neither_ingest_nor_verification(tmp_path: Path) -> None:
     assert json.loads(out)["results"][0]["citation"]["source"] == "corpus/a.md"
     loaded = {m for m in NOT_FOR_SEARCH if m in modules or m in _top(modules)}
     assert not loaded
+
+
+async def test_open_readies_the_lexical_index_of_a_written_collection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection kept in local files opens its lexical index in ``Collection.open``
+    (a fixed cost once its packs' checks are remembered): the first search loads no
+    pack. A collection nothing was written to yet opens none."""
+    from groundkit import Collection
+    from groundkit.storage import segments
+
+    loads: list[str] = []
+    real = segments.LocalSegments._load_pack
+
+    def counted(self: segments.LocalSegments, entry: dict[str, Any], check: Any) -> Any:
+        loads.append(str(entry["name"]))
+        return real(self, entry, check)
+
+    monkeypatch.setattr(segments.LocalSegments, "_load_pack", counted)
+    async with Collection.open(tmp_path / "empty", base_dir=tmp_path) as col:
+        assert loads == []
+    async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
+        await col.add_documents([{"id": "a", "text": "Cats are small carnivorous mammals."}])
+    loads.clear()
+    async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
+        opened = list(loads)
+        response = await col.search("cats")
+    assert opened and loads == opened  # segment and vocabulary, at open only
+    assert len(response.results) == 1

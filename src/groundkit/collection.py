@@ -343,6 +343,12 @@ class Collection:
         *Access.* ``clearance`` (one of ``SENSITIVITY_LEVELS``) hides every document
         labelled above it from search, ``fetch_chunk`` and ``verify``
         (adr/0021-sensitivity.md).
+
+        *Opening.* A collection already written whose lexical index is in local files has
+        that index (and, without an embedder, its retriever) opened here, not by the
+        first search: with the checks of its files remembered (adr/0075-check-cache.md)
+        that costs a few statements and a map per file, whatever the collection's size.
+        What fails then is raised by the first search or write, as before.
         """
         check_clearance(clearance)
         if location is not None:
@@ -417,6 +423,21 @@ class Collection:
                 rewriter=rewriter,
             )
             opened._made_index_dir = made_dir
+            if generation > 0 and isinstance(stores.segments, LocalSegments):
+                # Paid here rather than by the first search: with its packs' checks
+                # remembered (storage/check_cache.py) opening the lexical index is a
+                # few statements and a map per pack, whatever the collection's size. A
+                # BM25 collection's retriever is a few statements more; a dense one's
+                # also checks its vectors, left to the first search. What fails here
+                # (another analyzer, say) is raised where it always was: by the first
+                # search or write, which tries again.
+                try:
+                    await (opened._lexical() if chosen is not None else opened.retriever())
+                except Exception as exc:
+                    logger.debug("the collection's index opens at first use: %s", exc)
+                except BaseException:
+                    await opened.close()
+                    raise
             return opened
 
         return _Opener(factory)

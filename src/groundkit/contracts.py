@@ -68,6 +68,7 @@ __all__ = [
     "AnswerReport",
     "AnswerSentence",
     "AnswerVerdict",
+    "CheckedPackStore",
     "Chunk",
     "Citation",
     "CollectionFailure",
@@ -93,6 +94,7 @@ __all__ = [
     "IngestWarning",
     "MultiSearchResponse",
     "OptimizeReport",
+    "PackCheck",
     "PackStore",
     "PageRect",
     "ProviderCitation",
@@ -1654,3 +1656,26 @@ class PackStore(Protocol):
     async def clear(self) -> None: ...
 
     def writer_lock(self, *, wait: bool = True) -> AbstractAsyncContextManager[bool]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PackCheck:
+    """A check of a loaded pack's arrays beyond its checksum: ``run`` raises
+    ``ValueError`` when they do not fit together. A store may remember that a file
+    passed it and skip it while that file stays unchanged, so ``name`` says which
+    check it is and must change whenever what it checks does."""
+
+    name: str
+    run: Callable[[Mapping[str, npt.NDArray[Any]]], None]
+
+
+@runtime_checkable
+class CheckedPackStore(PackStore, Protocol):
+    """A ``PackStore`` that runs a ``PackCheck`` on the packs it loads, and may skip
+    both the checksum and the check for a file it saw pass them, unchanged since
+    (``LocalSegments``: adr/0075-check-cache.md). The live index runs the check
+    itself on any other store."""
+
+    async def load_checked_pack(
+        self, entry: Mapping[str, Any], check: PackCheck
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]: ...

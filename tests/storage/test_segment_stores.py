@@ -16,6 +16,7 @@ import pytest
 import xxhash
 
 from groundkit import Collection
+from groundkit.contracts import PackCheck
 from groundkit.errors import ConfigurationError, StorageError, kind_of
 from groundkit.lexical.live import LiveIndex
 from groundkit.storage.location import StoreLocation
@@ -118,6 +119,31 @@ async def test_an_empty_cache_downloads_and_checks(
     assert _cached(reader) == ["seg-1.pack"]
     cached = (reader.cache_dir / "seg-1.pack").read_bytes()
     assert len(cached) == entry["bytes"] and xxhash.xxh3_64_hexdigest(cached) == entry["xxh3"]
+
+
+async def test_a_cached_copy_is_checked_at_every_load(
+    uri: str, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Packs cached from an object store keep no record of past checks (each use
+    touches them): the pack check runs at every load, and its refusal is raised."""
+    entry = await _store(uri, s3_server, tmp_path / "cache").write_pack(
+        "seg-1", make_arrays(), META
+    )
+    ran: list[int] = []
+    counted = PackCheck("counted", lambda arrays: ran.append(len(arrays)))
+    for _ in range(2):
+        store = _store(uri, s3_server, tmp_path / "cache")  # a new process, the same cache
+        arrays, meta = await store.load_checked_pack(entry, counted)
+        assert meta == META and arrays["vi8"].tolist() == make_arrays()["vi8"].tolist()
+    assert ran == [len(make_arrays())] * 2
+
+    def refuse(arrays: Any) -> None:
+        raise ValueError("does not fit")
+
+    with pytest.raises(ValueError, match="does not fit"):
+        await _store(uri, s3_server, tmp_path / "cache").load_checked_pack(
+            entry, PackCheck("refuse", refuse)
+        )
 
 
 async def test_a_damaged_cached_copy_is_downloaded_again(

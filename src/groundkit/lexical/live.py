@@ -36,14 +36,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from groundkit.contracts import PackStore
+from groundkit.contracts import CheckedPackStore, PackCheck, PackStore
 from groundkit.errors import GroundkitError, StorageError
 from groundkit.lexical.bm25 import BM25Index, SegmentView, kernel_module, view_from_batches
 from groundkit.lexical.protocols import ChangeEntries, LexicalDeltaLike, LiveSource
-from groundkit.lexical.segment import Segment, merge_segments, segment_from_arrays
+from groundkit.lexical.segment import (
+    Segment,
+    check_segment_arrays,
+    merge_segments,
+    segment_from_arrays,
+)
 from groundkit.lexical.vocabulary import VocabularyPack, vocabulary_arrays
 
-__all__ = ["FORMAT", "LiveIndex"]
+__all__ = ["FORMAT", "SEGMENT_CHECK", "LiveIndex"]
 
 logger = logging.getLogger("groundkit.lexical")
 
@@ -65,6 +70,10 @@ _TAIL_CAP = 200_000
 # A merge writes a new vocabulary pack when the tail holds this many terms (or a tenth
 # of the pack's, if more).
 _TAIL_REWRITE = 10_000
+# The whole check of a stored segment (adr/0051), as a pack store may remember that a file
+# passed it. The name changes whenever ``segment_damage`` checks something more or else:
+# what the old check passed then vouches for nothing.
+SEGMENT_CHECK = PackCheck("segment-1", check_segment_arrays)
 
 
 class _Stale(Exception):
@@ -467,8 +476,7 @@ class LiveIndex:
             if same is not None and same.segment_pack == seg_entry:
                 segment = same.view.segment  # verified when it was first loaded
             else:
-                arrays, _ = await self._files.load_pack(seg_entry)
-                segment = segment_from_arrays(arrays)
+                segment = segment_from_arrays(await self._load_segment(seg_entry), checked=True)
             if overlay_entry is None:
                 return _Part(SegmentView.fresh(segment), seg_entry, None)
             if same is not None and same.overlay_pack == overlay_entry:
@@ -480,6 +488,18 @@ class LiveIndex:
         except (ValueError, KeyError, TypeError, IndexError) as exc:
             raise _Stale(f"an index file does not fit together: {exc}") from None
         return _Part(view, seg_entry, overlay_entry)
+
+    async def _load_segment(self, entry: Mapping[str, Any]) -> Mapping[str, npt.NDArray[Any]]:
+        """A segment pack's arrays, checked whole (``SEGMENT_CHECK``): by a store that
+        may remember an unchanged file passing, else here."""
+        files = self._files
+        assert files is not None
+        if isinstance(files, CheckedPackStore):
+            arrays, _ = await files.load_checked_pack(entry, SEGMENT_CHECK)
+            return arrays
+        arrays, _ = await files.load_pack(entry)
+        SEGMENT_CHECK.run(arrays)
+        return arrays
 
     # -- writing ------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ __all__ = [
     "Segment",
     "assemble",
     "build_segment",
+    "check_segment_arrays",
     "merge_segments",
     "order_key",
     "segment_damage",
@@ -297,7 +298,9 @@ def empty_segment() -> Segment:
     )
 
 
-def segment_from_arrays(arrays: Mapping[str, npt.NDArray[np.generic]]) -> Segment:
+def segment_from_arrays(
+    arrays: Mapping[str, npt.NDArray[np.generic]], *, checked: bool = False
+) -> Segment:
     """A segment from stored arrays (``Segment.arrays()``), checked whole before any
     search reads it: ``ValueError`` naming the first thing that does not fit.
 
@@ -309,12 +312,24 @@ def segment_from_arrays(arrays: Mapping[str, npt.NDArray[np.generic]]) -> Segmen
     covers) and the key lookup. The compiled kernel and the numpy path therefore search
     only segments that fit together, and give the same results on them; the kernel
     checks what it reads again, so a segment made in memory cannot crash it either.
+    ``checked``: these very arrays already passed ``check_segment_arrays`` (run by
+    the pack store that loaded them, or remembered by it), so the check is not run again.
     """
     seg = Segment(**{name: arrays[name] for name in Segment.__slots__})  # type: ignore[arg-type]
-    problem = segment_damage(seg)
+    problem = None if checked else segment_damage(seg)
     if problem is not None:
         raise ValueError(f"segment arrays do not fit together: {problem}")
     return seg
+
+
+def check_segment_arrays(arrays: Mapping[str, npt.NDArray[np.generic]]) -> None:
+    """``ValueError`` unless ``arrays`` make a segment that fits together."""
+    try:
+        segment_from_arrays(arrays)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(
+            f"segment arrays do not fit together: {exc!r} is missing or wrong"
+        ) from None
 
 
 # The arrays a search hands to the compiled kernel, and the element types it takes.

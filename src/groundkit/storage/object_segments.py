@@ -42,6 +42,7 @@ from typing import Any, TypeVar
 import numpy.typing as npt
 import xxhash
 
+from groundkit.contracts import PackCheck
 from groundkit.errors import ConfigurationError, StorageError
 from groundkit.storage.segments import (
     _MANIFEST,
@@ -283,6 +284,21 @@ class ObjectSegments:
         cached copy when it matches ``entry``, else a fresh download checked against it."""
         copied = dict(entry)
         return await self._run(lambda: self._load_pack(copied))
+
+    async def load_checked_pack(
+        self, entry: Mapping[str, Any], check: PackCheck
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        """As ``load_pack``, then ``check`` run on the arrays (its ``ValueError`` raised).
+        Both run at every load: a cached copy is touched on each use (the sweep keeps
+        what is used), so its times never stay put long enough to be remembered."""
+        copied = dict(entry)
+
+        def work() -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+            arrays, meta = self._load_pack(copied)
+            check.run(arrays)
+            return arrays, meta
+
+        return await self._run(work)
 
     def _load_pack(
         self, entry: dict[str, Any]

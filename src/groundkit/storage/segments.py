@@ -41,14 +41,15 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from groundkit.contracts import PackStore
+from groundkit.contracts import PackCheck, PackStore
 from groundkit.errors import StorageError
+from groundkit.storage.check_cache import CHECKSUM, CheckCache, FileStamp, stamp_of
 
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
 
@@ -62,11 +63,13 @@ _SUFFIX = ".pack"
 # Packs the manifest no longer names are removed only once they are this old: a
 # process that has just read the previous manifest may still be mapping them.
 _GRACE_SECONDS = 600.0
-# Packs are mapped with their page tables filled at once (the pages are in the page
-# cache: the checksum has just read them). A search then takes no page fault on
-# postings it has not read before: about 5 ms at open for 300 MB, against a fault on
-# each new page of every query's postings (half of a query's time at 1M chunks).
-_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+# A pack just read for its checksum is mapped with its page tables filled at once (its
+# pages are in the page cache): a search then takes no page fault on postings it has not
+# read before, for about 5 ms at open for 300 MB. A pack whose checks are remembered is
+# mapped without (populating 16 MB took 0.6 ms, work that grows with the index, while
+# faulting in every page of it as searches touch them, 16 pages a fault, took 0.3 ms).
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+_MAP_FLAGS = mmap.MAP_SHARED | _POPULATE
 # The dtypes a pack may hold (anything else in a header is damage).
 _DTYPES = frozenset({"<i4", "<i8", "<u2", "<u4", "<u8", "<f8", "|u1", "|b1"})
 # What a pack may be called: one plain file or object name, never a path.
@@ -75,10 +78,15 @@ _PACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 def file_checksum(path: Path) -> str:
     """xxh3-64 of a file, read in large steps (about 10 GB/s from the page cache)."""
-    hasher = xxhash.xxh3_64()
     with open(path, "rb") as handle:
-        while block := handle.read(1 << 24):
-            hasher.update(block)
+        return read_checksum(handle)
+
+
+def read_checksum(handle: BinaryIO) -> str:
+    """xxh3-64 of what is left to read from an open file, read in large steps."""
+    hasher = xxhash.xxh3_64()
+    while block := handle.read(1 << 24):
+        hasher.update(block)
     return str(hasher.hexdigest())
 
 
@@ -134,12 +142,21 @@ class LocalSegments:
     """Packs and the manifest in a local directory (beside the SQLite file).
 
     ``grace_seconds`` is how old a pack the manifest no longer names must be
-    before ``remove_unreferenced`` deletes it (default: ten minutes).
+    before ``remove_unreferenced`` deletes it (default: ten minutes). Which packs
+    passed their checks, unchanged since, is remembered for this user under
+    ``check_root`` (default: ``default_cache_root()``; storage/check_cache.py).
     """
 
-    def __init__(self, directory: Path, *, grace_seconds: float | None = None) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        grace_seconds: float | None = None,
+        check_root: Path | None = None,
+    ) -> None:
         self.directory = Path(directory)
         self.grace_seconds = grace_seconds
+        self.checks = CheckCache(self.directory, root=check_root)
 
     @property
     def location(self) -> str:
@@ -195,15 +212,68 @@ class LocalSegments:
     ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         """The arrays (read-only views of one memory map) and meta of a pack, after
         checking its size and checksum against its manifest ``entry``."""
-        return await asyncio.to_thread(self._load_pack, dict(entry))
+        return await asyncio.to_thread(self._load_pack, dict(entry), None)
+
+    async def load_checked_pack(
+        self, entry: Mapping[str, Any], check: PackCheck
+    ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+        """As ``load_pack``, and ``check`` run on the arrays (its ``ValueError`` raised);
+        both skipped for a file this user saw pass them and that has not changed since."""
+        return await asyncio.to_thread(self._load_pack, dict(entry), check)
 
     def _load_pack(
-        self, entry: dict[str, Any]
+        self, entry: dict[str, Any], check: PackCheck | None
     ) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
         name, size, checksum = entry_fields(entry)
         path = pack_path(self.directory, name)
-        verify_pack_file(path, size, checksum)
-        return _map_pack(path, size)
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed below, after mapping
+        except FileNotFoundError:
+            raise StorageError(f"index file {str(path)!r} is missing") from None
+        except OSError as exc:
+            raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+        with handle:
+            # One open file throughout: the file checked is the file mapped, whatever
+            # is renamed over its path meanwhile.
+            try:
+                before = stamp_of(os.fstat(handle.fileno()))
+            except OSError as exc:
+                raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+            _check_size(path, before.size, size)
+            known = self.checks.passed(name, before, checksum)
+            if CHECKSUM not in known:
+                try:
+                    matches = read_checksum(handle) == checksum
+                except OSError as exc:
+                    raise StorageError(
+                        f"cannot read {str(path)!r}: {exc.strerror or exc}"
+                    ) from None
+                if not matches:
+                    raise StorageError(f"index file {str(path)!r} does not match its checksum")
+            # Pages just read for the checksum are in the page cache: their page tables are
+            # filled at once. A remembered file may not be read at all (a search faults in
+            # what it touches, 16 pages a fault), so nothing grows with the pack here.
+            populate = CHECKSUM not in known
+            arrays, meta = _map_open_pack(handle.fileno(), path, size, populate=populate)
+            passed = {CHECKSUM, *known}
+            if check is not None and check.name not in known:
+                check.run(arrays)
+                passed.add(check.name)
+            if passed != known:
+                self._remember(name, before, checksum, passed, handle.fileno())
+        return arrays, meta
+
+    def _remember(
+        self, name: str, stamp: FileStamp, checksum: str, passed: set[str], fd: int
+    ) -> None:
+        """Record what ``name`` passed, if the file is still as it was when the checks
+        began (a write in place meanwhile would have moved its ctime)."""
+        try:
+            unchanged = stamp_of(os.fstat(fd)) == stamp
+        except OSError:
+            return
+        if unchanged:
+            self.checks.record(name, stamp, checksum, passed)
 
     def changed_packs(self, entries: Iterable[Mapping[str, Any]]) -> list[str]:
         """Names of the packs among ``entries`` whose file no longer has the entry's
@@ -301,13 +371,17 @@ def verify_pack_file(path: Path, size: int, checksum: str) -> None:
         raise StorageError(f"index file {str(path)!r} is missing") from None
     except OSError as exc:
         raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    _check_size(path, found, size)
+    if file_checksum(path) != checksum:
+        raise StorageError(f"index file {str(path)!r} does not match its checksum")
+
+
+def _check_size(path: Path, found: int, size: int) -> None:
     if found != size:
         raise StorageError(
             f"index file {str(path)!r} has {found} bytes, the manifest says "
             f"{size}: it was cut short or replaced"
         )
-    if file_checksum(path) != checksum:
-        raise StorageError(f"index file {str(path)!r} does not match its checksum")
 
 
 def write_pack_file(
@@ -497,13 +571,22 @@ async def directory_lock(directory: Path, *, wait: bool) -> AsyncIterator[bool]:
 
 def _map_pack(path: Path, size: int) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
     """Map a checked pack file and cut its arrays out of the one mapping."""
+    with open(path, "rb") as handle:
+        return _map_open_pack(handle.fileno(), path, size)
+
+
+def _map_open_pack(
+    fd: int, path: Path, size: int, *, populate: bool = True
+) -> tuple[dict[str, npt.NDArray[Any]], dict[str, Any]]:
+    """Map the checked pack open as ``fd`` (read from ``path``) and cut its arrays out;
+    ``populate``: with its page tables filled at once."""
     if size < len(_MAGIC) + 8:
         raise StorageError(f"index file {str(path)!r} is too short to be a pack")
-    with open(path, "rb") as handle:
-        try:
-            view = mmap.mmap(handle.fileno(), 0, flags=_MAP_FLAGS, prot=mmap.PROT_READ)
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"cannot map {str(path)!r}: {exc}") from None
+    try:
+        flags = _MAP_FLAGS if populate else _MAP_FLAGS & ~_POPULATE
+        view = mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
+    except (OSError, ValueError) as exc:
+        raise StorageError(f"cannot map {str(path)!r}: {exc}") from None
     try:
         if view[: len(_MAGIC)] != _MAGIC:
             raise StorageError(f"index file {str(path)!r} is not a groundkit pack")
