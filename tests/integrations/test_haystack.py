@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from haystack import Document, Pipeline
@@ -16,6 +17,7 @@ from groundkit.integrations.haystack import (
     citation_of,
     records_from_documents,
 )
+from tests.integrations.conftest import build
 
 
 def test_a_pipeline_returns_documents_that_verify(sync_collection: gks.SyncCollection) -> None:
@@ -140,3 +142,47 @@ async def test_a_loaded_pipeline_runs_asynchronously(
         assert citation_of(out["retriever"]["documents"][0]).source == "record://TCK-2"
     finally:
         retriever.close()
+
+
+async def test_a_pipeline_never_holds_a_postgres_password(
+    postgres_dsn: str, fresh: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection opened with a password in its PostgreSQL URL is searched as usual,
+    but its retriever refuses to be written into a pipeline, saying where the password
+    goes instead; opened that way, the pipeline is written, holds no password, and runs."""
+    url = urlsplit(postgres_dsn)
+    if not url.password:
+        pytest.skip("the test server's DSN carries no password")
+    build(tmp_path / "base")
+    async with groundkit.Collection.open(
+        name=fresh, metadata_url=postgres_dsn, base_dir=tmp_path / "base"
+    ) as col:
+        await col.ingest(tmp_path / "base")
+        retriever = GroundkitRetriever(col, top_k=1)
+        found = await retriever.run_async("green tea degrees")
+        assert citation_of(found["documents"][0]).source == "tea/green.md"
+        pipeline = Pipeline()
+        pipeline.add_component("retriever", retriever)
+        for write in (retriever.to_dict, pipeline.dumps, pipeline.to_dict):
+            with pytest.raises(groundkit.ConfigurationError) as refused:
+                write()
+            message = str(refused.value)
+            assert "password" in message and "PostgreSQL URL" in message
+            assert "PGPASSWORD" in message and "~/.pgpass" in message
+            assert url.password not in message
+    # What the message says to do: the URL without its password, the password in PGPASSWORD.
+    bare = urlunsplit(url._replace(netloc=url.netloc.replace(f":{url.password}@", "@", 1)))
+    assert urlsplit(bare).password is None
+    monkeypatch.setenv("PGPASSWORD", url.password)
+    async with groundkit.Collection.open(name=fresh, metadata_url=bare) as col:
+        pipeline = Pipeline()
+        pipeline.add_component("retriever", GroundkitRetriever(col, top_k=1))
+        text = pipeline.dumps()
+    assert url.password not in text and bare in text
+    loaded = Pipeline.loads(text)
+    reopened: Any = loaded.get_component("retriever")
+    try:
+        out = await loaded.run_async({"retriever": {"query": "espresso descaling"}})
+        assert citation_of(out["retriever"]["documents"][0]).source == "coffee/espresso.md"
+    finally:
+        reopened.close()

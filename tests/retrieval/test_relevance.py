@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -14,17 +15,22 @@ from hypothesis import strategies as st
 from groundkit import (
     Collection,
     ConfigurationError,
+    CrossEncoderReranker,
+    GlossaryRewriter,
     InvalidQueryError,
     RelevanceCalibration,
     RetrievalConfig,
     SearchMode,
     SearchRequest,
     SentenceTransformerEmbedder,
+    search_collections,
 )
-from groundkit.contracts import Scores
+from groundkit.contracts import RetrievalResult, Scores
+from groundkit.retrieval import reciprocal_rank_fusion
 from groundkit.retrieval.relevance import BUILT_IN_CALIBRATIONS, calibration_for, fit_relevance
 from groundkit.storage.protocols import score_to_cosine
-from tests.support import QUERIES, SMALL_CHUNKS, ToyEmbedder
+from tests.retrieval.conftest import TinyCrossEncoders
+from tests.support import QUERIES, SMALL_CHUNKS, ToyEmbedder, write_tree
 
 # A calibration for the toy embedder: only the arithmetic is under test with it.
 TOY = RelevanceCalibration(slope=8.0, intercept=-4.0, floor=0.3, fitted_on="a test's choice")
@@ -131,6 +137,168 @@ async def test_every_mode_gives_its_signals(index_dir: Path, corpus_dir: Path) -
                     assert s.relevance == pytest.approx(TOY.relevance(s.vector))
     finally:
         await col.close()
+
+
+MODES: tuple[SearchMode, ...] = ("bm25", "dense", "hybrid")
+# Names a term of the corpus (tests/support.py) by words it does not use, so each
+# search fuses rankings that differ.
+GLOSSARY = GlossaryRewriter(
+    {
+        "sunlight": ["solar panels", "photovoltaic"],
+        "tea": ["steeped", "boiling"],
+        "electricity": ["energy", "power"],
+    }
+)
+REWRITTEN = ("sunlight electricity", "tea", "wind electricity")
+
+
+def expected_fusion(
+    rankings: list[list[RetrievalResult]], rrf_k: int
+) -> list[tuple[str, float, Scores]]:
+    """SPEC 4.17 and 7.3.1 worked out by hand: RRF over the chunk ids, each chunk the
+    result of the first ranking that found it, ``fused`` set to the RRF score and the
+    signals beneath it kept."""
+    first: dict[str, RetrievalResult] = {}
+    for ranking in rankings:
+        for result in ranking:
+            first.setdefault(result.chunk_id, result)
+    fused = reciprocal_rank_fusion([[r.chunk_id for r in ranking] for ranking in rankings], k=rrf_k)
+    out = []
+    for hit in fused:
+        below = first[hit.key].scores
+        assert below is not None
+        out.append((hit.key, hit.score, dataclasses.replace(below, fused=hit.score)))
+    return out
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_rewriting_fills_fused_and_keeps_the_signals(
+    index_dir: Path, corpus_dir: Path, mode: SearchMode
+) -> None:
+    """After query rewriting ``score`` is the RRF score of the queries' rankings and
+    ``scores.fused`` the same figure, over the signals the first ranking gave."""
+    config = RetrievalConfig(relevance_calibration=TOY, rrf_k=10)
+    async with Collection.open(
+        index_dir,
+        base_dir=corpus_dir,
+        chunking=SMALL_CHUNKS,
+        embedder=ToyEmbedder(),
+        retrieval=config,
+        rewriter=GLOSSARY,
+    ) as col:
+        await col.ingest(corpus_dir)
+        differed = 0
+        for query in REWRITTEN:
+            response = await col.search(query, 6, mode=mode, rewrite=True)
+            queries = response.metadata["queries"]
+            assert len(queries) > 1 and response.results
+            rankings = [list((await col.search(q, 6, mode=mode)).results) for q in queries]
+            expected = expected_fusion(rankings, rrf_k=10)[:6]
+            got = [(r.chunk_id, r.score, r.scores) for r in response.results]
+            assert got == expected
+            for result in response.results:
+                s = result.scores
+                assert s is not None and s.fused == result.score
+                if mode != "dense":
+                    assert s.bm25 is not None or s.vector is not None
+                if mode != "bm25":
+                    assert (s.vector is None) == (s.relevance is None)
+            if [r.chunk_id for r in response.results] != [r.chunk_id for r in rankings[0]]:
+                differed += 1
+        # The variants changed the ranking somewhere: the fusion was not the query alone.
+        assert differed > 0
+
+
+async def test_a_rerank_after_rewriting_scores_and_keeps_the_fusion(
+    index_dir: Path, corpus_dir: Path, tiny_cross_encoders: TinyCrossEncoders
+) -> None:
+    """A rerank runs after the queries are fused: ``score`` is then the cross-encoder's,
+    while ``scores.fused`` still holds the RRF score the candidate had."""
+    config = RetrievalConfig(rerank_depth=8)
+    async with Collection.open(
+        index_dir,
+        base_dir=corpus_dir,
+        chunking=SMALL_CHUNKS,
+        reranker=CrossEncoderReranker(str(tiny_cross_encoders.single)),
+        retrieval=config,
+        rewriter=GLOSSARY,
+    ) as col:
+        await col.ingest(corpus_dir)
+        for query in REWRITTEN:
+            response = await col.search(query, 3, rewrite=True, rerank=True)
+            assert response.metadata["stage"] == "rerank" and response.results
+            rankings = [
+                list((await col.search(q, 8)).results) for q in response.metadata["queries"]
+            ]
+            candidates = {cid: s for cid, _, s in expected_fusion(rankings, config.rrf_k)}
+            for result in response.results:
+                assert result.scores == dataclasses.replace(
+                    candidates[result.chunk_id], rerank=result.score
+                )
+
+
+async def _two_collections(
+    tmp_path: Path, corpus_dir: Path, **options: Any
+) -> tuple[Collection, Collection]:
+    other = {
+        "roof.md": "Solar panels on the library roof make electricity. Tea in the reading room.\n",
+        "power.txt": "Wind farms and solar panels feed the grid; boiling water for tea.\n",
+    }
+    write_tree(tmp_path / "other", other)
+    index = tmp_path / "index"
+    docs = await Collection.open(
+        index, "docs", base_dir=corpus_dir, chunking=SMALL_CHUNKS, **options
+    )
+    library = await Collection.open(index, "library", base_dir=tmp_path / "other", **options)
+    await docs.ingest(corpus_dir)
+    await library.ingest(tmp_path / "other")
+    return docs, library
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("rerank", [False, True])
+async def test_several_collections_fill_fused_and_keep_the_signals(
+    tmp_path: Path,
+    corpus_dir: Path,
+    tiny_cross_encoders: TinyCrossEncoders,
+    mode: SearchMode,
+    rerank: bool,
+) -> None:
+    """Across collections ``score`` is the RRF score of the collections' rankings (k=60,
+    SPEC 4.10) and ``scores.fused`` the same figure; every signal a collection's own
+    search gave the result (bm25, vector, relevance, rerank) is kept beneath it."""
+    options: dict[str, Any] = {
+        "embedder": ToyEmbedder(),
+        "retrieval": RetrievalConfig(relevance_calibration=TOY, rerank_depth=8),
+    }
+    if rerank:
+        options["reranker"] = CrossEncoderReranker(str(tiny_cross_encoders.single))
+    docs, library = await _two_collections(tmp_path, corpus_dir, **options)
+    try:
+        for query in ("solar panels electricity", "boiling water tea", "wind farms"):
+            found = await search_collections([docs, library], query, 5, mode=mode, rerank=rerank)
+            assert found.complete and {r.collection for r in found.results} == {"docs", "library"}
+            own: dict[tuple[str, str], RetrievalResult] = {}
+            rankings = []
+            for col in (docs, library):
+                ranking = (await col.search(query, 5, mode=mode, rerank=rerank)).results
+                rankings.append([(col.name, r.chunk_id) for r in ranking])
+                own.update(((col.name, r.chunk_id), r) for r in ranking)
+            fused = reciprocal_rank_fusion(rankings, k=60)[:5]
+            assert [(r.collection, r.chunk_id) for r in found.results] == [h.key for h in fused]
+            for result, hit in zip(found.results, fused, strict=True):
+                assert result.score == hit.score
+                below = own[hit.key].scores
+                assert below is not None
+                assert result.scores == dataclasses.replace(below, fused=hit.score)
+                assert result.scores.fused == result.score
+                if rerank:
+                    assert result.scores.rerank is not None
+                if mode != "bm25":
+                    assert (result.scores.vector is None) == (result.scores.relevance is None)
+    finally:
+        await docs.close()
+        await library.close()
 
 
 async def test_no_relevance_without_a_calibration(index_dir: Path, corpus_dir: Path) -> None:
