@@ -273,6 +273,6 @@ def test_the_old_module_path_still_works_and_warns() -> None:
     import sys
 
     sys.modules.pop("groundkit.integrations.providers", None)
-    with pytest.warns(DeprecationWarning, match=r"groundkit\.verification\.providers"):
+    with pytest.warns(DeprecationWarning, match=r"functions from groundkit\.verification;"):
         old = importlib.import_module("groundkit.integrations.providers")
     assert old.from_anthropic_citations is from_anthropic_citations

@@ -1,4 +1,4 @@
-"""Deprecated home of the provider citation mappers: import ``groundkit.verification.providers``.
+"""Deprecated home of the provider citation mappers: import them from ``groundkit.verification``.
 
 Kept for one release so existing imports keep working; importing it warns.
 """
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 warnings.warn(
-    "groundkit.integrations.providers moved to groundkit.verification.providers; "
+    "groundkit.integrations.providers moved: import its functions from groundkit.verification; "
     "the old path will be removed in the next release",
     DeprecationWarning,
     stacklevel=2,

@@ -19,6 +19,13 @@ if TYPE_CHECKING:
     from groundkit.verification.answers import verify_answer
     from groundkit.verification.claims import ClaimJudge, ClaimJudgement, ClaimPair, RuleClaimJudge
     from groundkit.verification.judges import ChatClaimJudge, EntailmentModelJudge
+    from groundkit.verification.providers import (
+        chunk_uri,
+        from_anthropic_citations,
+        from_openai_annotations,
+        to_anthropic_documents,
+        to_anthropic_search_results,
+    )
     from groundkit.verification.quotes import check_quote
     from groundkit.verification.receipts import (
         Receipt,
@@ -44,6 +51,13 @@ __getattr__, __dir__ = _lazy_names(
             "RuleClaimJudge",
         ),
         "groundkit.verification.judges": ("ChatClaimJudge", "EntailmentModelJudge"),
+        "groundkit.verification.providers": (
+            "chunk_uri",
+            "from_anthropic_citations",
+            "from_openai_annotations",
+            "to_anthropic_documents",
+            "to_anthropic_search_results",
+        ),
         "groundkit.verification.quotes": ("check_quote",),
         "groundkit.verification.receipts": (
             "Receipt",
@@ -69,9 +83,14 @@ __all__ = [
     "check_citation",
     "check_quote",
     "check_receipts",
+    "chunk_uri",
+    "from_anthropic_citations",
+    "from_openai_annotations",
     "read_receipts",
     "resolve_citation",
     "sentence_spans",
+    "to_anthropic_documents",
+    "to_anthropic_search_results",
     "verify_answer",
     "write_receipts",
 ]
