@@ -288,6 +288,7 @@ def test_a_refused_setting_lists_each_field_with_its_value() -> None:
         IngestConfig(ocr_languages="eng+", keep_versions=-1)
     problems = {field: (reason, value) for field, reason, value in refusal.value.problems}
     assert set(problems) == {"ocr_languages", "keep_versions"}
+    assert refusal.value.setting == "IngestConfig"
     assert problems["ocr_languages"][1] == "eng+"
     assert problems["keep_versions"][1] == -1
     assert isinstance(refusal.value, ValueError)

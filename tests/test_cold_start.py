@@ -113,7 +113,7 @@ async def test_open_readies_the_lexical_index_of_a_written_collection(
     (a fixed cost once its packs' checks are remembered): the first search loads no
     pack. A collection nothing was written to yet opens none."""
     from groundkit import Collection
-    from groundkit.storage import segments
+    from groundkit.storage import check_cache, segments
 
     loads: list[str] = []
     real = segments.LocalSegments._load_pack
@@ -123,10 +123,18 @@ async def test_open_readies_the_lexical_index_of_a_written_collection(
         return real(self, entry, check)
 
     monkeypatch.setattr(segments.LocalSegments, "_load_pack", counted)
+    # Files written this instant are recorded too (the one-second rule is tested apart).
+    monkeypatch.setattr(check_cache, "SETTLED_NS", 0)
     async with Collection.open(tmp_path / "empty", base_dir=tmp_path) as col:
         assert loads == []
     async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
         await col.add_documents([{"id": "a", "text": "Cats are small carnivorous mammals."}])
+    loads.clear()
+    # No process has checked the new packs yet: open reads none, the first search does.
+    async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
+        assert loads == []
+        await col.search("cats")
+    assert loads
     loads.clear()
     async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
         opened = list(loads)

@@ -423,3 +423,11 @@ async def test_location_beside_the_arguments_it_replaces_is_refused(
         await Collection.open(location=location, **doubled)
     assert not (tmp_path / "idx").exists()
     assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("name", ["clearance", "embedder", "reranker", "rewriter"])
+async def test_what_open_fixes_cannot_be_assigned_after(tmp_path: Path, name: str) -> None:
+    async with Collection.open(tmp_path / "idx", base_dir=tmp_path, clearance="internal") as col:
+        with pytest.raises(ConfigurationError, match=f"open it again with .*{name}="):
+            setattr(col, name, None)
+        assert col.clearance == "internal"

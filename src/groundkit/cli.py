@@ -70,7 +70,9 @@ SEARCH_FLAGS = {
     "rewrite": "--glossary",
     "min_relevance": "--min-relevance",
 }
-# How grk names the settings its ingest flags fill: a refused setting names the flag.
+# How grk names the settings its ingest flags fill (fields of these models): a refused
+# setting names the flag.
+SETTING_MODELS = ("IngestConfig", "ChunkingConfig")
 SETTING_FLAGS = {
     "html_extractor": "--html",
     "ocr": "--ocr",
@@ -1735,7 +1737,11 @@ async def _run_receipts(args: argparse.Namespace) -> int:
 def _in_flags(exc: GroundkitError) -> str:
     """``exc``'s message, a refused setting said as the flag that gave it."""
     problems = getattr(exc, "problems", ())
-    if not problems or any(field not in SETTING_FLAGS for field, _, _ in problems):
+    if (
+        getattr(exc, "setting", None) not in SETTING_MODELS
+        or not problems
+        or any(field not in SETTING_FLAGS for field, _, _ in problems)
+    ):
         return str(exc)
     return "; ".join(
         f"{SETTING_FLAGS[field]} {value!r}: {reason.removeprefix('Value error, ')}"

@@ -224,13 +224,13 @@ class Collection:
         created: bool = False,
         rewriter: QueryRewriterProtocol | None = None,
     ) -> None:
-        self.reranker = reranker
-        self.rewriter = rewriter
+        self._reranker = reranker
+        self._rewriter = rewriter
         # The event loop this collection was opened on: its stores belong to it.
         # groundkit.sync and the framework retrievers run calls there.
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
         # The most restricted label this collection object may return (None: all).
-        self.clearance = check_clearance(clearance)
+        self._clearance = check_clearance(clearance)
         self._stores = stores
         self.location = stores.location
         # Where URL documents keep the text they were indexed from; ``snapshot_dir``
@@ -245,7 +245,7 @@ class Collection:
         self.name = stores.location.name
         self.store: MetadataStoreProtocol = stores.metadata
         self.base_dir = base_dir
-        self.embedder = embedder
+        self._embedder = embedder
         self.vector_store = stores.vectors
         # The store's generation when this object was opened, read before the
         # vector handle: a write landing in between shows as a newer generation.
@@ -280,6 +280,44 @@ class Collection:
         self._left_open = weakref.finalize(
             self, _warn_left_open, self.name, stores.location.describe_root()
         )
+
+    # Fixed at open: the retriever, verification and fetches all read them, so a later
+    # assignment could take effect in some of them and not others (adr/0076-open-arguments.md).
+    @property
+    def clearance(self) -> str | None:
+        """The most restricted label this collection object may return (None: all)."""
+        return self._clearance
+
+    @clearance.setter
+    def clearance(self, value: object) -> None:
+        _fixed_at_open("clearance")
+
+    @property
+    def embedder(self) -> EmbeddingProtocol | None:
+        """The embedding model dense and hybrid searches use (None: BM25 only)."""
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, value: object) -> None:
+        _fixed_at_open("embedder")
+
+    @property
+    def reranker(self) -> RerankerProtocol | None:
+        """The cross-encoder ``search(rerank=True)`` uses."""
+        return self._reranker
+
+    @reranker.setter
+    def reranker(self, value: object) -> None:
+        _fixed_at_open("reranker")
+
+    @property
+    def rewriter(self) -> QueryRewriterProtocol | None:
+        """The query rewriter ``search(rewrite=True)`` uses."""
+        return self._rewriter
+
+    @rewriter.setter
+    def rewriter(self, value: object) -> None:
+        _fixed_at_open("rewriter")
 
     @classmethod
     def open(
@@ -344,11 +382,12 @@ class Collection:
         labelled above it from search, ``fetch_chunk`` and ``verify``
         (adr/0021-sensitivity.md).
 
-        *Opening.* A collection already written whose lexical index is in local files has
+        *Opening.* A collection already written whose lexical index is in local files,
+        each of them remembered as having passed its checks (adr/0075-check-cache.md), has
         that index (and, without an embedder, its retriever) opened here, not by the
-        first search: with the checks of its files remembered (adr/0075-check-cache.md)
-        that costs a few statements and a map per file, whatever the collection's size.
-        What fails then is raised by the first search or write, as before.
+        first search: a few statements and a map per file, whatever the collection's size.
+        Otherwise the first search opens it and checks the files, as before. What fails
+        here is raised by the first search or write.
         """
         check_clearance(clearance)
         if location is not None:
@@ -423,10 +462,15 @@ class Collection:
                 rewriter=rewriter,
             )
             opened._made_index_dir = made_dir
-            if generation > 0 and isinstance(stores.segments, LocalSegments):
-                # Paid here rather than by the first search: with its packs' checks
-                # remembered (storage/check_cache.py) opening the lexical index is a
-                # few statements and a map per pack, whatever the collection's size. A
+            if (
+                generation > 0
+                and isinstance(stores.segments, LocalSegments)
+                and await stores.segments.remembered()
+            ):
+                # Paid here rather than by the first search, and only when every pack's
+                # checks are remembered (storage/check_cache.py): opening the lexical index
+                # is then a few statements and a map per pack, whatever the collection's
+                # size, so a command that never searches pays no read of the index. A
                 # BM25 collection's retriever is a few statements more; a dense one's
                 # also checks its vectors, left to the first search. What fails here
                 # (another analyzer, say) is raised where it always was: by the first
@@ -1196,6 +1240,13 @@ class Collection:
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
+
+
+def _fixed_at_open(name: str) -> None:
+    raise ConfigurationError(
+        f"a collection's {name} is fixed when it opens; open it again with "
+        f"Collection.open(..., {name}=...)"
+    )
 
 
 def _warn_left_open(name: str, where: str) -> None:

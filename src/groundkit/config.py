@@ -65,7 +65,9 @@ class _Settings(BaseModel):
                 for error in exc.errors()
             )
             raise InvalidSettingError(
-                f"invalid {type(self).__name__}: {exc}", problems=problems
+                f"invalid {type(self).__name__}: {exc}",
+                setting=type(self).__name__,
+                problems=problems,
             ) from None
 
     def __setattr__(self, name: str, value: Any) -> None:

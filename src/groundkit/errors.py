@@ -99,12 +99,20 @@ class ReceiptError(RetrievalError):
 
 class InvalidSettingError(ConfigurationError, ValueError):
     """A setting or an argument has a value out of its range or of the wrong kind
-    (a missing extra stays a plain ``ConfigurationError``). ``problems`` lists, for a
-    settings model, each refused field with its reason and the value given, so a surface
-    can name the field its own way (``grk`` names its flag)."""
+    (a missing extra stays a plain ``ConfigurationError``). For a settings model,
+    ``setting`` is its class name and ``problems`` lists each refused field with its
+    reason and the value given, so a surface can name the field its own way (``grk``
+    names its flag)."""
 
-    def __init__(self, message: str, *, problems: tuple[tuple[str, str, object], ...] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        setting: str | None = None,
+        problems: tuple[tuple[str, str, object], ...] = (),
+    ) -> None:
         super().__init__(message)
+        self.setting = setting
         self.problems = problems
 
 

@@ -313,11 +313,12 @@ def test_a_file_changed_just_now_is_not_remembered(
 def test_the_record_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(check_cache, "MAX_PACKS", 3)
     monkeypatch.setattr(check_cache, "MAX_FILES", 2)
-    cache = CheckCache(tmp_path / "a")
+    root = tmp_path / "cache"
+    cache = CheckCache(tmp_path / "a", root=root)
     stamp = stamp_of(tmp_path.stat())
     for i in range(5):
         assert cache.record(f"seg-{i}", stamp, "x", [CHECKSUM])
-    fresh = CheckCache(tmp_path / "a")
+    fresh = CheckCache(tmp_path / "a", root=root)
     assert [bool(fresh.passed(f"seg-{i}", stamp, "x")) for i in range(5)] == [
         False,
         False,
@@ -325,9 +326,35 @@ def test_the_record_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         True,
         True,
     ]
+    # A file of someone else's in the folder is never counted or removed.
+    (root / "checks" / "notes.txt").write_text("mine", encoding="utf-8")
     for other in ("b", "c", "d"):
-        CheckCache(tmp_path / other).record("seg-0", stamp, "x", [CHECKSUM])
-    assert len(list(cache.path.parent.iterdir())) == 2
+        CheckCache(tmp_path / other, root=root).record("seg-0", stamp, "x", [CHECKSUM])
+    assert len(list(cache.path.parent.glob("*.json"))) == 2
+    assert (root / "checks" / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_linked_checks_folder_is_never_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_cache, "MAX_FILES", 1)
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    for i in range(3):
+        (victim / f"file{i}").write_text(str(i), encoding="utf-8")
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / "checks").symlink_to(victim, target_is_directory=True)
+    cache = CheckCache(tmp_path / "idx", root=root)
+    stamp = stamp_of(tmp_path.stat())
+    assert not cache.record("seg-0", stamp, "x", [CHECKSUM])
+    assert sorted(p.name for p in victim.iterdir()) == ["file0", "file1", "file2"]
+    assert CheckCache(tmp_path / "idx", root=root).passed("seg-0", stamp, "x") == frozenset()
+    # A record put there by whoever made the link is not read through it either.
+    real = CheckCache(tmp_path / "idx", root=tmp_path / "real")
+    assert real.record("seg-0", stamp, "x", [CHECKSUM])
+    shutil.copy(real.path, victim / real.path.name)
+    assert CheckCache(tmp_path / "idx", root=root).passed("seg-0", stamp, "x") == frozenset()
 
 
 # -- a collection --------------------------------------------------------------------------
@@ -454,3 +481,18 @@ def test_a_cache_location_that_cannot_be_a_path_checks_every_time(
         store = LocalSegments(directory, check_root=Path("no\0where"))
         asyncio.run(store.load_checked_pack(entry, SEGMENT_CHECK))
     assert counts == {"checksum": 2, "segment": 2}
+
+
+def test_settled_is_judged_by_the_clock_before_the_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Checks that took long do not make a file that changed just before its stamp
+    # look settled: the clock read before the stamp decides.
+    monkeypatch.setattr(check_cache, "SETTLED_NS", 1_000_000_000)
+    cache = CheckCache(tmp_path / "idx", root=tmp_path / "cache")
+    old = stamp_of(tmp_path.stat())
+    stamp = check_cache.FileStamp(
+        old.device, old.inode, old.size, old.mtime_ns, time.time_ns() - 5_000_000_000
+    )
+    assert not cache.record("seg-0", stamp, "x", [CHECKSUM], seen_ns=stamp.ctime_ns + 10)
+    assert cache.record("seg-0", stamp, "x", [CHECKSUM], seen_ns=stamp.ctime_ns + 2_000_000_000)

@@ -29,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import threading
 import time
@@ -57,6 +58,9 @@ _MAX_BYTES = 1 << 20
 _FOLDER = "checks"
 # What an unusable cache location raises (a path with a NUL byte, no home directory).
 _UNUSABLE = (OSError, ValueError, RuntimeError)
+# The names this module writes in the checks folder: records and their temporary files.
+_OURS = re.compile(r"\.?[0-9a-f]{32}\.json(?:\.[0-9a-f]{8}\.tmp)?")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 # How long ago a file must have last changed for its stamp to be recorded (see ``record``).
 SETTLED_NS = 1_000_000_000
 
@@ -118,16 +122,27 @@ class CheckCache:
             return frozenset()
         return found.checks
 
-    def record(self, name: str, stamp: FileStamp, checksum: str, checks: Iterable[str]) -> bool:
+    def record(
+        self,
+        name: str,
+        stamp: FileStamp,
+        checksum: str,
+        checks: Iterable[str],
+        *,
+        seen_ns: int | None = None,
+    ) -> bool:
         """Remember that the file ``stamp`` describes passed ``checks`` as pack ``name``
         with checksum ``checksum``; True when it was written down.
 
-        Not when the file changed less than ``SETTLED_NS`` ago: file times move by clock
-        ticks, and a write in the same tick as the last one would leave the stamp as it
-        is (the next open checks again, and records it then). Merged into the record on
-        disk (another process may have added packs since it was read); a record that
-        cannot be written is let go."""
-        if time.time_ns() - stamp.ctime_ns < SETTLED_NS:
+        ``seen_ns`` is the clock just before the stamp was taken (default: now). Not
+        recorded when the file had changed less than ``SETTLED_NS`` before then: file
+        times move by clock ticks, and a write in the same tick as the stamp would leave
+        it as it is (the next open checks again, and records it then). Merged into the
+        record on disk as read just before (two processes recording at once may each
+        drop the other's entry, which costs only a check again); a record that cannot
+        be written is let go."""
+        seen = time.time_ns() if seen_ns is None else seen_ns
+        if seen - stamp.ctime_ns < SETTLED_NS:
             return False
         entry = _Passed(stamp, checksum, frozenset(checks))
         with self._lock:
@@ -150,13 +165,20 @@ class CheckCache:
         """The record on disk, or nothing when it is missing, not ours or damaged."""
         try:
             path = self.path
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            folder = _open_folder(path.parent)
         except _UNUSABLE:
             return {}
         try:
+            fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW, dir_fd=folder)
+        except OSError:
+            os.close(folder)
+            return {}
+        try:
             found = os.fstat(fd)
-            if not _own_file(found) or found.st_size > _MAX_BYTES:
+            if not _own_file(found) or not stat.S_ISREG(found.st_mode):
                 logger.debug("the pack check record %s is not used: not this user's own", path)
+                return {}
+            if found.st_size > _MAX_BYTES:
                 return {}
             with os.fdopen(os.dup(fd), "rb") as handle:
                 raw = handle.read(_MAX_BYTES + 1)
@@ -164,6 +186,7 @@ class CheckCache:
             return {}
         finally:
             os.close(fd)
+            os.close(folder)
         packs = _parse(raw, self._index)
         if packs is None:
             logger.debug("the pack check record %s is not used: damaged or foreign", path)
@@ -172,10 +195,7 @@ class CheckCache:
 
     def _write(self, packs: dict[str, _Passed]) -> None:
         path = self.path
-        folder = path.parent
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _own_file(folder.stat()):
-            raise OSError(f"{folder} is not this user's own directory")
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         body = {
             "format": FORMAT,
             "index": self._index,
@@ -184,17 +204,39 @@ class CheckCache:
             ],
         }
         data = json.dumps({**body, "body_xxh3": _body_checksum(body)}).encode("utf-8")
-        temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+        # Every step relative to the folder opened once, never through a link: what is
+        # written, replaced and removed is inside the user's own checks folder.
+        folder = _open_folder(path.parent)
         try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                temp.unlink()
-            raise
-        _bound_folder(folder, keep=path)
+            temp = f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
+            try:
+                fd = os.open(
+                    temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=folder
+                )
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=folder)
+                raise
+            _bound_folder(folder, keep=path.name)
+        finally:
+            os.close(folder)
+
+
+def _open_folder(folder: Path) -> int:
+    """The checks folder, opened without following a link, if it is the user's own
+    directory that no one else can write; ``OSError`` otherwise."""
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISDIR(found.st_mode) or not _own_file(found):
+            raise OSError(f"{folder} is not this user's own directory")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _own_file(found: os.stat_result) -> bool:
@@ -257,16 +299,18 @@ def _entry(item: Any) -> tuple[str, _Passed] | None:
     return name, _Passed(FileStamp(*numbers), checksum, frozenset(checks))
 
 
-def _bound_folder(folder: Path, *, keep: Path) -> None:
+def _bound_folder(folder: int, *, keep: str) -> None:
     """At most ``MAX_FILES`` records (and leftovers of writes cut short): the ones
-    written longest ago go first."""
+    written longest ago go first. Only names this module writes are ever removed."""
     try:
-        files = [p for p in folder.iterdir() if p != keep]
+        files = [n for n in os.listdir(folder) if n != keep and _OURS.fullmatch(n)]
         if len(files) < MAX_FILES:
             return
-        aged = sorted(files, key=lambda p: p.stat().st_mtime_ns)
+        aged = sorted(
+            files, key=lambda n: os.stat(n, dir_fd=folder, follow_symlinks=False).st_mtime_ns
+        )
     except OSError:
         return
     for old in aged[: len(files) - MAX_FILES + 1]:
         with contextlib.suppress(OSError):
-            old.unlink()
+            os.unlink(old, dir_fd=folder)

@@ -235,6 +235,9 @@ class LocalSegments:
         with handle:
             # One open file throughout: the file checked is the file mapped, whatever
             # is renamed over its path meanwhile.
+            # The clock before the stamp: a file is recorded only if it had settled
+            # by then (check_cache.CheckCache.record), whatever the checks then take.
+            seen_ns = time.time_ns()
             try:
                 before = stamp_of(os.fstat(handle.fileno()))
             except OSError as exc:
@@ -260,11 +263,36 @@ class LocalSegments:
                 check.run(arrays)
                 passed.add(check.name)
             if passed != known:
-                self._remember(name, before, checksum, passed, handle.fileno())
+                self._remember(name, before, checksum, passed, handle.fileno(), seen_ns)
         return arrays, meta
 
+    async def remembered(self) -> bool:
+        """Whether every pack the manifest names is a file this user saw pass its
+        checksum, unchanged since: opening the index then reads no pack whole."""
+        return await asyncio.to_thread(self._remembered)
+
+    def _remembered(self) -> bool:
+        try:
+            manifest = self._read_manifest()
+            if manifest is None:
+                return False
+            for entry in pack_entries(manifest):
+                name, _, checksum = entry_fields(entry)
+                found = os.stat(pack_path(self.directory, name))
+                if CHECKSUM not in self.checks.passed(name, stamp_of(found), checksum):
+                    return False
+        except (OSError, StorageError):
+            return False
+        return True
+
     def _remember(
-        self, name: str, stamp: FileStamp, checksum: str, passed: set[str], fd: int
+        self,
+        name: str,
+        stamp: FileStamp,
+        checksum: str,
+        passed: set[str],
+        fd: int,
+        seen_ns: int,
     ) -> None:
         """Record what ``name`` passed, if the file is still as it was when the checks
         began (a write in place meanwhile would have moved its ctime)."""
@@ -273,7 +301,7 @@ class LocalSegments:
         except OSError:
             return
         if unchanged:
-            self.checks.record(name, stamp, checksum, passed)
+            self.checks.record(name, stamp, checksum, passed, seen_ns=seen_ns)
 
     def changed_packs(self, entries: Iterable[Mapping[str, Any]]) -> list[str]:
         """Names of the packs among ``entries`` whose file no longer has the entry's
@@ -345,14 +373,20 @@ def entry_fields(entry: Mapping[str, Any]) -> tuple[str, int, str]:
 def pack_names(manifest: Any) -> set[str]:
     """The name of every pack entry anywhere in ``manifest`` (a dict holding ``name``,
     ``bytes`` and ``xxh3``): what a sweep must keep, whatever the manifest's layout."""
-    found: set[str] = set()
+    return {entry["name"] for entry in pack_entries(manifest)}
+
+
+def pack_entries(manifest: Any) -> list[dict[str, Any]]:
+    """Every pack entry anywhere in ``manifest`` (a dict holding a string ``name``,
+    ``bytes`` and ``xxh3``), whatever the manifest's layout."""
+    found: list[dict[str, Any]] = []
     stack = [manifest]
     while stack:
         value = stack.pop()
         if isinstance(value, dict):
             name = value.get("name")
             if isinstance(name, str) and "bytes" in value and "xxh3" in value:
-                found.add(name)
+                found.append(value)
             stack.extend(value.values())
         elif isinstance(value, list):
             stack.extend(value)
