@@ -236,24 +236,6 @@ def _relevance_arg(text: str) -> float | str:
         ) from None
 
 
-def _ray_address(text: str) -> str:
-    """``--ray``: ``auto`` or a cluster's host:port, named by the flag when empty."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected auto or a Ray cluster's HOST:PORT, not ''")
-    return text.strip()
-
-
-def _positive_int(text: str) -> int:
-    """A count given on the command line (``--ray-workers``): refused by its flag's name."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of 1 or more, not {text!r}")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
     from groundkit.config import ChunkingConfig
     from groundkit.retrieval.context import EXPAND_KINDS
@@ -390,7 +372,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     ingest.add_argument(
         "--ray",
-        type=_ray_address,
         default=None,
         metavar="auto|ADDRESS",
         help="read, chunk and embed on a Ray cluster ('auto': the one this host runs, or "
@@ -399,7 +380,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ingest.add_argument(
         "--ray-workers",
-        type=_positive_int,
+        type=int,
         default=1,
         metavar="N",
         help="embedding workers (Ray actors, each loads the model once) with --ray (default 1)",
@@ -1360,7 +1341,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
     """Counts that argparse reads as any integer, held to their ranges (one-line errors)."""
     from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT
 
-    bounds = {"keep_versions": 0, "keep": 0, "version": 1, "chunk_overlap": 0}
+    bounds = {"keep_versions": 0, "keep": 0, "version": 1, "chunk_overlap": 0, "ray_workers": 1}
     for name, least in bounds.items():
         value = getattr(args, name, None)
         if value is not None and value < least:
@@ -1487,6 +1468,8 @@ def _ray_executor(args: argparse.Namespace) -> RayExecutor | None:
         return None
     if args.jsonl is not None:
         raise ConfigurationError("--ray ingests a PATH; --jsonl records are added here")
+    if not args.ray.strip():
+        raise ConfigurationError("--ray takes auto or a Ray cluster's HOST:PORT")
     from groundkit.ingestion.ray_executor import RayExecutor
 
     return RayExecutor(args.ray, num_workers=args.ray_workers)

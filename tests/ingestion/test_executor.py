@@ -81,7 +81,7 @@ def test_grk_ray_options_are_checked_before_anything_opens(tmp_path: Path) -> No
     done = grk("ingest", "--jsonl", "-", "--ray", "auto")
     assert done.returncode == 2 and "--jsonl" in done.stderr
     done = grk("ingest", "a.md", "--ray", "auto", "--ray-workers", "0")
-    assert done.returncode == 2 and "argument --ray-workers" in done.stderr
+    assert done.returncode == 2 and "--ray-workers must be at least 1" in done.stderr
     assert "num_workers" not in done.stderr
     assert not (tmp_path / ".groundkit").exists()
 
