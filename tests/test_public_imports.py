@@ -24,18 +24,11 @@ from pathlib import Path
 
 import pytest
 
+# The subpackages whose __init__ is public: the list the exported-names test pins.
+from tests.test_public_api import SUBPACKAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 
-SUBPACKAGES = (
-    "groundkit.storage",
-    "groundkit.lexical",
-    "groundkit.ingestion",
-    "groundkit.extraction",
-    "groundkit.retrieval",
-    "groundkit.verification",
-    "groundkit.providers",
-    "groundkit.service",
-)
 MODEL_MODULES = (
     "groundkit.config",
     "groundkit.contracts",

@@ -21,7 +21,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
-from groundkit.errors import ConfigurationError, GroundkitError, IngestionError, RetrievalError
+from groundkit.errors import (
+    ConfigurationError,
+    GroundkitError,
+    IngestionError,
+    InvalidSettingError,
+    RetrievalError,
+)
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
 from groundkit.storage.versions import version_start
 from groundkit.utils.text import first_unencodable
@@ -1719,16 +1725,16 @@ async def _run_receipts(args: argparse.Namespace) -> int:
 
 def _in_flags(exc: GroundkitError) -> str:
     """``exc``'s message, a refused setting said as the flag that gave it."""
-    problems = getattr(exc, "problems", ())
     if (
-        getattr(exc, "setting", None) not in SETTING_MODELS
-        or not problems
-        or any(field not in SETTING_FLAGS for field, _, _ in problems)
+        not isinstance(exc, InvalidSettingError)
+        or exc.setting not in SETTING_MODELS
+        or not exc.problems
+        or any(field not in SETTING_FLAGS for field, _, _ in exc.problems)
     ):
         return str(exc)
     return "; ".join(
         f"{SETTING_FLAGS[field]} {value!r}: {reason.removeprefix('Value error, ')}"
-        for field, reason, value in problems
+        for field, reason, value in exc.problems
     )
 
 

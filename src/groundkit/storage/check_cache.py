@@ -240,13 +240,9 @@ def _open_folder(folder: Path) -> int:
 
 
 def _own_file(found: os.stat_result) -> bool:
-    """Whether a record file (or its directory) is this user's and no one else can write it."""
-    mode = found.st_mode
-    return (
-        found.st_uid == os.geteuid()
-        and not mode & (stat.S_IWGRP | stat.S_IWOTH)
-        and (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
-    )
+    """Whether a record file (or its folder) is this user's and no one else can write it;
+    the callers check which of the two it is."""
+    return found.st_uid == os.geteuid() and not found.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _body_checksum(body: dict[str, Any]) -> str:
