@@ -498,7 +498,7 @@ class LiveIndex:
             arrays, _ = await files.load_checked_pack(entry, SEGMENT_CHECK)
             return arrays
         arrays, _ = await files.load_pack(entry)
-        SEGMENT_CHECK.run(arrays)
+        await asyncio.to_thread(SEGMENT_CHECK.run, arrays)  # whole-segment work, off the loop
         return arrays
 
     # -- writing ------------------------------------------------------------------------
