@@ -111,6 +111,7 @@ __all__ = [
     "citation_for",
     "end_page_at",
     "fields_of",
+    "fill_trusted",
     "heading_path_at",
     "metadata_without_gaps",
     "page_at",
@@ -822,11 +823,17 @@ def trusted(cls: type[_Model], values: dict[str, Any], fields_set: set[str]) -> 
     private attributes or extra fields, which all of these contracts are.
     """
     model = cls.__new__(cls)
+    fill_trusted(model, values, fields_set)
+    return model
+
+
+def fill_trusted(model: BaseModel, values: dict[str, Any], fields_set: set[str]) -> None:
+    """``trusted`` for an instance being initialised (a model whose own ``__init__``
+    checked its arguments)."""
     _set_values(model, values)
     _set_fields_set(model, fields_set)
     _set_extra(model, None)
     _set_private(model, None)
-    return model
 
 
 _CITATION_FIELDS = frozenset(Citation.model_fields)

@@ -5,6 +5,7 @@ read by key."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from groundkit import Citation, Highlights, RetrievalConfig, RetrievalResult
 from groundkit.contracts import (
+    GAPS_KEY,
     GEOMETRY_KEY,
     PAGE_STARTS_KEY,
     Scores,
@@ -23,11 +25,12 @@ from groundkit.contracts import (
     page_at,
     rects_at,
 )
+from groundkit.errors import StorageError
 from groundkit.ingestion import Indexer
 from groundkit.retrieval import Retriever
 from groundkit.retrieval.search import result_from_row
-from groundkit.storage import SQLiteMetadataStore
-from groundkit.storage._rows import stored_chunk
+from groundkit.storage import SQLiteMetadataStore, _rows
+from groundkit.storage._rows import stored_chunk, stored_hit
 from groundkit.storage.protocols import StoredChunk
 from groundkit.utils.geometry import PageFrame, encode_geometry
 from tests.support import QUERIES, SMALL_CHUNKS
@@ -168,6 +171,53 @@ def test_a_stored_row_equals_the_constructed_stored_chunk(row: tuple[Any, ...]) 
     assert hash(fast.key) == hash(checked.key) and fast.citation == checked.citation
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.content = "x"  # type: ignore[misc]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_JSON)
+def test_metadata_text_reads_as_json_loads_reads_it(value: Any) -> None:
+    # Lone surrogates, NaN and big integers included: both parsers must agree.
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        assert repr(_rows._loads(text)) == repr(json.loads(text))
+
+
+def test_json_that_only_json_loads_reads_still_reads() -> None:
+    assert _rows._loads('{"t": "\\ud800"}') == {"t": "\ud800"}
+    with pytest.raises(ValueError):
+        _rows._loads('{"t": 1} trailing')
+
+
+def _row(key: int, meta: str) -> tuple[Any, ...]:
+    return (
+        key, f"c{key}", key, "text", 0, 4, "d", "a.md", "h", "2026-01-01T00:00:00+00:00",
+        "text", None, meta, 1, 0.0, None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("pad", [0, _rows._MEMO_MIN_CHARS])
+def test_a_hit_row_leaves_the_gaps_out_and_shares_nothing(pad: int) -> None:
+    """Small metadata and large (memoised) alike: a hit has no gaps, a row read by id
+    keeps them, and no two rows share a metadata dict."""
+    meta = json.dumps({"fields": {"team": "a"}, "pad": "x" * pad, GAPS_KEY: {"0": "\n"}})
+    hits = [stored_hit(_row(k, meta)) for k in (1, 2)]
+    whole = stored_chunk(_row(3, meta))
+    assert all(GAPS_KEY not in h.metadata for h in hits)
+    assert whole.metadata[GAPS_KEY] == {"0": "\n"}
+    assert hits[0].metadata == {"fields": {"team": "a"}, "pad": "x" * pad}
+    assert hits[0].metadata is not hits[1].metadata
+    hits[0].metadata["x"] = 1
+    assert "x" not in stored_hit(_row(4, meta)).metadata
+    # A hit does not use the gaps, so damaged ones do not stop it; the full read refuses them.
+    damaged = meta.replace('"\\n"', '"x"')
+    assert GAPS_KEY not in stored_hit(_row(5, damaged)).metadata
+    with pytest.raises(StorageError):
+        stored_chunk(_row(6, damaged))
 
 
 def _outputs(results: list[RetrievalResult]) -> list[tuple[Any, ...]]:

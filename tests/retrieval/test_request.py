@@ -33,7 +33,7 @@ from groundkit import (
 )
 from groundkit.cli import SEARCH_FLAGS, _parser
 from groundkit.config import MAX_TOP_K, RetrievalConfig
-from groundkit.retrieval.request import SearchOptions, name_options
+from groundkit.retrieval.request import SearchOptions, _checked, name_options
 from groundkit.retrieval.search import Retriever
 from tests.support import CORPUS, SMALL_CHUNKS, write_tree
 
@@ -121,6 +121,35 @@ def test_any_values_give_a_request_or_a_retrieval_error(
     again = SearchRequest.model_validate(request.model_dump(mode="json"))
     assert again == request and hash(again) == hash(request)
     assert SearchRequest.model_validate_json(request.model_dump_json()) == request
+
+
+@given(st.dictionaries(st.sampled_from(OPTIONS), _ANY), st.text(max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_a_request_holds_what_validation_would_hold(options: dict[str, Any], query: str) -> None:
+    """A request whose checked values pydantic would keep as they are is set without
+    validating them again: it must be the very request validation gives."""
+    try:
+        request = SearchRequest(query=query, **options)
+    except RetrievalError:
+        return
+    checked = _checked({"query": query, "top_k": None, **options})
+    validated = SearchRequest.__pydantic_validator__.validate_python(checked)
+    assert request.__dict__ == validated.__dict__
+    assert [type(v) for v in request.__dict__.values()] == [
+        type(v) for v in validated.__dict__.values()
+    ]
+    assert request.model_fields_set == validated.model_fields_set
+    assert request.__pydantic_extra__ is None and request.__pydantic_private__ is None
+
+
+class _Mode(str):
+    pass
+
+
+def test_values_of_subclasses_are_validated_into_their_fields_types() -> None:
+    request = SearchRequest(query=_Mode("tea"), mode=_Mode("bm25"))  # type: ignore[arg-type]
+    assert type(request.query) is str and type(request.mode) is str
+    assert request == SearchRequest(query="tea")
 
 
 def test_a_request_round_trips_through_json() -> None:

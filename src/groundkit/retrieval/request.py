@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal, TypedDict, Unpack
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from groundkit.config import MAX_TOP_K, RetrievalConfig
-from groundkit.contracts import ContextKind, SearchMode
+from groundkit.contracts import ContextKind, SearchMode, fill_trusted
 from groundkit.errors import GroundkitError, InvalidQueryError, RetrievalError
 from groundkit.lexical.bm25 import CURRENT, View
 from groundkit.retrieval.context import EXPAND_KINDS
@@ -95,7 +95,9 @@ class SearchRequest(BaseModel):
     ``model_validate`` round-trip it (``as_of`` as an ISO 8601 string with an offset).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Built on first use: ``__init__`` checks its arguments itself, so a process that
+    # only searches (``grk search``) never pays for the schema (20 ms at import).
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     query: str = Field(
         description=f"what to search for: text, at most {MAX_QUERY_CHARS} characters"
@@ -160,6 +162,11 @@ class SearchRequest(BaseModel):
         self, *, query: str, top_k: int | None = None, **options: Unpack[SearchOptions]
     ) -> None:
         checked = _checked({"query": query, "top_k": top_k, **options})
+        if _plain(checked):
+            # Values pydantic would keep as they are: set, not validated again (a
+            # search builds one per call). A test pins equality with validation.
+            fill_trusted(self, {**_DEFAULTS, **checked}, set(checked))
+            return
         try:
             super().__init__(**checked)
         except ValidationError as exc:  # only if a check above is missing: never leaks
@@ -287,6 +294,38 @@ class SearchRequest(BaseModel):
     def __hash__(self) -> int:
         # Equal requests dump to equal text once keys are sorted (filters are dicts).
         return hash(json.dumps(self.model_dump(mode="json"), sort_keys=True))
+
+
+_DEFAULTS = {name: field.default for name, field in SearchRequest.model_fields.items()}
+_EXACT = {
+    "query": (str,),
+    "top_k": (int, type(None)),
+    "mode": (str,),
+    "rerank": (bool,),
+    "rewrite": (bool,),
+    "as_of": (datetime, type(None)),
+    "expand": (str, type(None)),
+    "mmr": (float, type(None)),
+    "reorder": (str, type(None)),
+    "min_relevance": (float, str, type(None)),
+}
+
+
+def _plain(checked: dict[str, Any]) -> bool:
+    """Whether ``checked`` (what ``_checked`` let through) holds values of exactly the
+    types its fields keep, so validating it would change nothing. Subclasses (a str
+    enum, a datetime subclass) and filters with keys that are not plain strings go
+    through pydantic as before."""
+    for name, value in checked.items():
+        types = _EXACT.get(name)
+        if types is None:
+            if name != "filters":
+                return False
+            if value is not None and not all(type(key) is str for key in value):
+                return False
+        elif type(value) not in types:
+            return False
+    return True
 
 
 # Beside the fields, a message may name what a surface calls a collection.

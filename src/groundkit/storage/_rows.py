@@ -18,6 +18,7 @@ from typing import Any, get_args
 
 import numpy as np
 import numpy.typing as npt
+import pydantic_core
 from pydantic import ValidationError
 
 from groundkit.contracts import (
@@ -74,6 +75,7 @@ __all__ = [
     "prefix_range",
     "share_metadata",
     "stored_chunk",
+    "stored_hit",
     "term_counts",
     "text_value",
     "version_start",
@@ -223,18 +225,32 @@ def document_state(row: Sequence[Any]) -> DocumentState:
     )
 
 
-def parse_metadata(raw: Any, where: str = "a document row") -> dict[str, Any]:
-    """A document's metadata as stored (a JSON object), checked: ``StorageError`` otherwise."""
+def _loads(raw: str) -> Any:
+    """JSON text as ``json.loads`` reads it, parsed by pydantic-core's parser first: every
+    hit row's metadata is parsed, and it takes half the time. What that parser refuses
+    and ``json.loads`` takes (an escaped lone surrogate, nesting deeper than its limit)
+    goes to ``json.loads``, so a value reads the same either way."""
+    try:
+        return pydantic_core.from_json(raw)
+    except ValueError:
+        return json.loads(raw)
+
+
+def parse_metadata(raw: Any, where: str = "a document row", *, gaps: bool = True) -> dict[str, Any]:
+    """A document's metadata as stored (a JSON object), checked: ``StorageError`` otherwise.
+    ``gaps=False``: the chunk gaps left out, unchecked (a search's hits do not use them)."""
     if raw == "{}":
         return {}
     if not isinstance(raw, str):
         raise damaged(where, "metadata")
     try:
-        value = json.loads(raw)
+        value = _loads(raw)
     except (ValueError, RecursionError):
         raise damaged(where, "metadata") from None
     if not isinstance(value, dict):
         raise damaged(where, "metadata")
+    if not gaps:
+        value.pop(GAPS_KEY, None)
     check_fields_value(value.get(FIELDS_KEY, {}), where)
     starts = value.get(PAGE_STARTS_KEY)
     if starts is not None and (
@@ -248,8 +264,8 @@ def parse_metadata(raw: Any, where: str = "a document row") -> dict[str, Any]:
         geometry, len(starts) if isinstance(starts, list) else -1
     ):
         raise damaged(where, "geometry")
-    gaps = value.get(GAPS_KEY)
-    if gaps is not None and not _valid_gaps(gaps):
+    stored_gaps = value.get(GAPS_KEY)
+    if stored_gaps is not None and not _valid_gaps(stored_gaps):
         raise damaged(where, "chunk gaps")
     outline = value.get(HEADINGS_KEY)
     if outline is not None and not _valid_outline(outline):
@@ -331,14 +347,15 @@ def document_record(
         raise damaged(where, "document fields") from None
 
 
-def stored_chunk(row: Sequence[Any]) -> StoredChunk:
+def stored_chunk(row: Sequence[Any], *, gaps: bool = True) -> StoredChunk:
     """A chunk row joined to its document, every value checked.
 
     ``content[start:end]`` consistency is what every citation rests on, so a row
     whose offsets cannot describe its content is refused here, not later. Rows are
     checked in one expression first (a search joins ten of them, and the checks
     one by one cost as much as the scoring); a row failing it goes through the
-    checks one by one, which name what is damaged.
+    checks one by one, which name what is damaged. ``gaps=False``: the document's
+    chunk gaps left out of the metadata, as a search holds its hits.
     """
     values: Sequence[Any] = row if len(row) == 16 else (None,) * 16
     (key, cid, index, content, start, end, did, src, dhash, when, cls, ext, meta, ver, vf, vt) = (
@@ -375,7 +392,7 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
         and (meta == "{}" or type(meta) is str)
     ):
         try:
-            metadata = _document_metadata(did, dhash, ver, meta)
+            metadata = _document_metadata(did, dhash, ver, meta, gaps)
         except StorageError:
             metadata = None
         if metadata is not None:
@@ -385,7 +402,13 @@ def stored_chunk(row: Sequence[Any]) -> StoredChunk:
             for put, value in zip(_SETTERS, (*values, *rest), strict=True):
                 put(chunk, value)
             return chunk
-    return _stored_chunk_checked(row)
+    checked = _stored_chunk_checked(row)
+    return checked if gaps else checked.without_gaps()
+
+
+def stored_hit(row: Sequence[Any]) -> StoredChunk:
+    """A search's hit row: ``stored_chunk`` without the document's chunk gaps."""
+    return stored_chunk(row, gaps=False)
 
 
 # Where a chunk row holds its document's metadata (``stored_chunk``'s column order).
@@ -412,20 +435,23 @@ def share_metadata(rows: Sequence[Any]) -> list[Any]:
 # A PDF's metadata holds its geometry (kilobytes per page), and every chunk row of the
 # document carries it: parsed once per document version here, not once per row. A hit
 # must hold the very same text (compared, not hashed: equal strings compare at memory
-# speed); it gives a copy of the top level, so a caller's edit stays its own.
+# speed); it gives a copy of the top level, so a caller's edit stays its own. A search's
+# hits (``gaps=False``) have entries of their own: their metadata leaves the gaps out.
 _MEMO_MIN_CHARS = 8192
 _MEMO_DOCUMENTS = 32
-_metadata_memo: dict[tuple[str, str, int], tuple[str, dict[str, Any]]] = {}
+_metadata_memo: dict[tuple[str, str, int, bool], tuple[str, dict[str, Any]]] = {}
 
 
-def _document_metadata(did: str, dhash: str, version: int, raw: str) -> dict[str, Any]:
+def _document_metadata(
+    did: str, dhash: str, version: int, raw: str, gaps: bool = True
+) -> dict[str, Any]:
     if len(raw) < _MEMO_MIN_CHARS:
-        return parse_metadata(raw)
-    key = (did, dhash, version)
+        return parse_metadata(raw, gaps=gaps)
+    key = (did, dhash, version, gaps)
     hit = _metadata_memo.get(key)
     if hit is not None and hit[0] == raw:
         return dict(hit[1])
-    parsed = parse_metadata(raw)
+    parsed = parse_metadata(raw, gaps=gaps)
     if len(_metadata_memo) >= _MEMO_DOCUMENTS:
         _metadata_memo.pop(next(iter(_metadata_memo)), None)
     _metadata_memo[key] = (raw, parsed)

@@ -59,6 +59,7 @@ from groundkit.storage._rows import (
     prefix_range,
     share_metadata,
     stored_chunk,
+    stored_hit,
     term_counts,
     text_value,
     version_start,
@@ -1229,7 +1230,7 @@ class PostgresMetadataStore:
         if not keys:
             return {}
         rows = await self._fetch("read chunks", self._hits, [int(k) for k in keys])
-        return {int(row[0]): stored_chunk(row).without_gaps() for row in share_metadata(rows)}
+        return {int(row[0]): stored_hit(row) for row in share_metadata(rows)}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
         sql = f"{self._current} ORDER BY d.source, c.chunk_index"

@@ -25,7 +25,6 @@ import aiosqlite
 import numpy as np
 
 from groundkit.contracts import (
-    GAPS_KEY,
     CollectionManifest,
     DocumentRecord,
     EmbeddingIdentity,
@@ -55,8 +54,8 @@ from groundkit.storage._rows import (
     plan_versions,
     postings_from_rows,
     prefix_range,
-    share_metadata,
     stored_chunk,
+    stored_hit,
     term_counts,
     text_value,
     version_start,
@@ -260,36 +259,20 @@ _CHUNK_COLUMNS = (
     " CASE WHEN v.document_id IS NULL THEN d.extractor ELSE v.extractor END,"
     " COALESCE(v.metadata, d.metadata), c.version, c.valid_from, c.valid_to"
 )
-# What a search reads of its hits: the chunk columns, with the document's chunk gaps
-# (one entry per chunk, needed only to rebuild passages) left in the database instead
-# of being parsed for every hit. Metadata that is not valid JSON is passed through, so
-# the row check names the damaged row. A document's metadata (a PDF's holds its
-# geometry, kilobytes a page) is read with the first of its hits only, NULL with the
-# others, and ``share_metadata`` hands it to them: a search whose ten hits come
-# from one long PDF reads and edits its metadata once, not ten times.
-_HIT_COLUMNS = _CHUNK_COLUMNS.replace(
-    "COALESCE(v.metadata, d.metadata)",
-    "CASE WHEN c.key != f.first THEN NULL"
-    " WHEN json_valid(COALESCE(v.metadata, d.metadata))"
-    f" THEN json_remove(COALESCE(v.metadata, d.metadata), '$.{GAPS_KEY}')"
-    " ELSE COALESCE(v.metadata, d.metadata) END",
-)
 _CHUNKS_JOINED = (
     "chunks c JOIN documents d ON d.id = c.document_id"
     " LEFT JOIN document_versions v ON v.document_id = c.document_id AND v.version = c.version"
 )
 
 
-# The statement reading n rows by key, for each n a search's hits can number inline.
+# What a search reads of its hits: n rows by key, for each n a search's hits can
+# number inline. Each row brings its document's metadata whole, gaps included, and
+# ``stored_hit`` leaves the gaps out in Python: a long PDF's metadata is then copied
+# out of SQLite once per hit but parsed once per process (the memo in
+# ``groundkit.storage._rows``), cheaper than a first-key join and ``json_remove`` in
+# SQL, which every search paid (adr/0077-hit-rows.md).
 def _hits_sql(n: int) -> str:
-    """Rows of ``n`` keys (given twice) in ``_HIT_COLUMNS``; ``f.first`` is the first
-    key of each document version among them."""
-    marks = ",".join("?" * n)
-    return (
-        f"SELECT {_HIT_COLUMNS} FROM {_CHUNKS_JOINED} JOIN (SELECT document_id, version,"
-        f" MIN(key) AS first FROM chunks WHERE key IN ({marks}) GROUP BY document_id, version)"
-        f" f ON f.document_id = c.document_id AND f.version = c.version WHERE c.key IN ({marks})"
-    )
+    return f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE c.key IN ({','.join('?' * n)})"
 
 
 _HITS_BY_KEY = [_hits_sql(n) for n in range(_INLINE_KEYS + 1)]
@@ -1452,15 +1435,15 @@ class SQLiteMetadataStore:
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         wanted = [int(k) for k in keys]
         out: dict[int, StoredChunk] = {}
-        for i in range(0, len(wanted), _IN_BATCH // 2):  # each key is bound twice
-            part = wanted[i : i + _IN_BATCH // 2]
+        for i in range(0, len(wanted), _IN_BATCH):
+            part = wanted[i : i + _IN_BATCH]
             small = len(part) <= _INLINE_KEYS
             sql = _HITS_BY_KEY[len(part)] if small else _hits_sql(len(part))
             # A search's hits: one statement, read inline, its text made once.
-            rows = self._read_inline(sql, part * 2) if small else None
+            rows = self._read_inline(sql, part) if small else None
             if rows is None:
-                rows = list(await self._conn.execute_fetchall(sql, part * 2))
-            out.update((row.key, row) for row in map(stored_chunk, share_metadata(rows)))
+                rows = list(await self._conn.execute_fetchall(sql, part))
+            out.update((row.key, row) for row in map(stored_hit, rows))
         return out
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
