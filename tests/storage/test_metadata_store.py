@@ -296,3 +296,33 @@ async def test_bad_collection_names(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigurationError, match="invalid collection name"):
         await StoreLocation.resolve(name, index_dir=tmp_path / "idx").open_metadata()
     assert not (tmp_path / "idx").exists()
+
+
+async def test_hits_of_long_metadata_are_read_once_per_document(tmp_path: Path) -> None:
+    """The plain lookup copies a document's metadata into every hit; once a store has met
+    long metadata, and for reads of more keys than a search's, the statement carries it
+    with one row per document version only."""
+    from groundkit.contracts import GAPS_KEY
+    from groundkit.storage.sqlite import _INLINE_KEYS, _hits_sql
+    from groundkit.testing.conformance.helpers import make_document, put_document
+
+    store = await SQLiteMetadataStore.open(tmp_path / "m.sqlite3")
+    try:
+        document, chunks, terms = make_document("long.txt", [f"w{i}" for i in range(100)])
+        metadata = {"pad": "x" * 70_000, GAPS_KEY: {str(i): " " for i in range(99)}}
+        await put_document(store, document.model_copy(update={"metadata": metadata}), chunks, terms)
+        await put(store, "short.txt", ["tiny", "small"])
+        keys = sorted([s.key async for batch in store.iter_chunks() for s in batch])
+        assert not store._long_metadata
+        plain = await store.get_chunks_by_keys(keys[:10])
+        assert store._long_metadata  # met: later reads share it
+        assert await store.get_chunks_by_keys(keys[:10]) == plain
+        with sqlite3.connect(store.path) as raw:
+            for n in (10, _INLINE_KEYS + 1):
+                rows = raw.execute(_hits_sql(n, shared=True), keys[:n] * 2).fetchall()
+                assert len(rows) == n
+                assert sum(r[12] is not None for r in rows) == 1  # one copy of its metadata
+            rows = raw.execute(_hits_sql(3, shared=True), [keys[0], *keys[-2:]] * 2).fetchall()
+            assert sum(r[12] is not None for r in rows) == 2  # one per document
+    finally:
+        await store.close()

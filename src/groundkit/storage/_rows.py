@@ -63,6 +63,7 @@ __all__ = [
     "document_rows",
     "document_state",
     "generations_row",
+    "has_long_metadata",
     "int_value",
     "iso_time",
     "manifest_value",
@@ -228,11 +229,11 @@ def document_state(row: Sequence[Any]) -> DocumentState:
 def _loads(raw: str) -> Any:
     """JSON text as ``json.loads`` reads it, parsed by pydantic-core's parser first: every
     hit row's metadata is parsed, and it takes half the time. What that parser refuses
-    and ``json.loads`` takes (an escaped lone surrogate, nesting deeper than its limit)
+    and ``json.loads`` takes (a lone surrogate, escaped or not; nesting deeper than its limit)
     goes to ``json.loads``, so a value reads the same either way."""
     try:
         return pydantic_core.from_json(raw)
-    except ValueError:
+    except (ValueError, TypeError):  # TypeError: a raw lone surrogate in the text
         return json.loads(raw)
 
 
@@ -413,6 +414,20 @@ def stored_hit(row: Sequence[Any]) -> StoredChunk:
 
 # Where a chunk row holds its document's metadata (``stored_chunk``'s column order).
 _METADATA_AT = 12
+
+
+# Metadata this long (about 20 pages of a PDF's geometry) is worth reading once per
+# document version in a statement rather than once per hit (``has_long_metadata``).
+LONG_METADATA_CHARS = 1 << 16
+
+
+def has_long_metadata(rows: Sequence[Any]) -> bool:
+    """Whether a hit row of ``rows`` carries metadata of ``LONG_METADATA_CHARS`` or more."""
+    for row in rows:
+        meta = row[_METADATA_AT]
+        if type(meta) is str and len(meta) >= LONG_METADATA_CHARS:
+            return True
+    return False
 
 
 def share_metadata(rows: Sequence[Any]) -> list[Any]:

@@ -45,6 +45,7 @@ from groundkit.storage._rows import (
     document_rows,
     document_state,
     generations_row,
+    has_long_metadata,
     int_value,
     iso_time,
     live_count,
@@ -54,6 +55,7 @@ from groundkit.storage._rows import (
     plan_versions,
     postings_from_rows,
     prefix_range,
+    share_metadata,
     stored_chunk,
     stored_hit,
     term_counts,
@@ -267,15 +269,31 @@ _CHUNKS_JOINED = (
 
 # What a search reads of its hits: n rows by key, for each n a search's hits can
 # number inline. Each row brings its document's metadata whole, gaps included, and
-# ``stored_hit`` leaves the gaps out in Python: a long PDF's metadata is then copied
-# out of SQLite once per hit but parsed once per process (the memo in
-# ``groundkit.storage._rows``), cheaper than a first-key join and ``json_remove`` in
-# SQL, which every search paid (adr/0077-hit-rows.md).
-def _hits_sql(n: int) -> str:
-    return f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE c.key IN ({','.join('?' * n)})"
+# ``stored_hit`` leaves the gaps out in Python (no JSON in SQL); long metadata is
+# parsed once per process (the memo in ``groundkit.storage._rows``). The plain lookup
+# copies a document's metadata once per hit; once a store has met long metadata (a
+# PDF's geometry), and for every read of more keys than a search's, the statement
+# reads it with the first hit of each document version only (``shared``) and
+# ``share_metadata`` hands it to the others, so a batch of one long PDF's rows holds
+# one copy, not hundreds (adr/0077-hit-rows.md).
+def _hits_sql(n: int, shared: bool = False) -> str:
+    marks = ",".join("?" * n)
+    if not shared:
+        return f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE c.key IN ({marks})"
+    once = _CHUNK_COLUMNS.replace(
+        "COALESCE(v.metadata, d.metadata)",
+        "CASE WHEN c.key = f.first THEN COALESCE(v.metadata, d.metadata) END",
+    )
+    return (
+        f"SELECT {once} FROM {_CHUNKS_JOINED} JOIN (SELECT document_id, version,"
+        f" MIN(key) AS first FROM chunks WHERE key IN ({marks}) GROUP BY document_id, version)"
+        f" f ON f.document_id = c.document_id AND f.version = c.version WHERE c.key IN ({marks})"
+    )
 
 
-_HITS_BY_KEY = [_hits_sql(n) for n in range(_INLINE_KEYS + 1)]
+_HITS_BY_KEY = {
+    shared: [_hits_sql(n, shared) for n in range(_INLINE_KEYS + 1)] for shared in (False, True)
+}
 _POSTING_COLUMNS = (
     "key, term_ids, tfs, content_hash, chunk_index, document_id, valid_from, valid_to"
 )
@@ -499,6 +517,8 @@ class SQLiteMetadataStore:
         # The erase marker's id when ``_vocab`` was read (see ``_MARKER``).
         self._vocab_marker: int | None = None
         self._reader: sqlite3.Connection | None = None
+        # Whether a hit read has met a document's long metadata (``_hits_sql``).
+        self._long_metadata = False
         # One write transaction at a time on the shared connection: coroutines of one
         # process (an ingest and a background merge pruning the change log) would
         # otherwise interleave their BEGIN and COMMIT.
@@ -1435,14 +1455,21 @@ class SQLiteMetadataStore:
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         wanted = [int(k) for k in keys]
         out: dict[int, StoredChunk] = {}
-        for i in range(0, len(wanted), _IN_BATCH):
-            part = wanted[i : i + _IN_BATCH]
+        shared = self._long_metadata or len(wanted) > _INLINE_KEYS
+        step = _IN_BATCH // 2 if shared else _IN_BATCH  # shared binds each key twice
+        for i in range(0, len(wanted), step):
+            part = wanted[i : i + step]
             small = len(part) <= _INLINE_KEYS
-            sql = _HITS_BY_KEY[len(part)] if small else _hits_sql(len(part))
+            sql = _HITS_BY_KEY[shared][len(part)] if small else _hits_sql(len(part), shared)
+            params = part * 2 if shared else part
             # A search's hits: one statement, read inline, its text made once.
-            rows = self._read_inline(sql, part) if small else None
+            rows = self._read_inline(sql, params) if small else None
             if rows is None:
-                rows = list(await self._conn.execute_fetchall(sql, part))
+                rows = list(await self._conn.execute_fetchall(sql, params))
+            if shared:
+                rows = share_metadata(rows)
+            elif has_long_metadata(rows):
+                self._long_metadata = True
             out.update((row.key, row) for row in map(stored_hit, rows))
         return out
 

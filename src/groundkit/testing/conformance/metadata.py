@@ -689,6 +689,31 @@ class MetadataStoreConformance:
             for row in by_key.values():
                 assert row.metadata == {"fields": {"title": row.source, "n": sizes[row.source]}}
 
+    async def test_rows_read_by_key_hold_long_metadata(self, store: Store) -> None:
+        # A PDF's geometry makes metadata hundreds of kilobytes long: a store may read it
+        # once per document and share it; each row still holds its own document's, gaps
+        # left out, whether a few keys are read or many, first or again.
+        pads = {"long-a.txt": "a" * 70_000, "long-b.txt": "b" * 90_000, "short.txt": "s"}
+        for name, pad in pads.items():
+            document, chunks, terms = make_document(name, [f"{name} {i}" for i in range(40)])
+            gaps = {str(i): " " for i in range(39)}
+            metadata = {"fields": {"title": name}, "pad": pad, GAPS_KEY: gaps}
+            await put_document(
+                store, document.model_copy(update={"metadata": metadata}), chunks, terms
+            )
+        rows = [s async for batch in store.iter_chunks() for s in batch]
+        keys = [r.key for r in rows]
+        for wanted in (keys[35:45], keys[35:45], keys[::7], keys, keys[::-1][:9]):
+            by_key = await store.get_chunks_by_keys(wanted)
+            assert set(by_key) == set(wanted)
+            for row in by_key.values():
+                expected = {"fields": {"title": row.source}, "pad": pads[row.source]}
+                assert row.metadata == expected
+        first, second = (await store.get_chunks_by_keys(keys[:2])).values()
+        first.metadata["pad"] = "changed"
+        again = await store.get_chunks_by_keys(keys[:2])
+        assert again[first.key].metadata["pad"] == again[second.key].metadata["pad"] == "a" * 70_000
+
     async def test_iter_chunks_batches_in_source_order(self, store: Store) -> None:
         await put(store, "b.txt", ["b0", "b1", "b2"])
         await put(store, "a.txt", ["a0", "a1"])
