@@ -95,8 +95,8 @@ class SearchRequest(BaseModel):
     ``model_validate`` round-trip it (``as_of`` as an ISO 8601 string with an offset).
     """
 
-    # Built on first use: ``__init__`` checks its arguments itself, so a process that
-    # only searches (``grk search``) never pays for the schema (20 ms at import).
+    # The schema is built on first use: ``__init__`` checks its arguments itself and
+    # sets values of the fields' own types directly, so most requests never need it.
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     query: str = Field(
