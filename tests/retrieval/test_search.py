@@ -278,6 +278,44 @@ async def test_row_preload_gives_the_same_results(
     assert preloaded._rows is not None  # every search above used the rows in memory
 
 
+async def test_a_preload_running_through_writes_goes_on_and_ends_caught_up(
+    store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes while the rows are being read do not stop the read (stopped, a collection
+    written between searches would read them again after every answer and never keep
+    them); it ends with the rows of the index as it then stands."""
+    import asyncio
+
+    retriever = await Retriever.open(store)
+    await retriever.search("tea")
+    task = retriever._preloading
+    assert task is not None
+    # Hold the preload at its first read until the writes below are done.
+    gate, read = asyncio.Event(), store.get_chunks_by_keys
+
+    async def held(keys: list[int]) -> object:
+        await gate.wait()
+        return await read(keys)
+
+    monkeypatch.setattr(store, "get_chunks_by_keys", held)
+    (corpus_dir / "new.txt").write_text("Fresh notes about copper kettles.\n", encoding="utf-8")
+    (corpus_dir / "energy" / "wind.txt").write_text("Rewritten: turbines at sea.\n", "utf-8")
+    (corpus_dir / "kitchen" / "bread.txt").unlink()
+    await indexer.ingest(corpus_dir)
+    assert await retriever.refresh()
+    assert retriever._preloading is task and not task.done()
+    gate.set()
+    monkeypatch.setattr(store, "get_chunks_by_keys", read)
+    await asyncio.wait([task])
+    assert not task.cancelled() and retriever._rows is not None
+    fresh = await Retriever.open(store)
+    assert await fresh.preload()
+    assert retriever._rows == fresh._rows
+    response = await retriever.search("copper kettles")
+    assert [r.source for r in response.results][:1] == ["new.txt"]
+    await assert_all_verify(response.results, corpus_dir)
+
+
 @pytest.mark.parametrize("preload", [0, 50_000])
 async def test_stale_rows_never_served_with_or_without_preload(
     store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path, preload: int

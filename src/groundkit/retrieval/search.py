@@ -247,7 +247,9 @@ class Retriever:
         self.generation = self._live.generation
         if self.clearance is None:
             self._scope = None  # positions moved: the masks are decided again when needed
-        self._stop_preload()  # it was reading for the index before this refresh
+        # A preload still reading goes on and catches up with this refresh when it ends:
+        # stopped here, a collection written between searches would start it again after
+        # every answer, never finish it, and make every write wait behind its reads.
         await self._update_rows()
         await self._scope_for_size()
         return True
@@ -298,48 +300,55 @@ class Retriever:
         return task
 
     async def _preload(self) -> None:
-        """Read the rows of the index's current chunks, a batch per store call; keep
-        them only if no refresh moved the index on meanwhile. Searches before that
-        join their hits to the store, as collections above the limit always do."""
-        index, generation = self._live.index, self.generation
+        """Read the rows of the index's current chunks, a batch per store call, then
+        catch up with the writes made meanwhile (``_caught_up``) and keep them. Searches
+        before that join their hits to the store, as collections above the limit
+        always do."""
+        index = self._live.index
         try:
             keys = index.current_keys().tolist()
             rows: dict[int, StoredChunk] = {}
             for start in range(0, len(keys), _PRELOAD_BATCH):
                 found = await self._store.get_chunks_by_keys(keys[start : start + _PRELOAD_BATCH])
                 rows.update((k, r) for k, r in found.items() if r.current)
-                await asyncio.sleep(0)  # a search waiting on the loop goes first
-                if self._live.index is not index:
-                    return
-            if self.generation == generation:
-                self._rows = rows
+                await asyncio.sleep(0)  # a search or a write waiting on the loop goes first
+            self._rows = await self._caught_up(rows)
         except Exception as exc:  # the store closed or failed: searches keep joining
             logger.debug("row preload abandoned: %s", exc)
         finally:
             if self._preloading is asyncio.current_task():
                 self._preloading = None
 
+    async def _caught_up(self, rows: dict[int, StoredChunk]) -> dict[int, StoredChunk] | None:
+        """``rows`` made to follow the current index: those of chunks that stopped being
+        current dropped, those of chunks that became current read. Repeated until no
+        refresh moved the index during the reads; None when the collection has grown
+        past ``preload_max_chunks``. A row is never changed in place (a write gives a
+        chunk a new key), so the rows kept are the store's."""
+        while True:
+            if not self._preload_wanted():
+                return None
+            index, generation = self._live.index, self.generation
+            current = index.current_keys()
+            known = np.fromiter(rows, dtype=np.int64, count=len(rows))
+            added = np.setdiff1d(current, known, assume_unique=True)
+            gone = np.setdiff1d(known, current, assume_unique=True)
+            rows = dict(rows)
+            for key in gone.tolist():
+                del rows[key]
+            if added.size:
+                found = await self._store.get_chunks_by_keys(added.tolist())
+                rows.update((k, r) for k, r in found.items() if r.current)
+            if self._live.index is index and self.generation == generation:
+                return rows
+
     async def _update_rows(self) -> None:
         """After a refresh: rows kept in memory follow the index, reading only those
         of chunks that became current, minus those that stopped being current
         (whoever caught the index up)."""
-        if self._rows is None:
-            return  # read in the background after the next answer
-        if not self._preload_wanted():
-            self._rows = None
-            return
-        index = self._live.index
-        current = index.current_keys()
-        known = np.fromiter(self._rows, dtype=np.int64, count=len(self._rows))
-        added = np.setdiff1d(current, known, assume_unique=True)
-        gone = np.setdiff1d(known, current, assume_unique=True)
-        rows = dict(self._rows)
-        for key in gone.tolist():
-            del rows[key]
-        if added.size:
-            found = await self._store.get_chunks_by_keys(added.tolist())
-            rows.update((k, r) for k, r in found.items() if r.current)
-        self._rows = rows
+        rows, self._rows = self._rows, None  # meanwhile searches read the store
+        if rows is not None:  # else being read, or read after the next answer
+            self._rows = await self._caught_up(rows)
 
     async def refresh_vectors(self, vectors_generation: int) -> None:
         """Catch up with vector writes made since open (another process's ingest):
