@@ -316,6 +316,40 @@ async def test_a_preload_running_through_writes_goes_on_and_ends_caught_up(
     await assert_all_verify(response.results, corpus_dir)
 
 
+async def test_rows_catching_up_with_a_write_are_kept_but_not_used(
+    store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While rows in memory catch up with a refresh, searches read the store (the rows
+    lack what the write added) and no second preload starts."""
+    import asyncio
+
+    retriever = await Retriever.open(store)
+    await retriever.search("tea")
+    await _preloaded(retriever)
+    gate, entered, read = asyncio.Event(), asyncio.Event(), store.get_chunks_by_keys
+
+    async def held(keys: list[int]) -> object:
+        entered.set()
+        await gate.wait()
+        return await read(keys)
+
+    (corpus_dir / "new.txt").write_text("Fresh notes about copper kettles.\n", encoding="utf-8")
+    await indexer.ingest(corpus_dir)
+    monkeypatch.setattr(store, "get_chunks_by_keys", held)
+    refreshing = asyncio.create_task(retriever.refresh())
+    await asyncio.wait_for(entered.wait(), 60)  # the catch-up is reading the new row
+    assert not refreshing.done() and retriever._rows is not None
+    monkeypatch.setattr(store, "get_chunks_by_keys", read)  # the search's own read
+    response = await retriever.search("copper kettles")
+    assert [r.source for r in response.results][:1] == ["new.txt"]
+    assert retriever._preloading is None
+    gate.set()
+    assert await refreshing
+    fresh = await Retriever.open(store)
+    assert await fresh.preload()
+    assert retriever._rows == fresh._rows and retriever._rows_at == retriever.generation
+
+
 @pytest.mark.parametrize("preload", [0, 50_000])
 async def test_stale_rows_never_served_with_or_without_preload(
     store: SQLiteMetadataStore, indexer: Indexer, corpus_dir: Path, preload: int

@@ -147,6 +147,9 @@ class Retriever:
         self._config = config
         self.generation = generation
         self._rows = rows
+        # The generation ``_rows`` belong to: while they catch up with a refresh they are
+        # kept (so no second preload starts) but not used.
+        self._rows_at = generation
         # Reading the rows of a small collection, in the background once a search has
         # answered (adr/0010-row-preload.md).
         self._preloading: asyncio.Task[None] | None = None
@@ -312,7 +315,7 @@ class Retriever:
                 found = await self._store.get_chunks_by_keys(keys[start : start + _PRELOAD_BATCH])
                 rows.update((k, r) for k, r in found.items() if r.current)
                 await asyncio.sleep(0)  # a search or a write waiting on the loop goes first
-            self._rows = await self._caught_up(rows)
+            self._rows, self._rows_at = await self._caught_up(rows), self.generation
         except Exception as exc:  # the store closed or failed: searches keep joining
             logger.debug("row preload abandoned: %s", exc)
         finally:
@@ -346,9 +349,8 @@ class Retriever:
         """After a refresh: rows kept in memory follow the index, reading only those
         of chunks that became current, minus those that stopped being current
         (whoever caught the index up)."""
-        rows, self._rows = self._rows, None  # meanwhile searches read the store
-        if rows is not None:  # else being read, or read after the next answer
-            self._rows = await self._caught_up(rows)
+        if self._rows is not None:  # else being read, or read after the next answer
+            self._rows, self._rows_at = await self._caught_up(self._rows), self.generation
 
     async def refresh_vectors(self, vectors_generation: int) -> None:
         """Catch up with vector writes made since open (another process's ingest):
@@ -864,6 +866,7 @@ class Retriever:
         if (
             view.as_of is None
             and self._rows is not None
+            and self._rows_at == self.generation
             and await self._store.generation() == self.generation
         ):
             return self._rows  # the snapshot is still the store: no read needed
