@@ -119,6 +119,7 @@ __all__ = [
     "record_id_of",
     "record_source",
     "rects_at",
+    "result_metadata",
     "trusted",
 ]
 
@@ -189,6 +190,22 @@ def metadata_without_gaps(metadata: Mapping[str, Any]) -> dict[str, Any]:
     """``metadata`` minus the chunk gaps: what a loader gave and a result shows (the
     gaps are derived at ingest and serve only to rebuild passages)."""
     return {k: v for k, v in metadata.items() if k != GAPS_KEY}
+
+
+def result_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A result's own copy of its document's metadata, without the chunk gaps.
+
+    Rows held in memory serve many searches: a caller editing one result's metadata
+    (its top level, or a field) must not change what later searches return. The
+    keys groundkit records for itself (page offsets, geometry, headings) are not
+    copied, a PDF's geometry being megabytes: they are read-only.
+    """
+    out = dict(metadata)
+    out.pop(GAPS_KEY, None)
+    fields = out.get(FIELDS_KEY)
+    if type(fields) is dict and fields:
+        out[FIELDS_KEY] = {k: list(v) if type(v) is list else v for k, v in fields.items()}
+    return out
 
 
 # Document metadata key holding the document's fields: typed, descriptive

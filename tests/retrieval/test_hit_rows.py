@@ -285,3 +285,28 @@ async def test_searches_read_the_same_results_preloaded_or_by_key(
                 )
                 assert result.citation == validated.citation == row.citation
     assert seen > 10
+
+
+async def test_a_results_metadata_is_its_own(store: SQLiteMetadataStore, tmp_path: Path) -> None:
+    # Rows in memory, and the document parts a store holds, serve every later search:
+    # a caller editing one result's metadata, its top level or a field, changes
+    # nothing another search returns.
+    folder = tmp_path / "fields"
+    folder.mkdir()
+    (folder / "a.md").write_text(
+        "---\ntitle: Tea\ntags: [green, black]\n---\nsolar tea brewing in the sun\n",
+        encoding="utf-8",
+    )
+    report = await Indexer(store, folder, chunking=SMALL_CHUNKS).ingest(folder)
+    assert report.added and not report.failed
+    preloaded = await Retriever.open(store)
+    by_key = await Retriever.open(store, RetrievalConfig(preload_max_chunks=0))
+    assert await preloaded.preload() and preloaded._rows is not None
+    for retriever in (preloaded, by_key):
+        for _ in range(2):  # the second search reads what the first left in memory
+            (result,) = (await retriever.search("solar tea", 1)).results
+            assert result.metadata["fields"] == {"title": "Tea", "tags": ["green", "black"]}
+            assert "edited" not in result.metadata
+            result.metadata["edited"] = True
+            result.metadata["fields"]["title"] = "Coffee"
+            result.metadata["fields"]["tags"].append("milk")

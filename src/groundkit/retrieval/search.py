@@ -28,7 +28,6 @@ import numpy as np
 
 from groundkit.config import MAX_TOP_K, RelevanceCalibration, RetrievalConfig
 from groundkit.contracts import (
-    GAPS_KEY,
     Evidence,
     Highlights,
     PackStore,
@@ -37,7 +36,7 @@ from groundkit.contracts import (
     SearchMode,
     SearchResponse,
     fields_of,
-    metadata_without_gaps,
+    result_metadata,
     trusted,
 )
 from groundkit.errors import (
@@ -1077,9 +1076,8 @@ def result_from_row(
     building ten results cost as much as scoring. A test pins equality with
     validated construction.
     """
-    metadata = stored.metadata
-    if GAPS_KEY in metadata:  # internal to passages; rows read by key come without them
-        metadata = metadata_without_gaps(metadata)
+    # Its own copy: rows in memory serve every search (gaps are internal to passages).
+    metadata = result_metadata(stored.metadata)
     values = {
         "content": stored.content,
         "score": score,

@@ -714,6 +714,38 @@ class MetadataStoreConformance:
         again = await store.get_chunks_by_keys(keys[:2])
         assert again[first.key].metadata["pad"] == again[second.key].metadata["pad"] == "a" * 70_000
 
+    async def test_rows_read_by_key_follow_every_write(self, store: Store) -> None:
+        # Whatever a store keeps between reads (parsed metadata, rows), a read after a
+        # write sees the write: a document deleted and written again (the same id and
+        # version, other metadata), a new version beside the past one; and a caller's
+        # edit of a row it was given changes nothing a later read returns.
+        async def write(rev: int) -> list[int]:
+            document, chunks, terms = make_document("a.txt", [f"rev{rev} one", f"rev{rev} two"])
+            document = document.model_copy(update={"metadata": {"fields": {"rev": rev}}})
+            await store.replace_documents([(document, chunks, terms)])
+            return [s.key async for b in store.iter_chunks() for s in b if s.source == "a.txt"]
+
+        def revs(rows: Any) -> set[Any]:
+            return {row.metadata["fields"]["rev"] for row in rows.values()}
+
+        await put(store, "b.txt", ["other words"])
+        first = await write(1)
+        for _ in range(2):  # read, and read again
+            assert revs(await store.get_chunks_by_keys(first)) == {1}
+        await store.delete_documents(["a.txt"])
+        assert await store.get_chunks_by_keys(first) == {}
+        again = await write(2)
+        rows = await store.get_chunks_by_keys(again)
+        assert revs(rows) == {2} and {r.version for r in rows.values()} == {1}
+        rows[again[0]].metadata["fields"] = {"rev": "edited"}
+        rows[again[0]].metadata["extra"] = True
+        newer = await write(3)
+        both = await store.get_chunks_by_keys([*again, *newer])
+        assert {k: (r.version, r.metadata) for k, r in both.items()} == {
+            **{k: (1, {"fields": {"rev": 2}}) for k in again},
+            **{k: (2, {"fields": {"rev": 3}}) for k in newer},
+        }
+
     async def test_iter_chunks_batches_in_source_order(self, store: Store) -> None:
         await put(store, "b.txt", ["b0", "b1", "b2"])
         await put(store, "a.txt", ["a0", "a1"])
