@@ -66,7 +66,7 @@ Quantization = Literal["int8"]
 QUANTIZATIONS: Final = ("int8",)
 ONNX_INSTALL_HINT: Final = "pip install groundkit[onnx]"
 # The version of the export settings below; a change here re-exports every cached model.
-RECIPE: Final = 1
+RECIPE: Final = 2
 _OPSET: Final = 17
 _OUTPUT: Final = "sentence_embedding"
 _INPUTS: Final = ("input_ids", "attention_mask", "token_type_ids")
@@ -253,11 +253,26 @@ def _trace(model: Any, path: Path) -> tuple[tuple[str, ...], int]:
     return names, width
 
 
-def _fuse(source: Path, target: Path) -> None:
-    """ONNX Runtime's transformer fusions (attention, layer norms, GELU) written out, so
-    quantisation sees the fused operators; heads and width are read from the graph."""
+def _attention_shape(model: Any) -> tuple[int, int]:
+    """The transformer's attention heads and hidden width, from its own config; (0, 0)
+    when it does not say (the optimiser then looks in the graph)."""
+    config = getattr(getattr(model[0], "auto_model", None), "config", None)
+    heads = getattr(config, "num_attention_heads", 0)
+    width = getattr(config, "hidden_size", 0)
+    if type(heads) is not int or type(width) is not int or heads < 1 or width % heads:
+        return 0, 0
+    return heads, width
+
+
+def _fuse(source: Path, target: Path, heads: int, width: int) -> None:
+    """ONNX Runtime's transformer fusions (attention, embedding and skip layer norms, GELU)
+    written out, so quantisation sees the fused operators. Heads and width are given:
+    the optimiser's own reading of them fails on these graphs, and then it fuses no
+    attention (adr/0064-onnx-embedder.md)."""
     optimizer = _import("onnxruntime.transformers.optimizer", "exporting a model to ONNX")
-    fused = optimizer.optimize_model(str(source), model_type="bert", num_heads=0, hidden_size=0)
+    fused = optimizer.optimize_model(
+        str(source), model_type="bert", num_heads=heads, hidden_size=width
+    )
     fused.save_model_to_file(str(target))
 
 
@@ -268,7 +283,7 @@ def _export_graph(location: Path, quantize: Quantization | None, out: Path) -> d
     traced, fused = out / "traced.onnx", out / "model.onnx"
     with _quiet():
         names, dimensions = _trace(model, traced)
-        _fuse(traced, fused)
+        _fuse(traced, fused, *_attention_shape(model))
         traced.unlink()
         model_file = fused
         if quantize == "int8":
@@ -280,6 +295,9 @@ def _export_graph(location: Path, quantize: Quantization | None, out: Path) -> d
                 model_file,
                 weight_type=quantization.QuantType.QInt8,
                 per_channel=True,
+                # The matrix products only: the embedding lookup costs no arithmetic, and
+                # kept fp32 it keeps each text closer to fp32 (adr/0064-onnx-embedder.md).
+                op_types_to_quantize=["MatMul", "Attention"],
                 # The fused operators are outside the ONNX domain shape inference knows.
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
