@@ -130,3 +130,27 @@ async def test_slices_keep_the_bar_moving_at_least_every_two_seconds(
     await embed_in_slices(embed_steadily, texts, lambda n: None)
     assert max(steady[1:]) <= EMBED_SLICE_SECONDS
     assert max(steady[1:]) >= EMBED_SLICE_SECONDS / 2  # not needlessly small either
+
+
+@pytest.mark.parametrize("granule", [1, 16, 64, 100])
+async def test_slices_are_whole_batches_of_the_embedder(
+    monkeypatch: pytest.MonkeyPatch, granule: int
+) -> None:
+    """Whatever the clock says, every slice but the last is a whole number of the
+    embedder's batches, and the slices together are the texts longest first."""
+    clock = _Clock()
+    monkeypatch.setattr(progress, "time", clock)
+    rng = random.Random(granule)
+    texts = [f"text {i} " * (1 + i % 7) for i in range(2500)]
+    calls: list[list[str]] = []
+
+    async def embed(batch: list[str]) -> npt.NDArray[np.float32]:
+        clock.now += rng.uniform(0.0005, 0.02) * len(batch)  # odd, moving rates
+        calls.append(batch)
+        return np.zeros((len(batch), 1), dtype=np.float32)
+
+    await embed_in_slices(embed, texts, lambda n: None, granule=granule)
+    assert len(calls) > 5
+    assert all(len(c) % granule == 0 for c in calls[:-1]), [len(c) for c in calls]
+    longest_first = sorted(texts, key=lambda t: -len(t))
+    assert [t for c in calls for t in c] == longest_first

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -115,6 +116,44 @@ async def test_int8_vectors_follow_their_batch_only_slightly(
     alone = np.stack([await int8.embed_query(t) for t in TEXTS[:6]])
     assert np.array_equal(alone[0], await int8.embed_query(TEXTS[0]))
     assert (rows * alone).sum(axis=1).min() >= MIN_INT8_COSINE
+
+
+async def test_int8_vectors_do_not_depend_on_progress_slices(
+    int8: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An ingest reporting progress embeds in slices sized by the clock; cut in whole
+    batches of the embedder, they give the bytes one call gives, on any machine."""
+    from groundkit.ingestion import progress
+
+    class Clock:
+        now = 0.0
+
+        def perf_counter(self) -> float:
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(progress, "time", clock)
+    # Seeded word salad with numbers, 3 to 150 words: varied enough that batches of
+    # other texts quantise differently (slices of 8 texts moved vectors to cosine 0.987).
+    rng = random.Random(3)
+    words = " ".join(TEXTS).replace(".", " ").split()
+    texts = [
+        " ".join(
+            f"{rng.random() * 1e6:.3f}" if rng.random() < 0.3 else rng.choice(words)
+            for _ in range(rng.randint(3, 150))
+        )
+        for _ in range(160)
+    ]
+    step = iter([0.9, 0.05, 0.3, 0.01, 0.7] * 20)
+
+    async def timed(batch: list[str]) -> Any:
+        clock.now += next(step)  # slice sizes that no batch size divides, unrounded
+        return await int8.embed_documents(batch)
+
+    whole = await int8.embed_documents(texts)
+    sliced = await progress.embed_in_slices(timed, texts, lambda n: None, granule=int8.batch_size)
+    same = np.array_equal(sliced, whole)  # bit for bit (a bytes diff would take minutes)
+    assert same, f"least cosine {float((sliced * whole).sum(axis=1).min()):.6f}"
 
 
 def test_onnx_fp32_is_the_torch_model(torch_fp32: SentenceTransformerEmbedder) -> None:

@@ -455,6 +455,7 @@ class Indexer:
                 self._embedder.embed_documents,
                 list(todo.values()),
                 (lambda n: reporter.update("embed", add=n)) if reporter.active else None,
+                granule=_batch_of(self._embedder),
             )
             by_hash.update(zip(todo, vectors, strict=True))
         await self._vectors.upsert_documents(
@@ -1063,6 +1064,12 @@ class _Writer:
         self.documents_embedded += len(jobs)
         self.chunks_embedded += embedded
         self.chunks_reused += reused
+
+
+def _batch_of(embedder: object) -> int:
+    """The batch size an embedder runs its texts in, where it says (1 where not)."""
+    size = getattr(embedder, "batch_size", None)
+    return size if type(size) is int and size >= 1 else 1
 
 
 def prepare_document(

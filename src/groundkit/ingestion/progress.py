@@ -5,7 +5,11 @@ time, and closes every stage that ran with ``done == total``. Embedding is the
 long part of a dense ingest, so its batches are cut into slices that each take
 about ``EMBED_SLICE_SECONDS`` (longest texts first, as sentence-transformers
 orders them itself, so the padding per batch stays what one large call would
-have): every slice is one event, and a bar moves while vectors are made.
+have): every slice is one event, and a bar moves while vectors are made. Each
+slice is a whole number of the embedder's own batches, so the embedder batches
+the texts exactly as one call would: an int8 model, whose vectors depend a little
+on the texts batched together, gives the same vectors however fast the machine
+ran and whether progress is reported or not.
 
 With ``log_every`` the same progress goes to the ``groundkit.progress`` log at
 INFO, callback or not: each stage's first and last event as it happens, the model
@@ -143,17 +147,24 @@ async def embed_in_slices(
     embed: Callable[[list[str]], Awaitable[npt.NDArray[np.float32]]],
     texts: Sequence[str],
     on_slice: Callable[[int], None] | None = None,
+    *,
+    granule: int = _MIN_SLICE,
 ) -> npt.NDArray[np.float32]:
     """``embed(texts)`` in slices of about ``EMBED_SLICE_SECONDS`` each, longest first;
-    rows come back in the order of ``texts``. ``on_slice(n)`` follows each slice."""
-    if on_slice is None or len(texts) <= _FIRST_SLICE:
+    rows come back in the order of ``texts``. ``on_slice(n)`` follows each slice. Every
+    slice but the last is a multiple of ``granule`` (the embedder's batch size, where it
+    has one), so the embedder's batches are those of a single call."""
+    unit = max(1, granule)
+    least, most = _whole(_MIN_SLICE, unit), _whole(_MAX_SLICE, unit)
+    first = _whole(_FIRST_SLICE, unit)
+    if on_slice is None or len(texts) <= first:
         rows = await embed(list(texts))
         if on_slice is not None:
             on_slice(len(texts))
         return rows
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
     parts: list[npt.NDArray[np.float32]] = []
-    size, start = _FIRST_SLICE, 0
+    size, start = first, 0
     while start < len(order):
         picked = order[start : start + size]
         began = time.perf_counter()
@@ -162,10 +173,15 @@ async def embed_in_slices(
         start += len(picked)
         on_slice(len(picked))
         if elapsed > 0:
-            # Aim the next slice at the target time; round to a multiple of 8.
-            wanted = int(len(picked) * EMBED_SLICE_SECONDS / elapsed) // 8 * 8
-            size = max(_MIN_SLICE, min(_MAX_SLICE, wanted, size * 2))
+            # Aim the next slice at the target time, in whole batches.
+            wanted = int(len(picked) * EMBED_SLICE_SECONDS / elapsed) // unit * unit
+            size = max(least, min(most, wanted, size * 2))
     stacked = np.concatenate(parts)
     out = np.empty_like(stacked)
     out[np.asarray(order)] = stacked
     return out
+
+
+def _whole(size: int, unit: int) -> int:
+    """``size`` rounded up to a multiple of ``unit``."""
+    return -(-size // unit) * unit

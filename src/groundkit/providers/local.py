@@ -286,6 +286,12 @@ class SentenceTransformerEmbedder:
         return ONNX_INT8_PROVIDER if self._quantize == "int8" else TORCH_PROVIDER
 
     @property
+    def batch_size(self) -> int:
+        """Texts run through the model at once; an ingest cuts its progress slices in
+        whole batches, so int8 vectors (which depend a little on their batch) stay the same."""
+        return self._batch_size
+
+    @property
     def backend(self) -> Backend:
         """What runs the model: ``torch`` (sentence-transformers) or ``onnx`` (ONNX Runtime)."""
         return self._backend
