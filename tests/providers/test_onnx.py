@@ -8,6 +8,7 @@ import os
 import random
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -192,14 +193,11 @@ def test_export_is_deterministic_and_damage_is_exported_again(
     assert leftovers == []  # no staging directory or damaged copy stays behind
 
 
-def _operators(model_file: Path) -> dict[str, int]:
+def _operators(model_file: Path) -> Counter[str]:
     import onnx
 
     graph = onnx.load(str(model_file), load_external_data=False).graph
-    counts: dict[str, int] = {}
-    for node in graph.node:
-        counts[node.op_type] = counts.get(node.op_type, 0) + 1
-    return counts
+    return Counter(node.op_type for node in graph.node)
 
 
 def test_the_export_fuses_attention(int8: SentenceTransformerEmbedder) -> None:

@@ -148,12 +148,13 @@ async def embed_in_slices(
     texts: Sequence[str],
     on_slice: Callable[[int], None] | None = None,
     *,
-    granule: int = _MIN_SLICE,
+    granule: int = 1,
 ) -> npt.NDArray[np.float32]:
     """``embed(texts)`` in slices of about ``EMBED_SLICE_SECONDS`` each, longest first;
     rows come back in the order of ``texts``. ``on_slice(n)`` follows each slice. Every
     slice but the last is a multiple of ``granule`` (the embedder's batch size, where it
-    has one), so the embedder's batches are those of a single call."""
+    has one; 1 where batching does not change a vector), so the embedder's batches are
+    those of a single call."""
     unit = max(1, granule)
     least, most = _whole(_MIN_SLICE, unit), _whole(_MAX_SLICE, unit)
     first = _whole(_FIRST_SLICE, unit)
