@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.hybrid.common import WARMUP_QUERIES, log, open_retriever
+from evals.hybrid.common import WARMUP_QUERIES, log
 from evals.hybrid.embedders import HashEmbedder
 from evals.hybrid.native import NATIVE_HYBRID, NATIVE_TABLE, native_search
 from evals.hybrid.prepare import Prepared
@@ -61,7 +61,7 @@ async def work(system: str, root: Path, n_queries: int) -> dict[str, Any]:
     else:
         col = await Collection.open(root / "index", "bench", chunking=BENCH_CHUNKING,
                                     embedder=hashed)  # fmt: skip
-        retriever, _ = await open_retriever(col, hashed)
+        retriever = await col.retriever()  # what col.search uses: its saved segments
         modes: dict[str, SearchMode] = {"bm25": "bm25", "dense": "dense", "hybrid": "hybrid"}
         mode = modes[system]
 
@@ -131,8 +131,10 @@ def memory_lines(memory: list[Memory], chunks: int) -> list[str]:
         f"(`python -m evals.bench_hybrid --worker …`; {_RSS_QUERIES} queries after "
         f"{WARMUP_QUERIES} warm-ups): *peak RSS* is the process's high-water mark (VmHWM),",
         "*Δ RSS* its growth over the process after importing lancedb and pyarrow, before",
-        "opening anything. groundkit opens its `Collection` and `Retriever` (BM25 rebuilt",
-        "from SQLite); the anchor opens the LanceDB table built above. Queries are embedded",
+        "opening anything. groundkit opens its `Collection` and the collection's own",
+        "`Retriever` (`Collection.retriever()`, what `Collection.search` uses: the lexical",
+        "segments saved at ingest, mapped); the anchor opens the LanceDB table built above.",
+        "Queries are embedded",
         "by `HashEmbedder` in all of them; no model is loaded.",
         "",
         markdown_table(header, rows),
