@@ -281,3 +281,40 @@ async def test_candidates_the_copy_does_not_hold_are_rescored_by_lancedb(tmp_pat
         assert held.rescored(np.asarray([0], dtype=np.uint64), queries[0], 1) is None
     finally:
         await store.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.integers(min_value=1, max_value=40),
+    distinct=st.integers(min_value=1, max_value=6),
+    limit=st.integers(min_value=1, max_value=45),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_rescoring_keeps_every_row_tied_at_the_cut(
+    rows: int, distinct: int, limit: int, seed: int
+) -> None:
+    # Candidates drawn from a few distinct vectors tie often; the cut to the nearest
+    # ``limit`` must still order them by (distance, chunk id), as a full sort does.
+    from groundkit.storage.lancedb import _dot_rows, _Resident
+
+    rng = np.random.default_rng(seed)
+    shapes = rng.standard_normal((distinct, 8)).astype(np.float32)
+    matrix = shapes[rng.integers(0, distinct, rows)].copy()
+    chunk_ids = [f"c{i:03d}" for i in rng.permutation(rows)]
+    owners = [f"d{i % 3}" for i in range(rows)]
+    ids = rng.permutation(np.arange(10, 10 + 3 * rows, 3)).astype(np.uint64)
+    held = _Resident(None, 1, rows, (matrix, chunk_ids, owners, ids))
+    query = rng.standard_normal(8).astype(np.float32)
+    candidates = rng.choice(ids, size=int(rng.integers(1, rows + 1)), replace=False)
+    found = held.rescored(np.asarray(candidates, dtype=np.uint64), query, limit)
+    assert found is not None
+    assert held.matrix is not None
+    every = 1.0 - _dot_rows(held.matrix, query)  # the same product, every row at once
+    row_of = {int(r): i for i, r in enumerate(ids)}
+    reference = []
+    for r in candidates:
+        i = row_of[int(r)]
+        reference.append((chunk_ids[i], owners[i], float(every[i])))
+    reference.sort(key=lambda row: (row[2], row[0]))
+    assert [(c, d) for c, d, _ in found] == [(c, d) for c, d, _ in reference[:limit]]
+    assert np.allclose([x for _, _, x in found], [x for _, _, x in reference[:limit]], atol=1e-5)

@@ -712,7 +712,13 @@ class Retriever:
         return visible(fields, self.clearance) and (flt is None or flt.matches(fields, source))
 
     async def _lexical_hits(
-        self, terms: list[str], k: int, threshold: float | None, search: _Pass
+        self,
+        terms: list[str],
+        k: int,
+        threshold: float | None,
+        search: _Pass,
+        *,
+        offload: bool = False,
     ) -> list[_Hit]:
         if not terms:
             return []
@@ -736,7 +742,10 @@ class Retriever:
                 view=search.view,
                 lookup=lookup,
             )
-            found = await asyncio.to_thread(run) if lookup.postings > _THREAD_POSTINGS else run()
+            if offload or lookup.postings > _THREAD_POSTINGS:
+                found = await asyncio.to_thread(run)
+            else:
+                found = run()
         except StorageError as exc:
             raise _LexicalDamage(str(exc)) from None
         return [_Hit(key, score, tied) for key, score, tied in found]
@@ -798,24 +807,23 @@ class Retriever:
         clock = time.perf_counter()
         terms = self._analyzer.terms(query)
 
-        async def lexical_side() -> tuple[list[tuple[StoredChunk, float]], int]:
-            # The candidates' rows are read here, while the vector search (the
-            # slower side) is still running, not after both sides are in.
+        async def lexical_side() -> tuple[list[tuple[str, float]], dict[str, StoredChunk]]:
+            # The candidates' ids are read here, while the vector search (the slower
+            # side) is still running, not after both sides are in. Scoring runs off the
+            # event loop, so the vector side's query is under way meanwhile.
             started = time.perf_counter()
-            hits = await self._lexical_hits(terms, depth, None, search)
+            hits = await self._lexical_hits(terms, depth, None, search, offload=True)
             started = _lap(timings, "bm25_ms", started)
-            found, stale = await self._rows_in_order(hits, depth, CURRENT)
+            scored, known = await self._lexical_candidates(hits, depth)
             _lap(timings, "bm25_rows_ms", started)
-            return found, stale
+            return scored, known
 
         # If one side fails the other is cancelled and awaited: nothing of this
         # search may go on reading the stores after it has raised.
-        (found, _), dense = await both(
+        (lex_scored, known), dense = await both(
             lexical_side(), self._dense_hits(query, depth, timings, search)
         )
         clock = _lap(timings, "candidates_ms", clock)
-        known = {row.chunk_id: row for row, _ in found}
-        lex_scored = [(row.chunk_id, score) for row, score in found]
         dense_scored = [(h.chunk_id, h.score) for h in dense]
         clock = _lap(timings, "hydrate_ms", clock)
         weights = [cfg.hybrid_bm25_weight, 1.0 - cfg.hybrid_bm25_weight]
@@ -900,6 +908,30 @@ class Retriever:
         if tied:
             found.sort(key=_canonical)
         return found[:k], stale
+
+    async def _lexical_candidates(
+        self, hits: list[_Hit], depth: int
+    ) -> tuple[list[tuple[str, float]], dict[str, StoredChunk]]:
+        """Hybrid's lexical candidates as ``(chunk id, score)``, current ones only, in
+        final order and cut to ``depth``; with the rows already at hand, by id.
+
+        Fusion needs ids, and only the few results it returns need rows: with rows
+        in memory those come free, otherwise the store gives current ids by key (two
+        columns by primary key: 0.2-0.4 ms for 100 candidates at 100k-1M chunks,
+        against 5 ms and more for their whole rows) and the rows are read after
+        fusion. Hits the index could not order (``tied``) are ordered by their rows'
+        full canonical keys, so they take the row path.
+        """
+        if (self._rows is not None and self._rows_at == self.generation) or any(
+            h.tied for h in hits
+        ):
+            found, _ = await self._rows_in_order(hits, depth, CURRENT)
+            return [(row.chunk_id, score) for row, score in found], {
+                row.chunk_id: row for row, _ in found
+            }
+        ids = await self._store.current_chunk_ids([h.key for h in hits])
+        scored = [(ids[h.key], h.score) for h in hits if h.key in ids]
+        return scored[:depth], {}
 
     async def _join(
         self, hits: list[_Hit], wanted: frozenset[str], k: int, view: View

@@ -314,6 +314,12 @@ class _Resident:
             return None
         positions = self.row_order[at]
         distances = 1.0 - _dot_rows(self.matrix[positions], query)
+        if distances.shape[0] > limit:
+            # Only the nearest ``limit`` and any row tied with the last of them can be
+            # returned: the rest need no tuple and no sort.
+            cut = np.partition(distances, limit - 1)[limit - 1]
+            near = np.flatnonzero(distances <= cut)
+            positions, distances = positions[near], distances[near]
         names, chunk_ids, codes = self.names, self.chunk_ids, self.doc_codes
         found = [
             (chunk_ids[r], names[codes[r]], float(d))

@@ -1226,6 +1226,17 @@ class PostgresMetadataStore:
                 return stored_chunk(rows[0])
         return None
 
+    async def current_chunk_ids(self, keys: Sequence[int]) -> Mapping[int, str]:
+        if not keys:
+            return {}
+        rows = await self._fetch(
+            "read chunk ids",
+            f"SELECT key, id FROM {self._s}.chunks"
+            " WHERE key = ANY($1::bigint[]) AND valid_to IS NULL",
+            [int(k) for k in keys],
+        )
+        return {int(key): str(chunk_id) for key, chunk_id in rows}
+
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         if not keys:
             return {}

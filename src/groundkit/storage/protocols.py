@@ -455,6 +455,14 @@ class MetadataStoreProtocol(Protocol):
         the current one, else the newest past one; None when there is none."""
         ...
 
+    async def current_chunk_ids(self, keys: Sequence[int]) -> Mapping[int, str]:
+        """``{key: chunk id}`` for those of ``keys`` whose chunk is current; past,
+        removed and unknown keys are absent.
+
+        Hybrid search fuses its lexical candidates by id and reads the rows of the few
+        it returns afterwards, so it asks for ids alone: two columns by primary key."""
+        ...
+
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         """Chunks by key, current or past (each joined to its own version's document).
 

@@ -1452,6 +1452,19 @@ class SQLiteMetadataStore:
                 return stored_chunk(row)
         return None
 
+    async def current_chunk_ids(self, keys: Sequence[int]) -> Mapping[int, str]:
+        wanted = [int(k) for k in keys]
+        out: dict[int, str] = {}
+        for i in range(0, len(wanted), _IN_BATCH):
+            part = wanted[i : i + _IN_BATCH]
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT key, id FROM chunks WHERE key IN ({marks}) AND valid_to IS NULL"
+            # On the store's thread, not inline: hybrid search reads these while its
+            # vector side runs, which needs the event loop free.
+            rows = list(await self._conn.execute_fetchall(sql, part))
+            out.update((int(key), str(chunk_id)) for key, chunk_id in rows)
+        return out
+
     async def get_chunks_by_keys(self, keys: Sequence[int]) -> Mapping[int, StoredChunk]:
         wanted = [int(k) for k in keys]
         out: dict[int, StoredChunk] = {}

@@ -653,6 +653,26 @@ class MetadataStoreConformance:
         some = await store.get_chunks_by_keys(keys[5:8])
         assert set(some) == set(keys[5:8])
 
+    async def test_current_chunk_ids(self, store: Store) -> None:
+        # Ids of current chunks only: a replaced version's keys, a deleted document's
+        # and unknown keys are absent; more keys than one statement binds are read whole.
+        await put(store, "big.txt", [f"piece{i}" for i in range(1200)])
+        await put(store, "a.txt", ["one two", "three"], chunk_ids=["old0", "old1"])
+        old = {s.key: s.chunk_id async for b in store.iter_chunks() for s in b}
+        assert len(old) == 1202
+        unknown = max(old) + 1000
+        assert await store.current_chunk_ids([*old, unknown]) == old
+        assert await store.current_chunk_ids([]) == {}
+        await put(store, "a.txt", ["four five"], chunk_ids=["new0"])
+        new = await store.get_chunk("new0")
+        assert new is not None
+        past = [k for k, c in old.items() if c in ("old0", "old1")]
+        found = await store.current_chunk_ids([*past, new.key])
+        assert found == {new.key: "new0"}
+        await store.delete_documents(["big.txt"])
+        assert await store.current_chunk_ids(list(old)) == {}
+        assert await store.current_chunk_ids([new.key, new.key]) == {new.key: "new0"}
+
     async def test_rows_read_by_key_leave_out_the_chunk_gaps(self, store: Store) -> None:
         # A search reads its hits by key: the gaps (one per chunk of the document) stay
         # in the store, every other field comes back as written. Passages read by id.
