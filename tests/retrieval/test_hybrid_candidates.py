@@ -139,3 +139,41 @@ async def test_hybrid_drops_candidates_replaced_since_the_index_caught_up(
         for result in after.results:
             row = await col.store.get_chunk(result.chunk_id)
             assert row is not None and row.current and row.content == result.content
+
+
+async def test_hybrid_reads_committed_ids_while_a_write_is_in_flight(tmp_path: Path) -> None:
+    # A write of this process holds its transaction across awaits; a search meanwhile
+    # must rank the committed collection, not the write's uncommitted state.
+    base = tmp_path / "corpus"
+    write_tree(base, dict(CORPUS))
+    embedder = ToyEmbedder()
+    async with Collection.open(
+        tmp_path / "index", base_dir=base, embedder=embedder, chunking=SMALL_CHUNKS
+    ) as col:
+        await col.ingest(base)
+        store = col.store
+        assert isinstance(store, SQLiteMetadataStore)
+        by_id = await Retriever.open(
+            store,
+            RetrievalConfig(preload_max_chunks=0),
+            embedder=embedder,
+            vector_store=col.vector_store,
+        )
+        query = "solar panels electricity"
+
+        def seen(response: Any) -> list[tuple[str, float | None]]:
+            return [(r.chunk_id, r.scores.bm25 if r.scores else None) for r in response.results]
+
+        before = seen(await by_id.search(query, 5, mode="hybrid"))
+        assert any(bm25 is not None for _, bm25 in before)
+        conn = store._conn
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.execute(
+                "UPDATE chunks SET valid_to = 1 WHERE document_id IN"
+                " (SELECT id FROM documents WHERE source = 'energy/solar.md')"
+            )
+            during = seen(await by_id.search(query, 5, mode="hybrid"))
+        finally:
+            await conn.execute("ROLLBACK")
+        assert during == before

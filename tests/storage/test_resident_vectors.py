@@ -318,3 +318,22 @@ def test_rescoring_keeps_every_row_tied_at_the_cut(
     reference.sort(key=lambda row: (row[2], row[0]))
     assert [(c, d) for c, d, _ in found] == [(c, d) for c, d, _ in reference[:limit]]
     assert np.allclose([x for _, _, x in found], [x for _, _, x in reference[:limit]], atol=1e-5)
+
+
+def test_rescoring_a_damaged_copy_drops_no_finite_row() -> None:
+    # A damaged row (NaN distance) ranks last, at distance 2.0 as on LanceDB's path,
+    # whether the cut to ``limit`` falls among such rows or not.
+    from groundkit.storage.lancedb import _Resident
+
+    matrix = np.random.default_rng(0).standard_normal((20, 8)).astype(np.float32)
+    matrix[:15] = np.nan
+    ids = np.arange(20, dtype=np.uint64)
+    held = _Resident(None, 1, 20, (matrix, [f"c{i:02d}" for i in range(20)], ["d"] * 20, ids))
+    query = (np.ones(8, dtype=np.float32) / np.sqrt(8)).astype(np.float32)
+    found = held.rescored(ids, query, 8)
+    assert found is not None and len(found) == 8
+    assert {c for c, _, _ in found[:5]} == {f"c{i:02d}" for i in range(15, 20)}
+    assert all(d < 2.0 for _, _, d in found[:5]) and all(d == 2.0 for _, _, d in found[5:])
+    assert [c for c, _, _ in found[5:]] == [f"c{i:02d}" for i in range(3)]
+    exact = held.ranked(query, 8, None)
+    assert exact == found

@@ -231,6 +231,18 @@ def _dot_rows(
     return product
 
 
+def _cosine_distances(
+    matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """``1 - cos`` per row; a row that gives no finite distance (damage the store's
+    checks did not see) ranks last at 2.0, as on LanceDB's path."""
+    distances = 1.0 - _dot_rows(matrix, vector)
+    finite = np.isfinite(distances)
+    if not finite.all():
+        distances = np.where(finite, distances, np.float32(2.0))
+    return distances
+
+
 # One version's rows as read: vectors, chunk ids, document ids, LanceDB row ids.
 _Columns = tuple[npt.NDArray[np.float32], list[str], list[str], npt.NDArray[np.uint64]]
 
@@ -313,7 +325,7 @@ class _Resident:
         if not np.array_equal(self.row_ids[at], row_ids):
             return None
         positions = self.row_order[at]
-        distances = 1.0 - _dot_rows(self.matrix[positions], query)
+        distances = _cosine_distances(self.matrix[positions], query)
         if distances.shape[0] > limit:
             # Only the nearest ``limit`` and any row tied with the last of them can be
             # returned: the rest need no tuple and no sort.
@@ -338,7 +350,7 @@ class _Resident:
         decides ties exactly as LanceDB's path does after its padded fetch.
         """
         assert self.matrix is not None
-        distances = 1.0 - _dot_rows(self.matrix, query)
+        distances = _cosine_distances(self.matrix, query)
         positions: npt.NDArray[np.intp] | None = None
         if wanted is not None:
             codes = [self.documents[d] for d in wanted if d in self.documents]

@@ -1459,9 +1459,12 @@ class SQLiteMetadataStore:
             part = wanted[i : i + _IN_BATCH]
             marks = ",".join("?" * len(part))
             sql = f"SELECT key, id FROM chunks WHERE key IN ({marks}) AND valid_to IS NULL"
-            # On the store's thread, not inline: hybrid search reads these while its
-            # vector side runs, which needs the event loop free.
-            rows = list(await self._conn.execute_fetchall(sql, part))
+            # Inline on the read-only connection, as a search's hits are read: it sees
+            # only committed rows (this process's write connection may be inside a
+            # transaction), and a search that has raised leaves nothing queued behind it.
+            rows = self._read_inline(sql, part)
+            if rows is None:
+                rows = list(await self._conn.execute_fetchall(sql, part))
             out.update((int(key), str(chunk_id)) for key, chunk_id in rows)
         return out
 
