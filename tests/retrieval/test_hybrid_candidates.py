@@ -4,7 +4,8 @@ returns the same results."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,12 +107,10 @@ async def test_hits_the_index_could_not_order_take_the_row_path(
     assert (counted.rows_by_key, counted.ids_by_key) == (1, 1)
 
 
-async def test_hybrid_drops_candidates_replaced_since_the_index_caught_up(
-    tmp_path: Path,
-) -> None:
-    # Another writer replaces a document after this retriever's index caught up:
-    # its old chunks are still in the index but no longer current, so hybrid must not
-    # return them, whether the rows come from memory or ids from the store.
+@contextlib.asynccontextmanager
+async def _by_id(tmp_path: Path) -> AsyncIterator[tuple[Collection, Retriever]]:
+    """The test corpus ingested, and a hybrid retriever that never holds rows in memory
+    (its BM25 candidates take the id path)."""
     base = tmp_path / "corpus"
     write_tree(base, dict(CORPUS))
     embedder = ToyEmbedder()
@@ -126,10 +125,22 @@ async def test_hybrid_drops_candidates_replaced_since_the_index_caught_up(
             embedder=embedder,
             vector_store=col.vector_store,
         )
+        yield col, by_id
+
+
+async def test_hybrid_drops_candidates_replaced_since_the_index_caught_up(
+    tmp_path: Path,
+) -> None:
+    # Another writer replaces a document after this retriever's index caught up:
+    # its old chunks are still in the index but no longer current, so hybrid must not
+    # return them, whether the rows come from memory or ids from the store.
+    base = tmp_path / "corpus"
+    async with _by_id(tmp_path) as (col, by_id):
+        assert col.embedder is not None
         before = await by_id.search("solar panels electricity", 5, mode="hybrid")
         assert any(r.source == "energy/solar.md" for r in before.results)
         async with Collection.open(
-            tmp_path / "index", base_dir=base, embedder=embedder, chunking=SMALL_CHUNKS
+            tmp_path / "index", base_dir=base, embedder=col.embedder, chunking=SMALL_CHUNKS
         ) as other:
             (base / "energy" / "solar.md").write_text(
                 "# Moved\n\nThe panels were sold.\n", encoding="utf-8"
@@ -144,21 +155,9 @@ async def test_hybrid_drops_candidates_replaced_since_the_index_caught_up(
 async def test_hybrid_reads_committed_ids_while_a_write_is_in_flight(tmp_path: Path) -> None:
     # A write of this process holds its transaction across awaits; a search meanwhile
     # must rank the committed collection, not the write's uncommitted state.
-    base = tmp_path / "corpus"
-    write_tree(base, dict(CORPUS))
-    embedder = ToyEmbedder()
-    async with Collection.open(
-        tmp_path / "index", base_dir=base, embedder=embedder, chunking=SMALL_CHUNKS
-    ) as col:
-        await col.ingest(base)
+    async with _by_id(tmp_path) as (col, by_id):
         store = col.store
         assert isinstance(store, SQLiteMetadataStore)
-        by_id = await Retriever.open(
-            store,
-            RetrievalConfig(preload_max_chunks=0),
-            embedder=embedder,
-            vector_store=col.vector_store,
-        )
         query = "solar panels electricity"
 
         def seen(response: Any) -> list[tuple[str, float | None]]:

@@ -867,16 +867,20 @@ class Retriever:
         _lap(timings, "hydrate_ms", clock)
         return results, stale
 
+    def _rows_held(self) -> Mapping[int, StoredChunk] | None:
+        """The rows in memory, if they belong to the index this retriever searches."""
+        return self._rows if self._rows_at == self.generation else None
+
     async def _rows_for_keys(self, keys: list[int], view: View) -> Mapping[int, StoredChunk]:
         if not keys:
             return {}
+        rows = self._rows_held()
         if (
             view.as_of is None
-            and self._rows is not None
-            and self._rows_at == self.generation
+            and rows is not None
             and await self._store.generation() == self.generation
         ):
-            return self._rows  # the snapshot is still the store: no read needed
+            return rows  # the snapshot is still the store: no read needed
         return await self._store.get_chunks_by_keys(keys)
 
     async def _rows_in_order(
@@ -922,9 +926,7 @@ class Retriever:
         fusion. Hits the index could not order (``tied``) are ordered by their rows'
         full canonical keys, so they take the row path.
         """
-        if (self._rows is not None and self._rows_at == self.generation) or any(
-            h.tied for h in hits
-        ):
+        if self._rows_held() is not None or any(h.tied for h in hits):
             found, _ = await self._rows_in_order(hits, depth, CURRENT)
             return [(row.chunk_id, score) for row, score in found], {
                 row.chunk_id: row for row, _ in found

@@ -718,6 +718,14 @@ class SQLiteMetadataStore:
         except sqlite3.OperationalError:
             return None  # busy or locked: take the threaded path instead
 
+    async def _read(self, sql: str, params: Sequence[Any], *, inline: bool) -> list[Any]:
+        """Rows of a read: inline on the read-only connection when ``inline`` and it
+        need not wait, else on the store's thread."""
+        rows = self._read_inline(sql, params) if inline else None
+        if rows is None:
+            rows = list(await self._conn.execute_fetchall(sql, params))
+        return rows
+
     # -- state ---------------------------------------------------------------
 
     async def _state(self, column: str) -> Any:
@@ -1215,9 +1223,7 @@ class SQLiteMetadataStore:
             return {t: self._vocab[t] for t in wanted}
         marks = ",".join("?" * len(wanted))
         sql = f"SELECT term, id FROM terms WHERE term IN ({marks})"
-        rows = self._read_inline(sql, wanted) if len(wanted) <= _INLINE_KEYS else None
-        if rows is None:
-            rows = list(await self._conn.execute_fetchall(sql, wanted))
+        rows = await self._read(sql, wanted, inline=len(wanted) <= _INLINE_KEYS)
         return {str(term): int(term_id) for term, term_id in rows}
 
     async def postings_since(
@@ -1422,9 +1428,7 @@ class SQLiteMetadataStore:
             part = values[i : i + _IN_BATCH]
             marks = ",".join("?" * len(part))
             sql = f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE {column} IN ({marks})"
-            rows = self._read_inline(sql, part) if len(part) <= _INLINE_KEYS else None
-            if rows is None:
-                rows = list(await self._conn.execute_fetchall(sql, part))
+            rows = await self._read(sql, part, inline=len(part) <= _INLINE_KEYS)
             out.extend(stored_chunk(row) for row in rows)
         return out
 
@@ -1462,9 +1466,7 @@ class SQLiteMetadataStore:
             # Inline on the read-only connection, as a search's hits are read: it sees
             # only committed rows (this process's write connection may be inside a
             # transaction), and a search that has raised leaves nothing queued behind it.
-            rows = self._read_inline(sql, part)
-            if rows is None:
-                rows = list(await self._conn.execute_fetchall(sql, part))
+            rows = await self._read(sql, part, inline=True)
             out.update((int(key), str(chunk_id)) for key, chunk_id in rows)
         return out
 
@@ -1479,9 +1481,7 @@ class SQLiteMetadataStore:
             sql = _HITS_BY_KEY[shared][len(part)] if small else _hits_sql(len(part), shared)
             params = part * 2 if shared else part
             # A search's hits: one statement, read inline, its text made once.
-            rows = self._read_inline(sql, params) if small else None
-            if rows is None:
-                rows = list(await self._conn.execute_fetchall(sql, params))
+            rows = await self._read(sql, params, inline=small)
             if shared:
                 rows = share_metadata(rows)
             elif has_long_metadata(rows):
