@@ -177,6 +177,10 @@ _BUSY_WAIT_MS = 10_000
 _WRITE_WAIT_S = 600.0
 # How long a cancelled close waits for aiosqlite's thread to end (see _Worker).
 _WORKER_WAIT = 10.0
+# A snapshot read on a connection of its own: how many times it is tried when SQLite
+# reports a transient fault, and the first pause between tries (s), growing 4x.
+_SNAPSHOT_TRIES = 4
+_SNAPSHOT_PAUSE_S = 0.01
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (
@@ -461,6 +465,7 @@ async def _close_connection(conn: aiosqlite.Connection, worker: _Worker | None) 
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Awaitable[Any]])
+_R = TypeVar("_R")
 
 
 def _serialized(method: _Method) -> _Method:
@@ -1248,32 +1253,29 @@ class SQLiteMetadataStore:
         # shared connection may be inside a write of this process meanwhile.
         self._open_conn_check()
 
-        def read() -> tuple[Any, list[Any], list[Any]]:
-            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                conn.execute("PRAGMA busy_timeout=10000")
-                conn.execute("BEGIN")
-                state = conn.execute(
-                    "SELECT generation, changes_floor, live_chunks FROM state WHERE id = 1"
-                ).fetchone()
-                changes = conn.execute(
-                    "SELECT key, valid_to, term_ids, tfs FROM changes WHERE generation > ?"
-                    " ORDER BY seq",
-                    (int(since_generation),),
-                ).fetchall()
-                postings = conn.execute(
-                    f"SELECT {_POSTING_COLUMNS} FROM chunks WHERE key > ? ORDER BY key",
-                    (int(after_key),),
-                ).fetchall()
-                conn.execute("COMMIT")
-            finally:
-                conn.close()
+        def read(conn: sqlite3.Connection) -> tuple[Any, list[Any], list[Any]]:
+            state = conn.execute(
+                "SELECT generation, changes_floor, live_chunks FROM state WHERE id = 1"
+            ).fetchone()
+            changes = conn.execute(
+                "SELECT key, valid_to, term_ids, tfs FROM changes WHERE generation > ?"
+                " ORDER BY seq",
+                (int(since_generation),),
+            ).fetchall()
+            postings = conn.execute(
+                f"SELECT {_POSTING_COLUMNS} FROM chunks WHERE key > ? ORDER BY key",
+                (int(after_key),),
+            ).fetchall()
             return state or (None, None, None), changes, postings
 
         try:
-            (generation, floor, live), changes, postings = await asyncio.to_thread(read)
+            (generation, floor, live), changes, postings = await asyncio.to_thread(
+                _snapshot, self.path, read
+            )
         except sqlite3.Error as exc:
-            raise StorageError(f"could not read the changes since the last search: {exc}") from None
+            raise StorageError(
+                f"could not read the changes since the last search: {_sqlite_error(exc)}"
+            ) from None
         where = self.path.name
         generation = int_value(generation, "generation", where)
         floor = int_value(floor, "change log floor", where)
@@ -1365,23 +1367,16 @@ class SQLiteMetadataStore:
             " WHERE c.valid_to IS NULL AND d.vectors_hash = d.content_hash"
         )
 
-        def read() -> ConfirmedVectors:
-            conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                conn.execute("PRAGMA busy_timeout=10000")
-                conn.execute("BEGIN")  # one snapshot for both reads
-                documents = frozenset(row[0] for row in conn.execute(documents_sql))
-                chunks = frozenset(row[0] for row in conn.execute(chunks_sql))
-                conn.execute("COMMIT")
-            finally:
-                conn.close()
+        def read(conn: sqlite3.Connection) -> ConfirmedVectors:
+            documents = frozenset(row[0] for row in conn.execute(documents_sql))
+            chunks = frozenset(row[0] for row in conn.execute(chunks_sql))
             return ConfirmedVectors(documents, chunks)
 
         self._open_conn_check()
         try:
-            return await asyncio.to_thread(read)
+            return await asyncio.to_thread(_snapshot, self.path, read)
         except sqlite3.Error as exc:
-            raise StorageError(f"could not read confirmed vectors: {exc}") from None
+            raise StorageError(f"could not read confirmed vectors: {_sqlite_error(exc)}") from None
 
     async def confirmed_vector_count(self) -> int:
         # Current chunks (the count the triggers keep) minus those of unconfirmed
@@ -1634,6 +1629,50 @@ def _existing_file(path: Path) -> bool:
     if header != _SQLITE_MAGIC:
         raise _DamagedFile(path, "it is not an SQLite database, so not a groundkit collection")
     return True
+
+
+def _snapshot(path: Path, read: Callable[[sqlite3.Connection], _R]) -> _R:
+    """``read`` in one read transaction on a read-only connection of its own.
+
+    An I/O or locking-protocol error from SQLite is tried again, a few times with
+    growing pauses: with dozens of processes writing, opening and closing the file,
+    a freshly opened connection's first read can fail with SQLite's "disk I/O
+    error" (rarely: once in a suite run with 64 concurrent writers) where the same
+    read a moment later succeeds. A lasting fault fails every try and is raised.
+    """
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    pause = _SNAPSHOT_PAUSE_S
+    for attempt in range(1, _SNAPSHOT_TRIES + 1):
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_WAIT_MS}")
+            conn.execute("BEGIN")
+            result = read(conn)
+            conn.execute("COMMIT")
+            return result
+        except sqlite3.OperationalError as exc:
+            if attempt == _SNAPSHOT_TRIES or not _transient(exc):
+                raise
+        finally:
+            if conn is not None:
+                conn.close()
+        time.sleep(pause)
+        pause *= 4
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _transient(exc: sqlite3.OperationalError) -> bool:
+    """An I/O error or a locking-protocol failure: what a concurrent open or close of
+    the file can cause for a moment (busy and locked are waited for by SQLite)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL)
+
+
+def _sqlite_error(exc: sqlite3.Error) -> str:
+    """The driver's message with SQLite's extended error name, which tells I/O errors apart."""
+    name = getattr(exc, "sqlite_errorname", None)
+    return f"{exc} ({name})" if isinstance(name, str) and name not in str(exc) else str(exc)
 
 
 def _create_file(path: Path) -> None:
