@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from groundkit.errors import ConfigurationError
-from groundkit.retrieval.fusion import convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.fusion import (
+    convex_combination,
+    convex_scores,
+    reciprocal_rank_fusion,
+    rrf_scores,
+)
 
 keys = st.text(alphabet="abcdefgh", min_size=1, max_size=3)
 ranking = st.lists(keys, max_size=12)
@@ -101,3 +106,97 @@ def test_convex_invariants(lists: list[list[tuple[str, float]]]) -> None:
     assert all(0.0 <= h.score <= 1.0 + 1e-12 for h in fused)
     assert [h.key for h in fused] == [h.key for h in convex_combination(lists)]
     assert len({h.key for h in fused}) == len(fused)
+
+
+def _reference_rrf(lists: list[list[str]], k: int, weights: list[float]) -> list[tuple[str, float]]:
+    """The formula spelt out: each key's best (first) rank in each list."""
+    scores: dict[str, float] = {}
+    for weight, ranking in zip(weights, lists, strict=True):
+        seen: set[str] = set()
+        for position, key in enumerate(ranking, start=1):
+            if key not in seen:
+                seen.add(key)
+                scores[key] = scores.get(key, 0.0) + weight / (k + position)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _reference_convex(
+    lists: list[list[tuple[str, float]]], weights: list[float]
+) -> list[tuple[str, float]]:
+    """The formula spelt out: each key's best score in each list, min-max normalised."""
+    total = sum(weights)
+    scores: dict[str, float] = {}
+    for weight, lst in zip(weights, lists, strict=True):
+        best: dict[str, float] = {}
+        for key, value in lst:
+            best[key] = max(value, best.get(key, value))
+        if not best:
+            continue
+        low, high = min(best.values()), max(best.values())
+        for key, value in best.items():
+            norm = (value - low) / (high - low) if high > low else 1.0
+            scores[key] = scores.get(key, 0.0) + weight * norm / total
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _first_rank(ranking: list[str], key: str) -> int | None:
+    return ranking.index(key) + 1 if key in ranking else None
+
+
+@given(st.lists(ranking, min_size=1, max_size=3), st.integers(1, 100), st.data())
+def test_rrf_equals_the_formula_spelt_out(
+    lists: list[list[str]], k: int, data: st.DataObject
+) -> None:
+    weights = data.draw(
+        st.lists(st.floats(0.0, 5.0), min_size=len(lists), max_size=len(lists)).filter(any)
+    )
+    expected = _reference_rrf(lists, k, weights)
+    assert rrf_scores(lists, k=k, weights=weights) == expected
+    fused = reciprocal_rank_fusion(lists, k=k, weights=weights)
+    assert [(h.key, h.score) for h in fused] == expected
+    assert [h.ranks for h in fused] == [
+        tuple(_first_rank(r, key) for r in lists) for key, _ in expected
+    ]
+
+
+@given(
+    st.lists(
+        st.lists(st.tuples(keys, st.floats(-100, 100, allow_nan=False)), max_size=10),
+        min_size=1,
+        max_size=3,
+    ),
+    st.data(),
+)
+def test_convex_equals_the_formula_spelt_out(
+    lists: list[list[tuple[str, float]]], data: st.DataObject
+) -> None:
+    weights = data.draw(
+        st.lists(st.floats(0.0, 5.0), min_size=len(lists), max_size=len(lists)).filter(any)
+    )
+    expected = _reference_convex(lists, weights)
+    assert convex_scores(lists, weights=weights) == expected
+    fused = convex_combination(lists, weights=weights)
+    assert [(h.key, h.score) for h in fused] == expected
+    assert [h.ranks for h in fused] == [
+        tuple(_first_rank([key for key, _ in lst], key) for lst in lists) for key, _ in expected
+    ]
+
+
+def test_inner_rankings_may_be_any_iterable() -> None:
+    lists = [["a", "b", "a", "c"], ["c", "b"]]
+    expected = reciprocal_rank_fusion(lists, k=5)
+    assert reciprocal_rank_fusion([iter(lists[0]), tuple(lists[1])], k=5) == expected
+    assert rrf_scores([(key for key in lists[0]), iter(lists[1])], k=5) == [
+        (h.key, h.score) for h in expected
+    ]
+    scored = [[("a", 3.0), ("b", 1.0)], [("b", 0.9), ("c", 0.1)]]
+    fused = convex_combination(scored)
+    assert convex_combination([iter(scored[0]), iter(scored[1])]) == fused
+    assert convex_scores([iter(scored[0]), tuple(scored[1])]) == [(h.key, h.score) for h in fused]
+
+
+def test_bad_k_and_weights_are_refused_before_the_rankings_are_read() -> None:
+    with pytest.raises(ConfigurationError):
+        reciprocal_rank_fusion([[["unhashable"]]], k=0)  # type: ignore[type-var]
+    with pytest.raises(ConfigurationError):
+        rrf_scores([[["unhashable"]]], weights=[-1.0])  # type: ignore[type-var]

@@ -52,7 +52,7 @@ from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
 from groundkit.retrieval.evidence import EvidenceBatch, query_weights
 from groundkit.retrieval.filters import Filter
-from groundkit.retrieval.fusion import FusedHit, convex_combination, reciprocal_rank_fusion
+from groundkit.retrieval.fusion import convex_scores, rrf_scores
 from groundkit.retrieval.postprocess import (
     NO_STEPS,
     Steps,
@@ -717,8 +717,6 @@ class Retriever:
         k: int,
         threshold: float | None,
         search: _Pass,
-        *,
-        offload: bool = False,
     ) -> list[_Hit]:
         if not terms:
             return []
@@ -742,7 +740,7 @@ class Retriever:
                 view=search.view,
                 lookup=lookup,
             )
-            if offload or lookup.postings > _THREAD_POSTINGS:
+            if lookup.postings > _THREAD_POSTINGS:
                 found = await asyncio.to_thread(run)
             else:
                 found = run()
@@ -808,33 +806,37 @@ class Retriever:
         terms = self._analyzer.terms(query)
 
         async def lexical_side() -> tuple[list[tuple[str, float]], dict[str, StoredChunk]]:
-            # The candidates' ids are read here, while the vector search (the slower
-            # side) is still running, not after both sides are in. Scoring runs off the
-            # event loop, so the vector side's query is under way meanwhile.
+            # The candidates' ids are read here, as soon as BM25 has scored, not after
+            # both sides are in.
             started = time.perf_counter()
-            hits = await self._lexical_hits(terms, depth, None, search, offload=True)
+            hits = await self._lexical_hits(terms, depth, None, search)
             started = _lap(timings, "bm25_ms", started)
             scored, known = await self._lexical_candidates(hits, depth)
             _lap(timings, "bm25_rows_ms", started)
             return scored, known
 
-        # If one side fails the other is cancelled and awaited: nothing of this
-        # search may go on reading the stores after it has raised.
-        (lex_scored, known), dense = await both(
-            lexical_side(), self._dense_hits(query, depth, timings, search)
+        # The vector side starts first, so a model embedding the query works in its own
+        # thread while BM25 scores on the loop. The vector store's query itself is sent
+        # once the loop is free again, after BM25 and its ids. Scored in a worker thread
+        # instead, BM25 took twice as long and slowed the vector query it competed with
+        # for two cores (ADR 0081). If one side fails the other is cancelled and
+        # awaited: nothing of this search may go on reading the stores after it has
+        # raised.
+        dense, (lex_scored, known) = await both(
+            self._dense_hits(query, depth, timings, search), lexical_side()
         )
         clock = _lap(timings, "candidates_ms", clock)
         dense_scored = [(h.chunk_id, h.score) for h in dense]
         clock = _lap(timings, "hydrate_ms", clock)
         weights = [cfg.hybrid_bm25_weight, 1.0 - cfg.hybrid_bm25_weight]
         if cfg.hybrid_fusion == "rrf":
-            fused = reciprocal_rank_fusion(
+            fused = rrf_scores(
                 [[c for c, _ in lex_scored], [c for c, _ in dense_scored]],
                 k=cfg.rrf_k,
                 weights=weights,
             )
         else:
-            fused = convex_combination([lex_scored, dense_scored], weights=weights)
+            fused = convex_scores([lex_scored, dense_scored], weights=weights)
         clock = _lap(timings, "fusion_ms", clock)
         lexical_of = dict(lex_scored)
         cosine_of = {c: score_to_cosine(s) for c, s in dense_scored}
@@ -851,19 +853,19 @@ class Retriever:
             # A candidate whose row is gone (replaced since) gives its place to the next.
             window = fused[start : start + k - len(results)]
             start += len(window)
-            missing = [h.key for h in window if h.key not in known]
+            missing = [key for key, _ in window if key not in known]
             if missing:
                 known.update(await self._store.get_chunks_by_ids(missing))
-            for h in window:
-                row = known.get(h.key)
+            for key, fused_score in window:
+                row = known.get(key)
                 if row is None:
                     stale += 1
                     continue
                 deferred = Highlights.deferred(spans, row.content, wanted)
                 scores = signals(
-                    bm25=lexical_of.get(h.key), cosine=cosine_of.get(h.key), fused=h.score
+                    bm25=lexical_of.get(key), cosine=cosine_of.get(key), fused=fused_score
                 )
-                results.append(result_from_row(row, h.score, deferred, self.collection, scores))
+                results.append(result_from_row(row, fused_score, deferred, self.collection, scores))
         _lap(timings, "hydrate_ms", clock)
         return results, stale
 
@@ -998,17 +1000,18 @@ class _Relevance:
     dropped: int = 0
 
     def cut(
-        self, fused: list[FusedHit[str]], cosine_of: Mapping[str, float], full: bool, k: int
-    ) -> list[FusedHit[str]]:
-        """The fused hits whose cosine reaches the cut. A hit the vector side did not
-        return has a cosine at most its last candidate's when that side returned all it
-        was asked for (else it has no vector in reach): that bound decides for it."""
+        self, fused: list[tuple[str, float]], cosine_of: Mapping[str, float], full: bool, k: int
+    ) -> list[tuple[str, float]]:
+        """The fused hits (chunk id, fused score) whose cosine reaches the cut. A hit the
+        vector side did not return has a cosine at most its last candidate's when that
+        side returned all it was asked for (else it has no vector in reach): that bound
+        decides for it."""
         least = self.min_cosine
         assert least is not None
         bound = min(cosine_of.values()) if full and cosine_of else None
-        kept: list[FusedHit[str]] = []
+        kept: list[tuple[str, float]] = []
         for position, hit in enumerate(fused):
-            cosine = cosine_of.get(hit.key, bound)
+            cosine = cosine_of.get(hit[0], bound)
             if cosine is not None and cosine >= least:
                 kept.append(hit)
             elif position < k:

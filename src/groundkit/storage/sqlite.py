@@ -1636,9 +1636,9 @@ def _snapshot(path: Path, read: Callable[[sqlite3.Connection], _R]) -> _R:
 
     An I/O or locking-protocol error from SQLite is tried again, a few times with
     growing pauses: with dozens of processes writing, opening and closing the file,
-    a freshly opened connection's first read can fail with SQLite's "disk I/O
-    error" (rarely: once in a suite run with 64 concurrent writers) where the same
-    read a moment later succeeds. A lasting fault fails every try and is raised.
+    a freshly opened connection's first read can (rarely) fail with SQLite's "disk
+    I/O error" where the same read a moment later succeeds. A lasting fault fails
+    every try and is raised.
     """
     uri = f"{path.resolve().as_uri()}?mode=ro"
     pause = _SNAPSHOT_PAUSE_S
