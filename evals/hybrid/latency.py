@@ -31,6 +31,7 @@ from evals.hybrid.native import (
     RecallMatch,
     build_native_table,
     match_recall,
+    mean_overlap,
     native_search,
 )
 from evals.hybrid.prepare import Prepared
@@ -121,14 +122,13 @@ async def _hybrid_recall(
     reference = await Retriever.open(
         col.store, RetrievalConfig(), embedder=HashEmbedder(), vector_store=exact_store
     )
-    overlap: list[float] = []
-    same = 0
+    got: list[list[str]] = []
+    want: list[list[str]] = []
     for q in queries:
-        got = [r.chunk_id for r in (await retriever.search(q, 10, mode="hybrid")).results]
-        want = [r.chunk_id for r in (await reference.search(q, 10, mode="hybrid")).results]
-        overlap.append(len(set(got) & set(want)) / max(1, len(want)))
-        same += got == want
-    return sum(overlap) / max(1, len(overlap)), same / max(1, len(queries))
+        got.append([r.chunk_id for r in (await retriever.search(q, 10, mode="hybrid")).results])
+        want.append([r.chunk_id for r in (await reference.search(q, 10, mode="hybrid")).results])
+    same = sum(g == w for g, w in zip(got, want, strict=True))
+    return mean_overlap(got, want), same / max(1, len(queries))
 
 
 async def run_latency(

@@ -32,6 +32,7 @@ __all__ = [
     "RecallMatch",
     "build_native_table",
     "match_recall",
+    "mean_overlap",
     "native_search",
 ]
 
@@ -172,7 +173,8 @@ async def _hybrid_ids(
     return [str(c) for c in found["chunk_id"].to_pylist()]
 
 
-def _recall(got: list[list[str]], want: list[list[str]]) -> float:
+def mean_overlap(got: list[list[str]], want: list[list[str]]) -> float:
+    """Recall of each ``got`` against its ``want`` (the share of ``want`` found), averaged."""
     shares = [len(set(g) & set(w)) / max(1, len(w)) for g, w in zip(got, want, strict=True)]
     return sum(shares) / max(1, len(shares))
 
@@ -195,8 +197,8 @@ async def match_recall(
     rungs = [NativeSetting(n, f) for n in _NPROBES_LADDER for f in _REFINE_LADDER]
     for setting in (DEFAULTS, *rungs):
         got_vector = [await _vector_ids(table, v, setting) for v in vectors]
-        vector_recall = _recall(got_vector, want_vector)
-        hybrid_recall = _recall(
+        vector_recall = mean_overlap(got_vector, want_vector)
+        hybrid_recall = mean_overlap(
             [await _hybrid_ids(table, embedder, q, setting) for q in queries], want_hybrid
         )
         ladder.append((setting, vector_recall, hybrid_recall))

@@ -21,6 +21,8 @@ from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage import sqlite as sqlite_module
 from groundkit.testing.conformance.helpers import put
 
+PAUSES = sqlite_module._SNAPSHOT_PAUSES_S
+TRIES = len(PAUSES) + 1  # the first try and one after each pause
 SQLITE_IOERR_SHORT_READ = 522  # an extended I/O error code: SQLITE_IOERR | (2 << 8)
 
 
@@ -59,7 +61,7 @@ class _Faults:
             return real(database, *args, **kwargs)
 
         monkeypatch.setattr(sqlite3, "connect", connect)
-        monkeypatch.setattr(sqlite_module, "_SNAPSHOT_PAUSE_S", 0.001)
+        monkeypatch.setattr(sqlite_module, "_SNAPSHOT_PAUSES_S", (0.001,) * len(PAUSES))
 
 
 @pytest.fixture
@@ -83,9 +85,9 @@ async def test_a_transient_io_error_is_tried_again(
     expected = await store.lexical_delta(0, 0)
     vectors = await store.confirmed_vectors()
     faults.begun = 0
-    faults.count = sqlite_module._SNAPSHOT_TRIES - 1  # every try but the last fails
+    faults.count = TRIES - 1  # every try but the last fails
     delta = await store.lexical_delta(0, 0)
-    assert faults.begun == sqlite_module._SNAPSHOT_TRIES
+    assert faults.begun == TRIES
     assert delta.live_chunks == expected.live_chunks == 2
     assert delta.generation == expected.generation
     assert [p.keys.tolist() for p in delta.postings] == [p.keys.tolist() for p in expected.postings]
@@ -96,11 +98,11 @@ async def test_a_transient_io_error_is_tried_again(
 async def test_a_lasting_io_error_is_a_storage_error_naming_it(
     store: SQLiteMetadataStore, faults: _Faults
 ) -> None:
-    faults.count = sqlite_module._SNAPSHOT_TRIES
+    faults.count = TRIES
     with pytest.raises(StorageError, match=r"disk I/O error \(SQLITE_IOERR_SHORT_READ\)"):
         await store.lexical_delta(0, 0)
-    assert faults.begun == sqlite_module._SNAPSHOT_TRIES
-    faults.count = sqlite_module._SNAPSHOT_TRIES
+    assert faults.begun == TRIES
+    faults.count = TRIES
     with pytest.raises(StorageError, match="could not read confirmed vectors"):
         await store.confirmed_vectors()
     assert (await store.lexical_delta(0, 0)).live_chunks == 2  # the store still works

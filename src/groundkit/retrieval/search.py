@@ -712,11 +712,7 @@ class Retriever:
         return visible(fields, self.clearance) and (flt is None or flt.matches(fields, source))
 
     async def _lexical_hits(
-        self,
-        terms: list[str],
-        k: int,
-        threshold: float | None,
-        search: _Pass,
+        self, terms: list[str], k: int, threshold: float | None, search: _Pass
     ) -> list[_Hit]:
         if not terms:
             return []
@@ -740,10 +736,7 @@ class Retriever:
                 view=search.view,
                 lookup=lookup,
             )
-            if lookup.postings > _THREAD_POSTINGS:
-                found = await asyncio.to_thread(run)
-            else:
-                found = run()
+            found = await asyncio.to_thread(run) if lookup.postings > _THREAD_POSTINGS else run()
         except StorageError as exc:
             raise _LexicalDamage(str(exc)) from None
         return [_Hit(key, score, tied) for key, score, tied in found]

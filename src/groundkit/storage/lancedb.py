@@ -325,20 +325,7 @@ class _Resident:
         if not np.array_equal(self.row_ids[at], row_ids):
             return None
         positions = self.row_order[at]
-        distances = _cosine_distances(self.matrix[positions], query)
-        if distances.shape[0] > limit:
-            # Only the nearest ``limit`` and any row tied with the last of them can be
-            # returned: the rest need no tuple and no sort.
-            cut = np.partition(distances, limit - 1)[limit - 1]
-            near = np.flatnonzero(distances <= cut)
-            positions, distances = positions[near], distances[near]
-        names, chunk_ids, codes = self.names, self.chunk_ids, self.doc_codes
-        found = [
-            (chunk_ids[r], names[codes[r]], float(d))
-            for r, d in zip(positions.tolist(), distances.tolist(), strict=True)
-        ]
-        found.sort(key=lambda row: (row[2], row[0]))
-        return found[:limit]
+        return self._nearest(_cosine_distances(self.matrix[positions], query), limit, positions)
 
     def ranked(
         self, query: npt.NDArray[np.float32], top_k: int, wanted: frozenset[str] | None
@@ -351,24 +338,38 @@ class _Resident:
         """
         assert self.matrix is not None
         distances = _cosine_distances(self.matrix, query)
-        positions: npt.NDArray[np.intp] | None = None
-        if wanted is not None:
-            codes = [self.documents[d] for d in wanted if d in self.documents]
-            positions = np.flatnonzero(np.isin(self.doc_codes, codes))
-            distances = distances[positions]
+        if wanted is None:
+            return self._nearest(distances, top_k, None)
+        codes = [self.documents[d] for d in wanted if d in self.documents]
+        positions = np.flatnonzero(np.isin(self.doc_codes, codes))
+        return self._nearest(distances[positions], top_k, positions)
+
+    def _nearest(
+        self,
+        distances: npt.NDArray[np.float32],
+        limit: int,
+        positions: npt.NDArray[np.intp] | None,
+    ) -> list[tuple[str, str, float]]:
+        """The ``limit`` nearest ``(chunk_id, document_id, distance)`` by ``(distance,
+        chunk_id)``; ``distances[i]`` is row ``positions[i]``'s (row ``i``'s when None).
+        Only the nearest ``limit`` and every row tied with the last of them are made into
+        tuples and sorted: the chunk id decides those ties."""
         if distances.shape[0] == 0:
             return []
-        k = min(top_k, distances.shape[0])
-        cut = np.partition(distances, k - 1)[k - 1]
-        chosen = np.flatnonzero(distances <= cut)
-        rows = positions[chosen] if positions is not None else chosen
-        names, chunk_ids = self.names, self.chunk_ids
+        if distances.shape[0] > limit:
+            cut = np.partition(distances, limit - 1)[limit - 1]
+            near = np.flatnonzero(distances <= cut)
+            rows = near if positions is None else positions[near]
+            distances = distances[near]
+        else:
+            rows = np.arange(distances.shape[0]) if positions is None else positions
+        names, chunk_ids, codes = self.names, self.chunk_ids, self.doc_codes
         found = [
-            (chunk_ids[r], names[self.doc_codes[r]], float(distances[c]))
-            for r, c in zip(rows.tolist(), chosen.tolist(), strict=True)
+            (chunk_ids[r], names[codes[r]], float(d))
+            for r, d in zip(rows.tolist(), distances.tolist(), strict=True)
         ]
         found.sort(key=lambda row: (row[2], row[0]))
-        return found[:top_k]
+        return found[:limit]
 
 
 class LanceDBVectorStore:

@@ -177,10 +177,9 @@ _BUSY_WAIT_MS = 10_000
 _WRITE_WAIT_S = 600.0
 # How long a cancelled close waits for aiosqlite's thread to end (see _Worker).
 _WORKER_WAIT = 10.0
-# A snapshot read on a connection of its own: how many times it is tried when SQLite
-# reports a transient fault, and the first pause between tries (s), growing 4x.
-_SNAPSHOT_TRIES = 4
-_SNAPSHOT_PAUSE_S = 0.01
+# A snapshot read on a connection of its own is tried again after each of these
+# pauses (s) when SQLite reports a transient fault (``_snapshot``).
+_SNAPSHOT_PAUSES_S = (0.01, 0.04, 0.16)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (
@@ -501,12 +500,16 @@ def _busy(exc: BaseException) -> bool:
     """Whether ``exc`` (the driver's error, or a ``StorageError`` raised while handling
     one) comes from SQLite finding the database busy or locked."""
     cause = exc if isinstance(exc, sqlite3.OperationalError) else exc.__context__
-    code = getattr(cause, "sqlite_errorcode", None)
-    return (
-        isinstance(cause, sqlite3.OperationalError)
-        and isinstance(code, int)
-        and (code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED))
-    )
+    return _primary_code(cause) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+def _primary_code(exc: BaseException | None) -> int | None:
+    """SQLite's primary result code of an ``OperationalError`` (extended codes share
+    its low byte); None for anything else."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if not isinstance(exc, sqlite3.OperationalError) or not isinstance(code, int):
+        return None
+    return code & 0xFF
 
 
 class SQLiteMetadataStore:
@@ -1634,39 +1637,34 @@ def _existing_file(path: Path) -> bool:
 def _snapshot(path: Path, read: Callable[[sqlite3.Connection], _R]) -> _R:
     """``read`` in one read transaction on a read-only connection of its own.
 
-    An I/O or locking-protocol error from SQLite is tried again, a few times with
-    growing pauses: with dozens of processes writing, opening and closing the file,
-    a freshly opened connection's first read can (rarely) fail with SQLite's "disk
-    I/O error" where the same read a moment later succeeds. A lasting fault fails
+    An I/O or locking-protocol error from SQLite is tried again after each pause of
+    ``_SNAPSHOT_PAUSES_S``: with dozens of processes writing, opening and closing the
+    file, a freshly opened connection's first read can (rarely) fail with SQLite's
+    "disk I/O error" where the same read a moment later succeeds. Busy and locked are
+    not among them (SQLite's busy timeout has waited already). A lasting fault fails
     every try and is raised.
     """
     uri = f"{path.resolve().as_uri()}?mode=ro"
-    pause = _SNAPSHOT_PAUSE_S
-    for attempt in range(1, _SNAPSHOT_TRIES + 1):
-        conn: sqlite3.Connection | None = None
+    for pause in _SNAPSHOT_PAUSES_S:
         try:
-            conn = sqlite3.connect(uri, uri=True)
-            conn.execute(f"PRAGMA busy_timeout={_BUSY_WAIT_MS}")
-            conn.execute("BEGIN")
-            result = read(conn)
-            conn.execute("COMMIT")
-            return result
+            return _snapshot_once(uri, read)
         except sqlite3.OperationalError as exc:
-            if attempt == _SNAPSHOT_TRIES or not _transient(exc):
+            if _primary_code(exc) not in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL):
                 raise
-        finally:
-            if conn is not None:
-                conn.close()
         time.sleep(pause)
-        pause *= 4
-    raise AssertionError("unreachable")  # pragma: no cover
+    return _snapshot_once(uri, read)
 
 
-def _transient(exc: sqlite3.OperationalError) -> bool:
-    """An I/O error or a locking-protocol failure: what a concurrent open or close of
-    the file can cause for a moment (busy and locked are waited for by SQLite)."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_IOERR, sqlite3.SQLITE_PROTOCOL)
+def _snapshot_once(uri: str, read: Callable[[sqlite3.Connection], _R]) -> _R:
+    conn = sqlite3.connect(uri, uri=True)
+    try:
+        conn.execute(f"PRAGMA busy_timeout={_BUSY_WAIT_MS}")
+        conn.execute("BEGIN")
+        result = read(conn)
+        conn.execute("COMMIT")
+        return result
+    finally:
+        conn.close()
 
 
 def _sqlite_error(exc: sqlite3.Error) -> str:
