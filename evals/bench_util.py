@@ -12,12 +12,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Timers", "logger", "time_method", "verdict"]
+__all__ = ["Timers", "logger", "ratio_text", "time_method", "verdict"]
 
 
 def verdict(ok: bool) -> str:
     """How a target line ends: ``met``, or a bold ``missed``."""
     return "met" if ok else "**missed**"
+
+
+def ratio_text(ratio: float, target: float) -> str:
+    """``ratio`` as ``1.23×``: two places, more where two would put it on the other side
+    of ``target`` from its verdict (1.2012 against a 1.2 target reads ``1.201×``)."""
+    for places in range(2, 7):
+        shown = f"{ratio:.{places}f}"
+        if (float(shown) <= target) == (ratio <= target):
+            break
+    return f"{shown}×"
 
 
 def logger(name: str) -> Callable[[str], None]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from evals.bench_util import Timers
+from evals.bench_util import Timers, ratio_text
 from evals.hybrid.embedders import HashEmbedder
 from evals.hybrid.ingest import IngestResult
 from evals.hybrid.ingest_page import ingest_section
@@ -195,3 +196,19 @@ async def test_anchor_is_probed_until_it_reaches_the_recall_floor(tmp_path: Path
     assert chosen[1] >= 0.95 and chosen[2] >= 0.95
     assert all(v < 0.95 or h < 0.95 for _, v, h in reached.ladder[:-1])
     assert reached.ladder == flat.ladder[: len(reached.ladder)]
+
+
+@pytest.mark.parametrize(
+    ("ratio", "target", "shown"),
+    [
+        (1.17, 1.2, "1.17×"),
+        (1.2012, 1.2, "1.201×"),  # 1.20× beside "missed" would read as met
+        (1.2004, 1.2, "1.2004×"),
+        (1.2, 1.2, "1.20×"),
+        (1.1996, 1.2, "1.20×"),  # rounds onto the target, and is met
+        (0.9951, 1.0, "1.00×"),
+        (1.004, 1.0, "1.004×"),
+    ],
+)
+def test_a_ratio_is_shown_on_its_verdicts_side(ratio: float, target: float, shown: str) -> None:
+    assert ratio_text(ratio, target) == shown

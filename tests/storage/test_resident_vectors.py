@@ -337,3 +337,84 @@ def test_rescoring_a_damaged_copy_drops_no_finite_row() -> None:
     assert [c for c, _, _ in found[5:]] == [f"c{i:02d}" for i in range(3)]
     exact = held.ranked(query, 8, None)
     assert exact == found
+
+
+class _Recorder:
+    """The real table, with the names of the calls made on it recorded in order."""
+
+    def __init__(self, table: object) -> None:
+        self._inner = table
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        self.calls.append(name)
+        return getattr(self._inner, name)
+
+
+async def test_the_index_path_sends_its_query_before_reading_the_version(tmp_path: Path) -> None:
+    # The copy is checked after LanceDB answers, so the version read (a round trip to
+    # LanceDB's runtime) does not hold the query back (adr/0082-ann-copy-checked-after.md).
+    store, queries = await _indexed_store(tmp_path, seed=33, queries=3)
+    try:
+        recorder = _Recorder(store._table)
+        store._table = recorder
+        await store.query(queries[0], 10)  # reads the copy through the recorder
+        assert store._memory is not None and store._memory.table is recorder
+        recorder.calls.clear()
+        await store.query(queries[1], 10)
+        assert recorder.calls[0] == "query"
+        assert recorder.calls.index("version") > 0
+        store._table = recorder._inner
+    finally:
+        await store.close()
+
+
+async def test_a_write_is_seen_by_the_first_search_on_the_index_path(tmp_path: Path) -> None:
+    store, queries = await _indexed_store(tmp_path, seed=34, queries=2)
+    try:
+        query = queries[0]
+        before = await store.query(query, 10)
+        held = store._memory
+        assert held is not None and held.matrix is not None
+        # A new row pointing exactly where the query does: the nearest of all.
+        await upsert(store, "new", ["zz-new"], np.stack([query]))
+        after = await store.query(query, 10)
+        assert _ids(after) == ["zz-new", *_ids(before)[:9]]
+        assert store._memory is None  # the stale copy was dropped, not trusted
+        assert _ids(await store.query(query, 10)) == _ids(after)
+        fresh = store._memory
+        assert fresh is not None and fresh.version == int(await store.table.version())
+        assert "zz-new" in fresh.chunk_ids
+        saved, store.memory_max_bytes = store.memory_max_bytes, 0
+        try:
+            assert _ids(await store.query(query, 10)) == _ids(after)
+        finally:
+            store.memory_max_bytes = saved
+    finally:
+        await store.close()
+
+
+async def test_a_count_above_the_limit_is_read_again_after_a_write(tmp_path: Path) -> None:
+    store, queries = await _indexed_store(tmp_path, seed=35, queries=2)
+    try:
+        store.memory_max_bytes = 1_500 * 32 * 4  # 2,000 rows do not fit; 1,500 would
+        expected = await store.query(queries[0], 10)
+        held = store._memory
+        assert held is not None and held.matrix is None and held.rows == 2_000
+        await store.delete_documents([f"doc{d:02d}" for d in range(15, 20)])
+        after = await store.query(queries[0], 10)
+        assert store._memory is None  # the count is stale: the next search counts again
+        assert all(int(h.chunk_id) < 1_500 for h in after)
+        assert [h.chunk_id for h in expected if int(h.chunk_id) < 1_500] == [
+            h.chunk_id for h in after if h.chunk_id in _ids(expected)
+        ]
+        saved, store.memory_max_bytes = store.memory_max_bytes, 0
+        try:
+            assert _ids(await store.query(queries[0], 10)) == _ids(after)
+        finally:
+            store.memory_max_bytes = saved
+        await store.query(queries[1], 10)
+        fresh = store._memory
+        assert fresh is not None and fresh.matrix is not None and fresh.rows == 1_500
+    finally:
+        await store.close()

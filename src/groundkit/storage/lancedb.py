@@ -8,9 +8,10 @@ cosine ranks and any later re-scoring needs no norms.
 Small tables are searched exhaustively: exact, deterministic, and quick enough
 while they are small. A table whose vectors fit in ``memory_max_bytes`` keeps a
 float32 copy of them in memory, read once per table version and checked against
-the version before every search (``_Resident``; adr/0065-resident-vectors.md):
-without an index the exhaustive search runs on it, with one the index's
-candidates are re-scored on it. Once a table reaches
+the version at every search (``_Resident``; adr/0065-resident-vectors.md):
+without an index the exhaustive search runs on it, checked first; with one the
+index's candidates are re-scored on it, checked once LanceDB has answered
+(adr/0082-ann-copy-checked-after.md). Once a table reaches
 ``ann_threshold`` rows an IVF_RQ index is built, once (see ``DEFAULT_NPROBES``
 for why and how; ADR 0023); rows written afterwards are scanned exhaustively
 beside it until ``optimize()`` folds them in. lancedb and pyarrow are imported
@@ -1093,12 +1094,18 @@ class LanceDBVectorStore:
             return []
         if self._indexed is None:
             self._indexed = await self.has_ann_index()
-        resident = await self._resident()
-        if resident is not None and (exact or not self._indexed):
-            return [
-                VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
-                for c, d, dist in resident.ranked(query, top_k, wanted)
-            ]
+        held = self._held() if self._indexed and not exact else None
+        if held is None:
+            resident = await self._resident()
+            if resident is not None and (exact or not self._indexed):
+                return [
+                    VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
+                    for c, d, dist in resident.ranked(query, top_k, wanted)
+                ]
+        else:
+            # On the index's path the copy's version is checked after LanceDB answers,
+            # not before asking, so the query goes out at once (adr/0082).
+            resident = held if held.matrix is not None else None
         restriction = "" if wanted is None else await self._restriction(wanted)
         if restriction is None:
             return []
@@ -1107,6 +1114,8 @@ class LanceDBVectorStore:
             # A write landed between choosing the filter and searching: spell it out.
             spelled = f"document_id IN ({_quote_ids(sorted(wanted), RetrievalError)})"
             rows = await self._ranked(query, top_k, spelled, exact=exact, resident=resident)
+        if held is not None and resident is None:
+            await self._drop_if_moved(held)
         return [
             VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
             for c, d, dist in rows[:top_k]
@@ -1116,9 +1125,10 @@ class LanceDBVectorStore:
         """The current version's vectors in memory, or None when the table holds more
         fit in ``memory_max_bytes`` (or a write moved it while they were read).
 
-        Checked, never trusted: before every search the handle's version is read and
-        compared with the copy's, and the copy's parts with each other; a copy that
-        fails either is dropped and read again from the table.
+        Checked, never trusted: the handle's version is read and compared with the
+        copy's, and the copy's parts with each other; a copy that fails either is
+        dropped and read again from the table. Exact searches call this first; the
+        index's path checks the copy it holds after the query instead (``_search``).
         """
         if self.memory_max_bytes < 1:
             return None
@@ -1138,6 +1148,25 @@ class LanceDBVectorStore:
         if held is None or held.matrix is None:
             return None
         return held
+
+    def _held(self) -> _Resident | None:
+        """The copy (or count) held for this handle, whole, whatever its version."""
+        held = self._memory
+        if held is None or not self._holds(held, self._table, held.version):
+            return None
+        return held
+
+    async def _drop_if_moved(self, held: _Resident) -> None:
+        """Forget a count a write may have made stale: the next search reads afresh."""
+        table = self._table
+        if table is None:
+            return
+        try:
+            moved = int(await table.version()) != held.version
+        except Exception as exc:
+            _storage_error("search", self.path, exc)
+        if moved and self._memory is held:
+            self._memory = None
 
     def _holds(self, held: _Resident | None, table: Any, version: int) -> bool:
         """Whether ``held`` is this handle's copy of ``version``, whole, and (held or
@@ -1262,6 +1291,8 @@ class LanceDBVectorStore:
             found = resident.rescored(ids, vector, limit) if same else None
             if found is not None:
                 return found
+            if self._memory is resident:
+                self._memory = None  # stale: the next search reads the current version
             # The copy does not hold these rows: LanceDB re-scores them itself.
             return await self._search(vector, limit, predicate, exact=exact)
         distances = result["_distance"].to_pylist()
