@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from evals.hybrid.exact import lance_exact
 from groundkit.storage.lancedb import DEFAULT_MEMORY_MAX_BYTES, LanceDBVectorStore
-from groundkit.storage.protocols import VectorHit
+from groundkit.storage.protocols import VectorHit, score_to_cosine
 from groundkit.testing.conformance.vectors import DIM, basis, random_rows, unit, upsert
 
 os.environ.setdefault("LANCEDB_LOG", "error")
@@ -416,5 +416,71 @@ async def test_a_count_above_the_limit_is_read_again_after_a_write(tmp_path: Pat
         await store.query(queries[1], 10)
         fresh = store._memory
         assert fresh is not None and fresh.matrix is not None and fresh.rows == 1_500
+    finally:
+        await store.close()
+
+
+async def test_searches_racing_writes_and_compaction_score_every_hit_by_its_own_vector(
+    tmp_path: Path,
+) -> None:
+    # Each chunk id is written once, with one vector, so a hit's score must be the
+    # cosine of the query with that vector: a candidate re-scored on a stale copy's
+    # row (compaction gives rows new ids) would show as a score that does not match.
+    store, queries = await _indexed_store(tmp_path, seed=36, queries=8)
+    rng = np.random.default_rng(37)
+    data = np.random.default_rng(36).standard_normal((2_000, 32)).astype(np.float32)
+    vector_of = {f"{i:05d}": data[i] / np.linalg.norm(data[i]) for i in range(2_000)}
+    units = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    rescored_in_memory = 0
+    writing = True
+
+    async def writer() -> None:
+        nonlocal writing
+        try:
+            for step in range(9):
+                if step % 3 == 2:
+                    await store.optimize()
+                    continue
+                rows = rng.standard_normal((40, 32)).astype(np.float32)
+                ids = [f"w{step}-{i:02d}" for i in range(40)]
+                units_of = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+                vector_of.update(zip(ids, units_of, strict=True))
+                await upsert(store, f"new{step}", ids, rows)
+                await store.delete_documents([f"doc{step:02d}"])
+                await asyncio.sleep(0)
+        finally:
+            writing = False
+
+    async def reader(offset: int) -> int:
+        searches = 0
+        while writing or searches < 4:
+            q = units[(offset + searches) % len(units)]
+            held = store._held()
+            hits = await store.query(q, 20)
+            nonlocal rescored_in_memory
+            rescored_in_memory += held is not None and held.matrix is not None
+            assert len(hits) == 20
+            for h in hits:
+                expected = float(vector_of[h.chunk_id] @ q)
+                assert abs(score_to_cosine(h.score) - expected) < 1e-5, h.chunk_id
+            searches += 1
+            await asyncio.sleep(0)
+        return searches
+
+    try:
+        _, searches = await asyncio.gather(writer(), asyncio.gather(*(reader(i) for i in range(3))))
+        assert all(n >= 4 for n in searches)
+        assert rescored_in_memory > 0  # the index's path with the copy was taken
+        for q in units:
+            fresh = await store.query(q, 20)
+            saved, store.memory_max_bytes = store.memory_max_bytes, 0
+            try:
+                lance = await store.query(q, 20)
+            finally:
+                store.memory_max_bytes = saved
+            assert _ids(fresh) == _ids(lance)
+        # Stale copies were dropped on the way: the one held now is the table's version.
+        held = store._memory
+        assert held is not None and held.version == int(await store.table.version())
     finally:
         await store.close()
