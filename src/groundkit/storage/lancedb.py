@@ -1103,9 +1103,9 @@ class LanceDBVectorStore:
                     for c, d, dist in resident.ranked(query, top_k, wanted)
                 ]
         else:
-            # On the index's path the copy's version is checked after LanceDB answers,
+            # On the index's path the copy (or count) is checked after LanceDB answers,
             # not before asking, so the query goes out at once (adr/0082).
-            resident = held if held.matrix is not None else None
+            resident = held
         restriction = "" if wanted is None else await self._restriction(wanted)
         if restriction is None:
             return []
@@ -1114,8 +1114,6 @@ class LanceDBVectorStore:
             # A write landed between choosing the filter and searching: spell it out.
             spelled = f"document_id IN ({_quote_ids(sorted(wanted), RetrievalError)})"
             rows = await self._ranked(query, top_k, spelled, exact=exact, resident=resident)
-        if held is not None and resident is None:
-            await self._drop_if_moved(held)
         return [
             VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
             for c, d, dist in rows[:top_k]
@@ -1155,18 +1153,6 @@ class LanceDBVectorStore:
         if held is None or not self._holds(held, self._table, held.version):
             return None
         return held
-
-    async def _drop_if_moved(self, held: _Resident) -> None:
-        """Forget a count a write may have made stale: the next search reads afresh."""
-        table = self._table
-        if table is None:
-            return
-        try:
-            moved = int(await table.version()) != held.version
-        except Exception as exc:
-            _storage_error("search", self.path, exc)
-        if moved and self._memory is held:
-            self._memory = None
 
     def _holds(self, held: _Resident | None, table: Any, version: int) -> bool:
         """Whether ``held`` is this handle's copy of ``version``, whole, and (held or
@@ -1243,12 +1229,15 @@ class LanceDBVectorStore:
         exact: bool,
         resident: _Resident | None = None,
     ) -> list[tuple[str, str, float]]:
-        """The ``limit`` nearest rows from LanceDB. With the index and ``resident``, the
-        index's candidates (``refine_factor`` times ``limit``, by their codes) come back
-        as row ids only and are re-scored on the vectors in memory: what LanceDB's own
-        re-scoring does, without reading each candidate's vector and ids from the files.
+        """The ``limit`` nearest rows from LanceDB. With the index and ``resident``'s
+        vectors, the index's candidates (``refine_factor`` times ``limit``, by their
+        codes) come back as row ids only and are re-scored on the vectors in memory:
+        what LanceDB's own re-scoring does, without reading each candidate's vector and
+        ids from the files. ``resident`` (vectors, or only a count) is checked against
+        the handle's version once LanceDB has answered, and dropped when stale.
         """
-        rescore = resident is not None and self._indexed and not exact
+        held_vectors = resident is not None and resident.matrix is not None
+        rescore = held_vectors and bool(self._indexed) and not exact
         try:
             reader = await self._read_table()
             refine = self.refine_factor or refine_factor_for(limit)
@@ -1279,20 +1268,21 @@ class LanceDBVectorStore:
                     # with no maximum LanceDB keeps probing until it is met.
                     q = q.maximum_nprobes(0).minimum_nprobes(nprobes)
             result = await q.to_arrow()
-            # Row ids name rows of one version: the copy's, unless a write moved the
-            # handle during the search.
-            held = -1 if resident is None else resident.version
-            same = not rescore or int(await self._table.version()) == held
+            # Row ids name rows of one version: the copy's, unless a write has moved the
+            # handle since it was read.
+            same = resident is None or int(await self._table.version()) == resident.version
         except Exception as exc:
             _storage_error("search", self.path, exc)
-        if rescore:
+        if rescore and same:
             assert resident is not None
             ids = np.asarray(result["_rowid"].to_numpy(), dtype=np.uint64)
-            found = resident.rescored(ids, vector, limit) if same else None
+            found = resident.rescored(ids, vector, limit)
             if found is not None:
                 return found
-            if self._memory is resident:
-                self._memory = None  # stale: the next search reads the current version
+            same = False  # a candidate the copy lacks: it is not the version searched
+        if not same and self._memory is resident:
+            self._memory = None  # stale: the next search reads the current version
+        if rescore:
             # The copy does not hold these rows: LanceDB re-scores them itself.
             return await self._search(vector, limit, predicate, exact=exact)
         distances = result["_distance"].to_pylist()
