@@ -14,7 +14,7 @@ from groundkit import Collection, ConfigurationError, StorageError
 from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.location import StoreLocation, metadata_path
 from groundkit.storage.sqlite import SCHEMA_VERSION
-from groundkit.testing.conformance.helpers import put
+from groundkit.testing.conformance.helpers import document_chunks, put
 from groundkit.testing.conformance.metadata import MetadataStoreConformance, check_reopen
 
 
@@ -326,3 +326,39 @@ async def test_hits_of_long_metadata_are_read_once_per_document(tmp_path: Path) 
             assert sum(r[12] is not None for r in rows) == 2  # one per document
     finally:
         await store.close()
+
+
+async def test_mapped_reads_follow_the_file_as_it_shrinks_and_grows(tmp_path: Path) -> None:
+    """Hit rows are read through a memory map of the file (``_READ_MAP_BYTES``). A
+    compaction by another handle that cuts the file to under half, then writes that
+    grow it again, must leave every read right: no row lost, none invented."""
+    path = tmp_path / "mapped.sqlite3"
+    reader = await SQLiteMetadataStore.open(path)
+    writer = await SQLiteMetadataStore.open(path)
+    try:
+        filler = " ".join(f"word{i}" for i in range(400))
+        for n in range(60):
+            await put(writer, f"f{n}.txt", [f"kept{n} {filler}", f"other{n} {filler}"])
+        await writer.compact()  # every page in the file itself, none left in the log
+        kept = await document_chunks(reader, "doc:f0.txt")
+        keys = [c.key for c in kept]
+        before = await reader.get_chunks_by_keys(keys)  # maps the file
+        assert reader._reader is not None
+        assert reader._reader.execute("PRAGMA mmap_size").fetchone()[0] > 0
+        big = path.stat().st_size
+        await writer.delete_documents([f"f{n}.txt" for n in range(1, 60)])
+        report = await writer.compact()
+        assert report.unfinished is None
+        assert path.stat().st_size < big // 2
+        assert await reader.get_chunks_by_keys(keys) == before
+        gone = await reader.get_chunks_by_keys(list(range(max(keys) + 1, max(keys) + 40)))
+        assert gone == {}
+        for n in range(60, 90):
+            await put(writer, f"f{n}.txt", [f"new{n} {filler}"])
+        grown = await document_chunks(writer, "doc:f89.txt")
+        rows = await reader.get_chunks_by_keys([*keys, grown[0].key])
+        assert [rows[k] for k in keys] == [before[k] for k in keys]
+        assert rows[grown[0].key].content.startswith("new89 ")
+    finally:
+        await writer.close()
+        await reader.close()
