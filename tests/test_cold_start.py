@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from groundkit import cli
 from groundkit.cli import main
 
 # Loaded by `grk search` in BM25 mode: none of them is needed to answer it.
@@ -92,6 +93,24 @@ def test_version_says_what_the_parser_says(capsys: pytest.CaptureFixture[str]) -
 
     assert quick.startswith(f"grk (groundkit) {__version__}, BM25 kernel: ")
     assert ("BM25 kernel: compiled" in quick) == compiled_kernel()
+
+
+def test_only_the_version_option_makes_the_version_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Making it reads the distribution's metadata: other commands must not pay for it."""
+    (tmp_path / "a.md").write_text("Cats are small carnivorous mammals.\n", encoding="utf-8")
+    common = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path), "-q"]
+
+    def refuse() -> str:
+        raise AssertionError("the version line was made")
+
+    monkeypatch.setattr(cli, "_version_line", refuse)
+    assert main(["ingest", str(tmp_path / "a.md"), *common]) == 0
+    assert main(["search", "cats", *common]) == 0
+    assert "a.md" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="version line"):
+        main(["--quiet", "--version"])
 
 
 def test_search_loads_neither_ingest_nor_verification(tmp_path: Path) -> None:

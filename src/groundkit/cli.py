@@ -230,6 +230,31 @@ def _version_line() -> str:
     return f"grk (groundkit) {__version__}, BM25 kernel: {kernel}"
 
 
+class _VersionAction(argparse.Action):
+    """argparse's ``version`` action, with the line made only when the option is given:
+    making it reads the installed distribution's metadata, which every other command
+    would pay for at start."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="show the version and the BM25 kernel in use, then exit",
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(_version_line())
+        parser.exit()
+
+
 def _relevance_arg(text: str) -> float | str:
     """``--min-relevance``: ``auto`` or a number (its range is SearchRequest's to check)."""
     if text == "auto":
@@ -261,7 +286,7 @@ def _parser() -> argparse.ArgumentParser:
         "the command. Exit codes: 0 ok, 1 a problem was found (a file failed, a citation "
         "did not verify), 2 a usage, configuration or storage error.",
     )
-    parser.add_argument("-V", "--version", action="version", version=_version_line())
+    parser.add_argument("-V", "--version", action=_VersionAction)
     _add_common(parser, top=True)
     common = argparse.ArgumentParser(add_help=False)
     _add_common(common, top=False)
