@@ -166,11 +166,6 @@ _IN_BATCH = 500
 # primary-key reads in WAL mode (readers never wait for writers) cost less than
 # the round trip to aiosqlite's thread, which dominated small-corpus searches.
 _INLINE_KEYS = 64
-# The read-only connection reads the database file through a memory map of up to
-# this many bytes (SQLite caps it at its compiled limit, 2 GB in common builds): a
-# search's hit rows then come from the page cache without a read() call and a copy
-# per page, about a fifth of the hit read at 100k chunks (adr/0083-mapped-reads.md).
-_READ_MAP_BYTES = 1 << 40
 # How long one attempt at a statement waits for SQLite's write lock (ms), inside
 # aiosqlite's thread, where neither a cancellation nor a close can reach it.
 _BUSY_WAIT_MS = 10_000
@@ -724,7 +719,6 @@ class SQLiteMetadataStore:
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
             )
             self._reader.execute("PRAGMA busy_timeout=0")
-            self._reader.execute(f"PRAGMA mmap_size={_READ_MAP_BYTES}")
             if self._worker is not None:
                 self._worker.reader = self._reader  # closed with the store if it is left
         try:
