@@ -223,8 +223,8 @@ def _columns(conn: sqlite3.Connection) -> dict[str, list[str]]:
 async def test_every_chunk_keeps_its_documents_link(tmp_path: Path) -> None:
     """Chunks join their documents by the document's number (``documents.num``). Numbers
     stay right through deletes (the largest one included), a compaction that renumbers
-    the tables' rowids, new versions and new documents; a damaged link loses the row
-    instead of giving it another document's source."""
+    the tables' rowids, new versions and new documents; a damaged link is a damaged row,
+    never another document's source."""
     path = tmp_path / "linked.sqlite3"
     store = await SQLiteMetadataStore.open(path)
     try:
@@ -256,9 +256,11 @@ async def test_every_chunk_keeps_its_documents_link(tmp_path: Path) -> None:
                 (victim.key,),
             )
         conn.close()
-        damaged = await store.get_chunks_by_keys(keys)
-        assert victim.key not in damaged
-        assert {r.source for r in damaged.values()} == {r.source for r in rows.values()}
+        with pytest.raises(StorageError, match="damaged link to its document") as info:
+            await store.get_chunks_by_keys([victim.key])
+        assert "f2.txt" not in str(info.value)
+        others = [k for k in keys if k != victim.key]
+        assert await store.get_chunks_by_keys(others) == {k: rows[k] for k in others}
     finally:
         await store.close()
 

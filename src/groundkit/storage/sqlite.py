@@ -286,10 +286,11 @@ _CHUNK_COLUMNS = (
     " COALESCE(v.metadata, d.metadata), c.version, c.valid_from, c.valid_to"
 )
 # Through the integer link's index, named: the planner would otherwise pick either unique
-# index. The TEXT ids are compared as well: a link that named another document would drop
-# the row, never give it another document's source.
+# index. The TEXT ids are compared as well, in an outer join: a chunk whose link names no
+# document or another one comes back without its document's columns, which the row codec
+# refuses as damage naming the row; it never gets another document's source.
 _CHUNKS_JOINED = (
-    "chunks c JOIN documents d INDEXED BY documents_num"
+    "chunks c LEFT JOIN documents d INDEXED BY documents_num"
     " ON d.num = c.document_num AND d.id = c.document_id"
     " LEFT JOIN document_versions v ON v.document_id = c.document_id AND v.version = c.version"
 )
