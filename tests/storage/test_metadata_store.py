@@ -199,70 +199,13 @@ async def test_a_version_1_file_is_migrated_in_place(tmp_path: Path) -> None:
         assert conn.execute("SELECT live_chunks FROM state").fetchone() == (501,)
         # The rebuilt chunk table's old pages are given back, not left free in the file.
         assert conn.execute("PRAGMA freelist_count").fetchone() == (0,)
-        # Every chunk linked to its document by the document's number.
-        assert conn.execute(
-            "SELECT count(*) FROM chunks c JOIN documents d ON d.num = c.document_num"
-            " AND d.id = c.document_id"
-        ).fetchone() == (501,)
-        migrated = _indexes(conn), _triggers(conn), _columns(conn)
+        migrated = _indexes(conn), _triggers(conn)
     conn.close()
     fresh = await SQLiteMetadataStore.open(tmp_path / "fresh.sqlite3")
     await fresh.close()
     with sqlite3.connect(tmp_path / "fresh.sqlite3") as conn:
-        assert (_indexes(conn), _triggers(conn), _columns(conn)) == migrated
+        assert (_indexes(conn), _triggers(conn)) == migrated
     conn.close()
-
-
-def _columns(conn: sqlite3.Connection) -> dict[str, list[str]]:
-    return {
-        table: [str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")]
-        for table in ("documents", "document_versions", "chunks")
-    }
-
-
-async def test_every_chunk_keeps_its_documents_link(tmp_path: Path) -> None:
-    """Chunks join their documents by the document's number (``documents.num``). Numbers
-    stay right through deletes (the largest one included), a compaction that renumbers
-    the tables' rowids, new versions and new documents; a damaged link is a damaged row,
-    never another document's source."""
-    path = tmp_path / "linked.sqlite3"
-    store = await SQLiteMetadataStore.open(path)
-    try:
-        for n in range(12):
-            await put(store, f"f{n}.txt", [f"one{n}", f"two{n}"])
-        await store.delete_documents(["f0.txt", "f5.txt", "f11.txt"])
-        assert (await store.compact()).unfinished is None
-        await put(store, "f3.txt", ["three again", "and more", "and more still"])
-        for n in range(12, 16):
-            await put(store, f"f{n}.txt", [f"one{n}"])
-        with sqlite3.connect(path) as conn:
-            nums = [n for (n,) in conn.execute("SELECT num FROM documents")]
-            assert len(nums) == len(set(nums)) == 13 and None not in nums
-            assert conn.execute(
-                "SELECT count(*) FROM chunks c LEFT JOIN documents d ON d.num = c.document_num"
-                " WHERE d.id IS NOT c.document_id"
-            ).fetchone() == (0,)
-            keys = [k for (k,) in conn.execute("SELECT key FROM chunks ORDER BY key")]
-        conn.close()
-        rows = await store.get_chunks_by_keys(keys)
-        assert len(rows) == len(keys)
-        for row in rows.values():
-            assert row.chunk_id.startswith(f"doc:{row.source}#")
-        victim = next(r for r in rows.values() if r.source == "f1.txt")
-        with sqlite3.connect(path) as conn:
-            conn.execute(
-                "UPDATE chunks SET document_num = (SELECT num FROM documents WHERE id ="
-                " 'doc:f2.txt') WHERE key = ?",
-                (victim.key,),
-            )
-        conn.close()
-        with pytest.raises(StorageError, match="damaged link to its document") as info:
-            await store.get_chunks_by_keys([victim.key])
-        assert "f2.txt" not in str(info.value)
-        others = [k for k in keys if k != victim.key]
-        assert await store.get_chunks_by_keys(others) == {k: rows[k] for k in others}
-    finally:
-        await store.close()
 
 
 def _triggers(conn: sqlite3.Connection) -> list[str]:

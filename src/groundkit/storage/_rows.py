@@ -490,9 +490,6 @@ def _stored_chunk_checked(row: Sequence[Any]) -> StoredChunk:
     end = int_value(row[5], "end offset", where)
     if end - start != len(content):
         raise damaged(where, "offsets")
-    if row[7] is None and row[8] is None and row[10] is None:
-        # No document's columns at all: the chunk's link names no document, or another one.
-        raise damaged(where, "link to its document")
     source_class, extractor = _source_class(row[10], row[11], where)
     return StoredChunk(
         key=key,

@@ -80,14 +80,13 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 5
 # Applied in order to a file of an older version, each in the opening transaction,
 # so an existing collection opens without a re-ingest. Version 2: the vectors
 # generation. Version 3: document versions, the change log, the collection uid.
 # Version 4: the chunker the collection is bound to; every document stored before it
 # is marked as chunked before chunk gaps were recorded (``LEGACY_GAPS_SQL``). Version
-# 5: the count of current chunks, kept by triggers (``_LIVE_TRIGGERS``). Version 6:
-# an integer link from each chunk to its document (``_DOCUMENT_LINK``).
+# 5: the count of current chunks, kept by triggers (``_LIVE_TRIGGERS``).
 # The store counts its current chunks itself, whichever statement adds, retires or
 # deletes them (a cascade included): the lexical index is checked against the count
 # at every catch-up for nothing (adr/0055-derived-state-checked.md).
@@ -100,22 +99,6 @@ _LIVE_TRIGGERS = (
     " + (CASE WHEN NEW.valid_to IS NULL THEN 1 ELSE -1 END) WHERE id = 1; END",
     "CREATE TRIGGER chunks_live_delete AFTER DELETE ON chunks WHEN OLD.valid_to IS NULL"
     " BEGIN UPDATE state SET live_chunks = live_chunks - 1 WHERE id = 1; END",
-)
-# A chunk names its document by ``documents.num``, an integer of the document's own with a
-# unique index, besides its TEXT id: a search joins its hits' documents through that
-# index, a third of the time of the TEXT id's at 1M chunks (adr/0084-document-link.md).
-# Not the rowid: VACUUM renumbers the rowids of a table with no INTEGER PRIMARY KEY.
-# A document's number is the largest one plus one, given in the writing transaction.
-_DOCUMENT_NUM_INDEX = "CREATE UNIQUE INDEX IF NOT EXISTS documents_num ON documents(num)"
-_NEXT_DOCUMENT_NUM = "(SELECT COALESCE(MAX(num), 0) + 1 FROM documents)"
-_DOCUMENT_NUM_OF = "(SELECT num FROM documents WHERE id = ?)"
-_DOCUMENT_LINK = (
-    "ALTER TABLE documents ADD COLUMN num INTEGER",
-    "UPDATE documents SET num = rowid",
-    _DOCUMENT_NUM_INDEX,
-    "ALTER TABLE chunks ADD COLUMN document_num INTEGER",
-    "UPDATE chunks SET document_num ="
-    " (SELECT num FROM documents d WHERE d.id = chunks.document_id)",
 )
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE state ADD COLUMN vectors_generation INTEGER NOT NULL DEFAULT 0",),
@@ -175,7 +158,6 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "UPDATE state SET live_chunks = (SELECT count(*) FROM chunks WHERE valid_to IS NULL)",
         *_LIVE_TRIGGERS,
     ),
-    5: _DOCUMENT_LINK,
 }
 # The first bytes of every SQLite database file.
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -224,8 +206,7 @@ CREATE TABLE IF NOT EXISTS documents (
     vectors_hash TEXT,
     version INTEGER NOT NULL DEFAULT 1,
     valid_from REAL NOT NULL DEFAULT 0,
-    valid_as_of TEXT,
-    num INTEGER
+    valid_as_of TEXT
 );
 CREATE TABLE IF NOT EXISTS document_versions (
     document_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
@@ -254,8 +235,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     end_offset INTEGER NOT NULL,
     content_hash TEXT NOT NULL,
     term_ids BLOB NOT NULL,
-    tfs BLOB NOT NULL,
-    document_num INTEGER
+    tfs BLOB NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chunks_current_id ON chunks(id) WHERE valid_to IS NULL;
 CREATE INDEX IF NOT EXISTS chunks_past_id ON chunks(id) WHERE valid_to IS NOT NULL;
@@ -274,7 +254,6 @@ CREATE TABLE IF NOT EXISTS terms (
     id INTEGER PRIMARY KEY,
     term TEXT NOT NULL UNIQUE
 );
-CREATE UNIQUE INDEX IF NOT EXISTS documents_num ON documents(num);
 """
 
 # A chunk joined to its own version's document: the current row, or the past version.
@@ -285,13 +264,8 @@ _CHUNK_COLUMNS = (
     " CASE WHEN v.document_id IS NULL THEN d.extractor ELSE v.extractor END,"
     " COALESCE(v.metadata, d.metadata), c.version, c.valid_from, c.valid_to"
 )
-# Through the integer link's index, named: the planner would otherwise pick either unique
-# index. The TEXT ids are compared as well, in an outer join: a chunk whose link names no
-# document or another one comes back without its document's columns, which the row codec
-# refuses as damage naming the row; it never gets another document's source.
 _CHUNKS_JOINED = (
-    "chunks c LEFT JOIN documents d INDEXED BY documents_num"
-    " ON d.num = c.document_num AND d.id = c.document_id"
+    "chunks c JOIN documents d ON d.id = c.document_id"
     " LEFT JOIN document_versions v ON v.document_id = c.document_id AND v.version = c.version"
 )
 
@@ -952,8 +926,8 @@ class SQLiteMetadataStore:
             if fresh:
                 await self._conn.executemany(
                     "INSERT INTO documents (id, source, content_hash, ingested_at, source_class,"
-                    " extractor, metadata, version, valid_from, valid_as_of, num)"
-                    f" VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?, {_NEXT_DOCUMENT_NUM})",
+                    " extractor, metadata, version, valid_from, valid_as_of)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
                     [(*row, start, as_of) for row in fresh],
                 )
             updated = [r for r in rows if r[0] in plan.next_version]
@@ -969,10 +943,10 @@ class SQLiteMetadataStore:
                 )
             await self._conn.executemany(
                 "INSERT INTO chunks (id, document_id, chunk_index, content, start_offset,"
-                " end_offset, content_hash, term_ids, tfs, version, valid_from, document_num)"
-                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {_DOCUMENT_NUM_OF})",
+                " end_offset, content_hash, term_ids, tfs, version, valid_from)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    (*row, plan.next_version.get(row[1], 1), start, row[1])
+                    (*row, plan.next_version.get(row[1], 1), start)
                     for row in chunk_rows(items, counts, vocab)
                 ],
             )
