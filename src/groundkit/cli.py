@@ -235,7 +235,7 @@ class _VersionAction(argparse.Action):
     making it reads the installed distribution's metadata, which every other command
     would pay for at start."""
 
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+    def __init__(self, option_strings: list[str], dest: str) -> None:
         super().__init__(
             option_strings,
             dest=argparse.SUPPRESS,

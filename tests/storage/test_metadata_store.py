@@ -333,7 +333,7 @@ async def test_hit_reads_follow_the_file_as_it_shrinks_and_grows(tmp_path: Path)
     between searches. A compaction by another handle that cuts the file to under half,
     then writes that grow it again, must leave every read right: no row lost, none
     invented."""
-    path = tmp_path / "mapped.sqlite3"
+    path = tmp_path / "shrinking.sqlite3"
     reader = await SQLiteMetadataStore.open(path)
     writer = await SQLiteMetadataStore.open(path)
     try:
