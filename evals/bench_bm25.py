@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.beir import load_beir, write_corpus
-from evals.bench_util import verdict
+from evals.bench_util import stored_schema_current, verdict
 from evals.bm25_workers import PHASES, SYSTEMS, WARMUP, run_worker
 from evals.machine import (
     REPO_ROOT,
@@ -135,7 +135,8 @@ def _prepare(
     meta_path = root / "meta.json"
     if not fresh and meta_path.exists():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("fingerprint") == fingerprint:
+        current = stored_schema_current(root / "index", "bench")
+        if meta.get("fingerprint") == fingerprint and current:
             return Prepared(root=root, cached=True, **meta["prepared"])
     if root.exists():
         shutil.rmtree(root)

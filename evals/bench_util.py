@@ -6,13 +6,18 @@ percentile in ``evals.stats``.
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import closing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Timers", "logger", "ratio_text", "time_method", "verdict"]
+from groundkit.storage.sqlite import SCHEMA_VERSION
+
+__all__ = ["Timers", "logger", "ratio_text", "stored_schema_current", "time_method", "verdict"]
 
 
 def verdict(ok: bool) -> str:
@@ -28,6 +33,22 @@ def ratio_text(ratio: float, target: float) -> str:
         if (float(shown) <= target) == (ratio <= target):
             break
     return f"{shown}×"
+
+
+def stored_schema_current(index_dir: Path, collection: str) -> bool:
+    """Whether a cached collection's SQLite file exists and is at the schema this groundkit
+    reads. A cache's fingerprint says what wrote it; the file may have been moved on since
+    (opened by a groundkit with a newer schema, which migrates it in place), and a run on
+    such a cache would fail at open instead of ingesting it again."""
+    path = index_dir / f"{collection}.sqlite3"
+    if not path.is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
+            row = conn.execute("SELECT schema_version FROM state WHERE id = 1").fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] == SCHEMA_VERSION
 
 
 def logger(name: str) -> Callable[[str], None]:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evals.bench_util import Timers, time_method
+from evals.bench_util import Timers, stored_schema_current, time_method
 from evals.hybrid.common import log
 from evals.hybrid.embedders import HashEmbedder
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, size_label
@@ -62,7 +62,8 @@ async def prepare_synthetic(workdir: Path, passages: int, n_queries: int, fresh:
     fingerprint = _fingerprint(spec, n_queries)
     if not fresh and meta_path.exists():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("fingerprint") == fingerprint:
+        current = stored_schema_current(root / "index", "bench")
+        if meta.get("fingerprint") == fingerprint and current:
             return Prepared(root=root, cached=True, **meta["prepared"])
     if root.exists():
         shutil.rmtree(root)
