@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.beir import load_beir, write_corpus
-from evals.bench_util import stored_schema_current, verdict
+from evals.bench_util import reusable_cache, verdict
 from evals.bm25_workers import PHASES, SYSTEMS, WARMUP, run_worker
 from evals.machine import (
     REPO_ROOT,
@@ -133,11 +133,8 @@ def _prepare(
     fresh: bool,
 ) -> Prepared:
     meta_path = root / "meta.json"
-    if not fresh and meta_path.exists():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        current = stored_schema_current(root / "index", "bench")
-        if meta.get("fingerprint") == fingerprint and current:
-            return Prepared(root=root, cached=True, **meta["prepared"])
+    if not fresh and (meta := reusable_cache(meta_path, fingerprint, root / "index")) is not None:
+        return Prepared(root=root, cached=True, **meta["prepared"])
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.bench_util import stored_schema_current, verdict
+from evals.bench_util import reusable_cache, verdict
 from evals.machine import REPO_ROOT, command_line, machine_lines, markdown_table, write_section
 from evals.stats import percentile
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, write_corpus
@@ -57,10 +57,8 @@ async def _prepare(workdir: Path, chunks: int, fresh: bool) -> Prepared:
     fingerprint = f"{_CACHE_VERSION}:{spec.fingerprint()}"
     meta_path = workdir / "meta.json"
     base, index = workdir / "base", workdir / "index"
-    if not fresh and meta_path.exists():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        if meta.get("fingerprint") == fingerprint and stored_schema_current(index, "bench"):
-            return Prepared(index, base, meta["queries"], meta["chunks"])
+    if not fresh and (meta := reusable_cache(meta_path, fingerprint, index)) is not None:
+        return Prepared(index, base, meta["queries"], meta["chunks"])
     shutil.rmtree(workdir, ignore_errors=True)
     corpus = generate(spec, queries=200)
     write_corpus(corpus, base / "corpus", check=False)

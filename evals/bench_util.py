@@ -6,6 +6,7 @@ percentile in ``evals.stats``.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import sys
 import time
@@ -15,9 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groundkit.storage.location import metadata_path
 from groundkit.storage.sqlite import SCHEMA_VERSION
 
-__all__ = ["Timers", "logger", "ratio_text", "stored_schema_current", "time_method", "verdict"]
+__all__ = [
+    "Timers",
+    "logger",
+    "ratio_text",
+    "reusable_cache",
+    "stored_schema_current",
+    "time_method",
+    "verdict",
+]
 
 
 def verdict(ok: bool) -> str:
@@ -40,15 +50,28 @@ def stored_schema_current(index_dir: Path, collection: str) -> bool:
     reads. A cache's fingerprint says what wrote it; the file may have been moved on since
     (opened by a groundkit with a newer schema, which migrates it in place), and a run on
     such a cache would fail at open instead of ingesting it again."""
-    path = index_dir / f"{collection}.sqlite3"
+    path = metadata_path(index_dir, collection)
     if not path.is_file():
         return False
     try:
-        with closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as conn:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
             row = conn.execute("SELECT schema_version FROM state WHERE id = 1").fetchone()
     except sqlite3.Error:
         return False
     return row is not None and row[0] == SCHEMA_VERSION
+
+
+def reusable_cache(
+    meta_path: Path, fingerprint: str, index_dir: Path, collection: str = "bench"
+) -> dict[str, Any] | None:
+    """A benchmark cache's ``meta.json`` when the cache may be reused: written with this
+    ``fingerprint``, and its store still at this groundkit's schema; else None."""
+    if not meta_path.exists():
+        return None
+    meta: dict[str, Any] = json.loads(meta_path.read_text(encoding="utf-8"))
+    if meta.get("fingerprint") != fingerprint:
+        return None
+    return meta if stored_schema_current(index_dir, collection) else None
 
 
 def logger(name: str) -> Callable[[str], None]:

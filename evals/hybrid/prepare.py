@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from evals.bench_util import Timers, stored_schema_current, time_method
+from evals.bench_util import Timers, reusable_cache, time_method
 from evals.hybrid.common import log
 from evals.hybrid.embedders import HashEmbedder
 from evals.synthetic import BENCH_CHUNKING, SyntheticSpec, generate, size_label
@@ -60,11 +60,8 @@ async def prepare_synthetic(workdir: Path, passages: int, n_queries: int, fresh:
     root = workdir / name
     meta_path = root / "meta.json"
     fingerprint = _fingerprint(spec, n_queries)
-    if not fresh and meta_path.exists():
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        current = stored_schema_current(root / "index", "bench")
-        if meta.get("fingerprint") == fingerprint and current:
-            return Prepared(root=root, cached=True, **meta["prepared"])
+    if not fresh and (meta := reusable_cache(meta_path, fingerprint, root / "index")) is not None:
+        return Prepared(root=root, cached=True, **meta["prepared"])
     if root.exists():
         shutil.rmtree(root)
     root.mkdir(parents=True)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from evals.bench_bm25 import prepare_synthetic
-from evals.bench_util import stored_schema_current
+from evals.bench_util import reusable_cache, stored_schema_current
 from groundkit.storage.sqlite import SCHEMA_VERSION
 
 
@@ -16,11 +19,16 @@ def _set_schema(path: Path, version: int) -> None:
         conn.execute("UPDATE state SET schema_version = ? WHERE id = 1", (version,))
 
 
-def test_a_cache_whose_store_moved_to_another_schema_is_ingested_again(tmp_path: Path) -> None:
+def test_a_cache_whose_store_moved_to_another_schema_is_ingested_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = prepare_synthetic(tmp_path, 200, 4, fresh=False)
     assert not first.cached
     store = first.root / "index" / "bench.sqlite3"
     assert stored_schema_current(first.root / "index", "bench")
+    # A work directory given relative to where the benchmark runs.
+    monkeypatch.chdir(tmp_path)
+    assert stored_schema_current(first.root.relative_to(tmp_path) / "index", "bench")
     assert prepare_synthetic(tmp_path, 200, 4, fresh=False).cached
 
     # What a groundkit with a newer schema leaves behind once it has opened the cache:
@@ -31,6 +39,14 @@ def test_a_cache_whose_store_moved_to_another_schema_is_ingested_again(tmp_path:
     assert not again.cached
     assert stored_schema_current(again.root / "index", "bench")
     assert again.chunks == first.chunks
+
+    # The meta file decides too: another fingerprint, or none at all, is not reused.
+    meta_path = again.root / "meta.json"
+    index = again.root / "index"
+    fingerprint = json.loads(meta_path.read_text(encoding="utf-8"))["fingerprint"]
+    assert reusable_cache(meta_path, fingerprint, index) is not None
+    assert reusable_cache(meta_path, fingerprint + "x", index) is None
+    assert reusable_cache(again.root / "absent.json", fingerprint, index) is None
 
 
 def test_a_missing_or_unreadable_store_is_not_current(tmp_path: Path) -> None:
