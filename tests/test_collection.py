@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import shutil
@@ -311,6 +312,41 @@ async def test_other_analyzer_settings_refused(index_dir: Path, ingested: Collec
             await other.search("solar")
         with pytest.raises(IndexIdentityError):
             await other.ingest(other.base_dir)
+
+
+async def test_a_collection_keeps_the_analyzer_version_it_was_built_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collection made by an earlier analyzer version opens, searches and grows with
+    that version's terms; a new collection gets the current one."""
+    import groundkit.collection as collection_module
+
+    base = tmp_path / "base"
+    write_tree(base, {"hindi.txt": "हिन्दी भारत की एक भाषा है", "other.txt": "हाथी नदी में दौड़ा"})
+    # An earlier groundkit: version 1 cut words at their vowel signs.
+    monkeypatch.setattr(
+        collection_module, "Analyzer", functools.partial(collection_module.Analyzer, version=1)
+    )
+    async with Collection.open(tmp_path / "old", base_dir=base) as col:
+        await col.ingest(base)
+    monkeypatch.undo()
+    async with Collection.open(tmp_path / "old", base_dir=base) as col:
+        # Letters split off the query match the other text too, as they always did.
+        assert {r.source for r in (await col.search("हिन्दी")).results} == {
+            "hindi.txt",
+            "other.txt",
+        }
+        write_tree(base, {"more.txt": "हिन्दी"})
+        assert (await col.ingest(base)).added == ["more.txt"]
+        assert "more.txt" in {r.source for r in (await col.search("हिन्दी")).results}
+        assert (await col.store.get_analyzer() or "").startswith("groundkit-analyzer/1;")
+    async with Collection.open(tmp_path / "new", base_dir=base) as col:
+        await col.ingest(base)
+        assert (await col.store.get_analyzer() or "").startswith("groundkit-analyzer/2;")
+        assert {r.source for r in (await col.search("हिन्दी")).results} == {
+            "hindi.txt",
+            "more.txt",
+        }
 
 
 async def test_bad_collection_name(index_dir: Path) -> None:

@@ -430,6 +430,8 @@ class Collection:
             chosen = embedder
             try:
                 base = await _resolve_base(stores.metadata, where.index_dir, base_dir)
+                # A collection keeps the analyzer version its terms were made with.
+                text_analyzer = text_analyzer.matching(await stores.metadata.get_analyzer())
                 generation = await stores.metadata.generation()
                 chosen_chunking = chunking or _bound_chunking(await stores.metadata.get_chunker())
                 manifest = await stores.metadata.read_manifest()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from groundkit import AnalyzerConfig, ConfigurationError
 from groundkit.lexical import Analyzer
-from groundkit.lexical.analyzer import ENGLISH_STOPWORDS
+from groundkit.lexical.analyzer import ANALYZER_VERSION, ENGLISH_STOPWORDS
 
 
 def test_lowercases() -> None:
@@ -112,6 +112,91 @@ class TestIdentity:
         assert Analyzer(config).identity == Analyzer(config.model_copy()).identity
 
 
+# -- Unicode words: marks stay in their word, spellings meet in NFKC ------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "terms"),
+    [
+        ("हिन्दी भाषा", ["हिन्दी", "भाषा"]),  # vowel signs and virama (Mn, Mc)
+        ("مُحَمَّد", ["مُحَمَّد"]),  # Arabic harakat
+        ("שָׁלוֹם", ["שָׁלוֹם"]),  # Hebrew points
+        ("தமிழ் ಕನ್ನಡ", ["தமிழ்", "ಕನ್ನಡ"]),
+        ("İstanbul", ["i\u0307stanbul"]),  # lowercasing adds a combining dot
+    ],
+)
+def test_combining_marks_stay_in_their_word(text: str, terms: list[str]) -> None:
+    assert Analyzer(AnalyzerConfig(stem_language=None)).terms(text) == terms
+
+
+def test_spellings_of_one_word_give_one_term() -> None:
+    analyzer = Analyzer()
+    composed, decomposed = "café", "cafe\u0301"
+    assert analyzer.terms(decomposed) == analyzer.terms(composed) == ["café"]
+    # Ligatures and fullwidth forms fold to their letters, then stem as usual.
+    assert analyzer.terms("\ufb01nding \uff46\uff49\uff4e\uff44\uff49\uff4e\uff47") == [
+        "find",
+        "find",
+    ]
+    # A stop word in fullwidth letters is still a stop word.
+    assert analyzer.terms("\uff34\uff28\uff25 cat") == ["cat"]
+
+
+def test_spans_cover_a_word_with_its_marks() -> None:
+    analyzer = Analyzer()
+    text = "Un cafe\u0301 noir, हिन्दी."
+    wanted = set(analyzer.terms("café हिन्दी"))
+    assert _marked(text, analyzer.spans(text, wanted)) == ["cafe\u0301", "हिन्दी"]
+
+
+def test_marks_table_matches_the_unicode_database() -> None:
+    """Every listed code point is a mark, outside the CJK runs; on the Unicode version
+    the table was written from, every such mark is listed."""
+    import re
+    import sys
+    import unicodedata
+
+    from groundkit.lexical import _marks
+    from groundkit.lexical.analyzer import _CJK_RUN
+
+    listed = re.compile(f"[{_marks.BMP_MARKS}{_marks.ASTRAL_MARKS}]")
+    every = [chr(cp) for cp in range(sys.maxunicode + 1)]
+    found = [c for c in every if listed.match(c)]
+    assert all(unicodedata.category(c).startswith("M") and not _CJK_RUN.match(c) for c in found)
+    if unicodedata.unidata_version == _marks.UNICODE_VERSION:
+        marks = [
+            c for c in every if unicodedata.category(c).startswith("M") and not _CJK_RUN.match(c)
+        ]
+        assert found == marks
+
+
+class TestVersions:
+    def test_version_one_splits_at_marks_as_it_always_did(self) -> None:
+        first = Analyzer(version=1)
+        assert first.identity.startswith("groundkit-analyzer/1;")
+        assert first.terms("हिन्दी cafe\u0301") == ["ह", "न", "द", "cafe"]
+        assert first.terms("running \ufb01ne") == ["run", "\ufb01ne"]
+
+    def test_current_is_the_newest(self) -> None:
+        assert Analyzer().version == ANALYZER_VERSION == 2
+        assert Analyzer().identity.startswith("groundkit-analyzer/2;")
+
+    def test_unknown_version_is_refused(self) -> None:
+        with pytest.raises(ConfigurationError, match="analyzer version 7"):
+            Analyzer(version=7)
+
+    def test_matching_keeps_the_bound_version(self) -> None:
+        config = AnalyzerConfig(stopwords=False)
+        current = Analyzer(config)
+        bound = Analyzer(config, version=1).identity
+        assert current.matching(bound).version == 1
+        assert current.matching(bound).config == config
+        assert current.matching(None) is current
+        assert current.matching(current.identity) is current
+        # Another configuration is not matched: the binding check refuses it.
+        assert current.matching(Analyzer(version=1).identity) is current
+
+
 def test_unknown_stem_language() -> None:
     with pytest.raises(ConfigurationError, match="klingon"):
         Analyzer(AnalyzerConfig(stem_language="klingon"))
@@ -166,7 +251,25 @@ def test_spans_when_lowercasing_changes_the_length() -> None:
 
 
 _WORDS = st.sampled_from(
-    ["Running", "runs", "the", "Cat", "cats", "東京", "日本", "x", "İ", "connected", "a", "42"]
+    [
+        "Running",
+        "runs",
+        "the",
+        "Cat",
+        "cats",
+        "東京",
+        "日本",
+        "x",
+        "İ",
+        "connected",
+        "a",
+        "42",
+        "cafe\u0301",
+        "café",
+        "हिन्दी",
+        "\ufb01ne",
+        "\uff34\uff48\uff45",
+    ]
 )
 
 

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig
 from groundkit.contracts import Chunk, Document, FieldValue
 from groundkit.errors import IngestionError
-from groundkit.lexical.analyzer import Analyzer
+from groundkit.lexical.analyzer import ANALYZER_VERSION, Analyzer
 from groundkit.providers.factory import EmbedderRecipe
 from groundkit.storage.protocols import DocumentState
 from groundkit.utils.hashing import sha256_text
@@ -49,9 +49,11 @@ class IngestPlan:
 
     ``files`` are absolute paths in discovery order; ``known`` the stored state of
     the sources this run may touch (an unchanged document is skipped where it is
-    read). ``embedder`` is set when the executor is to embed (it says how to
-    rebuild the collection's embedder); ``stored_hashes`` then tells it which
-    chunk texts already have vectors, which it does not embed again.
+    read). ``analyzer_version`` is the analyzer version the collection is bound
+    to (an earlier one for a collection built before the current). ``embedder``
+    is set when the executor is to embed (it says how to rebuild the collection's
+    embedder); ``stored_hashes`` then tells it which chunk texts already have
+    vectors, which it does not embed again.
     """
 
     files: tuple[str, ...]
@@ -61,6 +63,7 @@ class IngestPlan:
     analyzer: AnalyzerConfig
     fields: Mapping[str, FieldValue]
     known: Mapping[str, DocumentState]
+    analyzer_version: int = ANALYZER_VERSION
     embedder: EmbedderRecipe | None = None
     identity: tuple[str, str, int] | None = None
     stored_hashes: StoredHashes | None = field(default=None, compare=False)
@@ -117,7 +120,7 @@ class FilePreparer:
 
         self._plan = plan
         self._loader = RoutingLoader(plan.ingest)
-        self._analyzer = Analyzer(plan.analyzer)
+        self._analyzer = Analyzer(plan.analyzer, version=plan.analyzer_version)
 
     def prepare(self, path: str) -> PreparedFile:
         """Load, check and prepare one file (blocking: it runs its own event loop for the

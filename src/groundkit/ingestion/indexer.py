@@ -368,6 +368,7 @@ class Indexer:
             ingest=self._ingest,
             chunking=self._chunking,
             analyzer=self._analyzer.config,
+            analyzer_version=self._analyzer.version,
             fields=fields,
             known=known,
             embedder=recipe,

@@ -1,30 +1,45 @@
 """Text → index terms. One analyzer for documents and queries alike.
 
-Lowercase Unicode word tokens; CJK runs become unigrams plus bigrams (they
-carry no spaces to split on); Latin-script words lose English stop words and
-are Snowball-stemmed. The identity string is persisted with an index so a
-collection is never queried with terms produced by a different analyzer.
+Lowercase Unicode word tokens, combining marks kept inside the word and each
+token brought to NFKC (so a decomposed "café", a ligature or fullwidth letters
+give the terms their usual spelling does); CJK runs become unigrams plus
+bigrams (they carry no spaces to split on); Latin-script words lose English
+stop words and are Snowball-stemmed. The identity string is persisted with an
+index so a collection is never queried with terms produced by a different
+analyzer; a collection built by an earlier version keeps that version
+(adr/0085-unicode-words.md).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 from groundkit.config import AnalyzerConfig
 from groundkit.errors import ConfigurationError
+from groundkit.lexical._marks import ASTRAL_MARKS, BMP_MARKS
 
-__all__ = ["ENGLISH_STOPWORDS", "Analyzer"]
+__all__ = ["ANALYZER_VERSION", "ENGLISH_STOPWORDS", "Analyzer"]
 
-_ANALYZER_VERSION = "1"
+# 1: tokens were runs of ``\w`` (a combining mark split a word), not normalised.
+# 2: combining marks stay in their word; each non-ASCII token is NFKC-normalised.
+ANALYZER_VERSION = 2
+_VERSIONS = (1, 2)
 
 # Han, Hiragana, Katakana, Hangul and their compatibility blocks.
 _CJK = (
     "\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff\u3400-\u4dbf"
     "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
 )
-_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+_TOKEN_V1 = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+# A word is word characters with the combining marks among and after them. An
+# astral mark is looked for only at an astral character: the engine scans a class's
+# astral ranges one by one, which would cost every other character about a hundred
+# tests (with the guard, tokenizing English costs 1.25x what it did without marks).
+_MARK = rf"(?:[{BMP_MARKS}]|(?=[\U00010000-\U0010ffff])[{ASTRAL_MARKS}])"
+_TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:{_MARK}+[^\W_{_CJK}]*)*")
 _CJK_RUN = re.compile(rf"[{_CJK}]")
 # Latin script (Basic Latin through Latin Extended-B) plus digits: stemmable.
 _LATIN = re.compile(r"[0-9a-z\u00c0-\u024f]+")
@@ -73,10 +88,19 @@ ENGLISH_STOPWORDS: frozenset[str] = frozenset(
 class Analyzer:
     """Deterministic tokenizer/stemmer; cheap to build, safe to share."""
 
-    def __init__(self, config: AnalyzerConfig | None = None) -> None:
+    def __init__(
+        self, config: AnalyzerConfig | None = None, *, version: int = ANALYZER_VERSION
+    ) -> None:
+        if version not in _VERSIONS:
+            raise ConfigurationError(
+                f"unknown analyzer version {version!r}; this groundkit has {list(_VERSIONS)}"
+            )
         self.config = config or AnalyzerConfig()
+        self.version = version
         self._stopwords = ENGLISH_STOPWORDS if self.config.stopwords else frozenset()
         self._stem = _stemmer(self.config.stem_language)
+        self._token = _TOKEN if version >= 2 else _TOKEN_V1
+        self._normalise = version >= 2
         self._cache: dict[str, str] = {}
 
     @property
@@ -84,9 +108,23 @@ class Analyzer:
         c = self.config
         stop = "english" if c.stopwords else "none"
         return (
-            f"groundkit-analyzer/{_ANALYZER_VERSION};stem={c.stem_language or 'none'};"
+            f"groundkit-analyzer/{self.version};stem={c.stem_language or 'none'};"
             f"stop={stop};min={c.min_token_chars}"
         )
+
+    def matching(self, bound: str | None) -> Analyzer:
+        """This analyzer, or the earlier version of it a collection is bound to.
+
+        A collection keeps the analyzer version that produced its stored terms: an
+        upgrade must not refuse it, nor analyse its queries another way. Any other
+        identity is left for the binding check to refuse."""
+        if bound is None or bound == self.identity:
+            return self
+        for version in _VERSIONS:
+            earlier = Analyzer(self.config, version=version)
+            if earlier.identity == bound:
+                return earlier
+        return self
 
     def terms(self, text: str) -> list[str]:
         """Index terms of ``text`` in order of appearance (repeats kept)."""
@@ -95,7 +133,7 @@ class Analyzer:
         cache = self._cache
         stop = self._stopwords
         minimum = self.config.min_token_chars
-        for token in _TOKEN.findall(text.lower()):
+        for token in self._token.findall(text.lower()):
             if _CJK_RUN.match(token):
                 out.extend(_cjk_grams(token))
                 continue
@@ -104,12 +142,21 @@ class Analyzer:
             term = cache.get(token)
             if term is None:
                 term = self._learn(token)
-            append(term)
+            if term:
+                append(term)
         return out
 
     def _learn(self, token: str) -> str:
-        """The term of a lowercase, non-CJK token, remembered (up to a cap) for next time."""
-        term = self._stem(token) if _LATIN.fullmatch(token) else token
+        """The term of a lowercase, non-CJK token ("" when its normal form is a stop
+        word), remembered (up to a cap) for next time."""
+        word = token
+        if self._normalise and not token.isascii():
+            # NFKC composes a decomposed accent and folds ligatures and fullwidth
+            # forms; it can give capitals back (a black-letter H), hence lower again.
+            word = unicodedata.normalize("NFKC", token).lower()
+            if word in self._stopwords:
+                word = ""
+        term = self._stem(word) if word and _LATIN.fullmatch(word) else word
         if len(self._cache) < 500_000:
             self._cache[token] = term
         return term
@@ -136,22 +183,22 @@ class Analyzer:
         cache = self._cache
         stop = self._stopwords
         minimum = self.config.min_token_chars
-        for match in _TOKEN.finditer(lowered):
+        for match in self._token.finditer(lowered):
             token = match.group()
             # Every CJK range starts at or above U+3040: most tokens skip the regex.
             if token[0] >= "\u3040" and _CJK_RUN.match(token):
                 found.extend(_gram_spans(token, match.start(), wanted))
-            elif (
-                len(token) >= minimum
-                and token not in stop
-                and (cache.get(token) or self._learn(token)) in wanted
-            ):
-                found.append(match.span())
+            elif len(token) >= minimum and token not in stop:
+                term = cache.get(token)
+                if term is None:
+                    term = self._learn(token)
+                if term and term in wanted:
+                    found.append(match.span())
         return _merged(found)
 
     def _spans_by_token(self, text: str, wanted: Collection[str]) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
-        for match in _TOKEN.finditer(text):
+        for match in self._token.finditer(text):
             token = match.group()
             if _CJK_RUN.match(token):
                 found.extend(_gram_spans(token, match.start(), wanted))

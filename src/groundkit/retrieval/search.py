@@ -197,10 +197,12 @@ class Retriever:
         """
         cfg = config or RetrievalConfig()
         check_clearance(clearance)
-        analyzer = analyzer or Analyzer()
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
-        check_analyzer(await store.get_analyzer(), analyzer.identity, collection)
+        bound = await store.get_analyzer()
+        # The analyzer version the collection's terms were made with, if an earlier one.
+        analyzer = (analyzer or Analyzer()).matching(bound)
+        check_analyzer(bound, analyzer.identity, collection)
         _, vectors_generation = await store.generations()
         dense_bound, problem = False, None
         if embedder is not None and vector_store is not None:
