@@ -320,13 +320,12 @@ async def test_a_collection_keeps_the_analyzer_version_it_was_built_with(
     """A collection made by an earlier analyzer version opens, searches and grows with
     that version's terms; a new collection gets the current one."""
     import groundkit.collection as collection_module
+    from groundkit.lexical import Analyzer
 
     base = tmp_path / "base"
     write_tree(base, {"hindi.txt": "हिन्दी भारत की एक भाषा है", "other.txt": "हाथी नदी में दौड़ा"})
     # An earlier groundkit: version 1 cut words at their vowel signs.
-    monkeypatch.setattr(
-        collection_module, "Analyzer", functools.partial(collection_module.Analyzer, version=1)
-    )
+    monkeypatch.setattr(collection_module, "Analyzer", functools.partial(Analyzer, version=1))
     async with Collection.open(tmp_path / "old", base_dir=base) as col:
         await col.ingest(base)
     monkeypatch.undo()
