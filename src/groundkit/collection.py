@@ -1213,7 +1213,9 @@ class Collection:
         by ``claim_judge`` (default ``RuleClaimJudge``) for a contradiction.
 
         ``cited`` may also be the chunk ids the answer was written from, in marker
-        order; an id this collection does not hold (or hides) is a ``RetrievalError``."""
+        order; an id this collection does not hold (or hides) is a ``RetrievalError``.
+        A cited result whose chunk the clearance hides is a ``ChunkNotFoundError``, as
+        in ``verify``, wherever the result object came from."""
         return await self._verifier().verify_answer(
             answer,
             cited,

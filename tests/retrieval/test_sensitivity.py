@@ -10,6 +10,7 @@ import pytest
 
 from groundkit import (
     SENSITIVITY_LEVELS,
+    ChunkNotFoundError,
     Collection,
     ConfigurationError,
     CrossEncoderReranker,
@@ -114,6 +115,27 @@ async def test_fetch_chunk_above_the_clearance_reads_as_absent(
     )
     visible = (await cleared.search("codeword internal", 1)).results[0]
     assert (await cleared.fetch_chunk(visible.chunk_id)).verification == "verified"
+
+
+async def test_an_answer_cannot_check_text_above_the_clearance(
+    corpus: Path, cleared: Collection
+) -> None:
+    """A result object carried in from an unrestricted handle is refused, as its chunk
+    id is: otherwise verdicts on guessed sentences would read the hidden text."""
+    async with Collection.open(corpus) as everything:
+        secret = (
+            await everything.search("codeword restricted", 1, filters={"sensitivity": "restricted"})
+        ).results[0]
+    for guess in (secret.content, "A sentence nobody wrote."):
+        with pytest.raises(ChunkNotFoundError, match="no chunk"):
+            await cleared.verify_answer(
+                f"{guess} [1]", [secret.model_copy(update={"content": guess})]
+            )
+    with pytest.raises(ChunkNotFoundError):
+        await cleared.verify_answer(f"{secret.content} [1]", [secret.chunk_id])
+    visible = (await cleared.search("codeword internal", 1)).results[0]
+    report = await cleared.verify_answer(f"{visible.content} [1]", [visible])
+    assert [s.verdict for s in report.sentences] == ["supported"]
 
 
 async def test_verify_covers_only_visible_chunks(corpus: Path, cleared: Collection) -> None:

@@ -231,6 +231,8 @@ class Verifier:
                     f"a cited result is from collection {other!r}; check the answer with "
                     "that collection, or with groundkit.verify_answer"
                 )
+        if isinstance(given, list):
+            await self._refuse_hidden([r.citation.chunk_id for r in given if _cites(r)])
         checker = AnswerChecker(
             self.base_dir,
             snapshot_dir=await self.named_texts(
@@ -245,6 +247,20 @@ class Verifier:
             claim_judge=claim_judge,
         )
         return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
+
+    async def _refuse_hidden(self, chunk_ids: list[str]) -> None:
+        """``ChunkNotFoundError`` for a cited chunk the clearance hides, as ``verify``
+        gives: a result object carried in from another handle must not let this one
+        check text it may not read."""
+        if not chunk_ids:
+            return
+        wanted = list(dict.fromkeys(chunk_ids))
+        rows = dict(await self.store.get_chunks_by_ids(wanted))
+        for chunk_id in wanted:
+            # A past version's chunk (an as_of result) is not among the current rows.
+            stored = rows.get(chunk_id) or await self.store.get_chunk(chunk_id)
+            if stored is not None and not self.visible(stored):
+                raise self.hidden(chunk_id)
 
     async def results_for(self, chunk_ids: list[str]) -> list[RetrievalResult]:
         """Current chunks by id, as results (score 0), in the order given."""
