@@ -238,6 +238,52 @@ sys.exit(os.waitstatus_to_exitcode(status))
     assert done.returncode == 0, done.stderr
 
 
+INHERITED = """
+import os, sys
+import groundkit
+import groundkit.sync as gks
+index, base = sys.argv[1], sys.argv[2]
+with gks.Collection.open(index, base_dir=base) as col:
+    col.add_documents([{"id": "parent", "text": "written before a fork"}])
+    pid = os.fork()
+    if pid == 0:
+        try:
+            col.search("fork")
+            os._exit(3)  # answered on a loop the child does not run: impossible
+        except groundkit.ConfigurationError as exc:
+            if "open the collection again in this process" not in str(exc):
+                os._exit(4)
+        col.close()  # the parent's to close: a no-op here, not a hang or an error
+        with gks.Collection.open(index, base_dir=base) as own:
+            os._exit(0 if own.search("fork").total_results == 1 else 5)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    # The parent's collection still works after the child is gone.
+    assert col.search("fork").total_results == 1
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_collection_inherited_through_fork_is_refused_not_hung(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "ignore::DeprecationWarning",
+            "-c",
+            INHERITED,
+            str(tmp_path / "idx"),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 INTERRUPTED = """
 import asyncio, sys, time
 import groundkit.sync as gks

@@ -95,6 +95,32 @@ P = ParamSpec("P")
 _EXIT_WAIT = 10.0
 
 
+# The process each background loop runs in. A forked child inherits the parent's
+# loop objects, which look running there but have no thread to run anything.
+_LOOP_PIDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _foreign(home: asyncio.AbstractEventLoop | None) -> bool:
+    """Whether ``home`` is a background loop of another process (a fork's parent)."""
+    owner = None if home is None else _LOOP_PIDS.get(home)
+    return owner is not None and owner != os.getpid()
+
+
+def _check_process(home: asyncio.AbstractEventLoop | None) -> None:
+    """``ConfigurationError`` for an object opened in another process (the parent of
+    a fork): its loop, threads and connections stayed there, so waiting on it would
+    never end."""
+    if home is not None and _foreign(home):
+        owner = _LOOP_PIDS.get(home)
+        raise ConfigurationError(
+            f"this groundkit object was opened in process {owner}, not this one (a forked "
+            "child): its event loop and database connections stayed in that process; open "
+            "the collection again in this process"
+        )
+
+
 class _LoopThread:
     """The process's background event loop, started on first use."""
 
@@ -116,6 +142,7 @@ class _LoopThread:
                 # A forked child has the parent's loop object but not its thread.
                 self._loop = asyncio.new_event_loop()
                 self._pid = os.getpid()
+                _LOOP_PIDS[self._loop] = self._pid
                 started = threading.Event()
                 self._thread = threading.Thread(
                     target=self._serve,
@@ -186,6 +213,11 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
     ``ConfigurationError`` when called from the loop that would have to run it,
     where waiting could never end: await the async API there instead.
     """
+    try:
+        _check_process(home)
+    except ConfigurationError:
+        _close_unawaited(awaitable)
+        raise
     target = home if _usable(home) else None
     current = _running_loop()
     if target is not None and target is current:
@@ -247,6 +279,11 @@ async def run_async(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop 
 
     When ``home`` is this loop, not running, or None, it is simply awaited here.
     """
+    try:
+        _check_process(home)
+    except ConfigurationError:
+        _close_unawaited(awaitable)
+        raise
     current = _running_loop()
     if not _usable(home) or home is current:
         return await awaitable
@@ -451,7 +488,10 @@ class SyncCollection(_Twin[AsyncCollection]):
         if not self._closed:
             self._closed = True
             _OPEN.discard(self)
-            run(self.aio.close(), home=self._home)
+            if not _foreign(self._home):
+                run(self.aio.close(), home=self._home)
+            # else: a forked child's copy; what it holds belongs to the parent, which
+            # closes it (closing its connections here could break the parent's).
 
     def retriever(self) -> SyncRetriever:
         """The current Retriever (``Collection.retriever``), with blocking methods."""
@@ -578,7 +618,8 @@ def _close_open_collections() -> None:
     loop = _BACKGROUND.current()
     if loop is None:
         return
-    pending = [c for c in list(_OPEN) if not c.closed]
+    # A forked child's copies of its parent's collections are the parent's to close.
+    pending = [c for c in list(_OPEN) if not c.closed and not _foreign(c._home)]
     # A warning made an error (``-W error::ResourceWarning``) is raised once all is closed.
     refused: list[Exception] = []
     for collection in pending:
