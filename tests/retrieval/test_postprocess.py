@@ -338,9 +338,26 @@ class _Malformed:
         return "automobile"
 
 
+class _Unsearchable:
+    """Variants the query rules refuse: searched, they would break the response."""
+
+    identity = "unsearchable:1"
+
+    def __init__(self, variant: str) -> None:
+        self.variant = variant
+
+    async def rewrite(self, query: str) -> list[str]:
+        return ["automobile", self.variant]
+
+
 @pytest.mark.parametrize(
     ("rewriter", "message"),
-    [(_Failing(), "'failing:1' failed: the model is down"), (_Malformed(), "list of strings")],
+    [
+        (_Failing(), "'failing:1' failed: the model is down"),
+        (_Malformed(), "list of strings"),
+        (_Unsearchable("ca\ud800"), "'unsearchable:1' returned a bad query: variant 2.*surrogate"),
+        (_Unsearchable("y" * 20_000), "variant 2 is longer than 10000 characters"),
+    ],
 )
 async def test_a_broken_rewriter_surfaces_as_a_retrieval_error(
     tmp_path: Path, rewriter: Any, message: str

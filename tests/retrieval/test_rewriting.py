@@ -252,6 +252,8 @@ def test_protocol_is_runtime_checkable() -> None:
         ({"heart attack": ["Heart  Attack"]}, "'heart attack'.*maps to itself"),
         ({"MI": ["x"], "mi": ["y"]}, "'MI' and 'mi'"),
         ({"MI": None}, "'MI'"),
+        ({"MI": ["ok", "\ud800"]}, "'MI'.*lone surrogate"),
+        ({"M\udfffI": ["ok"]}, "glossary term.*lone surrogate"),
     ],
 )
 def test_bad_mappings_name_the_entry(mapping: Mapping[object, object], message: str) -> None:

@@ -28,10 +28,11 @@ from groundkit.retrieval.diversity import (
     term_similarity,
 )
 from groundkit.retrieval.fusion import reciprocal_rank_fusion
-from groundkit.retrieval.request import REORDERS, Reorder, SearchRequest
+from groundkit.retrieval.request import MAX_QUERY_CHARS, REORDERS, Reorder, SearchRequest
 from groundkit.retrieval.rewriting import QueryRewriterProtocol, queries_for
 from groundkit.storage.protocols import MetadataStoreProtocol, VectorStoreProtocol
 from groundkit.utils.hashing import sha256_text
+from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "NO_STEPS",
@@ -99,7 +100,15 @@ async def rewritten(rewriter: QueryRewriterProtocol, query: str, limit: int) -> 
         raise RetrievalError(f"query rewriter {name!r} failed: {exc}") from None
     if not isinstance(variants, list | tuple) or not all(isinstance(v, str) for v in variants):
         raise RetrievalError(f"query rewriter {name!r} must return a list of strings")
-    return queries_for(query, list(variants), limit)
+    searched = queries_for(query, list(variants), limit)
+    # A variant is searched like a query, so it is held to the query's rules.
+    for position, variant in enumerate(searched[1:], start=1):
+        problem = describe_unencodable(variant, f"variant {position}")
+        if problem is None and len(variant) > MAX_QUERY_CHARS:
+            problem = f"variant {position} is longer than {MAX_QUERY_CHARS} characters"
+        if problem is not None:
+            raise RetrievalError(f"query rewriter {name!r} returned a bad query: {problem}")
+    return searched
 
 
 def fuse_rankings(

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from groundkit.errors import ConfigurationError
+from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "MAX_VARIANTS_LIMIT",
@@ -132,6 +133,14 @@ def _validate_max_variants(max_variants: object) -> int:
     return max_variants
 
 
+def _encodable(text: str, what: str) -> None:
+    """ConfigurationError for text that is no UTF-8 (a lone surrogate): it could never
+    be searched, stored or hashed."""
+    problem = describe_unencodable(text, what)
+    if problem is not None:
+        raise ConfigurationError(problem)
+
+
 def _validate_mapping(mapping: object) -> dict[str, tuple[str, ...]]:
     """The glossary as plain data, or a ConfigurationError naming the bad entry."""
     if not isinstance(mapping, Mapping):
@@ -143,6 +152,7 @@ def _validate_mapping(mapping: object) -> dict[str, tuple[str, ...]]:
     for key, value in mapping.items():
         if not isinstance(key, str) or not key.strip():
             raise ConfigurationError(f"glossary term {key!r} must be a non-empty string")
+        _encodable(key, f"glossary term {key!r}")
         folded = normalise_query(key)
         if folded in spelled:
             raise ConfigurationError(
@@ -164,6 +174,7 @@ def _validate_mapping(mapping: object) -> dict[str, tuple[str, ...]]:
                     f"glossary entry {key!r}: alternative {alternative!r} must be a "
                     "non-empty string"
                 )
+            _encodable(alternative, f"glossary entry {key!r}: alternative {alternative!r}")
             if normalise_query(alternative) == folded:
                 raise ConfigurationError(
                     f"glossary entry {key!r}: maps to itself ({alternative!r})"
