@@ -97,9 +97,7 @@ _EXIT_WAIT = 10.0
 
 # The process each background loop runs in. A forked child inherits the parent's
 # loop objects, which look running there but have no thread to run anything.
-_LOOP_PIDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = (
-    weakref.WeakKeyDictionary()
-)
+_LOOP_PIDS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
 
 
 def _foreign(home: asyncio.AbstractEventLoop | None) -> bool:

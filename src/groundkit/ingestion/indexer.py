@@ -8,6 +8,7 @@ succeeded, and only for sources under the scanned root.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -44,6 +45,7 @@ from groundkit.ingestion.index_text import index_text
 from groundkit.ingestion.progress import ProgressCallback, Reporter, embed_in_slices
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
+from groundkit.providers import checked
 from groundkit.providers.factory import recipe_for
 from groundkit.providers.identity import ensure_identity, identity_of
 from groundkit.providers.protocols import EmbeddingProtocol
@@ -453,7 +455,7 @@ class Indexer:
         if todo:
             await self._load_model(reporter)
             vectors = await embed_in_slices(
-                self._embedder.embed_documents,
+                functools.partial(checked.documents, self._embedder),
                 list(todo.values()),
                 (lambda n: reporter.update("embed", add=n)) if reporter.active else None,
                 granule=_batch_of(self._embedder),

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from groundkit.contracts import EvidenceMethod, EvidenceSpan, RetrievalResult
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.bm25 import CURRENT, BM25Index, View
+from groundkit.providers import checked
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.utils.sentences import sentence_spans
 
@@ -248,8 +249,11 @@ class EvidenceBatch:
         sentences = [
             c[a:b] for (c, _), p in zip(self._contents, prepared, strict=True) for a, b in p.spans
         ]
-        embedder = self._embedder
-        rows = _blocking(lambda: embedder.embed_documents(sentences), self._home)
+        embedder, width = self._embedder, len(self._vector)
+        rows = _blocking(
+            lambda: checked.documents(embedder, sentences, for_query=True, width=width),
+            self._home,
+        )
         cosines = np.asarray(rows, dtype=np.float64) @ np.asarray(self._vector, dtype=np.float64)
         out: list[list[EvidenceSpan]] = []
         at = 0

@@ -19,6 +19,7 @@ from groundkit.config import RetrievalConfig
 from groundkit.contracts import ContextKind, RetrievalResult, with_fused
 from groundkit.errors import GroundkitError, RetrievalError, StorageError
 from groundkit.lexical.analyzer import Analyzer
+from groundkit.providers import checked
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.context import expand_results
 from groundkit.retrieval.diversity import (
@@ -181,8 +182,6 @@ async def _vectors_of(
             found = {}  # the model gives the same vectors, only slower
     missing = [h for h in text_of if h not in found]
     if missing:
-        rows = np.asarray(
-            await embedder.embed_documents([text_of[h] for h in missing]), dtype=np.float32
-        )
+        rows = await checked.documents(embedder, [text_of[h] for h in missing], for_query=True)
         found.update(zip(missing, rows, strict=True))
     return np.stack([np.asarray(found[h], dtype=np.float32) for h in hashes])

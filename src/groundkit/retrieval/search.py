@@ -47,6 +47,7 @@ from groundkit.errors import (
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.lexical.bm25 import CURRENT, BM25Index, View
 from groundkit.lexical.live import LiveIndex
+from groundkit.providers import checked
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval._tasks import both
@@ -750,7 +751,7 @@ class Retriever:
         clock = time.perf_counter()
         if not search.query_vector:
             # Once per search: a deeper second pass and the evidence reuse it.
-            search.query_vector.append(await self._embedder.embed_query(query))
+            search.query_vector.append(await checked.query(self._embedder, query))
             clock = _lap(timings, "embed_ms", clock)
         vector = search.query_vector[0]
         try:

@@ -65,6 +65,7 @@ from groundkit.contracts import (
 )
 from groundkit.errors import GroundkitError, RetrievalError
 from groundkit.lexical.analyzer import Analyzer
+from groundkit.providers import checked
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.evidence import body_spans, rank_evidence
 from groundkit.storage.snapshots import SnapshotLocation
@@ -391,7 +392,9 @@ class AnswerChecker:
         texts = [claims[i] for i in order]
         keys = [(r, k) for r in used for k in range(len(spans[r]))]
         texts += [results[r].content[slice(*spans[r][k])] for r, k in keys]
-        rows = np.asarray(await self._embedder.embed_documents(texts), dtype=np.float64)
+        rows = np.asarray(
+            await checked.documents(self._embedder, texts, for_query=True), dtype=np.float64
+        )
 
         def best() -> dict[int, _Closest]:
             out: dict[int, _Closest] = {}
