@@ -102,7 +102,7 @@ async def test_a_faulty_embedder_fails_ingest_and_search_with_groundkit_errors(
             )
         for mode in ("dense", "hybrid"):
             with pytest.raises(RetrievalError, match=in_search):
-                await col.search("kettles boil", mode=mode)  # type: ignore[arg-type]
+                await col.search("kettles boil", mode=mode)
         embedder.fault = None
         response = await col.search("kettles boil", mode="hybrid")
         assert response.results and response.results[0].source == "record://a"
