@@ -15,6 +15,7 @@ from groundkit import (
     ConfigurationError,
     DeleteReport,
     FetchResult,
+    InvalidQueryError,
     Record,
     VerifyReport,
 )
@@ -108,7 +109,7 @@ async def test_verify_checks_one_target_and_verify_all_the_collection(
         old = await ingested.verify()
     assert seen[0].filename == __file__
     assert old == report
-    with pytest.raises(TypeError, match="content= goes with a citation"):
+    with pytest.raises(InvalidQueryError, match="content= goes with a citation"):
         await ingested.verify(content="text")  # type: ignore[call-overload]
 
 

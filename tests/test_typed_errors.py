@@ -20,6 +20,9 @@ from groundkit import (
     Collection,
     ConfigurationError,
     IngestionError,
+    InvalidInputError,
+    InvalidQueryError,
+    InvalidSettingError,
     RetrievalConfig,
     RetrievalError,
     StorageError,
@@ -246,3 +249,54 @@ async def test_a_delete_of_a_source_no_file_can_be_named_reports_it_missing(
 ) -> None:
     report = await ingested.delete(sources=[source])
     assert report.deleted == [] and report.missing == [source]
+
+
+# -- arguments of the wrong type ---------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [None, 5, ["docs"]])
+async def test_ingest_of_something_that_is_no_path_is_an_ingestion_error(
+    ingested: Collection, path: Any
+) -> None:
+    with pytest.raises(InvalidInputError, match="ingest takes a path"):
+        await ingested.ingest(path)
+
+
+async def test_rebase_to_something_that_is_no_path_is_a_setting_error(
+    ingested: Collection,
+) -> None:
+    with pytest.raises(InvalidSettingError, match="must be a path"):
+        await ingested.rebase(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("target", ["abc", 5, {"chunk_id": "x"}], ids=["str", "int", "dict"])
+async def test_verify_of_something_that_is_no_citation_is_a_query_error(
+    ingested: Collection, target: Any
+) -> None:
+    with pytest.raises(InvalidQueryError, match="verify takes a RetrievalResult"):
+        await ingested.verify(target)
+
+
+async def test_verify_content_must_be_text(ingested: Collection) -> None:
+    result = (await ingested.search("solar", 1)).results[0]
+    with pytest.raises(InvalidQueryError, match="a str"):
+        await ingested.verify(result.citation, content=5)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize(
+    ("collections", "message"),
+    [(None, "a list of collections, not NoneType"), ("a", "not str"), (["a"], r"collections\[0\]")],
+)
+async def test_search_collections_of_no_collections_is_a_query_error(
+    collections: Any, message: str
+) -> None:
+    with pytest.raises(InvalidQueryError, match=message):
+        await search_collections(collections, "solar")
+
+
+@pytest.mark.parametrize("setting", ["retrieval", "chunking", "analyzer", "ingest"])
+def test_a_settings_dict_is_refused_naming_its_model(tmp_path: Path, setting: str) -> None:
+    with pytest.raises(InvalidSettingError, match=f"{setting} must be a .*Config.*not dict"):
+        settings: dict[str, Any] = {setting: {"max_chars": 600}}
+        Collection.open(tmp_path / "idx", **settings)
+    assert not (tmp_path / "idx").exists()

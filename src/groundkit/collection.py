@@ -45,6 +45,7 @@ from groundkit.contracts import (
 from groundkit.errors import (
     ConfigurationError,
     IngestionError,
+    InvalidInputError,
     InvalidQueryError,
     InvalidSettingError,
 )
@@ -390,6 +391,7 @@ class Collection:
         here is raised by the first search or write.
         """
         check_clearance(clearance)
+        _check_settings(retrieval=retrieval, chunking=chunking, analyzer=analyzer, ingest=ingest)
         if location is not None:
             given = {
                 "index_dir": index_dir,
@@ -533,6 +535,11 @@ class Collection:
         of them exists under ``base_dir`` it raises ``ConfigurationError`` instead of
         recording a base that resolves nothing, unless ``force``.
         """
+        if not isinstance(base_dir, str | os.PathLike):
+            raise InvalidSettingError(
+                f"the new base directory must be a path (str or os.PathLike), "
+                f"not {type(base_dir).__name__}"
+            )
         base = Path(os.path.realpath(base_dir))
         if not base.is_dir():
             raise InvalidSettingError(f"the new base directory {str(base)!r} is not a directory")
@@ -630,6 +637,11 @@ class Collection:
         from groundkit.ingestion.executor import IngestExecutor
         from groundkit.utils.url_safety import looks_like_url
 
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidInputError(
+                f"ingest takes a path (str or os.PathLike) or an http(s) URL, "
+                f"not {type(path).__name__}"
+            )
         is_url = isinstance(path, str) and looks_like_url(path.strip())
         if executor is not None and (is_url or not isinstance(executor, IngestExecutor)):
             raise ConfigurationError(
@@ -1175,7 +1187,7 @@ class Collection:
         """
         if target is None:
             if content is not None:
-                raise TypeError("content= goes with a citation to verify")
+                raise InvalidQueryError("content= goes with a citation to verify")
             _deprecated("Collection.verify() with no argument", "Collection.verify_all()")
             return await self._verifier().verify_all()
         return await self._verifier().verify(target, content)
@@ -1244,6 +1256,24 @@ class Collection:
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)
+
+
+def _check_settings(**given: object) -> None:
+    """``InvalidSettingError`` for a settings argument that is not its config model
+    (a plain dict, say), naming the model to build."""
+    models = {
+        "retrieval": RetrievalConfig,
+        "chunking": ChunkingConfig,
+        "analyzer": AnalyzerConfig,
+        "ingest": IngestConfig,
+    }
+    for name, value in given.items():
+        model = models[name]
+        if value is not None and not isinstance(value, model):
+            raise InvalidSettingError(
+                f"{name} must be a {model.__name__} (groundkit.{model.__name__}(...)), "
+                f"not {type(value).__name__}"
+            )
 
 
 def _fixed_at_open(name: str) -> None:

@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from groundkit import Citation, Collection, RetrievalError, RetrievalResult, check_quote
+from groundkit import (
+    Citation,
+    Collection,
+    InvalidQueryError,
+    RetrievalError,
+    RetrievalResult,
+    check_quote,
+)
 from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification import quotes, sources
 from groundkit.verification.quotes import QuoteChecker, normalize_quote, verify_quote
@@ -189,9 +196,9 @@ async def test_fetch_results_and_bare_citations(col: Collection) -> None:
     # text is found elsewhere in the source, so it reads as moved there).
     other = await check_quote("Black", citation, col.base_dir, content="Black")
     assert other.verdict == "moved" and not other.ok
-    with pytest.raises(TypeError, match="content="):
+    with pytest.raises(InvalidQueryError, match="content="):
         await check_quote("Black tea", citation, col.base_dir)
-    with pytest.raises(TypeError, match="bare Citation"):
+    with pytest.raises(InvalidQueryError, match="bare Citation"):
         await check_quote("Black tea", hit, col.base_dir, content=hit.content)
 
 

@@ -64,6 +64,18 @@ async def search_collections(
     on every run.
     """
     started = time.perf_counter()
+    if isinstance(collections, str | bytes) or not isinstance(collections, Sequence):
+        raise InvalidQueryError(
+            f"search_collections takes a list of collections, not {type(collections).__name__}"
+        )
+    for position, collection in enumerate(collections):
+        if not isinstance(getattr(collection, "name", None), str) or not callable(
+            getattr(collection, "search", None)
+        ):
+            raise InvalidQueryError(
+                f"collections[{position}] is a {type(collection).__name__}, not a collection "
+                "(an open groundkit.Collection)"
+            )
     names = [c.name for c in collections]
     if not names:
         raise InvalidQueryError("search_collections needs at least one collection")

@@ -24,7 +24,7 @@ from groundkit.contracts import (
     QuoteVerdict,
     RetrievalResult,
 )
-from groundkit.errors import RetrievalError
+from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.anchoring import Anchor
 from groundkit.verification.sources import read_source, slice_span, source_key
@@ -115,13 +115,13 @@ def _normalized(text: str) -> tuple[str, list[tuple[int, int]]]:
 def _cited(cited: Cited, content: str | None) -> tuple[Citation, str]:
     if isinstance(cited, Citation):
         if content is None:
-            raise TypeError(
+            raise InvalidQueryError(
                 "a bare Citation carries no text to compare with its source; pass content= "
                 "(the text it was indexed with) or the RetrievalResult / FetchResult itself"
             )
         return cited, content
     if content is not None:
-        raise TypeError("content= is only for a bare Citation; a result carries its own")
+        raise InvalidQueryError("content= is only for a bare Citation; a result carries its own")
     return cited.citation, cited.content
 
 

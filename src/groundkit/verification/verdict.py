@@ -18,7 +18,7 @@ from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import Citation, FetchResult, Verification
-from groundkit.errors import RetrievalError
+from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
@@ -198,9 +198,9 @@ async def check_citation(
     ``snapshots``); ``max_bytes`` is the read cap the collection ingested with.
     """
     if not isinstance(citation, Citation):
-        raise TypeError(f"check_citation takes a Citation, not {type(citation).__name__}")
+        raise InvalidQueryError(f"check_citation takes a Citation, not {type(citation).__name__}")
     if not isinstance(content, str):
-        raise TypeError(
+        raise InvalidQueryError(
             f"content must be the text the citation stands for (a str), not "
             f"{type(content).__name__}"
         )

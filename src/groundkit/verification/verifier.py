@@ -23,7 +23,7 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchResponse,
 )
-from groundkit.errors import ChunkNotFoundError, RetrievalError
+from groundkit.errors import ChunkNotFoundError, InvalidQueryError, RetrievalError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.search import result_from_row
@@ -107,9 +107,16 @@ class Verifier:
         ``read``: sources already read in this call, by what reading depends on, so a
         batch of results reads each source once (``verify_each``)."""
         expected: str | None
+        if content is not None and not isinstance(content, str):
+            raise InvalidQueryError(
+                f"content= is the text the citation stands for (a str), not "
+                f"{type(content).__name__}"
+            )
         if isinstance(target, RetrievalResult | FetchResult):
             if content is not None:
-                raise TypeError("content= is for a bare citation; a result carries its own")
+                raise InvalidQueryError(
+                    "content= is for a bare citation; a result carries its own"
+                )
             other = target.collection if isinstance(target, RetrievalResult) else None
             if other is not None and other != self.name:
                 raise RetrievalError(
@@ -119,7 +126,7 @@ class Verifier:
         elif isinstance(target, Citation):
             citation, expected = target, content
         else:
-            raise TypeError(
+            raise InvalidQueryError(
                 f"verify takes a RetrievalResult, FetchResult or Citation, not "
                 f"{type(target).__name__}"
             )
