@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -120,13 +120,36 @@ def _docx_body(document: Any) -> Iterator[tuple[str, int | None]]:
     1-6 for a paragraph styled "Title" (1) or "Heading N" (N, past 6 as 6), else None."""
     from docx.table import Table  # extra: docx
 
+    style_of = _paragraph_styles(document)
     for item in document.iter_inner_content():
-        level = None if isinstance(item, Table) else _heading_level(item)
+        level = None if isinstance(item, Table) else _heading_level(style_of(item))
         yield _docx_item_text(item), level
 
 
-def _heading_level(paragraph: Any) -> int | None:
-    style = getattr(paragraph.style, "name", None)
+def _paragraph_styles(document: Any) -> Callable[[Any], str | None]:
+    """A paragraph's style name, as ``paragraph.style.name`` gives it, from a table
+    made once. python-docx looks each paragraph's style up by scanning every style
+    in the file, so a small file with thousands of styles and paragraphs took
+    minutes; the table makes it one pass over the styles."""
+    from docx.enum.style import WD_STYLE_TYPE  # extra: docx
+
+    styles = document.styles
+    names = {
+        style.style_id: style.name
+        for style in styles
+        if style.type == WD_STYLE_TYPE.PARAGRAPH and style.style_id is not None
+    }
+    default = styles.default(WD_STYLE_TYPE.PARAGRAPH)
+    fallback = getattr(default, "name", None)
+
+    def style_of(paragraph: Any) -> str | None:
+        # A style id naming no paragraph style reads as the default, as in python-docx.
+        return names.get(paragraph._p.style, fallback)
+
+    return style_of
+
+
+def _heading_level(style: str | None) -> int | None:
     if not isinstance(style, str):
         return None
     if style == "Title":

@@ -114,9 +114,7 @@ class Verifier:
             )
         if isinstance(target, RetrievalResult | FetchResult):
             if content is not None:
-                raise InvalidQueryError(
-                    "content= is for a bare citation; a result carries its own"
-                )
+                raise InvalidQueryError("content= is for a bare citation; a result carries its own")
             other = target.collection if isinstance(target, RetrievalResult) else None
             if other is not None and other != self.name:
                 raise RetrievalError(
