@@ -186,6 +186,14 @@ class TestDecode:
         assert decode_body(b"caf\xe9", "no-such-charset") == "caf\ufffd"
         assert decode_body(b"caf\xe9", "rot13") == "caf\ufffd"  # not a text encoding
 
+    @pytest.mark.parametrize("label", ["utf-16", "UTF-16LE", "utf-16be"])
+    def test_a_meta_utf16_label_reads_as_utf8(self, label: str) -> None:
+        # A <meta> readable as ASCII was not written in UTF-16 (WHATWG): the bytes are
+        # not decoded pairwise into CJK, whether their count is even or odd.
+        for word in (b"lemur", b"lemurs"):
+            data = b"<meta charset='" + label.encode() + b"'><p>caf\xe9 " + word + b"</p>"
+            assert decode_body(data).endswith("caf\ufffd " + word.decode() + "</p>")
+
     def test_meta_ignored_for_plain_text(self) -> None:
         data = b"<meta charset='cp1252'> caf\xe9"
         assert decode_body(data, markup=False).endswith("caf\ufffd")

@@ -57,6 +57,10 @@ def _text_codec(label: str) -> str | None:
     return info.name if getattr(info, "_is_text_encoding", True) else None
 
 
+def _utf16(label: str) -> bool:
+    return (_text_codec(label.strip().lower()) or "").startswith("utf-16")
+
+
 def decode_body(data: bytes, declared: str | None = None, *, markup: bool = True) -> str:
     """Bytes to text by fixed rules, never by guessing.
 
@@ -75,7 +79,9 @@ def decode_body(data: bytes, declared: str | None = None, *, markup: bool = True
     if declared:
         labels.append(declared)
     match = _META_CHARSET.search(data[:4096]) if markup else None
-    if match:
+    if match and not _utf16(match.group(1).decode("ascii")):
+        # A <meta> that could be read as ASCII was not written in UTF-16; WHATWG reads
+        # that label as UTF-8, so a page's text never depends on its length being even.
         labels.append(match.group(1).decode("ascii"))
     for label in labels:
         label = label.strip().lower()
