@@ -116,6 +116,42 @@ class VersionPlan:
     foreign: list[str]  # documents whose source the write hands to another document id
 
 
+# What ``stored_already`` reads of each stored document under a write's sources.
+STORED_ALREADY_COLUMNS = "id, source, content_hash, source_class, extractor, metadata"
+
+
+def stored_already(items: WriteItems, stored: Sequence[Sequence[Any]]) -> set[str]:
+    """Sources whose current row already is what the write would store: the same
+    document, text, extractor and metadata (``STORED_ALREADY_COLUMNS``).
+
+    Two writers that read a folder before either committed both take an unchanged
+    file for new or changed; the second to commit would turn the first's row into
+    a past version of the same text. Read inside the write's transaction, after
+    its lock, this leaves such a document as the first writer stored it."""
+    wanted = {
+        document.source: (
+            document.document_id,
+            document.content_hash,
+            document.source_class,
+            document.extractor,
+            document.metadata,
+        )
+        for document, _, _ in items
+    }
+    same: set[str] = set()
+    for document_id, source, content_hash, source_class, extractor, metadata in stored:
+        want = wanted.get(source)
+        if want is None or (document_id, content_hash, source_class, extractor) != want[:4]:
+            continue
+        try:
+            stored_fields = json.loads(metadata) if isinstance(metadata, str) else metadata
+        except ValueError:
+            continue  # damaged: written again
+        if stored_fields == json.loads(metadata_json(want[4])):
+            same.add(source)
+    return same
+
+
 def plan_versions(
     items: WriteItems, existing: Sequence[Sequence[Any]], start: float
 ) -> VersionPlan:

@@ -37,6 +37,7 @@ from groundkit.errors import (
 from groundkit.storage._rows import (
     LEGACY_GAPS_SQL,
     REMOVED,
+    STORED_ALREADY_COLUMNS,
     WriteItems,
     change_log,
     check_keep,
@@ -58,6 +59,7 @@ from groundkit.storage._rows import (
     postings_from_rows,
     prefix_range,
     share_metadata,
+    stored_already,
     stored_chunk,
     stored_hit,
     term_counts,
@@ -785,6 +787,17 @@ class PostgresMetadataStore:
             # lock (``_write``, then this bump), which it holds until it commits. Writers
             # therefore draw keys one transaction at a time, in the order they commit.
             generation = await self._bump(conn)
+            stored = await conn.fetch(
+                f"SELECT {STORED_ALREADY_COLUMNS} FROM {self._s}.documents"
+                " WHERE source = ANY($1::text[])",
+                sources,
+            )
+            same = stored_already(items, [tuple(row) for row in stored])
+            if same:
+                items = [item for item in items if item[0].source not in same]
+                if not items:
+                    return
+                sources, counts = term_counts(items)
             vocab = await self._term_ids(conn, {t for group in counts for c in group for t in c})
             existing = await conn.fetch(
                 f"SELECT id, source, version, valid_from FROM {self._s}.documents"

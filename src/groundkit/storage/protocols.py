@@ -342,6 +342,10 @@ class MetadataStoreProtocol(Protocol):
         (``valid_as_of`` when given, else now), and the new one gets the next
         version number. ``keep_versions`` bounds the past versions kept per
         document (``None``: all; ``0``: none, a replaced version is removed).
+        A document whose current row already is what would be written (same id,
+        content hash, source class, extractor and metadata: another writer stored
+        it since the caller looked) is left as it is, checked inside the
+        transaction; a call that leaves every document so writes nothing.
         """
         ...
 

@@ -34,6 +34,7 @@ from groundkit.errors import CollectionNotFoundError, StorageError
 from groundkit.storage._rows import (
     LEGACY_GAPS_SQL,
     REMOVED,
+    STORED_ALREADY_COLUMNS,
     WriteItems,
     change_log,
     check_fields_value,
@@ -56,6 +57,7 @@ from groundkit.storage._rows import (
     postings_from_rows,
     prefix_range,
     share_metadata,
+    stored_already,
     stored_chunk,
     stored_hit,
     term_counts,
@@ -908,6 +910,19 @@ class SQLiteMetadataStore:
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
             await self._conn.execute("BEGIN IMMEDIATE")
+            same = stored_already(
+                items,
+                await self._rows_in(
+                    f"SELECT {STORED_ALREADY_COLUMNS} FROM documents WHERE source IN ({{}})",
+                    sources,
+                ),
+            )
+            if same:
+                items = [item for item in items if item[0].source not in same]
+                if not items:
+                    await self._conn.execute("ROLLBACK")
+                    return
+                sources, counts = term_counts(items)
             generation = await self._bump_generation()
             vocab = await self._term_ids({t for group in counts for c in group for t in c})
             existing = await self._rows_in(

@@ -218,6 +218,32 @@ class MetadataStoreConformance:
         assert record is not None and record.chunk_count == 1
         assert (record.version, record.past_versions) == (2, 1)
 
+    async def test_a_document_stored_already_is_not_a_version_of_itself(
+        self, store: Store
+    ) -> None:
+        """A writer that read a folder before another committed the same file takes it
+        for new; its write leaves the stored row as it is, not a past version of the
+        same text."""
+        await put(store, "a.txt", ["one two"], chunk_ids=["a0"])
+        generation = await store.generation()
+        await put(store, "a.txt", ["one two"], chunk_ids=["a0"])
+        record = await document_by_source(store, "a.txt")
+        assert record is not None and (record.version, record.past_versions) == (1, 0)
+        assert await store.generation() >= generation
+        # In a batch, only the document that differs is written.
+        same = make_document("a.txt", ["one two"], chunk_ids=["a0"])
+        other = make_document("b.txt", ["three"], chunk_ids=["b0"])
+        await store.replace_documents([same, other])
+        record = await document_by_source(store, "a.txt")
+        assert record is not None and (record.version, record.past_versions) == (1, 0)
+        assert await store.chunk_count() == 2
+        # Other metadata is a change: a new version.
+        document, chunks, terms = make_document("a.txt", ["one two"], chunk_ids=["a1"])
+        changed = document.model_copy(update={"metadata": {"note": "relabelled"}})
+        await store.replace_documents([(changed, chunks, terms)])
+        record = await document_by_source(store, "a.txt")
+        assert record is not None and (record.version, record.past_versions) == (2, 1)
+
     async def test_replace_without_keeping_versions(self, store: Store) -> None:
         await put(store, "a.txt", ["one two", "three"], chunk_ids=["old0", "old1"])
         document, chunks, terms = make_document("a.txt", ["four five six"], chunk_ids=["new0"])
