@@ -64,6 +64,8 @@ def test_where_forms(
         ("{not json", "not valid JSON"),
         ("team", "expected FIELD=VALUE"),
         ("year.gt=soon", "a str value for a field holding number"),
+        ('{"source": {"glob": "red/[z-a].md"}}', "glob 'red/[z-a].md': the range z-a runs"),
+        ("source.glob=red/[!]", "glob 'red/[!]': the '[' at character 4 opens a class"),
     ],
 )
 def test_bad_where_is_an_error(
