@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
@@ -1026,6 +1026,21 @@ def _meta_fields(items: Sequence[str]) -> dict[str, FieldValue] | None:
         raise ConfigurationError(str(exc)) from None
 
 
+def _unique_keys(label: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A ``json.loads`` object hook refusing a key given twice, which JSON would
+    otherwise settle silently by keeping the last."""
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigurationError(f"{label}: the key {key!r} is given twice")
+            out[key] = value
+        return out
+
+    return build
+
+
 def _where(items: Sequence[str]) -> dict[str, Any] | None:
     """``--where`` options as one filter mapping; a malformed one is a usage error."""
     if not items:
@@ -1045,7 +1060,7 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
     for item in items:
         if item.lstrip().startswith("{"):
             try:
-                given = json.loads(item)
+                given = json.loads(item, object_pairs_hook=_unique_keys(f"--where {item!r}"))
             except json.JSONDecodeError as exc:
                 raise ConfigurationError(f"--where {item!r}: not valid JSON ({exc.msg})") from None
             except RecursionError:
@@ -1057,7 +1072,12 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
                 ) from None
             if not isinstance(given, dict):
                 raise ConfigurationError(f"--where {item!r}: a JSON filter is an object")
+            if not given:
+                raise ConfigurationError(f"--where {item!r}: the filter has no conditions")
             for name, spec in given.items():
+                if spec == {}:
+                    # Refused as the library refuses it, not dropped into no filter at all.
+                    raise ConfigurationError(f"--where: filter {name!r} has no conditions")
                 for op, value in (spec if isinstance(spec, dict) else {"eq": spec}).items():
                     add(name, op, value)
             continue
