@@ -43,6 +43,7 @@ from groundkit.contracts import (
     record_source,
 )
 from groundkit.errors import (
+    ChunkNotFoundError,
     ConfigurationError,
     IngestionError,
     InvalidQueryError,
@@ -1135,9 +1136,20 @@ class Collection:
                 or not isinstance(version, int)
                 or not 1 <= version <= _MAX_VERSION
             ):
-                raise InvalidQueryError(f"version must be an integer >= 1, got {version!r}")
+                raise InvalidQueryError(
+                    f"version must be an integer from 1 to {_MAX_VERSION}, got {version!r}"
+                )
             verifier = self._verifier()
             stored = await self.store.get_chunk(chunk_id, version)
+            if stored is None and version is not None:
+                # The id may be right and the version wrong: say which, for a chunk the
+                # caller may see (one hidden by the clearance stays unknown).
+                other = await self.store.get_chunk(chunk_id)
+                if other is not None and self._visible(other):
+                    raise ChunkNotFoundError(
+                        f"chunk {chunk_id!r} in collection {self.name!r} has no version "
+                        f"{version}; its newest is version {other.version}"
+                    )
             if stored is None or not self._visible(stored):
                 raise verifier.hidden(chunk_id)
             result, text = await verifier.fetch_read(stored)
