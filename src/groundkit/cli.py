@@ -603,7 +603,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Record NEW_BASE as the directory the collection's sources are relative "
         "to. Refused when none of its sources is found there, unless --force.",
     )
-    rebase.add_argument("new_base", type=_path_arg, metavar="NEW_BASE", help="the sources' new home")
+    rebase.add_argument(
+        "new_base", type=_path_arg, metavar="NEW_BASE", help="the sources' new home"
+    )
     rebase.add_argument(
         "--force", action="store_true", help="record it even if no source is found there"
     )
@@ -1358,20 +1360,23 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         raise ConfigurationError(f"{label} holds a lone surrogate at character {index}")
 
 
-def read_jsonl_records(name: str) -> list[dict[str, Any]]:
-    """The records of a JSON Lines file (``-``: stdin); a bad line is a usage error
-    naming its number. Blank lines are skipped; the records are checked by
-    ``add_documents``."""
+def read_jsonl_records(name: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The records of a JSON Lines file (``-``: stdin) and the line each is on; a bad
+    line (a key given twice among them) is a usage error naming its number. Blank lines
+    are skipped; the records are checked by ``add_documents``."""
     try:
         data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
     except OSError as exc:
         raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc.strerror or exc})") from None
     records: list[dict[str, Any]] = []
+    lines: list[int] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         try:
-            item = json.loads(raw.decode("utf-8"))
+            item = json.loads(
+                raw.decode("utf-8"), object_pairs_hook=_unique_keys(f"--jsonl line {number}")
+            )
         except UnicodeDecodeError as exc:
             raise ConfigurationError(
                 f"--jsonl line {number}: not valid UTF-8 (byte {exc.start})"
@@ -1388,7 +1393,8 @@ def read_jsonl_records(name: str) -> list[dict[str, Any]]:
                 f"not a JSON {type(item).__name__}"
             )
         records.append(item)
-    return records
+        lines.append(number)
+    return records, lines
 
 
 def _check_ingest_target(args: argparse.Namespace) -> None:
@@ -1567,7 +1573,12 @@ async def _run(args: argparse.Namespace) -> int:
         return await _run_rebase(args, name)
     async with _open(args, name, None, None) as col:
         if args.command == "ingest" and args.jsonl is not None:
-            records = await asyncio.to_thread(read_jsonl_records, args.jsonl)
+            records, lines = await asyncio.to_thread(read_jsonl_records, args.jsonl)
+            # Checked here first, so each problem names its line rather than its place
+            # among the records (blank lines are skipped).
+            from groundkit.ingestion.records import record_documents
+
+            record_documents(records, meta, names=[f"--jsonl line {n}" for n in lines])
             report = await col.add_documents(records, metadata=meta)
             return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "ingest":
