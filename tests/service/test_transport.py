@@ -91,7 +91,7 @@ async def test_the_right_token_passes() -> None:
 
 
 async def test_a_port_in_use_is_one_error_in_groundkits_words(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import errno
     import logging
@@ -103,6 +103,9 @@ async def test_a_port_in_use_is_one_error_in_groundkits_words(
         raise AssertionError("never served")
 
     caplog.set_level(logging.DEBUG)
+    # grk's tests leave groundkit's logger to grk's handler and level; here caplog sees it.
+    caplog.set_level(logging.DEBUG, logger="groundkit")
+    monkeypatch.setattr(logging.getLogger("groundkit"), "propagate", True)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
