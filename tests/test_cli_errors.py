@@ -255,6 +255,35 @@ def test_ray_workers_that_is_no_number_is_a_usage_error(
     assert not (tmp_path / "idx").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "argument"),
+    [
+        (["ingest", ""], "PATH|URL"),
+        (["ingest", "--jsonl", ""], "--jsonl"),
+        (["rebase", ""], "NEW_BASE"),
+        (["ingest", "docs", "--base-dir", ""], "--base-dir"),
+    ],
+    ids=["ingest", "jsonl", "rebase", "base-dir"],
+)
+def test_an_empty_path_is_a_usage_error_not_the_current_directory(
+    capsys: pytest.CaptureFixture[str],
+    index: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    argument: str,
+) -> None:
+    # Run from the base directory: an empty path read as '.' would ingest it all.
+    monkeypatch.chdir(index.parent)
+    before = main(["collections", "--index-dir", str(index), "--json"])
+    listed = capsys.readouterr().out
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, "--index-dir", str(index)])
+    assert before == 0 and stopped.value.code == 2
+    assert f"argument {argument}: is empty" in capsys.readouterr().err
+    assert main(["collections", "--index-dir", str(index), "--json"]) == 0
+    assert capsys.readouterr().out == listed  # nothing ingested, no base recorded
+
+
 def test_a_refused_ingest_setting_names_its_flag(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -64,6 +64,14 @@ def test_where_forms(
         ("{not json", "not valid JSON"),
         ("team", "expected FIELD=VALUE"),
         ("year.gt=soon", "a str value for a field holding number"),
+        ('{"source": {"glob": "red/[z-a].md"}}', "glob 'red/[z-a].md': the range z-a runs"),
+        ("source.glob=red/[!]", "glob 'red/[!]': the '[' at character 4 opens a class"),
+        # Refused as the library refuses them, never dropped into an unfiltered search.
+        ('{"source": {}}', "filter 'source' has no conditions"),
+        ('{"nosuch": {}}', "filter 'nosuch' has no conditions"),
+        ("{}", "the filter has no conditions"),
+        ('{"source": "x", "source": "y"}', "the key 'source' is given twice"),
+        ('{"year": {"gte": 1, "gte": 2}}', "the key 'gte' is given twice"),
     ],
 )
 def test_bad_where_is_an_error(

@@ -169,9 +169,14 @@ def test_fetch_version_names_the_version_and_when_it_was_replaced(base: Path) ->
     assert "replaced_at" not in fetched  # the compact shape leaves out what is not set
     head = ok(grk("fetch", current["citation"]["chunk_id"], cwd=base)).splitlines()[0]
     assert head == f"docs/a.md [0:{len(TEXTS[2])}] v3  verified"
-    # A version the chunk never had is an unknown chunk.
-    line = one_error_line(grk("fetch", current["citation"]["chunk_id"], "--version", "9", cwd=base))
-    assert "no chunk" in line
+    # A version the chunk never had is named as such, not as an unknown chunk.
+    chunk_id = current["citation"]["chunk_id"]
+    line = one_error_line(grk("fetch", chunk_id, "--version", "9", cwd=base))
+    assert line.endswith(
+        f"chunk {chunk_id!r} in collection 'default' has no version 9; its newest is version 3"
+    )
+    line = one_error_line(grk("fetch", chunk_id, "--version", str(10**23), cwd=base))
+    assert line.endswith(f"version must be an integer from 1 to {2**63 - 1}, got {10**23}")
 
 
 def test_collections_counts_past_versions(base: Path) -> None:

@@ -217,6 +217,22 @@ async def test_a_failed_first_ingest_leaves_no_collection(
     assert sorted(p.name for p in index.iterdir()) == ["notes.txt"]
 
 
+async def test_a_first_ingest_that_stores_nothing_removes_every_directory_it_made(
+    tmp_path: Path,
+) -> None:
+    base = tmp_path / "base"
+    write_tree(base, {"bad.txt": b"caf\xe9\n"})  # not UTF-8: the one file fails
+    index = tmp_path / "x" / "y" / "z"
+    async with Collection.open(index, base_dir=base) as col:
+        assert [f.source for f in (await col.ingest(base)).failed] == ["bad.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base"]
+    # Only what the open made: a parent that was there before stays.
+    (tmp_path / "x").mkdir()
+    async with Collection.open(index, base_dir=base) as col:
+        assert (await col.ingest(base)).failed
+    assert list((tmp_path / "x").iterdir()) == []
+
+
 class _Stalled(ToyEmbedder):
     """Says when it is first asked for vectors, then never answers (until cancelled)."""
 

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
@@ -144,7 +144,7 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
 
     parser.add_argument(
         "--index-dir",
-        type=Path,
+        type=_path_arg,
         default=default("index_dir"),
         help="index directory (default ./.groundkit)",
     )
@@ -166,7 +166,7 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
     parser.add_argument(
         "--base-dir",
-        type=Path,
+        type=_path_arg,
         default=default("base_dir"),
         help="directory sources are relative to (stored with a new collection; default: "
         "the current directory; given later it applies to that run; 'grk rebase' moves it)",
@@ -255,6 +255,19 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _text_arg(text: str) -> str:
+    """A path or URL argument, refused when empty: ``Path("")`` is the current directory,
+    so an empty string would silently stand for all of it."""
+    if not text:
+        raise argparse.ArgumentTypeError("is empty; give a path (. for the current directory)")
+    return text
+
+
+def _path_arg(text: str) -> Path:
+    """A path argument, refused when empty (see ``_text_arg``)."""
+    return Path(_text_arg(text))
+
+
 def _relevance_arg(text: str) -> float | str:
     """``--min-relevance``: ``auto`` or a number (its range is SearchRequest's to check)."""
     if text == "auto":
@@ -302,6 +315,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "path",
         nargs="?",
+        type=_text_arg,
         metavar="PATH|URL",
         help="file or folder inside the base directory, or an http(s) URL",
     )
@@ -309,6 +323,7 @@ def _parser() -> argparse.ArgumentParser:
         "--jsonl",
         metavar="FILE",
         default=None,
+        type=_text_arg,
         help="add in-memory documents instead: one JSON object a line, "
         '{"id": ..., "text": ..., "fields": {...}} (FILE "-" reads stdin)',
     )
@@ -475,7 +490,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     search.add_argument(
         "--glossary",
-        type=Path,
+        type=_path_arg,
         default=None,
         metavar="FILE",
         help="also search the query's rephrasings from this TOML glossary ([synonyms] "
@@ -588,7 +603,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Record NEW_BASE as the directory the collection's sources are relative "
         "to. Refused when none of its sources is found there, unless --force.",
     )
-    rebase.add_argument("new_base", type=Path, metavar="NEW_BASE", help="the sources' new home")
+    rebase.add_argument(
+        "new_base", type=_path_arg, metavar="NEW_BASE", help="the sources' new home"
+    )
     rebase.add_argument(
         "--force", action="store_true", help="record it even if no source is found there"
     )
@@ -1026,6 +1043,21 @@ def _meta_fields(items: Sequence[str]) -> dict[str, FieldValue] | None:
         raise ConfigurationError(str(exc)) from None
 
 
+def _unique_keys(label: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A ``json.loads`` object hook refusing a key given twice, which JSON would
+    otherwise settle silently by keeping the last."""
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigurationError(f"{label}: the key {key!r} is given twice")
+            out[key] = value
+        return out
+
+    return build
+
+
 def _where(items: Sequence[str]) -> dict[str, Any] | None:
     """``--where`` options as one filter mapping; a malformed one is a usage error."""
     if not items:
@@ -1045,7 +1077,7 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
     for item in items:
         if item.lstrip().startswith("{"):
             try:
-                given = json.loads(item)
+                given = json.loads(item, object_pairs_hook=_unique_keys(f"--where {item!r}"))
             except json.JSONDecodeError as exc:
                 raise ConfigurationError(f"--where {item!r}: not valid JSON ({exc.msg})") from None
             except RecursionError:
@@ -1057,7 +1089,12 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
                 ) from None
             if not isinstance(given, dict):
                 raise ConfigurationError(f"--where {item!r}: a JSON filter is an object")
+            if not given:
+                raise ConfigurationError(f"--where {item!r}: the filter has no conditions")
             for name, spec in given.items():
+                if spec == {}:
+                    # Refused as the library refuses it, not dropped into no filter at all.
+                    raise ConfigurationError(f"--where: filter {name!r} has no conditions")
                 for op, value in (spec if isinstance(spec, dict) else {"eq": spec}).items():
                     add(name, op, value)
             continue
@@ -1323,20 +1360,23 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
         raise ConfigurationError(f"{label} holds a lone surrogate at character {index}")
 
 
-def read_jsonl_records(name: str) -> list[dict[str, Any]]:
-    """The records of a JSON Lines file (``-``: stdin); a bad line is a usage error
-    naming its number. Blank lines are skipped; the records are checked by
-    ``add_documents``."""
+def read_jsonl_records(name: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """The records of a JSON Lines file (``-``: stdin) and the line each is on; a bad
+    line (a key given twice among them) is a usage error naming its number. Blank lines
+    are skipped; the records are checked by ``add_documents``."""
     try:
         data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
     except OSError as exc:
         raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc.strerror or exc})") from None
     records: list[dict[str, Any]] = []
+    lines: list[int] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         try:
-            item = json.loads(raw.decode("utf-8"))
+            item = json.loads(
+                raw.decode("utf-8"), object_pairs_hook=_unique_keys(f"--jsonl line {number}")
+            )
         except UnicodeDecodeError as exc:
             raise ConfigurationError(
                 f"--jsonl line {number}: not valid UTF-8 (byte {exc.start})"
@@ -1353,7 +1393,8 @@ def read_jsonl_records(name: str) -> list[dict[str, Any]]:
                 f"not a JSON {type(item).__name__}"
             )
         records.append(item)
-    return records
+        lines.append(number)
+    return records, lines
 
 
 def _check_ingest_target(args: argparse.Namespace) -> None:
@@ -1532,7 +1573,12 @@ async def _run(args: argparse.Namespace) -> int:
         return await _run_rebase(args, name)
     async with _open(args, name, None, None) as col:
         if args.command == "ingest" and args.jsonl is not None:
-            records = await asyncio.to_thread(read_jsonl_records, args.jsonl)
+            records, lines = await asyncio.to_thread(read_jsonl_records, args.jsonl)
+            # Checked here first, so each problem names its line rather than its place
+            # among the records (blank lines are skipped).
+            from groundkit.ingestion.records import record_documents
+
+            record_documents(records, meta, names=[f"--jsonl line {n}" for n in lines])
             report = await col.add_documents(records, metadata=meta)
             return _print_ingest(report, args, dense=col.embedder is not None)
         if args.command == "ingest":
@@ -1692,7 +1738,7 @@ async def _run_rebase(args: argparse.Namespace, name: str) -> int:
 def _add_receipt_arguments(verify: argparse.ArgumentParser) -> None:
     verify.add_argument(
         "--receipts",
-        type=Path,
+        type=_path_arg,
         default=None,
         metavar="FILE",
         help="check the receipts in FILE (Web Annotations from to_annotation(): a JSON array "
@@ -1700,7 +1746,7 @@ def _add_receipt_arguments(verify: argparse.ArgumentParser) -> None:
     )
     verify.add_argument(
         "--snapshot-dir",
-        type=Path,
+        type=_path_arg,
         default=None,
         metavar="DIR",
         help="with --receipts: where URL and record receipts' stored texts are (a "

@@ -43,6 +43,7 @@ from groundkit.contracts import (
     record_source,
 )
 from groundkit.errors import (
+    ChunkNotFoundError,
     ConfigurationError,
     IngestionError,
     InvalidInputError,
@@ -273,8 +274,9 @@ class Collection:
         # This object created the collection: if nothing was ever written to it when it
         # closes (a first ingest that failed), it is removed rather than left behind.
         self._created = created
-        # ... and made its index directory, removed with it when nothing else is there.
-        self._made_index_dir = False
+        # ... and the directories it made for it (the index directory and missing
+        # parents), removed with it while nothing else is there.
+        self._made_dirs: tuple[Path, ...] = ()
         self._closed = False
         # Like an unclosed file: a ResourceWarning when this object is collected, or the
         # interpreter exits, without ``close`` (adr/0049-closing-at-exit.md).
@@ -417,17 +419,18 @@ class Collection:
             # Built first: a bad stem language must fail before a store is opened.
             text_analyzer = Analyzer(analyzer)
             created = create and not await where.exists()
-            # Whether this open makes the index directory (removed with an unused collection).
-            made_dir = (
-                created
-                and where.index_dir is not None
-                and not await asyncio.to_thread(where.index_dir.exists)
+            # The directories this open makes, the index directory and any missing parents
+            # (removed with an unused collection).
+            made_dirs = (
+                await asyncio.to_thread(_missing_dirs, where.index_dir)
+                if created and where.index_dir is not None
+                else ()
             )
             try:
                 stores = await where.open(create=create, rebuild_damaged=rebuild_damaged)
             except BaseException:
                 if created:
-                    await _remove_created(where, made_dir)
+                    await _remove_created(where, made_dirs)
                 raise
             chosen = embedder
             try:
@@ -448,7 +451,7 @@ class Collection:
             except BaseException:
                 await stores.close()
                 if created:  # nothing of a failed first open stays behind
-                    await _remove_created(where, made_dir)
+                    await _remove_created(where, made_dirs)
                 raise
             opened = cls(
                 stores=stores,
@@ -465,7 +468,7 @@ class Collection:
                 created=created,
                 rewriter=rewriter,
             )
-            opened._made_index_dir = made_dir
+            opened._made_dirs = made_dirs
             if (
                 generation > 0
                 and isinstance(stores.segments, LocalSegments)
@@ -515,7 +518,7 @@ class Collection:
                 remove = False
         await self._stores.close()
         if remove:
-            await _remove_created(self.location, self._made_index_dir)
+            await _remove_created(self.location, self._made_dirs)
 
     @property
     def closed(self) -> bool:
@@ -1147,9 +1150,20 @@ class Collection:
                 or not isinstance(version, int)
                 or not 1 <= version <= _MAX_VERSION
             ):
-                raise InvalidQueryError(f"version must be an integer >= 1, got {version!r}")
+                raise InvalidQueryError(
+                    f"version must be an integer from 1 to {_MAX_VERSION}, got {version!r}"
+                )
             verifier = self._verifier()
             stored = await self.store.get_chunk(chunk_id, version)
+            if stored is None and version is not None:
+                # The id may be right and the version wrong: say which, for a chunk the
+                # caller may see (one hidden by the clearance stays unknown).
+                other = await self.store.get_chunk(chunk_id)
+                if other is not None and self._visible(other):
+                    raise ChunkNotFoundError(
+                        f"chunk {chunk_id!r} in collection {self.name!r} has no version "
+                        f"{version}; its newest is version {other.version}"
+                    )
             if stored is None or not self._visible(stored):
                 raise verifier.hidden(chunk_id)
             result, text = await verifier.fetch_read(stored)
@@ -1360,16 +1374,29 @@ _REBASE_SAMPLE = 200
 _TEXTS_SEEN_MAX = 100_000
 
 
-async def _remove_created(location: StoreLocation, made_index_dir: bool = False) -> None:
-    """Remove a collection this process created and never wrote to, and its index
-    directory when the same open made it and nothing else is in it; a failure to do so
-    is logged, never raised over the error that led here."""
+def _missing_dirs(path: Path) -> tuple[Path, ...]:
+    """``path`` and those of its parents that do not exist, deepest first: the
+    directories making ``path`` creates."""
+    missing: list[Path] = []
+    current = path.absolute()
+    while not current.exists() and current.parent != current:
+        missing.append(current)
+        current = current.parent
+    return tuple(missing)
+
+
+async def _remove_created(location: StoreLocation, made_dirs: tuple[Path, ...] = ()) -> None:
+    """Remove a collection this process created and never wrote to, and the directories
+    the same open made (deepest first, while each is empty; never one that was there
+    before); a failure to do so is logged, never raised over the error that led here."""
     try:
         if await location.exists():
             await location.drop()
-        if made_index_dir and location.index_dir is not None:
-            with contextlib.suppress(OSError):  # not empty: something else lives there
-                await asyncio.to_thread(location.index_dir.rmdir)
+        for directory in made_dirs:
+            try:
+                await asyncio.to_thread(directory.rmdir)
+            except OSError:  # not empty: something else lives there, and so in its parents
+                break
     except Exception as exc:
         logger.warning("could not remove the unused new collection %s (%s)", location.name, exc)
 

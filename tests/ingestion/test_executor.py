@@ -42,6 +42,43 @@ def test_ray_executor_refuses_bad_settings(kwargs: dict[str, object], message: s
         RayExecutor(**kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("auto", "no running cluster was found on this host (nor at RAY_ADDRESS)"),
+        ("10.0.0.9:6379", "it did not answer"),
+    ],
+)
+def test_a_cluster_that_cannot_be_reached_is_said_in_groundkits_words(
+    address: str, reason: str
+) -> None:
+    ray_said = ConnectionError(
+        "Could not find any running Ray instance. Please specify the one to connect to by "
+        "setting `--address` flag or `RAY_ADDRESS` environment variable."
+    )
+
+    class NoCluster:
+        """The part of ray's module _connect uses, with no cluster to join."""
+
+        def is_initialized(self) -> bool:
+            return False
+
+        def init(self, **kwargs: object) -> None:
+            raise ray_said
+
+    with pytest.raises(ConfigurationError) as caught:
+        RayExecutor(address)._connect(NoCluster())
+    assert str(caught.value) == f"cannot reach the Ray cluster at {address!r}: " + (
+        reason
+        + (
+            "; start one with 'ray start --head', or give the head's HOST:PORT"
+            if address == "auto"
+            else "; check that its head runs and this host can reach it"
+        )
+    )
+    assert caught.value.__cause__ is ray_said  # Ray's words stay with the error, not in it
+
+
 def test_without_ray_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
     with pytest.raises(ConfigurationError, match=r"pip install groundkit\[ray\]"):

@@ -192,7 +192,14 @@ class TestFileLoader:
 
     @pytest.mark.parametrize(
         ("content", "reason"),
-        [(b"\xff\xfeab", "UTF-8"), (b"", "empty"), (b" \n\t\n", "empty"), (b"x" * 65, "exceeds")],
+        [
+            (b"\xff\xfeab", "UTF-8"),
+            (b"", "empty"),
+            (b" \n\t\n", "empty"),
+            (b"\xef\xbb\xbf", "empty"),  # a byte order mark alone is no text either
+            (b"\xef\xbb\xbf \n\n", "empty"),
+            (b"x" * 65, "exceeds"),
+        ],
     )
     async def test_bad_files(self, tmp_path: Path, content: bytes, reason: str) -> None:
         write_tree(tmp_path, {"bad.txt": content})

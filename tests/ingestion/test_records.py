@@ -230,5 +230,21 @@ def test_grk_ingest_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     jsonl.write_text('{"id": "T-3", "text": "ok"}\n{"id": "T-4", "text": \n', encoding="utf-8")
     assert main(["ingest", "--jsonl", str(jsonl), *where]) == 2
     assert "--jsonl line 2: not valid JSON" in capsys.readouterr().err
+    # Record problems name lines too, counting the blank ones the records skip.
+    jsonl.write_text(
+        '{"id": "a", "text": "alpha"}\n\n{"id": "b", "text": ""}\n{"id": "a", "text": "again"}\n',
+        encoding="utf-8",
+    )
+    assert main(["ingest", "--jsonl", str(jsonl), *where]) == 2
+    assert capsys.readouterr().err == (
+        "grk: error: 2 invalid record(s), nothing was stored: --jsonl line 3 ('b'): no text to "
+        "index; --jsonl line 4: id 'a' is also given by --jsonl line 1\n"
+    )
+    # A key given twice is refused, not settled by keeping the last.
+    jsonl.write_text('{"id": "c", "text": "gamma", "id": "d"}\n', encoding="utf-8")
+    assert main(["ingest", "--jsonl", str(jsonl), *where]) == 2
+    assert "--jsonl line 1: the key 'id' is given twice" in capsys.readouterr().err
+    assert main(["search", "gamma", *where, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"] == []
     assert main(["ingest", *where]) == 2
     assert "one of them" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from groundkit import RetrievalError
+from groundkit.errors import InvalidQueryError
 from groundkit.retrieval import FILTER_OPERATORS
 from groundkit.retrieval.filters import (
     MAX_FILTER_CHARS,
@@ -268,6 +270,10 @@ def test_any_input_is_a_filter_or_a_retrieval_error(filters: Any) -> None:
         ("https://example.com/*", "https://example.com/page", True),
         ("*.MD", "a.md", False),  # case-sensitive, like the sources themselves
         ("a.(md)", "a.(md)", True),  # regex characters are literal
+        ("[[]a.md", "[a.md", True),  # a '[' inside a class is a member
+        ("[]a].md", "].md", True),  # so is a ']' first
+        ("[a-].md", "-.md", True),  # and a '-' last
+        ("[a&&b].md", "&.md", True),
     ],
 )
 def test_source_glob(glob: str, source: str, matches: bool) -> None:
@@ -276,6 +282,33 @@ def test_source_glob(glob: str, source: str, matches: bool) -> None:
     assert flt.matches({}, source) is matches
     # Without the source (not known), a source condition never lets a document through.
     assert flt.matches({}) is False
+
+
+@pytest.mark.parametrize(
+    ("glob", "reason"),
+    [
+        ("corpus/[z-a].md", "the range z-a runs backwards"),
+        ("corpus/[!]", "opens a class no ']' closes"),
+        ("corpus/[ab", "opens a class no ']' closes"),
+        ("corpus/[[:alpha:]].md", "POSIX classes"),
+    ],
+)
+def test_a_bad_glob_class_is_a_filter_error_naming_the_glob(glob: str, reason: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no FutureWarning from the regex compiler either
+        with pytest.raises(InvalidQueryError, match="glob") as caught:
+            parse_filters({"source": {"glob": glob}})
+    assert repr(glob) in str(caught.value) and reason in str(caught.value)
+
+
+@given(st.text(alphabet="ab[]!-^:&~|/*?\\", max_size=12))
+def test_any_glob_is_a_pattern_or_a_filter_error(glob: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            parse_filters({"source": {"glob": glob}})
+        except InvalidQueryError as exc:
+            assert "\n" not in str(exc)
 
 
 def test_prefix_on_fields_and_sources() -> None:

@@ -302,8 +302,31 @@ async def test_missing_path_is_not_configured_and_a_later_call_retries(
 
 async def test_directory_without_a_model_is_not_configured(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not a model", encoding="utf-8")
-    with pytest.raises(RerankerNotConfiguredError, match="not a loadable"):
+    with pytest.raises(RerankerNotConfiguredError, match="not a loadable") as caught:
         await CrossEncoderReranker(str(tmp_path)).rerank(QUERY, _candidates())
+    # The loader's words are the cause, never the message.
+    assert "[" not in str(caught.value) and "Error" not in str(caught.value)
+    assert caught.value.__cause__ is not None
+
+
+@pytest.mark.parametrize("name", ["/nonexistent/reranker", "./nowhere/reranker", "~/nowhere/x"])
+async def test_a_path_to_nothing_is_refused_before_loading_and_in_groundkits_words(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(RerankerNotConfiguredError) as caught:
+        await CrossEncoderReranker(name).rerank(QUERY, _candidates())
+    assert str(caught.value) == (
+        f"cannot load cross-encoder {name!r}: no such directory; pass the directory or hub "
+        "name of a sequence-classification cross-encoder"
+    )
+    assert [r.name for r in caplog.records if not r.name.startswith("groundkit")] == []
+
+
+async def test_a_file_is_named_as_one(tmp_path: Path) -> None:
+    (tmp_path / "model.bin").write_bytes(b"weights")
+    with pytest.raises(RerankerNotConfiguredError, match="it is a file, not a model's directory"):
+        await CrossEncoderReranker(str(tmp_path / "model.bin")).rerank(QUERY, _candidates())
 
 
 async def test_bare_encoder_is_not_a_cross_encoder(tiny_cross_encoders: TinyCrossEncoders) -> None:

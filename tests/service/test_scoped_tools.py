@@ -43,6 +43,9 @@ async def test_search_tool_filters(labelled: Path) -> None:
         assert "unknown field 'colour'" in message
         message = await refused(client, "search", query="solar", filters={"team": {"like": "r"}})
         assert "unknown operator 'like'" in message
+        bad_glob = {"source": {"glob": "red/[z-a].md"}}
+        message = await refused(client, "search", query="solar", filters=bad_glob)
+        assert "glob 'red/[z-a].md': the range z-a runs backwards" in message
 
 
 async def test_server_clearance_holds_at_every_tool(labelled: Path) -> None:

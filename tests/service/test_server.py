@@ -158,9 +158,24 @@ async def test_unknown_collection_is_named(served: Served) -> None:
         assert "no chunk 'no-such-chunk'" in message
 
 
+def test_serve_help_names_every_tool(capsys: pytest.CaptureFixture[str]) -> None:
+    from groundkit.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    described = " ".join(capsys.readouterr().out.split())
+    tools = "search, search_collections, fetch_chunk, verify_answer and list_collections"
+    assert f"tools {tools}." in described
+
+
 async def test_list_collections(served: Served) -> None:
     async with connected(CollectionRegistry(served.index)) as client:
         listed = await call(client, "list_collections")
+        message = await refused(client, "list_collections", x=1)
+    assert message == (
+        "list_collections failed (invalid arguments): unknown argument(s) 'x'; "
+        "list_collections takes no arguments"
+    )
     names = [c["name"] for c in listed["collections"]]
     assert names == ["default", "notes"]
     notes = listed["collections"][1]

@@ -88,3 +88,37 @@ async def test_the_right_token_passes() -> None:
         response = await c.get("/mcp", headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 200 and response.content == b"secret data"
     assert app.calls == 1
+
+
+async def test_a_port_in_use_is_one_error_in_groundkits_words(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import logging
+    import socket
+
+    from groundkit.service.transport import serve_asgi
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        raise AssertionError("never served")
+
+    caplog.set_level(logging.DEBUG)
+    # grk's tests leave groundkit's logger to grk's handler and level; here caplog sees it.
+    caplog.set_level(logging.DEBUG, logger="groundkit")
+    monkeypatch.setattr(logging.getLogger("groundkit"), "propagate", True)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigurationError) as caught:
+            await serve_asgi(app, "127.0.0.1", port, lifespan="off", started=lambda _: None)
+    assert str(caught.value) == (
+        f"cannot listen on 127.0.0.1:{port}: the port is in use; stop what listens there "
+        "or pick another port"
+    )
+    assert isinstance(caught.value.__cause__, OSError)
+    assert caught.value.__cause__.errno == errno.EADDRINUSE
+    # uvicorn's own line about it is a debug record of groundkit's, not an error of its own.
+    said = [r for r in caplog.records if r.name.startswith("uvicorn")]
+    assert [r.getMessage() for r in said if r.levelno >= logging.WARNING] == []
+    assert any("could not bind" in r.getMessage() for r in caplog.records)

@@ -136,6 +136,10 @@ async def test_served_searches_follow_deletes_and_versions(tmp_path: Path) -> No
             )
             assert message.startswith("search_collections failed (invalid arguments): as_of:")
             assert "version" in await refused(client, "fetch_chunk", chunk_id=chunk_id, version=0)
+            message = await refused(client, "fetch_chunk", chunk_id=chunk_id, version=10**20)
+            assert f"version must be an integer from 1 to {2**63 - 1}, got {10**20}" in message
+            message = await refused(client, "fetch_chunk", chunk_id=chunk_id, version=99)
+            assert f"chunk {chunk_id!r} in collection 'default' has no version 99" in message
     assert "Traceback" not in log.read_text(encoding="utf-8")
 
 

@@ -126,6 +126,18 @@ async def test_a_quote_spanning_two_sentences_is_one_sentence(col: Collection) -
     assert verdicts(report) == ["quoted"]
 
 
+@pytest.mark.parametrize("number", ["5", "12345", "99999999999999999999999", "9" * 5000])
+async def test_a_marker_past_the_results_is_dangling_however_large(
+    col: Collection, number: str
+) -> None:
+    response = await tea_and_sky(col)
+    report = await col.verify_answer(
+        f"Green tea lowers blood pressure in adults [{number}].", response
+    )
+    assert verdicts(report) == ["dangling"]
+    assert f"marker {number!r} names no result" in report.sentences[0].detail
+
+
 async def test_footnote_labels_and_caller_patterns_map_to_chunk_ids(col: Collection) -> None:
     response = await tea_and_sky(col)
     tea, sky = response.results

@@ -36,6 +36,10 @@ def labels(
         ("No markers here.", []),
         ("A list [a] or [ 1 ] is not a marker.", []),
         ("[01] counts as 1.", [("1",)]),
+        ("Past ten [12345].", [("12345",)]),
+        ("Far past [99999999999999999999999].", [("99999999999999999999999",)]),
+        ("Many digits [" + "9" * 5000 + "].", [("9" * 5000,)]),
+        ("A long range [1-99999999999999999999].", [("1-99999999999999999999",)]),
     ],
 )
 def test_default_forms(text: str, expected: list[tuple[str, ...]]) -> None:

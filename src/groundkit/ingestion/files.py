@@ -161,7 +161,8 @@ class FileLoader:
             ) from None
         except OSError as exc:
             raise IngestionError(f"{source}: cannot read ({exc.strerror or exc})") from None
-        if not text.strip():
+        # A byte order mark stays in the text (offsets count it) but is no text to index.
+        if not text.removeprefix("\ufeff").strip():
             raise IngestionError(f"{source}: empty (no text to index)")
         metadata: dict[str, object] = {}
         notes: tuple[str, ...] = ()

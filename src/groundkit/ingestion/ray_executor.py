@@ -120,9 +120,17 @@ class RayExecutor:
                 **local,
             )
         except (ConnectionError, ValueError, RuntimeError) as exc:
+            # Ray's text speaks of its own command line; the reason is said here instead.
+            logger.debug("ray.init(address=%r) failed: %r", self.address, exc)
+            why = (
+                "no running cluster was found on this host (nor at RAY_ADDRESS); start one "
+                "with 'ray start --head', or give the head's HOST:PORT"
+                if self.address == "auto"
+                else "it did not answer; check that its head runs and this host can reach it"
+            )
             raise ConfigurationError(
-                f"cannot reach the Ray cluster at {self.address!r}: {exc}"
-            ) from None
+                f"cannot reach the Ray cluster at {self.address!r}: {why}"
+            ) from exc
         return True
 
     async def _pipeline(

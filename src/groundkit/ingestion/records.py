@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from groundkit.contracts import (
@@ -176,7 +176,7 @@ def _near_miss(item: object) -> str:
     return ""
 
 
-def _as_record(item: object, index: int) -> Record:
+def _as_record(item: object, name: str) -> Record:
     if isinstance(item, Record):
         return item
     if isinstance(item, str):
@@ -185,19 +185,16 @@ def _as_record(item: object, index: int) -> Record:
         unknown = sorted(str(k) for k in item if k not in ("id", "text", "fields"))
         if unknown:
             raise IngestionError(
-                f"record {index}: unknown key(s) {', '.join(unknown)}; a record has id, "
-                "text and fields"
+                f"{name}: unknown key(s) {', '.join(unknown)}; a record has id, text and fields"
             )
         try:
             return Record(**{str(k): v for k, v in item.items()})
         except IngestionError as exc:
-            raise IngestionError(f"record {index}: {exc}") from None
+            raise IngestionError(f"{name}: {exc}") from None
     framework = _framework_of(item)
     if framework is not None:
-        return _framework_record(item, framework, f"record {index}")
-    raise IngestionError(
-        f"record {index}: expected {_ACCEPTED}, not {_type_name(item)}{_near_miss(item)}"
-    )
+        return _framework_record(item, framework, name)
+    raise IngestionError(f"{name}: expected {_ACCEPTED}, not {_type_name(item)}{_near_miss(item)}")
 
 
 def _document(record: Record, where: str, fields: Mapping[str, FieldValue]) -> Document:
@@ -219,14 +216,19 @@ def _document(record: Record, where: str, fields: Mapping[str, FieldValue]) -> D
 
 
 def record_documents(
-    records: Iterable[RecordInput], fields: Mapping[str, FieldValue] | None = None
+    records: Iterable[RecordInput],
+    fields: Mapping[str, FieldValue] | None = None,
+    *,
+    names: Sequence[str] | None = None,
 ) -> list[Document]:
     """Every record as a ``Document``, all checked first.
 
     ``fields`` (already checked) apply to every record, over its own. Raises one
     ``IngestionError`` naming up to five problems (by position and id) and how many
     there were; an id given twice is a problem too, unless both items are the same
-    text under its derived id (the second is then dropped).
+    text under its derived id (the second is then dropped). ``names`` says what to
+    call each item in those problems (``record 0`` ...), so a caller that read the
+    records from lines of a file can name the lines.
     """
     single = isinstance(records, str | bytes | Mapping | Record) or _framework_of(records)
     if single or not isinstance(records, Iterable):
@@ -239,11 +241,15 @@ def record_documents(
     problems: list[str] = []
     seen: dict[str, int] = {}
     kept: dict[int, int] = {}  # position in the batch -> position in documents
+
+    def name_of(index: int) -> str:
+        return names[index] if names is not None and index < len(names) else f"record {index}"
+
     for index, item in enumerate(records):
         try:
-            record = _as_record(item, index)
-            where = f"record {index} ({record.id!r})" if isinstance(record.id, str) else ""
-            document = _document(record, where or f"record {index}", fields or {})
+            record = _as_record(item, name_of(index))
+            where = f"{name_of(index)} ({record.id!r})" if isinstance(record.id, str) else ""
+            document = _document(record, where or name_of(index), fields or {})
         except IngestionError as exc:
             problems.append(str(exc))
             continue
@@ -252,7 +258,7 @@ def record_documents(
         if repeated and documents[kept[first]] == document:
             continue  # the same text twice: stored once
         if first != index:
-            problems.append(f"record {index}: id {record.id!r} is also given by record {first}")
+            problems.append(f"{name_of(index)}: id {record.id!r} is also given by {name_of(first)}")
             continue
         kept[index] = len(documents)
         documents.append(document)

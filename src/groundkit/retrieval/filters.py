@@ -302,7 +302,8 @@ def _condition(name: str, op: object, operand: object) -> Condition:
 def glob_pattern(glob: str) -> re.Pattern[str]:
     """A compiled pattern for a path glob: ``*`` and ``?`` within one segment, ``**``
     across segments (``docs/**/*.md`` matches ``docs/a.md`` and ``docs/x/y/a.md``),
-    ``[abc]`` a character class; case-sensitive, whole-string."""
+    ``[abc]`` a character class; case-sensitive, whole-string. A class that cannot be
+    read is an ``InvalidQueryError`` naming the glob, never a regex error."""
     out: list[str] = []
     i = 0
     while i < len(glob):
@@ -320,20 +321,55 @@ def glob_pattern(glob: str) -> re.Pattern[str]:
         elif char == "?":
             out.append("[^/]")
         elif char == "[":
-            end = glob.find("]", i + 2 if glob[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if end < 0:
-                out.append(re.escape(char))
-            else:
-                body = glob[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end + 1
-                continue
+            pattern, i = _glob_class(glob, i)
+            out.append(pattern)
+            continue
         else:
             out.append(re.escape(char))
         i += 1
     return re.compile("".join(out), re.DOTALL)
+
+
+_POSIX_CLASS = re.compile(r"\[([:=.])[^\]]*\1$")
+
+
+def _glob_class(glob: str, start: int) -> tuple[str, int]:
+    """The regex for the class opening at ``glob[start]`` and the index after it.
+
+    As in fnmatch, ``!`` first negates and a ``]`` first (after any ``!``) is a member;
+    every other member is literal, so ``[[]`` matches ``[``. Ranges must run upwards.
+    POSIX classes (``[[:alpha:]]``) are refused rather than read as a set of characters."""
+    where = f"filter 'source' glob {glob!r}"
+    j = start + 1
+    negate = glob.startswith("!", j)
+    first = j + 1 if negate else j
+    end = glob.find("]", first + 1 if glob.startswith("]", first) else first)
+    if end < 0:
+        raise InvalidQueryError(
+            f"{where}: the '[' at character {start} opens a class no ']' closes; "
+            "write [[] to match a '[' itself"
+        )
+    body = glob[first:end]
+    if _POSIX_CLASS.search(body):
+        raise InvalidQueryError(
+            f"{where}: POSIX classes such as [:alpha:] are not supported; "
+            "list the characters instead, as in [a-zA-Z]"
+        )
+    members: list[str] = []
+    k = 0
+    while k < len(body):
+        if k + 2 < len(body) and body[k + 1] == "-":
+            low, high = body[k], body[k + 2]
+            if low > high:
+                raise InvalidQueryError(
+                    f"{where}: the range {low}-{high} runs backwards; write {high}-{low}"
+                )
+            members.append(f"{re.escape(low)}-{re.escape(high)}")
+            k += 3
+        else:
+            members.append(re.escape(body[k]))
+            k += 1
+    return "[" + ("^" if negate else "") + "".join(members) + "]", end + 1
 
 
 def _scalar(value: object, where: str) -> FieldScalar:

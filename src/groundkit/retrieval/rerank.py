@@ -182,6 +182,9 @@ class CrossEncoderReranker:
 
     def _load_sync(self) -> _Predictor:
         started = time.perf_counter()
+        missing = self._missing()
+        if missing is not None:  # known without loading (and without the hub's log lines)
+            raise RerankerNotConfiguredError(self._failure(missing))
         try:
             import torch
             from sentence_transformers import CrossEncoder
@@ -199,7 +202,10 @@ class CrossEncoderReranker:
                 activation_fn=torch.nn.Identity(),
             )
         except Exception as exc:
-            raise RerankerNotConfiguredError(self._load_failure(exc)) from exc
+            # The loader's own words stay out of the message (they name its internals);
+            # they are the error's cause and a debug record.
+            logger.debug("cross-encoder %s did not load: %r", self.model_name, exc)
+            raise RerankerNotConfiguredError(self._load_failure()) from exc
         architectures = getattr(getattr(model, "config", None), "architectures", None) or []
         if architectures and all(str(a).endswith("Model") for a in architectures):
             # A bare encoder loads "successfully" with a randomly initialised
@@ -216,26 +222,35 @@ class CrossEncoderReranker:
         )
         return model
 
-    def _load_failure(self, exc: Exception) -> str:
+    def _missing(self) -> str | None:
+        """Why the model cannot be there, when the name alone tells: a file, or a path
+        (not a hub name) to nothing."""
         name = self.model_name
         path = os.path.expanduser(name)
         if os.path.isdir(path):
+            return None
+        if os.path.exists(path):
+            return "it is a file, not a model's directory"
+        if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+            return "no such directory"
+        return None
+
+    def _load_failure(self) -> str:
+        if os.path.isdir(os.path.expanduser(self.model_name)):
             hint = (
                 "the directory is not a loadable sequence-classification model "
                 "(it needs config.json, weights and tokenizer files)"
             )
-        elif os.path.exists(path):
-            hint = "it is a file; pass the model's directory"
-        elif name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
-            hint = "no such directory"
         else:
-            hint = (
+            hint = self._missing() or (
                 "there is no local directory of that name and the hub could not provide it "
                 "(check the name, the network, or HF_HUB_OFFLINE and the local cache)"
             )
-        detail = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+        return self._failure(hint)
+
+    def _failure(self, hint: str) -> str:
         return (
-            f"cannot load cross-encoder {name!r}: {hint} [{type(exc).__name__}: {detail}]; "
+            f"cannot load cross-encoder {self.model_name!r}: {hint}; "
             "pass the directory or hub name of a sequence-classification cross-encoder"
         )
 

@@ -44,7 +44,7 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "serve",
         help="serve an index directory's collections to LLM hosts over MCP",
         description="Serve every collection in --index-dir over the Model Context Protocol: "
-        "tools search, fetch_chunk and list_collections.",
+        "tools search, search_collections, fetch_chunk, verify_answer and list_collections.",
     )
     # Defaults come from grk's own options (they may also be given before 'serve').
     serve.add_argument(

@@ -671,8 +671,12 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
                     tool_error(
                         self.name,
                         "invalid arguments",
-                        f"unknown argument(s) {', '.join(map(repr, unknown))}; expected "
-                        f"{', '.join(sorted(known))}",
+                        f"unknown argument(s) {', '.join(map(repr, unknown))}; "
+                        + (
+                            f"expected {', '.join(sorted(known))}"
+                            if known
+                            else f"{self.name} takes no arguments"
+                        ),
                     )
                 )
             try:

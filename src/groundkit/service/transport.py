@@ -8,6 +8,7 @@ no data. Tokens are compared in constant time.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import json
@@ -211,12 +212,45 @@ async def serve_asgi(
             if self.started:
                 started(self)
 
+    bind = _BindFailure()
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addFilter(bind)
     try:
         await _Announcing(config).serve()
     except SystemExit:  # uvicorn exits when it cannot bind
         raise ConfigurationError(
-            f"cannot listen on {netloc(host, port)} (address in use or not available)"
-        ) from None
+            f"cannot listen on {netloc(host, port)}: {_bind_reason(bind.error)}"
+        ) from bind.error
+    finally:
+        uvicorn_log.removeFilter(bind)
+
+
+class _BindFailure(logging.Filter):
+    """Takes uvicorn's record of a failed bind (the socket error, as the OS words it)
+    out of the log and keeps the error: grk says it once, in its own words."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.error: OSError | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, OSError):
+            self.error = record.msg
+            logger.debug("uvicorn could not bind: %s", record.msg)
+            return False
+        return True
+
+
+def _bind_reason(error: OSError | None) -> str:
+    """Why a bind failed, by its errno."""
+    code = error.errno if error is not None else None
+    if code == errno.EADDRINUSE:
+        return "the port is in use; stop what listens there or pick another port"
+    if code == errno.EADDRNOTAVAIL:
+        return "the address is not one of this host's; check the host"
+    if code == errno.EACCES:
+        return "permission denied (ports below 1024 need privileges); pick another port"
+    return "the address is in use or not available"
 
 
 def _bracketed(host: str) -> str:

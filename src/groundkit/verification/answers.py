@@ -633,6 +633,10 @@ def _check_answer(answer: object) -> None:
         raise RetrievalError(problem)
 
 
+# A rank longer than this names no result of any list (and int() refuses thousands of digits).
+_MAX_RANK_DIGITS = 18
+
+
 def _resolver(results: list[RetrievalResult], markers: Mapping[str, str] | None) -> _Resolver:
     by_chunk: dict[str, int] = {}
     for i, r in enumerate(results):
@@ -644,7 +648,7 @@ def _resolver(results: list[RetrievalResult], markers: Mapping[str, str] | None)
     def resolve(label: str) -> int | None:
         if label in mapping:
             return by_chunk.get(mapping[label])
-        if label.isdigit():
+        if label.isdecimal() and len(label) <= _MAX_RANK_DIGITS:
             n = int(label)
             return n - 1 if 1 <= n <= len(results) else None
         return None

@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 # A numeric list ("1, 3", "2-4", "1;2"), in square or lenticular brackets, or a footnote.
-_ONE = r"\d{1,4}(?:\s*[-\u2013]\s*\d{1,4})?"
+# Any number of digits: a marker naming result 12345 of ten is dangling, not prose.
+_ONE = r"\d+(?:\s*[-\u2013]\s*\d+)?"
 _NUMBERS = rf"{_ONE}(?:\s*[,;\uff0c\u3001]\s*{_ONE})*"
 DEFAULT_MARKER_PATTERN = re.compile(
     rf"\[\^(?P<foot>[A-Za-z0-9_.:-]{{1,64}})\]"
@@ -44,6 +45,9 @@ _SPLIT = re.compile(r"\s*[,;\uff0c\u3001]\s*")
 _RANGE = re.compile(r"(\d+)\s*[-\u2013]\s*(\d+)")
 # A range longer than this is a typo or an attack, not a citation.
 _MAX_RANGE = 50
+# Digits past this name no result any list holds; kept as written, never made an int
+# (Python refuses to convert more than 4,300 digits).
+_MAX_DIGITS = 18
 # Seconds a caller's pattern may take over one answer (a sane one needs milliseconds
 # for the longest answer checked), and the longest pattern taken.
 MARKER_PATTERN_TIMEOUT = 1.0
@@ -149,7 +153,10 @@ def _numbers(text: str) -> tuple[str, ...]:
     for part in _SPLIT.split(text.strip()):
         ranged = _RANGE.fullmatch(part)
         if ranged is None:
-            labels.append(str(int(part)))
+            labels.append(str(int(part)) if len(part) <= _MAX_DIGITS else part)
+            continue
+        if max(len(ranged.group(1)), len(ranged.group(2))) > _MAX_DIGITS:
+            labels.append(part)
             continue
         lo, hi = int(ranged.group(1)), int(ranged.group(2))
         if hi < lo or hi - lo >= _MAX_RANGE:
