@@ -218,9 +218,7 @@ class MetadataStoreConformance:
         assert record is not None and record.chunk_count == 1
         assert (record.version, record.past_versions) == (2, 1)
 
-    async def test_a_document_stored_already_is_not_a_version_of_itself(
-        self, store: Store
-    ) -> None:
+    async def test_a_document_stored_already_is_not_a_version_of_itself(self, store: Store) -> None:
         """A writer that read a folder before another committed the same file takes it
         for new; its write leaves the stored row as it is, not a past version of the
         same text."""
