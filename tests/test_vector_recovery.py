@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from groundkit import ChunkingConfig, Collection, RetrievalError
+from groundkit import ChunkingConfig, Collection, IngestionError, RetrievalError
 from groundkit.cli import main as grk
 from groundkit.service import CollectionRegistry
 from groundkit.storage import SQLiteMetadataStore
@@ -376,7 +376,8 @@ async def test_a_vector_table_never_finished_is_rebuilt(tmp_path: Path) -> None:
     write_tree(base, {f"n{i}.txt": f"Note {i} on tide pools.\n" for i in range(5)})
     col = await Collection.open(index, base_dir=base, embedder=_FullDisk())
     try:
-        with pytest.raises(OSError):
+        # The embedder's own error, typed (providers/checked.py).
+        with pytest.raises(IngestionError, match="No space left on device"):
             await col.ingest(base)
     finally:
         await col.close()
