@@ -9,10 +9,11 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from groundkit import Collection, NotGroundedError, RetrievalResult
+from groundkit import Collection, InvalidQueryError, NotGroundedError, RetrievalResult
 from groundkit.testing import Grounding, assert_answer_grounded, assert_grounded, check_grounded
 from tests.support import write_tree
 
@@ -126,6 +127,41 @@ async def test_no_quotes_or_no_results_fail(col: Collection) -> None:
         assert_grounded([], results, base_dir=col.base_dir)
     with pytest.raises(NotGroundedError, match="there are no results to ground it in"):
         assert_grounded(["Green tea"], [], base_dir=col.base_dir)
+
+
+async def test_a_bare_string_is_refused_not_read_letter_by_letter(col: Collection) -> None:
+    """Each letter of a made-up quote is somewhere in the results: read as a list of
+    one-letter quotes, "Bananas" would pass."""
+    results = await _results(col, "green tea")
+    with pytest.raises(InvalidQueryError, match="not one string"):
+        assert_grounded("Bananas", results, base_dir=col.base_dir)
+    with pytest.raises(InvalidQueryError, match="not one string"):
+        await check_grounded("Bananas", results, base_dir=col.base_dir)
+    with pytest.raises(NotGroundedError, match="Bananas"):
+        assert_grounded(["Bananas"], results, base_dir=col.base_dir)
+
+
+@pytest.mark.parametrize(
+    ("quotes", "message"),
+    [
+        ([123], "quote 1 must be a str"),
+        ([("q", "c", "x")], "quote 1 must be a str or a"),
+        (["Green tea", "  "], "quote 2 is empty"),
+        (None, "must be a list of quotes"),
+    ],
+)
+async def test_malformed_quotes_are_query_errors(
+    col: Collection, quotes: Any, message: str
+) -> None:
+    results = await _results(col, "green tea")
+    with pytest.raises(InvalidQueryError, match=message):
+        assert_grounded(quotes, results, base_dir=col.base_dir)
+
+
+@pytest.mark.parametrize("results", [None, "tea", [1]])
+async def test_malformed_results_are_query_errors(col: Collection, results: Any) -> None:
+    with pytest.raises(InvalidQueryError, match="results"):
+        assert_grounded(["Green tea"], results, base_dir=col.base_dir)
 
 
 async def test_grounding_binds_the_directories(col: Collection) -> None:
@@ -279,7 +315,7 @@ async def test_assert_answer_grounded_names_each_failing_sentence(col: Collectio
         assert_answer_grounded(
             "Everyone drinks tea every morning.", response, base_dir=col.base_dir, allow={"uncited"}
         )
-    with pytest.raises(ValueError, match="not problems"):
+    with pytest.raises(InvalidQueryError, match="not problems"):
         assert_answer_grounded("x", response, base_dir=col.base_dir, allow={"quoted"})
 
 

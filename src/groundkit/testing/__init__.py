@@ -51,7 +51,7 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchResponse,
 )
-from groundkit.errors import NotGroundedError
+from groundkit.errors import InvalidQueryError, NotGroundedError
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.verification.answers import AnswerChecker
@@ -101,14 +101,54 @@ class GroundedQuote:
 def _results(results: Results) -> list[RetrievalResult | FetchResult]:
     if isinstance(results, SearchResponse):
         return list(results.results)
-    return list(results)
+    if isinstance(results, str | bytes) or not isinstance(results, Iterable):
+        raise InvalidQueryError(
+            f"results must be a SearchResponse or the results the answer was given, "
+            f"not {type(results).__name__}"
+        )
+    listed = list(results)
+    for position, result in enumerate(listed):
+        if not isinstance(result, RetrievalResult | FetchResult):
+            raise InvalidQueryError(
+                f"results[{position}] is a {type(result).__name__}, not a RetrievalResult "
+                "or FetchResult"
+            )
+    return listed
 
 
-def _split(item: AnswerQuote) -> tuple[str, str | None]:
-    if isinstance(item, str):
-        return item, None
-    quote, chunk_id = item
-    return quote, chunk_id
+def _quotes(answer_quotes: Iterable[AnswerQuote]) -> list[tuple[str, str | None]]:
+    """The quotes as ``(quote, chunk id or None)``; ``InvalidQueryError`` for anything
+    else. A bare string is refused, not taken character by character: each character
+    would be found somewhere, and the check would pass on a made-up quote."""
+    if isinstance(answer_quotes, str | bytes):
+        raise InvalidQueryError(
+            "answer_quotes is a list of quotes, not one string: pass [quote] (or "
+            "[(quote, chunk_id)]); a string would be read one character at a time"
+        )
+    if not isinstance(answer_quotes, Iterable):
+        raise InvalidQueryError(
+            f"answer_quotes must be a list of quotes, not {type(answer_quotes).__name__}"
+        )
+    out: list[tuple[str, str | None]] = []
+    for number, item in enumerate(answer_quotes, start=1):
+        if isinstance(item, str):
+            quote, chunk_id = item, None
+        elif (
+            isinstance(item, tuple | list)
+            and len(item) == 2
+            and isinstance(item[0], str)
+            and isinstance(item[1], str)
+        ):
+            quote, chunk_id = item[0], item[1]
+        else:
+            raise InvalidQueryError(
+                f"quote {number} must be a str or a (quote, chunk_id) pair of str, "
+                f"not {type(item).__name__}"
+            )
+        if not quote.strip():
+            raise InvalidQueryError(f"quote {number} is empty: an empty quote proves nothing")
+        out.append((quote, chunk_id))
+    return out
 
 
 def _problem(check: QuoteCheck) -> str:
@@ -118,10 +158,10 @@ def _problem(check: QuoteCheck) -> str:
 async def _one(
     checker: QuoteChecker,
     number: int,
-    item: AnswerQuote,
+    item: tuple[str, str | None],
     results: Sequence[RetrievalResult | FetchResult],
 ) -> GroundedQuote:
-    quote, chunk_id = _split(item)
+    quote, chunk_id = item
     if chunk_id is not None:
         cited = [r for r in results if r.citation.chunk_id == chunk_id]
         if not cited:
@@ -168,11 +208,11 @@ async def check_grounded(
     snapshot_dir: SnapshotLocation | None = None,
 ) -> list[GroundedQuote]:
     """One ``GroundedQuote`` per quote, in order; each source is read once."""
+    quotes = _quotes(answer_quotes)
     listed = _results(results)
     checker = QuoteChecker(base_dir, snapshot_dir=snapshot_dir)
     return [
-        await _one(checker, number, item, listed)
-        for number, item in enumerate(answer_quotes, start=1)
+        await _one(checker, number, item, listed) for number, item in enumerate(quotes, start=1)
     ]
 
 
@@ -235,7 +275,10 @@ def assert_grounded(
     async tests alike; returns the outcomes when all is well.
     """
     __tracebackhide__ = True
-    quotes = list(answer_quotes)
+    quotes: list[AnswerQuote] = [
+        quote if chunk_id is None else (quote, chunk_id)
+        for quote, chunk_id in _quotes(answer_quotes)
+    ]
     listed = _results(results)
     outcomes: list[GroundedQuote] = _run(
         lambda: check_grounded(quotes, listed, base_dir=base_dir, snapshot_dir=snapshot_dir)
@@ -293,7 +336,7 @@ def assert_answer_grounded(
     allowed = set(allow)
     unknown = allowed - set(ANSWER_PROBLEMS)
     if unknown:
-        raise ValueError(f"allow= names verdicts that are not problems: {sorted(unknown)}")
+        raise InvalidQueryError(f"allow= names verdicts that are not problems: {sorted(unknown)}")
     checker = AnswerChecker(
         base_dir,
         snapshot_dir=snapshot_dir,
