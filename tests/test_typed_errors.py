@@ -300,3 +300,56 @@ def test_a_settings_dict_is_refused_naming_its_model(tmp_path: Path, setting: st
         settings: dict[str, Any] = {setting: {"max_chars": 600}}
         Collection.open(tmp_path / "idx", **settings)
     assert not (tmp_path / "idx").exists()
+
+
+# -- the verification functions' arguments -----------------------------------------
+
+
+async def test_verification_arguments_of_the_wrong_type_are_query_errors(
+    ingested: Collection,
+) -> None:
+    from groundkit import check_citation, check_quote, verify_answer
+
+    result = (await ingested.search("solar", 1)).results[0]
+    base = ingested.base_dir
+    calls: list[tuple[str, Any]] = [
+        ("the quote must be a str", lambda: check_quote(None, result, base)),  # type: ignore[arg-type]
+        ("not str", lambda: check_quote("x", "a-chunk-id", base)),  # type: ignore[arg-type]
+        ("not dict", lambda: check_quote("x", {"chunk_id": "x"}, base)),  # type: ignore[arg-type]
+        ("max_bytes must be", lambda: check_quote("x", result, base, max_bytes="x")),  # type: ignore[arg-type]
+        ("must be a path", lambda: check_citation(result.citation, result.content, None)),  # type: ignore[arg-type]
+        ("must be a path", lambda: verify_answer("Solar [1].", [result], None)),  # type: ignore[arg-type]
+        ("must be a path .*, not an empty string", lambda: check_quote("x", result, "")),
+        ("maps to a list", lambda: verify_answer("S [^a].", [result], base, markers={"a": ["x"]})),  # type: ignore[dict-item]
+    ]
+    for message, call in calls:
+        with pytest.raises(InvalidQueryError, match=message):
+            await call()
+
+
+def test_receipts_json_cannot_hold_are_receipt_errors(tmp_path: Path) -> None:
+    from groundkit import ReceiptError
+    from groundkit.verification.receipts import dump_receipts, parse_receipts
+
+    for given, message in [
+        ([{"a": float("nan")}], "receipt 1 cannot be written as JSON"),
+        ([{"a": object()}], "receipt 1 cannot be written as JSON"),
+        ([1], "receipt 1 is a int, not an annotation"),
+    ]:
+        with pytest.raises(ReceiptError, match=message):
+            dump_receipts(given)  # type: ignore[arg-type]
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ReceiptError, match="nested too deeply"):
+        parse_receipts(deep)
+
+
+def test_grk_verify_of_a_deeply_nested_receipts_file_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from groundkit.cli import main as grk
+
+    receipts = tmp_path / "deep.json"
+    receipts.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    assert grk(["verify", "--receipts", str(receipts), "--base-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "nested too deeply" in err and "Traceback" not in err

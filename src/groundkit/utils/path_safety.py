@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from groundkit.errors import InvalidQueryError
+
 __all__ = [
     "PathEscapeError",
+    "base_directory",
     "ensure_within",
     "is_within",
     "printable_path",
@@ -17,6 +20,16 @@ __all__ = [
 
 class PathEscapeError(ValueError):
     """A path resolves outside its allowed base (after following symlinks)."""
+
+
+def base_directory(value: object, what: str = "the base directory") -> Path:
+    """``value`` as the directory reads are confined to; ``InvalidQueryError`` for
+    anything that is not a path (``None``, a number), which ``Path`` would refuse with a
+    bare ``TypeError`` or, for ``""``, take for the current directory."""
+    if isinstance(value, str | os.PathLike) and os.fspath(value) not in ("", b""):
+        return Path(os.fsdecode(value))
+    shown = "an empty string" if value == "" else type(value).__name__
+    raise InvalidQueryError(f"{what} must be a path (str or os.PathLike), not {shown}")
 
 
 def is_within(path: Path, base: Path) -> bool:

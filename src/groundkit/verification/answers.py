@@ -63,7 +63,7 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchResponse,
 )
-from groundkit.errors import GroundkitError, RetrievalError
+from groundkit.errors import GroundkitError, InvalidQueryError, RetrievalError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers import checked
 from groundkit.providers.protocols import EmbeddingProtocol
@@ -644,6 +644,15 @@ def _resolver(results: list[RetrievalResult], markers: Mapping[str, str] | None)
     if markers is not None and not isinstance(markers, Mapping):
         raise RetrievalError(f"markers must map labels to chunk ids, not {type(markers).__name__}")
     mapping = dict(markers or {})
+    for label, chunk_id in mapping.items():
+        if not isinstance(label, str) or not isinstance(chunk_id, str):
+            raise InvalidQueryError(
+                f"markers must map labels (str) to chunk ids (str); {label!r} maps to a "
+                f"{type(chunk_id).__name__}"
+                if isinstance(label, str)
+                else f"markers must map labels (str) to chunk ids (str), not a "
+                f"{type(label).__name__} label"
+            )
 
     def resolve(label: str) -> int | None:
         if label in mapping:

@@ -443,6 +443,12 @@ async def from_openai_annotations(
             f"file_ids must map uploaded file ids to chunk ids, not {type(file_ids).__name__}"
         )
     ids = dict(file_ids or {})
+    for file_id, chunk_id in ids.items():
+        if not isinstance(file_id, str) or not isinstance(chunk_id, str):
+            raise RetrievalError(
+                "file_ids must map uploaded file ids (str) to chunk ids (str); "
+                f"found a {type(file_id).__name__} mapped to a {type(chunk_id).__name__}"
+            )
     mapper = _Mapper("openai", listed, allowed_base_dir, snapshot_dir, max_bytes)
     by_chunk = {r.chunk_id: i for i, r in reversed(list(enumerate(listed)))}
     by_source = {r.source: i for i, r in reversed(list(enumerate(listed)))}

@@ -26,6 +26,7 @@ from groundkit.contracts import (
 )
 from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
+from groundkit.utils.path_safety import base_directory
 from groundkit.verification.anchoring import Anchor
 from groundkit.verification.sources import read_source, slice_span, source_key
 from groundkit.verification.verdict import KEPT_COPY_NOTE, deprecated_alias, judge, locate
@@ -113,6 +114,13 @@ def _normalized(text: str) -> tuple[str, list[tuple[int, int]]]:
 
 
 def _cited(cited: Cited, content: str | None) -> tuple[Citation, str]:
+    if not isinstance(cited, Citation | RetrievalResult | FetchResult):
+        raise InvalidQueryError(
+            f"a quote is checked against a RetrievalResult, FetchResult or Citation, not "
+            f"{type(cited).__name__}"
+        )
+    if content is not None and not isinstance(content, str):
+        raise InvalidQueryError(f"content= must be a str, not {type(content).__name__}")
     if isinstance(cited, Citation):
         if content is None:
             raise InvalidQueryError(
@@ -155,7 +163,13 @@ class QuoteChecker:
         max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
         locator: Locator | None = None,
     ) -> None:
-        self.allowed_base_dir = Path(allowed_base_dir)
+        self.allowed_base_dir = base_directory(allowed_base_dir, "allowed_base_dir")
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        ):
+            raise InvalidQueryError(
+                f"max_bytes must be a positive integer or None, not {max_bytes!r}"
+            )
         self.snapshot_dir = snapshot_dir
         self.max_bytes = max_bytes
         self._locator = locator or _locate
@@ -202,6 +216,8 @@ class QuoteChecker:
 
     async def check(self, quote: str, cited: Cited, *, content: str | None = None) -> QuoteCheck:
         """The verdict on one quote; see ``check_quote``."""
+        if not isinstance(quote, str):
+            raise InvalidQueryError(f"the quote must be a str, not {type(quote).__name__}")
         citation, expected = _cited(cited, content)
         span = await self.span_verdict(citation, content=expected)
         return self.check_read(quote, citation, expected, span)

@@ -30,6 +30,7 @@ from groundkit.contracts import STORED_TEXT_CLASSES, Citation, FetchResult, Sour
 from groundkit.errors import ConfigurationError, ReceiptError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
+from groundkit.utils.path_safety import base_directory
 from groundkit.verification.anchoring import Anchor
 from groundkit.verification.sources import read_source, source_key
 from groundkit.verification.verdict import find_again, judge
@@ -214,7 +215,14 @@ def _no_constant(name: str) -> None:
 
 
 def _load(text: str) -> Any:
-    return json.loads(text, parse_constant=_no_constant)
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        # Python's parser gives up about a thousand levels down; no receipt is that deep.
+        raise ReceiptError(
+            "the receipts file is nested too deeply to hold receipts (JSON arrays or "
+            "objects inside each other, hundreds of levels down)"
+        ) from None
 
 
 def parse_receipts(text: str) -> list[Receipt]:
@@ -266,8 +274,24 @@ async def read_receipts(path: Path | str) -> list[Receipt]:
 
 
 def dump_receipts(annotations: Iterable[Mapping[str, Any]], *, lines: bool = True) -> str:
-    """``annotations`` as JSON Lines (default) or as one JSON array."""
-    items = [dict(a) for a in annotations]
+    """``annotations`` as JSON Lines (default) or as one JSON array; ``ReceiptError``
+    naming the first that is no mapping or holds what JSON cannot (NaN, an object)."""
+    items: list[dict[str, Any]] = []
+    for number, annotation in enumerate(annotations, 1):
+        if not isinstance(annotation, Mapping):
+            raise ReceiptError(
+                f"receipt {number} is a {type(annotation).__name__}, not an annotation "
+                "(a mapping, as Citation.to_annotation() gives)",
+                number=number,
+            )
+        item = dict(annotation)
+        try:
+            json.dumps(item, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ReceiptError(
+                f"receipt {number} cannot be written as JSON: {exc}", number=number
+            ) from None
+        items.append(item)
     if lines:
         return "".join(json.dumps(a, ensure_ascii=False, allow_nan=False) + "\n" for a in items)
     return json.dumps(items, ensure_ascii=False, allow_nan=False, indent=2) + "\n"
@@ -315,7 +339,7 @@ async def check_receipts(
     parsed = [
         r if isinstance(r, Receipt) else parse_receipt(r, n) for n, r in enumerate(receipts, 1)
     ]
-    base = Path(allowed_base_dir)
+    base = base_directory(allowed_base_dir, "allowed_base_dir")
     texts: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
     out: list[FetchResult] = []
     for receipt in parsed:

@@ -22,6 +22,7 @@ from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
+from groundkit.utils.path_safety import base_directory
 from groundkit.verification.anchoring import Anchor, reanchor
 from groundkit.verification.sources import SourceText, read_source, slice_span
 
@@ -204,10 +205,9 @@ async def check_citation(
             f"content must be the text the citation stands for (a str), not "
             f"{type(content).__name__}"
         )
+    base = base_directory(base_dir, "base_dir")  # a bad argument raises, not a verdict
     try:
-        text = await read_source(
-            citation, Path(base_dir), snapshot_dir=snapshot_dir, max_bytes=max_bytes
-        )
+        text = await read_source(citation, base, snapshot_dir=snapshot_dir, max_bytes=max_bytes)
     except RetrievalError as exc:
         return judge(content, citation, None, exc)
     return judge(content, citation, text, None, locate(content, citation, text))
@@ -257,7 +257,7 @@ async def citation_holds(
     raises with ``verdict="drifted"``, as ``verify_citation`` always did."""
     text = await read_source(
         citation,
-        Path(allowed_base_dir),
+        base_directory(allowed_base_dir, "allowed_base_dir"),
         snapshot_dir=options.get("snapshot_dir"),
         max_bytes=options.get("max_bytes", DEFAULT_MAX_FILE_BYTES),
     )
