@@ -11,7 +11,7 @@ from langchain_core.runnables import RunnableLambda
 
 import groundkit
 import groundkit.sync as gks
-from groundkit import ConfigurationError, IngestionError, RetrievalError
+from groundkit import ConfigurationError, IngestionError, InvalidQueryError, RetrievalError
 from groundkit.integrations.langchain import (
     CITATION_KEY,
     GroundkitRetriever,
@@ -118,3 +118,32 @@ def test_a_loaders_documents_are_ingested_as_records(tmp_path: Path) -> None:
         (doc,) = GroundkitRetriever(collection=col, top_k=1).invoke("api keys rotate")
         assert doc.metadata["fields"] == {"page": 1, "team": "security"}
         assert col.fetch_chunk(citation_of(doc).chunk_id).verification == "verified"
+
+
+def test_an_expanded_search_carries_its_passage(sync_collection: gks.SyncCollection) -> None:
+    """The passage expand= asks for reaches the document's metadata; the text stays the
+    cited chunk, so the citation still verifies."""
+    plain = GroundkitRetriever(collection=sync_collection, top_k=2).invoke("boiling water")
+    assert plain[0].metadata["context"] is None
+    docs = GroundkitRetriever(collection=sync_collection, top_k=2, expand="window").invoke(
+        "boiling water"
+    )
+    context = docs[0].metadata["context"]
+    assert context["kind"] == "window"
+    assert docs[0].page_content in context["content"]
+    assert docs[0].metadata["chunk_id"] in context["chunk_ids"]
+    base = sync_collection.base_dir
+    source = (base / docs[0].metadata["source"]).read_text(encoding="utf-8")
+    assert source[context["start_offset"] : context["end_offset"]] == context["content"]
+    assert gks.check_citation(citation_of(docs[0]), docs[0].page_content, base).ok
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"mode": "xx"}, "mode"), ({"top_k": 0}, "top_k"), ({"mmr": 2.0}, "mmr")],
+)
+def test_bad_options_are_refused_where_the_retriever_is_made(
+    sync_collection: gks.SyncCollection, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(InvalidQueryError, match=message):
+        GroundkitRetriever(collection=sync_collection, **options)

@@ -36,7 +36,7 @@ __all__ = [
 # JSON-ready dict that ``Citation.model_validate`` reads back).
 CITATION_KEY = "groundkit_citation"
 # Keys the frameworks should not show an LLM or an embedder as part of the text.
-HIDDEN_KEYS = (CITATION_KEY, "chunk_id", "document_id", "score", "collection")
+HIDDEN_KEYS = (CITATION_KEY, "chunk_id", "document_id", "score", "collection", "context")
 
 Searchable = Collection | SyncCollection
 
@@ -184,6 +184,9 @@ def result_metadata(result: RetrievalResult) -> dict[str, Any]:
         "collection": result.collection,
         "fields": result.fields,
         CITATION_KEY: citation.model_dump(mode="json"),
+        # With expand=..., the passage around the chunk (its text, offsets, the chunks it
+        # spans and the hits folded into it); the document's text stays the cited chunk.
+        "context": None if result.context is None else result.context.model_dump(mode="json"),
     }
 
 

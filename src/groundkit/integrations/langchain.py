@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from groundkit.contracts import Citation, ContextKind, Record, RetrievalResult, SearchMode
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, InvalidQueryError
 from groundkit.integrations._common import (
     CITATION_KEY,
     Searcher,
@@ -43,7 +43,7 @@ try:
     )
     from langchain_core.documents import Document
     from langchain_core.retrievers import BaseRetriever
-    from pydantic import Field
+    from pydantic import Field, ValidationError
 except ImportError:  # pragma: no cover - exercised without the extra
     raise ConfigurationError(
         "the LangChain retriever needs the 'langchain' extra: pip install groundkit[langchain]"
@@ -79,6 +79,21 @@ class GroundkitRetriever(BaseRetriever):
     min_relevance: float | Literal["auto"] | None = Field(
         default=None, description=SearchRequest.describe("min_relevance")
     )
+
+    def __init__(self, **data: Any) -> None:
+        """The options are checked here, in groundkit's words (``InvalidQueryError``),
+        and the collection too: a bad retriever fails where it is made, as the
+        LlamaIndex and Haystack ones do, not at its first ``invoke``."""
+        SearchRequest.checked_options(
+            **{name: value for name, value in data.items() if name in SearchRequest.model_fields}
+        )
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False, include_input=False)[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the retriever"
+            raise InvalidQueryError(f"GroundkitRetriever {where}: {first['msg']}") from None
+        self._searcher()
 
     def _searcher(self) -> Searcher:
         names = [name for name in SearchRequest.model_fields if name != "query"]
