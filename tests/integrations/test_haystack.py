@@ -130,6 +130,45 @@ def test_haystack_filters_are_translated_or_refused(sync_collection: gks.SyncCol
         retriever.run("tea", filters=mixed)
 
 
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"field": "meta.x", "operator": "~~", "value": 1}, "unknown comparison operator '~~'"),
+        ({"operator": "AND"}, "operator 'AND' needs 'conditions'"),
+        ({"operator": "XOR", "conditions": []}, "unknown logical operator 'XOR'"),
+        (
+            {"operator": "AND", "conditions": [{"operator": "NAND", "conditions": []}]},
+            "unknown logical operator 'NAND'",
+        ),
+    ],
+)
+def test_a_malformed_haystack_filter_is_refused_in_haystacks_terms(
+    sync_collection: gks.SyncCollection, filters: dict[str, object], message: str
+) -> None:
+    """Not read as groundkit conditions on fields called 'field' or 'operator'."""
+    with pytest.raises(groundkit.InvalidQueryError, match=message):
+        GroundkitRetriever(sync_collection).run("tea", filters=filters)
+
+
+@pytest.mark.parametrize(
+    "collection",
+    [
+        {"name": "x", "index_dir": 123},
+        {"name": "x", "index_dir": [1, 2]},
+        {"name": "x", "metadata_url": 5},
+    ],
+)
+def test_a_pipeline_collection_of_the_wrong_type_is_a_configuration_error(
+    collection: dict[str, object],
+) -> None:
+    data = {
+        "type": "groundkit.integrations.haystack.GroundkitRetriever",
+        "init_parameters": {"collection": collection},
+    }
+    with pytest.raises(groundkit.ConfigurationError, match="must be text"):
+        GroundkitRetriever.from_dict(data)
+
+
 async def test_a_loaded_pipeline_runs_asynchronously(
     async_collection: groundkit.Collection,
 ) -> None:

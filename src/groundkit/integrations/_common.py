@@ -90,6 +90,12 @@ class CollectionReference:
                 f"a serialised groundkit collection has unknown key(s) {', '.join(unknown)}; "
                 f"it takes {', '.join(sorted(known))}"
             )
+        wrong = sorted(str(k) for k, v in data.items() if v is not None and not isinstance(v, str))
+        if wrong:
+            raise ConfigurationError(
+                f"a serialised groundkit collection's {', '.join(wrong)} must be text "
+                "(a path, URL or name)"
+            )
         return cls(**{str(k): v for k, v in data.items()})
 
     def open(self, *, vectors: bool) -> SyncCollection:

@@ -54,7 +54,7 @@ from groundkit.integrations._common import (
     record_from,
     result_metadata,
 )
-from groundkit.retrieval.filters import from_haystack, is_haystack_filter
+from groundkit.retrieval.filters import from_haystack, meant_for_haystack
 from groundkit.retrieval.request import SearchOptions, SearchRequest
 
 try:
@@ -178,7 +178,7 @@ class GroundkitRetriever:
 
 def _groundkit_filters(filters: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """Haystack-syntax filters translated; groundkit's as they are."""
-    if filters is not None and is_haystack_filter(filters):
+    if filters is not None and meant_for_haystack(filters):
         return from_haystack(filters)
     return filters
 

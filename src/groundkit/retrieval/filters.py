@@ -59,6 +59,7 @@ __all__ = [
     "from_haystack",
     "is_haystack_filter",
     "kind_of",
+    "meant_for_haystack",
     "parse_filters",
 ]
 
@@ -460,6 +461,24 @@ def is_haystack_filter(filters: object) -> bool:
     return False
 
 
+_HAYSTACK_KEYS = frozenset({"field", "operator", "value", "conditions"})
+
+
+def meant_for_haystack(filters: object) -> bool:
+    """Whether ``filters`` was written in Haystack's syntax, well formed or not: a
+    mapping of Haystack's keys only whose ``operator`` is text. groundkit's own form
+    gives a field's condition as a value or a mapping of operators, so a malformed
+    Haystack filter (an unknown operator, ``conditions`` left out) is refused in
+    Haystack's terms instead of being read as conditions on fields called
+    ``operator`` and ``field``."""
+    return (
+        isinstance(filters, Mapping)
+        and "operator" in filters
+        and isinstance(filters["operator"], str)
+        and set(filters) <= _HAYSTACK_KEYS
+    )
+
+
 def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
     """groundkit's form of a Haystack filter; ``InvalidQueryError`` naming the Haystack
     operator for what groundkit cannot express.
@@ -484,7 +503,13 @@ def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
 
 def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, object]]:
     """The AND-ed (field, operator, value) triples a Haystack filter node stands for."""
-    if depth > MAX_FILTER_DEPTH * 4 or not is_haystack_filter(node):
+    if depth > MAX_FILTER_DEPTH * 4:
+        raise InvalidQueryError(
+            f"Haystack filter: conditions nest at most {MAX_FILTER_DEPTH * 4} levels deep"
+        )
+    if isinstance(node, Mapping) and meant_for_haystack(node) and not is_haystack_filter(node):
+        raise InvalidQueryError(_haystack_problem(node))
+    if not is_haystack_filter(node):
         raise InvalidQueryError(
             "Haystack filter: each condition is {'field': 'meta.x', 'operator': '==', "
             "'value': ...} or {'operator': 'AND', 'conditions': [...]}, at most "
@@ -519,6 +544,27 @@ def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, objec
     raise InvalidQueryError(
         "Haystack filter operator 'NOT' has a groundkit form only over one '==', '!=', "
         "'in' or 'not in' condition: {field: {'ne': value}} or {field: {'nin': [values]}}"
+    )
+
+
+def _haystack_problem(node: Mapping[str, object]) -> str:
+    """What is wrong with a filter written in Haystack's syntax, in its terms."""
+    operator = node["operator"]
+    if "field" in node:
+        if operator not in _HAYSTACK_COMPARISONS:
+            return (
+                f"Haystack filter: unknown comparison operator {operator!r}; Haystack's are "
+                f"{', '.join(repr(o) for o in _HAYSTACK_COMPARISONS)}"
+            )
+        return "Haystack filter: a comparison is {'field': ..., 'operator': ..., 'value': ...}"
+    if operator not in _HAYSTACK_LOGIC:
+        return (
+            f"Haystack filter: unknown logical operator {operator!r}; Haystack's are "
+            f"{', '.join(repr(o) for o in _HAYSTACK_LOGIC)}, each with 'conditions'"
+        )
+    return (
+        f"Haystack filter: operator {operator!r} needs 'conditions', a list of conditions, "
+        "and nothing else"
     )
 
 
