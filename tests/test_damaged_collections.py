@@ -17,10 +17,11 @@ import asyncio
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from groundkit import ChunkingConfig, Collection, GroundkitError
+from groundkit import ChunkingConfig, Collection, GroundkitError, StorageError
 from tests.support import ToyEmbedder, assert_all_verify, write_tree
 
 CHUNKS = ChunkingConfig(max_chars=120, overlap_chars=0)
@@ -202,3 +203,35 @@ async def test_damage_is_refused_or_served_correctly_then_repaired(
     finally:
         await col.close()
     assert sorted(p.name for p in index.glob("default.sqlite3.damaged-*"))
+
+
+async def test_a_drop_that_fails_leaves_the_collection_to_drop_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The metadata file goes last: a drop stopped on another file leaves a collection
+    that still exists, and a second drop finishes it."""
+    import errno
+
+    from groundkit.storage import StoreLocation
+
+    base, index = tmp_path / "base", tmp_path / "idx"
+    write_tree(base, {"a.txt": "Alpha text."})
+    async with Collection.open(index, base_dir=base, embedder=ToyEmbedder()) as col:
+        await col.ingest(base)
+    where = StoreLocation.resolve("default", index_dir=index)
+    real_rmtree = shutil.rmtree
+
+    def refused(path: Any, *args: Any, **kwargs: Any) -> None:
+        if str(path).endswith(".lance"):
+            raise OSError(errno.EROFS, "Read-only file system")
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    with pytest.raises(StorageError, match="nothing was removed"):
+        await where.drop()
+    assert await where.exists()
+    assert (index / "default.sqlite3").exists()
+    monkeypatch.undo()
+    await where.drop()
+    assert not await where.exists()
+    assert not [p.name for p in index.iterdir() if p.name.startswith("default")]

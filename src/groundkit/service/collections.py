@@ -169,7 +169,8 @@ class CollectionRegistry:
             else:  # its message may quote stored values: the type name only
                 reason = f"unexpected {kind_of(exc)}"
                 logger.debug("describing collection %s failed", name, exc_info=True)
-            logger.warning("collection %s is damaged (%s)", name, kind_of(exc))
+            # "Damaged" is the listing's status; the reason may be a read-only directory.
+            logger.warning("collection %s cannot be read (%s)", name, kind_of(exc))
             return CollectionInfo(
                 name=name,
                 documents=None,

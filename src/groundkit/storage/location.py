@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import os
 import shutil
 from collections.abc import Mapping
@@ -349,18 +350,30 @@ def _local_paths(root: Path, name: str, with_metadata: bool) -> list[Path]:
 
 
 def _remove_local(root: Path, name: str, with_metadata: bool) -> None:
-    # The metadata file last: until it is gone the collection still exists and a
-    # failed removal can be repeated.
-    for path in reversed(_local_paths(root, name, with_metadata)):
+    # The metadata file last (its WAL and shared-memory files just before it, never
+    # after, so no stale WAL is left for a new collection of the name): until it is
+    # gone the collection still exists and a failed removal can be repeated.
+    derived = _local_paths(root, name, False)
+    metadata = [p for p in _local_paths(root, name, True) if p not in derived]
+    removed = False
+    for path in [*derived, *reversed(metadata)]:
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
+                removed = True
             elif path.exists() or path.is_symlink():
                 path.unlink()
+                removed = True
         except OSError as exc:
+            # A read-only filesystem refuses every removal; a file's removal is one step.
+            unchanged = not removed and (exc.errno == errno.EROFS or not path.is_dir())
+            state = (
+                "nothing was removed"
+                if unchanged
+                else "the collection is partly removed, run the drop again"
+            )
             raise StorageError(
-                f"cannot remove {str(path)!r} ({exc.strerror or exc}); the collection is "
-                "partly removed, run the drop again"
+                f"cannot remove {str(path)!r} ({exc.strerror or exc}); {state}"
             ) from None
 
 

@@ -1753,7 +1753,8 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
             )
         return (
             f"metadata store {store.path.name!r} failed: {exc}; if the file is damaged, "
-            "restore it or ingest again into a new index directory"
+            "restore it from a backup, or ingest again with rebuild_damaged (grk ingest "
+            "--rebuild) to move it aside and start anew"
         )
 
     for name in dir(MetadataStoreProtocol):
