@@ -426,3 +426,34 @@ def test_cli_refuses_an_emptied_or_damaged_collection_in_one_line(
     assert grk(["ingest", str(base), *args, "--rebuild"]) == 0
     assert "repaired: the metadata store was damaged" in capsys.readouterr().out
     assert grk(["verify", *args]) == 0
+
+
+async def test_a_damaged_tables_notice_names_the_reason_not_lances_internals(
+    tmp_path: Path,
+) -> None:
+    """Lance's error names its crate's source file and dumps the bytes it read (which
+    may be stored data); the notice keeps only the reason."""
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(base, {"a.txt": "Alpha kettle text.", "b.txt": "Beta tea text."})
+    async with Collection.open(index, base_dir=base, embedder=ToyEmbedder()) as col:
+        await col.ingest(base)
+    for version in (index / "default.lance" / "_versions").iterdir():
+        version.write_bytes(b"secretword\n")
+    async with Collection.open(index, base_dir=base, embedder=ToyEmbedder()) as col:
+        notice = (await col.search("kettle", 3, mode="dense")).metadata["degraded"]
+    assert notice.startswith("vector search unavailable, results are BM25 only")
+    assert "secretword" not in notice and ".rs" not in notice and "cargo" not in notice
+
+
+def test_lance_error_lines_lose_source_paths_and_byte_dumps() -> None:
+    from groundkit.storage.lancedb import _first_line
+
+    raised = Exception(
+        'lance error: LanceError(IO): does not have sufficient data, len: 8, bytes: b"a\\"b\\n", '
+        "/root/.cargo/registry/src/index.crates.io-0/lance-io-0.13.0/src/utils.rs:26:9\nnext"
+    )
+    assert _first_line(raised) == (
+        "lance error: LanceError(IO): does not have sufficient data, len: 8, bytes: …"
+    )
+    assert _first_line(Exception("Table 'x' was not found")) == "Table 'x' was not found"
+    assert _first_line(Exception("")) == "Exception"

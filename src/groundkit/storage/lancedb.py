@@ -25,6 +25,7 @@ import contextlib
 import logging
 import math
 import random
+import re
 import warnings
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -176,16 +177,28 @@ async def _marks_deleted_rows(table: Any) -> bool:
     return True
 
 
+# What Lance's Rust errors carry besides their reason: the source file of the crate
+# that raised (``/root/.cargo/registry/.../utils.rs:26:9``) and a dump of the bytes it
+# read, which may be a fragment of stored data (messages name, never quote).
+_RUST_SOURCE = re.compile(r",?\s*(?:/|[A-Za-z]:\\)\S*\.rs(?::\d+){0,2}")
+_BYTES_DUMP = re.compile(r"""\bbytes: b(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')""")
+
+
 def _first_line(exc: BaseException) -> str:
+    """The reason in a lancedb/pyarrow error: its first line, without Rust source
+    paths or dumped bytes, at most 200 characters."""
     text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = _BYTES_DUMP.sub("bytes: …", _RUST_SOURCE.sub("", text.splitlines()[0]))
+    return line.strip()[:200] or type(exc).__name__
 
 
 def _storage_error(action: str, where: Path | str, exc: BaseException) -> NoReturn:
     """Re-raise a lancedb/pyarrow failure as ``StorageError``; ours pass through."""
     if isinstance(exc, GroundkitError):
         raise exc
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = _first_line(exc)
     raise StorageError(
         f"vector store {str(where)!r}: could not {action}: {detail}. If the table is "
         "damaged, delete it and ingest again with the same embedder"
