@@ -19,14 +19,15 @@ def failure(for_query: bool, message: str) -> GroundkitError:
     return RetrievalError(message) if for_query else IngestionError(message)
 
 
-def unit_rows(rows: Any, *, count: int, dimensions: int | None) -> npt.NDArray[np.float32]:
-    """Validate ``rows`` as a finite ``(count, dimensions)`` matrix and L2-normalise it.
+def checked_rows(
+    rows: Any, *, count: int, dimensions: int | None, dtype: type[np.floating[Any]] = np.float64
+) -> npt.NDArray[Any]:
+    """``rows`` as a finite ``(count, dimensions)`` matrix of ``dtype``.
 
     Raises ``ValueError`` describing the defect; callers choose the error class.
-    Normalises in float64 so float32 rounding does not leave norms visibly off 1.
     """
     try:
-        matrix = np.asarray(rows, dtype=np.float64)
+        matrix = np.asarray(rows, dtype=dtype)
     except (TypeError, ValueError):
         raise ValueError("vectors are not a rectangular array of numbers") from None
     if matrix.ndim != 2:
@@ -37,6 +38,13 @@ def unit_rows(rows: Any, *, count: int, dimensions: int | None) -> npt.NDArray[n
         raise ValueError(f"expected {dimensions}-dimensional vectors, got {matrix.shape[1]}")
     if not np.isfinite(matrix).all():
         raise ValueError("vectors contain NaN or infinite values")
+    return matrix
+
+
+def unit_rows(rows: Any, *, count: int, dimensions: int | None) -> npt.NDArray[np.float32]:
+    """``checked_rows``, L2-normalised. Normalises in float64 so float32 rounding does
+    not leave norms visibly off 1."""
+    matrix = checked_rows(rows, count=count, dimensions=dimensions)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     if count and not (norms > 0.0).all():
         raise ValueError("a vector is all zeros and has no direction")

@@ -10,14 +10,14 @@ naming the embedder.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from groundkit.errors import GroundkitError
-from groundkit.providers._vectors import failure
+from groundkit.providers._vectors import checked_rows, failure
 from groundkit.providers.protocols import EmbeddingProtocol
 
 __all__ = ["documents", "query"]
@@ -37,20 +37,14 @@ def _width(embedder: EmbeddingProtocol) -> int | None:
     return width if isinstance(width, int) and not isinstance(width, bool) else None
 
 
-def _matrix(rows: Any, count: int, width: int | None) -> npt.NDArray[np.float32]:
+async def _called(embedder: EmbeddingProtocol, call: Awaitable[Any], *, for_query: bool) -> Any:
+    """What ``call`` returns; the embedder's own exception as the stage's error."""
     try:
-        matrix = np.asarray(rows, dtype=np.float32)
-    except (TypeError, ValueError):
-        raise ValueError("vectors are not a rectangular array of numbers") from None
-    if matrix.ndim != 2:
-        raise ValueError(f"expected a 2-d array of vectors, got {matrix.ndim} dimension(s)")
-    if matrix.shape[0] != count:
-        raise ValueError(f"expected {count} vector(s), got {matrix.shape[0]}")
-    if width is not None and matrix.shape[1] != width:
-        raise ValueError(f"expected {width}-dimensional vectors, got {matrix.shape[1]}")
-    if not np.isfinite(matrix).all():
-        raise ValueError("vectors contain NaN or infinite values")
-    return matrix
+        return await call
+    except GroundkitError:
+        raise
+    except Exception as exc:
+        raise failure(for_query, f"the embedder {_name(embedder)} failed: {exc}") from exc
 
 
 async def documents(
@@ -63,14 +57,14 @@ async def documents(
     """``embedder.embed_documents(texts)``, checked: one finite row per text, of the
     embedder's width (or ``width``, the vectors they are compared with)."""
     texts = list(texts)
+    rows = await _called(embedder, embedder.embed_documents(texts), for_query=for_query)
     try:
-        rows = await embedder.embed_documents(texts)
-    except GroundkitError:
-        raise
-    except Exception as exc:
-        raise failure(for_query, f"the embedder {_name(embedder)} failed: {exc}") from exc
-    try:
-        return _matrix(rows, len(texts), width if width is not None else _width(embedder))
+        return checked_rows(
+            rows,
+            count=len(texts),
+            dimensions=width if width is not None else _width(embedder),
+            dtype=np.float32,
+        )
     except ValueError as exc:
         raise failure(
             for_query, f"the embedder {_name(embedder)} returned unusable vectors: {exc}"
@@ -80,18 +74,13 @@ async def documents(
 async def query(embedder: EmbeddingProtocol, text: str) -> npt.NDArray[np.float32]:
     """``embedder.embed_query(text)``, checked: one finite vector of the embedder's
     width; a failure is a ``RetrievalError``."""
-    try:
-        vector = await embedder.embed_query(text)
-    except GroundkitError:
-        raise
-    except Exception as exc:
-        raise failure(True, f"the embedder {_name(embedder)} failed: {exc}") from exc
+    vector = await _called(embedder, embedder.embed_query(text), for_query=True)
     try:
         flat = np.asarray(vector, dtype=np.float32)
         if flat.ndim != 1:
             raise ValueError(f"expected one vector, got an array of {flat.ndim} dimension(s)")
-        row: npt.NDArray[np.float32] = _matrix(flat[None, :], 1, _width(embedder))[0]
-        return row
+        checked_rows(flat[None, :], count=1, dimensions=_width(embedder), dtype=np.float32)
+        return flat
     except (TypeError, ValueError) as exc:
         raise failure(
             True, f"the embedder {_name(embedder)} returned an unusable query vector: {exc}"
