@@ -106,12 +106,13 @@ def _foreign(home: asyncio.AbstractEventLoop | None) -> bool:
     return owner is not None and owner != os.getpid()
 
 
-def _check_process(home: asyncio.AbstractEventLoop | None) -> None:
-    """``ConfigurationError`` for an object opened in another process (the parent of
-    a fork): its loop, threads and connections stayed there, so waiting on it would
-    never end."""
+def _check_process(home: asyncio.AbstractEventLoop | None, awaitable: Awaitable[Any]) -> None:
+    """``ConfigurationError`` (``awaitable`` closed unrun) for an object opened in
+    another process (the parent of a fork): its loop, threads and connections stayed
+    there, so waiting on it would never end."""
     if home is not None and _foreign(home):
         owner = _LOOP_PIDS.get(home)
+        _close_unawaited(awaitable)
         raise ConfigurationError(
             f"this groundkit object was opened in process {owner}, not this one (a forked "
             "child): its event loop and database connections stayed in that process; open "
@@ -211,11 +212,7 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
     ``ConfigurationError`` when called from the loop that would have to run it,
     where waiting could never end: await the async API there instead.
     """
-    try:
-        _check_process(home)
-    except ConfigurationError:
-        _close_unawaited(awaitable)
-        raise
+    _check_process(home, awaitable)
     target = home if _usable(home) else None
     current = _running_loop()
     if target is not None and target is current:
@@ -277,11 +274,7 @@ async def run_async(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop 
 
     When ``home`` is this loop, not running, or None, it is simply awaited here.
     """
-    try:
-        _check_process(home)
-    except ConfigurationError:
-        _close_unawaited(awaitable)
-        raise
+    _check_process(home, awaitable)
     current = _running_loop()
     if not _usable(home) or home is current:
         return await awaitable
