@@ -208,8 +208,15 @@ async def check_grounded(
     snapshot_dir: SnapshotLocation | None = None,
 ) -> list[GroundedQuote]:
     """One ``GroundedQuote`` per quote, in order; each source is read once."""
-    quotes = _quotes(answer_quotes)
-    listed = _results(results)
+    return await _grounded(_quotes(answer_quotes), _results(results), base_dir, snapshot_dir)
+
+
+async def _grounded(
+    quotes: list[tuple[str, str | None]],
+    listed: list[RetrievalResult | FetchResult],
+    base_dir: Path | str,
+    snapshot_dir: SnapshotLocation | None,
+) -> list[GroundedQuote]:
     checker = QuoteChecker(base_dir, snapshot_dir=snapshot_dir)
     return [
         await _one(checker, number, item, listed) for number, item in enumerate(quotes, start=1)
@@ -275,14 +282,9 @@ def assert_grounded(
     async tests alike; returns the outcomes when all is well.
     """
     __tracebackhide__ = True
-    quotes: list[AnswerQuote] = [
-        quote if chunk_id is None else (quote, chunk_id)
-        for quote, chunk_id in _quotes(answer_quotes)
-    ]
+    quotes = _quotes(answer_quotes)
     listed = _results(results)
-    outcomes: list[GroundedQuote] = _run(
-        lambda: check_grounded(quotes, listed, base_dir=base_dir, snapshot_dir=snapshot_dir)
-    )
+    outcomes: list[GroundedQuote] = _run(lambda: _grounded(quotes, listed, base_dir, snapshot_dir))
     message = failure_message(outcomes, len(listed))
     if message is not None:
         raise NotGroundedError(message)
