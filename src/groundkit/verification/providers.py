@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from os import PathLike
 from pathlib import Path
 from typing import Any, Literal
 
@@ -201,8 +200,6 @@ class _Mapper:
         snapshot_dir: SnapshotLocation | None,
         max_bytes: int | None,
     ) -> None:
-        if not isinstance(base_dir, str | PathLike):
-            raise RetrievalError(f"allowed_base_dir must be a path, not {type(base_dir).__name__}")
         self.provider = provider
         self.results = results
         self.checker = QuoteChecker(base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes)
