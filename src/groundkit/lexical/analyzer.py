@@ -33,7 +33,9 @@ _CJK = (
     "\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff\u3400-\u4dbf"
     "\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
 )
-_TOKEN_V1 = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+# Version 1's tokens, compiled for the collections bound to it only (a pattern with
+# these classes takes milliseconds to compile, which every process would pay).
+_TOKEN_V1_PATTERN = rf"[{_CJK}]+|[^\W_{_CJK}]+"
 # A word is word characters with the combining marks among and after them. An
 # astral mark is looked for only at an astral character: the engine scans a class's
 # astral ranges one by one, which would cost every other character about a hundred
@@ -99,7 +101,7 @@ class Analyzer:
         self.version = version
         self._stopwords = ENGLISH_STOPWORDS if self.config.stopwords else frozenset()
         self._stem = _stemmer(self.config.stem_language)
-        self._token = _TOKEN if version >= 2 else _TOKEN_V1
+        self._token = _TOKEN if version >= 2 else _token_v1()
         self._normalise = version >= 2
         self._cache: dict[str, str] = {}
 
@@ -134,7 +136,8 @@ class Analyzer:
         stop = self._stopwords
         minimum = self.config.min_token_chars
         for token in self._token.findall(text.lower()):
-            if _CJK_RUN.match(token):
+            # Every CJK range starts at or above U+3040: most tokens skip the regex.
+            if token[0] >= "\u3040" and _CJK_RUN.match(token):
                 out.extend(_cjk_grams(token))
                 continue
             if len(token) < minimum or token in stop:
@@ -205,6 +208,11 @@ class Analyzer:
             elif any(term in wanted for term in self.terms(token)):
                 found.append((match.start(), match.end()))
         return _merged(found)
+
+
+@lru_cache(maxsize=1)
+def _token_v1() -> re.Pattern[str]:
+    return re.compile(_TOKEN_V1_PATTERN)
 
 
 def _gram_spans(run: str, start: int, wanted: Collection[str]) -> list[tuple[int, int]]:
