@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from groundkit import (
@@ -64,8 +64,9 @@ def test_fit_recovers_a_known_curve(slope: float, intercept: float, seed: int) -
     cosines = rng.uniform(-0.2, 1.0, 4000)
     truth = 1.0 / (1.0 + np.exp(-(slope * cosines + intercept)))
     labels = rng.uniform(size=cosines.size) < truth
-    if labels.all() or not labels.any():
-        return
+    # A curve is only recoverable from enough of both classes: with a handful of
+    # relevant results any steep curve through them fits as well.
+    assume(labels.sum() >= 50 and (~labels).sum() >= 50)
     fitted = fit_relevance(cosines.tolist(), labels.tolist(), keep=0.9, fitted_on="synthetic")
     grid = np.linspace(-0.2, 1.0, 25)
     want = 1.0 / (1.0 + np.exp(-(slope * grid + intercept)))
