@@ -29,6 +29,7 @@ from groundkit import (
     GlossaryRewriter,
     RetrievalConfig,
     RetrievalError,
+    RetrievalResult,
     check_citation,
 )
 from groundkit.lexical.analyzer import Analyzer
@@ -249,6 +250,49 @@ async def test_mmr_with_expand_keeps_passages_and_top_k(tmp_path: Path) -> None:
                 text = source_text(col.base_dir, result.source)
                 ctx = result.context
                 assert text[ctx.start_offset : ctx.end_offset] == ctx.content
+    finally:
+        await col.close()
+
+
+class _KeepOrder:
+    """A reranker that keeps the order it is given, scoring it down from 1."""
+
+    model_name = "keep-order"
+
+    async def rerank(
+        self, query: str, results: Sequence[RetrievalResult], top_k: int | None = None
+    ) -> list[RetrievalResult]:
+        kept = [r.model_copy(update={"score": 1.0 / (1 + i)}) for i, r in enumerate(results)]
+        return kept if top_k is None else kept[:top_k]
+
+
+async def test_rerank_leaves_expand_and_mmr_their_candidates(tmp_path: Path) -> None:
+    # The reranker's list was cut to top_k before expand and MMR ran: passages that
+    # folded several hits came back fewer than top_k, and MMR had nothing to choose.
+    files = {
+        "a.md": "The keeper lights the lamp at dusk every day.\n",
+        "b.md": "The keeper lights the lamp at dusk every day!\n",
+        "c.md": "The keeper lights the lamp at dusk every day?\n",
+        "d.md": "A keeper in fog.\n",
+        # Its best hits are neighbours: their windows fold one another in.
+        "long.txt": "".join(
+            f"The {'copper kettle' if 10 <= i < 20 else 'pot'} boils on stove {i}. "
+            for i in range(40)
+        ),
+    }
+    col = await _ingested(
+        tmp_path, files, ChunkingConfig(strategy="sentence", max_chars=80), reranker=_KeepOrder()
+    )
+    try:
+        for top_k in (5, 3, 2):
+            plain = await col.search("copper kettle stove", top_k, expand="window")
+            ranked = await col.search("copper kettle stove", top_k, expand="window", rerank=True)
+            assert len(plain.results) == len(ranked.results) == top_k
+            assert [r.chunk_id for r in ranked.results] == [r.chunk_id for r in plain.results]
+            assert [r.context for r in ranked.results] == [r.context for r in plain.results]
+        diverse = await col.search("keeper lamp dusk", 2, mmr=0.3, rerank=True)
+        assert diverse.metadata["stage"] == "rerank"
+        assert [r.source for r in diverse.results][1] == "d.md"
     finally:
         await col.close()
 

@@ -500,10 +500,14 @@ class Retriever:
             results = kept
         stage: str = "fusion" if served == "hybrid" else served
         if rerank and self._reranker is not None:
+            # Expand and MMR choose among more candidates than they return (folding
+            # hits into passages, skipping near-duplicates): the reranker orders them
+            # all and the steps cut to top_k, or they would have only top_k to work on.
+            keep = None if steps.widens else final_k
             with traced(
                 SPAN_RERANK, collection=self.collection, candidate_count=len(results), top_k=final_k
             ) as span:
-                results = await self._reranker.rerank(query, results, top_k=final_k)
+                results = await self._reranker.rerank(query, results, top_k=keep)
                 span.set(result_count=len(results))
             stage = "rerank"
         if steps.any:
