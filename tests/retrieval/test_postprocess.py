@@ -358,6 +358,26 @@ async def test_a_synonym_reaches_a_document_the_query_does_not_name(tmp_path: Pa
         await col.close()
 
 
+async def test_rewriting_ranks_alike_whatever_top_k(tmp_path: Path) -> None:
+    # x.md is second for the query and for its variant, so fused it comes first; each
+    # query was ranked only top_k deep, so with top_k=1 it was in neither list.
+    files = {"a.md": "Alpha alpha alpha.\n", "b.md": "Beta beta beta.\n", "x.md": "Alpha, beta.\n"}
+    rewriter = GlossaryRewriter({"alpha": ["beta"]})
+    chunking = ChunkingConfig(max_chars=200, overlap_chars=0)
+    col = await _ingested(tmp_path, files, chunking, rewriter=rewriter)
+    try:
+        whole = await col.search("alpha", 3, rewrite=True)
+        assert whole.metadata["queries"] == ["alpha", "beta"]
+        assert whole.results[0].source == "x.md"
+        for top_k in (1, 2):
+            first = await col.search("alpha", top_k, rewrite=True)
+            assert [(r.chunk_id, r.score) for r in first.results] == [
+                (r.chunk_id, r.score) for r in whole.results[:top_k]
+            ]
+    finally:
+        await col.close()
+
+
 async def test_rewrite_without_a_rewriter_is_a_configuration_error(tmp_path: Path) -> None:
     col = await _ingested(tmp_path, SYNONYMS, ChunkingConfig(max_chars=200, overlap_chars=0))
     try:

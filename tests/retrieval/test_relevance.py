@@ -192,7 +192,9 @@ async def test_rewriting_fills_fused_and_keeps_the_signals(
             response = await col.search(query, 6, mode=mode, rewrite=True)
             queries = response.metadata["queries"]
             assert len(queries) > 1 and response.results
-            rankings = [list((await col.search(q, 6, mode=mode)).results) for q in queries]
+            # Each query is ranked postprocess_candidates deep, whatever top_k.
+            depth = config.postprocess_candidates
+            rankings = [list((await col.search(q, depth, mode=mode)).results) for q in queries]
             expected = expected_fusion(rankings, rrf_k=10)[:6]
             got = [(r.chunk_id, r.score, r.scores) for r in response.results]
             assert got == expected

@@ -598,9 +598,15 @@ class Retriever:
         search: _Pass,
     ) -> tuple[list[RetrievalResult], int]:
         """One query's ranking, or several fused by RRF (the original query's pass
-        keeps its term ids and vector for the evidence)."""
+        keeps its term ids and vector for the evidence).
+
+        Each query is ranked to the same depth whatever ``k`` (up to
+        ``postprocess_candidates``): fused from lists only ``k`` deep, a chunk every
+        query ranks just below ``k`` would drop out, and the best results of a small
+        ``top_k`` would not be the first of a larger one."""
         if len(queries) == 1:
             return await self._ranked(queries[0], k, mode, timings, search)
+        depth = max(k, self._config.postprocess_candidates)
         rankings: list[list[RetrievalResult]] = []
         stale = 0
         for position, text in enumerate(queries):
@@ -609,7 +615,7 @@ class Retriever:
                 if position == 0
                 else _Pass(search.index, search.view, search.allowed, relevance=search.relevance)
             )
-            found, dropped = await self._ranked(text, k, mode, timings, own)
+            found, dropped = await self._ranked(text, depth, mode, timings, own)
             rankings.append(found)
             stale += dropped
         return fuse_rankings(rankings, k, self._config.rrf_k), stale
