@@ -610,10 +610,17 @@ class Retriever:
         rankings: list[list[RetrievalResult]] = []
         stale = 0
         for position, text in enumerate(queries):
+            # A variant's pass reads relevance with its own count, so the response's
+            # relevance_cut counts the original query's results, once.
             own = (
                 search
                 if position == 0
-                else _Pass(search.index, search.view, search.allowed, relevance=search.relevance)
+                else _Pass(
+                    search.index,
+                    search.view,
+                    search.allowed,
+                    relevance=None if search.relevance is None else search.relevance.fresh(),
+                )
             )
             found, dropped = await self._ranked(text, depth, mode, timings, own)
             rankings.append(found)
@@ -1004,6 +1011,10 @@ class _Relevance:
     calibration: RelevanceCalibration | None
     min_cosine: float | None
     dropped: int = 0
+
+    def fresh(self) -> _Relevance:
+        """The same reading with nothing counted yet (for another query's pass)."""
+        return _Relevance(self.calibration, self.min_cosine)
 
     def cut(
         self, fused: list[tuple[str, float]], cosine_of: Mapping[str, float], full: bool, k: int
