@@ -132,6 +132,23 @@ async def test_as_of_filters_on_the_fields_of_that_moments_version(tmp_path: Pat
         await col.close()
 
 
+async def test_as_of_under_a_clearance_finds_a_version_it_admitted(tmp_path: Path) -> None:
+    # The current version is above the clearance, the past one was not: as of then, it
+    # is found (nothing was, as for a filter only a past version meets).
+    base = tmp_path / "corpus"
+    base.mkdir()
+    async with Collection.open(tmp_path / "idx", base_dir=base) as col:
+        for moment, label in zip(MOMENTS[:2], ["public", "restricted"], strict=False):
+            text = f"---\nsensitivity: {label}\n---\n{TEXTS[0]}\n"
+            (base / "light.md").write_text(text, "utf-8")
+            await col.ingest(base, valid_as_of=moment)
+    async with Collection.open(tmp_path / "idx", base_dir=base, clearance="public") as col:
+        past = await col.search("harbour light", 5, as_of=_between(0))
+        assert [(r.source, r.version) for r in past.results] == [("light.md", 1)]
+        assert (await col.search("harbour light", 5, as_of=_between(1))).results == []
+        assert (await col.search("harbour light", 5)).results == []
+
+
 async def test_as_of_is_bm25_only_and_needs_a_time_zone(tmp_path: Path) -> None:
     col = await _edited_three_times(tmp_path / "corpus", tmp_path / "idx")
     try:
