@@ -164,6 +164,22 @@ def test_bad_meta_is_a_usage_error(
     assert not (tmp_path / "idx" / "default.sqlite3").exists()
 
 
+def test_search_reads_a_collection_made_with_other_analyzer_settings(
+    tmp_path: Path, corpus: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # grk has no analyzer options: it searches with the analyzer the collection is
+    # bound to (it was refused as bound to another analyzer).
+    import groundkit.sync as gks
+    from groundkit import AnalyzerConfig
+
+    settings = AnalyzerConfig(stem_language=None, stopwords=False)
+    with gks.Collection.open(tmp_path / "idx", base_dir=tmp_path, analyzer=settings) as col:
+        col.ingest(corpus)
+    code, out, err = run(capsys, "search", "the", *common(tmp_path), "--json")
+    assert code == 0, err
+    assert [r["citation"]["source"] for r in json.loads(out)["results"]] == ["corpus/sub/b.txt"]
+
+
 def test_missing_collection_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "search", "x", "--index-dir", str(tmp_path / "none"))
     assert code == 2

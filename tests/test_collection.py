@@ -314,6 +314,40 @@ async def test_other_analyzer_settings_refused(index_dir: Path, ingested: Collec
             await other.ingest(other.base_dir)
 
 
+async def test_a_collection_opened_without_settings_keeps_its_analyzer(tmp_path: Path) -> None:
+    """Opened without ``analyzer=``, a collection made with other settings is analysed
+    as it is bound to: it was refused (IndexIdentityError), so ``grk``, the MCP server
+    and ``search_collections`` beside another collection could not search it."""
+    from groundkit import search_collections
+
+    base = tmp_path / "corpus"
+    write_tree(base, {"a.md": "The kettles are on.\n", "b.md": "The kettle.\n"})
+    settings = AnalyzerConfig(stem_language=None, stopwords=False)
+    async with Collection.open(tmp_path / "idx", "plain", base_dir=base, analyzer=settings) as col:
+        await col.ingest(base)
+        made = [(r.chunk_id, r.score) for r in (await col.search("the kettle", 5)).results]
+    assert len(made) == 2  # "the" is a term here
+    async with Collection.open(tmp_path / "idx", "stemmed", base_dir=base) as other:
+        await other.ingest(base)
+    async with (
+        Collection.open(tmp_path / "idx", "plain") as plain,
+        Collection.open(tmp_path / "idx", "stemmed") as stemmed,
+    ):
+        again = [(r.chunk_id, r.score) for r in (await plain.search("the kettle", 5)).results]
+        assert again == made
+        assert (await plain.ingest(base)).unchanged == ["a.md", "b.md"]
+        both = await search_collections([plain, stemmed], "kettles", 5)
+        assert both.failures == []
+        assert sorted((r.collection, r.source) for r in both.results) == [
+            ("plain", "a.md"),
+            ("stemmed", "a.md"),
+            ("stemmed", "b.md"),
+        ]
+        with pytest.raises(IndexIdentityError):
+            async with Collection.open(tmp_path / "idx", "plain", analyzer=AnalyzerConfig()) as c:
+                await c.search("kettle")
+
+
 async def test_a_collection_keeps_the_analyzer_version_it_was_built_with(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -105,6 +105,50 @@ async def test_past_versions_verify_as_drifted_naming_their_version(tmp_path: Pa
         await col.close()
 
 
+async def test_as_of_filters_on_the_fields_of_that_moments_version(tmp_path: Path) -> None:
+    # A filter met only by a past version (its fields changed since) still finds that
+    # version as of a moment it was current; it was left out as if nothing matched.
+    base = tmp_path / "corpus"
+    base.mkdir()
+    col = await Collection.open(tmp_path / "idx", base_dir=base)
+    try:
+        for moment, status, text in zip(MOMENTS[:2], ["draft", "final"], TEXTS, strict=False):
+            (base / "light.md").write_text(f"---\nstatus: {status}\n---\n{text}\n", "utf-8")
+            await col.ingest(base, valid_as_of=moment)
+
+        async def found(status: str, moment: datetime | None) -> list[tuple[str, int | None]]:
+            response = await col.search(
+                "harbour light", 5, filters={"status": status}, as_of=moment
+            )
+            return [(r.source, r.version) for r in response.results]
+
+        assert await found("draft", _between(0)) == [("light.md", 1)]
+        assert await found("final", _between(0)) == []
+        assert await found("draft", _between(1)) == []
+        assert await found("final", _between(1)) == [("light.md", 2)]
+        assert await found("draft", None) == []
+        assert await found("final", None) == [("light.md", 2)]
+    finally:
+        await col.close()
+
+
+async def test_as_of_under_a_clearance_finds_a_version_it_admitted(tmp_path: Path) -> None:
+    # The current version is above the clearance, the past one was not: as of then, it
+    # is found (nothing was, as for a filter only a past version meets).
+    base = tmp_path / "corpus"
+    base.mkdir()
+    async with Collection.open(tmp_path / "idx", base_dir=base) as col:
+        for moment, label in zip(MOMENTS[:2], ["public", "restricted"], strict=False):
+            text = f"---\nsensitivity: {label}\n---\n{TEXTS[0]}\n"
+            (base / "light.md").write_text(text, "utf-8")
+            await col.ingest(base, valid_as_of=moment)
+    async with Collection.open(tmp_path / "idx", base_dir=base, clearance="public") as col:
+        past = await col.search("harbour light", 5, as_of=_between(0))
+        assert [(r.source, r.version) for r in past.results] == [("light.md", 1)]
+        assert (await col.search("harbour light", 5, as_of=_between(1))).results == []
+        assert (await col.search("harbour light", 5)).results == []
+
+
 async def test_as_of_is_bm25_only_and_needs_a_time_zone(tmp_path: Path) -> None:
     col = await _edited_three_times(tmp_path / "corpus", tmp_path / "idx")
     try:

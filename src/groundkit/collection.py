@@ -50,7 +50,7 @@ from groundkit.errors import (
     InvalidQueryError,
     InvalidSettingError,
 )
-from groundkit.lexical.analyzer import Analyzer
+from groundkit.lexical.analyzer import Analyzer, analyzer_of
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
@@ -379,7 +379,9 @@ class Collection:
 
         *Settings.* ``retrieval``, ``chunking``, ``analyzer`` and ``ingest`` are the four
         config models. Without ``chunking``, an existing collection is chunked the way it
-        is bound to; a different ``chunking`` is refused at the next ingest.
+        is bound to; a different ``chunking`` is refused at the next ingest. Without
+        ``analyzer``, it is analysed the way it is bound to; a different ``analyzer`` is
+        an ``IndexIdentityError`` at the first search or ingest.
 
         *Access.* ``clearance`` (one of ``SENSITIVITY_LEVELS``) hides every document
         labelled above it from search, ``fetch_chunk`` and ``verify``
@@ -435,8 +437,12 @@ class Collection:
             chosen = embedder
             try:
                 base = await _resolve_base(stores.metadata, where.index_dir, base_dir)
-                # A collection keeps the analyzer version its terms were made with.
-                text_analyzer = text_analyzer.matching(await stores.metadata.get_analyzer())
+                # A collection keeps the analyzer version its terms were made with, and
+                # without settings given, the settings too.
+                bound_analyzer = await stores.metadata.get_analyzer()
+                text_analyzer = (
+                    analyzer_of(bound_analyzer) if analyzer is None else None
+                ) or text_analyzer.matching(bound_analyzer)
                 generation = await stores.metadata.generation()
                 chosen_chunking = chunking or _bound_chunking(await stores.metadata.get_chunker())
                 manifest = await stores.metadata.read_manifest()

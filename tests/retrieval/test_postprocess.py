@@ -29,6 +29,7 @@ from groundkit import (
     GlossaryRewriter,
     RetrievalConfig,
     RetrievalError,
+    RetrievalResult,
     check_citation,
 )
 from groundkit.lexical.analyzer import Analyzer
@@ -253,6 +254,49 @@ async def test_mmr_with_expand_keeps_passages_and_top_k(tmp_path: Path) -> None:
         await col.close()
 
 
+class _KeepOrder:
+    """A reranker that keeps the order it is given, scoring it down from 1."""
+
+    model_name = "keep-order"
+
+    async def rerank(
+        self, query: str, results: Sequence[RetrievalResult], top_k: int | None = None
+    ) -> list[RetrievalResult]:
+        kept = [r.model_copy(update={"score": 1.0 / (1 + i)}) for i, r in enumerate(results)]
+        return kept if top_k is None else kept[:top_k]
+
+
+async def test_rerank_leaves_expand_and_mmr_their_candidates(tmp_path: Path) -> None:
+    # The reranker's list was cut to top_k before expand and MMR ran: passages that
+    # folded several hits came back fewer than top_k, and MMR had nothing to choose.
+    files = {
+        "a.md": "The keeper lights the lamp at dusk every day.\n",
+        "b.md": "The keeper lights the lamp at dusk every day!\n",
+        "c.md": "The keeper lights the lamp at dusk every day?\n",
+        "d.md": "A keeper in fog.\n",
+        # Its best hits are neighbours: their windows fold one another in.
+        "long.txt": "".join(
+            f"The {'copper kettle' if 10 <= i < 20 else 'pot'} boils on stove {i}. "
+            for i in range(40)
+        ),
+    }
+    col = await _ingested(
+        tmp_path, files, ChunkingConfig(strategy="sentence", max_chars=80), reranker=_KeepOrder()
+    )
+    try:
+        for top_k in (5, 3, 2):
+            plain = await col.search("copper kettle stove", top_k, expand="window")
+            ranked = await col.search("copper kettle stove", top_k, expand="window", rerank=True)
+            assert len(plain.results) == len(ranked.results) == top_k
+            assert [r.chunk_id for r in ranked.results] == [r.chunk_id for r in plain.results]
+            assert [r.context for r in ranked.results] == [r.context for r in plain.results]
+        diverse = await col.search("keeper lamp dusk", 2, mmr=0.3, rerank=True)
+        assert diverse.metadata["stage"] == "rerank"
+        assert [r.source for r in diverse.results][1] == "d.md"
+    finally:
+        await col.close()
+
+
 async def test_lost_in_the_middle_keeps_the_set(tmp_path: Path) -> None:
     col = await _ingested(tmp_path, REPEATS, ChunkingConfig(max_chars=80, overlap_chars=0))
     try:
@@ -310,6 +354,26 @@ async def test_a_synonym_reaches_a_document_the_query_does_not_name(tmp_path: Pa
         same = await col.search("bicycle", 5, rewrite=True)
         assert "queries" not in same.metadata
         assert [r.source for r in same.results] == ["bike.md"]
+    finally:
+        await col.close()
+
+
+async def test_rewriting_ranks_alike_whatever_top_k(tmp_path: Path) -> None:
+    # x.md is second for the query and for its variant, so fused it comes first; each
+    # query was ranked only top_k deep, so with top_k=1 it was in neither list.
+    files = {"a.md": "Alpha alpha alpha.\n", "b.md": "Beta beta beta.\n", "x.md": "Alpha, beta.\n"}
+    rewriter = GlossaryRewriter({"alpha": ["beta"]})
+    chunking = ChunkingConfig(max_chars=200, overlap_chars=0)
+    col = await _ingested(tmp_path, files, chunking, rewriter=rewriter)
+    try:
+        whole = await col.search("alpha", 3, rewrite=True)
+        assert whole.metadata["queries"] == ["alpha", "beta"]
+        assert whole.results[0].source == "x.md"
+        for top_k in (1, 2):
+            first = await col.search("alpha", top_k, rewrite=True)
+            assert [(r.chunk_id, r.score) for r in first.results] == [
+                (r.chunk_id, r.score) for r in whole.results[:top_k]
+            ]
     finally:
         await col.close()
 

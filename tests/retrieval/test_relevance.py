@@ -193,7 +193,9 @@ async def test_rewriting_fills_fused_and_keeps_the_signals(
             response = await col.search(query, 6, mode=mode, rewrite=True)
             queries = response.metadata["queries"]
             assert len(queries) > 1 and response.results
-            rankings = [list((await col.search(q, 6, mode=mode)).results) for q in queries]
+            # Each query is ranked postprocess_candidates deep, whatever top_k.
+            depth = config.postprocess_candidates
+            rankings = [list((await col.search(q, depth, mode=mode)).results) for q in queries]
             expected = expected_fusion(rankings, rrf_k=10)[:6]
             got = [(r.chunk_id, r.score, r.scores) for r in response.results]
             assert got == expected
@@ -359,6 +361,31 @@ async def test_the_cut_keeps_a_subsequence_of_the_uncut_ranking(
                 cut_meta = response.metadata["relevance_cut"]
                 assert cut_meta["min_relevance"] == chance
                 assert cut_meta["dropped"] >= len(every) - len(some) >= 0
+
+
+async def test_a_rewritten_search_counts_the_cut_of_its_query_once(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    """``relevance_cut.dropped`` of a rewritten search is the original query's count, as
+    its own search at the depth each query is ranked to gives it; every variant's
+    drops were added to it, past the number of chunks in the collection."""
+    config = RetrievalConfig(relevance_calibration=TOY)
+    col = await open_toy(index_dir, corpus_dir, config)
+    await col.close()
+    async with Collection.open(
+        index_dir, embedder=ToyEmbedder(), retrieval=config, rewriter=GLOSSARY
+    ) as col:
+        depth = config.postprocess_candidates
+        for query in REWRITTEN:
+            for mode in ("dense", "hybrid"):
+                rewritten = await col.search(query, 5, mode=mode, rewrite=True, min_relevance=0.9)
+                assert len(rewritten.metadata["queries"]) > 1
+                alone = await col.search(query, depth, mode=mode, min_relevance=0.9)
+                assert alone.metadata["relevance_cut"]["dropped"] > 0
+                assert rewritten.metadata["relevance_cut"] == alone.metadata["relevance_cut"], (
+                    query,
+                    mode,
+                )
 
 
 async def test_a_search_may_ask_for_its_own_cut(index_dir: Path, corpus_dir: Path) -> None:

@@ -179,6 +179,29 @@ def test_a_request_is_frozen_and_keeps_its_own_filters() -> None:
     assert {request, SearchRequest(query="tea", filters={"team": {"in": ["infra"]}})} == {request}
 
 
+def test_requests_equal_exactly_when_they_search_alike() -> None:
+    # Equality was pydantic's (True == 1 in a filter) and the hash the JSON text's
+    # (1 against 1.0, one instant in two zones), so equal requests hashed apart and
+    # a filter on true equalled one on 1.
+    moment = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    alike: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({"filters": {"n": 1}}, {"filters": {"n": 1.0}}),
+        ({"filters": {"n": {"in": [1, 2]}}}, {"filters": {"n": {"in": (1.0, 2)}}}),
+        ({"as_of": moment}, {"as_of": moment.astimezone(timezone(timedelta(hours=2)))}),
+    ]
+    for one, other in alike:
+        a, b = SearchRequest(query="tea", **one), SearchRequest(query="tea", **other)
+        assert a == b and hash(a) == hash(b) and len({a, b}) == 1
+    unlike: list[tuple[dict[str, Any], dict[str, Any]]] = [
+        ({"filters": {"n": True}}, {"filters": {"n": 1}}),
+        ({"filters": {"n": 2**53 + 1}}, {"filters": {"n": float(2**53)}}),
+        ({"as_of": moment}, {"as_of": moment + timedelta(microseconds=1)}),
+    ]
+    for one, other in unlike:
+        assert SearchRequest(query="tea", **one) != SearchRequest(query="tea", **other)
+    assert SearchRequest(query="tea").__eq__("tea") is NotImplemented
+
+
 def test_replace_checks_the_changed_copy() -> None:
     request = SearchRequest(query="tea", mode="hybrid")
     assert request.replace(top_k=3) == SearchRequest(query="tea", mode="hybrid", top_k=3)

@@ -21,7 +21,7 @@ from groundkit.config import AnalyzerConfig
 from groundkit.errors import ConfigurationError
 from groundkit.lexical._marks import ASTRAL_MARKS, BMP_MARKS
 
-__all__ = ["ANALYZER_VERSION", "ENGLISH_STOPWORDS", "Analyzer"]
+__all__ = ["ANALYZER_VERSION", "ENGLISH_STOPWORDS", "Analyzer", "analyzer_of"]
 
 # 1: tokens were runs of ``\w`` (a combining mark split a word), not normalised.
 # 2: combining marks stay in their word; each non-ASCII token is NFKC-normalised.
@@ -43,6 +43,10 @@ _TOKEN_V1_PATTERN = rf"[{_CJK}]+|[^\W_{_CJK}]+"
 _MARK = rf"(?:[{BMP_MARKS}]|(?=[\U00010000-\U0010ffff])[{ASTRAL_MARKS}])"
 _TOKEN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:{_MARK}+[^\W_{_CJK}]*)*")
 _CJK_RUN = re.compile(rf"[{_CJK}]")
+# What ``Analyzer.identity`` writes.
+_IDENTITY = re.compile(
+    r"groundkit-analyzer/(\d{1,3});stem=([^;]+);stop=(english|none);min=(\d{1,3})"
+)
 # Latin script (Basic Latin through Latin Extended-B) plus digits: stemmable.
 _LATIN = re.compile(r"[0-9a-z\u00c0-\u024f]+")
 
@@ -213,6 +217,29 @@ class Analyzer:
 @lru_cache(maxsize=1)
 def _token_v1() -> re.Pattern[str]:
     return re.compile(_TOKEN_V1_PATTERN)
+
+
+def analyzer_of(identity: str | None) -> Analyzer | None:
+    """The analyzer whose ``identity`` this is, or None when no analyzer of this
+    groundkit has it. A collection opened without settings is analysed as it is
+    bound to, as it is chunked, so a collection made with other settings can be
+    searched where none can be given (``grk``, the MCP server)."""
+    if identity is None:
+        return None
+    found = _IDENTITY.fullmatch(identity)
+    if found is None:
+        return None
+    version, stem, stop, minimum = found.groups()
+    try:
+        config = AnalyzerConfig(
+            stem_language=None if stem == "none" else stem,
+            stopwords=stop == "english",
+            min_token_chars=int(minimum),
+        )
+        analyzer = Analyzer(config, version=int(version))
+    except (ConfigurationError, ValueError):  # a language or bound this one lacks
+        return None
+    return analyzer if analyzer.identity == identity else None
 
 
 def _gram_spans(run: str, start: int, wanted: Collection[str]) -> list[tuple[int, int]]:

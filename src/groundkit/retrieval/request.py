@@ -17,7 +17,7 @@ import copy
 import json
 import math
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -291,9 +291,24 @@ class SearchRequest(BaseModel):
     def __delattr__(self, name: str) -> None:
         raise AttributeError("a SearchRequest is frozen")
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SearchRequest):
+            return NotImplemented
+        return self._key() == other._key()
+
     def __hash__(self) -> int:
-        # Equal requests dump to equal text once keys are sorted (filters are dicts).
-        return hash(json.dumps(self.model_dump(mode="json"), sort_keys=True))
+        return hash(self._key())
+
+    def _key(self) -> str:
+        """The request as canonical text, what equality and the hash read, so equal
+        requests hash alike and requests that search differently are never equal: a
+        filter's ``1`` and ``1.0`` are one number and its tuples lists (as the filter
+        reads them), but ``True`` is not ``1``; ``as_of`` is its instant, in any zone."""
+        values = self.fields()
+        values["filters"] = _canonical(values["filters"])
+        if self.as_of is not None:
+            values["as_of"] = self.as_of.astimezone(UTC).isoformat()
+        return json.dumps(values, sort_keys=True)
 
 
 _DEFAULTS = {name: field.default for name, field in SearchRequest.model_fields.items()}
@@ -309,6 +324,18 @@ _EXACT = {
     "reorder": (str, type(None)),
     "min_relevance": (float, str, type(None)),
 }
+
+
+def _canonical(value: object) -> object:
+    """A filter value as the filter compares it: integral floats as ints, tuples as
+    lists, booleans kept apart from numbers (JSON writes them apart)."""
+    if isinstance(value, Mapping):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def _plain(checked: dict[str, Any]) -> bool:

@@ -46,7 +46,12 @@ class Allowed:
 
     @property
     def empty(self) -> bool:
-        return self.document_ids is not None and not self.document_ids
+        """Nothing may be returned. ``document_ids`` names current versions only (the
+        vector side's), so a filter met only by past versions leaves it empty while
+        the mask still admits their chunks to an ``as_of`` search."""
+        if self.document_ids is None or self.document_ids:
+            return False
+        return self.mask is None or not bool(self.mask.any())
 
 
 EVERYTHING = Allowed(None, None)

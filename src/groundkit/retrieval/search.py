@@ -44,7 +44,7 @@ from groundkit.errors import (
     RerankerNotConfiguredError,
     StorageError,
 )
-from groundkit.lexical.analyzer import Analyzer
+from groundkit.lexical.analyzer import Analyzer, analyzer_of
 from groundkit.lexical.bm25 import CURRENT, BM25Index, View
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers import checked
@@ -201,8 +201,11 @@ class Retriever:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
         bound = await store.get_analyzer()
-        # The analyzer version the collection's terms were made with, if an earlier one.
-        analyzer = (analyzer or Analyzer()).matching(bound)
+        # Without an analyzer given, the one the collection is bound to; the analyzer
+        # version the collection's terms were made with, if an earlier one.
+        if analyzer is None:
+            analyzer = analyzer_of(bound) or Analyzer()
+        analyzer = analyzer.matching(bound)
         check_analyzer(bound, analyzer.identity, collection)
         _, vectors_generation = await store.generations()
         dense_bound, problem = False, None
@@ -500,10 +503,14 @@ class Retriever:
             results = kept
         stage: str = "fusion" if served == "hybrid" else served
         if rerank and self._reranker is not None:
+            # Expand and MMR choose among more candidates than they return (folding
+            # hits into passages, skipping near-duplicates): the reranker orders them
+            # all and the steps cut to top_k, or they would have only top_k to work on.
+            keep = None if steps.widens else final_k
             with traced(
                 SPAN_RERANK, collection=self.collection, candidate_count=len(results), top_k=final_k
             ) as span:
-                results = await self._reranker.rerank(query, results, top_k=final_k)
+                results = await self._reranker.rerank(query, results, top_k=keep)
                 span.set(result_count=len(results))
             stage = "rerank"
         if steps.any:
@@ -594,18 +601,31 @@ class Retriever:
         search: _Pass,
     ) -> tuple[list[RetrievalResult], int]:
         """One query's ranking, or several fused by RRF (the original query's pass
-        keeps its term ids and vector for the evidence)."""
+        keeps its term ids and vector for the evidence).
+
+        Each query is ranked to the same depth whatever ``k`` (up to
+        ``postprocess_candidates``): fused from lists only ``k`` deep, a chunk every
+        query ranks just below ``k`` would drop out, and the best results of a small
+        ``top_k`` would not be the first of a larger one."""
         if len(queries) == 1:
             return await self._ranked(queries[0], k, mode, timings, search)
+        depth = max(k, self._config.postprocess_candidates)
         rankings: list[list[RetrievalResult]] = []
         stale = 0
         for position, text in enumerate(queries):
+            # A variant's pass reads relevance with its own count, so the response's
+            # relevance_cut counts the original query's results, once.
             own = (
                 search
                 if position == 0
-                else _Pass(search.index, search.view, search.allowed, relevance=search.relevance)
+                else _Pass(
+                    search.index,
+                    search.view,
+                    search.allowed,
+                    relevance=None if search.relevance is None else search.relevance.fresh(),
+                )
             )
-            found, dropped = await self._ranked(text, k, mode, timings, own)
+            found, dropped = await self._ranked(text, depth, mode, timings, own)
             rankings.append(found)
             stale += dropped
         return fuse_rankings(rankings, k, self._config.rrf_k), stale
@@ -994,6 +1014,10 @@ class _Relevance:
     calibration: RelevanceCalibration | None
     min_cosine: float | None
     dropped: int = 0
+
+    def fresh(self) -> _Relevance:
+        """The same reading with nothing counted yet (for another query's pass)."""
+        return _Relevance(self.calibration, self.min_cosine)
 
     def cut(
         self, fused: list[tuple[str, float]], cosine_of: Mapping[str, float], full: bool, k: int
