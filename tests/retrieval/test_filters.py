@@ -311,6 +311,41 @@ def test_any_glob_is_a_pattern_or_a_filter_error(glob: str) -> None:
             assert "\n" not in str(exc)
 
 
+@pytest.mark.parametrize(
+    ("condition", "spelled"),
+    [
+        ("./docs/a.md", "'docs/a.md'"),
+        ({"ne": "docs//a.md"}, "'docs/a.md'"),
+        ({"in": ["a.md", "docs/./b.md"]}, "'docs/b.md'"),
+        ({"prefix": "./docs/"}, "'docs/'"),
+        ({"glob": "./docs/**/*.md"}, "'docs/**/*.md'"),
+        ({"nin": ["../a.md"]}, None),
+        ("/srv/docs/a.md", None),
+    ],
+)
+def test_a_source_no_document_can_have_is_refused(condition: object, spelled: str | None) -> None:
+    # Sources are stored relative to the base directory without '.', '..' or empty
+    # parts: such a value would match nothing (negated, everything) without a word.
+    with pytest.raises(InvalidQueryError, match="not how a source is stored") as caught:
+        parse_filters({"source": condition})
+    if spelled is None:
+        assert "written" not in str(caught.value)
+    else:
+        assert f"(written {spelled})" in str(caught.value)
+
+
+def test_sources_as_stored_are_taken() -> None:
+    for condition in (
+        "docs/a.md",
+        {"prefix": "docs/"},
+        {"prefix": "do"},
+        {"glob": "docs/**/*.md"},
+        "https://example.org//a/./b",
+        {"prefix": "record://"},
+    ):
+        assert parse_filters({"source": condition}) is not None
+
+
 def test_prefix_on_fields_and_sources() -> None:
     flt = parse_filters({"tags": {"prefix": "ops"}, "source": {"prefix": "runbooks/"}})
     assert flt is not None

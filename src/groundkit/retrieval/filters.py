@@ -269,6 +269,8 @@ def _condition(name: str, op: object, operand: object) -> Condition:
     if op in _TEXT_ONLY:
         if not isinstance(operand, str) or not operand:
             raise InvalidQueryError(f"{where}: takes a non-empty string, not {operand!r}")
+        if name == SOURCE_FIELD:
+            _stored_form(operand, where, prefix=op == "prefix")
         pattern = glob_pattern(operand) if op == "glob" else None
         return Condition(name, op, (operand,), "str", pattern)
     if op == "exists":
@@ -293,11 +295,36 @@ def _condition(name: str, op: object, operand: object) -> Condition:
     kind = kind_of(values[0])
     if name == SOURCE_FIELD and kind != "str":
         raise InvalidQueryError(f"{where}: a source is text, not {values[0]!r}")
+    if name == SOURCE_FIELD:
+        for value in values:
+            _stored_form(str(value), where, prefix=op == "prefix")
     if op in _ORDERED and kind == "bool":
         raise InvalidQueryError(f"{where}: true and false have no order")
     if op == "between" and values[0] > values[1]:  # type: ignore[operator]
         raise InvalidQueryError(f"{where}: low {values[0]!r} is above high {values[1]!r}")
     return Condition(name, op, values, kind)
+
+
+def _stored_form(value: str, where: str, *, prefix: bool) -> None:
+    """Refuse a source path no document can have: sources are stored relative to the
+    base directory, '/'-separated, with no '.', '..' or empty segments, so
+    ``./docs/a.md`` or ``docs//a.md`` would match nothing (or, negated, everything)
+    without a word. URLs and record sources (``scheme://``) are taken as written."""
+    if "://" in value:
+        return
+    segments = value.split("/")
+    if prefix and len(segments) > 1 and segments[-1] == "":
+        segments.pop()  # "docs/": a prefix may end at a separator
+    if any(s in ("", ".", "..") for s in segments):
+        spelled = "/".join(s for s in segments if s not in ("", "."))
+        spelled += "/" if prefix and value.endswith("/") else ""
+        relative = not value.startswith("/") and ".." not in segments
+        hint = f" (written {spelled!r})" if spelled and relative else ""
+        raise InvalidQueryError(
+            f"{where}: {value!r} is not how a source is stored: relative to the base "
+            "directory, '/'-separated, with no '.', '..' or empty parts, e.g. 'docs/a.md'"
+            f"{hint}"
+        )
 
 
 def glob_pattern(glob: str) -> re.Pattern[str]:
