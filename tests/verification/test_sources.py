@@ -83,6 +83,21 @@ async def test_truncated_source_is_drifted(base: Path) -> None:
     assert "is now 10 characters long" in result.detail
 
 
+async def test_empty_span_past_the_end_is_drifted(base: Path) -> None:
+    """An empty slice past the end is empty too: that must not read as the span holding
+    its (empty) text, where ``verify_citation`` says the source no longer reaches it."""
+    (base / "doc.txt").write_text("short", encoding="utf-8")
+    citation = cite(TEXT, "東京の朝。").model_copy(update={"start_offset": 40, "end_offset": 40})
+    result = await check_citation(citation, "", base)
+    assert result.verification == "drifted"
+    assert "is now 5 characters long; the citation ends at 40" in result.detail
+    with pytest.warns(DeprecationWarning), pytest.raises(RetrievalError) as raised:
+        await verify_citation(citation, "", base)
+    assert raised.value.verdict == "drifted"
+    at_end = citation.model_copy(update={"start_offset": 5, "end_offset": 5})
+    assert (await check_citation(at_end, "", base)).verification == "verified"
+
+
 async def test_deleted_source_is_unresolvable(base: Path) -> None:
     citation = cite(TEXT, "Intro line.")
     (base / "doc.txt").unlink()

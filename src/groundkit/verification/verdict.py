@@ -45,10 +45,16 @@ def locate(
 ) -> Anchor | None:
     """None while the cited span of ``text`` holds ``content``; else where it is now
     (``prefix``/``suffix``, the indexed text around it, tell repeats apart)."""
-    start = citation.start_offset
-    if text[start : citation.end_offset] == content:
+    if span_holds(content, citation, text):
         return None
-    return reanchor(text, content, start, prefix=prefix, suffix=suffix)
+    return reanchor(text, content, citation.start_offset, prefix=prefix, suffix=suffix)
+
+
+def span_holds(content: str, citation: Citation, text: str) -> bool:
+    """Whether ``text`` reaches the cited span and holds ``content`` there. A span past
+    the end of ``text`` does not hold even empty content: slicing would say it does."""
+    end = citation.end_offset
+    return end <= len(text) and text[citation.start_offset : end] == content
 
 
 async def find_again(
@@ -62,7 +68,7 @@ async def find_again(
     (off the event loop: sources can be long), and only when it is there more than once
     is ``context`` read and the search run again with it."""
     start = citation.start_offset
-    if text[start : citation.end_offset] == content:
+    if span_holds(content, citation, text):
         return None
     anchor = await asyncio.to_thread(reanchor, text, content, start)
     if anchor.outcome != "ambiguous":
