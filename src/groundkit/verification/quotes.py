@@ -266,7 +266,7 @@ class QuoteChecker:
         # The span's text is intact (at the cited offsets, or moved): the quote is looked
         # for in it and located in the source as it reads now.
         text, origin = self._normalized(expected)
-        at = text.find(wanted)
+        at = _find_whole(text, wanted)
         if at < 0:
             also = f" (the span itself moved: {span.detail})" if moved else ""
             return verdict("not_in_span", f"not in {where}; {_closest(wanted, text)}{also}")
@@ -282,6 +282,24 @@ class QuoteChecker:
                 found,
             )
         return verdict("verified", f"found in {where} at {found[0]}..{found[1]}", found)
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char).startswith("M")
+
+
+def _find_whole(text: str, wanted: str) -> int:
+    """Where ``wanted`` is in ``text`` (both normalised) without splitting a character
+    from its combining marks, or -1. A mark with no precomposed form stays separate
+    under NFC ("ọ̀", "x̣", Indic vowel signs), so a plain substring match would take
+    a quote without the mark, or a mark alone, for the marked letter."""
+    at = text.find(wanted)
+    while at >= 0:
+        end = at + len(wanted)
+        if not (at > 0 and _is_mark(text[at])) and not (end < len(text) and _is_mark(text[end])):
+            return at
+        at = text.find(wanted, at + 1)
+    return -1
 
 
 def matched_prefix(quote: str, span: str) -> int:
