@@ -239,7 +239,10 @@ def parse_receipts(text: str) -> list[Receipt]:
         if not out:
             raise ReceiptError("the receipts file holds no receipt (an empty array)")
         return out
-    for line_number, line in enumerate(text.splitlines(), 1):
+    # JSON Lines ends a line at "\n" only: a JSON string may hold U+2028, U+2029 or U+0085
+    # unescaped (``json.dumps(ensure_ascii=False)`` writes them so), which
+    # ``str.splitlines`` would take for line ends.
+    for line_number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         number = len(out) + 1
