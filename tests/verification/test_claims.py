@@ -234,6 +234,18 @@ def test_a_measure_in_another_unit_is_converted_before_it_is_compared() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("length", "contradicts"),
+    [("5 m", True), ("5000 metres", False), ("500 cm", True)],
+)
+def test_metres_convert_like_every_other_length(length: str, contradicts: bool) -> None:
+    """Metres sit between nanometres and kilometres: a length in metres is compared with
+    one in kilometres once converted, as centimetres are, whichever side states it."""
+    claim, source = f"The trail is {length} long.", "The trail is 5 km long."
+    assert check_claim(claim, [source]) == (f"claim {length}, source 5 km" if contradicts else None)
+    assert check_claim(source, [claim]) == (f"claim 5 km, source {length}" if contradicts else None)
+
+
 def test_a_direction_word_both_share_sets_the_scene_and_the_other_is_compared() -> None:
     source = ["Longer extraction increases the bitterness of the cup."]
     reason = check_claim("Longer extraction decreases the bitterness of the cup", source)

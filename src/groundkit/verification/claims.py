@@ -517,6 +517,7 @@ _SCALE_OF: dict[str, tuple[str, Callable[[float], float]]] = {
     "nm": ("length", lambda v: v * 1e-9),
     "mm": ("length", lambda v: v * 1e-3),
     "cm": ("length", lambda v: v * 1e-2),
+    "m": ("length", lambda v: v),
     "km": ("length", lambda v: v * 1e3),
     "bp": ("sequence length", lambda v: v),
     "kb": ("sequence length", lambda v: v * 1e3),
