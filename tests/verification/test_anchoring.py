@@ -11,8 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundkit import ChunkingConfig, Collection
-from groundkit.verification.anchoring import CONTEXT_CHARS, indexed_context, reanchor
+from groundkit import ChunkingConfig, Citation, Collection, check_citation
+from groundkit.verification import anchoring
+from groundkit.verification.anchoring import (
+    CONTEXT_CHARS,
+    MAX_COMPARED_CHARS,
+    indexed_context,
+    reanchor,
+)
 from tests.support import write_tree
 
 PASSAGE = "Green tea lowers blood pressure in adults, a trial of 400 people found."
@@ -44,6 +50,52 @@ def test_deleted_is_drifted_and_dissimilar() -> None:
     assert anchor.outcome == "drifted"
     assert anchor.similarity is not None and anchor.similarity < 0.6
     assert reanchor("", PASSAGE, 0).similarity == 0.0
+
+
+def _long_text(words: int) -> str:
+    return " ".join(f"w{i * 7919 % 100_003:x}" for i in range(words))
+
+
+def test_a_long_edited_span_is_compared_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each comparison costs the product of the two lengths: refining the closest
+    passage offset by offset made a long span's check cubic in its length."""
+    text = _long_text(12_000)
+    start = 20_000
+    content = text[start : start + 16_000].replace("a", "A")
+    calls = 0
+    ratio = anchoring.fuzz.ratio
+
+    def counted(a: str, b: str) -> float:
+        nonlocal calls
+        calls += 1
+        return ratio(a, b)
+
+    monkeypatch.setattr(anchoring.fuzz, "ratio", counted)
+    anchor = reanchor(text, content, start)
+    assert anchor.outcome == "drifted" and anchor.start == start
+    assert anchor.similarity is not None and anchor.similarity > 0.9
+    assert calls < 100
+
+
+async def test_a_span_longer_than_any_chunk_gets_no_closest_passage(tmp_path: Path) -> None:
+    text = _long_text(MAX_COMPARED_CHARS // 5)
+    assert len(text) > MAX_COMPARED_CHARS
+    write_tree(tmp_path, {"long.txt": text.replace("a", "A", 1)})
+    citation = Citation(
+        document_id="d",
+        chunk_id="c",
+        source="long.txt",
+        source_class="text",
+        extractor=None,
+        start_offset=0,
+        end_offset=len(text),
+    )
+    result = await check_citation(citation, text, tmp_path)
+    assert result.verification == "drifted"
+    assert result.similarity is None and result.current_start_offset is None
+    assert f"no closest passage is looked for: the indexed text is {len(text)}" in result.detail
 
 
 def test_duplicated_passage_is_ambiguous_unless_the_context_tells() -> None:

@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 
 from rapidfuzz import fuzz
 
-__all__ = ["CONTEXT_CHARS", "Anchor", "indexed_context", "reanchor"]
+__all__ = ["CONTEXT_CHARS", "MAX_COMPARED_CHARS", "Anchor", "indexed_context", "reanchor"]
 
 # How much text either side of a span serves as its context.
 CONTEXT_CHARS = 32
@@ -37,6 +37,13 @@ _MAX_OCCURRENCES = 1000
 _SLACK = 16
 # The closest passage is looked for within this many characters of the old span.
 _SCAN_CHARS = 65_536
+# Up to this coarse step (spans under 2,048 characters) the best coarse window is
+# refined at every offset around it; beyond, by halving the step.
+_EXHAUSTIVE_STEP = 255
+# Each comparison costs the product of the lengths: a span longer than the largest chunk
+# (``ChunkingConfig.max_chars``' bound; a hand-made citation or receipt can be any length)
+# gets no closest passage, where looking for one would take minutes or hours.
+MAX_COMPARED_CHARS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +123,12 @@ def reanchor(
     equivalent = _canonically_equal(text, content, start)
     if equivalent is not None:
         a, b = equivalent
-        return Anchor("renormalized", a, b, round(fuzz.ratio(content, text[a:b]) / 100.0, 4), 1)
+        similar = (
+            None
+            if len(content) > MAX_COMPARED_CHARS
+            else round(fuzz.ratio(content, text[a:b]) / 100.0, 4)
+        )
+        return Anchor("renormalized", a, b, similar, 1)
     lo, hi, similarity = _closest(text, content, start)
     return Anchor("drifted", lo, hi, similarity, 0)
 
@@ -199,6 +211,8 @@ def _closest(text: str, content: str, start: int) -> tuple[int | None, int | Non
     if not text:
         return None, None, 0.0
     width = len(content)
+    if width > MAX_COMPARED_CHARS:
+        return None, None, None
     lo = max(0, start - _SCAN_CHARS)
     hi = min(len(text), start + width + _SCAN_CHARS)
     if hi - lo <= width:
@@ -214,9 +228,22 @@ def _closest(text: str, content: str, start: int) -> tuple[int | None, int | Non
         s = score(i)
         if s > best:
             best_at, best = i, s
-    # Refine around the best coarse window, one character at a time.
-    for i in range(max(lo, best_at - step), min(last, best_at + step) + 1):
-        s = score(i)
-        if s > best:
-            best_at, best = i, s
+    if step <= _EXHAUSTIVE_STEP:
+        # Refine around the best coarse window, one character at a time.
+        for i in range(max(lo, best_at - step), min(last, best_at + step) + 1):
+            s = score(i)
+            if s > best:
+                best_at, best = i, s
+        return best_at, best_at + width, round(best / 100.0, 4)
+    # A long span: every offset between two coarse windows would cost a comparison of
+    # the span's length each (cubic in it); halve the step instead, moving to the
+    # better side each time.
+    while step > 1:
+        step //= 2
+        centre = best_at
+        for i in (centre - step, centre + step):
+            if lo <= i <= last:
+                s = score(i)
+                if s > best:
+                    best_at, best = i, s
     return best_at, best_at + width, round(best / 100.0, 4)

@@ -23,7 +23,7 @@ from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
-from groundkit.verification.anchoring import Anchor, reanchor
+from groundkit.verification.anchoring import MAX_COMPARED_CHARS, Anchor, reanchor
 from groundkit.verification.sources import SourceText, read_source, slice_span
 
 __all__ = ["check_citation", "judge", "judge_stored", "locate", "verify_citation"]
@@ -148,6 +148,11 @@ def judge(
         if citation.end_offset > len(text)
         else f"{where} changed since it was indexed"
     )
+    if len(content) > MAX_COMPARED_CHARS:
+        change += (
+            f"; no closest passage is looked for: the indexed text is {len(content)} "
+            f"characters, more than {MAX_COMPARED_CHARS}"
+        )
     if anchor.start is None or not anchor.similarity:
         return made("drifted", change)
     return made(
