@@ -75,6 +75,40 @@ def test_numbers_that_agree_pass(claim: str, evidence: str) -> None:
     assert check_claim(claim, [evidence]) is None
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "Patients received between 10 and 20 mg daily.",
+        "Patients received between 10 mg and 20 mg daily.",
+        "Patients received 10 mg to 20 mg daily.",
+        "Patients received 10 mg-20 mg daily.",
+        "Patients received 10 mg\u201320 mg daily.",
+        "The effect was between 10% and 20%.",
+    ],
+)
+def test_a_range_in_any_of_its_written_forms_holds_a_value_inside_it(source: str) -> None:
+    """A range agrees with a value inside it however it is written: "between ... and",
+    and with its unit on both ends, were read as two amounts neither of which agreed."""
+    unit = "%" if "%" in source else " mg"
+    assert check_claim(f"The amount was 15{unit}.", [source]) is None
+    got = check_claim(f"The amount was 25{unit}.", [source])
+    assert got is not None and got.startswith(f"claim 25{unit}, source ")
+    assert "10" in got and "20" in got
+
+
+def test_two_amounts_are_not_a_range() -> None:
+    assert check_claim("Groups got 15 mg.", ["Groups got 10 and 20 mg."]) == (
+        "claim 15 mg, source 20 mg"
+    )
+    assert [(q.low, q.unit) for q in quantities("from 5 days to 2 weeks")] == [
+        (5.0, "days"),
+        (2.0, "weeks"),
+    ]
+    assert [(q.low, q.high, q.unit) for q in quantities("10 mg to 20 patients")] == [
+        (10.0, 10.0, "mg")
+    ]
+
+
 def test_proportions_compare_as_fractions() -> None:
     got = check_claim("One in two trials stop early.", ["One in five trials stop early."])
     assert got == "claim One in two, source One in five"
