@@ -96,6 +96,19 @@ def test_a_range_in_any_of_its_written_forms_holds_a_value_inside_it(source: str
     assert "10" in got and "20" in got
 
 
+@pytest.mark.parametrize("minus", ["\u2212", "\ufe63", "\uff0d"])
+def test_a_typeset_minus_sign_makes_a_negative_number(minus: str) -> None:
+    """Typeset sources write "\u22125 \u00b0C": read as 5 \u00b0C, it contradicted a claim of
+    -5 \u00b0C and agreed with one of 5 \u00b0C."""
+    source = [f"The lake froze at {minus}5 \u00b0C overnight."]
+    assert check_claim("The lake froze at -5 \u00b0C overnight.", source) is None
+    assert check_claim("The lake froze at 5 \u00b0C overnight.", source) == (
+        "claim 5 \u00b0C, source -5 \u00b0C"
+    )
+    (q,) = quantities(f"between {minus}10 and {minus}5 \u00b0C")
+    assert (q.low, q.high) == (-10.0, -5.0)
+
+
 def test_two_amounts_are_not_a_range() -> None:
     assert check_claim("Groups got 15 mg.", ["Groups got 10 and 20 mg."]) == (
         "claim 15 mg, source 20 mg"

@@ -392,6 +392,8 @@ _QUANTITY = re.compile(
 )
 _CONFIDENCE = re.compile(r"\s*(?:CI\b|confidence|credible)", re.IGNORECASE)
 _MIDDLE_DOT = re.compile(r"(?<=\d)[\u00b7\u2219](?=\d)")
+# MINUS SIGN, SMALL HYPHEN-MINUS, FULLWIDTH HYPHEN-MINUS: read as "-" (one character each).
+_MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
 _APPROX = frozenset({"about", "approximately", "around", "roughly", "nearly", "almost", "some"})
 _APPROX_SYMBOLS = frozenset({"~", "\u2248"})
 _LOWER_BOUND = frozenset({"over", "above", "more than", "greater than", "at least", ">", "\u2265"})
@@ -490,6 +492,8 @@ def quantities(text: str) -> list[Quantity]:
     out: list[Quantity] = []
     # A raised dot between digits is a decimal point ("1\u00b74", as some journals print it).
     text = _MIDDLE_DOT.sub(".", text)
+    # Typeset text writes a negative number with the minus sign, not the hyphen-minus.
+    text = text.translate(_MINUS_SIGNS)
     for m in _QUANTITY.finditer(text):
         unit = m.group("unit") or m.group("lounit")
         cmp = " ".join((m.group("cmp") or "").casefold().split())
