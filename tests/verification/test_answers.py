@@ -119,6 +119,23 @@ async def test_a_marker_inside_a_quote_still_cites_and_the_quote_is_checked_with
     assert report.sentences[0].quotes[0].quote == "Green tea lowers blood pressure [1] in adults"
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        'It notes that "Tea is a drink [1]." Then more.',
+        'It notes that "a trial of 400 people found [1]." Then more.',
+        'It says "Green tea lowers blood pressure in adults [1], a trial" did it.',
+    ],
+)
+async def test_a_marker_before_punctuation_in_a_quote_takes_its_space_with_it(
+    col: Collection, answer: str
+) -> None:
+    """Cut out, "drink [1]." read "drink ." where the source says "drink.": misquoted."""
+    response = await tea_and_sky(col)
+    report = await col.verify_answer(answer, response)
+    assert report.sentences[0].verdict == "quoted", report.sentences[0].detail
+
+
 async def test_a_quote_spanning_two_sentences_is_one_sentence(col: Collection) -> None:
     response = await tea_and_sky(col)
     answer = 'It says "Tea is a drink. Green tea lowers blood pressure" [1].'
