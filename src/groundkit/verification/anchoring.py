@@ -27,7 +27,14 @@ from typing import Literal, Protocol
 
 from rapidfuzz import fuzz
 
-__all__ = ["CONTEXT_CHARS", "MAX_COMPARED_CHARS", "Anchor", "indexed_context", "reanchor"]
+__all__ = [
+    "CONTEXT_CHARS",
+    "MAX_COMPARED_CHARS",
+    "Anchor",
+    "composes",
+    "indexed_context",
+    "reanchor",
+]
 
 # How much text either side of a span serves as its context.
 CONTEXT_CHARS = 32
@@ -147,10 +154,10 @@ def _context_score(text: str, start: int, end: int, prefix: str | None, suffix: 
 
 def _splits(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` ends inside a combining sequence."""
-    return end < len(text) and _composes(text[start:end], text[end])
+    return end < len(text) and composes(text[start:end], text[end])
 
 
-def _composes(piece: str, char: str) -> bool:
+def composes(piece: str, char: str) -> bool:
     """Whether ``char`` joins what is before it under NFC: a combining mark, or a
     starter that composes backwards (Hangul vowels and final consonants, some Indic
     vowel signs; none is below U+0900)."""
@@ -171,7 +178,7 @@ def _nfc_origins(text: str) -> tuple[str, list[int], list[int]]:
     ends: list[int] = []
     cluster = 0
     for i in range(1, len(text) + 1):
-        if i < len(text) and _composes(text[cluster:i], text[i]):
+        if i < len(text) and composes(text[cluster:i], text[i]):
             continue
         for char in unicodedata.normalize("NFC", text[cluster:i]):
             out.append(char)

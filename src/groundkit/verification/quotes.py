@@ -27,7 +27,7 @@ from groundkit.contracts import (
 from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
-from groundkit.verification.anchoring import Anchor
+from groundkit.verification.anchoring import Anchor, composes
 from groundkit.verification.sources import read_source, slice_span, source_key
 from groundkit.verification.verdict import KEPT_COPY_NOTE, deprecated_alias, judge, locate
 
@@ -59,7 +59,8 @@ def normalize_quote(text: str) -> str:
     """The form quotes and spans are compared in.
 
     1. Unicode NFC (composed accents), applied to each character together with
-       the combining marks that follow it.
+       what composes with it: the combining marks that follow it, and the Hangul
+       jamo and Indic vowel signs that compose backwards.
     2. Single quotes and primes ``‘ ’ ‚ ‛ ′ ‹ › ＇`` become ``'``; double quotes
        ``“ ” „ ‟ ″ « » ＂`` become ``"``; hyphens, dashes and minus signs
        (U+2010-U+2015, U+2212, U+FE58, U+FE63, U+FF0D) become ``-``; ``…``
@@ -75,10 +76,15 @@ def normalize_quote(text: str) -> str:
 
 
 def _clusters(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each character with the combining marks after it."""
+    """``(start, end)`` of each character with what composes with it under NFC: the
+    combining marks after it, and the starters that compose backwards (Hangul vowels and
+    final consonants, some Indic vowel signs), so decomposed Korean reads as composed."""
     out: list[tuple[int, int]] = []
     for i, char in enumerate(text):
-        if out and unicodedata.combining(char):
+        if out and (
+            unicodedata.combining(char)
+            or (ord(char) >= 0x0900 and composes(text[out[-1][0] : i], char))
+        ):
             out[-1] = (out[-1][0], i + 1)
         else:
             out.append((i, i + 1))
