@@ -28,7 +28,12 @@ from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
 from groundkit.verification.anchoring import Anchor, composes
-from groundkit.verification.sources import read_source, slice_span, source_key
+from groundkit.verification.sources import (
+    check_read_options,
+    read_source,
+    slice_span,
+    source_key,
+)
 from groundkit.verification.verdict import KEPT_COPY_NOTE, deprecated_alias, judge, locate
 
 __all__ = [
@@ -170,12 +175,7 @@ class QuoteChecker:
         locator: Locator | None = None,
     ) -> None:
         self.allowed_base_dir = base_directory(allowed_base_dir, "allowed_base_dir")
-        if max_bytes is not None and (
-            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
-        ):
-            raise InvalidQueryError(
-                f"max_bytes must be a positive integer or None, not {max_bytes!r}"
-            )
+        check_read_options(snapshot_dir, max_bytes)
         self.snapshot_dir = snapshot_dir
         self.max_bytes = max_bytes
         self._locator = locator or _locate

@@ -32,7 +32,7 @@ from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
 from groundkit.utils.path_safety import base_directory
 from groundkit.verification.anchoring import Anchor
-from groundkit.verification.sources import read_source, source_key
+from groundkit.verification.sources import check_read_options, read_source, source_key
 from groundkit.verification.verdict import find_again, judge
 
 __all__ = [
@@ -343,6 +343,7 @@ async def check_receipts(
         r if isinstance(r, Receipt) else parse_receipt(r, n) for n, r in enumerate(receipts, 1)
     ]
     base = base_directory(allowed_base_dir, "allowed_base_dir")
+    check_read_options(snapshot_dir, max_bytes)
     texts: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
     out: list[FetchResult] = []
     for receipt in parsed:

@@ -24,7 +24,12 @@ from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
 from groundkit.verification.anchoring import MAX_COMPARED_CHARS, Anchor, reanchor
-from groundkit.verification.sources import SourceText, read_source, slice_span
+from groundkit.verification.sources import (
+    SourceText,
+    check_read_options,
+    read_source,
+    slice_span,
+)
 
 __all__ = ["check_citation", "judge", "judge_stored", "locate", "verify_citation"]
 
@@ -217,6 +222,7 @@ async def check_citation(
             f"{type(content).__name__}"
         )
     base = base_directory(base_dir, "base_dir")  # a bad argument raises, not a verdict
+    check_read_options(snapshot_dir, max_bytes)
     try:
         text = await read_source(citation, base, snapshot_dir=snapshot_dir, max_bytes=max_bytes)
     except RetrievalError as exc:
@@ -266,6 +272,7 @@ async def citation_holds(
     ``moved`` and ``drifted`` are False). A source that cannot be read raises
     ``RetrievalError(verdict="unresolvable")`` and one now too short for the span
     raises with ``verdict="drifted"``, as ``verify_citation`` always did."""
+    check_read_options(options.get("snapshot_dir"), options.get("max_bytes"))
     text = await read_source(
         citation,
         base_directory(allowed_base_dir, "allowed_base_dir"),
