@@ -229,6 +229,21 @@ def test_a_claim_never_contradicts_itself(claim: str) -> None:
     assert check_claim(claim, [claim]) is None
 
 
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Rain falls, but, never heavy rain in May.",
+        "Some cells respond; but, not naive memory cells in mice.",
+    ],
+)
+def test_a_negation_in_the_clause_about_the_claim_is_read_in_its_sentence(sentence: str) -> None:
+    """The clause a plain claim is compared with was cut out and read alone: "never"
+    lost the "but" before it that makes it no negation, and a sentence read as its own
+    evidence contradicted itself."""
+    assert not is_negated(sentence)
+    assert check_claim(sentence, [sentence]) is None
+
+
 @settings(max_examples=200, deadline=None)
 @given(_SENTENCES, _SENTENCES)
 def test_a_claim_is_never_contradicted_by_evidence_that_contains_it(claim: str, other: str) -> None:

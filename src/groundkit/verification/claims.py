@@ -631,7 +631,7 @@ def _negation_conflict(claim: str, evidence: Sequence[str]) -> str | None:
         if not any(is_negated(sentence) for sentence in evidence):
             return f"claim negated ({claim_cues[0]}), source not"
         return None
-    best = negation_cues(_clause_about(claim, evidence[0]))
+    best = _cues_in_clause(claim, evidence[0])
     if best:
         return f"source negated ({best[0]}), claim not"
     return None
@@ -642,13 +642,34 @@ _CLAUSE_BREAK = re.compile(
 )
 
 
-def _clause_about(claim: str, sentence: str) -> str:
-    """The clause of ``sentence`` that shares the most terms with ``claim`` (first on ties)."""
-    parts = [p for p in _CLAUSE_BREAK.split(sentence) if p.strip()]
+def _clause_about(claim: str, sentence: str) -> tuple[int, int]:
+    """Where in ``sentence`` the clause sharing the most terms with ``claim`` is (first
+    on ties)."""
+    parts: list[tuple[int, int]] = []
+    at = 0
+    for cut in [*_CLAUSE_BREAK.finditer(sentence), None]:
+        end = len(sentence) if cut is None else cut.start()
+        if sentence[at:end].strip():
+            parts.append((at, end))
+        at = len(sentence) if cut is None else cut.end()
     if len(parts) < 2:
-        return sentence
+        return 0, len(sentence)
     wanted = set(_ANALYZER.terms(claim))
-    return max(parts, key=lambda p: len(wanted.intersection(_ANALYZER.terms(p))))
+    return max(parts, key=lambda p: len(wanted.intersection(_ANALYZER.terms(sentence[slice(*p)]))))
+
+
+def _cues_in_clause(claim: str, sentence: str) -> list[str]:
+    """The negation cues of ``sentence`` inside its clause about ``claim``, each read in
+    the whole sentence: cut out on its own, "never" in "but, never" lost the "but" that
+    makes it no negation, and a claim read as its own evidence contradicted itself."""
+    start, end = _clause_about(claim, sentence)
+    found = list(_TOKEN.finditer(sentence))
+    tokens = [t.group(0).casefold().replace("\u2019", "'") for t in found]
+    return [
+        tokens[i]
+        for i, t in enumerate(found)
+        if start <= t.start() < end and _negation_at(tokens, i)
+    ]
 
 
 def check_claim(
