@@ -14,6 +14,7 @@ from groundkit import (
     Collection,
     RetrievalError,
     SentenceTransformerEmbedder,
+    search_collections,
     verify_answer,
 )
 from tests.answer_support import TEA, tea_and_sky, tea_and_sky_collection
@@ -286,6 +287,24 @@ async def test_results_of_another_collection_are_refused(col: Collection, tmp_pa
         response = await other.search("green tea")
     with pytest.raises(RetrievalError, match="from collection 'other'"):
         await col.verify_answer("Green tea again [1].", response)
+
+
+async def test_a_multi_collection_response_is_refused_unless_all_of_it_is_this_collections(
+    col: Collection, tmp_path: Path
+) -> None:
+    """Its results went unchecked: another collection's were judged against this one's
+    files (``drifted``, or ``verified`` where the same path happened to hold the text)."""
+    base = tmp_path / "other"
+    write_tree(base, {"tea.txt": TEA.replace("lowers", "raises")})
+    async with Collection.open(tmp_path / "index", "other", base_dir=base) as other:
+        await other.ingest(base)
+        both = await search_collections([col, other], "green tea blood pressure")
+        assert {r.collection for r in both.results} == {col.name, "other"}
+        with pytest.raises(RetrievalError, match="from collection 'other'"):
+            await col.verify_answer("Green tea lowers blood pressure in adults [1].", both)
+        alone = await search_collections([col], "green tea blood pressure")
+        report = await col.verify_answer("Green tea lowers blood pressure in adults [1].", alone)
+        assert [c.verification for c in report.citations] == ["verified"]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from groundkit.contracts import (
     AnswerReport,
     Citation,
     FetchResult,
+    MultiSearchResponse,
     RetrievalResult,
     SearchResponse,
 )
@@ -208,7 +209,7 @@ class Verifier:
     async def verify_answer(
         self,
         answer: str,
-        cited: SearchResponse | Sequence[RetrievalResult] | Sequence[str],
+        cited: SearchResponse | MultiSearchResponse | Sequence[RetrievalResult] | Sequence[str],
         *,
         markers: Mapping[str, str] | None = None,
         marker_pattern: str | re.Pattern[str] | None = None,
@@ -223,7 +224,9 @@ class Verifier:
                 "written from, not one string"
             )
         given: Any = cited
-        if isinstance(cited, SearchResponse):
+        # A multi-collection response too: its results are checked against this
+        # collection's sources only once each is known to be this collection's.
+        if isinstance(cited, SearchResponse | MultiSearchResponse):
             given = list(cited.results)
         elif isinstance(cited, Sequence):
             given = list(cited)
