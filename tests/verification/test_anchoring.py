@@ -4,7 +4,8 @@ the closest passage; a repeated one is reported ambiguous, never guessed."""
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,11 @@ from hypothesis import strategies as st
 from rapidfuzz import fuzz
 
 from groundkit import ChunkingConfig, Citation, Collection, check_citation
+from groundkit.storage.protocols import StoredChunk
 from groundkit.verification.anchoring import (
     CONTEXT_CHARS,
     MAX_COMPARED_CHARS,
+    ChunkIndex,
     indexed_context,
     reanchor,
 )
@@ -182,6 +185,57 @@ def test_indexed_context_comes_from_overlapping_chunks() -> None:
     prefix, suffix = indexed_context(chunks, 100, 220)
     assert prefix == text[68:100] and suffix == text[220:252]
     assert indexed_context(chunks, 0, 120) == ("", text[120:152])
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    content: str
+    start_offset: int
+    end_offset: int
+
+
+_TEXT = "".join(chr(ord("a") + i % 26) + chr(ord("A") + i % 7) for i in range(150))
+_spans = st.tuples(st.integers(0, len(_TEXT)), st.integers(0, 120)).map(
+    lambda p: (p[0], min(len(_TEXT), p[0] + p[1]))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_spans, max_size=12), _spans)
+def test_the_chunk_index_gives_the_context_every_chunk_would(
+    layout: list[tuple[int, int]], span: tuple[int, int]
+) -> None:
+    """``ChunkIndex`` finds in log time what ``indexed_context`` finds by reading every
+    chunk, ties (equal starts, chunks over the span's end) included."""
+    chunks = [_Chunk(_TEXT[a:b], a, b) for a, b in layout]
+    assert ChunkIndex(chunks).context(*span) == indexed_context(chunks, *span)
+
+
+async def test_context_is_read_once_per_document_however_many_chunks_are_repeated(
+    tmp_path: Path,
+) -> None:
+    """A long document whose text is now there twice asked the store for all its chunks
+    once per chunk (quadratic in them)."""
+    paragraphs = [f"Paragraph {i} talks about topic {i * 7} and nothing else." for i in range(40)]
+    text = "\n\n".join(paragraphs) + "\n"
+    base = tmp_path / "corpus"
+    write_tree(base, {"long.txt": text})
+    chunking = ChunkingConfig(max_chars=120, overlap_chars=20)
+    async with Collection.open(tmp_path / "index", base_dir=base, chunking=chunking) as col:
+        await col.ingest(base)
+        (base / "long.txt").write_text("Intro.\n\n" + text + text, encoding="utf-8")
+        calls = 0
+        read = col.store.get_chunks_for_documents
+
+        async def counted(document_ids: Sequence[str]) -> dict[str, list[StoredChunk]]:
+            nonlocal calls
+            calls += 1
+            return await read(document_ids)
+
+        col.store.get_chunks_for_documents = counted  # type: ignore[method-assign]
+        report = await col.verify_all()
+    assert report.verified == 0 and report.drifted > 10
+    assert calls == 1
 
 
 @pytest.fixture
