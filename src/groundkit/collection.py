@@ -35,6 +35,7 @@ from groundkit.contracts import (
     ErasureReport,
     FetchResult,
     IngestReport,
+    MultiSearchResponse,
     OptimizeReport,
     Record,
     RetrievalResult,
@@ -1230,7 +1231,7 @@ class Collection:
     async def verify_answer(
         self,
         answer: str,
-        cited: SearchResponse | Sequence[RetrievalResult] | Sequence[str],
+        cited: SearchResponse | MultiSearchResponse | Sequence[RetrievalResult] | Sequence[str],
         *,
         markers: Mapping[str, str] | None = None,
         marker_pattern: str | re.Pattern[str] | None = None,

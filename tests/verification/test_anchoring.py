@@ -4,15 +4,24 @@ the closest passage; a repeated one is reported ambiguous, never guessed."""
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rapidfuzz import fuzz
 
-from groundkit import ChunkingConfig, Collection
-from groundkit.verification.anchoring import CONTEXT_CHARS, indexed_context, reanchor
+from groundkit import ChunkingConfig, Citation, Collection, check_citation
+from groundkit.storage.protocols import StoredChunk
+from groundkit.verification.anchoring import (
+    CONTEXT_CHARS,
+    MAX_COMPARED_CHARS,
+    ChunkIndex,
+    indexed_context,
+    reanchor,
+)
 from tests.support import write_tree
 
 PASSAGE = "Green tea lowers blood pressure in adults, a trial of 400 people found."
@@ -44,6 +53,52 @@ def test_deleted_is_drifted_and_dissimilar() -> None:
     assert anchor.outcome == "drifted"
     assert anchor.similarity is not None and anchor.similarity < 0.6
     assert reanchor("", PASSAGE, 0).similarity == 0.0
+
+
+def _long_text(words: int) -> str:
+    return " ".join(f"w{i * 7919 % 100_003:x}" for i in range(words))
+
+
+def test_a_long_edited_span_is_compared_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each comparison costs the product of the two lengths: refining the closest
+    passage offset by offset made a long span's check cubic in its length."""
+    text = _long_text(12_000)
+    start = 20_000
+    content = text[start : start + 16_000].replace("a", "A")
+    calls = 0
+    ratio = fuzz.ratio
+
+    def counted(a: str, b: str) -> float:
+        nonlocal calls
+        calls += 1
+        return float(ratio(a, b))
+
+    monkeypatch.setattr(fuzz, "ratio", counted)
+    anchor = reanchor(text, content, start)
+    assert anchor.outcome == "drifted" and anchor.start == start
+    assert anchor.similarity is not None and anchor.similarity > 0.9
+    assert calls < 100
+
+
+async def test_a_span_longer_than_any_chunk_gets_no_closest_passage(tmp_path: Path) -> None:
+    text = _long_text(MAX_COMPARED_CHARS // 5)
+    assert len(text) > MAX_COMPARED_CHARS
+    write_tree(tmp_path, {"long.txt": text.replace("a", "A", 1)})
+    citation = Citation(
+        document_id="d",
+        chunk_id="c",
+        source="long.txt",
+        source_class="text",
+        extractor=None,
+        start_offset=0,
+        end_offset=len(text),
+    )
+    result = await check_citation(citation, text, tmp_path)
+    assert result.verification == "drifted"
+    assert result.similarity is None and result.current_start_offset is None
+    assert f"no closest passage is looked for: the indexed text is {len(text)}" in result.detail
 
 
 def test_duplicated_passage_is_ambiguous_unless_the_context_tells() -> None:
@@ -130,6 +185,57 @@ def test_indexed_context_comes_from_overlapping_chunks() -> None:
     prefix, suffix = indexed_context(chunks, 100, 220)
     assert prefix == text[68:100] and suffix == text[220:252]
     assert indexed_context(chunks, 0, 120) == ("", text[120:152])
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    content: str
+    start_offset: int
+    end_offset: int
+
+
+_TEXT = "".join(chr(ord("a") + i % 26) + chr(ord("A") + i % 7) for i in range(150))
+_spans = st.tuples(st.integers(0, len(_TEXT)), st.integers(0, 120)).map(
+    lambda p: (p[0], min(len(_TEXT), p[0] + p[1]))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_spans, max_size=12), _spans)
+def test_the_chunk_index_gives_the_context_every_chunk_would(
+    layout: list[tuple[int, int]], span: tuple[int, int]
+) -> None:
+    """``ChunkIndex`` finds in log time what ``indexed_context`` finds by reading every
+    chunk, ties (equal starts, chunks over the span's end) included."""
+    chunks = [_Chunk(_TEXT[a:b], a, b) for a, b in layout]
+    assert ChunkIndex(chunks).context(*span) == indexed_context(chunks, *span)
+
+
+async def test_context_is_read_once_per_document_however_many_chunks_are_repeated(
+    tmp_path: Path,
+) -> None:
+    """A long document whose text is now there twice asked the store for all its chunks
+    once per chunk (quadratic in them)."""
+    paragraphs = [f"Paragraph {i} talks about topic {i * 7} and nothing else." for i in range(40)]
+    text = "\n\n".join(paragraphs) + "\n"
+    base = tmp_path / "corpus"
+    write_tree(base, {"long.txt": text})
+    chunking = ChunkingConfig(max_chars=120, overlap_chars=20)
+    async with Collection.open(tmp_path / "index", base_dir=base, chunking=chunking) as col:
+        await col.ingest(base)
+        (base / "long.txt").write_text("Intro.\n\n" + text + text, encoding="utf-8")
+        calls = 0
+        read = col.store.get_chunks_for_documents
+
+        async def counted(document_ids: Sequence[str]) -> dict[str, list[StoredChunk]]:
+            nonlocal calls
+            calls += 1
+            return await read(document_ids)
+
+        col.store.get_chunks_for_documents = counted  # type: ignore[method-assign]
+        report = await col.verify_all()
+    assert report.verified == 0 and report.drifted > 10
+    assert calls == 1
 
 
 @pytest.fixture

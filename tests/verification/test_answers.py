@@ -14,6 +14,7 @@ from groundkit import (
     Collection,
     RetrievalError,
     SentenceTransformerEmbedder,
+    search_collections,
     verify_answer,
 )
 from tests.answer_support import TEA, tea_and_sky, tea_and_sky_collection
@@ -117,6 +118,23 @@ async def test_a_marker_inside_a_quote_still_cites_and_the_quote_is_checked_with
     report = await col.verify_answer(answer, response)
     assert verdicts(report) == ["quoted"]
     assert report.sentences[0].quotes[0].quote == "Green tea lowers blood pressure [1] in adults"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        'It notes that "Tea is a drink [1]." Then more.',
+        'It notes that "a trial of 400 people found [1]." Then more.',
+        'It says "Green tea lowers blood pressure in adults [1], a trial" did it.',
+    ],
+)
+async def test_a_marker_before_punctuation_in_a_quote_takes_its_space_with_it(
+    col: Collection, answer: str
+) -> None:
+    """Cut out, "drink [1]." read "drink ." where the source says "drink.": misquoted."""
+    response = await tea_and_sky(col)
+    report = await col.verify_answer(answer, response)
+    assert report.sentences[0].verdict == "quoted", report.sentences[0].detail
 
 
 async def test_a_quote_spanning_two_sentences_is_one_sentence(col: Collection) -> None:
@@ -269,6 +287,24 @@ async def test_results_of_another_collection_are_refused(col: Collection, tmp_pa
         response = await other.search("green tea")
     with pytest.raises(RetrievalError, match="from collection 'other'"):
         await col.verify_answer("Green tea again [1].", response)
+
+
+async def test_a_multi_collection_response_is_refused_unless_all_of_it_is_this_collections(
+    col: Collection, tmp_path: Path
+) -> None:
+    """Its results went unchecked: another collection's were judged against this one's
+    files (``drifted``, or ``verified`` where the same path happened to hold the text)."""
+    base = tmp_path / "other"
+    write_tree(base, {"tea.txt": TEA.replace("lowers", "raises")})
+    async with Collection.open(tmp_path / "index", "other", base_dir=base) as other:
+        await other.ingest(base)
+        both = await search_collections([col, other], "green tea blood pressure")
+        assert {r.collection for r in both.results} == {col.name, "other"}
+        with pytest.raises(RetrievalError, match="from collection 'other'"):
+            await col.verify_answer("Green tea lowers blood pressure in adults [1].", both)
+        alone = await search_collections([col], "green tea blood pressure")
+        report = await col.verify_answer("Green tea lowers blood pressure in adults [1].", alone)
+        assert [c.verification for c in report.citations] == ["verified"]
 
 
 @pytest.fixture(scope="module")

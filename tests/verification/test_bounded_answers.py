@@ -142,7 +142,10 @@ def test_cutting_markers_out_of_any_range_matches_the_reference(answer: str) -> 
             plain = [answer[start:end]]
             kept = [m for m in markers if start <= m.start and m.end <= end]
             for m in reversed(kept):
-                plain[0] = plain[0][: m.start - start] + plain[0][m.end - start :]
+                head = plain[0][: m.start - start]
+                if not answer[m.end : m.end + 1].isalnum():
+                    head = head.rstrip()  # the space before a marker goes unless a word follows
+                plain[0] = head + plain[0][m.end - start :]
             assert answers._cut(answer, start, end, markers) == " ".join(plain[0].split())
 
 

@@ -75,6 +75,53 @@ def test_numbers_that_agree_pass(claim: str, evidence: str) -> None:
     assert check_claim(claim, [evidence]) is None
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        "Patients received between 10 and 20 mg daily.",
+        "Patients received between 10 mg and 20 mg daily.",
+        "Patients received 10 mg to 20 mg daily.",
+        "Patients received 10 mg-20 mg daily.",
+        "Patients received 10 mg\u201320 mg daily.",
+        "The effect was between 10% and 20%.",
+    ],
+)
+def test_a_range_in_any_of_its_written_forms_holds_a_value_inside_it(source: str) -> None:
+    """A range agrees with a value inside it however it is written: "between ... and",
+    and with its unit on both ends, were read as two amounts neither of which agreed."""
+    unit = "%" if "%" in source else " mg"
+    assert check_claim(f"The amount was 15{unit}.", [source]) is None
+    got = check_claim(f"The amount was 25{unit}.", [source])
+    assert got is not None and got.startswith(f"claim 25{unit}, source ")
+    assert "10" in got and "20" in got
+
+
+@pytest.mark.parametrize("minus", ["\u2212", "\ufe63", "\uff0d"])
+def test_a_typeset_minus_sign_makes_a_negative_number(minus: str) -> None:
+    """Typeset sources write "\u22125 \u00b0C": read as 5 \u00b0C, it contradicted a claim of
+    -5 \u00b0C and agreed with one of 5 \u00b0C."""
+    source = [f"The lake froze at {minus}5 \u00b0C overnight."]
+    assert check_claim("The lake froze at -5 \u00b0C overnight.", source) is None
+    assert check_claim("The lake froze at 5 \u00b0C overnight.", source) == (
+        "claim 5 \u00b0C, source -5 \u00b0C"
+    )
+    (q,) = quantities(f"between {minus}10 and {minus}5 \u00b0C")
+    assert (q.low, q.high) == (-10.0, -5.0)
+
+
+def test_two_amounts_are_not_a_range() -> None:
+    assert check_claim("Groups got 15 mg.", ["Groups got 10 and 20 mg."]) == (
+        "claim 15 mg, source 20 mg"
+    )
+    assert [(q.low, q.unit) for q in quantities("from 5 days to 2 weeks")] == [
+        (5.0, "days"),
+        (2.0, "weeks"),
+    ]
+    assert [(q.low, q.high, q.unit) for q in quantities("10 mg to 20 patients")] == [
+        (10.0, 10.0, "mg")
+    ]
+
+
 def test_proportions_compare_as_fractions() -> None:
     got = check_claim("One in two trials stop early.", ["One in five trials stop early."])
     assert got == "claim One in two, source One in five"
@@ -182,6 +229,21 @@ def test_a_claim_never_contradicts_itself(claim: str) -> None:
     assert check_claim(claim, [claim]) is None
 
 
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Rain falls, but, never heavy rain in May.",
+        "Some cells respond; but, not naive memory cells in mice.",
+    ],
+)
+def test_a_negation_in_the_clause_about_the_claim_is_read_in_its_sentence(sentence: str) -> None:
+    """The clause a plain claim is compared with was cut out and read alone: "never"
+    lost the "but" before it that makes it no negation, and a sentence read as its own
+    evidence contradicted itself."""
+    assert not is_negated(sentence)
+    assert check_claim(sentence, [sentence]) is None
+
+
 @settings(max_examples=200, deadline=None)
 @given(_SENTENCES, _SENTENCES)
 def test_a_claim_is_never_contradicted_by_evidence_that_contains_it(claim: str, other: str) -> None:
@@ -232,6 +294,18 @@ def test_a_measure_in_another_unit_is_converted_before_it_is_compared() -> None:
     assert check_claim("A dose of 50 mg was given", ["A dose of 0.5 g was given."]) == (
         "claim 50 mg, source 0.5 g"
     )
+
+
+@pytest.mark.parametrize(
+    ("length", "contradicts"),
+    [("5 m", True), ("5000 metres", False), ("500 cm", True)],
+)
+def test_metres_convert_like_every_other_length(length: str, contradicts: bool) -> None:
+    """Metres sit between nanometres and kilometres: a length in metres is compared with
+    one in kilometres once converted, as centimetres are, whichever side states it."""
+    claim, source = f"The trail is {length} long.", "The trail is 5 km long."
+    assert check_claim(claim, [source]) == (f"claim {length}, source 5 km" if contradicts else None)
+    assert check_claim(source, [claim]) == (f"claim 5 km, source {length}" if contradicts else None)
 
 
 def test_a_direction_word_both_share_sets_the_scene_and_the_other_is_compared() -> None:

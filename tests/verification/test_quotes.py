@@ -122,6 +122,71 @@ async def test_altered_quotes_fail(col: Collection, quote: str, hint: str) -> No
     assert (check.start_offset, check.end_offset) == (None, None)
 
 
+@pytest.mark.parametrize("text", ["녹차는 혈압을 낮춘다.", "বাংলা ভাষা কোনো দিন", "Café crème brûlée."])
+async def test_a_decomposed_source_holds_the_composed_quote(tmp_path: Path, text: str) -> None:
+    """Hangul jamo and some Indic vowel signs compose under NFC without being combining
+    marks: read one character at a time, decomposed Korean never matched a composed quote."""
+    source = unicodedata.normalize("NFD", text)
+    assert normalize_quote(source) == unicodedata.normalize("NFC", text)
+    write_tree(tmp_path, {"nfd.txt": source})
+    citation = Citation(
+        document_id="d",
+        chunk_id="c",
+        source="nfd.txt",
+        source_class="text",
+        extractor=None,
+        start_offset=0,
+        end_offset=len(source),
+    )
+    quote = unicodedata.normalize("NFC", text.split()[1])
+    check = await check_quote(quote, citation, tmp_path, content=source)
+    assert check.verdict == "verified", check.detail
+    assert check.start_offset is not None and check.end_offset is not None
+    assert normalize_quote(source[check.start_offset : check.end_offset]) == quote
+
+
+# Yoruba "ọkọ̀" (boat) is "ọkọ" (husband) with a grave accent no precomposed letter holds,
+# "x̣" has no precomposed form, and Devanagari "कि" is "क" with a vowel sign.
+MARKED = "Ọkọ̀ náà wọ́ lọ. Nx̣a kitab कि.\n"
+
+
+@pytest.mark.parametrize(
+    ("quote", "holds"),
+    [
+        ("Ọkọ̀ náà", True),
+        ("Ọkọ", False),
+        ("wọ", False),
+        ("wọ́", True),
+        ("\u0300 náà", False),
+        ("Nx", False),
+        ("Nx̣a", True),
+        ("कि", True),
+        ("क", False),
+    ],
+)
+async def test_a_quote_never_splits_a_letter_from_its_marks(
+    tmp_path: Path, quote: str, holds: bool
+) -> None:
+    """A substring match that stops before a combining mark (or starts on one) quotes
+    another letter: the mark changes the word."""
+    assert unicodedata.is_normalized("NFC", MARKED)
+    write_tree(tmp_path, {"marked.txt": MARKED})
+    citation = Citation(
+        document_id="d",
+        chunk_id="c",
+        source="marked.txt",
+        source_class="text",
+        extractor=None,
+        start_offset=0,
+        end_offset=len(MARKED),
+    )
+    check = await check_quote(quote, citation, tmp_path, content=MARKED)
+    assert check.verdict == ("verified" if holds else "not_in_span"), check.detail
+    if holds:
+        assert check.start_offset is not None and check.end_offset is not None
+        assert normalize_quote(MARKED[check.start_offset : check.end_offset]) == quote
+
+
 async def test_drifted_span_fails_even_with_the_quote(col: Collection) -> None:
     hit = await _hit(col, "green tea leaves", "tea.md")
     path = col.base_dir / "tea.md"

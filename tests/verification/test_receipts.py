@@ -152,6 +152,27 @@ async def test_search_to_file_to_grk_verify_round_trip(
     assert out.startswith(f"verified {len(response.results)}, moved 0, drifted 0")
 
 
+async def test_json_lines_keep_unicode_line_separators_inside_their_strings(
+    tmp_path: Path,
+) -> None:
+    """``write_receipts`` leaves U+2028, U+2029 and U+0085 unescaped in a cited text;
+    JSON Lines ends lines at "\\n" only, so the file reads back."""
+    base = tmp_path / "corpus"
+    write_tree(base, {"seps.txt": "One\u2028two\u2029three\x85four. Then more text.\r\n"})
+    async with Collection.open(tmp_path / "index", base_dir=base) as opened:
+        await opened.ingest(base)
+        (result,) = (await opened.search("two three", 1)).results
+    assert "\u2028" in result.content
+    path = tmp_path / "receipts.jsonl"
+    await write_receipts(path, [result.to_annotation(), result.to_annotation()])
+    receipts = await read_receipts(path)
+    assert [r.exact for r in receipts] == [result.content, result.content]
+    checked = await check_receipts(receipts, base)
+    assert [c.verification for c in checked] == ["verified", "verified"]
+    crlf = path.read_text(encoding="utf-8").replace("}\n", "}\r\n\r\n")
+    assert [r.exact for r in parse_receipts(crlf)] == [result.content, result.content]
+
+
 EDITS: dict[str, Callable[[Path, str], object]] = {
     # Text inserted above: the passage is intact, elsewhere.
     "moved": lambda path, chunk: path.write_text("A new first line.\n\n" + NOTES),

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from groundkit import Citation, RetrievalError, check_citation, resolve_citation
+from groundkit import (
+    Citation,
+    InvalidQueryError,
+    RetrievalError,
+    check_citation,
+    check_quote,
+    check_receipts,
+    resolve_citation,
+    verify_answer,
+)
 from groundkit.verification.sources import read_source, slice_span
 from groundkit.verification.verdict import verify_citation
 from tests.support import write_tree
@@ -56,6 +68,39 @@ async def test_empty_span(base: Path) -> None:
     assert await resolve_citation(citation, base) == ""
 
 
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_bytes": "20"}, "max_bytes must be a positive integer or None, not '20'"),
+        ({"max_bytes": 0}, "max_bytes must be a positive integer or None, not 0"),
+        ({"max_bytes": 1.5}, "max_bytes must be a positive integer or None, not 1.5"),
+        ({"snapshot_dir": 5}, "snapshot_dir must be a directory"),
+        ({"snapshot_dir": b"/tmp"}, "snapshot_dir must be a directory"),
+        ({"snapshot_dir": "snap\x00shots"}, "holds a NUL character"),
+        ({"base": "ba\x00se"}, "holds a NUL character"),
+    ],
+)
+async def test_a_bad_read_argument_is_refused_by_every_check(
+    base: Path, options: dict[str, Any], named: str
+) -> None:
+    """A bad argument raises ``InvalidQueryError`` before anything is read: it is not a
+    verdict (a cap of 0 made every source 'too large'), and never a bare ``TypeError``
+    or ``ValueError`` from the read."""
+    citation = cite(TEXT, "Intro line.", source="missing.txt")
+    where = options.pop("base", base)
+    receipt = citation.to_annotation("Intro line.")
+    checks: list[Callable[[], Awaitable[object]]] = [
+        lambda: check_citation(citation, "Intro line.", where, **options),
+        lambda: resolve_citation(citation, where, **options),
+        lambda: check_quote("Intro", citation, where, content="Intro line.", **options),
+        lambda: check_receipts([receipt], where, **options),
+        lambda: verify_answer("A claim with no marker at all.", [], where, **options),
+    ]
+    for check in checks:
+        with pytest.raises(InvalidQueryError, match=re.escape(named)):
+            await check()
+
+
 async def test_same_length_edit_is_drift(base: Path) -> None:
     citation = cite(TEXT, "Rocket 🚀 launch")
     (base / "doc.txt").write_text(TEXT.replace("Rocket", "Racket"), encoding="utf-8", newline="")
@@ -81,6 +126,21 @@ async def test_truncated_source_is_drifted(base: Path) -> None:
     result = await check_citation(citation, "東京の朝。", base)
     assert result.verification == "drifted"
     assert "is now 10 characters long" in result.detail
+
+
+async def test_empty_span_past_the_end_is_drifted(base: Path) -> None:
+    """An empty slice past the end is empty too: that must not read as the span holding
+    its (empty) text, where ``verify_citation`` says the source no longer reaches it."""
+    (base / "doc.txt").write_text("short", encoding="utf-8")
+    citation = cite(TEXT, "東京の朝。").model_copy(update={"start_offset": 40, "end_offset": 40})
+    result = await check_citation(citation, "", base)
+    assert result.verification == "drifted"
+    assert "is now 5 characters long; the citation ends at 40" in result.detail
+    with pytest.warns(DeprecationWarning), pytest.raises(RetrievalError) as raised:
+        await verify_citation(citation, "", base)
+    assert raised.value.verdict == "drifted"
+    at_end = citation.model_copy(update={"start_offset": 5, "end_offset": 5})
+    assert (await check_citation(at_end, "", base)).verification == "verified"
 
 
 async def test_deleted_source_is_unresolvable(base: Path) -> None:

@@ -27,7 +27,11 @@ def base_directory(value: object, what: str = "the base directory") -> Path:
     anything that is not a path (``None``, a number), which ``Path`` would refuse with a
     bare ``TypeError`` or, for ``""``, take for the current directory."""
     if isinstance(value, str | os.PathLike) and os.fspath(value) not in ("", b""):
-        return Path(os.fsdecode(value))
+        path = os.fsdecode(value)
+        if "\x00" in path:
+            # ``Path`` takes it, and every later use fails with a bare ``ValueError``.
+            raise InvalidQueryError(f"{what} {path!r} holds a NUL character; no path does")
+        return Path(path)
     shown = "an empty string" if value == "" else type(value).__name__
     raise InvalidQueryError(f"{what} must be a path (str or os.PathLike), not {shown}")
 

@@ -21,13 +21,23 @@ suffix) is re-attached:
 from __future__ import annotations
 
 import unicodedata
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Literal, Protocol
 
 from rapidfuzz import fuzz
 
-__all__ = ["CONTEXT_CHARS", "Anchor", "indexed_context", "reanchor"]
+__all__ = [
+    "CONTEXT_CHARS",
+    "MAX_COMPARED_CHARS",
+    "Anchor",
+    "ChunkIndex",
+    "composes",
+    "indexed_context",
+    "reanchor",
+]
 
 # How much text either side of a span serves as its context.
 CONTEXT_CHARS = 32
@@ -37,6 +47,13 @@ _MAX_OCCURRENCES = 1000
 _SLACK = 16
 # The closest passage is looked for within this many characters of the old span.
 _SCAN_CHARS = 65_536
+# Up to this coarse step (spans under 2,048 characters) the best coarse window is
+# refined at every offset around it; beyond, by halving the step.
+_EXHAUSTIVE_STEP = 255
+# Each comparison costs the product of the lengths: a span longer than the largest chunk
+# (``ChunkingConfig.max_chars``' bound; a hand-made citation or receipt can be any length)
+# gets no closest passage, where looking for one would take minutes or hours.
+MAX_COMPARED_CHARS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +99,70 @@ def indexed_context(chunks: Sequence[_Indexed], start: int, end: int) -> tuple[s
     return prefix, suffix
 
 
+class ChunkIndex:
+    """A document version's chunks sorted by where they start, so ``context`` gives what
+    ``indexed_context`` gives in about log time: checking every chunk of a long document
+    whose text is now repeated asked for each chunk's context, and ``indexed_context``
+    reads every chunk each time."""
+
+    def __init__(self, chunks: Sequence[_Indexed]) -> None:
+        order = sorted(range(len(chunks)), key=lambda i: chunks[i].start_offset)
+        self._chunks = [chunks[i] for i in order]
+        # Each chunk's place in ``chunks``: equal candidates go to the first, as there.
+        self._rank = order
+        self._starts = [c.start_offset for c in self._chunks]
+        # The furthest end of the chunks up to each one (sorted by start).
+        self._reach = list(accumulate((c.end_offset for c in self._chunks), max))
+
+    def context(self, start: int, end: int) -> tuple[str, str]:
+        """``indexed_context(chunks, start, end)``."""
+        return self._prefix(start), self._suffix(end)
+
+    def _prefix(self, start: int) -> str:
+        # The candidates start before ``start``; the best ends latest (up to ``start``),
+        # then reaches back furthest (up to CONTEXT_CHARS). Equal ones slice the same
+        # text, so which is taken does not matter.
+        best: tuple[int, int, int] | None = None  # stop, lo, position
+        for k in range(bisect_left(self._starts, start) - 1, -1, -1):
+            reach = min(self._reach[k], start)
+            if best is not None and (
+                reach < best[0] or (reach == best[0] and best[0] - best[1] == CONTEXT_CHARS)
+            ):
+                break  # nothing from here down can do better
+            c = self._chunks[k]
+            stop = min(c.end_offset, start)
+            lo = max(c.start_offset, stop - CONTEXT_CHARS)
+            if best is None or stop > best[0] or (stop == best[0] and lo < best[1]):
+                best = (stop, lo, k)
+        if best is None:
+            return ""
+        stop, lo, k = best
+        a = self._chunks[k].start_offset
+        return self._chunks[k].content[lo - a : stop - a]
+
+    def _suffix(self, end: int) -> str:
+        # A chunk over ``end`` starts its suffix at ``end``; the first such (in the
+        # given order) is taken, else the first of those starting soonest after ``end``.
+        pick: int | None = None
+        k = bisect_right(self._starts, end) - 1
+        while k >= 0 and self._reach[k] > end:
+            if self._chunks[k].end_offset > end and (
+                pick is None or self._rank[k] < self._rank[pick]
+            ):
+                pick = k
+            k -= 1
+        if pick is None:
+            first = bisect_right(self._starts, end)
+            if first == len(self._chunks):
+                return ""
+            last = bisect_right(self._starts, self._starts[first])
+            pick = min(range(first, last), key=lambda i: self._rank[i])
+        c = self._chunks[pick]
+        a, b = c.start_offset, c.end_offset
+        begin = max(a, end)
+        return c.content[begin - a : min(b, begin + CONTEXT_CHARS) - a]
+
+
 def reanchor(
     text: str,
     content: str,
@@ -116,7 +197,12 @@ def reanchor(
     equivalent = _canonically_equal(text, content, start)
     if equivalent is not None:
         a, b = equivalent
-        return Anchor("renormalized", a, b, round(fuzz.ratio(content, text[a:b]) / 100.0, 4), 1)
+        similar = (
+            None
+            if len(content) > MAX_COMPARED_CHARS
+            else round(fuzz.ratio(content, text[a:b]) / 100.0, 4)
+        )
+        return Anchor("renormalized", a, b, similar, 1)
     lo, hi, similarity = _closest(text, content, start)
     return Anchor("drifted", lo, hi, similarity, 0)
 
@@ -135,10 +221,10 @@ def _context_score(text: str, start: int, end: int, prefix: str | None, suffix: 
 
 def _splits(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` ends inside a combining sequence."""
-    return end < len(text) and _composes(text[start:end], text[end])
+    return end < len(text) and composes(text[start:end], text[end])
 
 
-def _composes(piece: str, char: str) -> bool:
+def composes(piece: str, char: str) -> bool:
     """Whether ``char`` joins what is before it under NFC: a combining mark, or a
     starter that composes backwards (Hangul vowels and final consonants, some Indic
     vowel signs; none is below U+0900)."""
@@ -159,7 +245,7 @@ def _nfc_origins(text: str) -> tuple[str, list[int], list[int]]:
     ends: list[int] = []
     cluster = 0
     for i in range(1, len(text) + 1):
-        if i < len(text) and _composes(text[cluster:i], text[i]):
+        if i < len(text) and composes(text[cluster:i], text[i]):
             continue
         for char in unicodedata.normalize("NFC", text[cluster:i]):
             out.append(char)
@@ -199,6 +285,8 @@ def _closest(text: str, content: str, start: int) -> tuple[int | None, int | Non
     if not text:
         return None, None, 0.0
     width = len(content)
+    if width > MAX_COMPARED_CHARS:
+        return None, None, None
     lo = max(0, start - _SCAN_CHARS)
     hi = min(len(text), start + width + _SCAN_CHARS)
     if hi - lo <= width:
@@ -214,9 +302,22 @@ def _closest(text: str, content: str, start: int) -> tuple[int | None, int | Non
         s = score(i)
         if s > best:
             best_at, best = i, s
-    # Refine around the best coarse window, one character at a time.
-    for i in range(max(lo, best_at - step), min(last, best_at + step) + 1):
-        s = score(i)
-        if s > best:
-            best_at, best = i, s
+    if step <= _EXHAUSTIVE_STEP:
+        # Refine around the best coarse window, one character at a time.
+        for i in range(max(lo, best_at - step), min(last, best_at + step) + 1):
+            s = score(i)
+            if s > best:
+                best_at, best = i, s
+        return best_at, best_at + width, round(best / 100.0, 4)
+    # A long span: every offset between two coarse windows would cost a comparison of
+    # the span's length each (cubic in it); halve the step instead, moving to the
+    # better side each time.
+    while step > 1:
+        step //= 2
+        centre = best_at
+        for i in (centre - step, centre + step):
+            if lo <= i <= last:
+                s = score(i)
+                if s > best:
+                    best_at, best = i, s
     return best_at, best_at + width, round(best / 100.0, 4)

@@ -786,13 +786,16 @@ def _split_lead_ins(text: str, spans: list[tuple[int, int]]) -> list[tuple[int, 
 
 def _cut(text: str, start: int, end: int, markers: Sequence[Marker]) -> str:
     """``text[start:end]`` without the markers inside it (``markers`` in text order),
-    whitespace runs made one space."""
+    whitespace runs made one space. The space before a marker goes with it unless a word
+    follows: "preliminary [1]." reads "preliminary.", as the quoted source wrote it."""
     out, at = [], start
     for m in markers[bisect_left(markers, start, key=_start_of) :]:
         if m.start >= end:
             break
         if m.end <= end:
-            out.append(text[at : m.start])
+            before = text[at : m.start]
+            after = text[m.end : m.end + 1]
+            out.append(before if after.isalnum() else before.rstrip())
             at = m.end
     out.append(text[at:end])
     return " ".join("".join(out).split())

@@ -374,18 +374,26 @@ _UNIT_ALT = "|".join(
 _NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
 _WORDNUM = "|".join(sorted(_WORD_NUMBERS, key=len, reverse=True))
 _VALUE = rf"(?:{_NUM}|{_WORDNUM})(?:\s+(?:hundred|thousand|million|billion))?"
+_RANGE_TO = r"(?:-|\u2013|\u2014|to)"
 _QUANTITY = re.compile(
-    rf"(?<![\w.,/-])(?P<cmp>(?:about|approximately|around|roughly|nearly|almost|some|over|"
+    rf"(?<![\w.,/-])(?:(?P<between>between)\s+)?"
+    rf"(?P<cmp>(?:about|approximately|around|roughly|nearly|almost|some|over|"
     rf"above|more than|greater than|at least|under|below|less than|fewer than|up to|at most|"
     rf"[~\u2248<>\u2264\u2265])\s*)?"
     rf"(?P<lo>-?{_VALUE})"
     rf"(?:\s*(?P<lounit>%|percent|per cent))?"
-    rf"(?:\s*(?:-|\u2013|\u2014|to)\s*(?P<hi>-?{_VALUE}))?"
+    # A unit written on both ends of a range ("10 mg to 20 mg", "10 mg-20 mg"): the low
+    # end's is taken only before a range's second number, and must be the high end's.
+    rf"(?:\s*(?P<lowunit>{_UNIT_ALT})(?=\s*(?:{_RANGE_TO}|(?(between)and|(?!)))\s*-?\.?\d))?"
+    # "between 10 and 20 mg" is a range; "10 and 20 mg" two amounts.
+    rf"(?:\s*(?:{_RANGE_TO}|(?(between)and|(?!)))\s*(?P<hi>-?{_VALUE}))?"
     rf"(?:\s*(?:-\s*)?(?P<unit>{_UNIT_ALT})(?![\w/]))?",
     re.IGNORECASE,
 )
 _CONFIDENCE = re.compile(r"\s*(?:CI\b|confidence|credible)", re.IGNORECASE)
 _MIDDLE_DOT = re.compile(r"(?<=\d)[\u00b7\u2219](?=\d)")
+# MINUS SIGN, SMALL HYPHEN-MINUS, FULLWIDTH HYPHEN-MINUS: read as "-" (one character each).
+_MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
 _APPROX = frozenset({"about", "approximately", "around", "roughly", "nearly", "almost", "some"})
 _APPROX_SYMBOLS = frozenset({"~", "\u2248"})
 _LOWER_BOUND = frozenset({"over", "above", "more than", "greater than", "at least", ">", "\u2265"})
@@ -447,39 +455,63 @@ def _number(text: str) -> tuple[float, int] | None:
     return value, decimals
 
 
+def _unit_name(unit: str) -> str:
+    return _UNITS.get(" ".join(unit.casefold().split()), unit.casefold())
+
+
+def _quantity(
+    text: str, lo_text: str, hi_text: str | None, unit: str, start: int, end: int, cmp: str
+) -> Quantity | None:
+    """The amount ``text[start:end]`` states, or None when it is no measurement."""
+    if _CONFIDENCE.match(text, end):
+        return None  # "95% CI": a confidence level, not a measurement
+    lo = _number(lo_text)
+    hi = _number(hi_text) if hi_text else None
+    if lo is None or (hi_text and hi is None):
+        return None
+    if lo_text.strip().isalpha() and lo_text.casefold() not in _WORD_NUMBERS:
+        return None
+    low, high = (lo[0], hi[0]) if hi is not None else (lo[0], lo[0])
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None  # too many digits for a float: nothing to compare
+    if low > high:
+        low, high = high, low
+    return Quantity(
+        low=low,
+        high=high,
+        unit=_unit_name(unit),
+        text=" ".join(text[start:end].split()),
+        decimals=max(lo[1], hi[1] if hi is not None else 0),
+        approximate=cmp in _APPROX or cmp in _APPROX_SYMBOLS,
+        bound="lower" if cmp in _LOWER_BOUND else "upper" if cmp in _UPPER_BOUND else "",
+    )
+
+
 def quantities(text: str) -> list[Quantity]:
     """The numbers of ``text`` that carry a unit, with their ranges and bounds."""
     out: list[Quantity] = []
     # A raised dot between digits is a decimal point ("1\u00b74", as some journals print it).
     text = _MIDDLE_DOT.sub(".", text)
+    # Typeset text writes a negative number with the minus sign, not the hyphen-minus.
+    text = text.translate(_MINUS_SIGNS)
     for m in _QUANTITY.finditer(text):
         unit = m.group("unit") or m.group("lounit")
-        if not unit or _CONFIDENCE.match(text, m.end()):
-            continue  # no unit, or "95% CI": a confidence level, not a measurement
-        lo = _number(m.group("lo"))
-        hi = _number(m.group("hi")) if m.group("hi") else None
-        if lo is None or (m.group("hi") and hi is None):
-            continue
-        if m.group("lo").strip().isalpha() and m.group("lo").casefold() not in _WORD_NUMBERS:
-            continue
-        name = _UNITS.get(" ".join(unit.casefold().split()), unit.casefold())
         cmp = " ".join((m.group("cmp") or "").casefold().split())
-        low, high = (lo[0], hi[0]) if hi is not None else (lo[0], lo[0])
-        if not (math.isfinite(low) and math.isfinite(high)):
-            continue  # too many digits for a float: nothing to compare
-        if low > high:
-            low, high = high, low
-        out.append(
-            Quantity(
-                low=low,
-                high=high,
-                unit=name,
-                text=" ".join(m.group(0).split()),
-                decimals=max(lo[1], hi[1] if hi is not None else 0),
-                approximate=cmp in _APPROX or cmp in _APPROX_SYMBOLS,
-                bound="lower" if cmp in _LOWER_BOUND else "upper" if cmp in _UPPER_BOUND else "",
-            )
-        )
+        begin = m.start("cmp") if m.group("cmp") is not None else m.start("lo")
+        if m.group("between") is not None and m.group("hi") is not None:
+            begin = m.start("between")
+        lowunit = m.group("lowunit")
+        if lowunit is not None and (unit is None or _unit_name(lowunit) != _unit_name(unit)):
+            # "5 days to 2 weeks", "10 mg to 20 patients": two amounts, not a range.
+            made = _quantity(text, m.group("lo"), None, lowunit, begin, m.end("lowunit"), cmp)
+            out.extend([made] if made is not None else [])
+            if unit is not None and m.group("hi") is not None:
+                made = _quantity(text, m.group("hi"), None, unit, m.start("hi"), m.end(), "")
+                out.extend([made] if made is not None else [])
+            continue
+        if unit is not None:
+            made = _quantity(text, m.group("lo"), m.group("hi"), unit, begin, m.end(), cmp)
+            out.extend([made] if made is not None else [])
     for m in _RATIO.finditer(text):
         top = _number(m.group("top"))
         scale = _SCALES.get(m.group("bottom").casefold())
@@ -517,6 +549,7 @@ _SCALE_OF: dict[str, tuple[str, Callable[[float], float]]] = {
     "nm": ("length", lambda v: v * 1e-9),
     "mm": ("length", lambda v: v * 1e-3),
     "cm": ("length", lambda v: v * 1e-2),
+    "m": ("length", lambda v: v),
     "km": ("length", lambda v: v * 1e3),
     "bp": ("sequence length", lambda v: v),
     "kb": ("sequence length", lambda v: v * 1e3),
@@ -598,7 +631,7 @@ def _negation_conflict(claim: str, evidence: Sequence[str]) -> str | None:
         if not any(is_negated(sentence) for sentence in evidence):
             return f"claim negated ({claim_cues[0]}), source not"
         return None
-    best = negation_cues(_clause_about(claim, evidence[0]))
+    best = _cues_in_clause(claim, evidence[0])
     if best:
         return f"source negated ({best[0]}), claim not"
     return None
@@ -609,13 +642,34 @@ _CLAUSE_BREAK = re.compile(
 )
 
 
-def _clause_about(claim: str, sentence: str) -> str:
-    """The clause of ``sentence`` that shares the most terms with ``claim`` (first on ties)."""
-    parts = [p for p in _CLAUSE_BREAK.split(sentence) if p.strip()]
+def _clause_about(claim: str, sentence: str) -> tuple[int, int]:
+    """Where in ``sentence`` the clause sharing the most terms with ``claim`` is (first
+    on ties)."""
+    parts: list[tuple[int, int]] = []
+    at = 0
+    for cut in [*_CLAUSE_BREAK.finditer(sentence), None]:
+        end = len(sentence) if cut is None else cut.start()
+        if sentence[at:end].strip():
+            parts.append((at, end))
+        at = len(sentence) if cut is None else cut.end()
     if len(parts) < 2:
-        return sentence
+        return 0, len(sentence)
     wanted = set(_ANALYZER.terms(claim))
-    return max(parts, key=lambda p: len(wanted.intersection(_ANALYZER.terms(p))))
+    return max(parts, key=lambda p: len(wanted.intersection(_ANALYZER.terms(sentence[slice(*p)]))))
+
+
+def _cues_in_clause(claim: str, sentence: str) -> list[str]:
+    """The negation cues of ``sentence`` inside its clause about ``claim``, each read in
+    the whole sentence: cut out on its own, "never" in "but, never" lost the "but" that
+    makes it no negation, and a claim read as its own evidence contradicted itself."""
+    start, end = _clause_about(claim, sentence)
+    found = list(_TOKEN.finditer(sentence))
+    tokens = [t.group(0).casefold().replace("\u2019", "'") for t in found]
+    return [
+        tokens[i]
+        for i, t in enumerate(found)
+        if start <= t.start() < end and _negation_at(tokens, i)
+    ]
 
 
 def check_claim(

@@ -27,8 +27,13 @@ from groundkit.contracts import (
 from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
-from groundkit.verification.anchoring import Anchor
-from groundkit.verification.sources import read_source, slice_span, source_key
+from groundkit.verification.anchoring import Anchor, composes
+from groundkit.verification.sources import (
+    check_read_options,
+    read_source,
+    slice_span,
+    source_key,
+)
 from groundkit.verification.verdict import KEPT_COPY_NOTE, deprecated_alias, judge, locate
 
 __all__ = [
@@ -59,7 +64,8 @@ def normalize_quote(text: str) -> str:
     """The form quotes and spans are compared in.
 
     1. Unicode NFC (composed accents), applied to each character together with
-       the combining marks that follow it.
+       what composes with it: the combining marks that follow it, and the Hangul
+       jamo and Indic vowel signs that compose backwards.
     2. Single quotes and primes ``‘ ’ ‚ ‛ ′ ‹ › ＇`` become ``'``; double quotes
        ``“ ” „ ‟ ″ « » ＂`` become ``"``; hyphens, dashes and minus signs
        (U+2010-U+2015, U+2212, U+FE58, U+FE63, U+FF0D) become ``-``; ``…``
@@ -75,10 +81,15 @@ def normalize_quote(text: str) -> str:
 
 
 def _clusters(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` of each character with the combining marks after it."""
+    """``(start, end)`` of each character with what composes with it under NFC: the
+    combining marks after it, and the starters that compose backwards (Hangul vowels and
+    final consonants, some Indic vowel signs), so decomposed Korean reads as composed."""
     out: list[tuple[int, int]] = []
     for i, char in enumerate(text):
-        if out and unicodedata.combining(char):
+        if out and (
+            unicodedata.combining(char)
+            or (ord(char) >= 0x0900 and composes(text[out[-1][0] : i], char))
+        ):
             out[-1] = (out[-1][0], i + 1)
         else:
             out.append((i, i + 1))
@@ -164,12 +175,7 @@ class QuoteChecker:
         locator: Locator | None = None,
     ) -> None:
         self.allowed_base_dir = base_directory(allowed_base_dir, "allowed_base_dir")
-        if max_bytes is not None and (
-            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
-        ):
-            raise InvalidQueryError(
-                f"max_bytes must be a positive integer or None, not {max_bytes!r}"
-            )
+        check_read_options(snapshot_dir, max_bytes)
         self.snapshot_dir = snapshot_dir
         self.max_bytes = max_bytes
         self._locator = locator or _locate
@@ -266,7 +272,7 @@ class QuoteChecker:
         # The span's text is intact (at the cited offsets, or moved): the quote is looked
         # for in it and located in the source as it reads now.
         text, origin = self._normalized(expected)
-        at = text.find(wanted)
+        at = _find_whole(text, wanted)
         if at < 0:
             also = f" (the span itself moved: {span.detail})" if moved else ""
             return verdict("not_in_span", f"not in {where}; {_closest(wanted, text)}{also}")
@@ -282,6 +288,24 @@ class QuoteChecker:
                 found,
             )
         return verdict("verified", f"found in {where} at {found[0]}..{found[1]}", found)
+
+
+def _is_mark(char: str) -> bool:
+    return unicodedata.category(char).startswith("M")
+
+
+def _find_whole(text: str, wanted: str) -> int:
+    """Where ``wanted`` is in ``text`` (both normalised) without splitting a character
+    from its combining marks, or -1. A mark with no precomposed form stays separate
+    under NFC ("ọ̀", "x̣", Indic vowel signs), so a plain substring match would take
+    a quote without the mark, or a mark alone, for the marked letter."""
+    at = text.find(wanted)
+    while at >= 0:
+        end = at + len(wanted)
+        if not (at > 0 and _is_mark(text[at])) and not (end < len(text) and _is_mark(text[end])):
+            return at
+        at = text.find(wanted, at + 1)
+    return -1
 
 
 def matched_prefix(quote: str, span: str) -> int:

@@ -32,7 +32,7 @@ from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
 from groundkit.utils.path_safety import base_directory
 from groundkit.verification.anchoring import Anchor
-from groundkit.verification.sources import read_source, source_key
+from groundkit.verification.sources import check_read_options, read_source, source_key
 from groundkit.verification.verdict import find_again, judge
 
 __all__ = [
@@ -239,7 +239,10 @@ def parse_receipts(text: str) -> list[Receipt]:
         if not out:
             raise ReceiptError("the receipts file holds no receipt (an empty array)")
         return out
-    for line_number, line in enumerate(text.splitlines(), 1):
+    # JSON Lines ends a line at "\n" only: a JSON string may hold U+2028, U+2029 or U+0085
+    # unescaped (``json.dumps(ensure_ascii=False)`` writes them so), which
+    # ``str.splitlines`` would take for line ends.
+    for line_number, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         number = len(out) + 1
@@ -340,6 +343,7 @@ async def check_receipts(
         r if isinstance(r, Receipt) else parse_receipt(r, n) for n, r in enumerate(receipts, 1)
     ]
     base = base_directory(allowed_base_dir, "allowed_base_dir")
+    check_read_options(snapshot_dir, max_bytes)
     texts: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
     out: list[FetchResult] = []
     for receipt in parsed:

@@ -25,14 +25,21 @@ copy (adr/0062-kept-sources.md).
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import STORED_TEXT_CLASSES, Citation, ReadFrom
-from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.errors import (
+    ConfigurationError,
+    IngestionError,
+    InvalidQueryError,
+    RetrievalError,
+)
 from groundkit.extraction import active_extractors
 from groundkit.extraction.pdf_ocr import OcrEngineChangedError
 from groundkit.extraction.registry import recorded_extractor
+from groundkit.storage.protocols import SnapshotStore
 from groundkit.storage.snapshots import (
     KeptCopyError,
     SnapshotLocation,
@@ -40,9 +47,16 @@ from groundkit.storage.snapshots import (
     unpack_kept,
 )
 from groundkit.utils.file_reads import FileTooLargeError, NotRegularFileError, read_regular_file
-from groundkit.utils.path_safety import PathEscapeError, ensure_within
+from groundkit.utils.path_safety import PathEscapeError, base_directory, ensure_within
 
-__all__ = ["SourceText", "read_source", "resolve_citation", "slice_span", "source_key"]
+__all__ = [
+    "SourceText",
+    "check_read_options",
+    "read_source",
+    "resolve_citation",
+    "slice_span",
+    "source_key",
+]
 
 
 class SourceText(str):
@@ -244,6 +258,27 @@ async def _read_kept(
         return None, f"; its kept copy is not used: {exc}"
 
 
+def check_read_options(snapshot_dir: object, max_bytes: object) -> None:
+    """``InvalidQueryError`` for a ``snapshot_dir`` or ``max_bytes`` argument no read can
+    use: a bad argument raises before anything is read, never as a verdict (or as the
+    ``TypeError``/``ValueError`` a read would meet)."""
+    if max_bytes is not None and (
+        isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+    ):
+        raise InvalidQueryError(f"max_bytes must be a positive integer or None, not {max_bytes!r}")
+    if snapshot_dir is None or isinstance(snapshot_dir, SnapshotStore):
+        return
+    if not isinstance(snapshot_dir, str | os.PathLike) or isinstance(
+        os.fspath(snapshot_dir), bytes
+    ):
+        raise InvalidQueryError(
+            "snapshot_dir must be a directory (str or os.PathLike), an object-store URI or a "
+            f"snapshot store (collection.snapshots), not {type(snapshot_dir).__name__}"
+        )
+    if "\x00" in os.fspath(snapshot_dir):
+        raise InvalidQueryError(f"snapshot_dir {snapshot_dir!r} holds a NUL character")
+
+
 def source_key(citation: Citation) -> tuple[str, str, str | None, str]:
     """What reading ``citation``'s source depends on (class, source, extractor, and the
     document for a stored text): citations with the same key read the same text, so a
@@ -275,7 +310,7 @@ async def resolve_citation(
     ``snapshot_dir`` (``<index_dir>/<collection>.snapshots``) is needed for
     ``snapshot`` citations only; ``max_bytes`` as for ``read_source``.
     """
-    text = await read_source(
-        citation, allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes
-    )
+    base = base_directory(allowed_base_dir, "allowed_base_dir")
+    check_read_options(snapshot_dir, max_bytes)
+    text = await read_source(citation, base, snapshot_dir=snapshot_dir, max_bytes=max_bytes)
     return slice_span(text, citation)

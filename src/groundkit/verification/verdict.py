@@ -23,8 +23,13 @@ from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
-from groundkit.verification.anchoring import Anchor, reanchor
-from groundkit.verification.sources import SourceText, read_source, slice_span
+from groundkit.verification.anchoring import MAX_COMPARED_CHARS, Anchor, reanchor
+from groundkit.verification.sources import (
+    SourceText,
+    check_read_options,
+    read_source,
+    slice_span,
+)
 
 __all__ = ["check_citation", "judge", "judge_stored", "locate", "verify_citation"]
 
@@ -45,10 +50,16 @@ def locate(
 ) -> Anchor | None:
     """None while the cited span of ``text`` holds ``content``; else where it is now
     (``prefix``/``suffix``, the indexed text around it, tell repeats apart)."""
-    start = citation.start_offset
-    if text[start : citation.end_offset] == content:
+    if span_holds(content, citation, text):
         return None
-    return reanchor(text, content, start, prefix=prefix, suffix=suffix)
+    return reanchor(text, content, citation.start_offset, prefix=prefix, suffix=suffix)
+
+
+def span_holds(content: str, citation: Citation, text: str) -> bool:
+    """Whether ``text`` reaches the cited span and holds ``content`` there. A span past
+    the end of ``text`` does not hold even empty content: slicing would say it does."""
+    end = citation.end_offset
+    return end <= len(text) and text[citation.start_offset : end] == content
 
 
 async def find_again(
@@ -62,7 +73,7 @@ async def find_again(
     (off the event loop: sources can be long), and only when it is there more than once
     is ``context`` read and the search run again with it."""
     start = citation.start_offset
-    if text[start : citation.end_offset] == content:
+    if span_holds(content, citation, text):
         return None
     anchor = await asyncio.to_thread(reanchor, text, content, start)
     if anchor.outcome != "ambiguous":
@@ -142,6 +153,11 @@ def judge(
         if citation.end_offset > len(text)
         else f"{where} changed since it was indexed"
     )
+    if len(content) > MAX_COMPARED_CHARS:
+        change += (
+            f"; no closest passage is looked for: the indexed text is {len(content)} "
+            f"characters, more than {MAX_COMPARED_CHARS}"
+        )
     if anchor.start is None or not anchor.similarity:
         return made("drifted", change)
     return made(
@@ -206,6 +222,7 @@ async def check_citation(
             f"{type(content).__name__}"
         )
     base = base_directory(base_dir, "base_dir")  # a bad argument raises, not a verdict
+    check_read_options(snapshot_dir, max_bytes)
     try:
         text = await read_source(citation, base, snapshot_dir=snapshot_dir, max_bytes=max_bytes)
     except RetrievalError as exc:
@@ -255,6 +272,7 @@ async def citation_holds(
     ``moved`` and ``drifted`` are False). A source that cannot be read raises
     ``RetrievalError(verdict="unresolvable")`` and one now too short for the span
     raises with ``verdict="drifted"``, as ``verify_citation`` always did."""
+    check_read_options(options.get("snapshot_dir"), options.get("max_bytes"))
     text = await read_source(
         citation,
         base_directory(allowed_base_dir, "allowed_base_dir"),

@@ -20,6 +20,7 @@ from groundkit.contracts import (
     AnswerReport,
     Citation,
     FetchResult,
+    MultiSearchResponse,
     RetrievalResult,
     SearchResponse,
 )
@@ -30,7 +31,7 @@ from groundkit.retrieval.search import result_from_row
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, StoredChunk
 from groundkit.storage.snapshots import NamedTexts, kept_name, text_name
 from groundkit.utils.text import describe_unencodable
-from groundkit.verification.anchoring import Anchor, indexed_context
+from groundkit.verification.anchoring import Anchor, ChunkIndex
 from groundkit.verification.answers import AnswerChecker
 from groundkit.verification.claims import ClaimJudge
 from groundkit.verification.sources import read_source, source_key
@@ -76,6 +77,13 @@ class Verifier:
     visible: Callable[[StoredChunk], bool]
     embedder: EmbeddingProtocol | None = None
     analyzer: Analyzer | None = None
+    # The chunks of the document whose context was read last, indexed: a verifier lives
+    # for one call, and ``verify_all`` goes document by document, so text repeated
+    # throughout a long document reads its chunks once, not once per chunk, and finds
+    # each chunk's context in log time (it was quadratic in the chunks).
+    _chunks: dict[str, ChunkIndex] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def hidden(self, chunk_id: str) -> ChunkNotFoundError:
         """Unknown and above-the-clearance read exactly alike: no existence leak."""
@@ -208,7 +216,7 @@ class Verifier:
     async def verify_answer(
         self,
         answer: str,
-        cited: SearchResponse | Sequence[RetrievalResult] | Sequence[str],
+        cited: SearchResponse | MultiSearchResponse | Sequence[RetrievalResult] | Sequence[str],
         *,
         markers: Mapping[str, str] | None = None,
         marker_pattern: str | re.Pattern[str] | None = None,
@@ -223,7 +231,9 @@ class Verifier:
                 "written from, not one string"
             )
         given: Any = cited
-        if isinstance(cited, SearchResponse):
+        # A multi-collection response too: its results are checked against this
+        # collection's sources only once each is known to be this collection's.
+        if isinstance(cited, SearchResponse | MultiSearchResponse):
             given = list(cited.results)
         elif isinstance(cited, Sequence):
             given = list(cited)
@@ -349,10 +359,13 @@ class Verifier:
         """The indexed text around a current chunk (its neighbours overlap it)."""
         if not stored.current:
             return None
-        chunks = (await self.store.get_chunks_for_documents([stored.document_id])).get(
-            stored.document_id, []
-        )
-        return indexed_context(chunks, stored.start_offset, stored.end_offset)
+        chunks = self._chunks.get(stored.document_id)
+        if chunks is None:
+            rows = await self.store.get_chunks_for_documents([stored.document_id])
+            chunks = ChunkIndex(rows.get(stored.document_id, []))
+            self._chunks.clear()
+            self._chunks[stored.document_id] = chunks
+        return chunks.context(stored.start_offset, stored.end_offset)
 
 
 def _cites(result: object) -> bool:
