@@ -60,6 +60,7 @@ from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.search import Retriever
 from groundkit.retrieval.sensitivity import check_clearance, visible
+from groundkit.storage._rows import never_written
 from groundkit.storage.binding import check_embedding
 from groundkit.storage.location import CollectionStores, StoreLocation
 from groundkit.storage.names import document_id_for
@@ -1397,8 +1398,10 @@ async def _remove_created(location: StoreLocation, made_dirs: tuple[Path, ...] =
     the same open made (deepest first, while each is empty; never one that was there
     before); a failure to do so is logged, never raised over the error that led here."""
     try:
-        if await location.exists():
-            await location.drop()
+        # Checked again where it is removed: another process may have opened it meanwhile.
+        if await location.exists() and not await location.drop_unwritten():
+            logger.info("the new collection %s is kept: another process uses it", location.name)
+            return
         for directory in made_dirs:
             try:
                 await asyncio.to_thread(directory.rmdir)
@@ -1411,8 +1414,7 @@ async def _remove_created(location: StoreLocation, made_dirs: tuple[Path, ...] =
 async def _never_written(store: MetadataStoreProtocol) -> bool:
     """Whether no document was ever written: the generation counts every write, and
     binding the embedder (a dense first ingest) is the one write that stores none."""
-    bound = await store.read_manifest() is not None
-    return await store.generation() <= (1 if bound else 0)
+    return never_written(await store.generation(), await store.read_manifest())
 
 
 async def _resolve_base(

@@ -67,6 +67,7 @@ __all__ = [
     "int_value",
     "iso_time",
     "manifest_value",
+    "never_written",
     "now_iso",
     "optional_text",
     "parse_metadata",
@@ -441,6 +442,15 @@ def stored_chunk(row: Sequence[Any], *, gaps: bool = True) -> StoredChunk:
             return chunk
     checked = _stored_chunk_checked(row)
     return checked if gaps else checked.without_gaps()
+
+
+def never_written(generation: Any, manifest: Any) -> bool:
+    """Whether a collection's ``state`` says no document was ever written: the
+    generation counts every write, and binding the embedder (a dense first ingest)
+    is the one write that stores none. A value that is not a count says written."""
+    if type(generation) is not int:
+        return False
+    return generation <= (0 if manifest is None else 1)
 
 
 def stored_hit(row: Sequence[Any]) -> StoredChunk:

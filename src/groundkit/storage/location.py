@@ -19,11 +19,13 @@ import dataclasses
 import errno
 import os
 import shutil
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from groundkit.errors import CollectionNotFoundError, ConfigurationError, StorageError
+from groundkit.storage._rows import never_written
 from groundkit.storage.names import COLLECTION_NAME_PATTERN, check_collection_name
 from groundkit.storage.object_segments import ObjectSegments
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, VectorStoreProtocol
@@ -296,7 +298,40 @@ class StoreLocation:
         root = self.storage_root
         if isinstance(root, Path):
             await asyncio.to_thread(_remove_local, root, self.name, self.metadata_url is None)
-        elif root is not None:
+        else:
+            await self._drop_object_storage()
+
+    async def drop_unwritten(self) -> bool:
+        """Remove the collection if nothing was ever written to it; whether it did.
+
+        A collection one process created and never wrote to may meanwhile be open in
+        another, about to write. So the check is made under the store's own lock, as
+        the removal is: a write committed first is seen (nothing is removed), and a
+        write after finds the store gone and is refused (the SQLite store compares the
+        file it opened with the one its path names), never lost. A local collection
+        another process has open at all is left alone."""
+        root = self.storage_root
+        if self.metadata_url is not None:
+            from groundkit.storage.postgres import drop_if_unwritten
+
+            if not await drop_if_unwritten(self.metadata_url, self.name):
+                return False
+            if isinstance(root, Path):
+                await asyncio.to_thread(_remove_local, root, self.name, False)
+            else:
+                await self._drop_object_storage()
+            return True
+        assert self.index_dir is not None
+        local = root if isinstance(root, Path) else None
+        removed = await asyncio.to_thread(_drop_local_unwritten, self.index_dir, self.name, local)
+        if removed and local is None:
+            await self._drop_object_storage()
+        return removed
+
+    async def _drop_object_storage(self) -> None:
+        """Remove what the collection keeps on object storage (nothing without it)."""
+        root = self.storage_root
+        if root is not None and not isinstance(root, Path):
             snapshots = self.snapshots()
             if snapshots is not None:
                 await snapshots.remove_stale([])
@@ -375,6 +410,47 @@ def _remove_local(root: Path, name: str, with_metadata: bool) -> None:
             raise StorageError(
                 f"cannot remove {str(path)!r} ({exc.strerror or exc}); {state}"
             ) from None
+
+
+# How long the removal of an unused collection waits for a lock another connection
+# holds for a moment; a connection that stays open keeps the collection.
+_UNUSED_WAIT_MS = 200
+
+
+def _drop_local_unwritten(index_dir: Path, name: str, root: Path | None) -> bool:
+    """``StoreLocation.drop_unwritten`` for a collection in a local SQLite file.
+
+    Leaving write-ahead logging needs every other connection closed (SQLite refuses
+    otherwise), so it tells whether another process has the file open at all. Then an
+    exclusive lock keeps everyone out while the generation is read and the files are
+    removed, and no write-ahead log is left for SQLite to delete by name on close (one
+    a new collection of the same name might already own)."""
+    path = metadata_path(index_dir, name)
+    try:
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None, timeout=0
+        )
+    except sqlite3.Error:
+        return False  # gone already, or not ours to open
+    try:
+        conn.execute(f"PRAGMA busy_timeout={_UNUSED_WAIT_MS}")
+        mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()
+        if mode is None or str(mode[0]).lower() != "delete":
+            return False  # another connection has it open
+        conn.execute("BEGIN EXCLUSIVE")
+        row = conn.execute("SELECT generation, manifest FROM state WHERE id = 1").fetchone()
+        if row is None or not never_written(row[0], row[1]):
+            conn.execute("ROLLBACK")
+            conn.execute("PRAGMA journal_mode=WAL")
+            return False
+        if root is not None and root != index_dir:
+            _remove_local(root, name, False)
+        _remove_local(index_dir, name, True)
+        return True
+    except sqlite3.Error:
+        return False  # busy, or not a collection's file: left as it is
+    finally:
+        conn.close()
 
 
 def _local_size(root: Path, name: str) -> int:

@@ -52,6 +52,7 @@ from groundkit.storage._rows import (
     iso_time,
     live_count,
     manifest_value,
+    never_written,
     now_iso,
     optional_text,
     parse_metadata,
@@ -1353,6 +1354,36 @@ async def collection_names(dsn: str, *, connect_timeout: float = 30.0) -> list[s
         finally:
             await conn.close()
     return sorted(str(n) for n in names if n)
+
+
+async def drop_if_unwritten(dsn: str, collection: str, *, connect_timeout: float = 30.0) -> bool:
+    """Drop ``collection``'s schema if nothing was ever written to it; whether it did.
+
+    Decided under the collection's writer lock (its ``state`` row, which every write
+    takes first) in the transaction that drops it, so a write another process commits
+    meanwhile is either seen (nothing is dropped) or finds the schema gone (its write
+    fails), never lost."""
+    pg = _driver()
+    s = _quote(schema_name(collection))
+    with _connecting(dsn):
+        conn = await pg.connect(dsn, timeout=connect_timeout)
+    try:
+        async with conn.transaction():
+            if await conn.fetchval("SELECT to_regclass($1)", f"{s}.state") is None:
+                return False
+            row = await conn.fetchrow(
+                f"SELECT generation, manifest FROM {s}.state WHERE id = 1 FOR UPDATE"
+            )
+            if row is None or not never_written(row["generation"], row["manifest"]):
+                return False
+            await conn.execute(f"DROP SCHEMA {s} CASCADE")
+    except GroundkitError:
+        raise
+    except _driver_errors() as exc:
+        _raise(StorageError, f"{collection!r}: could not remove the unused collection", exc, dsn)
+    finally:
+        await conn.close()
+    return True
 
 
 # asyncpg's message for a value it could not encode quotes the value (a whole

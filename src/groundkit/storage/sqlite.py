@@ -533,6 +533,9 @@ class SQLiteMetadataStore:
         # process (an ingest and a background merge pruning the change log) would
         # otherwise interleave their BEGIN and COMMIT.
         self._writing = asyncio.Lock()
+        # The file this store opened (device, inode): a write checks the path still
+        # names it (``_begin_write``).
+        self._file: tuple[int, int] | None = None
         # What opening had to repair (``open(rebuild_damaged=True)``), for the next report.
         self.repairs: list[str] = []
         # Garbage-collected without ``close``: the connection is closed without a loop.
@@ -597,6 +600,8 @@ class SQLiteMetadataStore:
             worker.finish(conn)
             raise
         store = cls(conn, path, worker=worker)
+        with contextlib.suppress(OSError):  # not looked at: writes are not compared
+            store._file = _file_identity(path)
         try:
             await store._prepare()
             if check:
@@ -605,6 +610,30 @@ class SQLiteMetadataStore:
             await _close_connection(conn, worker)
             raise
         return store
+
+    async def _begin_write(self) -> None:
+        """Begin a write transaction on the file this store opened, or refuse.
+
+        Another process may remove a collection it created and never wrote to (or a
+        user may drop or replace it) while this one has it open: SQLite would go on
+        writing into the removed file, and the write would be lost without a word. So
+        once the write lock is held (the remover holds it while it removes), the path
+        must still name the file opened; otherwise the transaction is rolled back and
+        the write refused."""
+        await self._conn.execute("BEGIN IMMEDIATE")
+        if self._file is None:
+            return
+        try:
+            current = _file_identity(self.path)  # one stat: inline, as SQLite's own are
+        except OSError:  # cannot be looked at now: the write goes ahead, as before
+            return
+        if current != self._file:
+            await self._conn.execute("ROLLBACK")
+            raise StorageError(
+                f"{str(self.path)!r} was removed or replaced since this process opened it "
+                "(another process dropped the collection, or removed it unused): nothing "
+                "was written; open the collection again"
+            )
 
     async def _integrity_check(self) -> None:
         """SQLite's ``quick_check`` (every page read once): ``_DamagedFile`` on failure."""
@@ -789,7 +818,7 @@ class SQLiteMetadataStore:
         bound = await self._state(column)
         if bound is not None:  # a binding never changes: no write lock to queue for
             return str(bound)
-        await self._conn.execute("BEGIN IMMEDIATE")
+        await self._begin_write()
         try:
             current = await self._state(column)
             if current is None:
@@ -810,7 +839,7 @@ class SQLiteMetadataStore:
         bound = await self.read_manifest()
         if bound is not None:  # a binding never changes: no write lock to queue for
             return bound
-        await self._conn.execute("BEGIN IMMEDIATE")
+        await self._begin_write()
         try:
             manifest = await self.read_manifest()
             if manifest is None:
@@ -909,7 +938,7 @@ class SQLiteMetadataStore:
         start = version_start(valid_as_of, now)
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await self._begin_write()
             same = stored_already(
                 items,
                 await self._rows_in(
@@ -1080,7 +1109,7 @@ class SQLiteMetadataStore:
         if not sources:
             return 0
         try:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await self._begin_write()
             ids = [
                 row[0]
                 for row in await self._rows_in(
@@ -1103,7 +1132,7 @@ class SQLiteMetadataStore:
     async def purge_versions(self, keep: int) -> int:
         check_keep(keep)
         try:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await self._begin_write()
             ids = [
                 row[0]
                 for row in await self._conn.execute_fetchall(
@@ -1148,7 +1177,7 @@ class SQLiteMetadataStore:
         secure = int(row[0]) if row else 0
         await self._conn.execute("PRAGMA secure_delete=ON")
         try:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await self._begin_write()
             ids = [
                 row[0]
                 for row in await self._rows_in(
@@ -1310,7 +1339,7 @@ class SQLiteMetadataStore:
     @_serialized
     async def prune_changes(self, through_generation: int) -> None:
         try:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await self._begin_write()
             await self._conn.execute(
                 "DELETE FROM changes WHERE generation <= ?", (int(through_generation),)
             )
@@ -1363,7 +1392,7 @@ class SQLiteMetadataStore:
     async def _vector_write(self, what: str, sql: str | None, rows: list[tuple[Any, ...]]) -> None:
         """``sql`` for each of ``rows`` and a vectors-generation bump, in one transaction."""
         try:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            await self._begin_write()
             if sql is not None:
                 await self._conn.executemany(sql, rows)
             await self._conn.execute(
@@ -1625,6 +1654,16 @@ def _set_aside(path: Path) -> str:
             "move or delete it, then ingest again"
         ) from None
     return aside.name
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) ``path`` names now; None when nothing is there. Other
+    failures to look (``OSError``) are the caller's to judge."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (found.st_dev, found.st_ino)
 
 
 def _existing_file(path: Path) -> bool:
