@@ -233,6 +233,15 @@ def test_ordinary_query_is_kept() -> None:
     assert check_url("http://Example.COM:8080/a").host_header == "example.com:8080"
 
 
+@pytest.mark.parametrize(
+    "url", ["http://example.com:0/", "http://8.8.8.8:65536/", "http://x.io:99999/"]
+)
+def test_ports_out_of_range_refused_on_their_face(url: str) -> None:
+    # Left to the socket, 65536 fails as an OverflowError inside httpx's task group.
+    with pytest.raises(IngestionError, match="is not between 1 and 65535"):
+        check_url(url)
+
+
 def test_looks_like_url() -> None:
     assert looks_like_url("https://example.com")
     assert looks_like_url("ftp://example.com")

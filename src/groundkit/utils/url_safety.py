@@ -264,6 +264,10 @@ def check_url(url: str) -> CheckedURL:
     host = parsed.host
     if not host:
         raise _refuse(shown, "no host")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        # Caught here, not by the socket: a port out of range fails there
+        # with an OverflowError, and port 0 is no service.
+        raise _refuse(shown, f"port {parsed.port} is not between 1 and 65535")
     try:
         address = parse_numeric_host(host)
     except ValueError as exc:
