@@ -197,6 +197,18 @@ class TestLoader:
         assert calls == ["docs.example"]
         assert site.seen[-1].headers["Host"] == f"docs.example:{site.port}"
 
+    async def test_internationalised_host_name(self, site: Site) -> None:
+        # Resolved, sent and stored as its IDNA A-label.
+        calls: list[str] = []
+        resolver = stub_resolver({"xn--bcher-kva.example": ["127.0.0.1"]}, calls)
+        document = await loader(resolver=resolver).load(
+            f"http://bücher.example:{site.port}/tidal.txt"
+        )
+        assert document.content == TEXT
+        assert document.source == f"http://xn--bcher-kva.example:{site.port}/tidal.txt"
+        assert calls == ["xn--bcher-kva.example"]
+        assert site.seen[-1].headers["Host"] == f"xn--bcher-kva.example:{site.port}"
+
     async def test_unreachable(self) -> None:
         with pytest.raises(IngestionError, match="request failed"):
             await loader(timeout=2.0).load("http://127.0.0.1:1/")

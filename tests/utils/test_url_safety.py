@@ -242,6 +242,20 @@ def test_ports_out_of_range_refused_on_their_face(url: str) -> None:
         check_url(url)
 
 
+@pytest.mark.parametrize(
+    "url", ["http://bücher.example/a", "http://BÜCHER.example/a", "http://xn--bcher-kva.example/a"]
+)
+async def test_internationalised_names_go_out_as_their_ascii_form(url: str) -> None:
+    checked = check_url(url)
+    assert checked.host == "xn--bcher-kva.example"
+    assert checked.host_header == "xn--bcher-kva.example"
+    assert checked.source == "http://xn--bcher-kva.example/a"
+    calls: list[str] = []
+    resolver = stub_resolver({"xn--bcher-kva.example": ["93.184.216.34"]}, calls)
+    assert str(await resolve_checked(checked, PUBLIC_ONLY, resolver)) == "93.184.216.34"
+    assert calls == ["xn--bcher-kva.example"]
+
+
 def test_looks_like_url() -> None:
     assert looks_like_url("https://example.com")
     assert looks_like_url("ftp://example.com")

@@ -261,7 +261,9 @@ def check_url(url: str) -> CheckedURL:
             "credentials; groundkit never fetches, logs or stores such a URL"
         )
     shown = str(parsed.copy_with(fragment=None))
-    host = parsed.host
+    # The ASCII form: an internationalised name as its IDNA A-label
+    # (``xn--bcher-kva.example``), what DNS, the Host header and SNI carry.
+    host = parsed.raw_host.decode("ascii")
     if not host:
         raise _refuse(shown, "no host")
     if parsed.port is not None and not 0 < parsed.port < 65536:
