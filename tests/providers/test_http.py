@@ -317,6 +317,10 @@ MALFORMED: dict[str, tuple[Callable[[EmbeddingServer, Request], Reply] | Reply, 
     "zeros": (with_rows(lambda rows: [[0.0] * len(rows[0]), rows[1]]), "all zeros"),
     "ragged": (with_rows(lambda rows: [rows[0], rows[1][:-1]]), "different lengths"),
     "strings": (with_rows(lambda rows: [["x"] * len(rows[0]), rows[1]]), "numbers"),
+    "integer past float range": (
+        with_rows(lambda rows: [[10**400] * len(rows[0]), rows[1]]),
+        "rectangular array of numbers",
+    ),
     "no list": (json_reply({"model": "m"}), "malformed"),
 }
 
@@ -332,6 +336,17 @@ async def test_malformed_responses_are_rejected(
         with pytest.raises(IngestionError, match=message):
             await embedder.embed_documents(["a", "b"])
     assert len(server.requests) == 1  # a malformed body is not retried
+
+
+@BOTH
+async def test_components_too_large_to_square_still_give_a_direction(
+    server: EmbeddingServer, make: Factory
+) -> None:
+    # Their squares overflow: divided by an infinite norm, the row was all zeros.
+    server.script(with_rows(lambda rows: [[1e300] * len(r) for r in rows]))
+    async with make(server, dimensions=8) as embedder:
+        docs = await embedder.embed_documents(["a"])
+    np.testing.assert_allclose(docs, np.full((1, 8), 8**-0.5), atol=1e-6)
 
 
 async def test_openai_indices_must_cover_the_batch(server: EmbeddingServer) -> None:

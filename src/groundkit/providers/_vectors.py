@@ -28,7 +28,7 @@ def checked_rows(
     """
     try:
         matrix = np.asarray(rows, dtype=dtype)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past float range
         raise ValueError("vectors are not a rectangular array of numbers") from None
     if matrix.ndim != 2:
         raise ValueError(f"expected a 2-d array of vectors, got {matrix.ndim} dimension(s)")
@@ -45,9 +45,20 @@ def unit_rows(rows: Any, *, count: int, dimensions: int | None) -> npt.NDArray[n
     """``checked_rows``, L2-normalised. Normalises in float64 so float32 rounding does
     not leave norms visibly off 1."""
     matrix = checked_rows(rows, count=count, dimensions=dimensions)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    if count and not (norms > 0.0).all():
-        raise ValueError("a vector is all zeros and has no direction")
+    with np.errstate(over="ignore", under="ignore"):
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    odd = ~(np.isfinite(norms) & (norms > 0.0))[:, 0]
+    if odd.any():
+        # Finite components whose squares overflow (1e200) would divide to an
+        # all-zero row, ones whose squares underflow to a zero norm: such rows
+        # are scaled by their largest component first. Other rows are left as
+        # they are, so their float32 values do not move.
+        peak = np.abs(matrix[odd]).max(axis=1, keepdims=True)
+        if not (peak > 0.0).all():
+            raise ValueError("a vector is all zeros and has no direction")
+        matrix = matrix.copy()
+        matrix[odd] /= peak
+        norms[odd] = np.linalg.norm(matrix[odd], axis=1, keepdims=True)
     unit: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32)
     return unit
 
