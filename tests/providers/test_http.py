@@ -317,6 +317,10 @@ MALFORMED: dict[str, tuple[Callable[[EmbeddingServer, Request], Reply] | Reply, 
     "zeros": (with_rows(lambda rows: [[0.0] * len(rows[0]), rows[1]]), "all zeros"),
     "ragged": (with_rows(lambda rows: [rows[0], rows[1][:-1]]), "different lengths"),
     "strings": (with_rows(lambda rows: [["x"] * len(rows[0]), rows[1]]), "numbers"),
+    # numpy would read these as numbers; they are not JSON numbers.
+    "numeric strings": (with_rows(lambda rows: [[str(x) for x in rows[0]], rows[1]]), "numbers"),
+    "booleans": (with_rows(lambda rows: [[True] * len(rows[0]), rows[1]]), "numbers"),
+    "nested too deep": (Reply(200, b"[" * 100_000 + b"]" * 100_000), "not JSON"),
     "integer past float range": (
         with_rows(lambda rows: [[10**400] * len(rows[0]), rows[1]]),
         "rectangular array of numbers",
@@ -336,6 +340,15 @@ async def test_malformed_responses_are_rejected(
         with pytest.raises(IngestionError, match=message):
             await embedder.embed_documents(["a", "b"])
     assert len(server.requests) == 1  # a malformed body is not retried
+
+
+async def test_an_error_body_nested_too_deep_is_still_a_groundkit_error(
+    server: EmbeddingServer,
+) -> None:
+    server.script(Reply(400, b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+    async with openai(server) as embedder:
+        with pytest.raises(IngestionError, match="HTTP 400"):
+            await embedder.embed_documents(["a"])
 
 
 @BOTH

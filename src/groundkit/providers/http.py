@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import logging
 import math
 import random
@@ -60,6 +61,14 @@ logger = logging.getLogger(__name__)
 _RETRY_STATUSES: Final = frozenset({408, 429})
 _PROBE_TEXT: Final = "groundkit dimension probe"
 _SNIPPET_CHARS: Final = 200
+
+
+def _json(body: bytes) -> Any:
+    """``body`` parsed; ``ValueError`` for anything that is not JSON, nesting too deep included."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 class _Secret:
@@ -270,7 +279,7 @@ class _HTTPEmbedder:
     def _snippet(self, response: httpx.Response) -> str:
         """A short, scrubbed rendering of an error body (the server's reason)."""
         try:
-            body = response.json()
+            body = _json(response.content)
         except ValueError:
             body = None
         reason: Any = body.get("error", body) if isinstance(body, dict) else None
@@ -320,7 +329,7 @@ class _HTTPEmbedder:
                 status = response.status_code
                 if status < 300:
                     try:
-                        return response.json()
+                        return _json(response.content)
                     except ValueError:
                         raise failure(
                             for_query,
@@ -395,6 +404,9 @@ class _HTTPEmbedder:
         widths = {len(row) if isinstance(row, list) else -1 for row in rows}
         if -1 in widths:
             raise ValueError("a vector is not a JSON array")
+        # JSON numbers only: numpy would read "0.5" and true as numbers too.
+        if not all(type(x) is float or type(x) is int for row in rows for x in row):
+            raise ValueError("a vector holds something other than numbers")
         if len(widths) != 1:
             raise ValueError(f"vectors of different lengths {sorted(widths)}")
         width = widths.pop()
