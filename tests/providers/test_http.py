@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import logging
 import re
 import socket
@@ -266,6 +267,50 @@ async def test_timeouts_are_retried_and_bounded(
     assert len(retries) == 1 and "Timeout" in retries[0].getMessage()
 
 
+@BOTH
+async def test_a_trickled_answer_meets_the_deadline(server: EmbeddingServer, make: Factory) -> None:
+    # A byte every 50 ms never trips a per-read timeout of 0.5 s; the answer
+    # (a few hundred bytes) would take many seconds, then be used.
+    def trickled(_server: EmbeddingServer, request: Request) -> Reply:
+        whole = with_rows(lambda rows: rows)(_server, request)
+        return Reply(200, whole.body, whole.headers, trickle=0.05)
+
+    server.script(trickled, trickled)
+    async with make(server, timeout=0.5, max_retries=1) as embedder:
+        with pytest.raises(RetrievalError, match=r"after 2 attempt\(s\) \(Timeout: no complete"):
+            await asyncio.wait_for(embedder.embed_query("q"), _HANG)
+    assert len(server.requests) == 2
+
+
+@BOTH
+async def test_an_answer_over_the_cap_is_not_read_whole(
+    server: EmbeddingServer, make: Factory
+) -> None:
+    # 64 MiB of spaces in 64 KB of gzip: valid JSON whitespace, far past the cap
+    # for one text (9 MiB), so it must be cut there, not inflated and parsed.
+    bomb = gzip.compress(b" " * (64 * 1024 * 1024), 9)
+    server.script(
+        Reply(200, bomb, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    )
+    async with make(server, dimensions=8) as embedder:
+        with pytest.raises(IngestionError, match=r"a body over \d+ bytes for 1 input"):
+            await embedder.embed_documents(["a"])
+    assert len(server.requests) == 1  # not retried
+
+
+@BOTH
+@pytest.mark.parametrize("coding", ["br", "zstd", "gzip, gzip", "compress"])
+async def test_codings_not_accepted_are_refused_by_name(
+    server: EmbeddingServer, make: Factory, coding: str
+) -> None:
+    # httpx would undo a stacked or brotli coding without any bound on a step.
+    server.script(Reply(200, b"\x00\x01", {"Content-Encoding": coding}))
+    async with make(server, dimensions=8) as embedder:
+        with pytest.raises(IngestionError, match=f"content coding {coding!r}"):
+            await embedder.embed_documents(["a"])
+    assert server.requests[0].headers["Accept-Encoding"] == "gzip, deflate"
+
+
 @pytest.mark.parametrize("cls", [OllamaEmbedder, OpenAICompatibleEmbedder])
 async def test_refused_connection_is_retried(
     cls: type[Embedder], caplog: pytest.LogCaptureFixture
@@ -320,11 +365,11 @@ MALFORMED: dict[str, tuple[Callable[[EmbeddingServer, Request], Reply] | Reply, 
     # numpy would read these as numbers; they are not JSON numbers.
     "numeric strings": (with_rows(lambda rows: [[str(x) for x in rows[0]], rows[1]]), "numbers"),
     "booleans": (with_rows(lambda rows: [[True] * len(rows[0]), rows[1]]), "numbers"),
-    "nested too deep": (Reply(200, b"[" * 100_000 + b"]" * 100_000), "not JSON"),
     "integer past float range": (
         with_rows(lambda rows: [[10**400] * len(rows[0]), rows[1]]),
         "rectangular array of numbers",
     ),
+    "nested too deep": (Reply(200, b"[" * 100_000 + b"]" * 100_000), "not JSON"),
     "no list": (json_reply({"model": "m"}), "malformed"),
 }
 

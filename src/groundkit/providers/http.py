@@ -14,6 +14,13 @@ Errors. No new exception classes; each failure maps onto the existing tree:
   embedded while ingesting, a query while searching; the class says which step
   failed, as the rest of groundkit does.
 
+Deadline and size. ``timeout`` bounds each attempt as a whole, from the
+request to the last byte of the answer, so a server that trickles its body
+cannot hold a call for ever; an attempt past it is retried like a timeout. An
+answer is read up to 8 MiB plus 1 MiB per text sent, counted after gzip or
+deflate (the only codings accepted, one layer): a larger one, or another
+coding, is a malformed response, so a compressed bomb never reaches memory.
+
 Retries. 408, 429, 5xx and transport failures (refused connection, timeout,
 dropped connection) are retried up to ``max_retries`` times, waiting
 ``retry_backoff * 2**attempt`` with jitter, or the server's ``Retry-After``
@@ -45,6 +52,7 @@ import math
 import random
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final, Self
 
 import httpx
@@ -61,6 +69,23 @@ logger = logging.getLogger(__name__)
 _RETRY_STATUSES: Final = frozenset({408, 429})
 _PROBE_TEXT: Final = "groundkit dimension probe"
 _SNIPPET_CHARS: Final = 200
+# What an answer may hold: a vector of 4,096 floats is about 100 KB of JSON.
+_MAX_BODY_BASE: Final = 8 * 1024 * 1024
+_MAX_BODY_PER_TEXT: Final = 1024 * 1024
+# Codings httpx undoes with a bounded ratio per chunk (deflate's is about 1,000:1).
+_ACCEPT_ENCODING: Final = "gzip, deflate"
+_CODINGS: Final = frozenset({"gzip", "x-gzip", "deflate"})
+
+
+class _Malformed(Exception):
+    """An answer that is not an embedding response; not retried."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    headers: httpx.Headers
+    body: bytes
 
 
 def _json(body: bytes) -> Any:
@@ -276,16 +301,16 @@ class _HTTPEmbedder:
             text = text.replace(self._base.password, "<secret>")
         return text
 
-    def _snippet(self, response: httpx.Response) -> str:
+    def _snippet(self, answer: _Answer) -> str:
         """A short, scrubbed rendering of an error body (the server's reason)."""
         try:
-            body = _json(response.content)
+            body = _json(answer.body)
         except ValueError:
             body = None
         reason: Any = body.get("error", body) if isinstance(body, dict) else None
         if isinstance(reason, dict):
             reason = reason.get("message", reason)
-        text = str(reason) if reason is not None else response.text
+        text = str(reason) if reason is not None else answer.body.decode("utf-8", "replace")
         text = " ".join(self._redact(text).split())
         if len(text) > _SNIPPET_CHARS:
             text = text[:_SNIPPET_CHARS] + "..."
@@ -306,17 +331,59 @@ class _HTTPEmbedder:
                 return await self._post_with(client, payload, for_query=for_query)
         return await self._post_with(self._http(), payload, for_query=for_query)
 
+    async def _attempt(
+        self,
+        client: httpx.AsyncClient,
+        payload: dict[str, Any],
+        headers: dict[str, str],
+        limit: int,
+    ) -> _Answer:
+        """One request and its whole answer, within ``timeout`` and ``limit`` bytes.
+
+        httpx's own timeout bounds each read, not the answer: one byte a second
+        would never trip it. ``TimeoutError`` past the deadline; ``_Malformed``
+        for an answer too large or in a coding not accepted.
+        """
+        async with asyncio.timeout(self._timeout):
+            async with client.stream(
+                "POST", self._request_url, json=payload, headers=headers, auth=self._url_auth
+            ) as response:
+                codings = [
+                    c.strip().lower()
+                    for value in response.headers.get_list("content-encoding")
+                    for c in value.split(",")
+                    if c.strip().lower() not in ("", "identity")
+                ]
+                if len(codings) > 1 or not set(codings) <= _CODINGS:
+                    raise _Malformed(
+                        f"a body in content coding {', '.join(codings)!r} (one layer of gzip "
+                        "or deflate is accepted)"
+                    )
+                pieces: list[bytes] = []
+                size = 0
+                async for piece in response.aiter_bytes():
+                    size += len(piece)
+                    if size > limit:
+                        raise _Malformed(
+                            f"a body over {limit} bytes for {len(payload['input'])} input(s)"
+                        )
+                    pieces.append(piece)
+                return _Answer(response.status_code, response.headers, b"".join(pieces))
+
     async def _post_with(
         self, client: httpx.AsyncClient, payload: dict[str, Any], *, for_query: bool
     ) -> Any:
-        headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key else None
+        headers = {"Accept-Encoding": _ACCEPT_ENCODING}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key.reveal()}"
+        limit = _MAX_BODY_BASE + _MAX_BODY_PER_TEXT * len(payload["input"])
         attempts = self._max_retries + 1
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
-                response = await client.post(
-                    self._request_url, json=payload, headers=headers, auth=self._url_auth
-                )
+                answer = await self._attempt(client, payload, headers, limit)
+            except TimeoutError:
+                problem = f"Timeout: no complete answer within {self._timeout:g} s"
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {self._redact(str(exc)) or 'no detail'}"
             except httpx.HTTPError as exc:
@@ -325,20 +392,24 @@ class _HTTPEmbedder:
                     f"{self._provider} request to {self._shown_url} failed "
                     f"({type(exc).__name__}: {self._redact(str(exc))})",
                 ) from None
+            except _Malformed as exc:
+                raise failure(
+                    for_query, f"{self._provider} at {self._shown_url} sent {exc}; not used"
+                ) from None
             else:
-                status = response.status_code
+                status = answer.status
                 if status < 300:
                     try:
-                        return _json(response.content)
+                        return _json(answer.body)
                     except ValueError:
                         raise failure(
                             for_query,
                             f"{self._provider} at {self._shown_url} answered HTTP {status} with "
-                            f"a body that is not JSON{self._snippet(response)}",
+                            f"a body that is not JSON{self._snippet(answer)}",
                         ) from None
-                self._refuse_unless_retryable(response, for_query=for_query)
-                problem = f"HTTP {status}{self._snippet(response)}"
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                self._refuse_unless_retryable(answer, for_query=for_query)
+                problem = f"HTTP {status}{self._snippet(answer)}"
+                retry_after = _retry_after(answer.headers.get("Retry-After"))
             if attempt + 1 < attempts:
                 delay = self._delay(attempt, retry_after)
                 # The server's reason may echo the text sent: kept out of WARNING.
@@ -358,24 +429,24 @@ class _HTTPEmbedder:
             f"({problem})",
         )
 
-    def _refuse_unless_retryable(self, response: httpx.Response, *, for_query: bool) -> None:
-        status = response.status_code
+    def _refuse_unless_retryable(self, answer: _Answer, *, for_query: bool) -> None:
+        status = answer.status
         if status in _RETRY_STATUSES or status >= 500:
             return
         where = f"{self._provider} at {self._shown_url}"
         if status in (401, 403):
             raise ConfigurationError(
-                f"{where} refused the request (HTTP {status}){self._snippet(response)}; "
+                f"{where} refused the request (HTTP {status}){self._snippet(answer)}; "
                 "check the API key and its permissions"
             )
         if status == 404:
             raise ConfigurationError(
                 f"{where} does not know model {self._model!r} or the endpoint "
-                f"(HTTP 404){self._snippet(response)}; check the model name (for Ollama, "
+                f"(HTTP 404){self._snippet(answer)}; check the model name (for Ollama, "
                 "`ollama pull` it) and base_url"
             )
         raise failure(
-            for_query, f"{where} rejected the request (HTTP {status}){self._snippet(response)}"
+            for_query, f"{where} rejected the request (HTTP {status}){self._snippet(answer)}"
         )
 
     async def _embed(self, texts: list[str], *, for_query: bool) -> npt.NDArray[np.float32]:
