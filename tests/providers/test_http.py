@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import logging
 import re
@@ -11,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypedDict
+from urllib.parse import unquote
 
 import numpy as np
 import numpy.typing as npt
@@ -496,6 +498,37 @@ async def test_api_key_never_in_connection_errors(caplog: pytest.LogCaptureFixtu
     _assert_secret_absent(str(info.value), repr(info.value), str(info.value.__cause__))
     for record in caplog.records:
         _assert_secret_absent(record.getMessage(), repr(record.args))
+
+
+@pytest.mark.parametrize(
+    ("userinfo", "secrets"),
+    [
+        ("alice:s3cr%40t-pw", ["s3cr@t-pw", "s3cr%40t-pw"]),
+        ("ghp_T0KENas%2Buser", ["ghp_T0KENas+user", "ghp_T0KENas%2Buser"]),  # no password
+    ],
+)
+async def test_url_credentials_never_in_errors_whatever_their_form(
+    server: EmbeddingServer, userinfo: str, secrets: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    def echo(_server: EmbeddingServer, request: Request) -> Reply:
+        # The Basic header, whose base64 decodes to the credentials, quoted back.
+        sent = request.headers["Authorization"]
+        return json_reply({"error": f"denied {sent} {sent.removeprefix('Basic ')}"}, 401)
+
+    server.script(echo, echo)
+    base = server.url.replace("http://", f"http://{userinfo}@")
+    user, _, password = userinfo.partition(":")
+    encoded = base64.b64encode(unquote(f"{user}:{password}").encode()).decode()
+    for cls in (OllamaEmbedder, OpenAICompatibleEmbedder):
+        async with cls("m", base_url=base, **FAST) as embedder:
+            with pytest.raises(ConfigurationError, match="denied Basic <secret>") as info:
+                await embedder.embed_documents(["a"])
+        for secret in [*secrets, encoded]:
+            assert secret not in str(info.value)
+            assert all(secret not in r.getMessage() for r in caplog.records)
+    assert server.requests[0].headers["Authorization"] == f"Basic {encoded}"
 
 
 def test_url_password_is_not_shown() -> None:

@@ -37,7 +37,9 @@ server, since many servers reject or ignore the field.
 
 Secrets. The API key is kept in a wrapper whose ``repr`` is masked, sent only
 as a per-request ``Authorization`` header, and scrubbed from any server text
-quoted in an error. It is never formatted into a message or a log record.
+quoted in an error; so are credentials in ``base_url`` (sent as Basic auth), in
+every form a server may echo them, the header's base64 included. It is never
+formatted into a message or a log record.
 
 Vectors are L2-normalised client-side and returned as float32.
 """
@@ -45,6 +47,7 @@ Vectors are L2-normalised client-side and returned as float32.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import logging
@@ -199,6 +202,7 @@ class _HTTPEmbedder:
             else httpx.Auth()  # no authentication
         )
         self._key = _Secret(api_key) if api_key is not None else None
+        self._hidden = self._hidden_forms(api_key)
         self._dimensions = dimensions
         self._batch_size = _positive_int("batch_size", batch_size)
         self._timeout = _non_negative_float("timeout", timeout, allow_zero=False)
@@ -294,11 +298,26 @@ class _HTTPEmbedder:
             self._client_loop = asyncio.get_running_loop()
         return self._client
 
+    def _hidden_forms(self, api_key: str | None) -> tuple[_Secret, ...]:
+        """Every form a credential may come back in from a server quoting the request.
+
+        The key as sent; the URL's password as written and decoded; its user
+        name when it has no password (a token passed as ``https://TOKEN@host``);
+        and the Basic header's base64, which decodes to both.
+        """
+        user, password = self._base.username, self._base.password
+        raw_user, _, raw_password = self._base.userinfo.decode("ascii").partition(":")
+        forms = {api_key or "", password, raw_password}
+        if user and not password:
+            forms.update((user, raw_user))
+        if user or password:
+            forms.add(base64.b64encode(f"{user}:{password}".encode()).decode("ascii"))
+        # Longest first, so a form containing another is replaced whole.
+        return tuple(_Secret(f) for f in sorted(forms - {""}, key=len, reverse=True))
+
     def _redact(self, text: str) -> str:
-        if self._key is not None:
-            text = text.replace(self._key.reveal(), "<secret>")
-        if self._base.password:
-            text = text.replace(self._base.password, "<secret>")
+        for secret in self._hidden:
+            text = text.replace(secret.reveal(), "<secret>")
         return text
 
     def _snippet(self, answer: _Answer) -> str:
