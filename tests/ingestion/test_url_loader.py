@@ -130,6 +130,27 @@ class TestLoader:
         document = await loader().load(site.url("/latin.html"))
         assert document.content == "Crème brûlée"
 
+    @pytest.mark.parametrize(
+        ("label", "codec", "media", "text"),
+        [
+            ("utf-16le", "utf-16-le", "text/plain", "Tidal power."),
+            ("UTF-16BE", "utf-16-be", "text/plain", "Tidal power."),
+            ("utf-16", "utf-16-le", "text/plain", "Tidal power."),  # no BOM: little-endian
+            ("utf-16le", "utf-16-le", "text/html", "Tidal power."),
+            ("utf-16le", "utf-16-le", "text/plain", "Tidal wörds."),
+            ("utf-16", "utf-8", "text/plain", "Tidal wörds."),  # a label that lies: no NUL
+        ],
+    )
+    async def test_header_utf16_without_bom(
+        self, site: Site, label: str, codec: str, media: str, text: str
+    ) -> None:
+        # In the ASCII range UTF-16 is valid UTF-8 as well, a NUL beside every letter.
+        site.routes["/utf16"] = Route(
+            body=text.encode(codec), headers={"Content-Type": f"{media}; charset={label}"}
+        )
+        document = await loader().load(site.url("/utf16"))
+        assert document.content == text
+
     async def test_text_kept_verbatim(self, site: Site) -> None:
         document = await loader().load(site.url("/tidal.txt"))
         assert document.content == TEXT
