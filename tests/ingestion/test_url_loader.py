@@ -94,6 +94,9 @@ def site(_site: Site) -> Site:
             ),
             "/image.png": Route(body=b"\x89PNG", headers={"Content-Type": "image/png"}),
             "/blank.txt": Route(body=b"  \n ", headers={"Content-Type": "text/plain"}),
+            "/not-modified": Route(304),
+            "/login": Route(401, b"log in", headers={"WWW-Authenticate": "Basic"}),
+            "/busy": Route(429, b"busy", headers={"Retry-After": "120"}),
         }
     )
     return _site
@@ -194,6 +197,9 @@ class TestLoader:
         [
             ("/image.png", "'image/png' is not HTML, PDF or text"),
             ("/nothing-here", "HTTP 404"),
+            ("/not-modified", r"HTTP 304 \(Not Modified, to a request that was not conditional"),
+            ("/login", "HTTP 401; URL ingest sends no credentials"),
+            ("/busy", r"HTTP 429; the server asks to wait 120 s \(Retry-After\)"),
             ("/blank.txt", "no text"),
         ],
     )

@@ -86,6 +86,21 @@ def _media_type(header: str | None) -> tuple[str, str | None]:
     return parts[0].lower(), charset
 
 
+def _status_hint(response: httpx.Response) -> str:
+    """What a non-200 answer asks of the user, when its status says more than its number."""
+    status = response.status_code
+    if status == 304:
+        # Not a redirect: the request was not conditional, so the server is confused.
+        return " (Not Modified, to a request that was not conditional); not ingested"
+    if status in (401, 403, 407):
+        return "; URL ingest sends no credentials, so a page behind a login cannot be fetched"
+    wait = response.headers.get("retry-after", "").strip()
+    if status in (429, 503) and wait:
+        shown = f"{wait} s" if wait.isdigit() else wait[:40]
+        return f"; the server asks to wait {shown} (Retry-After) before ingesting it again"
+    return ""
+
+
 class UrlLoader:
     """Fetches http(s) URLs under an address policy (public addresses only by default).
 
@@ -198,13 +213,13 @@ class UrlLoader:
 
     async def _read(self, source: str, response: httpx.Response) -> _Body:
         status = response.status_code
-        if 300 <= status < 400:
+        if 300 <= status < 400 and status != 304:
             raise IngestionError(
                 f"{source}: answered with a redirect (HTTP {status}); redirects are never "
                 "followed, ingest the final URL itself if you trust it"
             )
         if status != 200:
-            raise IngestionError(f"{source}: answered HTTP {status}")
+            raise IngestionError(f"{source}: answered HTTP {status}{_status_hint(response)}")
         media_type, charset = _media_type(response.headers.get("content-type"))
         if not (
             media_type in _HTML_TYPES or media_type in _PDF_TYPES or media_type.startswith("text/")
