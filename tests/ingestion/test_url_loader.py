@@ -95,6 +95,12 @@ def site(_site: Site) -> Site:
             "/image.png": Route(body=b"\x89PNG", headers={"Content-Type": "image/png"}),
             "/blank.txt": Route(body=b"  \n ", headers={"Content-Type": "text/plain"}),
             "/not-modified": Route(304),
+            # Content types that lie: routed by the label, these were stored as text.
+            "/mislabelled.pdf": Route(body=make_pdf(), headers={"Content-Type": "text/html"}),
+            "/png-as-text": Route(
+                body=b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", headers={"Content-Type": "text/plain"}
+            ),
+            "/nul.html": Route(body=b"<p>one\x00two</p>", headers={"Content-Type": "text/html"}),
             "/login": Route(401, b"log in", headers={"WWW-Authenticate": "Basic"}),
             "/busy": Route(429, b"busy", headers={"Retry-After": "120"}),
         }
@@ -199,6 +205,9 @@ class TestLoader:
             ("/nothing-here", "HTTP 404"),
             ("/not-modified", r"HTTP 304 \(Not Modified, to a request that was not conditional"),
             ("/login", "HTTP 401; URL ingest sends no credentials"),
+            ("/mislabelled.pdf", "the body is a PDF but the server calls it 'text/html'"),
+            ("/png-as-text", "labelled 'text/plain' but holds NUL bytes"),
+            ("/nul.html", "labelled 'text/html' but holds NUL bytes"),
             ("/busy", r"HTTP 429; the server asks to wait 120 s \(Retry-After\)"),
             ("/blank.txt", "no text"),
         ],

@@ -261,6 +261,8 @@ class UrlLoader:
     async def _extract(
         self, checked: CheckedURL, body: _Body
     ) -> tuple[Extraction, ExtractorProtocol | None]:
+        if body.media_type not in _PDF_TYPES:
+            _refuse_binary(checked.source, body)
         extractor: ExtractorProtocol | None = None
         if body.media_type in _HTML_TYPES:
             extractor = (
@@ -272,10 +274,37 @@ class UrlLoader:
             extractor = pdf_extractor_with_ocr(self.ocr, self.ocr_languages)
         if extractor is None:
             text = await asyncio.to_thread(decode_body, body.data, body.charset, markup=False)
+            _refuse_nul(checked.source, body, text)
             outline_of = _OUTLINED_TEXT.get(body.media_type)
             headings = tuple(await asyncio.to_thread(outline_of, text)) if outline_of else ()
             return Extraction(text=text, headings=headings), None
         try:
-            return await extractor.extract_bytes(body.data, charset=body.charset), extractor
+            extraction = await extractor.extract_bytes(body.data, charset=body.charset)
         except IngestionError as exc:
             raise IngestionError(f"{checked.source}: {exc}") from None
+        if body.media_type not in _PDF_TYPES:
+            _refuse_nul(checked.source, body, extraction.text)
+        return extraction, extractor
+
+
+def _refuse_binary(source: str, body: _Body) -> None:
+    """A PDF labelled as HTML or text is refused, not read as text.
+
+    Routing follows Content-Type and nothing else, so a mislabelled PDF would
+    become a snapshot of its raw bytes.
+    """
+    if body.data.lstrip()[:5] == b"%PDF-":
+        raise IngestionError(
+            f"{source}: the body is a PDF but the server calls it {body.media_type!r}; not "
+            "ingested (download the file and ingest it, or have the server label it "
+            "application/pdf)"
+        )
+
+
+def _refuse_nul(source: str, body: _Body, text: str) -> None:
+    """Text holding NUL came from a binary body under a text label: refused, not stored."""
+    if "\0" in text:
+        raise IngestionError(
+            f"{source}: the body is labelled {body.media_type!r} but holds NUL bytes, so it is "
+            "binary, or text in a charset the server does not name; not ingested"
+        )
