@@ -337,6 +337,22 @@ async def test_auth_failures_are_configuration_errors(server: EmbeddingServer, s
     assert len(server.requests) == 1
 
 
+@BOTH
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_redirects_are_configuration_errors_not_followed(
+    server: EmbeddingServer, make: Factory, status: int
+) -> None:
+    # The usual case: base_url says http:// and the server moved to https://.
+    server.script(Reply(status, b"", {"Location": "https://elsewhere.example/v1/embeddings"}))
+    async with make(server) as embedder:
+        with pytest.raises(
+            ConfigurationError,
+            match=rf"redirect \(HTTP {status}\) to https://elsewhere\.example.*set base_url",
+        ):
+            await embedder.embed_documents(["a"])
+    assert len(server.requests) == 1
+
+
 async def test_missing_model_is_a_configuration_error(server: EmbeddingServer) -> None:
     server.script(json_reply({"error": 'model "nomic-embed-text" not found, try pulling it'}, 404))
     async with ollama(server) as embedder:

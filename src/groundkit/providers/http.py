@@ -2,7 +2,8 @@
 
 Errors. No new exception classes; each failure maps onto the existing tree:
 
-* ``ConfigurationError`` - what only the user can fix: invalid arguments, HTTP
+* ``ConfigurationError`` - what only the user can fix: invalid arguments, a
+  redirect (never followed: ``base_url`` should name where it leads), HTTP
   401/403 (credentials), HTTP 404 (model not pulled, or wrong ``base_url``),
   vectors whose size differs from the declared or previously seen
   ``dimensions`` (the server serves another model than the one configured),
@@ -453,6 +454,15 @@ class _HTTPEmbedder:
         if status in _RETRY_STATUSES or status >= 500:
             return
         where = f"{self._provider} at {self._shown_url}"
+        if 300 <= status < 400:
+            # Typically http:// answered by a redirect to https://; never followed,
+            # since a POST carrying the key must not go wherever a server points.
+            target = answer.headers.get("location")
+            shown = f" to {self._redact(target)[:_SNIPPET_CHARS]}" if target else ""
+            raise ConfigurationError(
+                f"{where} answered with a redirect (HTTP {status}){shown}; redirects are not "
+                "followed: set base_url to the address the server redirects to"
+            )
         if status in (401, 403):
             raise ConfigurationError(
                 f"{where} refused the request (HTTP {status}){self._snippet(answer)}; "
