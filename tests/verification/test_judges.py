@@ -8,6 +8,7 @@ HTTP server on 127.0.0.1 that speaks /v1/chat/completions.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -275,6 +276,9 @@ async def test_chat_judge_reads_strict_json(chat_server: ChatServer) -> None:
         (completion('{"label": "neutral", "extra": 1}'), 'only "label" and "reason"'),
         (completion("[1, 2]"), 'only "label" and "reason"'),
         (json.dumps({"choices": [{"message": {"content": None}}]}).encode(), "not a string"),
+        # Nested past the parser's recursion limit: a RecursionError, not a ValueError.
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+        (completion("[" * 100_000 + "]" * 100_000), "not a JSON object"),
     ],
 )
 async def test_every_malformed_reply_is_a_retrieval_error(
@@ -304,6 +308,19 @@ async def test_statuses_are_typed_errors_without_the_key(
     with pytest.raises(error, match=match) as caught:
         await judge.judge([ClaimPair("Tea.", ("Tea.",))])
     assert "sk-very-secret" not in str(caught.value)
+
+
+async def test_credentials_in_base_url_go_as_basic_auth_and_are_never_shown(
+    chat_server: ChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    chat_server.replies.append((500, b"{}"))
+    base = chat_server.url.replace("http://", "http://bob:hunter2@")
+    with pytest.raises(RetrievalError, match="HTTP 500") as caught:
+        await ChatClaimJudge(base, "m").judge([ClaimPair("a", ("b",))])
+    assert "hunter2" not in str(caught.value) and "bob" not in str(caught.value)
+    assert all("hunter2" not in r.getMessage() for r in caplog.records)
+    assert chat_server.headers[0]["Authorization"] == "Basic Ym9iOmh1bnRlcjI="
 
 
 async def test_a_wrong_base_url_and_a_dead_server(chat_server: ChatServer) -> None:

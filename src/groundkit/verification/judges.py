@@ -246,7 +246,18 @@ class ChatClaimJudge:
         if max_concurrency < 1:
             raise ConfigurationError("max_concurrency must be a positive integer")
         self.name = f"chat:{model}"
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        try:
+            endpoint = httpx.URL(base_url.rstrip("/") + "/chat/completions")
+        except (httpx.InvalidURL, ValueError):
+            raise ConfigurationError("base_url is not a valid URL") from None
+        # Credentials in base_url go as Basic auth, never in the URL shown in a
+        # message or requested (httpx logs each request's URL at INFO).
+        self._url = str(endpoint.copy_with(username=None, password=None))
+        self._auth: httpx.Auth = (
+            httpx.BasicAuth(endpoint.username, endpoint.password)
+            if endpoint.username or endpoint.password
+            else httpx.Auth()
+        )
         self._model = model
         self._key = api_key
         self._timeout = float(timeout)
@@ -281,7 +292,7 @@ class ChatClaimJudge:
             ],
         }
         try:
-            response = await client.post(self._url, json=body)
+            response = await client.post(self._url, json=body, auth=self._auth)
         except httpx.TimeoutException:
             raise RetrievalError(
                 f"the chat judge at {self._url} did not answer within {self._timeout:g} s"
@@ -315,7 +326,7 @@ def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
 
     try:
         payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise bad("the response body is not JSON") from None
     try:
         content = payload["choices"][0]["message"]["content"]
@@ -325,7 +336,7 @@ def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
         raise bad("the message content is not a string")
     try:
         verdict = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise bad("the message is not a JSON object") from None
     if not isinstance(verdict, dict) or set(verdict) - {"label", "reason"}:
         raise bad('the message must be an object with only "label" and "reason"')
