@@ -56,7 +56,6 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Self
 
 import httpx
@@ -65,6 +64,7 @@ import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError
 from groundkit.providers._vectors import check_texts, failure, unit_rows
+from groundkit.utils.http_answer import Answer, UnreadableAnswer, post_json
 
 __all__ = ["OllamaEmbedder", "OpenAICompatibleEmbedder"]
 
@@ -76,20 +76,6 @@ _SNIPPET_CHARS: Final = 200
 # What an answer may hold: a vector of 4,096 floats is about 100 KB of JSON.
 _MAX_BODY_BASE: Final = 8 * 1024 * 1024
 _MAX_BODY_PER_TEXT: Final = 1024 * 1024
-# Codings httpx undoes with a bounded ratio per chunk (deflate's is about 1,000:1).
-_ACCEPT_ENCODING: Final = "gzip, deflate"
-_CODINGS: Final = frozenset({"gzip", "x-gzip", "deflate"})
-
-
-class _Malformed(Exception):
-    """An answer that is not an embedding response; not retried."""
-
-
-@dataclass(frozen=True)
-class _Answer:
-    status: int
-    headers: httpx.Headers
-    body: bytes
 
 
 def _json(body: bytes) -> Any:
@@ -321,7 +307,7 @@ class _HTTPEmbedder:
             text = text.replace(secret.reveal(), "<secret>")
         return text
 
-    def _snippet(self, answer: _Answer) -> str:
+    def _snippet(self, answer: Answer) -> str:
         """A short, scrubbed rendering of an error body (the server's reason)."""
         try:
             body = _json(answer.body)
@@ -351,57 +337,24 @@ class _HTTPEmbedder:
                 return await self._post_with(client, payload, for_query=for_query)
         return await self._post_with(self._http(), payload, for_query=for_query)
 
-    async def _attempt(
-        self,
-        client: httpx.AsyncClient,
-        payload: dict[str, Any],
-        headers: dict[str, str],
-        limit: int,
-    ) -> _Answer:
-        """One request and its whole answer, within ``timeout`` and ``limit`` bytes.
-
-        httpx's own timeout bounds each read, not the answer: one byte a second
-        would never trip it. ``TimeoutError`` past the deadline; ``_Malformed``
-        for an answer too large or in a coding not accepted.
-        """
-        async with asyncio.timeout(self._timeout):
-            async with client.stream(
-                "POST", self._request_url, json=payload, headers=headers, auth=self._url_auth
-            ) as response:
-                codings = [
-                    c.strip().lower()
-                    for value in response.headers.get_list("content-encoding")
-                    for c in value.split(",")
-                    if c.strip().lower() not in ("", "identity")
-                ]
-                if len(codings) > 1 or not set(codings) <= _CODINGS:
-                    raise _Malformed(
-                        f"a body in content coding {', '.join(codings)!r} (one layer of gzip "
-                        "or deflate is accepted)"
-                    )
-                pieces: list[bytes] = []
-                size = 0
-                async for piece in response.aiter_bytes():
-                    size += len(piece)
-                    if size > limit:
-                        raise _Malformed(
-                            f"a body over {limit} bytes for {len(payload['input'])} input(s)"
-                        )
-                    pieces.append(piece)
-                return _Answer(response.status_code, response.headers, b"".join(pieces))
-
     async def _post_with(
         self, client: httpx.AsyncClient, payload: dict[str, Any], *, for_query: bool
     ) -> Any:
-        headers = {"Accept-Encoding": _ACCEPT_ENCODING}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key.reveal()}"
+        headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key else {}
         limit = _MAX_BODY_BASE + _MAX_BODY_PER_TEXT * len(payload["input"])
         attempts = self._max_retries + 1
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
-                answer = await self._attempt(client, payload, headers, limit)
+                answer = await post_json(
+                    client,
+                    self._request_url,
+                    payload,
+                    headers=headers,
+                    auth=self._url_auth,
+                    deadline=self._timeout,
+                    limit=limit,
+                )
             except TimeoutError:
                 problem = f"Timeout: no complete answer within {self._timeout:g} s"
             except httpx.TransportError as exc:
@@ -412,9 +365,12 @@ class _HTTPEmbedder:
                     f"{self._provider} request to {self._shown_url} failed "
                     f"({type(exc).__name__}: {self._redact(str(exc))})",
                 ) from None
-            except _Malformed as exc:
+            except UnreadableAnswer as exc:
+                # Not retried: a server that sends this once usually does so again.
                 raise failure(
-                    for_query, f"{self._provider} at {self._shown_url} sent {exc}; not used"
+                    for_query,
+                    f"{self._provider} at {self._shown_url} sent {exc} for "
+                    f"{len(payload['input'])} input(s); not used",
                 ) from None
             else:
                 status = answer.status
@@ -449,7 +405,7 @@ class _HTTPEmbedder:
             f"({problem})",
         )
 
-    def _refuse_unless_retryable(self, answer: _Answer, *, for_query: bool) -> None:
+    def _refuse_unless_retryable(self, answer: Answer, *, for_query: bool) -> None:
         status = answer.status
         if status in _RETRY_STATUSES or status >= 500:
             return
