@@ -27,6 +27,7 @@ from groundkit.providers import (
     ensure_identity,
     identity_of,
 )
+from groundkit.providers.factory import http_embedder
 from groundkit.providers.http import _retry_after
 from tests.providers.embedding_server import (
     OLLAMA,
@@ -545,6 +546,26 @@ async def test_url_credentials_never_in_errors_whatever_their_form(
             assert secret not in str(info.value)
             assert all(secret not in r.getMessage() for r in caplog.records)
     assert server.requests[0].headers["Authorization"] == f"Basic {encoded}"
+
+
+@pytest.mark.parametrize(
+    ("ollama_host", "url"),
+    [
+        ("0.0.0.0", "http://0.0.0.0:11434/api/embed"),  # Ollama's port, not HTTP's 80
+        ("127.0.0.1", "http://127.0.0.1:11434/api/embed"),
+        (":11434", "http://127.0.0.1:11434/api/embed"),
+        ("gpu-box:8080", "http://gpu-box:8080/api/embed"),
+        ("[::1]", "http://[::1]:11434/api/embed"),
+        ("::1", "http://[::1]:11434/api/embed"),
+        ("[::1]:9", "http://[::1]:9/api/embed"),
+        ("gpu-box/ollama", "http://gpu-box:11434/ollama/api/embed"),
+        ("https://ollama.example", "https://ollama.example/api/embed"),
+        ("http://gpu-box", "http://gpu-box/api/embed"),
+    ],
+)
+def test_ollama_host_is_read_as_ollama_reads_it(ollama_host: str, url: str) -> None:
+    embedder = http_embedder("ollama", "m", environ={"OLLAMA_HOST": ollama_host})
+    assert isinstance(embedder, OllamaEmbedder) and embedder.url == url
 
 
 def test_url_password_is_not_shown() -> None:
