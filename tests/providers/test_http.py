@@ -595,6 +595,11 @@ async def test_bad_inputs_name_the_step(server: EmbeddingServer, make: Factory) 
             await embedder.embed_documents(["ok", 3])  # type: ignore[list-item]
         with pytest.raises(RetrievalError, match="not str"):
             await embedder.embed_query(None)  # type: ignore[arg-type]
+        # No UTF-8 for a lone surrogate: the JSON body could not be encoded.
+        with pytest.raises(IngestionError, match=r"text 1 cannot be encoded.*U\+DFFF"):
+            await embedder.embed_documents(["ok", "tail \udfff"])
+        with pytest.raises(RetrievalError, match=r"the query cannot be encoded.*U\+D800"):
+            await embedder.embed_query("bad \ud800")
     assert server.requests == []
 
 

@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.errors import GroundkitError, IngestionError, RetrievalError
+from groundkit.utils.text import describe_unencodable
 
 
 def failure(for_query: bool, message: str) -> GroundkitError:
@@ -64,11 +65,29 @@ def unit_rows(rows: Any, *, count: int, dimensions: int | None) -> npt.NDArray[n
 
 
 def check_texts(texts: Any, *, for_query: bool) -> list[str]:
-    """``texts`` as a list of strings; a bare string is refused, not split into characters."""
+    """``texts`` as a list of strings; a bare string is refused, not split into characters.
+
+    A lone surrogate is refused here, named by position: it has no UTF-8, so
+    the JSON body of an HTTP embedder or a tokenizer would fail on it with
+    their own exception.
+    """
     if isinstance(texts, str | bytes):
         raise failure(for_query, "texts must be a sequence of strings, not a single string")
     out = list(texts)
     for i, text in enumerate(out):
         if not isinstance(text, str):
             raise failure(for_query, f"text {i} is {type(text).__name__}, not str")
+        problem = describe_unencodable(text, f"text {i}")
+        if problem is not None:
+            raise failure(for_query, problem)
     return out
+
+
+def check_query(text: Any) -> str:
+    """``text`` if it is a string UTF-8 can encode; ``RetrievalError`` otherwise."""
+    if not isinstance(text, str):
+        raise failure(True, f"the query is {type(text).__name__}, not str")
+    problem = describe_unencodable(text, "the query")
+    if problem is not None:
+        raise failure(True, problem)
+    return text

@@ -63,7 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError
-from groundkit.providers._vectors import check_texts, failure, unit_rows
+from groundkit.providers._vectors import check_query, check_texts, failure, unit_rows
 from groundkit.utils.http_answer import Answer, UnreadableAnswer, post_json
 
 __all__ = ["OllamaEmbedder", "OpenAICompatibleEmbedder"]
@@ -257,9 +257,7 @@ class _HTTPEmbedder:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     async def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        if not isinstance(text, str):
-            raise failure(True, f"the query is {type(text).__name__}, not str")
-        row: npt.NDArray[np.float32] = (await self._embed([text], for_query=True))[0]
+        row: npt.NDArray[np.float32] = (await self._embed([check_query(text)], for_query=True))[0]
         return row
 
     async def aclose(self) -> None:
