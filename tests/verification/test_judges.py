@@ -345,6 +345,15 @@ async def test_a_wrong_base_url_and_a_dead_server(chat_server: ChatServer) -> No
         await ChatClaimJudge(f"http://127.0.0.1:{port}/v1", "m").judge([ClaimPair("a", ("b",))])
 
 
+async def test_a_lone_surrogate_is_refused_before_any_request(chat_server: ChatServer) -> None:
+    judge = ChatClaimJudge(chat_server.url, "m")
+    with pytest.raises(RetrievalError, match=r"a claim cannot be encoded.*U\+D800"):
+        await judge.judge([ClaimPair("bad \ud800", ("b",))])
+    with pytest.raises(RetrievalError, match=r"evidence cannot be encoded.*U\+DFFF"):
+        await judge.judge([ClaimPair("a", ("ok", "bad \udfff"))])
+    assert chat_server.seen == []
+
+
 async def test_a_trickled_reply_meets_the_deadline(chat_server: ChatServer) -> None:
     # A byte every 50 ms never trips a per-read timeout of 0.5 s.
     chat_server.trickle = 0.05
