@@ -568,6 +568,27 @@ def test_ollama_host_is_read_as_ollama_reads_it(ollama_host: str, url: str) -> N
     assert isinstance(embedder, OllamaEmbedder) and embedder.url == url
 
 
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [
+        (KEY + "\n", "a line break at character 28"),  # read from a file
+        (KEY + "\r", "a line break"),
+        ("sk-a b" + KEY, "a space at character 4"),
+        (KEY + "\x00", "a control character"),
+        ("sk-ключ" + KEY, "a non-ASCII character at character 3"),
+    ],
+)
+async def test_an_api_key_no_header_can_carry_is_refused_without_quoting_it(
+    key: str, what: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Sent anyway, h11 quoted the whole header, key escaped past the scrubbing, in
+    # the error and the log; a non-ASCII one raised UnicodeEncodeError.
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(ConfigurationError, match=f"api_key holds {what}") as info:
+        OpenAICompatibleEmbedder("m", base_url="http://127.0.0.1:1", api_key=key)
+    _assert_secret_absent(str(info.value), *(r.getMessage() for r in caplog.records))
+
+
 def test_url_password_is_not_shown() -> None:
     embedder = OllamaEmbedder("m", base_url="http://user:hunter2@127.0.0.1:1")
     assert "hunter2" not in repr(embedder) and "hunter2" not in embedder.url

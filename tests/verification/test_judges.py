@@ -396,6 +396,8 @@ async def test_a_server_that_does_not_answer_in_time(chat_server: ChatServer) ->
         {"timeout": 0},
         {"timeout": True},
         {"max_concurrency": 0},
+        {"api_key": "sk-key\n"},  # no header can carry it
+        {"api_key": "sk-ключ"},
     ],
 )
 def test_chat_judge_bad_arguments(kwargs: dict[str, Any]) -> None:

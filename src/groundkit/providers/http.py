@@ -64,7 +64,7 @@ import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError
 from groundkit.providers._vectors import check_query, check_texts, failure, unit_rows
-from groundkit.utils.http_answer import Answer, UnreadableAnswer, post_json
+from groundkit.utils.http_answer import Answer, UnreadableAnswer, post_json, token_problem
 
 __all__ = ["OllamaEmbedder", "OpenAICompatibleEmbedder"]
 
@@ -171,6 +171,9 @@ class _HTTPEmbedder:
             raise ConfigurationError("model must be a non-empty model name")
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ConfigurationError("api_key, when given, must be a non-empty string")
+        problem = token_problem(api_key, "api_key") if api_key is not None else None
+        if problem is not None:
+            raise ConfigurationError(problem)
         if dimensions is not None:
             _positive_int("dimensions", dimensions)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:

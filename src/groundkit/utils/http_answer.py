@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import httpx
 
-__all__ = ["ACCEPT_ENCODING", "Answer", "UnreadableAnswer", "post_json"]
+__all__ = ["ACCEPT_ENCODING", "Answer", "UnreadableAnswer", "post_json", "token_problem"]
 
 # What a request offers: exactly the codings accepted below.
 ACCEPT_ENCODING: Final = "gzip, deflate"
@@ -81,3 +81,30 @@ async def post_json(
                 raise UnreadableAnswer(f"a body over {limit} bytes")
             pieces.append(piece)
         return Answer(response.status_code, response.headers, b"".join(pieces))
+
+
+def token_problem(token: str, name: str) -> str | None:
+    """Why ``token`` cannot go in an ``Authorization`` header, or None when it can.
+
+    A header carries printable ASCII only. Sent anyway, a line break fails
+    inside h11 with the header, token and all, quoted in its message (escaped,
+    so no scrubbing of the token finds it), and a non-ASCII character fails
+    with a ``UnicodeEncodeError``. The message names the position, never the token.
+    """
+    for index, char in enumerate(token):
+        if "!" <= char <= "~":
+            continue
+        if char in "\r\n":
+            what = "a line break"
+        elif char.isspace():
+            what = "a space"
+        elif char.isascii():
+            what = "a control character"
+        else:
+            what = "a non-ASCII character"
+        return (
+            f"{name} holds {what} at character {index}, which an HTTP header cannot carry; "
+            "check that it was copied whole and nothing else (a line break at the end of a "
+            "file or an environment variable is the usual cause)"
+        )
+    return None

@@ -30,7 +30,7 @@ from typing import Any, Final
 import httpx
 
 from groundkit.errors import ConfigurationError, RetrievalError
-from groundkit.utils.http_answer import UnreadableAnswer, post_json
+from groundkit.utils.http_answer import UnreadableAnswer, post_json, token_problem
 from groundkit.verification.claims import ClaimJudgement, ClaimLabel, ClaimPair, check_pairs
 
 __all__ = ["ChatClaimJudge", "EntailmentModelJudge", "label_of"]
@@ -244,6 +244,12 @@ class ChatClaimJudge:
             raise ConfigurationError(f"base_url must be an http(s) URL, got {base_url!r}")
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError("a chat judge needs a model name")
+        if api_key is not None:
+            if not isinstance(api_key, str):
+                raise ConfigurationError("api_key, when given, must be a string")
+            problem = token_problem(api_key, "api_key")
+            if problem is not None:
+                raise ConfigurationError(problem)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
