@@ -22,7 +22,8 @@ __all__ = ["ACCEPT_ENCODING", "Answer", "UnreadableAnswer", "post_json", "token_
 
 # What a request offers: exactly the codings accepted below.
 ACCEPT_ENCODING: Final = "gzip, deflate"
-_CODINGS: Final = frozenset({"gzip", "x-gzip", "deflate"})
+# httpx decodes these; a name it does not know (x-gzip too) it passes on undecoded.
+_CODINGS: Final = frozenset({"gzip", "deflate"})
 
 
 class UnreadableAnswer(Exception):
