@@ -215,6 +215,7 @@ async def test_resolver_failures() -> None:
         "https://bucket.s3.amazonaws.com/o?x-amz-credential=abc",
         "https://example.com/?q=1&github_token=abc",
         "https://example.com/?%61pi_key=abc",
+        "https://example.com/?q=1;token=abc",  # ';' separates parameters on some servers
         "http:///no-host",
         "",
     ],

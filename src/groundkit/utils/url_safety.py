@@ -254,7 +254,11 @@ def check_url(url: str) -> CheckedURL:
         raise IngestionError(f"refused URL: not a valid URL ({exc})") from None
     if parsed.userinfo:
         raise IngestionError("refused URL: it carries a user name or password (user@host)")
-    names = sorted({name for name, _ in parsed.params.multi_items() if _is_credential(name)})
+    # Split on ';' as well as '&': servers that take ';' as a separator read
+    # ``?a=1;token=x`` as carrying a token, though httpx reads one parameter ``a``.
+    query = parsed.query.decode("ascii")
+    pairs = (part.partition("=")[0] for part in re.split("[&;]", query))
+    names = sorted({unquote(name.replace("+", " ")) for name in pairs if _is_credential(name)})
     if names:
         raise IngestionError(
             f"refused URL: query parameter(s) {', '.join(map(repr, names))} look like "
