@@ -94,6 +94,15 @@ def site(_site: Site) -> Site:
             ),
             "/image.png": Route(body=b"\x89PNG", headers={"Content-Type": "image/png"}),
             "/blank.txt": Route(body=b"  \n ", headers={"Content-Type": "text/plain"}),
+            "/not-modified": Route(304),
+            # Content types that lie: routed by the label, these were stored as text.
+            "/mislabelled.pdf": Route(body=make_pdf(), headers={"Content-Type": "text/html"}),
+            "/png-as-text": Route(
+                body=b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", headers={"Content-Type": "text/plain"}
+            ),
+            "/nul.html": Route(body=b"<p>one\x00two</p>", headers={"Content-Type": "text/html"}),
+            "/login": Route(401, b"log in", headers={"WWW-Authenticate": "Basic"}),
+            "/busy": Route(429, b"busy", headers={"Retry-After": "120"}),
         }
     )
     return _site
@@ -129,6 +138,27 @@ class TestLoader:
     async def test_header_charset(self, site: Site) -> None:
         document = await loader().load(site.url("/latin.html"))
         assert document.content == "Crème brûlée"
+
+    @pytest.mark.parametrize(
+        ("label", "codec", "media", "text"),
+        [
+            ("utf-16le", "utf-16-le", "text/plain", "Tidal power."),
+            ("UTF-16BE", "utf-16-be", "text/plain", "Tidal power."),
+            ("utf-16", "utf-16-le", "text/plain", "Tidal power."),  # no BOM: little-endian
+            ("utf-16le", "utf-16-le", "text/html", "Tidal power."),
+            ("utf-16le", "utf-16-le", "text/plain", "Tidal wörds."),
+            ("utf-16", "utf-8", "text/plain", "Tidal wörds."),  # a label that lies: no NUL
+        ],
+    )
+    async def test_header_utf16_without_bom(
+        self, site: Site, label: str, codec: str, media: str, text: str
+    ) -> None:
+        # In the ASCII range UTF-16 is valid UTF-8 as well, a NUL beside every letter.
+        site.routes["/utf16"] = Route(
+            body=text.encode(codec), headers={"Content-Type": f"{media}; charset={label}"}
+        )
+        document = await loader().load(site.url("/utf16"))
+        assert document.content == text
 
     async def test_text_kept_verbatim(self, site: Site) -> None:
         document = await loader().load(site.url("/tidal.txt"))
@@ -173,6 +203,12 @@ class TestLoader:
         [
             ("/image.png", "'image/png' is not HTML, PDF or text"),
             ("/nothing-here", "HTTP 404"),
+            ("/not-modified", r"HTTP 304 \(Not Modified, to a request that was not conditional"),
+            ("/login", "HTTP 401; URL ingest sends no credentials"),
+            ("/mislabelled.pdf", "the body is a PDF but the server calls it 'text/html'"),
+            ("/png-as-text", "labelled 'text/plain' but holds NUL bytes"),
+            ("/nul.html", "labelled 'text/html' but holds NUL bytes"),
+            ("/busy", r"HTTP 429; the server asks to wait 120 s \(Retry-After\)"),
             ("/blank.txt", "no text"),
         ],
     )
@@ -196,6 +232,18 @@ class TestLoader:
         assert document.content == TEXT
         assert calls == ["docs.example"]
         assert site.seen[-1].headers["Host"] == f"docs.example:{site.port}"
+
+    async def test_internationalised_host_name(self, site: Site) -> None:
+        # Resolved, sent and stored as its IDNA A-label.
+        calls: list[str] = []
+        resolver = stub_resolver({"xn--bcher-kva.example": ["127.0.0.1"]}, calls)
+        document = await loader(resolver=resolver).load(
+            f"http://bücher.example:{site.port}/tidal.txt"
+        )
+        assert document.content == TEXT
+        assert document.source == f"http://xn--bcher-kva.example:{site.port}/tidal.txt"
+        assert calls == ["xn--bcher-kva.example"]
+        assert site.seen[-1].headers["Host"] == f"xn--bcher-kva.example:{site.port}"
 
     async def test_unreachable(self) -> None:
         with pytest.raises(IngestionError, match="request failed"):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ class Reply:
     # Held until the test sets this event (at most HOLD_LIMIT s): a server that has not
     # answered yet, for as long as the test needs, without guessing a duration.
     until: threading.Event | None = None
+    # Seconds between the body's bytes: a server that trickles its answer.
+    trickle: float | None = None
 
 
 # How long a held reply waits for its event at most: only keeps a forgotten one from
@@ -108,7 +111,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(reply.body)))
         self.end_headers()
-        self.wfile.write(reply.body)
+        if reply.trickle is None:
+            self.wfile.write(reply.body)
+            return
+        for byte in reply.body:  # ends with a broken pipe once the client gives up
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(reply.trickle)
 
 
 class _Server(ThreadingHTTPServer):

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import gzip
 import logging
 import re
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any, TypedDict
+from urllib.parse import unquote
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +28,7 @@ from groundkit.providers import (
     ensure_identity,
     identity_of,
 )
+from groundkit.providers.factory import http_embedder
 from groundkit.providers.http import _retry_after
 from tests.providers.embedding_server import (
     OLLAMA,
@@ -266,6 +271,69 @@ async def test_timeouts_are_retried_and_bounded(
     assert len(retries) == 1 and "Timeout" in retries[0].getMessage()
 
 
+@BOTH
+async def test_a_trickled_answer_meets_the_deadline(server: EmbeddingServer, make: Factory) -> None:
+    # A byte every 50 ms never trips a per-read timeout of 0.5 s; the answer
+    # (a few hundred bytes) would take many seconds, then be used.
+    def trickled(_server: EmbeddingServer, request: Request) -> Reply:
+        whole = with_rows(lambda rows: rows)(_server, request)
+        return Reply(200, whole.body, whole.headers, trickle=0.05)
+
+    server.script(trickled, trickled)
+    async with make(server, timeout=0.5, max_retries=1) as embedder:
+        with pytest.raises(RetrievalError, match=r"after 2 attempt\(s\) \(Timeout: no complete"):
+            await asyncio.wait_for(embedder.embed_query("q"), _HANG)
+    assert len(server.requests) == 2
+
+
+@BOTH
+async def test_an_answer_over_the_cap_is_not_read_whole(
+    server: EmbeddingServer, make: Factory
+) -> None:
+    # 64 MiB of spaces in 64 KB of gzip: valid JSON whitespace, far past the cap
+    # for one text (9 MiB), so it must be cut there, not inflated and parsed.
+    bomb = gzip.compress(b" " * (64 * 1024 * 1024), 9)
+    server.script(
+        Reply(200, bomb, {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    )
+    async with make(server, dimensions=8) as embedder:
+        with pytest.raises(IngestionError, match=r"a body over \d+ bytes for 1 input"):
+            await embedder.embed_documents(["a"])
+    assert len(server.requests) == 1  # not retried
+
+
+@BOTH
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "identity"])
+async def test_one_layer_of_gzip_or_deflate_is_read(
+    server: EmbeddingServer, make: Factory, coding: str
+) -> None:
+    def compressed(_server: EmbeddingServer, request: Request) -> Reply:
+        whole = with_rows(lambda rows: rows)(_server, request)
+        body = {"gzip": gzip.compress(whole.body), "deflate": zlib.compress(whole.body)}.get(
+            coding, whole.body
+        )
+        return Reply(200, body, {**whole.headers, "Content-Encoding": coding})
+
+    server.script(compressed)
+    async with make(server, dimensions=8) as embedder:
+        docs = await embedder.embed_documents(["alpha", "beta"])
+    np.testing.assert_allclose(docs, expected(["alpha", "beta"]), atol=1e-6)
+
+
+@BOTH
+# x-gzip too: httpx would pass it on undecoded, as it does any name it does not know.
+@pytest.mark.parametrize("coding", ["br", "zstd", "gzip, gzip", "compress", "x-gzip"])
+async def test_codings_not_accepted_are_refused_by_name(
+    server: EmbeddingServer, make: Factory, coding: str
+) -> None:
+    # httpx would undo a stacked or brotli coding without any bound on a step.
+    server.script(Reply(200, b"\x00\x01", {"Content-Encoding": coding}))
+    async with make(server, dimensions=8) as embedder:
+        with pytest.raises(IngestionError, match=f"content coding {coding!r}"):
+            await embedder.embed_documents(["a"])
+    assert server.requests[0].headers["Accept-Encoding"] == "gzip, deflate"
+
+
 @pytest.mark.parametrize("cls", [OllamaEmbedder, OpenAICompatibleEmbedder])
 async def test_refused_connection_is_retried(
     cls: type[Embedder], caplog: pytest.LogCaptureFixture
@@ -286,6 +354,22 @@ async def test_auth_failures_are_configuration_errors(server: EmbeddingServer, s
     server.script(json_reply({"error": {"message": "invalid api key"}}, status))
     async with openai(server) as embedder:
         with pytest.raises(ConfigurationError, match=f"HTTP {status}.*invalid api key.*API key"):
+            await embedder.embed_documents(["a"])
+    assert len(server.requests) == 1
+
+
+@BOTH
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_redirects_are_configuration_errors_not_followed(
+    server: EmbeddingServer, make: Factory, status: int
+) -> None:
+    # The usual case: base_url says http:// and the server moved to https://.
+    server.script(Reply(status, b"", {"Location": "https://elsewhere.example/v1/embeddings"}))
+    async with make(server) as embedder:
+        with pytest.raises(
+            ConfigurationError,
+            match=rf"redirect \(HTTP {status}\) to https://elsewhere\.example.*set base_url",
+        ):
             await embedder.embed_documents(["a"])
     assert len(server.requests) == 1
 
@@ -317,6 +401,14 @@ MALFORMED: dict[str, tuple[Callable[[EmbeddingServer, Request], Reply] | Reply, 
     "zeros": (with_rows(lambda rows: [[0.0] * len(rows[0]), rows[1]]), "all zeros"),
     "ragged": (with_rows(lambda rows: [rows[0], rows[1][:-1]]), "different lengths"),
     "strings": (with_rows(lambda rows: [["x"] * len(rows[0]), rows[1]]), "numbers"),
+    # numpy would read these as numbers; they are not JSON numbers.
+    "numeric strings": (with_rows(lambda rows: [[str(x) for x in rows[0]], rows[1]]), "numbers"),
+    "booleans": (with_rows(lambda rows: [[True] * len(rows[0]), rows[1]]), "numbers"),
+    "integer past float range": (
+        with_rows(lambda rows: [[10**400] * len(rows[0]), rows[1]]),
+        "rectangular array of numbers",
+    ),
+    "nested too deep": (Reply(200, b"[" * 100_000 + b"]" * 100_000), "not JSON"),
     "no list": (json_reply({"model": "m"}), "malformed"),
 }
 
@@ -332,6 +424,26 @@ async def test_malformed_responses_are_rejected(
         with pytest.raises(IngestionError, match=message):
             await embedder.embed_documents(["a", "b"])
     assert len(server.requests) == 1  # a malformed body is not retried
+
+
+async def test_an_error_body_nested_too_deep_is_still_a_groundkit_error(
+    server: EmbeddingServer,
+) -> None:
+    server.script(Reply(400, b'{"error": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"))
+    async with openai(server) as embedder:
+        with pytest.raises(IngestionError, match="HTTP 400"):
+            await embedder.embed_documents(["a"])
+
+
+@BOTH
+async def test_components_too_large_to_square_still_give_a_direction(
+    server: EmbeddingServer, make: Factory
+) -> None:
+    # Their squares overflow: divided by an infinite norm, the row was all zeros.
+    server.script(with_rows(lambda rows: [[1e300] * len(r) for r in rows]))
+    async with make(server, dimensions=8) as embedder:
+        docs = await embedder.embed_documents(["a"])
+    np.testing.assert_allclose(docs, np.full((1, 8), 8**-0.5), atol=1e-6)
 
 
 async def test_openai_indices_must_cover_the_batch(server: EmbeddingServer) -> None:
@@ -425,6 +537,78 @@ async def test_api_key_never_in_connection_errors(caplog: pytest.LogCaptureFixtu
         _assert_secret_absent(record.getMessage(), repr(record.args))
 
 
+@pytest.mark.parametrize(
+    ("userinfo", "secrets"),
+    [
+        ("alice:s3cr%40t-pw", ["s3cr@t-pw", "s3cr%40t-pw"]),
+        ("ghp_T0KENas%2Buser", ["ghp_T0KENas+user", "ghp_T0KENas%2Buser"]),  # no password
+    ],
+)
+async def test_url_credentials_never_in_errors_whatever_their_form(
+    server: EmbeddingServer, userinfo: str, secrets: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+
+    def echo(_server: EmbeddingServer, request: Request) -> Reply:
+        # The Basic header, whose base64 decodes to the credentials, quoted back.
+        sent = request.headers["Authorization"]
+        return json_reply({"error": f"denied {sent} {sent.removeprefix('Basic ')}"}, 401)
+
+    server.script(echo, echo)
+    base = server.url.replace("http://", f"http://{userinfo}@")
+    user, _, password = userinfo.partition(":")
+    encoded = base64.b64encode(unquote(f"{user}:{password}").encode()).decode()
+    for cls in (OllamaEmbedder, OpenAICompatibleEmbedder):
+        async with cls("m", base_url=base, **FAST) as embedder:
+            with pytest.raises(ConfigurationError, match="denied Basic <secret>") as info:
+                await embedder.embed_documents(["a"])
+        for secret in [*secrets, encoded]:
+            assert secret not in str(info.value)
+            assert all(secret not in r.getMessage() for r in caplog.records)
+    assert server.requests[0].headers["Authorization"] == f"Basic {encoded}"
+
+
+@pytest.mark.parametrize(
+    ("ollama_host", "url"),
+    [
+        ("0.0.0.0", "http://0.0.0.0:11434/api/embed"),  # Ollama's port, not HTTP's 80
+        ("127.0.0.1", "http://127.0.0.1:11434/api/embed"),
+        (":11434", "http://127.0.0.1:11434/api/embed"),
+        ("gpu-box:8080", "http://gpu-box:8080/api/embed"),
+        ("[::1]", "http://[::1]:11434/api/embed"),
+        ("::1", "http://[::1]:11434/api/embed"),
+        ("[::1]:9", "http://[::1]:9/api/embed"),
+        ("gpu-box/ollama", "http://gpu-box:11434/ollama/api/embed"),
+        ("https://ollama.example", "https://ollama.example/api/embed"),
+        ("http://gpu-box", "http://gpu-box/api/embed"),
+    ],
+)
+def test_ollama_host_is_read_as_ollama_reads_it(ollama_host: str, url: str) -> None:
+    embedder = http_embedder("ollama", "m", environ={"OLLAMA_HOST": ollama_host})
+    assert isinstance(embedder, OllamaEmbedder) and embedder.url == url
+
+
+@pytest.mark.parametrize(
+    ("key", "what"),
+    [
+        (KEY + "\n", "a line break at character 28"),  # read from a file
+        (KEY + "\r", "a line break"),
+        ("sk-a b" + KEY, "a space at character 4"),
+        (KEY + "\x00", "a control character"),
+        ("sk-ключ" + KEY, "a non-ASCII character at character 3"),
+    ],
+)
+async def test_an_api_key_no_header_can_carry_is_refused_without_quoting_it(
+    key: str, what: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Sent anyway, h11 quoted the whole header, key escaped past the scrubbing, in
+    # the error and the log; a non-ASCII one raised UnicodeEncodeError.
+    caplog.set_level(logging.DEBUG)
+    with pytest.raises(ConfigurationError, match=f"api_key holds {what}") as info:
+        OpenAICompatibleEmbedder("m", base_url="http://127.0.0.1:1", api_key=key)
+    _assert_secret_absent(str(info.value), *(r.getMessage() for r in caplog.records))
+
+
 def test_url_password_is_not_shown() -> None:
     embedder = OllamaEmbedder("m", base_url="http://user:hunter2@127.0.0.1:1")
     assert "hunter2" not in repr(embedder) and "hunter2" not in embedder.url
@@ -452,6 +636,11 @@ async def test_bad_inputs_name_the_step(server: EmbeddingServer, make: Factory) 
             await embedder.embed_documents(["ok", 3])  # type: ignore[list-item]
         with pytest.raises(RetrievalError, match="not str"):
             await embedder.embed_query(None)  # type: ignore[arg-type]
+        # No UTF-8 for a lone surrogate: the JSON body could not be encoded.
+        with pytest.raises(IngestionError, match=r"text 1 cannot be encoded.*U\+DFFF"):
+            await embedder.embed_documents(["ok", "tail \udfff"])
+        with pytest.raises(RetrievalError, match=r"the query cannot be encoded.*U\+D800"):
+            await embedder.embed_query("bad \ud800")
     assert server.requests == []
 
 

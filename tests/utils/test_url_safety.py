@@ -215,6 +215,7 @@ async def test_resolver_failures() -> None:
         "https://bucket.s3.amazonaws.com/o?x-amz-credential=abc",
         "https://example.com/?q=1&github_token=abc",
         "https://example.com/?%61pi_key=abc",
+        "https://example.com/?q=1;token=abc",  # ';' separates parameters on some servers
         "http:///no-host",
         "",
     ],
@@ -231,6 +232,29 @@ def test_ordinary_query_is_kept() -> None:
     assert checked.source == "https://example.com/search?q=monkey&page=2"
     assert checked.host_header == "example.com"
     assert check_url("http://Example.COM:8080/a").host_header == "example.com:8080"
+
+
+@pytest.mark.parametrize(
+    "url", ["http://example.com:0/", "http://8.8.8.8:65536/", "http://x.io:99999/"]
+)
+def test_ports_out_of_range_refused_on_their_face(url: str) -> None:
+    # Left to the socket, 65536 fails as an OverflowError inside httpx's task group.
+    with pytest.raises(IngestionError, match="is not between 1 and 65535"):
+        check_url(url)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://bücher.example/a", "http://BÜCHER.example/a", "http://xn--bcher-kva.example/a"]
+)
+async def test_internationalised_names_go_out_as_their_ascii_form(url: str) -> None:
+    checked = check_url(url)
+    assert checked.host == "xn--bcher-kva.example"
+    assert checked.host_header == "xn--bcher-kva.example"
+    assert checked.source == "http://xn--bcher-kva.example/a"
+    calls: list[str] = []
+    resolver = stub_resolver({"xn--bcher-kva.example": ["93.184.216.34"]}, calls)
+    assert str(await resolve_checked(checked, PUBLIC_ONLY, resolver)) == "93.184.216.34"
+    assert calls == ["xn--bcher-kva.example"]
 
 
 def test_looks_like_url() -> None:

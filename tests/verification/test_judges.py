@@ -7,9 +7,13 @@ HTTP server on 127.0.0.1 that speaks /v1/chat/completions.
 
 from __future__ import annotations
 
+import asyncio
+import gzip
 import json
+import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -177,6 +181,8 @@ class ChatServer:
     seen: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     hold: threading.Event | None = None
+    trickle: float | None = None  # seconds between the reply's bytes
+    encoding: str | None = None  # a Content-Encoding header for the reply
 
 
 def _content(body: dict[str, Any]) -> str:
@@ -224,8 +230,16 @@ def chat_server() -> Iterator[ChatServer]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
+            if state.encoding is not None:
+                self.send_header("Content-Encoding", state.encoding)
             self.end_headers()
-            self.wfile.write(payload)
+            if state.trickle is None:
+                self.wfile.write(payload)
+                return
+            for byte in payload:  # ends with a broken pipe once the client gives up
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(state.trickle)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -275,6 +289,9 @@ async def test_chat_judge_reads_strict_json(chat_server: ChatServer) -> None:
         (completion('{"label": "neutral", "extra": 1}'), 'only "label" and "reason"'),
         (completion("[1, 2]"), 'only "label" and "reason"'),
         (json.dumps({"choices": [{"message": {"content": None}}]}).encode(), "not a string"),
+        # Nested past the parser's recursion limit: a RecursionError, not a ValueError.
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+        (completion("[" * 100_000 + "]" * 100_000), "not a JSON object"),
     ],
 )
 async def test_every_malformed_reply_is_a_retrieval_error(
@@ -306,6 +323,19 @@ async def test_statuses_are_typed_errors_without_the_key(
     assert "sk-very-secret" not in str(caught.value)
 
 
+async def test_credentials_in_base_url_go_as_basic_auth_and_are_never_shown(
+    chat_server: ChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    chat_server.replies.append((500, b"{}"))
+    base = chat_server.url.replace("http://", "http://bob:hunter2@")
+    with pytest.raises(RetrievalError, match="HTTP 500") as caught:
+        await ChatClaimJudge(base, "m").judge([ClaimPair("a", ("b",))])
+    assert "hunter2" not in str(caught.value) and "bob" not in str(caught.value)
+    assert all("hunter2" not in r.getMessage() for r in caplog.records)
+    assert chat_server.headers[0]["Authorization"] == "Basic Ym9iOmh1bnRlcjI="
+
+
 async def test_a_wrong_base_url_and_a_dead_server(chat_server: ChatServer) -> None:
     with pytest.raises(ConfigurationError, match="404"):
         await ChatClaimJudge(chat_server.url + "/extra", "m").judge([ClaimPair("a", ("b",))])
@@ -313,6 +343,42 @@ async def test_a_wrong_base_url_and_a_dead_server(chat_server: ChatServer) -> No
         port = dead.server_address[1]
     with pytest.raises(RetrievalError, match="could not reach"):
         await ChatClaimJudge(f"http://127.0.0.1:{port}/v1", "m").judge([ClaimPair("a", ("b",))])
+
+
+async def test_a_lone_surrogate_is_refused_before_any_request(chat_server: ChatServer) -> None:
+    judge = ChatClaimJudge(chat_server.url, "m")
+    with pytest.raises(RetrievalError, match=r"a claim cannot be encoded.*U\+D800"):
+        await judge.judge([ClaimPair("bad \ud800", ("b",))])
+    with pytest.raises(RetrievalError, match=r"evidence cannot be encoded.*U\+DFFF"):
+        await judge.judge([ClaimPair("a", ("ok", "bad \udfff"))])
+    assert chat_server.seen == []
+
+
+async def test_a_trickled_reply_meets_the_deadline(chat_server: ChatServer) -> None:
+    # A byte every 50 ms never trips a per-read timeout of 0.5 s.
+    chat_server.trickle = 0.05
+    judge = ChatClaimJudge(chat_server.url, "m", timeout=0.5)
+    with pytest.raises(RetrievalError, match=r"did not answer within 0\.5 s"):
+        await asyncio.wait_for(judge.judge([ClaimPair("a", ("b",))]), 60)
+
+
+@pytest.mark.parametrize(
+    ("coding", "reply", "why"),
+    [
+        # 64 MiB of JSON whitespace in 64 KB of gzip: cut at the cap, not inflated.
+        ("gzip", gzip.compress(b" " * (64 * 1024 * 1024), 9), r"a body over \d+ bytes"),
+        ("zstd", b"\x28\xb5\x2f\xfd", "content coding 'zstd'"),
+        ("gzip, gzip", b"", "content coding 'gzip, gzip'"),
+    ],
+)
+async def test_a_reply_is_read_under_a_cap_and_in_one_bounded_coding(
+    chat_server: ChatServer, coding: str, reply: bytes, why: str
+) -> None:
+    chat_server.replies.append((200, reply))
+    chat_server.encoding = coding
+    with pytest.raises(RetrievalError, match=why):
+        await ChatClaimJudge(chat_server.url, "m").judge([ClaimPair("a", ("b",))])
+    assert chat_server.headers[0]["Accept-Encoding"] == "gzip, deflate"
 
 
 async def test_a_server_that_does_not_answer_in_time(chat_server: ChatServer) -> None:
@@ -330,6 +396,8 @@ async def test_a_server_that_does_not_answer_in_time(chat_server: ChatServer) ->
         {"timeout": 0},
         {"timeout": True},
         {"max_concurrency": 0},
+        {"api_key": "sk-key\n"},  # no header can carry it
+        {"api_key": "sk-ключ"},
     ],
 )
 def test_chat_judge_bad_arguments(kwargs: dict[str, Any]) -> None:

@@ -64,13 +64,25 @@ def _utf16(label: str) -> bool:
 def decode_body(data: bytes, declared: str | None = None, *, markup: bool = True) -> str:
     """Bytes to text by fixed rules, never by guessing.
 
-    A byte-order mark wins; then strict UTF-8; then the declared charset (the
-    server's, else for ``markup`` the first ``<meta charset>`` in the first
-    4 KiB); last, UTF-8 with U+FFFD for what does not decode.
+    A byte-order mark wins; then a declared UTF-16 charset, for bytes holding
+    a NUL; then strict UTF-8; then the declared charset (the server's, else for
+    ``markup`` the first ``<meta charset>`` in the first 4 KiB); last, UTF-8
+    with U+FFFD for what does not decode.
     """
     for bom, codec in _BOMS:
         if data.startswith(bom):
             return data.decode(codec, errors="replace")
+    if declared and _utf16(declared) and b"\0" in data:
+        # UTF-16 text in the ASCII range is valid UTF-8 too, a NUL beside every
+        # letter; text meant as UTF-8 holds no NUL, so a server's UTF-16 label
+        # decides first for bytes that do. Without a BOM it is little-endian
+        # (WHATWG), unless it says BE.
+        big = _text_codec(declared.strip().lower()) == "utf-16-be"
+        codec = "utf-16-be" if big else "utf-16-le"
+        try:
+            return data.decode(codec)
+        except UnicodeDecodeError:
+            pass
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

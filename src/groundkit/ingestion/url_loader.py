@@ -86,6 +86,21 @@ def _media_type(header: str | None) -> tuple[str, str | None]:
     return parts[0].lower(), charset
 
 
+def _status_hint(response: httpx.Response) -> str:
+    """What a non-200 answer asks of the user, when its status says more than its number."""
+    status = response.status_code
+    if status == 304:
+        # Not a redirect: the request was not conditional, so the server is confused.
+        return " (Not Modified, to a request that was not conditional); not ingested"
+    if status in (401, 403, 407):
+        return "; URL ingest sends no credentials, so a page behind a login cannot be fetched"
+    wait = response.headers.get("retry-after", "").strip()
+    if status in (429, 503) and wait:
+        shown = f"{wait} s" if wait.isdigit() else wait[:40]
+        return f"; the server asks to wait {shown} (Retry-After) before ingesting it again"
+    return ""
+
+
 class UrlLoader:
     """Fetches http(s) URLs under an address policy (public addresses only by default).
 
@@ -198,13 +213,13 @@ class UrlLoader:
 
     async def _read(self, source: str, response: httpx.Response) -> _Body:
         status = response.status_code
-        if 300 <= status < 400:
+        if 300 <= status < 400 and status != 304:
             raise IngestionError(
                 f"{source}: answered with a redirect (HTTP {status}); redirects are never "
                 "followed, ingest the final URL itself if you trust it"
             )
         if status != 200:
-            raise IngestionError(f"{source}: answered HTTP {status}")
+            raise IngestionError(f"{source}: answered HTTP {status}{_status_hint(response)}")
         media_type, charset = _media_type(response.headers.get("content-type"))
         if not (
             media_type in _HTML_TYPES or media_type in _PDF_TYPES or media_type.startswith("text/")
@@ -246,6 +261,8 @@ class UrlLoader:
     async def _extract(
         self, checked: CheckedURL, body: _Body
     ) -> tuple[Extraction, ExtractorProtocol | None]:
+        if body.media_type not in _PDF_TYPES:
+            _refuse_binary(checked.source, body)
         extractor: ExtractorProtocol | None = None
         if body.media_type in _HTML_TYPES:
             extractor = (
@@ -257,10 +274,37 @@ class UrlLoader:
             extractor = pdf_extractor_with_ocr(self.ocr, self.ocr_languages)
         if extractor is None:
             text = await asyncio.to_thread(decode_body, body.data, body.charset, markup=False)
+            _refuse_nul(checked.source, body, text)
             outline_of = _OUTLINED_TEXT.get(body.media_type)
             headings = tuple(await asyncio.to_thread(outline_of, text)) if outline_of else ()
             return Extraction(text=text, headings=headings), None
         try:
-            return await extractor.extract_bytes(body.data, charset=body.charset), extractor
+            extraction = await extractor.extract_bytes(body.data, charset=body.charset)
         except IngestionError as exc:
             raise IngestionError(f"{checked.source}: {exc}") from None
+        if body.media_type not in _PDF_TYPES:
+            _refuse_nul(checked.source, body, extraction.text)
+        return extraction, extractor
+
+
+def _refuse_binary(source: str, body: _Body) -> None:
+    """A PDF labelled as HTML or text is refused, not read as text.
+
+    Routing follows Content-Type and nothing else, so a mislabelled PDF would
+    become a snapshot of its raw bytes.
+    """
+    if body.data.lstrip()[:5] == b"%PDF-":
+        raise IngestionError(
+            f"{source}: the body is a PDF but the server calls it {body.media_type!r}; not "
+            "ingested (download the file and ingest it, or have the server label it "
+            "application/pdf)"
+        )
+
+
+def _refuse_nul(source: str, body: _Body, text: str) -> None:
+    """Text holding NUL came from a binary body under a text label: refused, not stored."""
+    if "\0" in text:
+        raise IngestionError(
+            f"{source}: the body is labelled {body.media_type!r} but holds NUL bytes, so it is "
+            "binary, or text in a charset the server does not name; not ingested"
+        )

@@ -48,9 +48,29 @@ _OLLAMA_DEFAULT = "http://127.0.0.1:11434"
 def _endpoint(provider: str, endpoint: str | None, environ: Mapping[str, str]) -> str | None:
     url = endpoint or environ.get(EMBEDDING_URL_ENV) or None
     if url is None and provider == "ollama":
-        host = environ.get("OLLAMA_HOST") or _OLLAMA_DEFAULT
-        url = host if "://" in host else f"http://{host}"
+        url = _ollama_host(environ.get("OLLAMA_HOST") or _OLLAMA_DEFAULT)
     return url
+
+
+def _ollama_host(value: str) -> str:
+    """``OLLAMA_HOST`` read as Ollama reads it, for the same server.
+
+    Without a scheme the port defaults to Ollama's 11434, not HTTP's 80, and an
+    empty host is 127.0.0.1: ``0.0.0.0``, ``:11434`` and ``[::1]`` are all
+    common settings. With a scheme the URL is taken as written.
+    """
+    text = value.strip()
+    if "://" in text:
+        return text
+    hostport, slash, path = text.partition("/")
+    if hostport.startswith("["):  # [v6] or [v6]:port
+        inside, _, rest = hostport[1:].partition("]")
+        host, port = f"[{inside}]", rest.removeprefix(":")
+    elif hostport.count(":") > 1:  # a bare IPv6 address
+        host, port = f"[{hostport}]", ""
+    else:
+        host, _, port = hostport.partition(":")
+    return f"http://{host or '127.0.0.1'}:{port or '11434'}{slash}{path}"
 
 
 def http_embedder(

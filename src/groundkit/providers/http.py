@@ -2,7 +2,8 @@
 
 Errors. No new exception classes; each failure maps onto the existing tree:
 
-* ``ConfigurationError`` - what only the user can fix: invalid arguments, HTTP
+* ``ConfigurationError`` - what only the user can fix: invalid arguments, a
+  redirect (never followed: ``base_url`` should name where it leads), HTTP
   401/403 (credentials), HTTP 404 (model not pulled, or wrong ``base_url``),
   vectors whose size differs from the declared or previously seen
   ``dimensions`` (the server serves another model than the one configured),
@@ -13,6 +14,13 @@ Errors. No new exception classes; each failure maps onto the existing tree:
   (invalid JSON, wrong count, non-finite or all-zero vectors). Documents are
   embedded while ingesting, a query while searching; the class says which step
   failed, as the rest of groundkit does.
+
+Deadline and size. ``timeout`` bounds each attempt as a whole, from the
+request to the last byte of the answer, so a server that trickles its body
+cannot hold a call for ever; an attempt past it is retried like a timeout. An
+answer is read up to 8 MiB plus 1 MiB per text sent, counted after gzip or
+deflate (the only codings accepted, one layer): a larger one, or another
+coding, is a malformed response, so a compressed bomb never reaches memory.
 
 Retries. 408, 429, 5xx and transport failures (refused connection, timeout,
 dropped connection) are retried up to ``max_retries`` times, waiting
@@ -30,7 +38,9 @@ server, since many servers reject or ignore the field.
 
 Secrets. The API key is kept in a wrapper whose ``repr`` is masked, sent only
 as a per-request ``Authorization`` header, and scrubbed from any server text
-quoted in an error. It is never formatted into a message or a log record.
+quoted in an error; so are credentials in ``base_url`` (sent as Basic auth), in
+every form a server may echo them, the header's base64 included. It is never
+formatted into a message or a log record.
 
 Vectors are L2-normalised client-side and returned as float32.
 """
@@ -38,7 +48,9 @@ Vectors are L2-normalised client-side and returned as float32.
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
+import json
 import logging
 import math
 import random
@@ -51,7 +63,8 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError
-from groundkit.providers._vectors import check_texts, failure, unit_rows
+from groundkit.providers._vectors import check_query, check_texts, failure, unit_rows
+from groundkit.utils.http_answer import Answer, UnreadableAnswer, post_json, token_problem
 
 __all__ = ["OllamaEmbedder", "OpenAICompatibleEmbedder"]
 
@@ -60,6 +73,17 @@ logger = logging.getLogger(__name__)
 _RETRY_STATUSES: Final = frozenset({408, 429})
 _PROBE_TEXT: Final = "groundkit dimension probe"
 _SNIPPET_CHARS: Final = 200
+# What an answer may hold: a vector of 4,096 floats is about 100 KB of JSON.
+_MAX_BODY_BASE: Final = 8 * 1024 * 1024
+_MAX_BODY_PER_TEXT: Final = 1024 * 1024
+
+
+def _json(body: bytes) -> Any:
+    """``body`` parsed; ``ValueError`` for anything that is not JSON, nesting too deep included."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 class _Secret:
@@ -147,6 +171,9 @@ class _HTTPEmbedder:
             raise ConfigurationError("model must be a non-empty model name")
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ConfigurationError("api_key, when given, must be a non-empty string")
+        problem = token_problem(api_key, "api_key") if api_key is not None else None
+        if problem is not None:
+            raise ConfigurationError(problem)
         if dimensions is not None:
             _positive_int("dimensions", dimensions)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
@@ -165,6 +192,7 @@ class _HTTPEmbedder:
             else httpx.Auth()  # no authentication
         )
         self._key = _Secret(api_key) if api_key is not None else None
+        self._hidden = self._hidden_forms(api_key)
         self._dimensions = dimensions
         self._batch_size = _positive_int("batch_size", batch_size)
         self._timeout = _non_negative_float("timeout", timeout, allow_zero=False)
@@ -232,9 +260,7 @@ class _HTTPEmbedder:
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     async def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        if not isinstance(text, str):
-            raise failure(True, f"the query is {type(text).__name__}, not str")
-        row: npt.NDArray[np.float32] = (await self._embed([text], for_query=True))[0]
+        row: npt.NDArray[np.float32] = (await self._embed([check_query(text)], for_query=True))[0]
         return row
 
     async def aclose(self) -> None:
@@ -260,23 +286,38 @@ class _HTTPEmbedder:
             self._client_loop = asyncio.get_running_loop()
         return self._client
 
+    def _hidden_forms(self, api_key: str | None) -> tuple[_Secret, ...]:
+        """Every form a credential may come back in from a server quoting the request.
+
+        The key as sent; the URL's password as written and decoded; its user
+        name when it has no password (a token passed as ``https://TOKEN@host``);
+        and the Basic header's base64, which decodes to both.
+        """
+        user, password = self._base.username, self._base.password
+        raw_user, _, raw_password = self._base.userinfo.decode("ascii").partition(":")
+        forms = {api_key or "", password, raw_password}
+        if user and not password:
+            forms.update((user, raw_user))
+        if user or password:
+            forms.add(base64.b64encode(f"{user}:{password}".encode()).decode("ascii"))
+        # Longest first, so a form containing another is replaced whole.
+        return tuple(_Secret(f) for f in sorted(forms - {""}, key=len, reverse=True))
+
     def _redact(self, text: str) -> str:
-        if self._key is not None:
-            text = text.replace(self._key.reveal(), "<secret>")
-        if self._base.password:
-            text = text.replace(self._base.password, "<secret>")
+        for secret in self._hidden:
+            text = text.replace(secret.reveal(), "<secret>")
         return text
 
-    def _snippet(self, response: httpx.Response) -> str:
+    def _snippet(self, answer: Answer) -> str:
         """A short, scrubbed rendering of an error body (the server's reason)."""
         try:
-            body = response.json()
+            body = _json(answer.body)
         except ValueError:
             body = None
         reason: Any = body.get("error", body) if isinstance(body, dict) else None
         if isinstance(reason, dict):
             reason = reason.get("message", reason)
-        text = str(reason) if reason is not None else response.text
+        text = str(reason) if reason is not None else answer.body.decode("utf-8", "replace")
         text = " ".join(self._redact(text).split())
         if len(text) > _SNIPPET_CHARS:
             text = text[:_SNIPPET_CHARS] + "..."
@@ -300,14 +341,23 @@ class _HTTPEmbedder:
     async def _post_with(
         self, client: httpx.AsyncClient, payload: dict[str, Any], *, for_query: bool
     ) -> Any:
-        headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key else None
+        headers = {"Authorization": f"Bearer {self._key.reveal()}"} if self._key else {}
+        limit = _MAX_BODY_BASE + _MAX_BODY_PER_TEXT * len(payload["input"])
         attempts = self._max_retries + 1
         for attempt in range(attempts):
             retry_after: float | None = None
             try:
-                response = await client.post(
-                    self._request_url, json=payload, headers=headers, auth=self._url_auth
+                answer = await post_json(
+                    client,
+                    self._request_url,
+                    payload,
+                    headers=headers,
+                    auth=self._url_auth,
+                    deadline=self._timeout,
+                    limit=limit,
                 )
+            except TimeoutError:
+                problem = f"Timeout: no complete answer within {self._timeout:g} s"
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {self._redact(str(exc)) or 'no detail'}"
             except httpx.HTTPError as exc:
@@ -316,20 +366,27 @@ class _HTTPEmbedder:
                     f"{self._provider} request to {self._shown_url} failed "
                     f"({type(exc).__name__}: {self._redact(str(exc))})",
                 ) from None
+            except UnreadableAnswer as exc:
+                # Not retried: a server that sends this once usually does so again.
+                raise failure(
+                    for_query,
+                    f"{self._provider} at {self._shown_url} sent {exc} for "
+                    f"{len(payload['input'])} input(s); not used",
+                ) from None
             else:
-                status = response.status_code
+                status = answer.status
                 if status < 300:
                     try:
-                        return response.json()
+                        return _json(answer.body)
                     except ValueError:
                         raise failure(
                             for_query,
                             f"{self._provider} at {self._shown_url} answered HTTP {status} with "
-                            f"a body that is not JSON{self._snippet(response)}",
+                            f"a body that is not JSON{self._snippet(answer)}",
                         ) from None
-                self._refuse_unless_retryable(response, for_query=for_query)
-                problem = f"HTTP {status}{self._snippet(response)}"
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                self._refuse_unless_retryable(answer, for_query=for_query)
+                problem = f"HTTP {status}{self._snippet(answer)}"
+                retry_after = _retry_after(answer.headers.get("Retry-After"))
             if attempt + 1 < attempts:
                 delay = self._delay(attempt, retry_after)
                 # The server's reason may echo the text sent: kept out of WARNING.
@@ -349,24 +406,33 @@ class _HTTPEmbedder:
             f"({problem})",
         )
 
-    def _refuse_unless_retryable(self, response: httpx.Response, *, for_query: bool) -> None:
-        status = response.status_code
+    def _refuse_unless_retryable(self, answer: Answer, *, for_query: bool) -> None:
+        status = answer.status
         if status in _RETRY_STATUSES or status >= 500:
             return
         where = f"{self._provider} at {self._shown_url}"
+        if 300 <= status < 400:
+            # Typically http:// answered by a redirect to https://; never followed,
+            # since a POST carrying the key must not go wherever a server points.
+            target = answer.headers.get("location")
+            shown = f" to {self._redact(target)[:_SNIPPET_CHARS]}" if target else ""
+            raise ConfigurationError(
+                f"{where} answered with a redirect (HTTP {status}){shown}; redirects are not "
+                "followed: set base_url to the address the server redirects to"
+            )
         if status in (401, 403):
             raise ConfigurationError(
-                f"{where} refused the request (HTTP {status}){self._snippet(response)}; "
+                f"{where} refused the request (HTTP {status}){self._snippet(answer)}; "
                 "check the API key and its permissions"
             )
         if status == 404:
             raise ConfigurationError(
                 f"{where} does not know model {self._model!r} or the endpoint "
-                f"(HTTP 404){self._snippet(response)}; check the model name (for Ollama, "
+                f"(HTTP 404){self._snippet(answer)}; check the model name (for Ollama, "
                 "`ollama pull` it) and base_url"
             )
         raise failure(
-            for_query, f"{where} rejected the request (HTTP {status}){self._snippet(response)}"
+            for_query, f"{where} rejected the request (HTTP {status}){self._snippet(answer)}"
         )
 
     async def _embed(self, texts: list[str], *, for_query: bool) -> npt.NDArray[np.float32]:
@@ -395,6 +461,9 @@ class _HTTPEmbedder:
         widths = {len(row) if isinstance(row, list) else -1 for row in rows}
         if -1 in widths:
             raise ValueError("a vector is not a JSON array")
+        # JSON numbers only: numpy would read "0.5" and true as numbers too.
+        if not all(type(x) is float or type(x) is int for row in rows for x in row):
+            raise ValueError("a vector holds something other than numbers")
         if len(widths) != 1:
             raise ValueError(f"vectors of different lengths {sorted(widths)}")
         width = widths.pop()

@@ -54,7 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError
-from groundkit.providers._vectors import check_texts, failure, unit_rows
+from groundkit.providers._vectors import check_query, check_texts, failure, unit_rows
 from groundkit.providers.onnx import (
     QUANTIZATIONS,
     OnnxSentenceModel,
@@ -349,9 +349,7 @@ class SentenceTransformerEmbedder:
         return await asyncio.to_thread(self._encode, items, False)
 
     async def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        if not isinstance(text, str):
-            raise failure(True, f"the query is {type(text).__name__}, not str")
-        rows = await asyncio.to_thread(self._encode, [text], True)
+        rows = await asyncio.to_thread(self._encode, [check_query(text)], True)
         row: npt.NDArray[np.float32] = rows[0]
         return row
 

@@ -254,16 +254,26 @@ def check_url(url: str) -> CheckedURL:
         raise IngestionError(f"refused URL: not a valid URL ({exc})") from None
     if parsed.userinfo:
         raise IngestionError("refused URL: it carries a user name or password (user@host)")
-    names = sorted({name for name, _ in parsed.params.multi_items() if _is_credential(name)})
+    # Split on ';' as well as '&': servers that take ';' as a separator read
+    # ``?a=1;token=x`` as carrying a token, though httpx reads one parameter ``a``.
+    query = parsed.query.decode("ascii")
+    pairs = (part.partition("=")[0] for part in re.split("[&;]", query))
+    names = sorted({unquote(name.replace("+", " ")) for name in pairs if _is_credential(name)})
     if names:
         raise IngestionError(
             f"refused URL: query parameter(s) {', '.join(map(repr, names))} look like "
             "credentials; groundkit never fetches, logs or stores such a URL"
         )
     shown = str(parsed.copy_with(fragment=None))
-    host = parsed.host
+    # The ASCII form: an internationalised name as its IDNA A-label
+    # (``xn--bcher-kva.example``), what DNS, the Host header and SNI carry.
+    host = parsed.raw_host.decode("ascii")
     if not host:
         raise _refuse(shown, "no host")
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        # Caught here, not by the socket: a port out of range fails there
+        # with an OverflowError, and port 0 is no service.
+        raise _refuse(shown, f"port {parsed.port} is not between 1 and 65535")
     try:
         address = parse_numeric_host(host)
     except ValueError as exc:

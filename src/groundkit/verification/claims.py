@@ -34,6 +34,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from groundkit.errors import RetrievalError
 from groundkit.lexical.analyzer import Analyzer
+from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "EVIDENCE_SENTENCES",
@@ -103,6 +104,12 @@ def check_pairs(pairs: object) -> list[ClaimPair]:
             raise RetrievalError(f"a claim judge takes ClaimPair objects, found {type(p).__name__}")
         if not isinstance(p.claim, str) or not all(isinstance(e, str) for e in p.evidence):
             raise RetrievalError("a ClaimPair holds a str claim and a tuple of str evidence")
+        # No UTF-8 for a lone surrogate: a chat judge's request body or a tokenizer
+        # would fail on it with their own exception.
+        for what, text in (("a claim", p.claim), *(("evidence", e) for e in p.evidence)):
+            problem = describe_unencodable(text, what)
+            if problem is not None:
+                raise RetrievalError(problem)
     return out
 
 

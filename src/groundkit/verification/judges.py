@@ -30,6 +30,7 @@ from typing import Any, Final
 import httpx
 
 from groundkit.errors import ConfigurationError, RetrievalError
+from groundkit.utils.http_answer import UnreadableAnswer, post_json, token_problem
 from groundkit.verification.claims import ClaimJudgement, ClaimLabel, ClaimPair, check_pairs
 
 __all__ = ["ChatClaimJudge", "EntailmentModelJudge", "label_of"]
@@ -212,6 +213,9 @@ _SYSTEM = (
     "entailment."
 )
 _REASON_CHARS: Final = 200
+# A verdict is a few dozen bytes, a completion around it (reasoning included) far
+# less than this.
+_MAX_REPLY_BYTES: Final = 4 * 1024 * 1024
 
 
 class ChatClaimJudge:
@@ -220,8 +224,9 @@ class ChatClaimJudge:
     ``base_url`` is the API root (``http://host:port/v1``); the request goes to
     ``{base_url}/chat/completions`` with temperature 0. The API key is sent as
     a bearer header and never appears in a message. 401/403/404 raise
-    ``ConfigurationError`` (credentials, model or URL); a timeout, a transport
-    failure, another status, or any reply that is not exactly the JSON object
+    ``ConfigurationError`` (credentials, model or URL); a timeout (``timeout``
+    bounds the whole answer, not each read), a transport failure, another
+    status, a reply over 4 MiB, or any reply that is not exactly the JSON object
     asked for raises ``RetrievalError``.
     """
 
@@ -239,6 +244,12 @@ class ChatClaimJudge:
             raise ConfigurationError(f"base_url must be an http(s) URL, got {base_url!r}")
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError("a chat judge needs a model name")
+        if api_key is not None:
+            if not isinstance(api_key, str):
+                raise ConfigurationError("api_key, when given, must be a string")
+            problem = token_problem(api_key, "api_key")
+            if problem is not None:
+                raise ConfigurationError(problem)
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
@@ -246,7 +257,18 @@ class ChatClaimJudge:
         if max_concurrency < 1:
             raise ConfigurationError("max_concurrency must be a positive integer")
         self.name = f"chat:{model}"
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        try:
+            endpoint = httpx.URL(base_url.rstrip("/") + "/chat/completions")
+        except (httpx.InvalidURL, ValueError):
+            raise ConfigurationError("base_url is not a valid URL") from None
+        # Credentials in base_url go as Basic auth, never in the URL shown in a
+        # message or requested (httpx logs each request's URL at INFO).
+        self._url = str(endpoint.copy_with(username=None, password=None))
+        self._auth: httpx.Auth = (
+            httpx.BasicAuth(endpoint.username, endpoint.password)
+            if endpoint.username or endpoint.password
+            else httpx.Auth()
+        )
         self._model = model
         self._key = api_key
         self._timeout = float(timeout)
@@ -281,8 +303,17 @@ class ChatClaimJudge:
             ],
         }
         try:
-            response = await client.post(self._url, json=body)
-        except httpx.TimeoutException:
+            # One deadline for the whole answer, read under a cap (utils/http_answer.py).
+            answer = await post_json(
+                client,
+                self._url,
+                body,
+                headers={},
+                auth=self._auth,
+                deadline=self._timeout,
+                limit=_MAX_REPLY_BYTES,
+            )
+        except (httpx.TimeoutException, TimeoutError):
             raise RetrievalError(
                 f"the chat judge at {self._url} did not answer within {self._timeout:g} s"
             ) from None
@@ -290,21 +321,21 @@ class ChatClaimJudge:
             raise RetrievalError(
                 f"could not reach the chat judge at {self._url} ({type(exc).__name__})"
             ) from None
-        if response.status_code in (401, 403):
+        except UnreadableAnswer as exc:
+            raise RetrievalError(f"the chat judge at {self._url} sent {exc}") from None
+        if answer.status in (401, 403):
             raise ConfigurationError(
                 f"the chat judge at {self._url} refused the credentials "
-                f"(HTTP {response.status_code}); check api_key"
+                f"(HTTP {answer.status}); check api_key"
             )
-        if response.status_code == 404:
+        if answer.status == 404:
             raise ConfigurationError(
                 f"the chat judge at {self._url} answered 404: check base_url (the API root, "
                 f"e.g. http://host:port/v1) and that model {self._model!r} exists"
             )
-        if response.status_code != 200:
-            raise RetrievalError(
-                f"the chat judge at {self._url} answered HTTP {response.status_code}"
-            )
-        return _parse_reply(response.content, self._url)
+        if answer.status != 200:
+            raise RetrievalError(f"the chat judge at {self._url} answered HTTP {answer.status}")
+        return _parse_reply(answer.body, self._url)
 
 
 def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
@@ -315,7 +346,7 @@ def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
 
     try:
         payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
         raise bad("the response body is not JSON") from None
     try:
         content = payload["choices"][0]["message"]["content"]
@@ -325,7 +356,7 @@ def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
         raise bad("the message content is not a string")
     try:
         verdict = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise bad("the message is not a JSON object") from None
     if not isinstance(verdict, dict) or set(verdict) - {"label", "reason"}:
         raise bad('the message must be an object with only "label" and "reason"')

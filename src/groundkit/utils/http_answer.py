@@ -1,0 +1,111 @@
+"""Posting JSON to a server groundkit does not control and reading its whole answer, bounded.
+
+httpx's timeout bounds each read, not the answer: a server sending a byte every
+few seconds never trips it. httpx also undoes any content coding it knows in
+one step per chunk, stacked layers and zstd included, so a small compressed body
+can inflate to gigabytes before anyone counts it. Here one deadline covers the
+request and the last byte of the answer, the answer is counted as it is decoded
+and cut past a cap, and only one layer of gzip or deflate (about 1,000:1 per
+chunk at most) is accepted. The HTTP embedders and the chat judge post through
+this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httpx
+
+__all__ = ["ACCEPT_ENCODING", "Answer", "UnreadableAnswer", "post_json", "token_problem"]
+
+# What a request offers: exactly the codings accepted below.
+ACCEPT_ENCODING: Final = "gzip, deflate"
+# httpx decodes these; a name it does not know (x-gzip too) it passes on undecoded.
+_CODINGS: Final = frozenset({"gzip", "deflate"})
+
+
+class UnreadableAnswer(Exception):
+    """An answer not read: larger than the cap, or in a coding not accepted."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    url: httpx.URL | str,
+    payload: Any,
+    *,
+    headers: dict[str, str],
+    auth: httpx.Auth,
+    deadline: float,
+    limit: int,
+) -> Answer:
+    """POST ``payload`` and read the answer whole within ``deadline`` seconds and ``limit`` bytes.
+
+    ``TimeoutError`` past the deadline; ``UnreadableAnswer`` (its message says
+    why) for an answer over ``limit`` bytes decoded or in another coding; httpx's
+    own errors otherwise.
+    """
+    async with (
+        asyncio.timeout(deadline),
+        client.stream(
+            "POST",
+            url,
+            json=payload,
+            headers={**headers, "Accept-Encoding": ACCEPT_ENCODING},
+            auth=auth,
+        ) as response,
+    ):
+        codings = [
+            coding.strip().lower()
+            for value in response.headers.get_list("content-encoding")
+            for coding in value.split(",")
+            if coding.strip().lower() not in ("", "identity")
+        ]
+        if len(codings) > 1 or not set(codings) <= _CODINGS:
+            raise UnreadableAnswer(
+                f"a body in content coding {', '.join(codings)!r} (one layer of gzip or "
+                "deflate is accepted)"
+            )
+        pieces: list[bytes] = []
+        size = 0
+        async for piece in response.aiter_bytes():
+            size += len(piece)
+            if size > limit:
+                raise UnreadableAnswer(f"a body over {limit} bytes")
+            pieces.append(piece)
+        return Answer(response.status_code, response.headers, b"".join(pieces))
+
+
+def token_problem(token: str, name: str) -> str | None:
+    """Why ``token`` cannot go in an ``Authorization`` header, or None when it can.
+
+    A header carries printable ASCII only. Sent anyway, a line break fails
+    inside h11 with the header, token and all, quoted in its message (escaped,
+    so no scrubbing of the token finds it), and a non-ASCII character fails
+    with a ``UnicodeEncodeError``. The message names the position, never the token.
+    """
+    for index, char in enumerate(token):
+        if "!" <= char <= "~":
+            continue
+        if char in "\r\n":
+            what = "a line break"
+        elif char.isspace():
+            what = "a space"
+        elif char.isascii():
+            what = "a control character"
+        else:
+            what = "a non-ASCII character"
+        return (
+            f"{name} holds {what} at character {index}, which an HTTP header cannot carry; "
+            "check that it was copied whole and nothing else (a line break at the end of a "
+            "file or an environment variable is the usual cause)"
+        )
+    return None
