@@ -609,6 +609,15 @@ async def test_an_api_key_no_header_can_carry_is_refused_without_quoting_it(
     _assert_secret_absent(str(info.value), *(r.getMessage() for r in caplog.records))
 
 
+def test_an_api_key_and_url_credentials_together_are_refused() -> None:
+    # Sent together, the URL's Basic auth replaced the Bearer header without a word.
+    with pytest.raises(ConfigurationError, match="one way") as info:
+        OpenAICompatibleEmbedder(
+            "m", base_url="http://user:hunter2@127.0.0.1:1", api_key="sk-secret-key"
+        )
+    assert "hunter2" not in str(info.value) and "sk-secret-key" not in str(info.value)
+
+
 def test_url_password_is_not_shown() -> None:
     embedder = OllamaEmbedder("m", base_url="http://user:hunter2@127.0.0.1:1")
     assert "hunter2" not in repr(embedder) and "hunter2" not in embedder.url

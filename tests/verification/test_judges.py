@@ -336,6 +336,13 @@ async def test_credentials_in_base_url_go_as_basic_auth_and_are_never_shown(
     assert chat_server.headers[0]["Authorization"] == "Basic Ym9iOmh1bnRlcjI="
 
 
+def test_an_api_key_and_url_credentials_together_are_refused() -> None:
+    # Sent together, the URL's Basic auth replaced the Bearer header without a word.
+    with pytest.raises(ConfigurationError, match="one way") as caught:
+        ChatClaimJudge("http://bob:hunter2@127.0.0.1:1/v1", "m", api_key="sk-very-secret")
+    assert "hunter2" not in str(caught.value) and "sk-very-secret" not in str(caught.value)
+
+
 async def test_a_wrong_base_url_and_a_dead_server(chat_server: ChatServer) -> None:
     with pytest.raises(ConfigurationError, match="404"):
         await ChatClaimJudge(chat_server.url + "/extra", "m").judge([ClaimPair("a", ("b",))])

@@ -180,6 +180,12 @@ class _HTTPEmbedder:
             raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         self._model = model
         self._base = _parse_base_url(base_url)
+        if api_key is not None and (self._base.username or self._base.password):
+            # Basic auth from the URL would replace the Bearer header: one would be dropped.
+            raise ConfigurationError(
+                "give the server's credentials one way: api_key (sent as a Bearer token) or "
+                "user:password in base_url (sent as Basic auth), not both"
+            )
         self._url = self._endpoint(self._base)
         # Shown in messages: no userinfo, which may carry a password.
         self._shown_url = str(self._url.copy_with(username=None, password=None))

@@ -261,6 +261,12 @@ class ChatClaimJudge:
             endpoint = httpx.URL(base_url.rstrip("/") + "/chat/completions")
         except (httpx.InvalidURL, ValueError):
             raise ConfigurationError("base_url is not a valid URL") from None
+        if api_key is not None and (endpoint.username or endpoint.password):
+            # Basic auth from the URL would replace the Bearer header: one would be dropped.
+            raise ConfigurationError(
+                "give the server's credentials one way: api_key (sent as a Bearer token) or "
+                "user:password in base_url (sent as Basic auth), not both"
+            )
         # Credentials in base_url go as Basic auth, never in the URL shown in a
         # message or requested (httpx logs each request's URL at INFO).
         self._url = str(endpoint.copy_with(username=None, password=None))
