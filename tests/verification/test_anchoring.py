@@ -7,6 +7,7 @@ import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,7 +20,6 @@ from groundkit.verification.anchoring import (
     CONTEXT_CHARS,
     MAX_COMPARED_CHARS,
     ChunkIndex,
-    indexed_context,
     reanchor,
 )
 from tests.support import write_tree
@@ -175,6 +175,26 @@ def test_a_source_renormalized_is_found_by_canonical_equivalence(
     assert anchor.similarity is not None and anchor.similarity < 1
 
 
+def _context_by_scan(chunks: Sequence[Any], start: int, end: int) -> tuple[str, str]:
+    """The indexed context read the plain way, every chunk in turn: what ``ChunkIndex``
+    must give."""
+    prefix, prefix_end = "", -1
+    suffix, suffix_start = "", -1
+    for c in chunks:
+        a, b = c.start_offset, c.end_offset
+        if a < start:
+            stop = min(b, start)
+            lo = max(a, stop - CONTEXT_CHARS)
+            if stop > prefix_end or (stop == prefix_end and stop - lo > len(prefix)):
+                prefix, prefix_end = c.content[lo - a : stop - a], stop
+        if b > end:
+            begin = max(a, end)
+            hi = min(b, begin + CONTEXT_CHARS)
+            if suffix_start < 0 or begin < suffix_start:
+                suffix, suffix_start = c.content[begin - a : hi - a], begin
+    return prefix, suffix
+
+
 def test_indexed_context_comes_from_overlapping_chunks() -> None:
     class C:
         def __init__(self, text: str, a: int, b: int) -> None:
@@ -182,9 +202,10 @@ def test_indexed_context_comes_from_overlapping_chunks() -> None:
 
     text = "".join(chr(ord("a") + i % 26) for i in range(300))
     chunks = [C(text, 0, 120), C(text, 100, 220), C(text, 200, 300)]
-    prefix, suffix = indexed_context(chunks, 100, 220)
+    prefix, suffix = ChunkIndex(chunks).context(100, 220)
     assert prefix == text[68:100] and suffix == text[220:252]
-    assert indexed_context(chunks, 0, 120) == ("", text[120:152])
+    assert ChunkIndex(chunks).context(0, 120) == ("", text[120:152])
+    assert _context_by_scan(chunks, 100, 220) == (prefix, suffix)
 
 
 @dataclass(frozen=True)
@@ -205,10 +226,10 @@ _spans = st.tuples(st.integers(0, len(_TEXT)), st.integers(0, 120)).map(
 def test_the_chunk_index_gives_the_context_every_chunk_would(
     layout: list[tuple[int, int]], span: tuple[int, int]
 ) -> None:
-    """``ChunkIndex`` finds in log time what ``indexed_context`` finds by reading every
-    chunk, ties (equal starts, chunks over the span's end) included."""
+    """``ChunkIndex`` finds in log time what reading every chunk finds, ties (equal
+    starts, chunks over the span's end) included."""
     chunks = [_Chunk(_TEXT[a:b], a, b) for a, b in layout]
-    assert ChunkIndex(chunks).context(*span) == indexed_context(chunks, *span)
+    assert ChunkIndex(chunks).context(*span) == _context_by_scan(chunks, *span)
 
 
 async def test_context_is_read_once_per_document_however_many_chunks_are_repeated(

@@ -35,7 +35,6 @@ __all__ = [
     "Anchor",
     "ChunkIndex",
     "composes",
-    "indexed_context",
     "reanchor",
 ]
 
@@ -78,32 +77,11 @@ class _Indexed(Protocol):
     def end_offset(self) -> int: ...
 
 
-def indexed_context(chunks: Sequence[_Indexed], start: int, end: int) -> tuple[str, str]:
-    """The indexed text nearest before ``start`` and after ``end`` (up to
-    ``CONTEXT_CHARS`` each), from the other chunks of the same document version:
-    neighbours overlap the span or sit just beside it."""
-    prefix, prefix_end = "", -1
-    suffix, suffix_start = "", -1
-    for c in chunks:
-        a, b = c.start_offset, c.end_offset
-        if a < start:
-            stop = min(b, start)
-            lo = max(a, stop - CONTEXT_CHARS)
-            if stop > prefix_end or (stop == prefix_end and stop - lo > len(prefix)):
-                prefix, prefix_end = c.content[lo - a : stop - a], stop
-        if b > end:
-            begin = max(a, end)
-            hi = min(b, begin + CONTEXT_CHARS)
-            if suffix_start < 0 or begin < suffix_start:
-                suffix, suffix_start = c.content[begin - a : hi - a], begin
-    return prefix, suffix
-
-
 class ChunkIndex:
-    """A document version's chunks sorted by where they start, so ``context`` gives what
-    ``indexed_context`` gives in about log time: checking every chunk of a long document
-    whose text is now repeated asked for each chunk's context, and ``indexed_context``
-    reads every chunk each time."""
+    """A document version's chunks sorted by where they start, so the indexed text
+    around a span is found in about log time: checking every chunk of a long document
+    whose text is now repeated asks for each chunk's context, and reading every chunk
+    each time made that quadratic."""
 
     def __init__(self, chunks: Sequence[_Indexed]) -> None:
         order = sorted(range(len(chunks)), key=lambda i: chunks[i].start_offset)
@@ -115,7 +93,11 @@ class ChunkIndex:
         self._reach = list(accumulate((c.end_offset for c in self._chunks), max))
 
     def context(self, start: int, end: int) -> tuple[str, str]:
-        """``indexed_context(chunks, start, end)``."""
+        """The indexed text nearest before ``start`` and after ``end`` (up to
+        ``CONTEXT_CHARS`` each), from the chunks: neighbours overlap the span or sit
+        just beside it. Before: the chunk whose text reaches closest to ``start``, the
+        longer slice on a tie; after: the chunk whose text resumes soonest at or after
+        ``end``, the first given on a tie."""
         return self._prefix(start), self._suffix(end)
 
     def _prefix(self, start: int) -> str:
