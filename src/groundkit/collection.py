@@ -51,7 +51,7 @@ from groundkit.errors import (
     InvalidQueryError,
     InvalidSettingError,
 )
-from groundkit.lexical.analyzer import Analyzer, analyzer_of
+from groundkit.lexical.analyzer import Analyzer, bound_analyzer
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers.identity import ensure_identity
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
@@ -441,10 +441,11 @@ class Collection:
                 base = await _resolve_base(stores.metadata, where.index_dir, base_dir)
                 # A collection keeps the analyzer version its terms were made with, and
                 # without settings given, the settings too.
-                bound_analyzer = await stores.metadata.get_analyzer()
-                text_analyzer = (
-                    analyzer_of(bound_analyzer) if analyzer is None else None
-                ) or text_analyzer.matching(bound_analyzer)
+                text_analyzer = bound_analyzer(
+                    await stores.metadata.get_analyzer(),
+                    text_analyzer,
+                    configured=analyzer is not None,
+                )
                 generation = await stores.metadata.generation()
                 chosen_chunking = chunking or _bound_chunking(await stores.metadata.get_chunker())
                 manifest = await stores.metadata.read_manifest()

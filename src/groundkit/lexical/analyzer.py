@@ -21,7 +21,7 @@ from groundkit.config import AnalyzerConfig
 from groundkit.errors import ConfigurationError
 from groundkit.lexical._marks import ASTRAL_MARKS, BMP_MARKS
 
-__all__ = ["ANALYZER_VERSION", "ENGLISH_STOPWORDS", "Analyzer", "analyzer_of"]
+__all__ = ["ANALYZER_VERSION", "ENGLISH_STOPWORDS", "Analyzer", "bound_analyzer"]
 
 # 1: tokens were runs of ``\w`` (a combining mark split a word), not normalised.
 # 2: combining marks stay in their word; each non-ASCII token is NFKC-normalised.
@@ -219,11 +219,23 @@ def _token_v1() -> re.Pattern[str]:
     return re.compile(_TOKEN_V1_PATTERN)
 
 
-def analyzer_of(identity: str | None) -> Analyzer | None:
+def bound_analyzer(bound: str | None, analyzer: Analyzer, *, configured: bool) -> Analyzer:
+    """The analyzer for a collection bound to the identity ``bound``: ``analyzer`` at the
+    version the collection keeps. When no settings were ``configured``, the analyzer
+    ``bound`` names instead (as a collection opened without chunking settings is
+    chunked as it is bound to), so a collection made with other settings can be
+    searched where none can be given (``grk``, the MCP server). A mismatch is left for
+    the binding check to refuse."""
+    if not configured:
+        named = _analyzer_of(bound)
+        if named is not None:
+            return named
+    return analyzer.matching(bound)
+
+
+def _analyzer_of(identity: str | None) -> Analyzer | None:
     """The analyzer whose ``identity`` this is, or None when no analyzer of this
-    groundkit has it. A collection opened without settings is analysed as it is
-    bound to, as it is chunked, so a collection made with other settings can be
-    searched where none can be given (``grk``, the MCP server)."""
+    groundkit has it."""
     if identity is None:
         return None
     found = _IDENTITY.fullmatch(identity)

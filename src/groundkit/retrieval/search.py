@@ -44,7 +44,7 @@ from groundkit.errors import (
     RerankerNotConfiguredError,
     StorageError,
 )
-from groundkit.lexical.analyzer import Analyzer, analyzer_of
+from groundkit.lexical.analyzer import Analyzer, bound_analyzer
 from groundkit.lexical.bm25 import CURRENT, BM25Index, View
 from groundkit.lexical.live import LiveIndex
 from groundkit.providers import checked
@@ -201,11 +201,7 @@ class Retriever:
         if (embedder is None) != (vector_store is None):
             raise ConfigurationError("an embedder and a vector store go together: give both")
         bound = await store.get_analyzer()
-        # Without an analyzer given, the one the collection is bound to; the analyzer
-        # version the collection's terms were made with, if an earlier one.
-        if analyzer is None:
-            analyzer = analyzer_of(bound) or Analyzer()
-        analyzer = analyzer.matching(bound)
+        analyzer = bound_analyzer(bound, analyzer or Analyzer(), configured=analyzer is not None)
         check_analyzer(bound, analyzer.identity, collection)
         _, vectors_generation = await store.generations()
         dense_bound, problem = False, None
