@@ -50,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import email.utils
-import json
 import logging
 import math
 import random
@@ -64,7 +63,13 @@ import numpy.typing as npt
 
 from groundkit.errors import ConfigurationError
 from groundkit.providers._vectors import check_query, check_texts, failure, unit_rows
-from groundkit.utils.http_answer import Answer, UnreadableAnswer, post_json, token_problem
+from groundkit.utils.http_answer import (
+    Answer,
+    UnreadableAnswer,
+    credentials,
+    json_body,
+    post_json,
+)
 
 __all__ = ["OllamaEmbedder", "OpenAICompatibleEmbedder"]
 
@@ -76,14 +81,6 @@ _SNIPPET_CHARS: Final = 200
 # What an answer may hold: a vector of 4,096 floats is about 100 KB of JSON.
 _MAX_BODY_BASE: Final = 8 * 1024 * 1024
 _MAX_BODY_PER_TEXT: Final = 1024 * 1024
-
-
-def _json(body: bytes) -> Any:
-    """``body`` parsed; ``ValueError`` for anything that is not JSON, nesting too deep included."""
-    try:
-        return json.loads(body)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
 
 
 class _Secret:
@@ -171,32 +168,16 @@ class _HTTPEmbedder:
             raise ConfigurationError("model must be a non-empty model name")
         if api_key is not None and (not isinstance(api_key, str) or not api_key.strip()):
             raise ConfigurationError("api_key, when given, must be a non-empty string")
-        problem = token_problem(api_key, "api_key") if api_key is not None else None
-        if problem is not None:
-            raise ConfigurationError(problem)
         if dimensions is not None:
             _positive_int("dimensions", dimensions)
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         self._model = model
         self._base = _parse_base_url(base_url)
-        if api_key is not None and (self._base.username or self._base.password):
-            # Basic auth from the URL would replace the Bearer header: one would be dropped.
-            raise ConfigurationError(
-                "give the server's credentials one way: api_key (sent as a Bearer token) or "
-                "user:password in base_url (sent as Basic auth), not both"
-            )
         self._url = self._endpoint(self._base)
-        # Shown in messages: no userinfo, which may carry a password.
-        self._shown_url = str(self._url.copy_with(username=None, password=None))
-        # Requested without userinfo too, its credentials sent as Basic auth (what
-        # httpx would do with them): httpx logs every request's URL at INFO.
-        self._request_url = self._url.copy_with(username=None, password=None)
-        self._url_auth: httpx.Auth = (
-            httpx.BasicAuth(self._url.username, self._url.password)
-            if self._url.username or self._url.password
-            else httpx.Auth()  # no authentication
-        )
+        # Requested and shown without user info, which may carry a password.
+        self._request_url, self._url_auth = credentials(self._url, api_key)
+        self._shown_url = str(self._request_url)
         self._key = _Secret(api_key) if api_key is not None else None
         self._hidden = self._hidden_forms(api_key)
         self._dimensions = dimensions
@@ -317,7 +298,7 @@ class _HTTPEmbedder:
     def _snippet(self, answer: Answer) -> str:
         """A short, scrubbed rendering of an error body (the server's reason)."""
         try:
-            body = _json(answer.body)
+            body = json_body(answer.body)
         except ValueError:
             body = None
         reason: Any = body.get("error", body) if isinstance(body, dict) else None
@@ -383,7 +364,7 @@ class _HTTPEmbedder:
                 status = answer.status
                 if status < 300:
                     try:
-                        return _json(answer.body)
+                        return json_body(answer.body)
                     except ValueError:
                         raise failure(
                             for_query,

@@ -13,12 +13,23 @@ this.
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 from typing import Any, Final
 
 import httpx
 
-__all__ = ["ACCEPT_ENCODING", "Answer", "UnreadableAnswer", "post_json", "token_problem"]
+from groundkit.errors import ConfigurationError
+
+__all__ = [
+    "ACCEPT_ENCODING",
+    "Answer",
+    "UnreadableAnswer",
+    "credentials",
+    "json_body",
+    "post_json",
+    "token_problem",
+]
 
 # What a request offers: exactly the codings accepted below.
 ACCEPT_ENCODING: Final = "gzip, deflate"
@@ -109,3 +120,33 @@ def token_problem(token: str, name: str) -> str | None:
             "file or an environment variable is the usual cause)"
         )
     return None
+
+
+def credentials(url: httpx.URL, api_key: str | None) -> tuple[httpx.URL, httpx.Auth]:
+    """``url`` without its user info, and the Basic auth that carries it instead (httpx
+    logs each request's URL at INFO, so the password never goes in one).
+
+    ``ConfigurationError`` for an ``api_key`` no header can carry, and for an ``api_key``
+    beside credentials in the URL: the Basic auth would replace the Bearer header, and
+    one of the two would be dropped without a word."""
+    if api_key is not None:
+        problem = token_problem(api_key, "api_key")
+        if problem is not None:
+            raise ConfigurationError(problem)
+    given = bool(url.username or url.password)
+    if api_key is not None and given:
+        raise ConfigurationError(
+            "give the server's credentials one way: api_key (sent as a Bearer token) or "
+            "user:password in base_url (sent as Basic auth), not both"
+        )
+    auth = httpx.BasicAuth(url.username, url.password) if given else httpx.Auth()
+    return url.copy_with(username=None, password=None), auth
+
+
+def json_body(body: bytes | str) -> Any:
+    """``body`` parsed as JSON; ``ValueError`` for anything that is not, nesting deeper
+    than the parser's recursion included (``RecursionError`` otherwise)."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None

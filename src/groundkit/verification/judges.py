@@ -19,7 +19,6 @@ errors) with a randomly initialised model and a local HTTP server, not quality.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -30,7 +29,7 @@ from typing import Any, Final
 import httpx
 
 from groundkit.errors import ConfigurationError, RetrievalError
-from groundkit.utils.http_answer import UnreadableAnswer, post_json, token_problem
+from groundkit.utils.http_answer import UnreadableAnswer, credentials, json_body, post_json
 from groundkit.verification.claims import ClaimJudgement, ClaimLabel, ClaimPair, check_pairs
 
 __all__ = ["ChatClaimJudge", "EntailmentModelJudge", "label_of"]
@@ -244,12 +243,8 @@ class ChatClaimJudge:
             raise ConfigurationError(f"base_url must be an http(s) URL, got {base_url!r}")
         if not isinstance(model, str) or not model.strip():
             raise ConfigurationError("a chat judge needs a model name")
-        if api_key is not None:
-            if not isinstance(api_key, str):
-                raise ConfigurationError("api_key, when given, must be a string")
-            problem = token_problem(api_key, "api_key")
-            if problem is not None:
-                raise ConfigurationError(problem)
+        if api_key is not None and not isinstance(api_key, str):
+            raise ConfigurationError("api_key, when given, must be a string")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
             raise ConfigurationError(f"timeout must be a positive number, got {timeout!r}")
         if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int):
@@ -261,20 +256,9 @@ class ChatClaimJudge:
             endpoint = httpx.URL(base_url.rstrip("/") + "/chat/completions")
         except (httpx.InvalidURL, ValueError):
             raise ConfigurationError("base_url is not a valid URL") from None
-        if api_key is not None and (endpoint.username or endpoint.password):
-            # Basic auth from the URL would replace the Bearer header: one would be dropped.
-            raise ConfigurationError(
-                "give the server's credentials one way: api_key (sent as a Bearer token) or "
-                "user:password in base_url (sent as Basic auth), not both"
-            )
-        # Credentials in base_url go as Basic auth, never in the URL shown in a
-        # message or requested (httpx logs each request's URL at INFO).
-        self._url = str(endpoint.copy_with(username=None, password=None))
-        self._auth: httpx.Auth = (
-            httpx.BasicAuth(endpoint.username, endpoint.password)
-            if endpoint.username or endpoint.password
-            else httpx.Auth()
-        )
+        # Credentials in base_url go as Basic auth, never in the URL shown or requested.
+        requested, self._auth = credentials(endpoint, api_key)
+        self._url = str(requested)
         self._model = model
         self._key = api_key
         self._timeout = float(timeout)
@@ -351,8 +335,8 @@ def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
         return RetrievalError(f"the chat judge at {url} sent a malformed reply: {why}")
 
     try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested too deep
+        payload = json_body(raw)
+    except (ValueError, UnicodeDecodeError):
         raise bad("the response body is not JSON") from None
     try:
         content = payload["choices"][0]["message"]["content"]
@@ -361,8 +345,8 @@ def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
     if not isinstance(content, str):
         raise bad("the message content is not a string")
     try:
-        verdict = json.loads(content)
-    except (ValueError, RecursionError):
+        verdict = json_body(content)
+    except ValueError:
         raise bad("the message is not a JSON object") from None
     if not isinstance(verdict, dict) or set(verdict) - {"label", "reason"}:
         raise bad('the message must be an object with only "label" and "reason"')
