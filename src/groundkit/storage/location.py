@@ -295,11 +295,7 @@ class StoreLocation:
 
             store = await PostgresMetadataStore.open(self.metadata_url, self.name, create=False)
             await store.drop()
-        root = self.storage_root
-        if isinstance(root, Path):
-            await asyncio.to_thread(_remove_local, root, self.name, self.metadata_url is None)
-        else:
-            await self._drop_object_storage()
+        await self._drop_files()
 
     async def drop_unwritten(self) -> bool:
         """Remove the collection if nothing was ever written to it; whether it did.
@@ -310,23 +306,29 @@ class StoreLocation:
         write after finds the store gone and is refused (the SQLite store compares the
         file it opened with the one its path names), never lost. A local collection
         another process has open at all is left alone."""
-        root = self.storage_root
         if self.metadata_url is not None:
             from groundkit.storage.postgres import drop_if_unwritten
 
             if not await drop_if_unwritten(self.metadata_url, self.name):
                 return False
-            if isinstance(root, Path):
-                await asyncio.to_thread(_remove_local, root, self.name, False)
-            else:
-                await self._drop_object_storage()
+            await self._drop_files()
             return True
         assert self.index_dir is not None
+        root = self.storage_root
         local = root if isinstance(root, Path) else None
         removed = await asyncio.to_thread(_drop_local_unwritten, self.index_dir, self.name, local)
         if removed and local is None:
             await self._drop_object_storage()
         return removed
+
+    async def _drop_files(self) -> None:
+        """Remove the collection's files: a local root's (with the SQLite file when that
+        is where the metadata lives), or what it keeps on object storage."""
+        root = self.storage_root
+        if isinstance(root, Path):
+            await asyncio.to_thread(_remove_local, root, self.name, self.metadata_url is None)
+        else:
+            await self._drop_object_storage()
 
     async def _drop_object_storage(self) -> None:
         """Remove what the collection keeps on object storage (nothing without it)."""
