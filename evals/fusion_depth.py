@@ -132,7 +132,6 @@ async def latency(root: Path, depths: list[int], n_queries: int) -> tuple[list[L
 
 
 def section(
-    depths: list[int],
     scifact: list[Quality],
     n_judged: int,
     scale: tuple[list[Latency], int] | None,
@@ -202,7 +201,7 @@ async def _run(args: argparse.Namespace, depths: list[int]) -> list[str]:
         scale = await latency(args.scale_dir, depths, args.queries)
         for x in scale[0]:
             print(f"[fusion-depth] scale depth {x.depth}: {x}", flush=True)
-    return section(depths, scifact, n_judged, scale, args.scale_dir, args.queries)
+    return section(scifact, n_judged, scale, args.scale_dir, args.queries)
 
 
 def main(argv: list[str] | None = None) -> int:
