@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from groundkit import ChunkingConfig, RetrievalResult, check_citation
+from groundkit import ChunkingConfig, Citation, RetrievalResult, check_citation
 from groundkit.lexical import Analyzer
 from groundkit.testing.conformance.helpers import make_document as make_document
 
@@ -91,6 +91,20 @@ def write_tree(root: Path, files: Mapping[str, str | bytes]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = content.encode("utf-8") if isinstance(content, str) else content
         path.write_bytes(data)
+
+
+def whole_file_citation(source: str, text: str) -> Citation:
+    """A citation of all of ``text``, the text file at ``source`` (a hand-made one, as a
+    receipt or a caller may hold)."""
+    return Citation(
+        document_id="d",
+        chunk_id="c",
+        source=source,
+        source_class="text",
+        extractor=None,
+        start_offset=0,
+        end_offset=len(text),
+    )
 
 
 async def assert_all_verify(results: Iterable[RetrievalResult], base_dir: Path) -> int:

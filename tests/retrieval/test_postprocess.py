@@ -186,14 +186,17 @@ async def test_mmr_chooses_among_the_plain_candidates(tmp_path: Path) -> None:
         await col.close()
 
 
+# Three near-duplicates and one other text on the same subject.
+NEAR_DUPLICATES = {
+    "a.md": "The keeper lights the lamp at dusk every day.\n",
+    "b.md": "The keeper lights the lamp at dusk every day!\n",
+    "c.md": "The keeper lights the lamp at dusk every day?\n",
+    "d.md": "A keeper in fog.\n",
+}
+
+
 async def test_mmr_spreads_over_near_duplicates(tmp_path: Path) -> None:
-    files = {
-        "a.md": "The keeper lights the lamp at dusk every day.\n",
-        "b.md": "The keeper lights the lamp at dusk every day!\n",
-        "c.md": "The keeper lights the lamp at dusk every day?\n",
-        "d.md": "A keeper in fog.\n",
-    }
-    col = await _ingested(tmp_path, files, ChunkingConfig(max_chars=80, overlap_chars=0))
+    col = await _ingested(tmp_path, NEAR_DUPLICATES, ChunkingConfig(max_chars=80, overlap_chars=0))
     try:
         plain = [r.source for r in (await col.search("keeper lamp dusk", 2)).results]
         diverse = [r.source for r in (await col.search("keeper lamp dusk", 2, mmr=0.3)).results]
@@ -270,10 +273,7 @@ async def test_rerank_leaves_expand_and_mmr_their_candidates(tmp_path: Path) -> 
     # The reranker's list was cut to top_k before expand and MMR ran: passages that
     # folded several hits came back fewer than top_k, and MMR had nothing to choose.
     files = {
-        "a.md": "The keeper lights the lamp at dusk every day.\n",
-        "b.md": "The keeper lights the lamp at dusk every day!\n",
-        "c.md": "The keeper lights the lamp at dusk every day?\n",
-        "d.md": "A keeper in fog.\n",
+        **NEAR_DUPLICATES,
         # Its best hits are neighbours: their windows fold one another in.
         "long.txt": "".join(
             f"The {'copper kettle' if 10 <= i < 20 else 'pot'} boils on stove {i}. "

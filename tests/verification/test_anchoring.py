@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rapidfuzz import fuzz
 
-from groundkit import ChunkingConfig, Citation, Collection, check_citation
+from groundkit import ChunkingConfig, Collection, check_citation
 from groundkit.storage.protocols import StoredChunk
 from groundkit.verification.anchoring import (
     CONTEXT_CHARS,
@@ -22,7 +22,7 @@ from groundkit.verification.anchoring import (
     ChunkIndex,
     reanchor,
 )
-from tests.support import write_tree
+from tests.support import whole_file_citation, write_tree
 
 PASSAGE = "Green tea lowers blood pressure in adults, a trial of 400 people found."
 
@@ -86,15 +86,7 @@ async def test_a_span_longer_than_any_chunk_gets_no_closest_passage(tmp_path: Pa
     text = _long_text(MAX_COMPARED_CHARS // 5)
     assert len(text) > MAX_COMPARED_CHARS
     write_tree(tmp_path, {"long.txt": text.replace("a", "A", 1)})
-    citation = Citation(
-        document_id="d",
-        chunk_id="c",
-        source="long.txt",
-        source_class="text",
-        extractor=None,
-        start_offset=0,
-        end_offset=len(text),
-    )
+    citation = whole_file_citation("long.txt", text)
     result = await check_citation(citation, text, tmp_path)
     assert result.verification == "drifted"
     assert result.similarity is None and result.current_start_offset is None

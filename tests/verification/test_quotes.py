@@ -23,7 +23,7 @@ from groundkit.utils.url_safety import AddressPolicy
 from groundkit.verification import quotes, sources
 from groundkit.verification.quotes import QuoteChecker, normalize_quote, verify_quote
 from tests.sources import PAGES, Route, Site, make_pdf
-from tests.support import write_tree
+from tests.support import whole_file_citation, write_tree
 
 TEA = (
     "Green tea is steeped at about eighty degrees \u2014 never boiling.\r\n"
@@ -129,15 +129,7 @@ async def test_a_decomposed_source_holds_the_composed_quote(tmp_path: Path, text
     source = unicodedata.normalize("NFD", text)
     assert normalize_quote(source) == unicodedata.normalize("NFC", text)
     write_tree(tmp_path, {"nfd.txt": source})
-    citation = Citation(
-        document_id="d",
-        chunk_id="c",
-        source="nfd.txt",
-        source_class="text",
-        extractor=None,
-        start_offset=0,
-        end_offset=len(source),
-    )
+    citation = whole_file_citation("nfd.txt", source)
     quote = unicodedata.normalize("NFC", text.split()[1])
     check = await check_quote(quote, citation, tmp_path, content=source)
     assert check.verdict == "verified", check.detail
@@ -171,15 +163,7 @@ async def test_a_quote_never_splits_a_letter_from_its_marks(
     another letter: the mark changes the word."""
     assert unicodedata.is_normalized("NFC", MARKED)
     write_tree(tmp_path, {"marked.txt": MARKED})
-    citation = Citation(
-        document_id="d",
-        chunk_id="c",
-        source="marked.txt",
-        source_class="text",
-        extractor=None,
-        start_offset=0,
-        end_offset=len(MARKED),
-    )
+    citation = whole_file_citation("marked.txt", MARKED)
     check = await check_quote(quote, citation, tmp_path, content=MARKED)
     assert check.verdict == ("verified" if holds else "not_in_span"), check.detail
     if holds:
