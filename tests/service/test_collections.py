@@ -9,7 +9,7 @@ import pytest
 from groundkit import Collection, StorageError
 from groundkit.contracts import CollectionManifest
 from groundkit.service import CollectionRegistry
-from tests.service.conftest import Served
+from tests.service.conftest import Served, ingest
 from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree
 
 
@@ -152,3 +152,64 @@ async def test_a_damaged_collection_is_described_as_damaged(served: Served) -> N
     assert (healthy.status, healthy.error) == ("ok", None) and healthy.documents == 6
     with pytest.raises(StorageError, match="unknown collection 'recipes'"):
         await registry.describe("recipes")
+
+
+async def test_a_dropped_and_recreated_collection_is_served_from_its_new_file(
+    served: Served, closed: list[Collection]
+) -> None:
+    registry = CollectionRegistry(served.index)
+    try:
+        async with registry.lease("notes") as old:
+            assert (await old.search("centrifuge", 1)).results
+        # Another process drops the collection and makes a new one under the same name.
+        await registry.location("notes").drop()
+        write_tree(served.base, {"other/kites.md": "Kites fly on windy beaches.\n"})
+        await ingest(served.index, served.base, "notes", served.base / "other")
+        async with registry.lease("notes") as new:
+            assert new is not old
+            assert old in closed  # no request held it: closed when it was replaced
+            assert not (await new.search("centrifuge", 1)).results
+            assert [r.source for r in (await new.search("kites", 1)).results] == ["other/kites.md"]
+        # Dropped and not re-created: the server says so, as for any unknown name.
+        await registry.location("notes").drop()
+        with pytest.raises(StorageError, match="unknown collection 'notes'"):
+            async with registry.lease("notes"):
+                pass
+    finally:
+        await registry.close()
+
+
+async def test_a_shared_collection_dropped_and_recreated_is_served_anew(
+    tmp_path: Path, postgres_dsn: str, fresh: str
+) -> None:
+    storage = tmp_path / "objects"
+
+    def shared(text: str) -> dict[str, str]:
+        return {"id": "r1", "text": text}
+
+    async def make(text: str) -> None:
+        async with Collection.open(
+            None, fresh, base_dir=tmp_path, metadata_url=postgres_dsn, storage_uri=storage
+        ) as col:
+            await col.add_documents([shared(text)])
+
+    await make("Centrifuge runs are logged.")
+    registry = CollectionRegistry(metadata_url=postgres_dsn, storage_uri=storage)
+    try:
+        async with registry.lease(fresh) as old:
+            assert (await old.search("centrifuge", 1)).results
+        # Same name, same generation, another collection: only its uid tells them apart.
+        await registry.location(fresh).drop()
+        await make("Kites fly on windy beaches.")
+        async with registry.lease(fresh) as new:
+            assert new is not old
+            assert not (await new.search("centrifuge", 1)).results
+            assert [r.content for r in (await new.search("kites", 1)).results] == [
+                "Kites fly on windy beaches."
+            ]
+        await registry.location(fresh).drop()
+        with pytest.raises(StorageError, match="unknown collection"):
+            async with registry.lease(fresh):
+                pass
+    finally:
+        await registry.close()

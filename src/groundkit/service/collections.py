@@ -8,6 +8,11 @@ notice by itself is handled here, by comparing the generation before each
 request: a collection that became bound to an embedder since it was opened is
 reopened with that embedder, so dense and hybrid start to work.
 
+Nor can it notice being dropped, or dropped and made again under its name, by
+another process: its store goes on reading what was removed. So each request also
+checks that the store is still the one opened (a stat of a local file, the uid of a
+shared one) and otherwise opens the collection again by name.
+
 A replaced collection is closed once the last request using it has finished,
 so a re-ingest never pulls a store out from under a running search.
 """
@@ -39,6 +44,7 @@ from groundkit.retrieval.sensitivity import check_clearance, visible
 from groundkit.storage.location import StoreLocation
 from groundkit.storage.protocols import ChunkOwners
 from groundkit.storage.reconcile import vectors_missing
+from groundkit.storage.sqlite import SQLiteMetadataStore
 
 __all__ = ["CollectionInfo", "CollectionRegistry"]
 
@@ -91,6 +97,7 @@ class CollectionInfo(BaseModel):
 class _Entry:
     collection: Collection
     generation: int
+    uid: str  # tells a collection from one made later under its name
     users: int = 0
     retired: bool = False
 
@@ -309,6 +316,8 @@ class CollectionRegistry:
 
     async def _fresh(self, entry: _Entry) -> bool:
         collection = entry.collection
+        if await self._replaced(entry):
+            return False
         generation = await collection.generation()
         if generation == entry.generation:
             return True
@@ -316,6 +325,18 @@ class CollectionRegistry:
             return False  # bound to an embedder since it was opened
         entry.generation = generation  # the Collection catches up by itself
         return True
+
+    async def _replaced(self, entry: _Entry) -> bool:
+        """Whether the collection was dropped (and perhaps made again under its name)
+        since ``entry`` opened it: its store would go on reading what was removed.
+        A local file is compared by one stat; a shared store by its uid (one read)."""
+        store = entry.collection.store
+        if isinstance(store, SQLiteMetadataStore):
+            return store.replaced()
+        try:
+            return await store.collection_uid() != entry.uid
+        except StorageError:  # its tables are gone: reopening names what is there now
+            return True
 
     async def _check_known(self, name: str) -> None:
         names = await self.names()
@@ -336,7 +357,12 @@ class CollectionRegistry:
             rewriter=self.rewriter,
         )
         logger.info("opened collection %s (dense: %s)", name, collection.embedder is not None)
-        return _Entry(collection, collection.opened_generation)
+        try:
+            uid = await collection.store.collection_uid()
+        except BaseException:
+            await collection.close()
+            raise
+        return _Entry(collection, collection.opened_generation, uid)
 
     def _embedder(self, manifest: CollectionManifest) -> EmbeddingProtocol | None:
         """One embedder per recorded model, shared by every collection bound to it

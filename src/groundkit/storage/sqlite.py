@@ -737,6 +737,18 @@ class SQLiteMetadataStore:
         if db is not None:
             await _close_connection(db, self._worker)
 
+    def replaced(self) -> bool:
+        """Whether the path no longer names the file this store opened: the collection
+        was dropped, or dropped and made again, since. Its reads still come from the
+        removed file, so a long-lived reader (the server) opens it again by name. One
+        stat; False when the file cannot be looked at."""
+        if self._file is None:
+            return False
+        try:
+            return _file_identity(self.path) != self._file
+        except OSError:
+            return False
+
     def _open_conn_check(self) -> None:
         if self._db is None:
             raise StorageError(f"the metadata store {self.path.name!r} is closed")
