@@ -266,7 +266,7 @@ async def test_damaged_geometry_is_refused(tmp_path: Path) -> None:
         rects_at({GEOMETRY_KEY: geometry}, 0, 5)  # no page starts to place it
 
 
-async def test_damaged_geometry_in_a_stored_row_is_refused(tmp_path: Path) -> None:
+def test_damaged_geometry_in_a_stored_row_is_refused(tmp_path: Path) -> None:
     from groundkit.storage._rows import parse_metadata
 
     _, extraction, _ = _case("plain")

@@ -37,6 +37,7 @@ from groundkit.errors import (
     RetrievalError,
 )
 from groundkit.extraction import active_extractors
+from groundkit.extraction.memo import extracted_texts
 from groundkit.extraction.pdf_ocr import OcrEngineChangedError
 from groundkit.extraction.registry import recorded_extractor
 from groundkit.storage.protocols import SnapshotStore
@@ -187,9 +188,16 @@ async def _re_extract(citation: Citation, path: Path, max_bytes: int | None) -> 
             "carry over to another, so re-ingest it or install that version",
             verdict="unresolvable",
         )
-    # Extracted as ingest extracted them (``extract_bytes``, no charset).
+    # Extracted as ingest extracted them (``extract_bytes``, no charset); the same
+    # bytes under the same identity give the same text, so an earlier run's is reused.
+    found = extractor
+
+    async def extract() -> str:
+        return (await found.extract_bytes(data)).text
+
+    identity = f"{citation.extractor}\x00{extractor.identity}"
     try:
-        return (await extractor.extract_bytes(data)).text
+        return await extracted_texts.text(identity, data, extract)
     except IngestionError as exc:
         raise RetrievalError(
             f"cannot check {citation.source!r}: re-extraction with {extractor.identity} "
