@@ -1148,9 +1148,14 @@ class Collection:
         return await self._fetch(chunk_id, version)
 
     async def _fetch(self, chunk_id: str, version: int | None) -> tuple[FetchResult, str | None]:
-        problem = (
-            describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
-        )
+        if not isinstance(chunk_id, str):
+            # A result or citation passed whole would otherwise reach SQLite, whose
+            # refusal reads like a damaged database.
+            raise InvalidQueryError(
+                f"fetch_chunk takes a chunk id (a str, such as result.chunk_id), not "
+                f"{type(chunk_id).__name__}"
+            )
+        problem = describe_unencodable(chunk_id, "the chunk id")
         if problem is not None:
             raise InvalidQueryError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
