@@ -147,3 +147,19 @@ def test_bad_options_are_refused_where_the_retriever_is_made(
 ) -> None:
     with pytest.raises(InvalidQueryError, match=message):
         GroundkitRetriever(collection=sync_collection, **options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"k": 2}, {"search_kwargs": {"top_k": 2}}, {"topk": 2}, {"top_k": 2, "filter": {"a": 1}}],
+)
+def test_an_option_the_retriever_does_not_have_is_refused_not_ignored(
+    sync_collection: gks.SyncCollection, options: dict[str, object]
+) -> None:
+    """LangChain's models drop unknown keywords; a ``k=2`` must not search with four."""
+    with pytest.raises(InvalidQueryError, match="GroundkitRetriever has no option") as info:
+        GroundkitRetriever(collection=sync_collection, **options)
+    assert "top_k is LangChain's k" in str(info.value)
+    # LangChain's own fields are still taken.
+    made = GroundkitRetriever(collection=sync_collection, tags=["kb"], metadata={"a": 1})
+    assert made.tags == ["kb"]

@@ -83,7 +83,17 @@ class GroundkitRetriever(BaseRetriever):
     def __init__(self, **data: Any) -> None:
         """The options are checked here, in groundkit's words (``InvalidQueryError``),
         and the collection too: a bad retriever fails where it is made, as the
-        LlamaIndex and Haystack ones do, not at its first ``invoke``."""
+        LlamaIndex and Haystack ones do, not at its first ``invoke``. LangChain's models
+        ignore a keyword they do not know; this one refuses it, so a ``k=3`` meant as
+        ``top_k`` is not dropped without a word."""
+        unknown = sorted(set(data) - set(type(self).model_fields))
+        if unknown:
+            options = [name for name in SearchRequest.model_fields if name != "query"]
+            raise InvalidQueryError(
+                f"GroundkitRetriever has no option {', '.join(map(repr, unknown))}; it takes "
+                f"collection and the search options {', '.join(options)} (top_k is "
+                "LangChain's k; give options directly, not as search_kwargs)"
+            )
         SearchRequest.checked_options(
             **{name: value for name, value in data.items() if name in SearchRequest.model_fields}
         )
