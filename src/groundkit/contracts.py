@@ -50,6 +50,7 @@ from groundkit.utils.annotation import (
 )
 from groundkit.utils.geometry import DamagedGeometryError, PageFrame, page_frame, span_rects
 from groundkit.utils.hashing import sha256_text
+from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "ANSWER_PROBLEMS",
@@ -795,6 +796,7 @@ class Citation(_Frozen):
                 f"the exact text ({size} characters) does not fit the citation's span "
                 f"{self.start_offset}..{self.end_offset}; pass the text it was indexed with"
             )
+        _check_annotation_texts(exact=exact, prefix=prefix, suffix=suffix, collection=collection)
         return web_annotation(
             self.source,
             self.start_offset,
@@ -817,6 +819,19 @@ class Citation(_Frozen):
                 "link": self.link(exact),
             },
         )
+
+
+def _check_annotation_texts(**texts: object) -> None:
+    """``RetrievalError`` for a receipt part that is not text a UTF-8 receipt can hold:
+    what ``to_annotation`` writes must read back (``parse_receipt``)."""
+    for name, value in texts.items():
+        if value is None and name != "exact":
+            continue
+        if not isinstance(value, str):
+            raise RetrievalError(f"{name} must be a str or None, not {type(value).__name__}")
+        problem = describe_unencodable(value, name)
+        if problem is not None:
+            raise RetrievalError(problem)
 
 
 ContextKind = Literal["parent", "window"]
