@@ -31,6 +31,8 @@ from groundkit.integrations._common import (
     CITATION_KEY,
     Searcher,
     citation_from_metadata,
+    framework_items,
+    framework_object,
     record_from,
     result_metadata,
 )
@@ -134,6 +136,7 @@ def citation_of(document: Document) -> Citation:
 
     ``RetrievalError`` for a document that carries none (or a damaged one).
     """
+    framework_object(document, Document, "LangChain Document")
     return citation_from_metadata(document.metadata, "LangChain document")
 
 
@@ -150,8 +153,9 @@ def records_from_documents(
     replacement). Fields are the metadata (only the keys in ``fields`` when given),
     checked by the field rules when added.
     """
+    given = framework_items(documents, Document, "LangChain Document", "records_from_documents")
     records: list[Record] = []
-    for index, document in enumerate(documents):
+    for index, document in enumerate(given):
         metadata: Mapping[str, Any] = document.metadata or {}
         record_id = metadata.get(id_key) if id_key is not None else document.id
         records.append(
