@@ -41,7 +41,13 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from groundkit.errors import ConfigurationError, IngestionError, RetrievalError, StorageError
+from groundkit.errors import (
+    ConfigurationError,
+    IngestionError,
+    InvalidQueryError,
+    RetrievalError,
+    StorageError,
+)
 from groundkit.utils.annotation import (
     QUOTE_CONTEXT_CHARS,
     page_link,
@@ -109,6 +115,7 @@ __all__ = [
     "SearchResponse",
     "SourceClass",
     "Verification",
+    "checked_citation",
     "citation_for",
     "end_page_at",
     "fields_of",
@@ -711,12 +718,14 @@ class Citation(_Frozen):
     source: str
     source_class: SourceClass
     extractor: str | None
-    start_offset: int = Field(ge=0)
-    end_offset: int = Field(ge=0)
-    page: int | None = Field(default=None, ge=1)
-    version: int | None = Field(default=None, ge=1)
+    # Strict: a citation carried through a framework's metadata or a file must not
+    # turn "5" or True into an offset.
+    start_offset: int = Field(ge=0, strict=True)
+    end_offset: int = Field(ge=0, strict=True)
+    page: int | None = Field(default=None, ge=1, strict=True)
+    version: int | None = Field(default=None, ge=1, strict=True)
     # The page the span ends on (its last character's), when the source has pages.
-    end_page: int | None = Field(default=None, ge=1)
+    end_page: int | None = Field(default=None, ge=1, strict=True)
     rects: tuple[PageRect, ...] = ()
 
     @model_validator(mode="after")
@@ -869,6 +878,24 @@ def fill_trusted(model: BaseModel, values: dict[str, Any], fields_set: set[str])
 
 
 _CITATION_FIELDS = frozenset(Citation.model_fields)
+
+
+def checked_citation(citation: Citation) -> Citation:
+    """``citation`` when its values pass ``Citation``'s checks; ``InvalidQueryError``
+    otherwise. pydantic's ``model_copy(update=...)`` and ``model_construct`` make a
+    citation without them (end before start, an offset that is a string), which a
+    check would otherwise meet deep inside as a ``TypeError`` or pydantic's error."""
+    try:
+        Citation.model_validate({name: getattr(citation, name) for name in _CITATION_FIELDS})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'citation'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)
+        )
+        raise InvalidQueryError(f"the citation is not a valid one: {problems}") from None
+    return citation
+
+
 # A result's own fields that make up its citation, and the citation's fields derived
 # from the result's metadata (its pages).
 _RESULT_CITATION_FIELDS = (

@@ -23,6 +23,7 @@ from groundkit.contracts import (
     MultiSearchResponse,
     RetrievalResult,
     SearchResponse,
+    checked_citation,
 )
 from groundkit.errors import ChunkNotFoundError, InvalidQueryError, RetrievalError
 from groundkit.lexical.analyzer import Analyzer
@@ -132,7 +133,7 @@ class Verifier:
                 )
             citation, expected = target.citation, target.content
         elif isinstance(target, Citation):
-            citation, expected = target, content
+            citation, expected = checked_citation(target), content
         else:
             raise InvalidQueryError(
                 f"verify takes a RetrievalResult, FetchResult or Citation, not "
