@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from groundkit import Citation, Collection, InvalidQueryError, check_citation
+import groundkit.sync as gks
+from groundkit import (
+    Citation,
+    Collection,
+    InvalidInputError,
+    InvalidQueryError,
+    InvalidSettingError,
+    SearchRequest,
+    check_citation,
+)
 
 
 @pytest.mark.parametrize("source_class", ["record", "snapshot"])
@@ -76,3 +85,71 @@ def test_citation_offsets_are_whole_numbers_not_converted(value: object) -> None
         extra = {"page": 1} if field == "end_page" else {}
         with pytest.raises(ValueError, match=field):
             Citation(**{**given, **extra, field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("update", "field"),
+    [
+        ({"top_k": -5}, "top_k"),
+        ({"top_k": "3"}, "top_k"),
+        ({"query": ""}, "query"),
+        ({"mmr": 5.0}, "mmr"),
+        ({"as_of": "yesterday"}, "as_of"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+async def test_a_search_request_copied_with_bad_values_is_refused(
+    ingested: Collection, update: dict[str, object], field: str
+) -> None:
+    """pydantic's ``model_copy(update=...)`` is checked like ``replace``: a ``top_k`` of -5
+    searched and answered nothing, ``"3"`` raised a ``TypeError`` deep in the search."""
+    request = SearchRequest(query="offshore wind", top_k=2)
+    with pytest.raises(InvalidQueryError, match=field):
+        request.model_copy(update=update)
+    copied = request.model_copy(update={"top_k": 1})
+    assert copied == request.replace(top_k=1)
+    assert len((await ingested.search(copied)).results) == 1
+    assert request.model_copy() == request
+
+
+def test_blocking_search_collections_names_what_is_not_a_list_of_collections(
+    index_dir: Path, corpus_dir: Path
+) -> None:
+    with gks.Collection.open(index_dir, base_dir=corpus_dir) as col:
+        col.ingest(corpus_dir)
+        for wrong in (None, col, "default", {"default": col}):
+            with pytest.raises(InvalidQueryError, match="takes a list of collections"):
+                gks.search_collections(wrong, "wind")  # type: ignore[arg-type]
+        for member in ("default", col.aio):
+            with pytest.raises(InvalidQueryError, match=r"collections\[1\] is a"):
+                gks.search_collections([col, member], "wind")  # type: ignore[list-item]
+        assert gks.search_collections([col], "wind").results
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"index_dir": 5}, "index_dir must be a directory path"),
+        ({"base_dir": b"corpus"}, "base_dir must be a directory path"),
+        ({"embedder": "all-MiniLM-L6-v2"}, r"embedder must be an object with embed_documents"),
+        ({"reranker": 5}, r"reranker must be an object with rerank\(\)"),
+        ({"rewriter": {"heart attack": "MI"}}, r"rewriter must be an object with rewrite\(\)"),
+        ({"embedder_for": "manifest"}, "embedder_for must be a function"),
+    ],
+)
+async def test_open_refuses_an_argument_of_the_wrong_kind_before_creating_anything(
+    tmp_path: Path, given: dict[str, object], message: str
+) -> None:
+    where = tmp_path / "index"
+    arguments: dict[str, object] = {"index_dir": where, **given}
+    with pytest.raises(InvalidSettingError, match=message):
+        await Collection.open(**arguments)  # type: ignore[arg-type]
+    assert not where.exists()
+
+
+async def test_ingest_refuses_a_progress_that_is_not_a_function(
+    collection: Collection, corpus_dir: Path
+) -> None:
+    with pytest.raises(InvalidInputError, match="progress must be a function"):
+        await collection.ingest(corpus_dir, progress=5)  # type: ignore[arg-type]
+    assert (await collection.search("wind")).results == []

@@ -398,6 +398,13 @@ class Collection:
         """
         check_clearance(clearance)
         _check_settings(retrieval=retrieval, chunking=chunking, analyzer=analyzer, ingest=ingest)
+        _check_paths(index_dir=index_dir, base_dir=base_dir)
+        _check_models(embedder=embedder, reranker=reranker, rewriter=rewriter)
+        if embedder_for is not None and not callable(embedder_for):
+            raise InvalidSettingError(
+                "embedder_for must be a function of the manifest, not "
+                f"{type(embedder_for).__name__}"
+            )
         if location is not None:
             given = {
                 "index_dir": index_dir,
@@ -653,6 +660,11 @@ class Collection:
             raise InvalidInputError(
                 f"ingest takes a path (str or os.PathLike) or an http(s) URL, "
                 f"not {type(path).__name__}"
+            )
+        if progress is not None and not callable(progress):
+            raise InvalidInputError(
+                f"progress must be a function taking an IngestProgress, not "
+                f"{type(progress).__name__}"
             )
         is_url = isinstance(path, str) and looks_like_url(path.strip())
         if executor is not None and (is_url or not isinstance(executor, IngestExecutor)):
@@ -1302,6 +1314,55 @@ def _check_settings(**given: object) -> None:
                 f"{name} must be a {model.__name__} (groundkit.{model.__name__}(...)), "
                 f"not {type(value).__name__}"
             )
+
+
+def _check_paths(**given: object) -> None:
+    """``InvalidSettingError`` for a directory argument that is no path (a number, bytes),
+    which would otherwise fail inside ``pathlib`` as a ``TypeError``."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(value, str | os.PathLike) or isinstance(os.fspath(value), bytes):
+            raise InvalidSettingError(
+                f"{name} must be a directory path (str or os.PathLike), not {type(value).__name__}"
+            )
+
+
+# What each model argument must be able to do, by method: looked up on the class, so no
+# property of the object (an embedder's lazily loaded model) is run to check it.
+_MODEL_METHODS = {
+    "embedder": ("embed_documents", "embed_query"),
+    "reranker": ("rerank",),
+    "rewriter": ("rewrite",),
+}
+
+
+def _check_models(**given: object) -> None:
+    """``InvalidSettingError`` for an ``embedder``, ``reranker`` or ``rewriter`` that lacks
+    the methods its protocol needs (a model name given as a string, say): it would fail
+    later, at the first ingest or search, as an ``AttributeError``."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        missing = [m for m in _MODEL_METHODS[name] if not _has_method(value, m)]
+        if missing:
+            hint = (
+                "; for a model by name, groundkit.SentenceTransformerEmbedder(name)"
+                if name == "embedder" and isinstance(value, str)
+                else ""
+            )
+            raise InvalidSettingError(
+                f"{name} must be an object with {' and '.join(m + '()' for m in missing)} "
+                f"(see its protocol), "
+                f"not {type(value).__name__}{hint}"
+            )
+
+
+def _has_method(value: object, name: str) -> bool:
+    """Whether ``value`` has a callable ``name``, on its class or set on the object."""
+    own = getattr(value, "__dict__", None)
+    found = own.get(name) if isinstance(own, dict) else None
+    return callable(getattr(type(value), name, None)) or callable(found)
 
 
 def _fixed_at_open(name: str) -> None:
