@@ -153,3 +153,21 @@ async def test_ingest_refuses_a_progress_that_is_not_a_function(
     with pytest.raises(InvalidInputError, match="progress must be a function"):
         await collection.ingest(corpus_dir, progress=5)  # type: ignore[arg-type]
     assert (await collection.search("wind")).results == []
+
+
+@pytest.mark.parametrize("value", ["no", "false", 0, 1, None])
+async def test_a_destructive_switch_takes_only_true_or_false(
+    ingested: Collection, corpus_dir: Path, tmp_path: Path, value: object
+) -> None:
+    """``erase="no"`` erased and ``rebuild_damaged="no"`` would move a damaged file aside:
+    a switch that deletes, rebuilds or creates is refused unless it is a bool."""
+    before = [r.chunk_id for r in await ingested.search("offshore wind")]
+    with pytest.raises(InvalidSettingError, match="erase must be True or False"):
+        await ingested.delete(sources=["energy/wind.txt"], erase=value)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSettingError, match="force must be True or False"):
+        await ingested.rebase(corpus_dir, force=value)  # type: ignore[arg-type]
+    assert [r.chunk_id for r in await ingested.search("offshore wind")] == before != []
+    for switch in ("create", "rebuild_damaged"):
+        with pytest.raises(InvalidSettingError, match=f"{switch} must be True or False"):
+            await Collection.open(tmp_path / "other", **{switch: value})  # type: ignore[arg-type]
+    assert not (tmp_path / "other").exists()

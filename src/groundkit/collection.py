@@ -398,6 +398,7 @@ class Collection:
         """
         check_clearance(clearance)
         _check_settings(retrieval=retrieval, chunking=chunking, analyzer=analyzer, ingest=ingest)
+        _check_flags(create=create, rebuild_damaged=rebuild_damaged)
         _check_paths(index_dir=index_dir, base_dir=base_dir)
         _check_models(embedder=embedder, reranker=reranker, rewriter=rewriter)
         if embedder_for is not None and not callable(embedder_for):
@@ -554,6 +555,7 @@ class Collection:
         of them exists under ``base_dir`` it raises ``ConfigurationError`` instead of
         recording a base that resolves nothing, unless ``force``.
         """
+        _check_flags(force=force)
         if not isinstance(base_dir, str | os.PathLike):
             raise InvalidSettingError(
                 f"the new base directory must be a path (str or os.PathLike), "
@@ -928,6 +930,7 @@ class Collection:
         of the whole collection, so it takes about as long as an optimize; running
         it again after an interruption completes it.
         """
+        _check_flags(erase=erase)
         if document_ids is not None:
             _deprecated("Collection.delete(document_ids=...)", "Collection.delete(ids=...)")
             if ids:
@@ -1314,6 +1317,14 @@ def _check_settings(**given: object) -> None:
                 f"{name} must be a {model.__name__} (groundkit.{model.__name__}(...)), "
                 f"not {type(value).__name__}"
             )
+
+
+def _check_flags(**given: object) -> None:
+    """``InvalidSettingError`` for a switch that is not ``True`` or ``False``: these
+    switches erase, rebuild or create, and ``erase="no"`` must not erase."""
+    for name, value in given.items():
+        if not isinstance(value, bool):
+            raise InvalidSettingError(f"{name} must be True or False, not {value!r}")
 
 
 def _check_paths(**given: object) -> None:
