@@ -16,6 +16,7 @@ from groundkit import (
     InvalidSettingError,
     SearchRequest,
     check_citation,
+    resolve_citation,
 )
 
 
@@ -171,3 +172,19 @@ async def test_a_destructive_switch_takes_only_true_or_false(
         with pytest.raises(InvalidSettingError, match=f"{switch} must be True or False"):
             await Collection.open(tmp_path / "other", **{switch: value})  # type: ignore[arg-type]
     assert not (tmp_path / "other").exists()
+
+
+async def test_verify_each_and_resolve_citation_name_an_argument_of_the_wrong_kind(
+    ingested: Collection, corpus_dir: Path
+) -> None:
+    top = (await ingested.search("offshore wind")).results[0]
+    for wrong in (None, 5, "results", {"a": top}):
+        with pytest.raises(InvalidQueryError, match="verify_each takes a SearchResponse"):
+            await ingested.verify_each(wrong)  # type: ignore[arg-type]
+    for citation in (None, top, top.citation.to_dict()):
+        with pytest.raises(InvalidQueryError, match="resolve_citation takes a Citation"):
+            await resolve_citation(citation, corpus_dir)  # type: ignore[arg-type]
+    swapped = top.citation.model_copy(update={"start_offset": 9, "end_offset": 2})
+    with pytest.raises(InvalidQueryError, match="not a valid one"):
+        await resolve_citation(swapped, corpus_dir)
+    assert await resolve_citation(top.citation, corpus_dir) == top.content

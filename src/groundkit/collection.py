@@ -1241,7 +1241,16 @@ class Collection:
         """``verify`` on each result (or fetched chunk) of ``targets``, in order, reading each
         source once: a page of results from one long PDF re-extracts it once, not once a
         result. Each verdict is the one ``verify`` gives for that result alone."""
-        items = targets.results if isinstance(targets, SearchResponse) else list(targets)
+        items: list[RetrievalResult | FetchResult]
+        if isinstance(targets, SearchResponse):
+            items = list(targets.results)
+        elif isinstance(targets, str | bytes | Mapping) or not isinstance(targets, Iterable):
+            raise InvalidQueryError(
+                f"verify_each takes a SearchResponse or a list of results, not "
+                f"{type(targets).__name__}"
+            )
+        else:
+            items = list(targets)
         return await self._verifier().verify_each(items)
 
     async def verify_all(self) -> VerifyReport:
