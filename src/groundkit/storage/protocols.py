@@ -665,5 +665,5 @@ class SnapshotStore(Protocol):
 
     async def remove_stale(self, keep: Iterable[str]) -> list[str]:
         """Delete every snapshot whose id is not in ``keep`` (any iterable, read once);
-        returns the removed ids, sorted."""
+        returns the removed ids."""
         ...
