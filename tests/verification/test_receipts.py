@@ -451,6 +451,26 @@ def test_a_write_that_fails_part_way_leaves_the_old_receipts_whole(tmp_path: Pat
     assert [p.name for p in tmp_path.iterdir()] == ["receipts.jsonl"]
 
 
+async def test_a_receipt_built_by_hand_is_checked_as_one_read_from_a_file(
+    tmp_path: Path,
+) -> None:
+    write_tree(tmp_path, {"notes.txt": NOTES})
+    citation = _at("notes.txt", "text", end_offset=5)
+    swapped = citation.model_copy(update={"start_offset": 9, "end_offset": 2})
+    wrong: list[tuple[Any, Any, str]] = [
+        (swapped, "Alpha", "not a valid one"),
+        (citation, 5, "holds a Citation and its exact text"),
+        (None, "Alpha", "holds a Citation and its exact text"),
+        (citation, "Alp", "its exact text has 3 characters"),
+    ]
+    for held, exact, message in wrong:
+        with pytest.raises(ReceiptError, match=f"^receipt 2: .*{message}") as caught:
+            await check_receipts([Receipt(citation, "Alpha"), Receipt(held, exact)], tmp_path)
+        assert caught.value.number == 2
+    [checked] = await check_receipts([Receipt(citation, "Alpha")], tmp_path)
+    assert checked.ok
+
+
 async def test_writing_receipts_replaces_the_file_whole(tmp_path: Path) -> None:
     """The old file stays whole until the new one is complete: a write that fails
     leaves it, and no temporary file, behind."""

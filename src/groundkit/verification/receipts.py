@@ -27,7 +27,13 @@ from typing import Any, get_args
 from pydantic import ValidationError
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import STORED_TEXT_CLASSES, Citation, FetchResult, SourceClass
+from groundkit.contracts import (
+    STORED_TEXT_CLASSES,
+    Citation,
+    FetchResult,
+    SourceClass,
+    checked_citation,
+)
 from groundkit.errors import ConfigurationError, InvalidQueryError, ReceiptError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
@@ -344,6 +350,29 @@ async def write_receipts(path: Path | str, annotations: Iterable[Mapping[str, An
         ) from None
 
 
+def _made(receipt: Receipt, number: int) -> Receipt:
+    """A ``Receipt`` built by hand, checked as one read from a file is: a citation that
+    passes ``Citation``'s checks and an exact text as long as its span."""
+    citation, exact = receipt.citation, receipt.exact
+    if not isinstance(citation, Citation) or not isinstance(exact, str):
+        raise ReceiptError(
+            f"receipt {number}: a Receipt holds a Citation and its exact text (a str), not "
+            f"{type(citation).__name__} and {type(exact).__name__}",
+            number=number,
+        )
+    try:
+        checked_citation(citation)
+    except InvalidQueryError as exc:
+        raise ReceiptError(f"receipt {number}: {exc}", number=number) from None
+    if citation.end_offset - citation.start_offset != len(exact):
+        raise ReceiptError(
+            f"receipt {number}: its citation spans {citation.start_offset}.."
+            f"{citation.end_offset} but its exact text has {len(exact)} characters",
+            number=number,
+        )
+    return receipt
+
+
 def _replace(where: Path, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``where``, flush it, and rename it over."""
     temporary = where.with_name(f".{where.name}.{os.getpid()}.tmp")
@@ -386,7 +415,8 @@ async def check_receipts(
     """
     _iterable(receipts, "check_receipts")
     parsed = [
-        r if isinstance(r, Receipt) else parse_receipt(r, n) for n, r in enumerate(receipts, 1)
+        _made(r, n) if isinstance(r, Receipt) else parse_receipt(r, n)
+        for n, r in enumerate(receipts, 1)
     ]
     base = base_directory(allowed_base_dir, "allowed_base_dir")
     check_read_options(snapshot_dir, max_bytes)
