@@ -582,3 +582,13 @@ async def test_a_pdf_receipt_is_checked_by_re_extraction(tmp_path: Path) -> None
     (base / "report.pdf").write_bytes(make_pdf(PAGES[:3]))
     (checked,) = await check_receipts([result.to_annotation()], base)
     assert checked.verification == "drifted"
+
+
+async def test_concurrent_writes_of_one_receipts_file_leave_one_of_them_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "receipts.jsonl"
+    batches = [[_good()] * n for n in range(1, 9)]
+    await asyncio.gather(*(write_receipts(path, batch) for batch in batches))
+    assert len(await read_receipts(path)) in range(1, 9)
+    assert [p.name for p in tmp_path.iterdir()] == ["receipts.jsonl"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -375,9 +376,10 @@ def _made(receipt: Receipt, number: int) -> Receipt:
 
 def _replace(where: Path, data: bytes) -> None:
     """Write ``data`` to a temporary file beside ``where``, flush it, and rename it over."""
-    temporary = where.with_name(f".{where.name}.{os.getpid()}.tmp")
+    # A name of its own per call: two writers of one file never share a temporary.
+    temporary = where.with_name(f".{where.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(temporary, "wb") as out:
+        with open(temporary, "xb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
