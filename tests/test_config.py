@@ -9,7 +9,7 @@ import pytest
 
 from groundkit import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.config import DEFAULT_EXTENSIONS, MAX_TOP_K
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, InvalidSettingError
 
 
 class TestRetrievalConfig:
@@ -112,3 +112,75 @@ def test_settings_frozen_and_strict(cfg: object) -> None:
         setattr(cfg, name, getattr(cfg, name))
     with pytest.raises(ConfigurationError):
         type(cfg)(unknown_setting=1)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(
+    ("cls", "field", "value"),
+    [
+        (ChunkingConfig, "max_chars", "500"),
+        (ChunkingConfig, "max_chars", 500.0),
+        (ChunkingConfig, "overlap_chars", True),
+        (ChunkingConfig, "contextual", "yes"),
+        (ChunkingConfig, "contextual", 1),
+        (IngestConfig, "keep_versions", True),
+        (IngestConfig, "keep_versions", "3"),
+        (IngestConfig, "max_file_bytes", 1024.0),
+        (IngestConfig, "read_fields", "no"),
+        (IngestConfig, "keep_sources", 0),
+        (IngestConfig, "progress_log_seconds", "5"),
+        (AnalyzerConfig, "stopwords", "false"),
+        (AnalyzerConfig, "min_token_chars", "2"),
+        (RetrievalConfig, "bm25_k1", "1.2"),
+        (RetrievalConfig, "bm25_b", True),
+        (RetrievalConfig, "score_threshold", True),
+        (RetrievalConfig, "min_relevance", "0.5"),
+    ],
+)
+def test_a_value_of_the_wrong_kind_is_refused_not_converted(
+    cls: type[Any], field: str, value: object
+) -> None:
+    """``"yes"`` is not a switch and ``True`` is not a count: each is refused, naming
+    the field, rather than read as what the caller may not have meant."""
+    with pytest.raises(InvalidSettingError, match=field) as info:
+        cls(**{field: value})
+    assert info.value.problems[0][0].split(".")[0] == field
+    # An int where a number is wanted is no surprise.
+    assert RetrievalConfig(bm25_k1=2).bm25_k1 == 2.0
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [RetrievalConfig(), ChunkingConfig(), IngestConfig(), AnalyzerConfig()],
+    ids=lambda c: type(c).__name__,
+)
+def test_every_way_of_making_settings_checks_them(cfg: Any) -> None:
+    """``model_validate``, ``model_validate_json`` and ``model_copy(update=...)`` (what the
+    frozen error points to) raise groundkit's error, and never make settings the
+    constructor would refuse."""
+    cls = type(cfg)
+    assert cls.model_validate(cfg.model_dump()) == cfg
+    assert cls.model_validate_json(cfg.model_dump_json()) == cfg
+    for bad in (5, {"unknown_setting": 1}):
+        with pytest.raises(InvalidSettingError):
+            cls.model_validate(bad)
+    for text in ("{", "[]", '{"unknown_setting": 1}'):
+        with pytest.raises(InvalidSettingError):
+            cls.model_validate_json(text)
+    with pytest.raises(InvalidSettingError, match="unknown_setting"):
+        cfg.model_copy(update={"unknown_setting": 1})
+    assert cfg.model_copy() == cfg == cfg.model_copy(update={})
+
+
+def test_model_copy_checks_the_values_it_changes() -> None:
+    chunking = ChunkingConfig(max_chars=400, overlap_chars=100)
+    assert chunking.model_copy(update={"max_chars": 800}) == ChunkingConfig(
+        max_chars=800, overlap_chars=100
+    )
+    for update in ({"max_chars": 0}, {"max_chars": 150}, {"contextual": "yes"}):
+        with pytest.raises(InvalidSettingError):
+            chunking.model_copy(update=update)
+    # What was left at its default stays so: a sentence chunking takes a new budget.
+    sentence = ChunkingConfig(strategy="sentence")
+    assert sentence.model_copy(update={"max_chars": 300}).identity == "chunker/1:sentence:300:0"
+    with pytest.raises(InvalidSettingError, match="top_k"):
+        RetrievalConfig().model_copy(update={"top_k": 0})

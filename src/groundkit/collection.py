@@ -398,6 +398,14 @@ class Collection:
         """
         check_clearance(clearance)
         _check_settings(retrieval=retrieval, chunking=chunking, analyzer=analyzer, ingest=ingest)
+        _check_flags(create=create, rebuild_damaged=rebuild_damaged)
+        _check_paths(index_dir=index_dir, base_dir=base_dir)
+        _check_models(embedder=embedder, reranker=reranker, rewriter=rewriter)
+        if embedder_for is not None and not callable(embedder_for):
+            raise InvalidSettingError(
+                "embedder_for must be a function of the manifest, not "
+                f"{type(embedder_for).__name__}"
+            )
         if location is not None:
             given = {
                 "index_dir": index_dir,
@@ -547,6 +555,7 @@ class Collection:
         of them exists under ``base_dir`` it raises ``ConfigurationError`` instead of
         recording a base that resolves nothing, unless ``force``.
         """
+        _check_flags(force=force)
         if not isinstance(base_dir, str | os.PathLike):
             raise InvalidSettingError(
                 f"the new base directory must be a path (str or os.PathLike), "
@@ -653,6 +662,11 @@ class Collection:
             raise InvalidInputError(
                 f"ingest takes a path (str or os.PathLike) or an http(s) URL, "
                 f"not {type(path).__name__}"
+            )
+        if progress is not None and not callable(progress):
+            raise InvalidInputError(
+                f"progress must be a function taking an IngestProgress, not "
+                f"{type(progress).__name__}"
             )
         is_url = isinstance(path, str) and looks_like_url(path.strip())
         if executor is not None and (is_url or not isinstance(executor, IngestExecutor)):
@@ -916,6 +930,7 @@ class Collection:
         of the whole collection, so it takes about as long as an optimize; running
         it again after an interruption completes it.
         """
+        _check_flags(erase=erase)
         if document_ids is not None:
             _deprecated("Collection.delete(document_ids=...)", "Collection.delete(ids=...)")
             if ids:
@@ -1148,9 +1163,14 @@ class Collection:
         return await self._fetch(chunk_id, version)
 
     async def _fetch(self, chunk_id: str, version: int | None) -> tuple[FetchResult, str | None]:
-        problem = (
-            describe_unencodable(chunk_id, "the chunk id") if isinstance(chunk_id, str) else None
-        )
+        if not isinstance(chunk_id, str):
+            # A result or citation passed whole would otherwise reach SQLite, whose
+            # refusal reads like a damaged database.
+            raise InvalidQueryError(
+                f"fetch_chunk takes a chunk id (a str, such as result.chunk_id), not "
+                f"{type(chunk_id).__name__}"
+            )
+        problem = describe_unencodable(chunk_id, "the chunk id")
         if problem is not None:
             raise InvalidQueryError(problem)
         with traced(SPAN_FETCH_CHUNK, collection=self.name) as span:
@@ -1221,7 +1241,16 @@ class Collection:
         """``verify`` on each result (or fetched chunk) of ``targets``, in order, reading each
         source once: a page of results from one long PDF re-extracts it once, not once a
         result. Each verdict is the one ``verify`` gives for that result alone."""
-        items = targets.results if isinstance(targets, SearchResponse) else list(targets)
+        items: list[RetrievalResult | FetchResult]
+        if isinstance(targets, SearchResponse):
+            items = list(targets.results)
+        elif isinstance(targets, str | bytes | Mapping) or not isinstance(targets, Iterable):
+            raise InvalidQueryError(
+                f"verify_each takes a SearchResponse or a list of results, not "
+                f"{type(targets).__name__}"
+            )
+        else:
+            items = list(targets)
         return await self._verifier().verify_each(items)
 
     async def verify_all(self) -> VerifyReport:
@@ -1297,6 +1326,63 @@ def _check_settings(**given: object) -> None:
                 f"{name} must be a {model.__name__} (groundkit.{model.__name__}(...)), "
                 f"not {type(value).__name__}"
             )
+
+
+def _check_flags(**given: object) -> None:
+    """``InvalidSettingError`` for a switch that is not ``True`` or ``False``: these
+    switches erase, rebuild or create, and ``erase="no"`` must not erase."""
+    for name, value in given.items():
+        if not isinstance(value, bool):
+            raise InvalidSettingError(f"{name} must be True or False, not {value!r}")
+
+
+def _check_paths(**given: object) -> None:
+    """``InvalidSettingError`` for a directory argument that is no path (a number, bytes),
+    which would otherwise fail inside ``pathlib`` as a ``TypeError``."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        if not isinstance(value, str | os.PathLike) or isinstance(os.fspath(value), bytes):
+            raise InvalidSettingError(
+                f"{name} must be a directory path (str or os.PathLike), not {type(value).__name__}"
+            )
+
+
+# What each model argument must be able to do, by method: looked up on the class, so no
+# property of the object (an embedder's lazily loaded model) is run to check it.
+_MODEL_METHODS = {
+    "embedder": ("embed_documents", "embed_query"),
+    "reranker": ("rerank",),
+    "rewriter": ("rewrite",),
+}
+
+
+def _check_models(**given: object) -> None:
+    """``InvalidSettingError`` for an ``embedder``, ``reranker`` or ``rewriter`` that lacks
+    the methods its protocol needs (a model name given as a string, say): it would fail
+    later, at the first ingest or search, as an ``AttributeError``."""
+    for name, value in given.items():
+        if value is None:
+            continue
+        missing = [m for m in _MODEL_METHODS[name] if not _has_method(value, m)]
+        if missing:
+            hint = (
+                "; for a model by name, groundkit.SentenceTransformerEmbedder(name)"
+                if name == "embedder" and isinstance(value, str)
+                else ""
+            )
+            raise InvalidSettingError(
+                f"{name} must be an object with {' and '.join(m + '()' for m in missing)} "
+                f"(see its protocol), "
+                f"not {type(value).__name__}{hint}"
+            )
+
+
+def _has_method(value: object, name: str) -> bool:
+    """Whether ``value`` has a callable ``name``, on its class or set on the object."""
+    own = getattr(value, "__dict__", None)
+    found = own.get(name) if isinstance(own, dict) else None
+    return callable(getattr(type(value), name, None)) or callable(found)
 
 
 def _fixed_at_open(name: str) -> None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictFloat,
     StrictInt,
     ValidationError,
     field_validator,
@@ -50,7 +53,13 @@ _OCR_LANGUAGES = re.compile(r"[A-Za-z0-9_]+(?:\+[A-Za-z0-9_]+)*")
 
 
 class _Settings(BaseModel):
-    """Settings fail as ``ConfigurationError``, like every other bad setting."""
+    """Settings fail as ``ConfigurationError``, like every other bad setting.
+
+    Numbers and switches are strict: ``"500"``, ``5.0`` or ``True`` given for a count,
+    or ``"yes"`` or ``1`` for a switch, is refused rather than read as something the
+    caller may not have meant. Every way of making one (the constructor,
+    ``model_validate``, ``model_validate_json``, ``model_copy(update=...)``) checks it.
+    """
 
     # Validators are built when a model is first used, not at import: a process pays
     # only for the models it uses (adr/0063-cold-start.md).
@@ -60,20 +69,44 @@ class _Settings(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            problems = tuple(
-                (".".join(str(part) for part in error["loc"]), error["msg"], error.get("input"))
-                for error in exc.errors()
-            )
-            raise InvalidSettingError(
-                f"invalid {type(self).__name__}: {exc}",
-                setting=type(self).__name__,
-                problems=problems,
-            ) from None
+            raise _invalid(type(self), exc) from None
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid(cls, exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise _invalid(cls, exc) from None
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; with ``update``, made through the constructor, so the new values are
+        checked (pydantic's own copy takes them unchecked)."""
+        if not update:
+            return super().model_copy(deep=deep)
+        given = {name: getattr(self, name) for name in self.model_fields_set}
+        return type(self)(**{**given, **update})
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise ConfigurationError(
             f"{type(self).__name__} is frozen; build a new one with model_copy(update=...)"
         )
+
+
+def _invalid(cls: type[BaseModel], exc: ValidationError) -> InvalidSettingError:
+    problems = tuple(
+        (".".join(str(part) for part in error["loc"]), error["msg"], error.get("input"))
+        for error in exc.errors()
+    )
+    return InvalidSettingError(
+        f"invalid {cls.__name__}: {exc}", setting=cls.__name__, problems=problems
+    )
 
 
 class RelevanceCalibration(_Settings):
@@ -88,9 +121,9 @@ class RelevanceCalibration(_Settings):
     a reader can judge how far it carries.
     """
 
-    slope: float = Field(gt=0.0)
-    intercept: float
-    floor: float = Field(ge=-1.0, le=1.0)
+    slope: StrictFloat = Field(gt=0.0)
+    intercept: StrictFloat
+    floor: StrictFloat = Field(ge=-1.0, le=1.0)
     fitted_on: str = ""
 
     @field_validator("slope", "intercept")
@@ -117,10 +150,10 @@ class RetrievalConfig(_Settings):
     """How searches are scored and cut."""
 
     top_k: StrictInt = Field(default=10, ge=1, le=MAX_TOP_K)
-    bm25_k1: float = Field(default=1.5, ge=0.0, le=10.0)
-    bm25_b: float = Field(default=0.75, ge=0.0, le=1.0)
+    bm25_k1: StrictFloat = Field(default=1.5, ge=0.0, le=10.0)
+    bm25_b: StrictFloat = Field(default=0.75, ge=0.0, le=1.0)
     rrf_k: StrictInt = Field(default=60, ge=1)
-    score_threshold: float | None = Field(default=None, ge=0.0)
+    score_threshold: StrictFloat | None = Field(default=None, ge=0.0)
     # Collections up to this many chunks keep their rows in memory, read in the
     # background once a first search has answered, so later searches need no
     # database read (adr/0010-row-preload.md). 0 disables.
@@ -129,7 +162,7 @@ class RetrievalConfig(_Settings):
     hybrid_candidates: StrictInt = Field(default=100, ge=1, le=MAX_TOP_K)
     # Defaults measured on SciFact: adr/0012-hybrid-fusion.md.
     hybrid_fusion: Literal["rrf", "convex"] = "convex"
-    hybrid_bm25_weight: float = Field(default=0.6, gt=0.0, lt=1.0)
+    hybrid_bm25_weight: StrictFloat = Field(default=0.6, gt=0.0, lt=1.0)
     # How many candidates the cross-encoder reorders when rerank=True.
     rerank_depth: StrictInt = Field(default=50, ge=1, le=MAX_TOP_K)
     # When the vector side is missing or damaged: answer dense and hybrid searches
@@ -147,7 +180,7 @@ class RetrievalConfig(_Settings):
     # Dense and hybrid results whose calibrated relevance is below this probability are
     # left out; "auto" leaves out those below the calibration's floor (off topic), so a
     # query the collection cannot answer returns nothing (adr/0071). None: all kept.
-    min_relevance: Annotated[float, Field(gt=0.0, lt=1.0)] | Literal["auto"] | None = None
+    min_relevance: Annotated[StrictFloat, Field(gt=0.0, lt=1.0)] | Literal["auto"] | None = None
     # The embedder's calibration; None takes the built-in one for a known model.
     relevance_calibration: RelevanceCalibration | None = None
 
@@ -180,9 +213,9 @@ class ChunkingConfig(_Settings):
     """
 
     strategy: ChunkStrategy = "structure"
-    max_chars: int = Field(default=1600, ge=32, le=100_000)
-    overlap_chars: int = Field(default=200, ge=0)
-    contextual: bool = False
+    max_chars: StrictInt = Field(default=1600, ge=32, le=100_000)
+    overlap_chars: StrictInt = Field(default=200, ge=0)
+    contextual: StrictBool = False
 
     @model_validator(mode="after")
     def _overlap_below_budget(self) -> ChunkingConfig:
@@ -232,8 +265,8 @@ class AnalyzerConfig(_Settings):
     """Lexical analysis. Changing it after ingest needs a re-index (identity is stored)."""
 
     stem_language: str | None = "english"
-    stopwords: bool = True
-    min_token_chars: int = Field(default=1, ge=1, le=8)
+    stopwords: StrictBool = True
+    min_token_chars: StrictInt = Field(default=1, ge=1, le=8)
 
 
 def _normalise_extensions(value: tuple[str, ...]) -> tuple[str, ...]:
@@ -287,11 +320,11 @@ class IngestConfig(_Settings):
     html_extractor: Literal["full", "main-content"] = "full"
     ocr: Literal["auto", "required", "off"] = "auto"
     ocr_languages: str = "eng"
-    max_file_bytes: int = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
-    read_fields: bool = True
-    keep_versions: int | None = Field(default=None, ge=0)
-    keep_sources: bool = False
-    progress_log_seconds: float | None = Field(default=PROGRESS_LOG_SECONDS, gt=0)
+    max_file_bytes: StrictInt = Field(default=DEFAULT_MAX_FILE_BYTES, ge=1)
+    read_fields: StrictBool = True
+    keep_versions: StrictInt | None = Field(default=None, ge=0)
+    keep_sources: StrictBool = False
+    progress_log_seconds: StrictFloat | None = Field(default=PROGRESS_LOG_SECONDS, gt=0)
 
     @field_validator("ocr_languages")
     @classmethod

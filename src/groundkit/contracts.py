@@ -41,7 +41,13 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from groundkit.errors import ConfigurationError, IngestionError, RetrievalError, StorageError
+from groundkit.errors import (
+    ConfigurationError,
+    IngestionError,
+    InvalidQueryError,
+    RetrievalError,
+    StorageError,
+)
 from groundkit.utils.annotation import (
     QUOTE_CONTEXT_CHARS,
     page_link,
@@ -50,6 +56,7 @@ from groundkit.utils.annotation import (
 )
 from groundkit.utils.geometry import DamagedGeometryError, PageFrame, page_frame, span_rects
 from groundkit.utils.hashing import sha256_text
+from groundkit.utils.text import describe_unencodable
 
 __all__ = [
     "ANSWER_PROBLEMS",
@@ -108,6 +115,7 @@ __all__ = [
     "SearchResponse",
     "SourceClass",
     "Verification",
+    "checked_citation",
     "citation_for",
     "end_page_at",
     "fields_of",
@@ -710,12 +718,14 @@ class Citation(_Frozen):
     source: str
     source_class: SourceClass
     extractor: str | None
-    start_offset: int = Field(ge=0)
-    end_offset: int = Field(ge=0)
-    page: int | None = Field(default=None, ge=1)
-    version: int | None = Field(default=None, ge=1)
+    # Strict: a citation carried through a framework's metadata or a file must not
+    # turn "5" or True into an offset.
+    start_offset: int = Field(ge=0, strict=True)
+    end_offset: int = Field(ge=0, strict=True)
+    page: int | None = Field(default=None, ge=1, strict=True)
+    version: int | None = Field(default=None, ge=1, strict=True)
     # The page the span ends on (its last character's), when the source has pages.
-    end_page: int | None = Field(default=None, ge=1)
+    end_page: int | None = Field(default=None, ge=1, strict=True)
     rects: tuple[PageRect, ...] = ()
 
     @model_validator(mode="after")
@@ -795,6 +805,7 @@ class Citation(_Frozen):
                 f"the exact text ({size} characters) does not fit the citation's span "
                 f"{self.start_offset}..{self.end_offset}; pass the text it was indexed with"
             )
+        _check_annotation_texts(exact=exact, prefix=prefix, suffix=suffix, collection=collection)
         return web_annotation(
             self.source,
             self.start_offset,
@@ -817,6 +828,19 @@ class Citation(_Frozen):
                 "link": self.link(exact),
             },
         )
+
+
+def _check_annotation_texts(**texts: object) -> None:
+    """``RetrievalError`` for a receipt part that is not text a UTF-8 receipt can hold:
+    what ``to_annotation`` writes must read back (``parse_receipt``)."""
+    for name, value in texts.items():
+        if value is None and name != "exact":
+            continue
+        if not isinstance(value, str):
+            raise RetrievalError(f"{name} must be a str or None, not {type(value).__name__}")
+        problem = describe_unencodable(value, name)
+        if problem is not None:
+            raise RetrievalError(problem)
 
 
 ContextKind = Literal["parent", "window"]
@@ -854,6 +878,24 @@ def fill_trusted(model: BaseModel, values: dict[str, Any], fields_set: set[str])
 
 
 _CITATION_FIELDS = frozenset(Citation.model_fields)
+
+
+def checked_citation(citation: Citation) -> Citation:
+    """``citation`` when its values pass ``Citation``'s checks; ``InvalidQueryError``
+    otherwise. pydantic's ``model_copy(update=...)`` and ``model_construct`` make a
+    citation without them (end before start, an offset that is a string), which a
+    check would otherwise meet deep inside as a ``TypeError`` or pydantic's error."""
+    try:
+        Citation.model_validate({name: getattr(citation, name) for name in _CITATION_FIELDS})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'citation'}: {e['msg']}"
+            for e in exc.errors(include_url=False, include_input=False)
+        )
+        raise InvalidQueryError(f"the citation is not a valid one: {problems}") from None
+    return citation
+
+
 # A result's own fields that make up its citation, and the citation's fields derived
 # from the result's metadata (its pages).
 _RESULT_CITATION_FIELDS = (

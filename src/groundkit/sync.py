@@ -29,7 +29,7 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
 from pathlib import Path
 from types import TracebackType
@@ -49,7 +49,7 @@ from groundkit.collection import DEPRECATIONS
 from groundkit.collection import Collection as AsyncCollection
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import MultiSearchResponse
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, InvalidQueryError
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.multi import search_collections as _search_collections
 from groundkit.retrieval.request import SearchOptions, SearchRequest
@@ -593,7 +593,22 @@ def search_collections(
     **options: Unpack[SearchOptions],
 ) -> MultiSearchResponse:
     """``groundkit.search_collections`` over sync collections, blocking."""
+    if isinstance(collections, str | bytes | Mapping | SyncCollection) or not isinstance(
+        collections, Iterable
+    ):
+        raise InvalidQueryError(
+            f"search_collections takes a list of collections, not {type(collections).__name__}"
+        )
     members: Sequence[SyncCollection] = list(collections)
+    for position, member in enumerate(members):
+        if not isinstance(member, SyncCollection):
+            # An async Collection runs on its own loop: it is searched with
+            # ``await groundkit.search_collections``, not from here.
+            raise InvalidQueryError(
+                f"collections[{position}] is a {type(member).__name__}, not a "
+                "groundkit.sync collection (gks.Collection.open(...)); search async "
+                "collections with await groundkit.search_collections(...)"
+            )
     return run(
         _search_collections([c.aio for c in members], query, top_k, rrf_k=rrf_k, **options),
         home=_BACKGROUND.loop(),

@@ -225,3 +225,24 @@ async def test_a_pipeline_never_holds_a_postgres_password(
         assert citation_of(out["retriever"]["documents"][0]).source == "coffee/espresso.md"
     finally:
         reopened.close()
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, "retriever", {"init_parameters": "collection"}, {"init_parameters": [1, 2]}],
+)
+def test_a_serialised_retriever_of_the_wrong_shape_is_a_configuration_error(data: Any) -> None:
+    with pytest.raises(groundkit.ConfigurationError, match="init_parameters"):
+        GroundkitRetriever.from_dict(data)
+
+
+def test_helpers_given_something_other_than_documents_raise_groundkits_errors() -> None:
+    wrong: object
+    for wrong in (None, "text", {"meta": {}}):
+        with pytest.raises(groundkit.RetrievalError, match="takes a Haystack Document"):
+            citation_of(wrong)  # type: ignore[arg-type]
+    for documents in (None, 5, "text", Document(content="x")):
+        with pytest.raises(groundkit.IngestionError, match="list of Haystack Documents"):
+            records_from_documents(documents)  # type: ignore[arg-type]
+    with pytest.raises(groundkit.IngestionError, match="item 0 is a dict"):
+        records_from_documents([{"content": "x"}])  # type: ignore[list-item]

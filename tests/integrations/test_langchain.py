@@ -147,3 +147,36 @@ def test_bad_options_are_refused_where_the_retriever_is_made(
 ) -> None:
     with pytest.raises(InvalidQueryError, match=message):
         GroundkitRetriever(collection=sync_collection, **options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"k": 2}, {"search_kwargs": {"top_k": 2}}, {"topk": 2}, {"top_k": 2, "filter": {"a": 1}}],
+)
+def test_an_option_the_retriever_does_not_have_is_refused_not_ignored(
+    sync_collection: gks.SyncCollection, options: dict[str, object]
+) -> None:
+    """LangChain's models drop unknown keywords; a ``k=2`` must not search with four."""
+    with pytest.raises(InvalidQueryError, match="GroundkitRetriever has no option") as info:
+        GroundkitRetriever(collection=sync_collection, **options)
+    assert "top_k is LangChain's k" in str(info.value)
+    # LangChain's own fields are still taken.
+    made = GroundkitRetriever(collection=sync_collection, tags=["kb"], metadata={"a": 1})
+    assert made.tags == ["kb"]
+
+
+def test_helpers_given_something_other_than_documents_raise_groundkits_errors() -> None:
+    """``None``, a dict or a bare string is named, not met with an AttributeError."""
+    wrong: object
+    for wrong in (None, {"metadata": {}}, "text"):
+        with pytest.raises(RetrievalError, match="citation_of takes a LangChain Document"):
+            citation_of(wrong)  # type: ignore[arg-type]
+    for documents in (None, 5, "text", Document(page_content="x")):
+        with pytest.raises(IngestionError, match="takes a list of LangChain Documents"):
+            records_from_documents(documents)  # type: ignore[arg-type]
+    with pytest.raises(IngestionError, match="item 1 is a dict, not a LangChain Document"):
+        records_from_documents([Document(id="a", page_content="x"), {"page_content": "y"}])  # type: ignore[list-item]
+    titled = Document(id="a", page_content="x", metadata={"title": "T"})
+    with pytest.raises(IngestionError, match="fields= is a list of metadata keys"):
+        records_from_documents([titled], fields="title")  # type: ignore[arg-type]
+    assert records_from_documents([titled], fields=["title"])[0].fields == {"title": "T"}

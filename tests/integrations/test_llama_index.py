@@ -10,7 +10,7 @@ from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScor
 
 import groundkit
 import groundkit.sync as gks
-from groundkit import RetrievalError
+from groundkit import IngestionError, InvalidQueryError, RetrievalError
 from groundkit.integrations.llama_index import (
     CITATION_KEY,
     GroundkitRetriever,
@@ -82,3 +82,21 @@ def test_a_readers_documents_are_ingested_as_records(tmp_path: Path) -> None:
         (scored,) = GroundkitRetriever(col, top_k=1).retrieve("api keys")
         assert scored.node.metadata["fields"] == {"file_name": "keys.txt"}
         assert col.fetch_chunk(citation_of(scored).chunk_id).verification == "verified"
+
+
+def test_helpers_and_queries_of_the_wrong_kind_raise_groundkits_errors(
+    sync_collection: gks.SyncCollection,
+) -> None:
+    retriever = GroundkitRetriever(sync_collection)
+    for query in (None, 5, ["tea"]):
+        with pytest.raises(InvalidQueryError, match="query must be a non-empty string"):
+            retriever.retrieve(query)  # type: ignore[arg-type]
+    wrong: object
+    for wrong in (None, "text", {"metadata": {}}):
+        with pytest.raises(RetrievalError, match="citation_of takes a LlamaIndex node"):
+            citation_of(wrong)  # type: ignore[arg-type]
+    for nodes in (None, 5, "text", TextNode(text="x")):
+        with pytest.raises(IngestionError, match="takes a list of LlamaIndex nodes"):
+            records_from_nodes(nodes)  # type: ignore[arg-type]
+    with pytest.raises(IngestionError, match="item 0 is a str, not a LlamaIndex node"):
+        records_from_nodes(["text"])  # type: ignore[list-item]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from groundkit import InvalidSettingError
 from groundkit.testing.adversarial import (
     ADVERSARIAL_CASES,
     AdversarialReport,
@@ -70,3 +71,23 @@ def test_an_empty_report_is_ok_and_prints_a_header() -> None:
     report = AdversarialReport()
     assert report.ok and report.failures == []
     assert report.table().splitlines()[0].startswith("| case |")
+
+
+async def test_bad_arguments_are_refused_before_any_case_runs(tmp_path: Path) -> None:
+    """An unknown verify option failed only once the first case's collection was made
+    (a ``TypeError``), and a second run into the same directory hit ``FileExistsError``."""
+    one = [ADVERSARIAL_CASES[0]]
+    wrong: list[tuple[dict[str, object], str]] = [
+        ({"workdir": 5}, "workdir must be a directory path"),
+        ({"cases": "fabricated quote"}, "cases must be a list of AdversarialCase"),
+        ({"cases": [ADVERSARIAL_CASES[0], "x"]}, r"cases\[1\] is a str"),
+        ({"cases": one, "supported_treshold": 0.5}, "no option 'supported_treshold'"),
+    ]
+    for arguments, message in wrong:
+        given: dict[str, object] = {"workdir": tmp_path, **arguments}
+        with pytest.raises(InvalidSettingError, match=message):
+            await run_adversarial(**given)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+    assert (await run_adversarial(tmp_path, cases=one)).ok
+    with pytest.raises(InvalidSettingError, match="case-00' exists"):
+        await run_adversarial(tmp_path, cases=one)

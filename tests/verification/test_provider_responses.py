@@ -273,6 +273,14 @@ def test_bad_arguments_are_retrieval_errors(sent: tuple[list[RetrievalResult], P
     with pytest.raises(RetrievalError, match="file_ids must map"):
         asyncio.run(from_openai_annotations({}, sent[0], sent[1], file_ids=["a"]))  # type: ignore[arg-type]
 
+    # Not a response at all: an error, not "it cites nothing".
+    for wrong in (None, "The answer text.", 5, b"{}"):
+        with pytest.raises(RetrievalError, match="not a Responses API response"):
+            openai(wrong, sent)
+        with pytest.raises(RetrievalError, match="not a Messages API response"):
+            anthropic(wrong, sent)
+    assert openai({}, sent) == openai([], sent) == []
+
     class Broken:
         def model_dump(self, mode: str) -> Any:
             raise ValueError("no")

@@ -6,6 +6,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,8 @@ from groundkit import (
     ChunkingConfig,
     Citation,
     Collection,
+    ConfigurationError,
+    InvalidQueryError,
     Receipt,
     ReceiptError,
     Record,
@@ -369,6 +374,119 @@ async def test_malformed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert code == 2 and "is not UTF-8" in err
 
 
+async def test_a_lone_surrogate_is_refused_where_a_receipt_is_made_or_read(
+    tmp_path: Path,
+) -> None:
+    """JSON's ``\\ud800`` reads as a lone surrogate, which no source holds and UTF-8
+    cannot write: a ``ReceiptError``/``RetrievalError``, not Python's encoding error."""
+    citation = _at("notes.txt", "text", end_offset=5)
+    with pytest.raises(RetrievalError, match="exact cannot be encoded as UTF-8"):
+        citation.to_annotation("Alp\ud800a")
+    for wrong in ({"prefix": 5}, {"suffix": b"x"}, {"collection": 1}, {"prefix": "\udfff"}):
+        with pytest.raises(RetrievalError, match=next(iter(wrong))):
+            citation.to_annotation("Alpha", **wrong)
+    # ``\\ud800`` as JSON writes it, with the hash of the text around it left out.
+    forged = json.dumps(_good()).replace("Alpha", "Alp\\ud800a")
+    forged_hashless = json.loads(forged)
+    del forged_hashless["target"]["groundkit:contentHash"]
+    for text in (forged, json.dumps(forged_hashless)):
+        with pytest.raises(ReceiptError, match=r"^receipt 1: .*'exact' cannot be encoded"):
+            parse_receipts(text)
+    with pytest.raises(ReceiptError, match="cannot be written as JSON"):
+        await write_receipts(tmp_path / "never.jsonl", [json.loads(forged)])
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_receipt_functions_refuse_arguments_of_the_wrong_kind(tmp_path: Path) -> None:
+    good = _good()
+    for wrong in (None, 5, good):  # the last: one annotation, not a list of them
+        with pytest.raises(ReceiptError, match="takes a list of receipts"):
+            await check_receipts(wrong, tmp_path)  # type: ignore[arg-type]
+        with pytest.raises(ReceiptError, match="takes a list of receipts"):
+            await write_receipts(tmp_path / "r.jsonl", wrong)  # type: ignore[arg-type]
+    for path in (None, 5, b"r.jsonl", "r\x00.jsonl"):
+        with pytest.raises(InvalidQueryError, match="the receipts file to write"):
+            await write_receipts(path, [good])  # type: ignore[arg-type]
+        with pytest.raises(InvalidQueryError, match="the receipts file to read"):
+            await read_receipts(path)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+_WRITE_PAST_A_SIZE_LIMIT = """
+import resource, signal, sys
+import groundkit.sync as gks
+from groundkit import Citation, ConfigurationError
+
+path, limit = sys.argv[1], int(sys.argv[2])
+citation = Citation(document_id="d", chunk_id="c", source="notes.txt", source_class="text",
+                    extractor=None, start_offset=0, end_offset=5)
+many = [citation.to_annotation("Alpha", collection=str(n)) for n in range(200)]
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails, as on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+try:
+    gks.write_receipts(path, many)
+except ConfigurationError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_a_write_that_fails_part_way_leaves_the_old_receipts_whole(tmp_path: Path) -> None:
+    """A write cut short (here by a file-size limit, as by a full disk) must not leave
+    the receipts file truncated: the new file replaces the old only once complete."""
+    path = tmp_path / "receipts.jsonl"
+    asyncio.run(write_receipts(path, [_good()]))
+    before = path.read_bytes()
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, "-c", _WRITE_PAST_A_SIZE_LIMIT, str(path), str(len(before) * 4)],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo / "src")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.startswith("refused: cannot write receipts file")
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["receipts.jsonl"]
+
+
+async def test_a_receipt_built_by_hand_is_checked_as_one_read_from_a_file(
+    tmp_path: Path,
+) -> None:
+    write_tree(tmp_path, {"notes.txt": NOTES})
+    citation = _at("notes.txt", "text", end_offset=5)
+    swapped = citation.model_copy(update={"start_offset": 9, "end_offset": 2})
+    wrong: list[tuple[Any, Any, str]] = [
+        (swapped, "Alpha", "not a valid one"),
+        (citation, 5, "holds a Citation and its exact text"),
+        (None, "Alpha", "holds a Citation and its exact text"),
+        (citation, "Alp", "its exact text has 3 characters"),
+    ]
+    for held, exact, message in wrong:
+        with pytest.raises(ReceiptError, match=f"^receipt 2: .*{message}") as caught:
+            await check_receipts([Receipt(citation, "Alpha"), Receipt(held, exact)], tmp_path)
+        assert caught.value.number == 2
+    [checked] = await check_receipts([Receipt(citation, "Alpha")], tmp_path)
+    assert checked.ok
+
+
+async def test_writing_receipts_replaces_the_file_whole(tmp_path: Path) -> None:
+    """The old file stays whole until the new one is complete: a write that fails
+    leaves it, and no temporary file, behind."""
+    path = tmp_path / "receipts.jsonl"
+    await write_receipts(path, [_good()])
+    before = path.read_bytes()
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(ConfigurationError, match="cannot write receipts file"):
+        await write_receipts(tmp_path / "sub", [_good()])  # a directory cannot be replaced
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == []
+    assert path.read_bytes() == before
+    await write_receipts(path, [_good(), _good()])
+    assert len(await read_receipts(path)) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["receipts.jsonl", "sub"]
+
+
 # -- links -------------------------------------------------------------------------
 
 
@@ -464,3 +582,13 @@ async def test_a_pdf_receipt_is_checked_by_re_extraction(tmp_path: Path) -> None
     (base / "report.pdf").write_bytes(make_pdf(PAGES[:3]))
     (checked,) = await check_receipts([result.to_annotation()], base)
     assert checked.verification == "drifted"
+
+
+async def test_concurrent_writes_of_one_receipts_file_leave_one_of_them_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "receipts.jsonl"
+    batches = [[_good()] * n for n in range(1, 9)]
+    await asyncio.gather(*(write_receipts(path, batch) for batch in batches))
+    assert len(await read_receipts(path)) in range(1, 9)
+    assert [p.name for p in tmp_path.iterdir()] == ["receipts.jsonl"]

@@ -4,7 +4,7 @@ code, and carrying a result's citation in a framework document's metadata."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +19,7 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchResponse,
 )
-from groundkit.errors import ConfigurationError, IngestionError, RetrievalError
+from groundkit.errors import ConfigurationError, IngestionError, InvalidInputError, RetrievalError
 from groundkit.retrieval.request import SearchRequest
 from groundkit.sync import SyncCollection, background_loop, run, run_async
 
@@ -28,6 +28,8 @@ __all__ = [
     "CollectionReference",
     "Searcher",
     "citation_from_metadata",
+    "framework_items",
+    "framework_object",
     "record_from",
     "result_metadata",
 ]
@@ -231,6 +233,11 @@ def record_from(
             f"{where} has no id; give each document a stable id (a re-add with another id "
             "would store it twice), or pass id_key= naming the metadata key that holds one"
         )
+    if fields is not None and (
+        isinstance(fields, str) or not all(isinstance(key, str) for key in fields)
+    ):
+        # A bare "title" would be read as the keys "t", "i", "t", ...
+        raise InvalidInputError(f"fields= is a list of metadata keys, not {fields!r}")
     chosen: dict[str, FieldValue] = {}
     source = dict(metadata or {})
     keys = list(source) if fields is None else fields
@@ -242,3 +249,33 @@ def record_from(
         return Record(id=record_id, text=text, fields=chosen)
     except IngestionError as exc:
         raise IngestionError(f"{where}: {exc}") from None
+
+
+def framework_object(value: object, kinds: type | tuple[type, ...], what: str) -> None:
+    """``RetrievalError`` when ``citation_of`` is given something other than the
+    framework's document (``None``, a dict, a plain string), not an AttributeError."""
+    if not isinstance(value, kinds):
+        raise RetrievalError(
+            f"citation_of takes a {what} a groundkit retriever returned, not {type(value).__name__}"
+        )
+
+
+def framework_items(
+    items: object, kinds: type | tuple[type, ...], what: str, function: str
+) -> list[Any]:
+    """``items`` as a list of the framework's documents; ``InvalidInputError`` naming the
+    first that is not one (or ``items`` when it is no list), before any is converted."""
+    # One document given bare is iterable too (a pydantic model yields its fields).
+    single = isinstance(items, (kinds, str, bytes, Mapping))
+    if single or not isinstance(items, Iterable):
+        raise InvalidInputError(
+            f"{function} takes a list of {what}s, not {type(items).__name__}"
+            + ("; wrap it in a list: [item]" if isinstance(items, kinds) else "")
+        )
+    listed = list(items)
+    for index, item in enumerate(listed):
+        if not isinstance(item, kinds):
+            raise InvalidInputError(
+                f"{function}: item {index} is a {type(item).__name__}, not a {what}"
+            )
+    return listed

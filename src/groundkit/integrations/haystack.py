@@ -51,6 +51,8 @@ from groundkit.integrations._common import (
     CollectionReference,
     Searcher,
     citation_from_metadata,
+    framework_items,
+    framework_object,
     record_from,
     result_metadata,
 )
@@ -146,7 +148,13 @@ class GroundkitRetriever:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> GroundkitRetriever:
         """A retriever that reopens the serialised collection when first used."""
-        params = dict(data.get("init_parameters", {}))
+        params = data.get("init_parameters", {}) if isinstance(data, Mapping) else None
+        if not isinstance(params, Mapping):
+            raise ConfigurationError(
+                "a serialised groundkit retriever is a mapping with init_parameters (a "
+                "mapping holding collection and the search options), as to_dict() gives"
+            )
+        params = dict(params)
         params["collection"] = CollectionReference.from_dict(params.get("collection"))
         return default_from_dict(cls, {**data, "init_parameters": params})
 
@@ -195,6 +203,7 @@ def to_document(result: RetrievalResult) -> Document:
 
 def citation_of(document: Document) -> Citation:
     """The ``Citation`` of a document a ``GroundkitRetriever`` returned."""
+    framework_object(document, Document, "Haystack Document")
     return citation_from_metadata(document.meta, "Haystack document")
 
 
@@ -209,8 +218,9 @@ def records_from_documents(
     The id is ``document.id`` (Haystack's own, from content and meta), or
     ``meta[id_key]``; fields are the meta (only ``fields`` when given).
     """
+    given = framework_items(documents, Document, "Haystack Document", "records_from_documents")
     records: list[Record] = []
-    for index, document in enumerate(documents):
+    for index, document in enumerate(given):
         meta: Mapping[str, Any] = document.meta or {}
         record_id = meta.get(id_key) if id_key is not None else document.id
         records.append(

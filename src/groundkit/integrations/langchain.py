@@ -31,6 +31,8 @@ from groundkit.integrations._common import (
     CITATION_KEY,
     Searcher,
     citation_from_metadata,
+    framework_items,
+    framework_object,
     record_from,
     result_metadata,
 )
@@ -83,7 +85,17 @@ class GroundkitRetriever(BaseRetriever):
     def __init__(self, **data: Any) -> None:
         """The options are checked here, in groundkit's words (``InvalidQueryError``),
         and the collection too: a bad retriever fails where it is made, as the
-        LlamaIndex and Haystack ones do, not at its first ``invoke``."""
+        LlamaIndex and Haystack ones do, not at its first ``invoke``. LangChain's models
+        ignore a keyword they do not know; this one refuses it, so a ``k=3`` meant as
+        ``top_k`` is not dropped without a word."""
+        unknown = sorted(set(data) - set(type(self).model_fields))
+        if unknown:
+            options = [name for name in SearchRequest.model_fields if name != "query"]
+            raise InvalidQueryError(
+                f"GroundkitRetriever has no option {', '.join(map(repr, unknown))}; it takes "
+                f"collection and the search options {', '.join(options)} (top_k is "
+                "LangChain's k; give options directly, not as search_kwargs)"
+            )
         SearchRequest.checked_options(
             **{name: value for name, value in data.items() if name in SearchRequest.model_fields}
         )
@@ -124,6 +136,7 @@ def citation_of(document: Document) -> Citation:
 
     ``RetrievalError`` for a document that carries none (or a damaged one).
     """
+    framework_object(document, Document, "LangChain Document")
     return citation_from_metadata(document.metadata, "LangChain document")
 
 
@@ -140,8 +153,9 @@ def records_from_documents(
     replacement). Fields are the metadata (only the keys in ``fields`` when given),
     checked by the field rules when added.
     """
+    given = framework_items(documents, Document, "LangChain Document", "records_from_documents")
     records: list[Record] = []
-    for index, document in enumerate(documents):
+    for index, document in enumerate(given):
         metadata: Mapping[str, Any] = document.metadata or {}
         record_id = metadata.get(id_key) if id_key is not None else document.id
         records.append(

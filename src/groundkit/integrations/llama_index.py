@@ -26,12 +26,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Unpack
 
 from groundkit.contracts import Citation, Record, RetrievalResult
-from groundkit.errors import ConfigurationError, RetrievalError
+from groundkit.errors import ConfigurationError, InvalidQueryError, RetrievalError
 from groundkit.integrations._common import (
     CITATION_KEY,
     HIDDEN_KEYS,
     Searcher,
     citation_from_metadata,
+    framework_items,
+    framework_object,
     record_from,
     result_metadata,
 )
@@ -79,6 +81,14 @@ class GroundkitRetriever(BaseRetriever):
         self._searcher = Searcher.of(collection, top_k=top_k, **options)
         super().__init__(callback_manager=callback_manager)
 
+    def retrieve(self, str_or_query_bundle: str | QueryBundle) -> list[NodeWithScore]:
+        """LlamaIndex's ``retrieve``, with a query of the wrong kind refused in
+        groundkit's words before LlamaIndex's own event model rejects it."""
+        return super().retrieve(_query(str_or_query_bundle))
+
+    async def aretrieve(self, str_or_query_bundle: str | QueryBundle) -> list[NodeWithScore]:
+        return await super().aretrieve(_query(str_or_query_bundle))
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = self._searcher.search(query_bundle.query_str)
         return [to_node(result) for result in response.results]
@@ -86,6 +96,14 @@ class GroundkitRetriever(BaseRetriever):
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         response = await self._searcher.asearch(query_bundle.query_str)
         return [to_node(result) for result in response.results]
+
+
+def _query(given: object) -> str | QueryBundle:
+    if not isinstance(given, str | QueryBundle):
+        raise InvalidQueryError(
+            f"query must be a non-empty string or a QueryBundle, not {type(given).__name__}"
+        )
+    return given
 
 
 def to_node(result: RetrievalResult) -> NodeWithScore:
@@ -110,6 +128,7 @@ def citation_of(node: BaseNode | NodeWithScore) -> Citation:
     ``RetrievalError`` when it carries none, or when its ``start_char_idx`` /
     ``end_char_idx`` were changed so they no longer match the citation.
     """
+    framework_object(node, (BaseNode, NodeWithScore), "LlamaIndex node")
     inner = node.node if isinstance(node, NodeWithScore) else node
     citation = citation_from_metadata(inner.metadata, "LlamaIndex node")
     if isinstance(inner, TextNode) and (inner.start_char_idx, inner.end_char_idx) != (
@@ -137,8 +156,9 @@ def records_from_nodes(
     on every add), or ``metadata[id_key]``. The text is the node's content without
     metadata; fields are its metadata (only ``fields`` when given).
     """
+    given = framework_items(nodes, BaseNode, "LlamaIndex node", "records_from_nodes")
     records: list[Record] = []
-    for index, node in enumerate(nodes):
+    for index, node in enumerate(given):
         metadata: Mapping[str, Any] = node.metadata or {}
         record_id = metadata.get(id_key) if id_key is not None else node.node_id
         records.append(

@@ -246,6 +246,15 @@ class SearchRequest(BaseModel):
         """A copy with ``changes`` (field=value), checked as a new request is."""
         return type(self)(**{**self.fields(), **changes})
 
+    def model_copy(
+        self, *, update: Mapping[str, Any] | None = None, deep: bool = False
+    ) -> SearchRequest:
+        """pydantic's copy, but an ``update`` is checked as ``replace`` checks it:
+        pydantic's own would take ``top_k=-5`` or ``query=""`` as they are."""
+        if not update:
+            return super().model_copy(deep=deep)
+        return self.replace(**{str(name): value for name, value in update.items()})
+
     def fields(self) -> dict[str, Any]:
         """Every field's value, as given (``as_of`` a datetime, ``filters`` a copy)."""
         values = {name: getattr(self, name) for name in type(self).model_fields}

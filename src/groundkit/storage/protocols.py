@@ -654,12 +654,16 @@ class SnapshotStore(Protocol):
         """The stored bytes; ``OSError`` (``FileNotFoundError``) when there are none."""
         ...
 
-    async def matches(self, document_id: str, content: str) -> bool: ...
+    async def matches(self, document_id: str, content: str) -> bool:
+        """Whether the stored bytes are exactly ``content`` as UTF-8 (an ingest skips
+        rewriting a snapshot that matches; a part of it, or another case, is no match)."""
+        ...
 
     async def write(self, document_id: str, content: str) -> None:
         """Store ``content`` whole: a reader sees the old bytes or the new, never part."""
         ...
 
     async def remove_stale(self, keep: Iterable[str]) -> list[str]:
-        """Delete every snapshot whose id is not in ``keep``; returns the removed ids."""
+        """Delete every snapshot whose id is not in ``keep`` (any iterable, read once);
+        returns the removed ids."""
         ...

@@ -21,13 +21,15 @@ keywords; a check that lets a case through fails the report, naming the case.
 
 from __future__ import annotations
 
+import os
 import unicodedata
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from groundkit.contracts import RetrievalResult
+from groundkit.errors import InvalidSettingError
 from groundkit.providers.protocols import EmbeddingProtocol
 
 __all__ = [
@@ -353,6 +355,49 @@ def _answer(template: str, results: Sequence[RetrievalResult]) -> str:
     return text.replace("{9}", "[9]")
 
 
+# What ``Collection.verify_answer`` takes beside the answer and its results.
+_VERIFY_OPTIONS = frozenset(
+    {"markers", "marker_pattern", "supported_threshold", "weak_threshold", "claim_judge"}
+)
+
+
+def _checked_run(
+    workdir: object, cases: object, verify_options: Mapping[str, Any]
+) -> list[AdversarialCase]:
+    """The cases to run; ``InvalidSettingError`` for an argument that would fail part
+    way, after some cases had made their collections (an unknown verify option, a case
+    directory left by an earlier run), before anything is written."""
+    if not isinstance(workdir, str | os.PathLike) or isinstance(os.fspath(workdir), bytes):
+        raise InvalidSettingError(
+            f"workdir must be a directory path (str or os.PathLike), not {type(workdir).__name__}"
+        )
+    unknown = sorted(set(verify_options) - _VERIFY_OPTIONS)
+    if unknown:
+        raise InvalidSettingError(
+            f"run_adversarial passes {', '.join(sorted(_VERIFY_OPTIONS))} to verify_answer; "
+            f"it has no option {', '.join(map(repr, unknown))}"
+        )
+    if cases is None:
+        chosen = list(ADVERSARIAL_CASES)
+    elif isinstance(cases, str | bytes | Mapping) or not isinstance(cases, Iterable):
+        raise InvalidSettingError(
+            f"cases must be a list of AdversarialCase, not {type(cases).__name__}"
+        )
+    else:
+        chosen = list(cases)
+    for n, case in enumerate(chosen):
+        if not isinstance(case, AdversarialCase):
+            raise InvalidSettingError(
+                f"cases[{n}] is a {type(case).__name__}, not an AdversarialCase"
+            )
+        if (Path(workdir) / f"case-{n:02d}").exists():
+            raise InvalidSettingError(
+                f"{str(Path(workdir) / f'case-{n:02d}')!r} exists (an earlier run's): give "
+                "run_adversarial a new or empty workdir"
+            )
+    return chosen
+
+
 async def run_adversarial(
     workdir: Path | str,
     *,
@@ -369,9 +414,10 @@ async def run_adversarial(
     """
     from groundkit.collection import Collection
 
+    chosen = _checked_run(workdir, cases, verify_options)
     root = Path(workdir)
     outcomes: list[AdversarialOutcome] = []
-    for n, case in enumerate(ADVERSARIAL_CASES if cases is None else cases):
+    for n, case in enumerate(chosen):
         where = root / f"case-{n:02d}"
         sources = where / "sources"
         sources.mkdir(parents=True, exist_ok=False)

@@ -451,8 +451,16 @@ async def from_openai_annotations(
     by_source = {r.source: i for i, r in reversed(list(enumerate(listed)))}
 
     def read() -> list[_Found]:
+        data = _as_data(response)
+        if not isinstance(data, Mapping | list):
+            # Not a response at all (None, its output_text string): saying "no
+            # citations" would read as an answer that cites nothing.
+            raise RetrievalError(
+                f"not a Responses API response, output message or list of them: "
+                f"{_shown(data)}; pass the response object or its JSON"
+            )
         out: list[_Found] = []
-        for path, part in _openai_texts(_as_data(response)):
+        for path, part in _openai_texts(data):
             text = _field(part, "text", path, str) or ""
             for k, raw in enumerate(_field(part, "annotations", path, list) or []):
                 where = f"{path}.annotations[{k}]"

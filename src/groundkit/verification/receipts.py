@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +28,18 @@ from typing import Any, get_args
 from pydantic import ValidationError
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import STORED_TEXT_CLASSES, Citation, FetchResult, SourceClass
-from groundkit.errors import ConfigurationError, ReceiptError, RetrievalError
+from groundkit.contracts import (
+    STORED_TEXT_CLASSES,
+    Citation,
+    FetchResult,
+    SourceClass,
+    checked_citation,
+)
+from groundkit.errors import ConfigurationError, InvalidQueryError, ReceiptError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
 from groundkit.utils.path_safety import base_directory
+from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import Anchor
 from groundkit.verification.sources import check_read_options, read_source, source_key
 from groundkit.verification.verdict import find_again, judge
@@ -100,6 +109,10 @@ def _text(holder: Mapping[str, Any], key: str, where: str, *, required: bool) ->
         return None
     if not isinstance(value, str):
         raise _Bad(f"{where} {key!r} must be a string, not {type(value).__name__}")
+    # JSON's \ud800 escapes read as lone surrogates, which no source text holds.
+    problem = describe_unencodable(value, f"{where} {key!r}")
+    if problem is not None:
+        raise _Bad(problem)
     return value
 
 
@@ -260,9 +273,30 @@ def parse_receipts(text: str) -> list[Receipt]:
     return out
 
 
+def _file(path: object, what: str) -> Path:
+    """``path`` as a ``Path``; ``InvalidQueryError`` for what names no file."""
+    if not isinstance(path, str | os.PathLike) or isinstance(os.fspath(path), bytes):
+        raise InvalidQueryError(
+            f"the receipts file to {what} is a path (str or os.PathLike), not {type(path).__name__}"
+        )
+    if "\x00" in os.fspath(path):
+        raise InvalidQueryError(f"the receipts file to {what} has a NUL character in its name")
+    return Path(path)
+
+
+def _iterable(items: object, what: str) -> None:
+    """``ReceiptError`` for ``items`` that are no list of receipts (``None``, a number,
+    one annotation given bare)."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise ReceiptError(
+            f"{what} takes a list of receipts (annotations as Citation.to_annotation() "
+            f"gives, or Receipt objects), not {type(items).__name__}"
+        )
+
+
 async def read_receipts(path: Path | str) -> list[Receipt]:
     """The receipts in the file at ``path`` (``parse_receipts``)."""
-    where = Path(path)
+    where = _file(path, "read")
     try:
         data = await asyncio.to_thread(where.read_bytes)
     except OSError as exc:
@@ -279,6 +313,7 @@ async def read_receipts(path: Path | str) -> list[Receipt]:
 def dump_receipts(annotations: Iterable[Mapping[str, Any]], *, lines: bool = True) -> str:
     """``annotations`` as JSON Lines (default) or as one JSON array; ``ReceiptError``
     naming the first that is no mapping or holds what JSON cannot (NaN, an object)."""
+    _iterable(annotations, "writing receipts")
     items: list[dict[str, Any]] = []
     for number, annotation in enumerate(annotations, 1):
         if not isinstance(annotation, Mapping):
@@ -289,7 +324,9 @@ def dump_receipts(annotations: Iterable[Mapping[str, Any]], *, lines: bool = Tru
             )
         item = dict(annotation)
         try:
-            json.dumps(item, allow_nan=False)
+            # Encoded as the file will be: a lone surrogate passes json.dumps and then
+            # fails the UTF-8 write.
+            json.dumps(item, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError, RecursionError) as exc:
             raise ReceiptError(
                 f"receipt {number} cannot be written as JSON: {exc}", number=number
@@ -302,15 +339,54 @@ def dump_receipts(annotations: Iterable[Mapping[str, Any]], *, lines: bool = Tru
 
 async def write_receipts(path: Path | str, annotations: Iterable[Mapping[str, Any]]) -> None:
     """Write ``annotations`` to ``path``: JSON Lines for a ``.jsonl``/``.ndjson`` name,
-    a JSON array otherwise."""
-    where = Path(path)
+    a JSON array otherwise. The file is replaced whole (written beside it, then
+    renamed), so a crash leaves the old file or the new one, never half of one."""
+    where = _file(path, "write")
     text = dump_receipts(annotations, lines=where.suffix.lower() in _JSON_LINES_SUFFIXES)
     try:
-        await asyncio.to_thread(where.write_text, text, encoding="utf-8")
+        await asyncio.to_thread(_replace, where, text.encode("utf-8"))
     except OSError as exc:
         raise ConfigurationError(
             f"cannot write receipts file {str(where)!r}: {exc.strerror or exc}"
         ) from None
+
+
+def _made(receipt: Receipt, number: int) -> Receipt:
+    """A ``Receipt`` built by hand, checked as one read from a file is: a citation that
+    passes ``Citation``'s checks and an exact text as long as its span."""
+    citation, exact = receipt.citation, receipt.exact
+    if not isinstance(citation, Citation) or not isinstance(exact, str):
+        raise ReceiptError(
+            f"receipt {number}: a Receipt holds a Citation and its exact text (a str), not "
+            f"{type(citation).__name__} and {type(exact).__name__}",
+            number=number,
+        )
+    try:
+        checked_citation(citation)
+    except InvalidQueryError as exc:
+        raise ReceiptError(f"receipt {number}: {exc}", number=number) from None
+    if citation.end_offset - citation.start_offset != len(exact):
+        raise ReceiptError(
+            f"receipt {number}: its citation spans {citation.start_offset}.."
+            f"{citation.end_offset} but its exact text has {len(exact)} characters",
+            number=number,
+        )
+    return receipt
+
+
+def _replace(where: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``where``, flush it, and rename it over."""
+    # A name of its own per call: two writers of one file never share a temporary.
+    temporary = where.with_name(f".{where.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(temporary, "xb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, where)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 async def _anchor(receipt: Receipt, text: str) -> Anchor | None:
@@ -339,8 +415,10 @@ async def check_receipts(
     ``allowed_base_dir`` (``snapshot_dir`` for URL and record receipts), each once.
     Never raises for a source problem: that is the verdict.
     """
+    _iterable(receipts, "check_receipts")
     parsed = [
-        r if isinstance(r, Receipt) else parse_receipt(r, n) for n, r in enumerate(receipts, 1)
+        _made(r, n) if isinstance(r, Receipt) else parse_receipt(r, n)
+        for n, r in enumerate(receipts, 1)
     ]
     base = base_directory(allowed_base_dir, "allowed_base_dir")
     check_read_options(snapshot_dir, max_bytes)

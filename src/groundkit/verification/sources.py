@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import STORED_TEXT_CLASSES, Citation, ReadFrom
+from groundkit.contracts import STORED_TEXT_CLASSES, Citation, ReadFrom, checked_citation
 from groundkit.errors import (
     ConfigurationError,
     IngestionError,
@@ -318,6 +318,9 @@ async def resolve_citation(
     ``snapshot_dir`` (``<index_dir>/<collection>.snapshots``) is needed for
     ``snapshot`` citations only; ``max_bytes`` as for ``read_source``.
     """
+    if not isinstance(citation, Citation):
+        raise InvalidQueryError(f"resolve_citation takes a Citation, not {type(citation).__name__}")
+    checked_citation(citation)
     base = base_directory(allowed_base_dir, "allowed_base_dir")
     check_read_options(snapshot_dir, max_bytes)
     text = await read_source(citation, base, snapshot_dir=snapshot_dir, max_bytes=max_bytes)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
 
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
-from groundkit.contracts import Citation, FetchResult, Verification
+from groundkit.contracts import Citation, FetchResult, Verification, checked_citation
 from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
@@ -216,6 +216,7 @@ async def check_citation(
     """
     if not isinstance(citation, Citation):
         raise InvalidQueryError(f"check_citation takes a Citation, not {type(citation).__name__}")
+    checked_citation(citation)
     if not isinstance(content, str):
         raise InvalidQueryError(
             f"content must be the text the citation stands for (a str), not "

@@ -23,13 +23,16 @@ from groundkit.contracts import (
     MultiSearchResponse,
     RetrievalResult,
     SearchResponse,
+    checked_citation,
 )
 from groundkit.errors import ChunkNotFoundError, InvalidQueryError, RetrievalError
 from groundkit.lexical.analyzer import Analyzer
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.retrieval.search import result_from_row
+from groundkit.storage.names import check_snapshot_id
 from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, StoredChunk
 from groundkit.storage.snapshots import NamedTexts, kept_name, text_name
+from groundkit.utils.path_safety import PathEscapeError
 from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import Anchor, ChunkIndex
 from groundkit.verification.answers import AnswerChecker
@@ -130,7 +133,7 @@ class Verifier:
                 )
             citation, expected = target.citation, target.content
         elif isinstance(target, Citation):
-            citation, expected = target, content
+            citation, expected = checked_citation(target), content
         else:
             raise InvalidQueryError(
                 f"verify takes a RetrievalResult, FetchResult or Citation, not "
@@ -307,8 +310,12 @@ class Verifier:
         when the file cannot be read here."""
         if self.snapshots is None:
             return None
+        # A citation is the caller's data: an id that cannot name a stored text (a
+        # forged ``../x``) is left to the read, which refuses it as unresolvable.
         wanted = {
-            c.source: c.document_id for c in citations if c.source_class in STORED_TEXT_CLASSES
+            c.source: c.document_id
+            for c in citations
+            if c.source_class in STORED_TEXT_CLASSES and _names_a_text(c.document_id)
         }
         names: dict[str, str] = {}
         if wanted:
@@ -371,3 +378,12 @@ class Verifier:
 def _cites(result: object) -> bool:
     """Whether ``result`` carries a citation (a result of this collection, checked)."""
     return isinstance(getattr(result, "citation", None), Citation)
+
+
+def _names_a_text(document_id: str) -> bool:
+    """Whether ``document_id`` can name a snapshot or record text at all."""
+    try:
+        check_snapshot_id(document_id)
+    except PathEscapeError:
+        return False
+    return True

@@ -27,6 +27,7 @@ __all__ = ["SnapshotStoreConformance"]
 
 DOC = "0123456789abcdef0123456789abcdef"
 OTHER = "f" * 32
+THIRD = "a" * 32
 UNSAFE = ("../escape", "a/b", ".hidden", "x" * 200, "", DOC + ".partial")
 Snapshots = Any  # a SnapshotStore implementation
 
@@ -49,6 +50,27 @@ class SnapshotStoreConformance:
         await store.write(DOC, "second")
         assert await store.read(DOC) == b"second" and not await store.matches(DOC, "Gezeiten")
 
+    async def test_matches_only_the_exact_text(self, snapshot_store: Snapshots) -> None:
+        """An ingest skips rewriting a snapshot that ``matches`` the new text: a store that
+        also matched a part of it, or a text equal but for case, spacing or line ends,
+        would keep a stale snapshot that citations are then checked against."""
+        store = snapshot_store
+        text = "Tide table \u2013 high water at 06:12\r\nLow water at 12:30 \U0001f30a"
+        await store.write(DOC, text)
+        assert await store.matches(DOC, text)
+        near = (
+            text[:-2],
+            text[1:],
+            text[5:20],
+            text.upper(),
+            text + " ",
+            text.replace("\r\n", "\n"),
+            "",
+        )
+        for other in near:
+            assert not await store.matches(DOC, other), other
+        assert not await store.matches(OTHER, text)
+
     async def test_remove_stale_keeps_the_named(self, snapshot_store: Snapshots) -> None:
         store = snapshot_store
         await store.write(DOC, "keep")
@@ -56,6 +78,14 @@ class SnapshotStoreConformance:
         assert await store.remove_stale([DOC]) == [OTHER]
         assert await store.read(DOC) == b"keep"
         assert await store.remove_stale([DOC]) == []
+        # ``keep`` may be any iterable, read once (a generator of ids, say): in both
+        # orders, so a store that looks ids up in it one by one loses one of them.
+        for order in ((DOC, THIRD), (THIRD, DOC)):
+            await store.write(THIRD, "also keep")
+            await store.write(OTHER, "drop again")
+            assert await store.remove_stale(name for name in order) == [OTHER]
+            assert await store.read(DOC) == b"keep"
+            assert await store.read(THIRD) == b"also keep"
 
     @pytest.mark.parametrize("bad", UNSAFE)
     async def test_unsafe_ids_are_refused_everywhere(
