@@ -1783,6 +1783,18 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
     running server); the driver's exception must not cross the public API.
     """
 
+    def closed_under(store: SQLiteMetadataStore, exc: Exception) -> bool:
+        """The driver's complaint about a connection ``close`` took from a read in flight
+        (aiosqlite's ``ValueError``, sqlite3's ``ProgrammingError``)."""
+        return store._db is None and isinstance(exc, ValueError | sqlite3.ProgrammingError)
+
+    def typed(store: SQLiteMetadataStore, exc: Exception) -> Exception:
+        if closed_under(store, exc):
+            return StorageError(f"the metadata store {store.path.name!r} is closed")
+        if isinstance(exc, ValueError) and not isinstance(exc, UnicodeEncodeError):
+            return exc  # a ValueError of an open store is no driver failure: left as it is
+        return StorageError(message(store, exc))
+
     def message(store: SQLiteMetadataStore, exc: Exception) -> str:
         if isinstance(exc, UnicodeEncodeError):
             # A str argument SQLite cannot bind; the driver's message is not quoted.
@@ -1805,11 +1817,25 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
             def gen_wrapper(method: Any) -> Any:
                 @functools.wraps(method)
                 async def wrapped(self: SQLiteMetadataStore, *a: Any, **k: Any) -> Any:
+                    items = method(self, *a, **k)
                     try:
-                        async for item in method(self, *a, **k):
-                            yield item
-                    except (sqlite3.Error, UnicodeEncodeError) as exc:
-                        raise StorageError(message(self, exc)) from None
+                        try:
+                            async for item in items:
+                                yield item
+                        finally:
+                            # Closed here, not left to the garbage collector, whose
+                            # finalizer task would only reach the loop's handler.
+                            try:
+                                await items.aclose()
+                            except (sqlite3.Error, ValueError) as exc:
+                                # A cursor of a closed store needs no closing.
+                                if not closed_under(self, exc):
+                                    raise
+                    except (sqlite3.Error, UnicodeEncodeError, ValueError) as exc:
+                        error = typed(self, exc)
+                        if error is exc:
+                            raise
+                        raise error from None
 
                 return wrapped
 
@@ -1821,8 +1847,11 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
                 async def wrapped(self: SQLiteMetadataStore, *a: Any, **k: Any) -> Any:
                     try:
                         return await method(self, *a, **k)
-                    except (sqlite3.Error, UnicodeEncodeError) as exc:
-                        raise StorageError(message(self, exc)) from None
+                    except (sqlite3.Error, UnicodeEncodeError, ValueError) as exc:
+                        error = typed(self, exc)
+                        if error is exc:
+                            raise
+                        raise error from None
 
                 return wrapped
 
