@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -310,4 +311,43 @@ async def test_a_reader_never_meets_a_record_without_its_text(tmp_path: Path) ->
                 await asyncio.wait_for(writer.wait(), 0.01)
         assert writer.returncode == 0
         assert checked.get("verified", 0) > 0
+        assert (await col.verify_all()).ok
+
+
+async def test_a_delete_racing_a_re_add_leaves_the_re_added_record_its_text(
+    tmp_path: Path,
+) -> None:
+    """One writer deletes record x while another is adding it again, between storing
+    its text and committing its row: the delete's sweep takes that text (written before
+    the delete, named by no row yet), so the re-added record must put it back."""
+    base = tmp_path / "base"
+    base.mkdir()
+    deleter = await Collection.open(tmp_path / "index", base_dir=base)
+    adder = await Collection.open(tmp_path / "index", base_dir=base)
+    try:
+        await deleter.add_documents([{"id": "x", "text": "Racemarker first text"}])
+        text_stored, go_on = asyncio.Event(), asyncio.Event()
+        commit = adder.store.replace_documents
+
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            text_stored.set()
+            await go_on.wait()
+            return await commit(*args, **kwargs)
+
+        setattr(adder.store, "replace_documents", held)  # noqa: B010 (a method replaced)
+        adding = asyncio.ensure_future(
+            adder.add_documents([{"id": "x", "text": "Racemarker second text"}])
+        )
+        await text_stored.wait()
+        await deleter.delete(records=["x"])
+        go_on.set()
+        report = await adding
+        assert report.updated == ["record://x"] and report.repairs == []
+    finally:
+        await deleter.close()
+        await adder.close()
+    async with Collection.open(tmp_path / "index", base_dir=base) as col:
+        found = (await col.search("Racemarker", 5)).results
+        assert [r.content for r in found] == ["Racemarker second text"]
+        assert (await col.verify(found[0])).verification == "verified"
         assert (await col.verify_all()).ok
