@@ -934,11 +934,14 @@ class SQLiteMetadataStore:
         sources, counts = term_counts(items)
         check_storable(items, nul_allowed=True)
         check_keep(keep_versions)
-        now = time.time()
-        start = version_start(valid_as_of, now)
+        version_start(valid_as_of, time.time())  # a bad valid_as_of is refused before waiting
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
             await self._begin_write()
+            # Taken under the write lock: a writer that waited for it starts its version
+            # after the one committed meanwhile, not before it.
+            now = time.time()
+            start = version_start(valid_as_of, now)
             same = stored_already(
                 items,
                 await self._rows_in(
