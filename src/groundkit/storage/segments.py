@@ -50,10 +50,13 @@ import xxhash
 from groundkit.contracts import PackCheck, PackStore
 from groundkit.errors import StorageError
 from groundkit.storage.check_cache import CHECKSUM, CheckCache, FileStamp, stamp_of
+from groundkit.utils.file_reads import read_regular_file
 
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
 
 _MANIFEST = "manifest.json"
+# A manifest names each pack in a few hundred bytes; a file larger than this is not one.
+MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 # The key of the manifest's own checksum (of everything else in it).
 _BODY_CHECKSUM = "body_xxh3"
 _LOCK = "writer.lock"
@@ -172,7 +175,9 @@ class LocalSegments:
     def _read_manifest(self) -> dict[str, Any] | None:
         path = self.directory / _MANIFEST
         try:
-            raw = path.read_bytes()
+            # A regular file, bounded: a FIFO put there would block the read for good,
+            # a link to a device would never end.
+            raw = read_regular_file(path, MANIFEST_MAX_BYTES)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
