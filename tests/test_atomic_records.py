@@ -351,3 +351,35 @@ async def test_a_delete_racing_a_re_add_leaves_the_re_added_record_its_text(
         assert [r.content for r in found] == ["Racemarker second text"]
         assert (await col.verify(found[0])).verification == "verified"
         assert (await col.verify_all()).ok
+
+
+async def test_a_stored_text_replaced_by_a_link_is_not_trusted_and_a_re_add_replaces_it(
+    tmp_path: Path,
+) -> None:
+    """A link in the snapshot directory where a record's text belongs (out of the directory
+    here) is no stored text: searches leave the record out instead of failing, and adding
+    the record again writes its text in the link's place, leaving the target alone."""
+    base = tmp_path / "base"
+    base.mkdir()
+    records = [
+        {"id": f"r{i}", "text": f"Linkmarker {i} about the harbour crane."} for i in range(3)
+    ]
+    async with Collection.open(tmp_path / "index", base_dir=base) as col:
+        await col.add_documents(records)
+        found = (await col.search("Linkmarker 1", 1)).results[0]
+    (stored,) = (tmp_path / "index" / "default.snapshots").glob(f"{found.document_id}.*")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_bytes(stored.read_bytes())
+    stored.unlink()
+    stored.symlink_to(elsewhere)
+    async with Collection.open(tmp_path / "index", base_dir=base) as col:
+        response = await col.search("Linkmarker", 5)
+        assert response.metadata["missing_text"] == 1
+        assert "record://r1" not in {r.source for r in response.results}
+        report = await col.add_documents(records)
+        assert report.unchanged == [f"record://r{i}" for i in range(3)] and not report.failed
+        assert not stored.is_symlink()
+        response = await col.search("Linkmarker", 5)
+        assert len(response.results) == 3 and "missing_text" not in response.metadata
+        assert (await col.verify_all()).ok
+    assert elsewhere.read_bytes() == stored.read_bytes()
