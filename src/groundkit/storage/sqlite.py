@@ -580,7 +580,7 @@ class SQLiteMetadataStore:
                 raise CollectionNotFoundError(
                     f"no collection at {str(path)!r}; ingest something first"
                 )
-            await asyncio.to_thread(_create_file, path)
+            await _to_thread_to_the_end(_create_file, path)
         try:
             # Connected here rather than by aiosqlite: when its connect fails it
             # stops its thread without waiting for it, and a thread that ends after
@@ -1728,6 +1728,19 @@ def _sqlite_error(exc: sqlite3.Error) -> str:
     """The driver's message with SQLite's extended error name, which tells I/O errors apart."""
     name = getattr(exc, "sqlite_errorname", None)
     return f"{exc} ({name})" if isinstance(name, str) and name not in str(exc) else str(exc)
+
+
+async def _to_thread_to_the_end(fn: Callable[..., None], *args: Any) -> None:
+    """``fn`` in a worker thread; cancelled, this still waits for the thread (which
+    nothing can stop) before it raises, so the caller's clean-up sees what it made."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait({work})
+        if not work.cancelled() and work.exception() is not None:
+            logger.debug("cancelled while it failed: %s", work.exception())
+        raise
 
 
 def _create_file(path: Path) -> None:
