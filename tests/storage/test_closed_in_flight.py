@@ -6,6 +6,7 @@ exception handler to report."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from pathlib import Path
 from typing import Any
@@ -76,3 +77,24 @@ async def test_closing_a_collection_during_verify_all(
         await checking
     await _settle()
     assert reported == []
+
+
+@pytest.mark.parametrize("steps", [1, 2, 3, 5, 8])
+async def test_a_cancelled_close_still_closes_the_stores(tmp_path: Path, steps: int) -> None:
+    # ``close`` awaits a few things (a merge, the retriever, each store); a cancellation
+    # at any of them left the stores open for good, a second close being a no-op.
+    base = tmp_path / "base"
+    base.mkdir()
+    col = await Collection.open(tmp_path / "index", base_dir=base)
+    await col.add_documents([{"id": f"r{i}", "text": f"Marker{i} about tea"} for i in range(20)])
+    await col.search("tea", 5)
+    closing = asyncio.ensure_future(col.close())
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    closing.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await closing
+    assert col.closed
+    with pytest.raises(StorageError, match="is closed"):
+        await col.store.generation()
+    await col.close()  # still a no-op
