@@ -181,6 +181,22 @@ async def test_a_manifest_that_is_no_small_regular_file_is_rebuilt_not_read(
         assert await _rebuilt_because(col) is None
 
 
+@pytest.mark.parametrize("kind", ["seg", "voc"])
+async def test_a_fifo_in_place_of_a_pack_is_rebuilt_not_waited_on(
+    copy: tuple[Path, Path], expected: list[list[tuple[str, float]]], kind: str
+) -> None:
+    # Opened for reading, a FIFO waits for a writer: every open of the collection hung.
+    index, base = copy
+    pack = sorted(_files(index).glob(f"{kind}-*.pack"))[0]
+    pack.unlink()
+    os.mkfifo(pack)
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _ranking(col) == expected
+        await col.add_documents([{"id": "late", "text": "a later kettle note"}])
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _rebuilt_because(col) is None
+
+
 @pytest.mark.parametrize("edit", sorted(EDITS))
 async def test_a_manifest_that_disagrees_with_the_store_is_rebuilt(
     copy: tuple[Path, Path], expected: list[list[tuple[str, float]]], edit: str

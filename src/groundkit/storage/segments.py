@@ -35,6 +35,7 @@ import json
 import mmap
 import os
 import re
+import stat
 import threading
 import time
 import uuid
@@ -55,6 +56,7 @@ from groundkit.utils.file_reads import read_regular_file
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
 
 _MANIFEST = "manifest.json"
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # A manifest names each pack in a few hundred bytes; a file larger than this is not one.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 # The key of the manifest's own checksum (of everything else in it).
@@ -232,7 +234,10 @@ class LocalSegments:
         name, size, checksum = entry_fields(entry)
         path = pack_path(self.directory, name)
         try:
-            handle = open(path, "rb")  # noqa: SIM115 - closed below, after mapping
+            # Non-blocking: a FIFO in a pack's place would wait for a writer (it is
+            # refused below, as anything but a regular file is).
+            fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+            handle = os.fdopen(fd, "rb")
         except FileNotFoundError:
             raise StorageError(f"index file {str(path)!r} is missing") from None
         except OSError as exc:
@@ -244,9 +249,12 @@ class LocalSegments:
             # by then (check_cache.CheckCache.record), whatever the checks then take.
             seen_ns = time.time_ns()
             try:
-                before = stamp_of(os.fstat(handle.fileno()))
+                found = os.fstat(handle.fileno())
             except OSError as exc:
                 raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+            if not stat.S_ISREG(found.st_mode):
+                raise StorageError(f"index file {str(path)!r} is not a regular file")
+            before = stamp_of(found)
             _check_size(path, before.size, size)
             known = self.checks.passed(name, before, checksum)
             if CHECKSUM not in known:
