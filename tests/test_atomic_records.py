@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -311,3 +312,74 @@ async def test_a_reader_never_meets_a_record_without_its_text(tmp_path: Path) ->
         assert writer.returncode == 0
         assert checked.get("verified", 0) > 0
         assert (await col.verify_all()).ok
+
+
+async def test_a_delete_racing_a_re_add_leaves_the_re_added_record_its_text(
+    tmp_path: Path,
+) -> None:
+    """One writer deletes record x while another is adding it again, between storing
+    its text and committing its row: the delete's sweep takes that text (written before
+    the delete, named by no row yet), so the re-added record must put it back."""
+    base = tmp_path / "base"
+    base.mkdir()
+    deleter = await Collection.open(tmp_path / "index", base_dir=base)
+    adder = await Collection.open(tmp_path / "index", base_dir=base)
+    try:
+        await deleter.add_documents([{"id": "x", "text": "Racemarker first text"}])
+        text_stored, go_on = asyncio.Event(), asyncio.Event()
+        commit = adder.store.replace_documents
+
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            text_stored.set()
+            await go_on.wait()
+            return await commit(*args, **kwargs)
+
+        setattr(adder.store, "replace_documents", held)  # noqa: B010 (a method replaced)
+        adding = asyncio.ensure_future(
+            adder.add_documents([{"id": "x", "text": "Racemarker second text"}])
+        )
+        await text_stored.wait()
+        await deleter.delete(records=["x"])
+        go_on.set()
+        report = await adding
+        assert report.updated == ["record://x"] and report.repairs == []
+    finally:
+        await deleter.close()
+        await adder.close()
+    async with Collection.open(tmp_path / "index", base_dir=base) as col:
+        found = (await col.search("Racemarker", 5)).results
+        assert [r.content for r in found] == ["Racemarker second text"]
+        assert (await col.verify(found[0])).verification == "verified"
+        assert (await col.verify_all()).ok
+
+
+async def test_a_stored_text_replaced_by_a_link_is_not_trusted_and_a_re_add_replaces_it(
+    tmp_path: Path,
+) -> None:
+    """A link in the snapshot directory where a record's text belongs (out of the directory
+    here) is no stored text: searches leave the record out instead of failing, and adding
+    the record again writes its text in the link's place, leaving the target alone."""
+    base = tmp_path / "base"
+    base.mkdir()
+    records = [
+        {"id": f"r{i}", "text": f"Linkmarker {i} about the harbour crane."} for i in range(3)
+    ]
+    async with Collection.open(tmp_path / "index", base_dir=base) as col:
+        await col.add_documents(records)
+        found = (await col.search("Linkmarker 1", 1)).results[0]
+    (stored,) = (tmp_path / "index" / "default.snapshots").glob(f"{found.document_id}.*")
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_bytes(stored.read_bytes())
+    stored.unlink()
+    stored.symlink_to(elsewhere)
+    async with Collection.open(tmp_path / "index", base_dir=base) as col:
+        response = await col.search("Linkmarker", 5)
+        assert response.metadata["missing_text"] == 1
+        assert "record://r1" not in {r.source for r in response.results}
+        report = await col.add_documents(records)
+        assert report.unchanged == [f"record://r{i}" for i in range(3)] and not report.failed
+        assert not stored.is_symlink()
+        response = await col.search("Linkmarker", 5)
+        assert len(response.results) == 3 and "missing_text" not in response.metadata
+        assert (await col.verify_all()).ok
+    assert elsewhere.read_bytes() == stored.read_bytes()

@@ -147,6 +147,56 @@ EDITS = {
 }
 
 
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _endless(path: Path) -> None:
+    path.symlink_to("/dev/zero")
+
+
+def _oversized(path: Path) -> None:
+    with path.open("wb") as out:  # sparse: no disk is taken
+        out.truncate(segments.MANIFEST_MAX_BYTES + 1)
+
+
+NOT_A_MANIFEST = {"a FIFO": _fifo, "a link to /dev/zero": _endless, "too large": _oversized}
+
+
+@pytest.mark.parametrize("what", sorted(NOT_A_MANIFEST))
+async def test_a_manifest_that_is_no_small_regular_file_is_rebuilt_not_read(
+    copy: tuple[Path, Path], expected: list[list[tuple[str, float]]], what: str
+) -> None:
+    # Read whole, a FIFO blocks the open for good and /dev/zero never ends (memory grows
+    # until the machine gives out): the manifest is read as a bounded regular file.
+    index, base = copy
+    manifest = _files(index) / "manifest.json"
+    manifest.unlink()
+    NOT_A_MANIFEST[what](manifest)
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _ranking(col) == expected
+        assert await _rebuilt_because(col)
+        await col.add_documents([{"id": "late", "text": "a later kettle note"}])
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _rebuilt_because(col) is None
+
+
+@pytest.mark.parametrize("kind", ["seg", "voc"])
+async def test_a_fifo_in_place_of_a_pack_is_rebuilt_not_waited_on(
+    copy: tuple[Path, Path], expected: list[list[tuple[str, float]]], kind: str
+) -> None:
+    # Opened for reading, a FIFO waits for a writer: every open of the collection hung.
+    index, base = copy
+    pack = sorted(_files(index).glob(f"{kind}-*.pack"))[0]
+    pack.unlink()
+    os.mkfifo(pack)
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _ranking(col) == expected
+        await col.add_documents([{"id": "late", "text": "a later kettle note"}])
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _rebuilt_because(col) is None
+
+
 @pytest.mark.parametrize("edit", sorted(EDITS))
 async def test_a_manifest_that_disagrees_with_the_store_is_rebuilt(
     copy: tuple[Path, Path], expected: list[list[tuple[str, float]]], edit: str

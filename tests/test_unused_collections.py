@@ -97,3 +97,35 @@ async def test_an_unused_shared_collection_is_dropped_whole(
     await col.close()
     where = StoreLocation.resolve(fresh, metadata_url=postgres_dsn, storage_uri=tmp_path / "s")
     assert not await where.exists()
+
+
+async def test_a_first_open_cancelled_while_its_file_is_made_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file is made in a worker thread, which a cancellation does not stop: the open
+    # waits for it, so the removal of the unused collection finds what it made.
+    import asyncio
+    import threading
+
+    from groundkit.storage import sqlite
+
+    started, finished = threading.Event(), threading.Event()
+    create = sqlite._create_file
+
+    def slow_create(path: Path) -> None:
+        started.set()
+        try:
+            threading.Event().wait(0.3)  # a slow disk
+            create(path)
+        finally:
+            finished.set()
+
+    monkeypatch.setattr(sqlite, "_create_file", slow_create)
+    index = tmp_path / "made" / "index"
+    opening = asyncio.ensure_future(Collection.open(index, base_dir=tmp_path))
+    await asyncio.to_thread(started.wait, 30)
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    assert await asyncio.to_thread(finished.wait, 30)
+    assert not (tmp_path / "made").exists()

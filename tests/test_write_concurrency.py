@@ -68,3 +68,39 @@ async def test_a_write_waits_for_a_read_of_an_older_snapshot_on_its_connection(
     finally:
         await store.close()
         await other.close()
+
+
+async def test_a_writer_that_waited_for_the_lock_starts_its_version_after_the_one_it_waited_on(
+    tmp_path: Path,
+) -> None:
+    # Two writers update one record; the first reaches the store first but waits for the
+    # write lock while the second commits. The version the first writes is current from
+    # when it holds the lock, so it follows the second's in time: it used to take its
+    # moment before waiting, fall before the stored version, and fail the write.
+    async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as seed:
+        await seed.add_documents([{"id": "x", "text": "kettle version one"}])
+    first = await Collection.open(tmp_path / "idx", base_dir=tmp_path)
+    second = await Collection.open(tmp_path / "idx", base_dir=tmp_path)
+    try:
+        waiting, go_on = asyncio.Event(), asyncio.Event()
+        begin = first.store._begin_write  # type: ignore[attr-defined]
+
+        async def queued() -> None:
+            waiting.set()
+            await go_on.wait()  # as if SQLite's lock were held by the other writer
+            await begin()
+
+        setattr(first.store, "_begin_write", queued)  # noqa: B010 (a method replaced)
+        writing = asyncio.ensure_future(
+            first.add_documents([{"id": "x", "text": "kettle version three"}])
+        )
+        await waiting.wait()
+        await asyncio.sleep(0.01)  # the clock moves on
+        await second.add_documents([{"id": "x", "text": "kettle version two"}])
+        go_on.set()
+        assert (await writing).updated == ["record://x"]
+        found = (await first.search("kettle", top_k=5)).results
+        assert [(r.content, r.citation.version) for r in found] == [("kettle version three", 3)]
+    finally:
+        await first.close()
+        await second.close()

@@ -280,6 +280,7 @@ class Collection:
         # parents), removed with it while nothing else is there.
         self._made_dirs: tuple[Path, ...] = ()
         self._closed = False
+        self._closing: asyncio.Future[None] | None = None
         # Like an unclosed file: a ResourceWarning when this object is collected, or the
         # interpreter exits, without ``close`` (adr/0049-closing-at-exit.md).
         self._left_open = weakref.finalize(
@@ -514,10 +515,28 @@ class Collection:
         """Finish a merge in progress, then close the stores. A collection this object
         created and nothing was ever written to (its first ingest failed, or found nothing
         to store) is removed, so a mistaken first run leaves no collection behind (with
-        its base directory). Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        its base directory). Idempotent.
+
+        A cancelled ``close`` still finishes closing before it raises: cut short, it left
+        the stores open for good (a second ``close`` does nothing)."""
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._close_now())
+            first = True
+        else:
+            first = False
+        closing = self._closing
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            if not closing.done():
+                await asyncio.wait({closing})
+            raise
+        except Exception:
+            if first:
+                raise  # reported once, to the caller that closed
+
+    async def _close_now(self) -> None:
         self._left_open.detach()
         merging, self._merging = self._merging, None
         if merging is not None:

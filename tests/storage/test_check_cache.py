@@ -248,6 +248,21 @@ def test_a_damaged_record_is_ignored_and_written_anew(
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
 
 
+def test_a_fifo_in_place_of_the_record_is_ignored_not_waited_on(
+    tmp_path: Path, counts: Counts
+) -> None:
+    # Opened for reading, a FIFO waits for a writer: every open of the collection hung.
+    directory = tmp_path / "c.segments"
+    _, entry = asyncio.run(_written(directory))
+    _load(directory, entry)
+    record = _record(directory)
+    record.unlink()
+    os.mkfifo(record, 0o600)
+    _load(directory, entry)
+    assert counts == {"checksum": 2, "segment": 2}
+    assert stat.S_ISREG(record.stat().st_mode)  # replaced by the record written anew
+
+
 def test_a_record_others_can_write_is_ignored(tmp_path: Path, counts: Counts) -> None:
     directory = tmp_path / "c.segments"
     _, entry = asyncio.run(_written(directory))

@@ -30,6 +30,7 @@ from groundkit.storage.postgres import (
     schema_name,
 )
 from groundkit.testing.conformance.helpers import (
+    document_by_source,
     document_hashes,
     document_sources,
     put,
@@ -541,3 +542,30 @@ async def test_damaged_values_are_storage_errors_naming_the_row(
 
 async def _drain(iterator: Any) -> list[Any]:
     return [item async for item in iterator]
+
+
+async def test_a_write_that_waited_for_the_lock_starts_after_what_committed_meanwhile(
+    pg: PostgresMetadataStore, postgres_dsn: str
+) -> None:
+    """A writer waiting for the collection's write lock while another commits a newer
+    version of the same document starts its own version when it holds the lock, so after
+    that one: it used to take its moment before waiting, and its write failed."""
+    await put(pg, "a.txt", ["version one"])
+    other = await asyncpg.connect(postgres_dsn)
+    try:
+        held = other.transaction()
+        await held.start()
+        await other.execute(f"SELECT 1 FROM {pg._s}.state WHERE id = 1 FOR UPDATE")
+        writing = asyncio.ensure_future(put(pg, "a.txt", ["version three"]))
+        await asyncio.sleep(0.2)  # the write is waiting for the lock
+        # What another writer's commit of version two leaves: its row current from now.
+        await other.execute(
+            f"UPDATE {pg._s}.documents SET valid_from = extract(epoch FROM clock_timestamp()),"
+            " version = 2 WHERE source = 'a.txt'"
+        )
+        await held.commit()
+        await writing
+    finally:
+        await other.close()
+    stored = await document_by_source(pg, "a.txt")
+    assert stored is not None and stored.version == 3

@@ -982,6 +982,7 @@ class _Writer:
             valid_as_of=self._valid_as_of,
             keep_versions=self._indexer._ingest.keep_versions,
         )
+        await self._restore_texts([d for d, _, _ in docs])
         stored = sum(len(chunks) for _, chunks, _ in docs)
         self._reporter.update("store", add=stored, total=self._reporter.done_of("chunk"))
         if self._indexer._embedder is None:
@@ -1028,6 +1029,40 @@ class _Writer:
                     continue
             kept.append(item)
         return kept
+
+    async def _restore_texts(self, documents: list[Document]) -> None:
+        """Put back any text of ``documents`` gone between its write and the commit of
+        its row: another process's delete of the same document sweeps the texts it
+        finds written before it and named by no row, which this one's was until now.
+        A text that cannot be put back is logged; ``texts_missing`` reports it."""
+        snapshots = self._indexer._snapshots
+        exists = getattr(snapshots, "exists", None)
+        if snapshots is None or not callable(exists):
+            return
+        kept_too = self._indexer._ingest.keep_sources
+        for document in documents:
+            if document.source_class in STORED_TEXT_CLASSES:
+                name = text_name(document.document_id, document.content_hash)
+            elif kept_too:
+                name = kept_name(document.document_id, document.content_hash)
+            else:
+                continue
+            try:
+                if await exists(name):
+                    continue
+                logger.info(
+                    "%s: its stored text was swept meanwhile; writing it again", document.source
+                )
+                if document.source_class in STORED_TEXT_CLASSES:
+                    await store_text(snapshots, name, document.content)
+                else:
+                    await self._indexer.keep_copy(document)
+            except OSError as exc:
+                logger.warning(
+                    "%s: could not put its stored text back: %s",
+                    document.source,
+                    exc.strerror or exc,
+                )
 
     async def _keep_copies(self, documents: list[Document]) -> dict[str, OSError | None]:
         """With ``keep_sources``, the kept copies of the files among ``documents``, a few

@@ -61,6 +61,7 @@ _UNUSABLE = (OSError, ValueError, RuntimeError)
 # The names this module writes in the checks folder: records and their temporary files.
 _OURS = re.compile(r"\.?[0-9a-f]{32}\.json(?:\.[0-9a-f]{8}\.tmp)?")
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # How long ago a file must have last changed for its stamp to be recorded (see ``record``).
 SETTLED_NS = 1_000_000_000
 
@@ -169,7 +170,9 @@ class CheckCache:
         except _UNUSABLE:
             return {}
         try:
-            fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW, dir_fd=folder)
+            # Non-blocking: a FIFO in the record's place would wait for a writer (it is
+            # refused below, as anything but a regular file is).
+            fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=folder)
         except OSError:
             os.close(folder)
             return {}

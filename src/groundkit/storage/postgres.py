@@ -777,8 +777,7 @@ class PostgresMetadataStore:
         sources, counts = term_counts(items)
         check_storable(items, nul_allowed=False)
         check_keep(keep_versions)
-        now = time.time()
-        start = version_start(valid_as_of, now)
+        version_start(valid_as_of, time.time())  # a bad valid_as_of is refused before waiting
         what = repr(sources[0]) if len(sources) == 1 else f"{len(sources)} documents"
         async with self._write(f"store {what}") as conn:
             # Key order is commit order: a live index reads new chunks as the keys above the
@@ -788,6 +787,10 @@ class PostgresMetadataStore:
             # lock (``_write``, then this bump), which it holds until it commits. Writers
             # therefore draw keys one transaction at a time, in the order they commit.
             generation = await self._bump(conn)
+            # Taken under the state row lock: a writer that waited for it starts its
+            # version after the one committed meanwhile, not before it.
+            now = time.time()
+            start = version_start(valid_as_of, now)
             stored = await conn.fetch(
                 f"SELECT {STORED_ALREADY_COLUMNS} FROM {self._s}.documents"
                 " WHERE source = ANY($1::text[])",

@@ -35,6 +35,7 @@ import json
 import mmap
 import os
 import re
+import stat
 import threading
 import time
 import uuid
@@ -50,10 +51,14 @@ import xxhash
 from groundkit.contracts import PackCheck, PackStore
 from groundkit.errors import StorageError
 from groundkit.storage.check_cache import CHECKSUM, CheckCache, FileStamp, stamp_of
+from groundkit.utils.file_reads import read_regular_file
 
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
 
 _MANIFEST = "manifest.json"
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+# A manifest names each pack in a few hundred bytes; a file larger than this is not one.
+MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 # The key of the manifest's own checksum (of everything else in it).
 _BODY_CHECKSUM = "body_xxh3"
 _LOCK = "writer.lock"
@@ -172,7 +177,9 @@ class LocalSegments:
     def _read_manifest(self) -> dict[str, Any] | None:
         path = self.directory / _MANIFEST
         try:
-            raw = path.read_bytes()
+            # A regular file, bounded: a FIFO put there would block the read for good,
+            # a link to a device would never end.
+            raw = read_regular_file(path, MANIFEST_MAX_BYTES)
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as exc:
@@ -227,7 +234,10 @@ class LocalSegments:
         name, size, checksum = entry_fields(entry)
         path = pack_path(self.directory, name)
         try:
-            handle = open(path, "rb")  # noqa: SIM115 - closed below, after mapping
+            # Non-blocking: a FIFO in a pack's place would wait for a writer (it is
+            # refused below, as anything but a regular file is).
+            fd = os.open(path, os.O_RDONLY | _NONBLOCK)
+            handle = os.fdopen(fd, "rb")
         except FileNotFoundError:
             raise StorageError(f"index file {str(path)!r} is missing") from None
         except OSError as exc:
@@ -239,9 +249,12 @@ class LocalSegments:
             # by then (check_cache.CheckCache.record), whatever the checks then take.
             seen_ns = time.time_ns()
             try:
-                before = stamp_of(os.fstat(handle.fileno()))
+                found = os.fstat(handle.fileno())
             except OSError as exc:
                 raise StorageError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+            if not stat.S_ISREG(found.st_mode):
+                raise StorageError(f"index file {str(path)!r} is not a regular file")
+            before = stamp_of(found)
             _check_size(path, before.size, size)
             known = self.checks.passed(name, before, checksum)
             if CHECKSUM not in known:

@@ -160,6 +160,14 @@ def snapshot_path(snapshot_dir: Path, document_id: str) -> Path:
     return ensure_within(Path(snapshot_dir) / document_id, Path(snapshot_dir))
 
 
+def _own_file(snapshot_dir: Path, name: str) -> Path | None:
+    """``name``'s path, or None when a link stands there: groundkit writes every text
+    as a file of its own, so a link (wherever it points) holds no stored text. It is
+    never followed to look or renew, and a write replaces it."""
+    path = Path(snapshot_dir) / check_snapshot_id(name)
+    return None if path.is_symlink() else path
+
+
 def snapshot_matches(path: Path, content: str) -> bool:
     """True when the file at ``path`` holds exactly ``content``."""
     try:
@@ -172,7 +180,9 @@ def write_snapshot(snapshot_dir: Path, document_id: str, content: str | bytes) -
     """Write ``content`` (a text as UTF-8, or bytes) atomically (a temp file of this
     writer's own, fsync, rename, the directory synced); returns the path."""
     snapshot_dir.mkdir(parents=True, exist_ok=True)
-    path = snapshot_path(snapshot_dir, document_id)
+    # Not resolved: the rename below replaces a link standing at the name, never
+    # writing through it.
+    path = Path(snapshot_dir) / check_snapshot_id(document_id)
     # Its own temp name: two processes writing the same text do not share one.
     temp = path.with_name(f"{path.name}.{secrets.token_hex(6)}{SNAPSHOT_TEMP_SUFFIX}")
     try:
@@ -192,7 +202,9 @@ def write_snapshot(snapshot_dir: Path, document_id: str, content: str | bytes) -
 def keep_snapshot(snapshot_dir: Path, name: str, content: str) -> bool:
     """True when ``name`` holds exactly ``content``; its time is then set to now, so a
     sweep's grace period protects it while the row naming it commits."""
-    path = snapshot_path(snapshot_dir, name)
+    path = _own_file(snapshot_dir, name)
+    if path is None:
+        return False
     if not snapshot_matches(path, content):
         return False
     try:
@@ -360,8 +372,11 @@ class LocalSnapshots:
         return await asyncio.to_thread(_read_local, self.directory, document_id)
 
     async def matches(self, document_id: str, content: str) -> bool:
-        path = snapshot_path(self.directory, document_id)
-        return await asyncio.to_thread(snapshot_matches, path, content)
+        def look() -> bool:
+            path = _own_file(self.directory, document_id)
+            return path is not None and snapshot_matches(path, content)
+
+        return await asyncio.to_thread(look)
 
     async def write(self, document_id: str, content: str) -> None:
         await asyncio.to_thread(write_snapshot, self.directory, document_id, content)
@@ -376,9 +391,14 @@ class LocalSnapshots:
 
     async def renew(self, name: str) -> None:
         """Set ``name``'s time to now (a sweep's grace period counts from it)."""
-        path = snapshot_path(self.directory, name)
-        with contextlib.suppress(OSError):
-            await asyncio.to_thread(os.utime, path)
+
+        def touch() -> None:
+            path = _own_file(self.directory, name)
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    os.utime(path)
+
+        await asyncio.to_thread(touch)
 
     async def kept_copy(self, document_id: str) -> tuple[str, bytes] | None:
         """The name and bytes of ``document_id``'s most recently written kept copy."""
@@ -390,9 +410,13 @@ class LocalSnapshots:
         return name, await self.read(name)
 
     async def exists(self, name: str) -> bool:
-        """Whether a file ``name`` is stored (exactly that name)."""
-        path = snapshot_path(self.directory, name)
-        return await asyncio.to_thread(path.is_file)
+        """Whether a file ``name`` is stored (exactly that name; a link is not one)."""
+
+        def look() -> bool:
+            path = _own_file(self.directory, name)
+            return path is not None and path.is_file()
+
+        return await asyncio.to_thread(look)
 
     async def names(self) -> set[str]:
         """The names stored (temp files left out)."""

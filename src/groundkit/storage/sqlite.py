@@ -580,7 +580,7 @@ class SQLiteMetadataStore:
                 raise CollectionNotFoundError(
                     f"no collection at {str(path)!r}; ingest something first"
                 )
-            await asyncio.to_thread(_create_file, path)
+            await _to_thread_to_the_end(_create_file, path)
         try:
             # Connected here rather than by aiosqlite: when its connect fails it
             # stops its thread without waiting for it, and a thread that ends after
@@ -946,11 +946,14 @@ class SQLiteMetadataStore:
         sources, counts = term_counts(items)
         check_storable(items, nul_allowed=True)
         check_keep(keep_versions)
-        now = time.time()
-        start = version_start(valid_as_of, now)
+        version_start(valid_as_of, time.time())  # a bad valid_as_of is refused before waiting
         vocab_before = None if self._vocab is None else dict(self._vocab)
         try:
             await self._begin_write()
+            # Taken under the write lock: a writer that waited for it starts its version
+            # after the one committed meanwhile, not before it.
+            now = time.time()
+            start = version_start(valid_as_of, now)
             same = stored_already(
                 items,
                 await self._rows_in(
@@ -1739,6 +1742,19 @@ def _sqlite_error(exc: sqlite3.Error) -> str:
     return f"{exc} ({name})" if isinstance(name, str) and name not in str(exc) else str(exc)
 
 
+async def _to_thread_to_the_end(fn: Callable[..., None], *args: Any) -> None:
+    """``fn`` in a worker thread; cancelled, this still waits for the thread (which
+    nothing can stop) before it raises, so the caller's clean-up sees what it made."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+    try:
+        await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait({work})
+        if not work.cancelled() and work.exception() is not None:
+            logger.debug("cancelled while it failed: %s", work.exception())
+        raise
+
+
 def _create_file(path: Path) -> None:
     """Build an empty collection under a temporary name, then link it to ``path``.
 
@@ -1795,6 +1811,18 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
     running server); the driver's exception must not cross the public API.
     """
 
+    def closed_under(store: SQLiteMetadataStore, exc: Exception) -> bool:
+        """The driver's complaint about a connection ``close`` took from a read in flight
+        (aiosqlite's ``ValueError``, sqlite3's ``ProgrammingError``)."""
+        return store._db is None and isinstance(exc, ValueError | sqlite3.ProgrammingError)
+
+    def typed(store: SQLiteMetadataStore, exc: Exception) -> Exception:
+        if closed_under(store, exc):
+            return StorageError(f"the metadata store {store.path.name!r} is closed")
+        if isinstance(exc, ValueError) and not isinstance(exc, UnicodeEncodeError):
+            return exc  # a ValueError of an open store is no driver failure: left as it is
+        return StorageError(message(store, exc))
+
     def message(store: SQLiteMetadataStore, exc: Exception) -> str:
         if isinstance(exc, UnicodeEncodeError):
             # A str argument SQLite cannot bind; the driver's message is not quoted.
@@ -1817,11 +1845,25 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
             def gen_wrapper(method: Any) -> Any:
                 @functools.wraps(method)
                 async def wrapped(self: SQLiteMetadataStore, *a: Any, **k: Any) -> Any:
+                    items = method(self, *a, **k)
                     try:
-                        async for item in method(self, *a, **k):
-                            yield item
-                    except (sqlite3.Error, UnicodeEncodeError) as exc:
-                        raise StorageError(message(self, exc)) from None
+                        try:
+                            async for item in items:
+                                yield item
+                        finally:
+                            # Closed here, not left to the garbage collector, whose
+                            # finalizer task would only reach the loop's handler.
+                            try:
+                                await items.aclose()
+                            except (sqlite3.Error, ValueError) as exc:
+                                # A cursor of a closed store needs no closing.
+                                if not closed_under(self, exc):
+                                    raise
+                    except (sqlite3.Error, UnicodeEncodeError, ValueError) as exc:
+                        error = typed(self, exc)
+                        if error is exc:
+                            raise
+                        raise error from None
 
                 return wrapped
 
@@ -1833,8 +1875,11 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
                 async def wrapped(self: SQLiteMetadataStore, *a: Any, **k: Any) -> Any:
                     try:
                         return await method(self, *a, **k)
-                    except (sqlite3.Error, UnicodeEncodeError) as exc:
-                        raise StorageError(message(self, exc)) from None
+                    except (sqlite3.Error, UnicodeEncodeError, ValueError) as exc:
+                        error = typed(self, exc)
+                        if error is exc:
+                            raise
+                        raise error from None
 
                 return wrapped
 
