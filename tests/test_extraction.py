@@ -186,6 +186,12 @@ class TestDecode:
         assert decode_body(b"caf\xe9", "no-such-charset") == "caf\ufffd"
         assert decode_body(b"caf\xe9", "rot13") == "caf\ufffd"  # not a text encoding
 
+    def test_a_label_naming_a_codec_that_refuses_everything_is_ignored(self) -> None:
+        # Python's "undefined" codec raises a bare UnicodeError for any input.
+        assert decode_body(b"caf\xe9", "undefined") == "caf\ufffd"
+        data = b"<meta charset='undefined'><p>caf\xe9</p>"
+        assert decode_body(data).endswith("caf\ufffd</p>")
+
     @pytest.mark.parametrize("label", ["utf-16", "UTF-16LE", "utf-16be"])
     def test_a_meta_utf16_label_reads_as_utf8(self, label: str) -> None:
         # A <meta> readable as ASCII was not written in UTF-16 (WHATWG): the bytes are

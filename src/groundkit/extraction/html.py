@@ -104,7 +104,9 @@ def decode_body(data: bytes, declared: str | None = None, *, markup: bool = True
                 continue
             try:
                 return data.decode(name)
-            except (UnicodeDecodeError, LookupError):
+            except (UnicodeError, LookupError):
+                # UnicodeError, not only its decode subclass: the "undefined" codec
+                # (a label servers do send) refuses every byte with the base class.
                 continue
     return data.decode("utf-8", errors="replace")
 
