@@ -248,6 +248,26 @@ async def test_base_dir_is_real_path(
     assert report.added == ["kitchen/bread.txt", "kitchen/tea.rst"]
 
 
+async def test_a_symlinked_folder_inside_the_base_prunes_and_keeps_like_its_target(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    # Its files are named by their real paths, so ingesting through the link must
+    # find them unchanged, and prune those deleted, as ingesting the folder does.
+    (corpus_dir / "pantry").symlink_to(corpus_dir / "kitchen", target_is_directory=True)
+    first = await indexer.ingest(corpus_dir / "kitchen")
+    assert first.added == ["kitchen/bread.txt", "kitchen/tea.rst"]
+    generation = await store.generation()
+    again = await indexer.ingest(corpus_dir / "pantry")
+    assert (again.added, again.unchanged) == ([], ["kitchen/bread.txt", "kitchen/tea.rst"])
+    one = await indexer.ingest(corpus_dir / "pantry" / "tea.rst")
+    assert (one.added, one.unchanged) == ([], ["kitchen/tea.rst"])
+    assert await store.generation() == generation
+    (corpus_dir / "kitchen" / "bread.txt").unlink()
+    pruned = await indexer.ingest(corpus_dir / "pantry")
+    assert (pruned.removed, pruned.unchanged) == (["kitchen/bread.txt"], ["kitchen/tea.rst"])
+    assert "kitchen/bread.txt" not in await document_sources(store)
+
+
 async def test_chunking_config_is_used(store: SQLiteMetadataStore, corpus_dir: Path) -> None:
     indexer = Indexer(store, corpus_dir, chunking=ChunkingConfig(max_chars=40, overlap_chars=0))
     await indexer.ingest(corpus_dir)

@@ -189,6 +189,10 @@ class Indexer:
             raise IngestionError(
                 f"{str(path)!r} is outside the collection's base directory {str(self._base)!r}"
             )
+        # Discovery walks the real path, so the sources it finds are named from it; the
+        # documents the run may call unchanged or prune must be looked up under the same
+        # name, not under a symlink's (which found none, so nothing was ever pruned).
+        root = Path(os.path.realpath(root))
         reporter = Reporter(progress, log_every=self._ingest.progress_log_seconds)
         async with self._lock, reporter.logging():
             return await self._ingest_root(root, reporter, fields, valid_as_of, executor)
