@@ -147,6 +147,18 @@ async def test_odd_front_matter_is_a_warning_and_the_file_is_indexed(col: Collec
     assert record is not None and record.fields == {"title": "ok"}
 
 
+async def test_deeply_nested_toml_front_matter_is_a_warning(col: Collection) -> None:
+    nested = "[" * 5000 + "]" * 5000
+    write_tree(col.base_dir, {"deep.md": f"+++\na = {nested}\n+++\nDeep text.\n"})
+    report = await col.ingest(col.base_dir)
+    assert report.added == ["deep.md", "plain.txt", "tea.md"]
+    assert report.failed == []
+    [warning] = report.warnings
+    assert warning.source == "deep.md"
+    assert "nested too deeply" in warning.reason
+    assert await _fields(col, "deep.md") == {}
+
+
 async def test_an_unreadable_label_fails_that_file_only(col: Collection) -> None:
     write_tree(col.base_dir, {"broken.md": "---\ntitle: ok\nsensitivity: secret\n---\nText.\n"})
     report = await col.ingest(col.base_dir)
