@@ -222,6 +222,12 @@ async def test_missing_path(indexer: Indexer, corpus_dir: Path) -> None:
         await indexer.ingest(corpus_dir / "nope")
 
 
+async def test_a_path_the_system_cannot_look_up(indexer: Indexer, corpus_dir: Path) -> None:
+    # A name longer than the file system allows: os.stat raises ENAMETOOLONG.
+    with pytest.raises(IngestionError, match="cannot be looked up: File name too long"):
+        await indexer.ingest(corpus_dir / ("x" * 300))
+
+
 async def test_relative_path_resolves_against_cwd(
     indexer: Indexer, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -183,7 +183,11 @@ class Indexer:
         root = Path(path)
         if not root.is_absolute():
             root = Path.cwd() / root
-        if not root.exists():
+        try:
+            exists = root.exists()
+        except OSError as exc:  # a name too long, a directory it may not search
+            raise IngestionError(f"{str(path)!r} cannot be looked up: {exc.strerror}") from None
+        if not exists:
             raise IngestionError(f"{str(path)!r} does not exist")
         if not is_within(root, self._base):
             raise IngestionError(
