@@ -250,6 +250,15 @@ def test_an_indented_heading_starts_its_chunk_at_the_hash() -> None:
     assert [text[a:b] for a, b in spans] == ["Some intro.", "## Deep\nText under it."]
 
 
+def test_sentence_chunks_of_many_headings_before_a_long_blank_tail() -> None:
+    # Each heading's start was trimmed against the whole rest of the text, walking back
+    # over the blank tail once per heading: hours here (the suite's timeout fails this
+    # test without the fix).
+    text = "".join(f"# H{i}\n\nBody {i}.\n\n" for i in range(20_000)) + "\n" * 1_000_000
+    spans = chunk_spans(text, ChunkingConfig(strategy="sentence"), headings=headings_of(text))
+    assert [text[a:b] for a, b in spans] == [f"# H{i}\n\nBody {i}." for i in range(20_000)]
+
+
 def test_sentence_chunks_join_a_heading_with_its_first_sentence() -> None:
     text = "# Guide\n\nRun it. Then stop.\n\n## Next\n\nDone.\n"
     spans = chunk_spans(text, ChunkingConfig(strategy="sentence"), headings=headings_of(text))

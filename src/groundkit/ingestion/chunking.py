@@ -44,6 +44,13 @@ def _trim(text: str, start: int, end: int) -> Span | None:
     return (start, end) if start < end else None
 
 
+def _first_non_space(text: str, pos: int) -> int | None:
+    """Where ``text[pos:]`` starts once trimmed (``_trim``'s start), or None if blank."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos if pos < len(text) else None
+
+
 def _split_at(text: str, start: int, end: int, pattern: re.Pattern[str]) -> Iterator[Span]:
     """Trimmed pieces of ``text[start:end]`` between matches of ``pattern``.
 
@@ -138,8 +145,9 @@ def _heading_with_next(
     no page starts between them, so no chunk is a bare title (the heading path names
     it anyway)."""
     # Where each heading's unit begins: its line, past any indent (units are trimmed).
-    heads = {_trim(text, h, len(text)) for h in lines}
-    starts = {span[0] for span in heads if span is not None}
+    # Scanned forward only: trimming each heading's span to the end of the text also
+    # walked back over trailing whitespace once per heading.
+    starts = {start for h in lines if (start := _first_non_space(text, h)) is not None}
     out: list[Span] = []
     i = 0
     while i < len(units):
