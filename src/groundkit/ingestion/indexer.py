@@ -41,7 +41,7 @@ from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.executor import IngestExecutor, IngestPlan, PreparedFile
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files, unportable_name
-from groundkit.ingestion.index_text import index_text
+from groundkit.ingestion.index_text import index_texts_of
 from groundkit.ingestion.progress import ProgressCallback, Reporter, embed_in_slices
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
@@ -1104,8 +1104,8 @@ def index_texts(
     chunks: Sequence[Chunk], metadata: Mapping[str, Any], chunking: ChunkingConfig
 ) -> list[str]:
     """What each chunk is analysed and embedded as (groundkit/ingestion/index_text.py)."""
-    contextual = chunking.contextual
-    return [index_text(c.content, c.start_offset, metadata, contextual=contextual) for c in chunks]
+    pairs = [(c.content, c.start_offset) for c in chunks]
+    return index_texts_of(pairs, metadata, contextual=chunking.contextual)
 
 
 def _argument_fields(metadata: FieldsArgument | None) -> dict[str, FieldValue]:
