@@ -89,6 +89,16 @@ class TestIngestConfig:
         with pytest.raises(ConfigurationError):
             IngestConfig(extensions=extensions)
 
+    @pytest.mark.parametrize(
+        "extension", ["*.md", ".*", "tar.gz", "..md", "md/", "docs/x.md", "a\\b.?", " .md"]
+    )
+    def test_an_extension_no_file_name_ends_in_is_refused(self, extension: str) -> None:
+        # A file is matched by its last suffix: these matched nothing, silently.
+        with pytest.raises(ConfigurationError, match="can never match"):
+            IngestConfig(extensions=(extension,))
+        with pytest.raises(ConfigurationError, match="can never match"):
+            IngestConfig(html_extensions=(extension,))
+
     def test_max_file_bytes_positive(self) -> None:
         with pytest.raises(ConfigurationError):
             IngestConfig(max_file_bytes=0)

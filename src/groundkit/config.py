@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
@@ -270,6 +271,9 @@ class AnalyzerConfig(_Settings):
 
 
 def _normalise_extensions(value: tuple[str, ...]) -> tuple[str, ...]:
+    """Lower case, with a leading dot. A file is matched by its last suffix only
+    (``PurePath.suffix``), so a value no file name can end in (``"*.md"``, ``".tar.gz"``,
+    ``"md/"``) is refused: taken, it would leave every file skipped without a word."""
     out: list[str] = []
     for ext in value:
         e = ext.lower()
@@ -277,6 +281,11 @@ def _normalise_extensions(value: tuple[str, ...]) -> tuple[str, ...]:
             e = "." + e
         if len(e) < 2:
             raise ValueError(f"bad extension {ext!r}")
+        if PurePosixPath("x" + e).suffix != e or "*" in e or "?" in e:
+            raise ValueError(
+                f"extension {ext!r} can never match: a file is matched by the part of its "
+                "name from its last '.', such as '.md' (no globs, paths or inner dots)"
+            )
         out.append(e)
     return tuple(sorted(set(out)))
 

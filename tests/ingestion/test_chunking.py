@@ -9,6 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from groundkit import ChunkingConfig
+from groundkit.config import ChunkStrategy
 from groundkit.contracts import Document
 from groundkit.ingestion import chunk_document, chunk_spans
 
@@ -165,6 +166,24 @@ class TestCutPreference:
     def test_small_units_are_packed(self) -> None:
         text = "A b. C d. E f. G h."
         assert _pieces(text, ChunkingConfig(max_chars=32, overlap_chars=0)) == [text]
+
+    @pytest.mark.parametrize("strategy", ["fixed", "structure"])
+    def test_a_megabyte_of_dots_is_cut_at_the_budget(self, strategy: ChunkStrategy) -> None:
+        # A dotted leader or ASCII-art line with no space after it: the sentence
+        # search was tried from every dot and took hours on a 1 MB file (the
+        # suite's timeout fails this test without the fix).
+        text = "." * 1_000_000 + "x"
+        config = ChunkingConfig(strategy=strategy, max_chars=100_000, overlap_chars=0)
+        pieces = _pieces(text, config)
+        assert "".join(pieces) == text
+        assert [len(p) for p in pieces] == [100_000] * 10 + [1]
+
+    def test_a_run_of_enders_ends_a_sentence_once(self) -> None:
+        text = "Wait for it... And then?! It came."
+        assert _pieces(text, ChunkingConfig(max_chars=32, overlap_chars=0)) == [
+            "Wait for it... And then?!",
+            "It came.",
+        ]
 
 
 class TestOverlap:

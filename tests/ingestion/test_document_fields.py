@@ -147,6 +147,29 @@ async def test_odd_front_matter_is_a_warning_and_the_file_is_indexed(col: Collec
     assert record is not None and record.fields == {"title": "ok"}
 
 
+async def test_deeply_nested_toml_front_matter_is_a_warning(col: Collection) -> None:
+    nested = "[" * 5000 + "]" * 5000
+    labelled = f"+++\nsensitivity = 'secret'\na = {nested}\n+++\nText.\n"
+    write_tree(
+        col.base_dir,
+        {"deep.md": f"+++\na = {nested}\n+++\nDeep text.\n", "labelled.md": labelled},
+    )
+    report = await col.ingest(col.base_dir)
+    assert report.added == ["deep.md", "plain.txt", "tea.md"]
+    [warning] = report.warnings
+    assert warning.source == "deep.md"
+    # Said once: the note names the front matter itself.
+    assert warning.reason == (
+        "front matter is TOML nested too deeply to read; no fields read from it"
+    )
+    assert await _fields(col, "deep.md") == {}
+    [failure] = report.failed
+    assert failure.reason.startswith(
+        "labelled.md: front matter is TOML nested too deeply to read, and it names a "
+        "'sensitivity' label"
+    )
+
+
 async def test_an_unreadable_label_fails_that_file_only(col: Collection) -> None:
     write_tree(col.base_dir, {"broken.md": "---\ntitle: ok\nsensitivity: secret\n---\nText.\n"})
     report = await col.ingest(col.base_dir)

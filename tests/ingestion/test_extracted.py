@@ -211,6 +211,22 @@ async def test_bad_files_fail_alone_and_store_nothing(
         assert await document_sources(col.store) == ["ok.md"]
 
 
+async def test_a_page_declaring_the_undefined_charset_is_read(tmp_path: Path) -> None:
+    # Its bytes are not UTF-8 and its label names Python's "undefined" codec: the page
+    # is read as UTF-8 with replacements (an unknown label), not a crash of the ingest.
+    base = tmp_path / "corpus"
+    page = b"<html><meta charset='undefined'><p>Caf\xe9 crema tastes bitter.</p></html>"
+    write_tree(base, {"a.md": "Plain notes about tea.\n", "page.html": page})
+    async with Collection.open(tmp_path / "index", base_dir=base) as col:
+        report = await col.ingest(base)
+        assert report.added == ["a.md", "page.html"]
+        assert report.failed == []
+        results = (await col.search("crema bitter")).results
+        assert [r.source for r in results] == ["page.html"]
+        assert results[0].content == "Caf\ufffd crema tastes bitter."
+        assert await assert_all_verify(results, base) == 1
+
+
 async def test_missing_pdf_extra_fails_only_the_pdf(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -217,6 +217,17 @@ def test_toml_front_matter() -> None:
     assert bad.notes[0].startswith("front matter is not valid TOML")
 
 
+@pytest.mark.parametrize("value", ["[" * 5000 + "]" * 5000, "{b = " * 5000 + "1" + "}" * 5000])
+def test_deeply_nested_toml_is_noted(value: str) -> None:
+    front = read_front_matter(f"+++\ntitle = 'kept?'\na = {value}\n+++\nbody\n")
+    assert front.fields == {}
+    [note] = front.notes
+    assert note == "front matter is TOML nested too deeply to read; no fields read from it"
+    # A label it holds cannot be read, so the file fails rather than going public.
+    with pytest.raises(IngestionError, match="sensitivity"):
+        read_front_matter(f"+++\nsensitivity = 'secret'\na = {value}\n+++\nbody\n")
+
+
 def test_oversized_front_matter_is_noted() -> None:
     body = "a: " + "x" * (MAX_FRONT_MATTER_CHARS + 1)
     front = read_front_matter(f"---\n{body}\n---\ntext\n")

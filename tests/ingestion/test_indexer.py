@@ -222,6 +222,12 @@ async def test_missing_path(indexer: Indexer, corpus_dir: Path) -> None:
         await indexer.ingest(corpus_dir / "nope")
 
 
+async def test_a_path_the_system_cannot_look_up(indexer: Indexer, corpus_dir: Path) -> None:
+    # A name longer than the file system allows: os.stat raises ENAMETOOLONG.
+    with pytest.raises(IngestionError, match="cannot be looked up: File name too long"):
+        await indexer.ingest(corpus_dir / ("x" * 300))
+
+
 async def test_relative_path_resolves_against_cwd(
     indexer: Indexer, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,6 +252,26 @@ async def test_base_dir_is_real_path(
     assert indexer.base_dir == Path(os.path.realpath(corpus_dir))
     report = await indexer.ingest(link / "kitchen")
     assert report.added == ["kitchen/bread.txt", "kitchen/tea.rst"]
+
+
+async def test_a_symlinked_folder_inside_the_base_prunes_and_keeps_like_its_target(
+    indexer: Indexer, store: SQLiteMetadataStore, corpus_dir: Path
+) -> None:
+    # Its files are named by their real paths, so ingesting through the link must
+    # find them unchanged, and prune those deleted, as ingesting the folder does.
+    (corpus_dir / "pantry").symlink_to(corpus_dir / "kitchen", target_is_directory=True)
+    first = await indexer.ingest(corpus_dir / "kitchen")
+    assert first.added == ["kitchen/bread.txt", "kitchen/tea.rst"]
+    generation = await store.generation()
+    again = await indexer.ingest(corpus_dir / "pantry")
+    assert (again.added, again.unchanged) == ([], ["kitchen/bread.txt", "kitchen/tea.rst"])
+    one = await indexer.ingest(corpus_dir / "pantry" / "tea.rst")
+    assert (one.added, one.unchanged) == ([], ["kitchen/tea.rst"])
+    assert await store.generation() == generation
+    (corpus_dir / "kitchen" / "bread.txt").unlink()
+    pruned = await indexer.ingest(corpus_dir / "pantry")
+    assert (pruned.removed, pruned.unchanged) == (["kitchen/bread.txt"], ["kitchen/tea.rst"])
+    assert "kitchen/bread.txt" not in await document_sources(store)
 
 
 async def test_chunking_config_is_used(store: SQLiteMetadataStore, corpus_dir: Path) -> None:

@@ -6,8 +6,11 @@ libraries' own distributions are in tests/data (see its README).
 
 from __future__ import annotations
 
+import copy
 import io
+import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import docx
@@ -24,6 +27,7 @@ from groundkit import Collection, ConfigurationError, IngestConfig, IngestionErr
 from groundkit.contracts import Document, page_at
 from groundkit.extraction import (
     PAGE_SEPARATOR,
+    ExtractorProtocol,
     active_extractors,
     docx_extractor,
     epub_extractor,
@@ -265,6 +269,80 @@ async def test_a_container_that_unpacks_too_far_is_refused(
     monkeypatch.setattr(extraction_base, "MAX_UNPACKED_BYTES", 2000)
     with pytest.raises(IngestionError, match=r"unpacks to .* over the limit of 2000"):
         await docx_extractor().extract_bytes(data)
+
+
+def _repeated_spine(times: int) -> bytes:
+    """A real EPUB whose spine names its one chapter ``times`` times."""
+    book = io.BytesIO(epub_bytes([("Tea", "leaf " * 400)]))
+    out = io.BytesIO()
+    with zipfile.ZipFile(book) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            part = source.read(info.filename)
+            if info.filename.endswith(".opf"):
+                ref = re.search(rb"<itemref [^>]*/>", part)
+                assert ref is not None
+                part = part.replace(ref.group(0), ref.group(0) * times, 1)
+            target.writestr(info, part)
+    return out.getvalue()
+
+
+def _repeated_slide(times: int) -> bytes:
+    """A real PPTX whose slide list names its one slide ``times`` times."""
+    presentation = pptx.Presentation(io.BytesIO(pptx_bytes([["leaf " * 400]])))
+    slide_ids = presentation.slides._sldIdLst
+    first = slide_ids[0]
+    for n in range(1, times):
+        again = copy.deepcopy(first)
+        again.set("id", str(int(first.get("id")) + n))
+        slide_ids.append(again)
+    out = io.BytesIO()
+    presentation.save(out)
+    return out.getvalue()
+
+
+def _merged_down(rows: int) -> bytes:
+    """A real DOCX with a table whose first cell is merged down ``rows`` rows."""
+    document = docx.Document()
+    table = document.add_table(rows=rows, cols=2)
+    table.cell(0, 0).text = "leaf " * 400
+    table.cell(0, 0).merge(table.cell(rows - 1, 0))
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("make", "extractor"),
+    [
+        (_repeated_spine, epub_extractor),
+        (_repeated_slide, pptx_extractor),
+        (_merged_down, docx_extractor),
+    ],
+)
+async def test_a_part_read_many_times_cannot_expand_past_the_text_limit(
+    monkeypatch: pytest.MonkeyPatch,
+    make: Callable[[int], bytes],
+    extractor: Callable[[], ExtractorProtocol],
+) -> None:
+    # Each part is small and the container's declared size too; read 40 times over,
+    # one part is 80,000 characters. At 10,000 times, a few KB of file came to
+    # gigabytes of text held in memory.
+    monkeypatch.setattr(extraction_base, "MAX_TEXT_CHARS", 50_000, raising=False)
+    once = await extractor().extract_bytes(make(1))
+    assert "leaf leaf" in once.text
+    with pytest.raises(IngestionError, match=r"more than 50000 characters of text"):
+        await extractor().extract_bytes(make(40))
+
+
+async def test_more_chapters_or_slides_than_a_container_holds_parts_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The PPTX has 38 parts, fewer than the limit; its slide list names 40 slides.
+    monkeypatch.setattr(extraction_base, "_MAX_MEMBERS", 39)
+    with pytest.raises(IngestionError, match=r"lists 40 spine entries, over the limit of 39"):
+        await epub_extractor().extract_bytes(_repeated_spine(40))
+    with pytest.raises(IngestionError, match=r"lists 40 slides, over the limit of 39"):
+        await pptx_extractor().extract_bytes(_repeated_slide(40))
 
 
 def test_a_missing_extra_names_its_install() -> None:

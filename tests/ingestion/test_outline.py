@@ -134,6 +134,13 @@ class TestMarkdown:
         assert titles("# Escaped \\*star\\*\n") == [(1, "Escaped *star*")]
         assert titles("#   spaced    out   \n") == [(1, "spaced out")]
 
+    def test_headings_of_long_backtick_runs(self) -> None:
+        # Each title was seconds of regex backtracking, so a file of such headings held
+        # an ingest for an hour (the suite's timeout fails this test without the fix).
+        text = ("# " + "`" * 999 + "a\n\n") * 600
+        assert titles(text) == [(1, "a")] * 600
+        assert titles("# ``a` and ``b``\n") == [(1, "a` and b")]
+
     def test_no_headings(self) -> None:
         assert markdown_outline("") == []
         assert markdown_outline("just text\n\nand more\n") == []

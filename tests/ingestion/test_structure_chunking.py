@@ -22,6 +22,8 @@ from groundkit.config import ChunkStrategy
 from groundkit.contracts import GAPS_KEY, HEADINGS_KEY, Document, heading_path_at
 from groundkit.ingestion import chunk_document, chunk_spans
 from groundkit.ingestion.chunking import Span, chunk_gaps, heading_starts
+from groundkit.ingestion.index_text import heading_paths, index_text
+from groundkit.ingestion.indexer import index_texts
 from groundkit.ingestion.outline import markdown_outline
 from groundkit.retrieval.context import rebuild_text, section_bounds
 from groundkit.storage.protocols import StoredChunk
@@ -248,6 +250,55 @@ def test_an_indented_heading_starts_its_chunk_at_the_hash() -> None:
     # A sentence chunk joins an indented heading to its first sentence too.
     spans = chunk_spans(text, ChunkingConfig(strategy="sentence"), headings=[heading])
     assert [text[a:b] for a, b in spans] == ["Some intro.", "## Deep\nText under it."]
+
+
+def test_sentence_chunks_of_many_headings_before_a_long_blank_tail() -> None:
+    # Each heading's start was trimmed against the whole rest of the text, walking back
+    # over the blank tail once per heading: hours here (the suite's timeout fails this
+    # test without the fix).
+    text = "".join(f"# H{i}\n\nBody {i}.\n\n" for i in range(20_000)) + "\n" * 1_000_000
+    spans = chunk_spans(text, ChunkingConfig(strategy="sentence"), headings=headings_of(text))
+    assert [text[a:b] for a, b in spans] == [f"# H{i}\n\nBody {i}." for i in range(20_000)]
+
+
+def test_contextual_index_texts_of_a_file_of_many_headings() -> None:
+    # Each chunk's heading path was found by walking the whole outline from the top:
+    # half an hour for this 1 MB file (the suite's timeout fails this test without the
+    # fix). One pass gives each chunk the path heading_path_at gives it.
+    text = "".join(f"{'#' * (i % 6 + 1)} H{i}\n\nBody {i}.\n\n" for i in range(40_000))
+    metadata: dict[str, Any] = {HEADINGS_KEY: markdown_outline(text)}
+    document = Document(document_id="d", source="h.md", content=text, metadata=metadata)
+    config = ChunkingConfig(contextual=True)
+    chunks = chunk_document(document, config)
+    texts = index_texts(chunks, metadata, config)
+    assert len(texts) == 40_000
+    assert texts[-1] == "H39996 > H39997 > H39998 > H39999\n\n#### H39999\n\nBody 39999."
+    for i in (0, 1, 5, 6, 7, 20_001):
+        chunk = chunks[i]
+        one = index_text(chunk.content, chunk.start_offset, metadata, contextual=True)
+        assert texts[i] == one
+
+
+@settings(max_examples=200)
+@given(
+    outline=st.lists(
+        st.one_of(
+            st.tuples(st.integers(0, 60), st.integers(1, 6), st.sampled_from(["A", "b", ""])).map(
+                list
+            ),
+            st.just(["not", "an", "entry"]),
+        ),
+        max_size=8,
+    ),
+    offsets=st.lists(st.integers(0, 70), max_size=6),
+    ordered=st.booleans(),
+)
+def test_heading_paths_agree_with_heading_path_at(
+    outline: list[list[Any]], offsets: list[int], ordered: bool
+) -> None:
+    metadata = {HEADINGS_KEY: outline}
+    chosen = sorted(offsets) if ordered else offsets
+    assert heading_paths(metadata, chosen) == [heading_path_at(metadata, o) for o in chosen]
 
 
 def test_sentence_chunks_join_a_heading_with_its_first_sentence() -> None:

@@ -22,11 +22,13 @@ from groundkit.extraction.sources import read_capped
 from groundkit.utils.path_safety import printable_path
 
 __all__ = [
+    "MAX_TEXT_CHARS",
     "MAX_UNPACKED_BYTES",
     "PAGE_SEPARATOR",
     "BaseExtractor",
     "Extraction",
     "ExtractorProtocol",
+    "TextBudget",
     "check_zip_container",
     "composite_identity",
     "distribution_identity",
@@ -115,6 +117,9 @@ def composite_identity(layout: str, *distributions: str) -> str:
 # size), so a small file cannot expand into gigabytes of XML.
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 _MAX_MEMBERS = 50_000
+# What one extraction from such a container may read in all (``TextBudget``): as
+# much text as its parts may unpack to.
+MAX_TEXT_CHARS = MAX_UNPACKED_BYTES
 
 
 def check_zip_container(data: bytes, kind: str) -> None:
@@ -134,6 +139,43 @@ def check_zip_container(data: bytes, kind: str) -> None:
         raise IngestionError(
             f"{kind} unpacks to {total} bytes, over the limit of {MAX_UNPACKED_BYTES}"
         )
+
+
+class TextBudget:
+    """What one extraction from a container may read, counted as it reads.
+
+    ``check_zip_container`` caps the parts as the container declares them, but a part
+    can be read more than once: an EPUB spine or a PPTX slide list naming one part many
+    times, a DOCX cell merged down many rows (python-docx gives its text once per row).
+    A few kilobytes could so expand into gigabytes of text; past ``MAX_TEXT_CHARS``
+    characters (or ``_MAX_MEMBERS`` chapters or slides) the extraction fails instead,
+    before memory runs out.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self._kind = kind
+        self._limit = MAX_TEXT_CHARS
+        self._used = 0
+
+    def take(self, text: str) -> str:
+        """``text``, once it is counted."""
+        self.spend(len(text))
+        return text
+
+    def spend(self, amount: int) -> None:
+        self._used += amount
+        if self._used > self._limit:
+            raise IngestionError(
+                f"{self._kind} reads as more than {self._limit} characters of text, over "
+                "the limit (does it name one part many times?)"
+            )
+
+    def count(self, parts: int, what: str) -> None:
+        """Refuse more ``parts`` (chapters, slides) than a container may hold."""
+        if parts > _MAX_MEMBERS:
+            raise IngestionError(
+                f"{self._kind} lists {parts} {what}, over the limit of {_MAX_MEMBERS}"
+            )
 
 
 def join_pages(pages: list[str]) -> tuple[str, tuple[int, ...]]:

@@ -22,6 +22,7 @@ from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.base import (
     BaseExtractor,
     Extraction,
+    TextBudget,
     check_zip_container,
     composite_identity,
     join_pages,
@@ -56,8 +57,10 @@ class EpubExtractor(BaseExtractor):
     def _run(self, data: bytes, charset: str | None) -> Extraction:
         ebooklib, epub = self._module
         check_zip_container(data, "EPUB")
+        budget = TextBudget("the EPUB")
         try:
             book = epub.read_epub(io.BytesIO(data), {"ignore_ncx": True})
+            budget.count(len(book.spine), "spine entries")
             chapters: list[bytes] = []
             for entry in book.spine:
                 idref = entry[0] if isinstance(entry, tuple | list) else entry
@@ -65,7 +68,10 @@ class EpubExtractor(BaseExtractor):
                 if item is None:
                     raise IngestionError(f"the spine names a missing item {idref!r}")
                 if item.get_type() == ebooklib.ITEM_DOCUMENT:
-                    chapters.append(item.get_content())
+                    content = item.get_content()
+                    # A chapter's text is no longer than its markup: count it unparsed.
+                    budget.spend(len(content))
+                    chapters.append(content)
             info = _dc_info(book)
         except IngestionError:
             raise

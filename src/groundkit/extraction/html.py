@@ -104,7 +104,9 @@ def decode_body(data: bytes, declared: str | None = None, *, markup: bool = True
                 continue
             try:
                 return data.decode(name)
-            except (UnicodeDecodeError, LookupError):
+            except (UnicodeError, LookupError):
+                # UnicodeError, not only its decode subclass: the "undefined" codec
+                # (a label servers do send) refuses every byte with the base class.
                 continue
     return data.decode("utf-8", errors="replace")
 
@@ -162,12 +164,15 @@ class _TextBuilder:
     def end_block(self) -> None:
         self.end_line()
         lines = self._lines
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        while lines and not lines[-1].strip():
-            lines.pop()
-        if lines:
-            self.blocks.append("\n".join(lines))
+        # Blank lines at either end are left out by index: taken off the front one at a
+        # time, a <pre> of a million newlines took time quadratic in their number.
+        start, end = 0, len(lines)
+        while start < end and not lines[start].strip():
+            start += 1
+        while end > start and not lines[end - 1].strip():
+            end -= 1
+        if start < end:
+            self.blocks.append("\n".join(lines[start:end]))
         lines.clear()
 
 

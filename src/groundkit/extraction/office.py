@@ -36,6 +36,7 @@ from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.base import (
     BaseExtractor,
     Extraction,
+    TextBudget,
     check_zip_container,
     composite_identity,
     join_pages,
@@ -95,12 +96,13 @@ class DocxExtractor(BaseExtractor):
     def _run(self, data: bytes, charset: str | None) -> Extraction:
         docx = self._module
         check_zip_container(data, "DOCX")
+        budget = TextBudget("the DOCX")
         try:
             document = docx.Document(io.BytesIO(data))
             blocks: list[str] = []
             headings: list[tuple[int, int, str]] = []
             offset = 0
-            for block, level in _docx_body(document):
+            for block, level in _docx_body(document, budget):
                 if not block:
                     continue
                 if level is not None:
@@ -115,7 +117,7 @@ class DocxExtractor(BaseExtractor):
         return Extraction(text="\n\n".join(blocks), info=info, headings=tuple(headings))
 
 
-def _docx_body(document: Any) -> Iterator[tuple[str, int | None]]:
+def _docx_body(document: Any, budget: TextBudget) -> Iterator[tuple[str, int | None]]:
     """The body's blocks as ``_docx_blocks`` gives them, each with its heading level:
     1-6 for a paragraph styled "Title" (1) or "Heading N" (N, past 6 as 6), else None."""
     from docx.table import Table  # extra: docx
@@ -123,7 +125,7 @@ def _docx_body(document: Any) -> Iterator[tuple[str, int | None]]:
     style_of = _paragraph_styles(document)
     for item in document.iter_inner_content():
         level = None if isinstance(item, Table) else _heading_level(style_of(item))
-        yield _docx_item_text(item), level
+        yield _docx_item_text(item, budget), level
 
 
 def _paragraph_styles(document: Any) -> Callable[[Any], str | None]:
@@ -158,21 +160,21 @@ def _heading_level(style: str | None) -> int | None:
     return min(int(match.group(1)), 6) if match else None
 
 
-def _docx_blocks(container: Any) -> Iterator[str]:
+def _docx_blocks(container: Any, budget: TextBudget) -> Iterator[str]:
     for item in container.iter_inner_content():
-        yield _docx_item_text(item)
+        yield _docx_item_text(item, budget)
 
 
-def _docx_item_text(item: Any) -> str:
+def _docx_item_text(item: Any, budget: TextBudget) -> str:
     from docx.table import Table  # extra: docx
 
     if isinstance(item, Table):
-        lines = [line for row in item.rows if (line := _row_line(_docx_cells(row)))]
+        lines = [line for row in item.rows if (line := _row_line(_docx_cells(row, budget)))]
         return "\n".join(lines)
-    return str(item.text.strip())
+    return budget.take(str(item.text.strip()))
 
 
-def _docx_cells(row: Any) -> list[str]:
+def _docx_cells(row: Any, budget: TextBudget) -> list[str]:
     cells: list[str] = []
     seen: set[int] = set()
     for cell in row.cells:
@@ -180,7 +182,9 @@ def _docx_cells(row: Any) -> list[str]:
         if id(cell._tc) in seen:
             continue
         seen.add(id(cell._tc))
-        cells.append(_flat(" ".join(_docx_blocks(cell))))
+        # A cell merged down several rows is returned in each row, and its paragraphs
+        # are counted each time they are read.
+        cells.append(_flat(" ".join(_docx_blocks(cell, budget))))
     return cells
 
 
@@ -190,9 +194,11 @@ class PptxExtractor(BaseExtractor):
     def _run(self, data: bytes, charset: str | None) -> Extraction:
         pptx = self._module
         check_zip_container(data, "PPTX")
+        budget = TextBudget("the PPTX")
         try:
             presentation = pptx.Presentation(io.BytesIO(data))
-            pages = [_slide_text(slide) for slide in presentation.slides]
+            budget.count(len(presentation.slides), "slides")
+            pages = [budget.take(_slide_text(slide)) for slide in presentation.slides]
             info = _core_info(presentation.core_properties)
         except IngestionError:
             raise

@@ -26,8 +26,12 @@ __all__ = ["Span", "chunk_document", "chunk_gaps", "chunk_spans", "heading_start
 Span = tuple[int, int]
 
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+# A Latin ender run is tried from its first character only (the look-behind): tried
+# from each of its characters, a long run of dots not followed by a space (a dotted
+# leader, ASCII art) took time quadratic in its length.
 _SENTENCE_END = re.compile(
-    r"[.!?]+[\"'\u201d\u2019)\]]*(?=\s)|[\u3002\uff01\uff1f]+[\"'\u201d\u2019\u300d\u300f)\]]*"
+    r"(?<![.!?])[.!?]+[\"'\u201d\u2019)\]]*(?=\s)"
+    r"|[\u3002\uff01\uff1f]+[\"'\u201d\u2019\u300d\u300f)\]]*"
 )
 _SPACE = re.compile(r"\s")
 
@@ -40,15 +44,25 @@ def _trim(text: str, start: int, end: int) -> Span | None:
     return (start, end) if start < end else None
 
 
+def _first_non_space(text: str, pos: int) -> int | None:
+    """Where ``text[pos:]`` starts once trimmed (``_trim``'s start), or None if blank."""
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos if pos < len(text) else None
+
+
 def _split_at(text: str, start: int, end: int, pattern: re.Pattern[str]) -> Iterator[Span]:
-    """Trimmed pieces of ``text[start:end]`` between matches of ``pattern``."""
+    """Trimmed pieces of ``text[start:end]`` between matches of ``pattern``.
+
+    Matched in the slice, so nothing before ``start`` is seen by a look-behind.
+    """
     cursor = start
-    for match in pattern.finditer(text, start, end):
-        cut = match.end() if pattern is _SENTENCE_END else match.start()
+    for match in pattern.finditer(text[start:end]):
+        cut = start + (match.end() if pattern is _SENTENCE_END else match.start())
         piece = _trim(text, cursor, cut)
         if piece:
             yield piece
-        cursor = match.end()
+        cursor = start + match.end()
     piece = _trim(text, cursor, end)
     if piece:
         yield piece
@@ -131,8 +145,9 @@ def _heading_with_next(
     no page starts between them, so no chunk is a bare title (the heading path names
     it anyway)."""
     # Where each heading's unit begins: its line, past any indent (units are trimmed).
-    heads = {_trim(text, h, len(text)) for h in lines}
-    starts = {span[0] for span in heads if span is not None}
+    # Scanned forward only: trimming each heading's span to the end of the text also
+    # walked back over trailing whitespace once per heading.
+    starts = {start for h in lines if (start := _first_non_space(text, h)) is not None}
     out: list[Span] = []
     i = 0
     while i < len(units):

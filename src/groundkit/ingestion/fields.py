@@ -455,6 +455,10 @@ def _toml_front_matter(block: str) -> FrontMatter:
         data = tomllib.loads(block)
     except tomllib.TOMLDecodeError as exc:
         return _unparsed(block, f"front matter is not valid TOML ({' '.join(str(exc).split())})")
+    except RecursionError:
+        # tomllib reads nested arrays and inline tables by recursion, without a limit
+        # of its own: deep nesting was a RecursionError out of the whole ingest.
+        return _unparsed(block, "front matter is TOML nested too deeply to read")
     collector = _Collector()
     for key, value in data.items():
 

@@ -127,6 +127,12 @@ def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]
     return Discovery(tuple(found), skipped)
 
 
+def _about_front_matter(message: str) -> str:
+    """A front matter note or failure, saying once that it is about the front matter
+    (a note on a field starts ``line N:``; one on the whole block names it already)."""
+    return message if message.startswith("front matter") else f"front matter {message}"
+
+
 # Where a leading '---' block is front matter rather than text that happens to start so.
 FRONT_MATTER_EXTENSIONS = frozenset({".md", ".markdown"})
 # Files whose headings make the document's outline (``HEADINGS_KEY``), and how to read them.
@@ -176,10 +182,10 @@ class FileLoader:
             try:
                 front = read_front_matter(text)
             except IngestionError as exc:  # only a sensitivity label it cannot read
-                raise IngestionError(f"{source}: front matter {exc}") from None
+                raise IngestionError(f"{source}: {_about_front_matter(str(exc))}") from None
             if front.fields:
                 metadata[FIELDS_KEY] = front.fields
-            notes = tuple(f"front matter {note}" for note in front.notes)
+            notes = tuple(_about_front_matter(note) for note in front.notes)
         return Document(
             document_id=document_id_for(source),
             source=source,

@@ -41,7 +41,7 @@ from groundkit.ingestion.dispatch import RoutingLoader
 from groundkit.ingestion.executor import IngestExecutor, IngestPlan, PreparedFile
 from groundkit.ingestion.fields import check_fields
 from groundkit.ingestion.files import discover_files, unportable_name
-from groundkit.ingestion.index_text import index_text
+from groundkit.ingestion.index_text import index_texts_of
 from groundkit.ingestion.progress import ProgressCallback, Reporter, embed_in_slices
 from groundkit.ingestion.protocols import LoaderProtocol
 from groundkit.lexical.analyzer import Analyzer
@@ -183,12 +183,20 @@ class Indexer:
         root = Path(path)
         if not root.is_absolute():
             root = Path.cwd() / root
-        if not root.exists():
+        try:
+            exists = root.exists()
+        except OSError as exc:  # a name too long, a directory it may not search
+            raise IngestionError(f"{str(path)!r} cannot be looked up: {exc.strerror}") from None
+        if not exists:
             raise IngestionError(f"{str(path)!r} does not exist")
         if not is_within(root, self._base):
             raise IngestionError(
                 f"{str(path)!r} is outside the collection's base directory {str(self._base)!r}"
             )
+        # Discovery walks the real path, so the sources it finds are named from it; the
+        # documents the run may call unchanged or prune must be looked up under the same
+        # name, not under a symlink's (which found none, so nothing was ever pruned).
+        root = Path(os.path.realpath(root))
         reporter = Reporter(progress, log_every=self._ingest.progress_log_seconds)
         async with self._lock, reporter.logging():
             return await self._ingest_root(root, reporter, fields, valid_as_of, executor)
@@ -1131,8 +1139,8 @@ def index_texts(
     chunks: Sequence[Chunk], metadata: Mapping[str, Any], chunking: ChunkingConfig
 ) -> list[str]:
     """What each chunk is analysed and embedded as (groundkit/ingestion/index_text.py)."""
-    contextual = chunking.contextual
-    return [index_text(c.content, c.start_offset, metadata, contextual=contextual) for c in chunks]
+    pairs = [(c.content, c.start_offset) for c in chunks]
+    return index_texts_of(pairs, metadata, contextual=chunking.contextual)
 
 
 def _argument_fields(metadata: FieldsArgument | None) -> dict[str, FieldValue]:

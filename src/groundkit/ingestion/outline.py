@@ -66,7 +66,9 @@ def _indent(line: str) -> int:
 # Of a heading's line, what its title is read from: no title is longer, and the
 # clean-up below does bounded work per heading however long a line is.
 MAX_TITLE_CHARS = 1000
-_CODE_SPAN = re.compile(r"(`+)(.*?[^`])\1(?!`)")
+# Opens at the first backtick of a run only: tried from each backtick of a long run,
+# every length of opener scanned the rest of the title (a thousand backticks: seconds).
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(.*?[^`])\1(?!`)")
 _LINK = re.compile(r"!?\[([^\[\]]*)\](?:\([^()]*\)|\[[^\[\]]*\])")
 # A run of ``*``/``_`` that opens (after the start, a space or an opening bracket,
 # before a non-space) or closes (after a non-space, before the end, a space or
