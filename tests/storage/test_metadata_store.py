@@ -362,3 +362,30 @@ async def test_hit_reads_follow_the_file_as_it_shrinks_and_grows(tmp_path: Path)
     finally:
         await writer.close()
         await reader.close()
+
+
+async def test_a_scan_sorts_a_documents_metadata_once_not_once_per_chunk(tmp_path: Path) -> None:
+    # A document with 1 MB of metadata (a long PDF's geometry, a file of many headings)
+    # and 1,500 chunks: sorted with every chunk, its metadata would need 1.5 GB of
+    # sorter space. With the sorter in memory and SQLite's heap capped at 200 MB, the
+    # scan must still complete, every chunk holding the metadata.
+    from groundkit.testing.conformance.helpers import make_document
+
+    store = await SQLiteMetadataStore.open(tmp_path / "long.sqlite3")
+    try:
+        pad = "g" * 1_000_000
+        document, chunks, terms = make_document("long.md", [f"part {i}" for i in range(1500)])
+        document = document.model_copy(update={"metadata": {"pad": pad}})
+        await store.replace_documents([(document, chunks, terms)])
+        await put(store, "short.md", ["one", "two"])
+        await store._conn.execute("PRAGMA temp_store = MEMORY")
+        limits = sqlite3.connect(":memory:")
+        limits.execute(f"PRAGMA hard_heap_limit = {200 * 1024 * 1024}")  # the whole process
+        try:
+            seen = [(s.source, s.metadata.get("pad")) async for b in store.iter_chunks() for s in b]
+        finally:
+            limits.execute("PRAGMA hard_heap_limit = 0")
+            limits.close()
+        assert seen == [("long.md", pad)] * 1500 + [("short.md", None)] * 2
+    finally:
+        await store.close()

@@ -11,7 +11,7 @@ import dataclasses
 import json
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, get_args
@@ -52,6 +52,7 @@ from groundkit.utils.ties import order_key
 __all__ = [
     "LEGACY_GAPS_SQL",
     "REMOVED",
+    "MetadataCarry",
     "WriteItems",
     "change_log",
     "check_fields_value",
@@ -491,6 +492,34 @@ def share_metadata(rows: Sequence[Any]) -> list[Any]:
             row = (*values[:at], read.get((values[6], values[13])), *values[at + 1 :])
         out.append(row)
     return out
+
+
+class MetadataCarry:
+    """Fills in a scan's chunk rows whose document metadata the statement read with the
+    first chunk of each document version only (NULL with the rest).
+
+    A scan in (source, chunk index) order meets a document's chunks one after the
+    other, its lowest chunk index first, so the metadata read there is carried to the
+    rest: the statement's sort then holds each document's metadata once, not once per
+    chunk (a long PDF's geometry, or a file of many headings, once per chunk came to
+    gigabytes of temporary file)."""
+
+    def __init__(self) -> None:
+        self._owner: tuple[Any, Any] | None = None
+        self._metadata: Any = None
+
+    def fill(self, rows: Iterable[Any]) -> list[Any]:
+        at = _METADATA_AT
+        out: list[Any] = []
+        for row in rows:
+            owner = (row[6], row[13])
+            if row[at] is not None:
+                self._owner, self._metadata = owner, row[at]
+            elif owner == self._owner:
+                values = tuple(row)
+                row = (*values[:at], self._metadata, *values[at + 1 :])
+            out.append(row)
+        return out
 
 
 # A PDF's metadata holds its geometry (kilobytes per page), and every chunk row of the

@@ -38,6 +38,7 @@ from groundkit.storage._rows import (
     LEGACY_GAPS_SQL,
     REMOVED,
     STORED_ALREADY_COLUMNS,
+    MetadataCarry,
     WriteItems,
     change_log,
     check_keep,
@@ -408,6 +409,19 @@ class PostgresMetadataStore:
         self._current = (
             f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {s}.documents d"
             " ON d.id = c.document_id WHERE c.valid_to IS NULL"
+        )
+        # Every current chunk in source order, a document's metadata read with its first
+        # chunk only: sorted once per document, not once per chunk (``MetadataCarry``).
+        first_only = _CHUNK_COLUMNS.replace(
+            "d.metadata", "CASE WHEN c.chunk_index = f.first THEN d.metadata END"
+        )
+        self._scan = (
+            f"SELECT {first_only} FROM {s}.chunks c JOIN {s}.documents d"
+            " ON d.id = c.document_id JOIN (SELECT document_id, version,"
+            f" MIN(chunk_index) AS first FROM {s}.chunks WHERE valid_to IS NULL"
+            " GROUP BY document_id, version) f"
+            " ON f.document_id = c.document_id AND f.version = c.version"
+            " WHERE c.valid_to IS NULL ORDER BY d.source, c.chunk_index"
         )
         self._any_version = (
             f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {_EVERY_VERSION.format(s=s)} d"
@@ -1261,9 +1275,9 @@ class PostgresMetadataStore:
         return {int(row[0]): stored_hit(row) for row in share_metadata(rows)}
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
-        sql = f"{self._current} ORDER BY d.source, c.chunk_index"
-        async for rows in self._cursor("read chunks", sql, batch_size):
-            yield [stored_chunk(r) for r in rows]
+        carry = MetadataCarry()  # each document's metadata is sorted once (``_scan``)
+        async for rows in self._cursor("read chunks", self._scan, batch_size):
+            yield [stored_chunk(r) for r in carry.fill(rows)]
 
     # -- lexical statistics --------------------------------------------------
 

@@ -35,6 +35,7 @@ from groundkit.storage._rows import (
     LEGACY_GAPS_SQL,
     REMOVED,
     STORED_ALREADY_COLUMNS,
+    MetadataCarry,
     WriteItems,
     change_log,
     check_fields_value,
@@ -269,6 +270,21 @@ _CHUNK_COLUMNS = (
 _CHUNKS_JOINED = (
     "chunks c JOIN documents d ON d.id = c.document_id"
     " LEFT JOIN document_versions v ON v.document_id = c.document_id AND v.version = c.version"
+)
+
+
+# Every current chunk in (source, chunk index) order, its document's metadata read with
+# its first chunk only (``MetadataCarry`` fills in the rest).
+_SCAN_SQL = (
+    "SELECT "
+    + _CHUNK_COLUMNS.replace(
+        "COALESCE(v.metadata, d.metadata)",
+        "CASE WHEN c.chunk_index = f.first THEN COALESCE(v.metadata, d.metadata) END",
+    )
+    + f" FROM {_CHUNKS_JOINED} JOIN (SELECT document_id, version, MIN(chunk_index) AS first"
+    " FROM chunks WHERE valid_to IS NULL GROUP BY document_id, version) f"
+    " ON f.document_id = c.document_id AND f.version = c.version"
+    " WHERE c.valid_to IS NULL ORDER BY d.source, c.chunk_index"
 )
 
 
@@ -1547,12 +1563,10 @@ class SQLiteMetadataStore:
         return out
 
     async def iter_chunks(self, batch_size: int = 1000) -> AsyncIterator[list[StoredChunk]]:
-        async with self._conn.execute(
-            f"SELECT {_CHUNK_COLUMNS} FROM {_CHUNKS_JOINED} WHERE c.valid_to IS NULL"
-            " ORDER BY d.source, c.chunk_index"
-        ) as cur:
+        carry = MetadataCarry()  # each document's metadata is sorted once (_SCAN_SQL)
+        async with self._conn.execute(_SCAN_SQL) as cur:
             while rows := await cur.fetchmany(batch_size):
-                yield [stored_chunk(r) for r in rows]
+                yield [stored_chunk(r) for r in carry.fill(rows)]
 
     # -- lexical statistics --------------------------------------------------
 

@@ -805,6 +805,35 @@ class MetadataStoreConformance:
         ]
         assert [s.chunk.content for s in flat] == ["a0", "a1", "b0", "b1", "b2"]
 
+    async def test_iter_chunks_each_hold_their_documents_metadata(self, store: Store) -> None:
+        # A store may read a document's metadata once for all of its chunks; every chunk
+        # still comes back with its own document's current metadata (gaps included),
+        # whatever the batch size and wherever a batch cuts a document.
+        sizes = {"a.txt": 1, "b.txt": 5, "c.txt": 2}
+        for name, size in sizes.items():
+            document, chunks, terms = make_document(name, [f"{name} {i}" for i in range(size)])
+            gaps = {str(i): " " for i in range(size - 1)}
+            metadata = {"fields": {"title": name}, "pad": name * 100, GAPS_KEY: gaps}
+            await put_document(
+                store, document.model_copy(update={"metadata": metadata}), chunks, terms
+            )
+        # A new version of b.txt: its chunks carry the new metadata, never the past one's.
+        document, chunks, terms = make_document("b.txt", [f"b.txt new {i}" for i in range(3)])
+        metadata = {"fields": {"title": "b2"}, GAPS_KEY: {"0": " ", "1": " "}}
+        await put_document(store, document.model_copy(update={"metadata": metadata}), chunks, terms)
+        expected = {
+            "a.txt": {"fields": {"title": "a.txt"}, "pad": "a.txt" * 100, GAPS_KEY: {}},
+            "b.txt": metadata,
+            "c.txt": {"fields": {"title": "c.txt"}, "pad": "c.txt" * 100, GAPS_KEY: {"0": " "}},
+        }
+        for batch_size in (1, 2, 3, 1000):
+            rows = [s async for b in store.iter_chunks(batch_size=batch_size) for s in b]
+            assert [(r.source, r.chunk_index) for r in rows] == [
+                ("a.txt", 0), ("b.txt", 0), ("b.txt", 1), ("b.txt", 2), ("c.txt", 0), ("c.txt", 1)
+            ]  # fmt: skip
+            for row in rows:
+                assert row.metadata == expected[row.source], (batch_size, row.source)
+
     async def test_iter_postings_canonical_order(self, store: Store) -> None:
         # Identical chunk contents across documents, inserted out of canonical order.
         await put(store, "z.txt", ["same text", "unique zed"], document_id="id-b")
