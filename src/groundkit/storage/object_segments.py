@@ -48,7 +48,6 @@ from groundkit.storage.segments import (
     _MANIFEST,
     _SUFFIX,
     _map_pack,
-    _temp_name,
     changed_pack_files,
     check_new_pack_name,
     clear_directory,
@@ -64,6 +63,7 @@ from groundkit.storage.segments import (
     write_pack_file,
 )
 from groundkit.utils.cache_dir import CACHE_DIR_ENV, default_cache_root
+from groundkit.utils.durable import temp_name
 
 __all__ = ["CACHE_DIR_ENV", "ObjectSegments", "default_cache_root"]
 
@@ -342,7 +342,7 @@ class ObjectSegments:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise self._local_error("create", self.cache_dir, exc) from None
-        temp = _temp_name(path)
+        temp = temp_name(path)
         hasher = xxhash.xxh3_64()
         got = 0
         try:

@@ -51,6 +51,7 @@ import xxhash
 from groundkit.contracts import PackCheck, PackStore
 from groundkit.errors import StorageError
 from groundkit.storage.check_cache import CHECKSUM, CheckCache, FileStamp, stamp_of
+from groundkit.utils.durable import write_atomically as _write_atomically
 from groundkit.utils.file_reads import read_regular_file
 
 __all__ = ["LocalSegments", "PackStore", "file_checksum", "new_pack_name", "pack_names"]
@@ -98,18 +99,6 @@ def read_checksum(handle: BinaryIO) -> str:
 def new_pack_name(kind: str) -> str:
     """A unique, sortable pack name (time first, so names list in creation order)."""
     return f"{kind}-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _temp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
 
 
 def _encode_pack(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]) -> list[Any]:
@@ -440,28 +429,6 @@ def write_pack_file(
     hasher = xxhash.xxh3_64()
     size = _write_atomically(pack_path(directory, name), _encode_pack(arrays, meta), hasher)
     return {"name": name, "bytes": size, "xxh3": str(hasher.hexdigest())}
-
-
-def _write_atomically(path: Path, pieces: Iterable[Any], hasher: Any = None) -> int:
-    """Write ``pieces`` to ``path`` whole: a temporary name, fsync, rename, fsync of
-    the directory. Each piece also goes to ``hasher`` when given; returns the size."""
-    temp = _temp_name(path)
-    size = 0
-    try:
-        with open(temp, "wb") as handle:
-            for piece in pieces:
-                handle.write(piece)
-                if hasher is not None:
-                    hasher.update(piece)
-                size += len(piece)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-    return size
 
 
 def _body_checksum(body: Mapping[str, Any]) -> str:

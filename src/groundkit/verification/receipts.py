@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +37,7 @@ from groundkit.contracts import (
 from groundkit.errors import ConfigurationError, InvalidQueryError, ReceiptError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
+from groundkit.utils.durable import write_atomically
 from groundkit.utils.path_safety import base_directory
 from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import Anchor
@@ -344,7 +344,7 @@ async def write_receipts(path: Path | str, annotations: Iterable[Mapping[str, An
     where = _file(path, "write")
     text = dump_receipts(annotations, lines=where.suffix.lower() in _JSON_LINES_SUFFIXES)
     try:
-        await asyncio.to_thread(_replace, where, text.encode("utf-8"))
+        await asyncio.to_thread(write_atomically, where, [text.encode("utf-8")])
     except OSError as exc:
         raise ConfigurationError(
             f"cannot write receipts file {str(where)!r}: {exc.strerror or exc}"
@@ -372,21 +372,6 @@ def _made(receipt: Receipt, number: int) -> Receipt:
             number=number,
         )
     return receipt
-
-
-def _replace(where: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``where``, flush it, and rename it over."""
-    # A name of its own per call: two writers of one file never share a temporary.
-    temporary = where.with_name(f".{where.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(temporary, "xb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, where)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 async def _anchor(receipt: Receipt, text: str) -> Anchor | None:
