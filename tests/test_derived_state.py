@@ -163,6 +163,20 @@ def _oversized(path: Path) -> None:
 NOT_A_MANIFEST = {"a FIFO": _fifo, "a link to /dev/zero": _endless, "too large": _oversized}
 
 
+async def _served_then_saved(
+    index: Path, base: Path, expected: list[list[tuple[str, float]]], *, flagged: bool = True
+) -> None:
+    """The damaged index is rebuilt from the store and answers as before (``flagged``:
+    the open says why), and the rebuild is saved: the next open has nothing to repair."""
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _ranking(col) == expected
+        if flagged:
+            assert await _rebuilt_because(col)
+        await col.add_documents([{"id": "late", "text": "a later kettle note"}])
+    async with Collection.open(index, base_dir=base) as col:
+        assert await _rebuilt_because(col) is None
+
+
 @pytest.mark.parametrize("what", sorted(NOT_A_MANIFEST))
 async def test_a_manifest_that_is_no_small_regular_file_is_rebuilt_not_read(
     copy: tuple[Path, Path], expected: list[list[tuple[str, float]]], what: str
@@ -173,12 +187,7 @@ async def test_a_manifest_that_is_no_small_regular_file_is_rebuilt_not_read(
     manifest = _files(index) / "manifest.json"
     manifest.unlink()
     NOT_A_MANIFEST[what](manifest)
-    async with Collection.open(index, base_dir=base) as col:
-        assert await _ranking(col) == expected
-        assert await _rebuilt_because(col)
-        await col.add_documents([{"id": "late", "text": "a later kettle note"}])
-    async with Collection.open(index, base_dir=base) as col:
-        assert await _rebuilt_because(col) is None
+    await _served_then_saved(index, base, expected)
 
 
 @pytest.mark.parametrize("kind", ["seg", "voc"])
@@ -190,11 +199,7 @@ async def test_a_fifo_in_place_of_a_pack_is_rebuilt_not_waited_on(
     pack = sorted(_files(index).glob(f"{kind}-*.pack"))[0]
     pack.unlink()
     os.mkfifo(pack)
-    async with Collection.open(index, base_dir=base) as col:
-        assert await _ranking(col) == expected
-        await col.add_documents([{"id": "late", "text": "a later kettle note"}])
-    async with Collection.open(index, base_dir=base) as col:
-        assert await _rebuilt_because(col) is None
+    await _served_then_saved(index, base, expected, flagged=False)
 
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
