@@ -211,6 +211,13 @@ class BaseExtractor(ABC):
     def identity(self) -> str:
         return self._identity
 
+    @property
+    def run_identity(self) -> str:
+        """Everything besides the bytes (and a declared charset) that this extractor's
+        output depends on: its identity, plus the settings of a configured one. Equal
+        run identities and bytes give equal extractions (extraction/cache.py)."""
+        return self._identity
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._identity!r})"
 
@@ -218,8 +225,17 @@ class BaseExtractor(ABC):
     def _run(self, data: bytes, charset: str | None) -> Extraction:
         """The extraction itself; runs in a worker thread."""
 
+    def _text(self, data: bytes) -> str:
+        """The text alone (runs in a worker thread): what a citation check compares. An
+        extractor that can read it for less than a whole extraction overrides this."""
+        return self._run(data, None).text
+
     async def extract(self, path: Path) -> str:
-        return (await self.extract_file(path)).text
+        return await asyncio.to_thread(lambda: self._text(_read_bytes(path)))
+
+    async def extract_text(self, data: bytes) -> str:
+        """``extract_bytes(data).text``, for what it may cost less to read."""
+        return await asyncio.to_thread(self._text, data)
 
     async def extract_file(self, path: Path) -> Extraction:
         return await asyncio.to_thread(lambda: self._run(_read_bytes(path), None))

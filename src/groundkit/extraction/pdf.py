@@ -26,6 +26,7 @@ image is held at once and other PDFs are read meanwhile.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -46,7 +47,7 @@ from groundkit.extraction.pdf_ocr import (
     ocr_identity,
     render_page,
 )
-from groundkit.utils.geometry import Box, PageFrame, encode_geometry
+from groundkit.utils.geometry import NO_BOX, Box, PackedBoxes, PageFrame, encode_geometry
 
 __all__ = ["MAX_EDGE_PX", "PDFIUM_LOCK", "PDF_LAYOUT", "PdfExtractor", "pdf_extractor"]
 
@@ -81,7 +82,7 @@ def _import_pdfium() -> Any:
     return pypdfium2
 
 
-PageText = tuple[str, list[Box | None]]
+PageText = tuple[str, Sequence[Box | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +110,17 @@ class PdfExtractor(BaseExtractor):
         super().__init__(identity, module)
         self._policy = policy
 
+    @property
+    def run_identity(self) -> str:
+        # Pages without a text layer read by this engine, or left empty with this
+        # reason (the reason is in the extraction's note), or failing the PDF.
+        engine = self._policy.engine
+        if engine is not None:
+            ocr = f"ocr={engine.identity}"
+        else:
+            ocr = f"ocr=none;required={self._policy.required};{self._policy.missing}"
+        return f"{self.identity}\x00{ocr}"
+
     def with_policy(self, policy: OcrPolicy) -> PdfExtractor:
         """This extractor treating pages without a text layer as ``policy`` says."""
         return PdfExtractor(self.identity, self._module, policy)
@@ -122,7 +134,14 @@ class PdfExtractor(BaseExtractor):
             read = self._extract(data)
         return self._assemble(read, data)
 
-    def _extract(self, data: bytes) -> _Read:
+    def _text(self, data: bytes) -> str:
+        # Without each character's box: about half the cost, the very same text.
+        with PDFIUM_LOCK:
+            read = self._extract(data, with_boxes=False)
+        pages, _, _ = self._recognise(read.pages, data)
+        return join_pages([text for text, _ in pages])[0]
+
+    def _extract(self, data: bytes, *, with_boxes: bool = True) -> _Read:
         pdfium = self._module
         try:
             document = pdfium.PdfDocument(data)
@@ -139,7 +158,7 @@ class PdfExtractor(BaseExtractor):
                 page = document[index]
                 try:
                     frames.append(_frame(pdfium, page))
-                    pages.append(_page_text(pdfium, page))
+                    pages.append(_page_text(pdfium, page, with_boxes=with_boxes))
                 finally:
                     page.close()
             info, info_error = _pdf_info(document)
@@ -161,10 +180,15 @@ class PdfExtractor(BaseExtractor):
         pages, recognised, unread = self._recognise(read.pages, data)
         frames, info, info_error = read.frames, read.info, read.info_error
         joined, starts = join_pages([text for text, _ in pages])
-        geometry = encode_geometry(
-            frames,
-            [(start, text, boxes) for start, (text, boxes) in zip(starts, pages, strict=True)],
-        )
+        try:
+            geometry = encode_geometry(
+                frames,
+                [(start, text, boxes) for start, (text, boxes) in zip(starts, pages, strict=True)],
+            )
+        except ValueError as exc:  # the encoder's own checks: this file fails, typed
+            raise IngestionError(
+                f"cannot record where this PDF's characters stand ({exc}); not ingested"
+            ) from None
         return Extraction(
             text=joined,
             page_starts=starts,
@@ -242,8 +266,9 @@ def _frame(pdfium: Any, page: Any) -> PageFrame:
     return PageFrame(round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2), page.get_rotation())
 
 
-def _page_text(pdfium: Any, page: Any) -> PageText | _Scanned:
-    """The page's text and one box (or None) per character of it.
+def _page_text(pdfium: Any, page: Any, *, with_boxes: bool = True) -> PageText | _Scanned:
+    """The page's text and one box (or None) per character of it (none at all without
+    ``with_boxes``: the text is the same).
 
     The one place a page becomes text. A page whose layer holds no text but that
     draws something is a scan, left to OCR (``PdfExtractor._recognise``, outside
@@ -251,7 +276,7 @@ def _page_text(pdfium: Any, page: Any) -> PageText | _Scanned:
     """
     textpage = page.get_textpage()
     try:
-        layer = _text_layer(pdfium.raw, textpage)
+        layer = _text_layer(pdfium.raw, textpage, with_boxes=with_boxes)
     finally:
         textpage.close()
     if layer[0].strip() or pdfium.raw.FPDFPage_CountObjects(page) <= 0:
@@ -259,14 +284,17 @@ def _page_text(pdfium: Any, page: Any) -> PageText | _Scanned:
     return _Scanned(layer)
 
 
-def _text_layer(raw: Any, textpage: Any) -> tuple[str, list[Box | None]]:
-    """pdfium's characters, normalised (module docstring), with their loose boxes."""
+def _text_layer(raw: Any, textpage: Any, *, with_boxes: bool = True) -> tuple[str, PackedBoxes]:
+    """pdfium's characters, normalised (module docstring), with their loose boxes (left
+    empty without ``with_boxes``: nothing of the text depends on them)."""
     count = raw.FPDFText_CountChars(textpage)
     if count < 0:
         raise IngestionError("not a readable PDF (damaged or truncated?): unreadable text layer")
     rect = raw.FS_RECTF()
     chars: list[str] = []
-    boxes: list[Box | None] = []
+    packed = PackedBoxes()
+    # The array's own extend, called once a character (the hot loop of a PDF read).
+    push, none = packed.values.extend if with_boxes else _discard, NO_BOX
     for i in range(count):
         code = raw.FPDFText_GetUnicode(textpage, i)
         if code == 0x0D:  # pdfium's line break is "\r\n": the "\n" stands for it
@@ -278,22 +306,29 @@ def _text_layer(raw: Any, textpage: Any) -> tuple[str, list[Box | None]]:
             code in _MAYBE_GENERATED and raw.FPDFText_IsGenerated(textpage, i) == 1
         ):
             chars.append(chr(code))
-            boxes.append(None)
+            push(none)
             continue
-        raw.FPDFText_GetLooseCharBox(textpage, i, rect)
-        box = (rect.left, rect.bottom, rect.right, rect.top)
-        box = (min(box[0], box[2]), min(box[1], box[3]), max(box[0], box[2]), max(box[1], box[3]))
+        if with_boxes:
+            raw.FPDFText_GetLooseCharBox(textpage, i, rect)
+            left, bottom, right, top = rect.left, rect.bottom, rect.right, rect.top
+            box = (min(left, right), min(bottom, top), max(left, right), max(bottom, top))
+        else:
+            box = none
         if code in _HYPHEN_CODES and raw.FPDFText_IsHyphen(textpage, i) == 1:
             chars.append("-")
-            boxes.append(box)
+            push(box)
             following = raw.FPDFText_GetUnicode(textpage, i + 1) if i + 1 < count else 0
             if following not in (0x0D, 0x0A):  # pdfium joined the lines: break them again
                 chars.append("\n")
-                boxes.append(None)
+                push(none)
             continue
         chars.append(_char(code))
-        boxes.append(box)
-    return "".join(chars), boxes
+        push(box)
+    return "".join(chars), packed
+
+
+def _discard(_: Box) -> None:
+    """Where a text-only read sends boxes."""
 
 
 def _char(code: int) -> str:

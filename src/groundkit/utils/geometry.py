@@ -39,15 +39,17 @@ import sys
 import zlib
 from array import array
 from bisect import bisect_left
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, overload
 
 __all__ = [
     "FORMAT",
+    "NO_BOX",
     "Box",
     "DamagedGeometryError",
+    "PackedBoxes",
     "PageFrame",
     "PageLines",
     "check_geometry",
@@ -61,10 +63,57 @@ FORMAT = 1
 # Coordinates are stored in hundredths of a point: far below a glyph's size,
 # and the same integer for the same float on every platform.
 _SCALE = 100
+# Coordinates kept, in points (about 10 km): any two of them, scaled, differ by less than
+# an int32 can hold, so every value of the encoding fits. A character beyond has no box.
+_MAX_POINTS = (1 << 30) // _SCALE
 _ROTATIONS = frozenset({0, 90, 180, 270})
 
 # A character's box: x0, y0, x1, y1 in points.
 Box = tuple[float, float, float, float]
+# What ``PackedBoxes`` holds for a character without a box.
+NO_BOX = (float("nan"),) * 4
+
+
+class PackedBoxes(Sequence[Box | None]):
+    """A page's character boxes, packed as four float32 values a character (NaN for a
+    character without a box): 16 bytes a character where a list of tuples of floats
+    takes about 180, and a PDF's boxes are all held until its geometry is encoded (a
+    PDF of a million characters held some 180 MB of them). Exact for pdfium's boxes,
+    whose coordinates are float32 (``FS_RECTF``); a box with a NaN coordinate reads back
+    as no box."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        # Four values a character, ``NO_BOX`` for none: a hot loop extends it directly.
+        self.values = array("f")
+
+    def append(self, box: Box | None) -> None:
+        self.values.extend(NO_BOX if box is None else box)
+
+    def __len__(self) -> int:
+        return len(self.values) // 4
+
+    @overload
+    def __getitem__(self, index: int) -> Box | None: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Box | None]: ...
+
+    def __getitem__(self, index: int | slice) -> Box | list[Box | None] | None:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        size = len(self)
+        at = index + size if index < 0 else index
+        if not 0 <= at < size:
+            raise IndexError("box index out of range")
+        x0, y0, x1, y1 = self.values[4 * at : 4 * at + 4]
+        return None if x0 != x0 else (x0, y0, x1, y1)
+
+    def __iter__(self) -> Iterator[Box | None]:
+        values = iter(self.values)
+        for x0, y0, x1, y1 in zip(values, values, values, values, strict=True):
+            yield None if x0 != x0 else (x0, y0, x1, y1)
 
 
 class DamagedGeometryError(ValueError):
@@ -108,10 +157,6 @@ class PageLines:
         )
 
 
-def _q(value: float) -> int:
-    return round(value * _SCALE)
-
-
 def encode_geometry(
     frames: Sequence[PageFrame],
     pages: Sequence[tuple[int, str, Sequence[Box | None]]],
@@ -131,71 +176,108 @@ def encode_geometry(
             raise ValueError("one box (or None) per character of the page's text")
         if frame.rotation not in _ROTATIONS:
             raise ValueError(f"page rotation {frame.rotation} is not a multiple of 90")
-        lines = _fragments(page_offset, text, boxes)
-        values = array("i", [len(lines)])
-        last_line = 0
-        for line in lines:
-            line_start = line[0][0]
-            values.extend((line_start - last_line, len(line)))
-            last_line = previous_offset = line_start
-            py0 = px1 = py1 = 0
-            for offset, (x0, y0, x1, y1) in line:
-                values.extend((offset - previous_offset, x0 - px1, y0 - py0, x1 - x0, y1 - py1))
-                previous_offset = offset
-                py0, px1, py1 = y0, x1, y1
-        if sys.byteorder != "little":
-            values.byteswap()
-        blob = base64.b64encode(zlib.compress(values.tobytes(), 9)).decode("ascii")
+        data = _page_values(page_offset, text, boxes)
+        blob = base64.b64encode(zlib.compress(data, 9)).decode("ascii")
         out.append([frame.x0, frame.y0, frame.x1, frame.y1, frame.rotation, blob])
     return {"format": FORMAT, "pages": out}
 
 
-_Quantised = tuple[int, int, int, int]
+def _page_values(page_offset: int, text: str, boxes: Sequence[Box | None]) -> bytes:
+    """One page's int32 values (the encoding above), little-endian, computed over all
+    its boxes at once: a PDF's pages hold a box for nearly every character, and a loop
+    per character here took about as long as reading the PDF.
 
-
-def _fragments(
-    page_offset: int, text: str, boxes: Sequence[Box | None]
-) -> list[list[tuple[int, _Quantised]]]:
-    """The page's line fragments: runs of boxed characters within one line of ``text``
-    whose boxes follow on from each other (``_follows``). Two columns that one text
-    line runs across are two fragments, so a rectangle never spans the gap between them.
+    Line fragments are runs of boxed characters within one line of ``text`` whose boxes
+    follow on from each other (``_follows_each``): two columns that one text line runs across
+    are two fragments, so a rectangle never spans the gap between them. A box of a
+    character drawn beyond ``_MAX_POINTS`` (or at no finite place) is none: no
+    rectangle could use it, and its values would not fit the encoding.
     """
-    fragments: list[list[tuple[int, _Quantised]]] = []
-    current: list[tuple[int, _Quantised]] = []
-    for i, (char, box) in enumerate(zip(text, boxes, strict=True)):
-        if char == "\n" and current:
-            fragments.append(current)
-            current = []
-        if box is None:
-            continue
-        x0, y0, x1, y1 = quantised = (_q(box[0]), _q(box[1]), _q(box[2]), _q(box[3]))
-        if x1 < x0 or y1 < y0:
-            raise ValueError(f"box {box} is not ordered (x0 <= x1, y0 <= y1)")
-        if current and not _follows(current[-1][1], quantised):
-            fragments.append(current)
-            current = []
-        current.append((page_offset + i, quantised))
-    if current:
-        fragments.append(current)
-    return fragments
+    import numpy as np
+
+    coords = _coordinates(np, boxes)
+    with np.errstate(invalid="ignore"):
+        usable = np.all((coords > -_MAX_POINTS) & (coords < _MAX_POINTS), axis=1)
+    where = np.flatnonzero(usable)
+    if not len(where):
+        return _little_endian(np, np.zeros(1, dtype=np.int64))
+    # round() of a float is half-to-even, as rint is; both scale the same float64.
+    q = np.rint(coords[where] * _SCALE).astype(np.int64)
+    unordered = np.flatnonzero((q[:, 2] < q[:, 0]) | (q[:, 3] < q[:, 1]))
+    if len(unordered):
+        box = tuple(float(v) for v in coords[where[unordered[0]]])
+        raise ValueError(f"box {box} is not ordered (x0 <= x1, y0 <= y1)")
+    # A fragment starts at the first box, after a line break, and where a box does not
+    # follow on from the one before it.
+    breaks = np.cumsum(
+        np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4") == 0x0A
+    )
+    before = np.concatenate(([0], breaks[where[:-1]]))
+    starts = (breaks[where] != before) | ~_follows_each(np, q)
+    starts[0] = True
+    fragment = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    offsets = page_offset + where.astype(np.int64)
+    # Each box against the one before it in its fragment; a fragment's first box
+    # against its own start and zeros.
+    previous = np.roll(q, 1, axis=0)
+    previous[first] = 0
+    previous_offset = np.roll(offsets, 1)
+    previous_offset[first] = offsets[first]
+    per_box = np.stack(
+        (
+            offsets - previous_offset,
+            q[:, 0] - previous[:, 2],
+            q[:, 1] - previous[:, 1],
+            q[:, 2] - q[:, 0],
+            q[:, 3] - previous[:, 3],
+        ),
+        axis=1,
+    )
+    line_start = offsets[first]
+    counts = np.diff(np.append(first, len(where)))
+    headers = np.stack((line_start - np.concatenate(([0], line_start[:-1])), counts), axis=1)
+    values = np.empty(1 + 2 * len(first) + 5 * len(where), dtype=np.int64)
+    values[0] = len(first)
+    header_at = 1 + 2 * np.arange(len(first)) + 5 * first
+    values[header_at] = headers[:, 0]
+    values[header_at + 1] = headers[:, 1]
+    box_at = 3 + 2 * fragment + 5 * np.arange(len(where))
+    for column in range(5):
+        values[box_at + column] = per_box[:, column]
+    return _little_endian(np, values)
 
 
-def _follows(a: _Quantised, b: _Quantised) -> bool:
-    """Whether box ``b`` continues the line box ``a`` belongs to: they share at least half
-    of the smaller extent across the line, and the gap along it is at most the larger
-    extent across it (about a glyph's height). Holds for text running left or right,
-    up or down (rotated text); a jump to another column or line fails it."""
-    for across, along in (((1, 3), (0, 2)), ((0, 2), (1, 3))):
-        lo, hi = across
-        shared = min(a[hi], b[hi]) - max(a[lo], b[lo])
-        extent = min(a[hi] - a[lo], b[hi] - b[lo])
-        if shared * 2 < extent or (extent <= 0 and shared < 0):
-            continue
-        lo, hi = along
-        gap = max(b[lo] - a[hi], a[lo] - b[hi], 0)
-        if gap <= max(a[across[1]] - a[across[0]], b[across[1]] - b[across[0]]):
-            return True
-    return False
+def _coordinates(np: Any, boxes: Sequence[Box | None]) -> Any:
+    """The boxes as an (n, 4) float64 array, NaN for a character without a box."""
+    if isinstance(boxes, PackedBoxes):
+        return np.frombuffer(boxes.values, dtype=np.float32).astype(np.float64).reshape(-1, 4)
+    return np.array([NO_BOX if b is None else b for b in boxes], dtype=np.float64).reshape(-1, 4)
+
+
+def _follows_each(np: Any, q: Any) -> Any:
+    """Whether each box ``b = q[i]`` continues the line box ``a = q[i - 1]`` belongs to
+    (False for the first): they share at least half of the smaller extent across the
+    line, and the gap along it is at most the larger extent across it (about a glyph's
+    height). Holds for text running left or right, up or down (rotated text); a jump to
+    another column or line fails it."""
+    a, b = np.roll(q, 1, axis=0), q
+    out = np.zeros(len(q), dtype=bool)
+    for (lo, hi), (lo2, hi2) in (((1, 3), (0, 2)), ((0, 2), (1, 3))):
+        shared = np.minimum(a[:, hi], b[:, hi]) - np.maximum(a[:, lo], b[:, lo])
+        extent_a, extent_b = a[:, hi] - a[:, lo], b[:, hi] - b[:, lo]
+        extent = np.minimum(extent_a, extent_b)
+        across = ~((shared * 2 < extent) | ((extent <= 0) & (shared < 0)))
+        gap = np.maximum(np.maximum(b[:, lo2] - a[:, hi2], a[:, lo2] - b[:, hi2]), 0)
+        out |= across & (gap <= np.maximum(extent_a, extent_b))
+    out[0] = False
+    return out
+
+
+def _little_endian(np: Any, values: Any) -> bytes:
+    if values.min(initial=0) < -(1 << 31) or values.max(initial=0) >= 1 << 31:
+        raise ValueError("a geometry value does not fit 32 bits")
+    return bytes(values.astype("<i4").tobytes())
 
 
 def check_geometry(value: Any, pages: int | None = None) -> bool:

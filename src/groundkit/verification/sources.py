@@ -37,6 +37,7 @@ from groundkit.errors import (
     RetrievalError,
 )
 from groundkit.extraction import active_extractors
+from groundkit.extraction.base import BaseExtractor
 from groundkit.extraction.memo import extracted_texts
 from groundkit.extraction.pdf_ocr import OcrEngineChangedError
 from groundkit.extraction.registry import recorded_extractor
@@ -193,6 +194,10 @@ async def _re_extract(citation: Citation, path: Path, max_bytes: int | None) -> 
     found = extractor
 
     async def extract() -> str:
+        # A check compares text only, which some extractors read for less (a PDF's
+        # without its character boxes).
+        if isinstance(found, BaseExtractor):
+            return await found.extract_text(data)
         return (await found.extract_bytes(data)).text
 
     identity = f"{citation.extractor}\x00{extractor.identity}"

@@ -183,11 +183,10 @@ class Verifier:
         report = VerifyReport()
         current: tuple[str, str | None, RetrievalError | None] | None = None
         async for batch in self.store.iter_chunks():
-            texts = await self.named_texts(s.citation for s in batch if self.visible(s))
-            for stored in batch:
-                if not self.visible(stored):
-                    continue
-                citation = stored.citation
+            # Each citation made once: a PDF's carries rectangles read from its geometry.
+            cited = [(s, s.citation) for s in batch if self.visible(s)]
+            texts = await self.named_texts(c for _, c in cited)
+            for stored, citation in cited:
                 if current is None or current[0] != citation.source:
                     try:
                         text = await self.read(citation, texts)
