@@ -108,3 +108,20 @@ def test_ocr_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cited["rects"]
     code, out, _ = run(capsys, "verify", *common(tmp_path))
     assert code == 0, out
+
+
+def test_the_extraction_cache_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """By default an ingest records each PDF's extraction on the host; with
+    ``--no-extraction-cache`` it records none (and reads none back)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GROUNDKIT_CACHE_DIR", str(cache))
+    write_tree(tmp_path / "docs", {"report.pdf": make_pdf(LONG_PAGES)})
+    argv = ["ingest", str(tmp_path / "docs"), *common(tmp_path), "--json"]
+    code, out, _ = run(capsys, *argv, "--no-extraction-cache")
+    assert code == 0 and json.loads(out)["added"] == ["docs/report.pdf"]
+    assert not (cache / "extractions").exists()
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and json.loads(out)["unchanged"] == ["docs/report.pdf"]
+    assert len(list((cache / "extractions").glob("*.gkx"))) == 1

@@ -85,6 +85,7 @@ SETTING_FLAGS = {
     "ocr_languages": "--ocr-languages",
     "keep_versions": "--keep-versions",
     "keep_sources": "--keep-sources",
+    "extraction_cache_bytes": "--no-extraction-cache",
     "strategy": "--chunker",
     "max_chars": "--chunk-chars",
     "overlap_chars": "--chunk-overlap",
@@ -383,6 +384,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep a compressed copy of each file's extracted text with the collection, "
         "so hosts without the files can verify citations ('verified (kept copy)')",
+    )
+    ingest.add_argument(
+        "--no-extraction-cache",
+        action="store_true",
+        help="extract every PDF, HTML, office and EPUB file, and keep no record of it in "
+        "this host's cache directory (by default an unchanged file's extraction is read "
+        "back from there)",
     )
     ingest.add_argument(
         "--chunker",
@@ -1179,7 +1187,7 @@ def _open(
     never load a model.
     """
     from groundkit.collection import Collection
-    from groundkit.config import IngestConfig, RetrievalConfig
+    from groundkit.config import DEFAULT_EXTRACTION_CACHE_BYTES, IngestConfig, RetrievalConfig
     from groundkit.providers.factory import require_embedder_for_manifest
 
     wants_vectors = args.command == "ingest" or (args.command == "search" and args.mode != "bm25")
@@ -1219,6 +1227,9 @@ def _open(
                     ocr_languages=args.ocr_languages,
                     keep_versions=args.keep_versions,
                     keep_sources=args.keep_sources,
+                    extraction_cache_bytes=(
+                        0 if args.no_extraction_cache else DEFAULT_EXTRACTION_CACHE_BYTES
+                    ),
                 )
                 if args.command == "ingest"
                 else None

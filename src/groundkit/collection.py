@@ -610,9 +610,11 @@ class Collection:
 
             config = self._ingest_config
             self._given_url_loader = UrlLoader(
+                read_fields=config.read_fields,
                 html_extractor=config.html_extractor,
                 ocr=config.ocr,
                 ocr_languages=config.ocr_languages,
+                extraction_cache_bytes=config.extraction_cache_bytes,
             )
         return self._given_url_loader
 

@@ -25,6 +25,7 @@ from groundkit.utils.heartbeat import PROGRESS_LOG_SECONDS
 
 __all__ = [
     "DEFAULT_EXTENSIONS",
+    "DEFAULT_EXTRACTION_CACHE_BYTES",
     "DEFAULT_MAX_FILE_BYTES",
     "DOCX_EXTENSIONS",
     "EPUB_EXTENSIONS",
@@ -49,6 +50,8 @@ PPTX_EXTENSIONS: tuple[str, ...] = (".pptx",)
 EPUB_EXTENSIONS: tuple[str, ...] = (".epub",)
 # The largest source file read, at ingest and when a citation is checked.
 DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024
+# What the record of past extractions may hold on disk (extraction/cache.py).
+DEFAULT_EXTRACTION_CACHE_BYTES = 1 << 30
 # Tesseract's language codes, joined by "+" (eng, deu, chi_sim, eng+deu).
 _OCR_LANGUAGES = re.compile(r"[A-Za-z0-9_]+(?:\+[A-Za-z0-9_]+)*")
 
@@ -315,6 +318,10 @@ class IngestConfig(_Settings):
     ``keep_sources`` stores a compressed copy of each file's extracted text with the
     collection (beside its URL snapshots), so a host without the file can still
     check its citations, and says it did (``read_from="kept copy"``).
+    ``extraction_cache_bytes`` bounds the host-local record of what each PDF, HTML,
+    office or EPUB file extracted to (``$GROUNDKIT_CACHE_DIR/extractions``, least
+    recently used out; ``0``: none): an ingest meeting the same bytes again reads the
+    record instead of extracting (no pdfium run, no OCR). Citation checks never read it.
     ``progress_log_seconds`` is the interval of the progress lines an ingest and an
     embedding model's load write to the ``groundkit.progress`` log at INFO (``None``:
     none), whether or not a ``progress`` callback is given.
@@ -333,6 +340,7 @@ class IngestConfig(_Settings):
     read_fields: StrictBool = True
     keep_versions: StrictInt | None = Field(default=None, ge=0)
     keep_sources: StrictBool = False
+    extraction_cache_bytes: StrictInt = Field(default=DEFAULT_EXTRACTION_CACHE_BYTES, ge=0)
     progress_log_seconds: StrictFloat | None = Field(default=PROGRESS_LOG_SECONDS, gt=0)
 
     @field_validator("ocr_languages")

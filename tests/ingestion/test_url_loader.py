@@ -21,6 +21,7 @@ import pytest
 from evals.scanned import scanned_pdf
 from groundkit import (
     Collection,
+    IngestConfig,
     IngestionError,
     RetrievalError,
     RetrievalResult,
@@ -170,6 +171,32 @@ class TestLoader:
         assert document.metadata["pages"] == len(PAGES)
         assert document.metadata["extracted_with"] == pdf_extractor().identity
         assert "Photovoltaic" in document.content
+
+    async def test_a_pdf_fetched_again_unchanged_is_not_extracted_again(
+        self, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from groundkit.extraction.pdf import PdfExtractor
+
+        monkeypatch.setenv("GROUNDKIT_CACHE_DIR", str(tmp_path / "cache"))
+        runs: list[int] = []
+        real = PdfExtractor._run
+
+        def counted(self: PdfExtractor, data: bytes, charset: str | None) -> object:
+            runs.append(len(data))
+            return real(self, data, charset)
+
+        monkeypatch.setattr(PdfExtractor, "_run", counted)
+        first = await loader().load(site.url("/report.pdf"))
+        again = await loader().load(site.url("/report.pdf"))
+        assert len(runs) == 1 and again == first
+        off = await loader(extraction_cache_bytes=0).load(site.url("/report.pdf"))
+        assert len(runs) == 2 and off == first
+        site.routes["/report.pdf"] = Route(
+            body=make_pdf(["Tidal turbines turn both ways."]),
+            headers={"Content-Type": "application/pdf"},
+        )
+        changed = await loader().load(site.url("/report.pdf"))
+        assert len(runs) == 3 and "Tidal turbines" in changed.content
 
     async def test_scanned_pdf_read_by_ocr_as_configured(self, site: Site) -> None:
         engine = real_engine()
@@ -529,6 +556,18 @@ class TestCollection:
         with pytest.raises(IngestionError, match="metadata argument"):
             await col.ingest(url, metadata={"team": ["a", 1]})
         assert site.seen[-1].path == "/guide.html" and len(site.seen) == 3
+
+    async def test_the_default_loader_follows_the_ingest_config(self, tmp_path: Path) -> None:
+        # read_fields=False used to be left out, so a fetched page's title still became a
+        # field and a PDF with damaged info failed, advising the very setting given.
+        config = IngestConfig(
+            read_fields=False, html_extractor="main-content", ocr="off", ocr_languages="deu"
+        )
+        async with Collection.open(tmp_path / "index", base_dir=tmp_path, ingest=config) as col:
+            made = col._url_loader
+        assert made.read_fields is False
+        assert (made.html_extractor, made.ocr, made.ocr_languages) == ("main-content", "off", "deu")
+        assert made.extraction_cache_bytes == config.extraction_cache_bytes
 
     async def test_folder_ingest_never_prunes_urls(self, col: Collection, site: Site) -> None:
         await col.ingest(site.url("/tidal.txt"))

@@ -14,19 +14,17 @@ extractions are kept: a failure is met again by the next check.
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+
+from groundkit.utils.hashing import sha256_bytes
 
 __all__ = ["ExtractedTexts", "extracted_texts"]
 
 # About 64 MB of text held at most (a str of ASCII is a byte a character).
 DEFAULT_MAX_CHARS = 64_000_000
 DEFAULT_MAX_ENTRIES = 64
-# Hashing releases the GIL; below this it is quicker than the hop to a thread.
-_HASH_INLINE_BYTES = 1 << 20
 
 Key = tuple[str, bytes]
 
@@ -47,11 +45,7 @@ class ExtractedTexts:
 
     @staticmethod
     async def key(identity: str, data: bytes) -> Key:
-        if len(data) < _HASH_INLINE_BYTES:
-            digest = hashlib.sha256(data).digest()
-        else:
-            digest = await asyncio.to_thread(lambda: hashlib.sha256(data).digest())
-        return (identity, digest)
+        return (identity, await sha256_bytes(data))
 
     def get(self, key: Key) -> str | None:
         with self._lock:

@@ -32,6 +32,7 @@ from groundkit.extraction import (
     pdf_extractor,
     pptx_extractor,
 )
+from groundkit.extraction.cache import cached_extraction, extraction_cache
 from groundkit.extraction.pdf_ocr import OcrMode, ocr_policy
 from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
@@ -79,7 +80,8 @@ def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> d
 
 
 class _ExtractedLoader:
-    """Reads a file, runs the extractor on its bytes, keeps only a complete result."""
+    """Reads a file, runs the extractor on its bytes (or reads back what it gave for
+    the same bytes before, extraction/cache.py), keeps only a complete result."""
 
     def __init__(
         self,
@@ -109,8 +111,9 @@ class _ExtractedLoader:
             raise IngestionError(f"{source}: {exc}") from None
         except OSError as exc:
             raise IngestionError(f"{source}: cannot read ({exc.strerror or exc})") from None
+        cache = extraction_cache(self.config.extraction_cache_bytes)
         try:
-            extraction = await extractor.extract_bytes(data)
+            extraction = await cached_extraction(extractor, data, cache)
         except IngestionError as exc:
             raise IngestionError(f"{source}: {exc}") from None
         if not extraction.text.strip():

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import httpx
 
+from groundkit.config import DEFAULT_EXTRACTION_CACHE_BYTES
 from groundkit.contracts import Document
 from groundkit.errors import IngestionError
 from groundkit.extraction import (
@@ -29,6 +30,7 @@ from groundkit.extraction import (
     html_extractor,
     main_content_extractor,
 )
+from groundkit.extraction.cache import cached_extraction, extraction_cache
 from groundkit.extraction.pdf_ocr import OcrMode
 from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
 from groundkit.ingestion.extracted import extracted_metadata, pdf_extractor_with_ocr
@@ -111,6 +113,9 @@ class UrlLoader:
     tags or a PDF's document info. ``html_extractor="main-content"`` reads only a
     page's main content (trafilatura, the ``main-content`` extra). ``ocr`` and
     ``ocr_languages`` read a PDF's scanned pages as ``IngestConfig`` says.
+    ``extraction_cache_bytes`` bounds the host's record of extractions (ADR 0088): a
+    page or PDF fetched again with the same bytes is not extracted (or OCR'd) again;
+    ``0`` keeps none.
     """
 
     def __init__(
@@ -125,9 +130,11 @@ class UrlLoader:
         html_extractor: Literal["full", "main-content"] = "full",
         ocr: OcrMode = "auto",
         ocr_languages: str = "eng",
+        extraction_cache_bytes: int = DEFAULT_EXTRACTION_CACHE_BYTES,
     ) -> None:
         if max_bytes < 1 or not timeout > 0:
             raise ValueError("max_bytes and timeout must be positive")
+        self.extraction_cache_bytes = extraction_cache_bytes
         self.read_fields = read_fields
         self.html_extractor = html_extractor
         self.ocr = ocr
@@ -279,7 +286,8 @@ class UrlLoader:
             headings = tuple(await asyncio.to_thread(outline_of, text)) if outline_of else ()
             return Extraction(text=text, headings=headings), None
         try:
-            extraction = await extractor.extract_bytes(body.data, charset=body.charset)
+            cache = extraction_cache(self.extraction_cache_bytes)
+            extraction = await cached_extraction(extractor, body.data, cache, charset=body.charset)
         except IngestionError as exc:
             raise IngestionError(f"{checked.source}: {exc}") from None
         if body.media_type not in _PDF_TYPES:

@@ -30,10 +30,8 @@ import json
 import logging
 import os
 import re
-import stat
 import threading
 import time
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +40,7 @@ from typing import Any
 import xxhash
 
 from groundkit.utils.cache_dir import default_cache_root
+from groundkit.utils.private_files import open_private_folder, read_private, write_private
 
 __all__ = ["CHECKSUM", "SETTLED_NS", "CheckCache", "FileStamp", "stamp_of"]
 
@@ -60,8 +59,6 @@ _FOLDER = "checks"
 _UNUSABLE = (OSError, ValueError, RuntimeError)
 # The names this module writes in the checks folder: records and their temporary files.
 _OURS = re.compile(r"\.?[0-9a-f]{32}\.json(?:\.[0-9a-f]{8}\.tmp)?")
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 # How long ago a file must have last changed for its stamp to be recorded (see ``record``).
 SETTLED_NS = 1_000_000_000
 
@@ -166,30 +163,15 @@ class CheckCache:
         """The record on disk, or nothing when it is missing, not ours or damaged."""
         try:
             path = self.path
-            folder = _open_folder(path.parent)
+            folder = open_private_folder(path.parent)
         except _UNUSABLE:
             return {}
         try:
-            # Non-blocking: a FIFO in the record's place would wait for a writer (it is
-            # refused below, as anything but a regular file is).
-            fd = os.open(path.name, os.O_RDONLY | _NOFOLLOW | _NONBLOCK, dir_fd=folder)
-        except OSError:
-            os.close(folder)
-            return {}
-        try:
-            found = os.fstat(fd)
-            if not _own_file(found) or not stat.S_ISREG(found.st_mode):
-                logger.debug("the pack check record %s is not used: not this user's own", path)
-                return {}
-            if found.st_size > _MAX_BYTES:
-                return {}
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                raw = handle.read(_MAX_BYTES + 1)
-        except OSError:
-            return {}
+            raw = read_private(folder, path.name, _MAX_BYTES)
         finally:
-            os.close(fd)
             os.close(folder)
+        if raw is None:
+            return {}
         packs = _parse(raw, self._index)
         if packs is None:
             logger.debug("the pack check record %s is not used: damaged or foreign", path)
@@ -209,43 +191,12 @@ class CheckCache:
         data = json.dumps({**body, "body_xxh3": _body_checksum(body)}).encode("utf-8")
         # Every step relative to the folder opened once, never through a link: what is
         # written, replaced and removed is inside the user's own checks folder.
-        folder = _open_folder(path.parent)
+        folder = open_private_folder(path.parent)
         try:
-            temp = f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
-            try:
-                fd = os.open(
-                    temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=folder
-                )
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                os.replace(temp, path.name, src_dir_fd=folder, dst_dir_fd=folder)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(temp, dir_fd=folder)
-                raise
+            write_private(folder, path.name, data)
             _bound_folder(folder, keep=path.name)
         finally:
             os.close(folder)
-
-
-def _open_folder(folder: Path) -> int:
-    """The checks folder, opened without following a link, if it is the user's own
-    directory that no one else can write; ``OSError`` otherwise."""
-    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW)
-    try:
-        found = os.fstat(fd)
-        if not stat.S_ISDIR(found.st_mode) or not _own_file(found):
-            raise OSError(f"{folder} is not this user's own directory")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _own_file(found: os.stat_result) -> bool:
-    """Whether a record file (or its folder) is this user's and no one else can write it;
-    the callers check which of the two it is."""
-    return found.st_uid == os.geteuid() and not found.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _body_checksum(body: dict[str, Any]) -> str:
