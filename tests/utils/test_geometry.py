@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from groundkit.utils.geometry import (
+    _ZLIB_LEVEL,
     Box,
     DamagedGeometryError,
     PackedBoxes,
@@ -214,7 +215,7 @@ def _reference_page(page_offset: int, text: str, boxes: list[Box | None]) -> str
             values.extend((offset - previous_offset, x0 - px1, y0 - py0, x1 - x0, y1 - py1))
             previous_offset = offset
             py0, px1, py1 = y0, x1, y1
-    return base64.b64encode(zlib.compress(values.tobytes(), 9)).decode("ascii")
+    return base64.b64encode(zlib.compress(values.tobytes(), _ZLIB_LEVEL)).decode("ascii")
 
 
 # Boxes on a small grid, so that neighbours often touch, overlap, abut or jump lines.
@@ -251,3 +252,21 @@ def test_the_array_encoder_writes_what_the_per_character_one_wrote(
     frame = PageFrame(0, 0, 600, 800, 0)
     [[*_, blob]] = encode_geometry([frame], [(page_offset, text, given_boxes)])["pages"]
     assert blob == _reference_page(page_offset, text, boxes)
+
+
+_CORNER = st.floats(-1e6, 1e6, width=32)
+
+
+@given(st.lists(st.tuples(_CORNER, _CORNER, _CORNER, _CORNER) | st.none(), max_size=40))
+def test_ordering_corners_at_once_is_ordering_each_box(boxes: list[Box | None]) -> None:
+    # A reader appends corners as its source gives them and orders them in one pass.
+    packed = PackedBoxes()
+    for box in boxes:
+        packed.append(box)
+    packed.order_corners()
+    assert list(packed) == [
+        None
+        if box is None
+        else (min(box[0], box[2]), min(box[1], box[3]), max(box[0], box[2]), max(box[1], box[3]))
+        for box in boxes
+    ]

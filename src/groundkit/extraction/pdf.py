@@ -25,6 +25,7 @@ image is held at once and other PDFs are read meanwhile.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -286,44 +287,55 @@ def _page_text(pdfium: Any, page: Any, *, with_boxes: bool = True) -> PageText |
 
 def _text_layer(raw: Any, textpage: Any, *, with_boxes: bool = True) -> tuple[str, PackedBoxes]:
     """pdfium's characters, normalised (module docstring), with their loose boxes (left
-    empty without ``with_boxes``: nothing of the text depends on them)."""
-    count = raw.FPDFText_CountChars(textpage)
+    empty without ``with_boxes``: nothing of the text depends on them).
+
+    The hot loop of a PDF read: two pdfium calls a character. It calls pdfium with the
+    raw handle and a reference made once (pypdfium2's wrapper would look both up at every
+    call), and orders each box's corners in one pass at the end.
+    """
+    handle = textpage.raw
+    count = raw.FPDFText_CountChars(handle)
     if count < 0:
         raise IngestionError("not a readable PDF (damaged or truncated?): unreadable text layer")
+    unicode_at, generated_at, box_at = (
+        raw.FPDFText_GetUnicode,
+        raw.FPDFText_IsGenerated,
+        raw.FPDFText_GetLooseCharBox,
+    )
     rect = raw.FS_RECTF()
+    rect_ref = ctypes.byref(rect)
     chars: list[str] = []
+    add = chars.append
     packed = PackedBoxes()
-    # The array's own extend, called once a character (the hot loop of a PDF read).
+    # The array's own extend, called once a character.
     push, none = packed.values.extend if with_boxes else _discard, NO_BOX
     for i in range(count):
-        code = raw.FPDFText_GetUnicode(textpage, i)
+        code = unicode_at(handle, i)
         if code == 0x0D:  # pdfium's line break is "\r\n": the "\n" stands for it
-            if i + 1 < count and raw.FPDFText_GetUnicode(textpage, i + 1) == 0x0A:
+            if i + 1 < count and unicode_at(handle, i + 1) == 0x0A:
                 continue
             code = 0x0A
         # pdfium generates only blanks and line breaks: other characters skip the call.
-        if code == 0x0A or (
-            code in _MAYBE_GENERATED and raw.FPDFText_IsGenerated(textpage, i) == 1
-        ):
-            chars.append(chr(code))
+        if code == 0x0A or (code in _MAYBE_GENERATED and generated_at(handle, i) == 1):
+            add(chr(code))
             push(none)
             continue
         if with_boxes:
-            raw.FPDFText_GetLooseCharBox(textpage, i, rect)
-            left, bottom, right, top = rect.left, rect.bottom, rect.right, rect.top
-            box = (min(left, right), min(bottom, top), max(left, right), max(bottom, top))
+            box_at(handle, i, rect_ref)
+            box = (rect.left, rect.bottom, rect.right, rect.top)
         else:
             box = none
-        if code in _HYPHEN_CODES and raw.FPDFText_IsHyphen(textpage, i) == 1:
-            chars.append("-")
+        if code in _HYPHEN_CODES and raw.FPDFText_IsHyphen(handle, i) == 1:
+            add("-")
             push(box)
-            following = raw.FPDFText_GetUnicode(textpage, i + 1) if i + 1 < count else 0
+            following = unicode_at(handle, i + 1) if i + 1 < count else 0
             if following not in (0x0D, 0x0A):  # pdfium joined the lines: break them again
-                chars.append("\n")
+                add("\n")
                 push(none)
             continue
-        chars.append(_char(code))
+        add(chr(code) if 0 < code < 0xD800 else _char(code))
         push(box)
+    packed.order_corners()
     return "".join(chars), packed
 
 

@@ -67,6 +67,10 @@ _SCALE = 100
 # an int32 can hold, so every value of the encoding fits. A character beyond has no box.
 _MAX_POINTS = (1 << 30) // _SCALE
 _ROTATIONS = frozenset({0, 90, 180, 270})
+# zlib's level for a page's blob. Level 9 took a third of a generated PDF's extraction
+# time for 11% smaller blobs than 6 (90 pages: 0.26 s against 0.03 s, 163 KB against
+# 182 KB); the blob decodes the same at any level.
+_ZLIB_LEVEL = 6
 
 # A character's box: x0, y0, x1, y1 in points.
 Box = tuple[float, float, float, float]
@@ -90,6 +94,19 @@ class PackedBoxes(Sequence[Box | None]):
 
     def append(self, box: Box | None) -> None:
         self.values.extend(NO_BOX if box is None else box)
+
+    def order_corners(self) -> None:
+        """Make every box ``x0 <= x1`` and ``y0 <= y1``, in one pass over all of them: a
+        reader may append corners as its source gives them (pdfium's left may lie right
+        of its right), which costs less than ordering each box as it comes."""
+        if not self.values:
+            return
+        import numpy as np
+
+        boxes = np.frombuffer(self.values, dtype=np.float32).reshape(-1, 4)
+        low = np.minimum(boxes[:, :2], boxes[:, 2:])
+        boxes[:, 2:] = np.maximum(boxes[:, :2], boxes[:, 2:])
+        boxes[:, :2] = low
 
     def __len__(self) -> int:
         return len(self.values) // 4
@@ -177,7 +194,7 @@ def encode_geometry(
         if frame.rotation not in _ROTATIONS:
             raise ValueError(f"page rotation {frame.rotation} is not a multiple of 90")
         data = _page_values(page_offset, text, boxes)
-        blob = base64.b64encode(zlib.compress(data, 9)).decode("ascii")
+        blob = base64.b64encode(zlib.compress(data, _ZLIB_LEVEL)).decode("ascii")
         out.append([frame.x0, frame.y0, frame.x1, frame.y1, frame.rotation, blob])
     return {"format": FORMAT, "pages": out}
 
