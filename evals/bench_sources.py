@@ -1,7 +1,8 @@
 """PDF and HTML ingest throughput through the real Indexer, on generated files.
 
     python -m evals.bench_sources [--pdf-files 20] [--pages 25] [--html-files 60]
-        [--html-kb 160] [--repeat 3] [--out docs/benchmarks.md]
+        [--html-kb 160] [--repeat 3] [--before COMMIT] [--rounds 5]
+        [--out docs/benchmarks.md]
 
 Files are generated into a temp dir from a seeded vocabulary: PDFs with fpdf2
 (one text page after another, about 2,000 characters each), HTML pages with a
@@ -16,6 +17,12 @@ For each format three things are timed, each the median of ``--repeat`` runs:
   every citation (the process's memory of extracted texts emptied first).
 
 PDF figures are pages per second, HTML figures megabytes of input per second.
+
+With ``--before COMMIT`` the extractors of that earlier commit (checked out as a git
+worktree, as ``evals.bench_before`` does) are timed beside today's over the same
+files: fresh processes alternating between the two, ``--rounds`` times, each timing
+one pass over the folder after a warm-up pass; the figure is the median over rounds.
+A speed-up claimed for extraction is this ratio, not two figures from two days.
 With ``--out`` this script's marked section of that file is replaced (appended
 the first time); the rest of the file is left alone, and bench_bm25 carries
 the section over when it rewrites the file.
@@ -136,6 +143,41 @@ class Timing:
     chunks: int
 
 
+# One pass of an extractor over a folder, timed after a warm-up pass, run under either
+# version of the package (it uses only what both export).
+_EXTRACT_PASS = """
+import asyncio, sys, time
+from pathlib import Path
+from groundkit.extraction import html_extractor, pdf_extractor
+folder, kind = Path(sys.argv[1]), sys.argv[2]
+extractor = pdf_extractor() if kind == "pdf" else html_extractor()
+files = sorted(folder.iterdir())
+async def one_pass():
+    start = time.perf_counter()
+    for path in files:
+        await extractor.extract_file(path)
+    return time.perf_counter() - start
+asyncio.run(one_pass())
+print(asyncio.run(one_pass()))
+"""
+
+
+def extract_before_and_now(
+    folder: Path, kind: str, commit: str, rounds: int
+) -> tuple[float, float]:
+    """Median seconds of one extraction pass over ``folder``: ``commit``'s code, today's."""
+    from evals.bench_before import REPO_ROOT, _child, _worktree
+
+    old = _worktree(commit)
+    before: list[float] = []
+    now: list[float] = []
+    for _ in range(rounds):
+        for code_root, times in ((old, before), (REPO_ROOT, now)):
+            args = ["-c", _EXTRACT_PASS, str(folder), kind]
+            times.append(float(_child(code_root, args, f"extraction with {code_root.name}")))
+    return statistics.median(before), statistics.median(now)
+
+
 def _median(runs: int, work: Callable[[], Coroutine[Any, Any, float]]) -> float:
     return statistics.median(asyncio.run(work()) for _ in range(runs))
 
@@ -193,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html-files", type=int, default=60)
     parser.add_argument("--html-kb", type=int, default=160, help="KiB per HTML page")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--before", default=None, help="an earlier commit to time beside")
+    parser.add_argument("--rounds", type=int, default=5, help="alternations with --before")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
 
@@ -209,6 +253,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         pdf = measure(root / "pdf", "pdf", args.repeat, root)
         html = measure(root / "html", "html", args.repeat, root)
+        compared = (
+            {
+                kind: extract_before_and_now(root / kind, kind, args.before, args.rounds)
+                for kind in ("pdf", "html")
+            }
+            if args.before
+            else {}
+        )
 
     mb = html_bytes / 1e6
     rows = [
@@ -250,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         markdown_table(header, rows),
         "",
+        *_before_lines(compared, args.before, args.rounds, pages, mb),
         "Machine (2 cores; other work may share them, so treat small differences as noise):",
         "",
         *machine_lines(),
@@ -259,6 +312,37 @@ def main(argv: list[str] | None = None) -> int:
         write_section(args.out, SECTION, lines)
         print(f"\nupdated {args.out}", file=sys.stderr)
     return 0
+
+
+def _before_lines(
+    compared: dict[str, tuple[float, float]],
+    commit: str | None,
+    rounds: int,
+    pages: int,
+    mb: float,
+) -> list[str]:
+    if not compared:
+        return []
+    rows = []
+    formats = (("pdf", "PDF", pages, "pages/s"), ("html", "HTML", mb, "MB/s"))
+    for kind, label, amount, unit in formats:
+        before, now = compared[kind]
+        digits = 0 if kind == "pdf" else 2
+        rows.append(
+            [
+                label,
+                f"{amount / before:,.{digits}f} {unit}",
+                f"{amount / now:,.{digits}f} {unit}",
+                f"{now / before:.2f}×",
+            ]
+        )
+    return [
+        f"Extract only, beside commit {commit} in the same run (fresh processes alternating,",
+        f"{rounds} rounds, one pass after a warm-up pass each, median):",
+        "",
+        markdown_table(["format", f"at {commit}", "now", "time now ÷ before"], rows),
+        "",
+    ]
 
 
 if __name__ == "__main__":
