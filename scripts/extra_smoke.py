@@ -51,7 +51,13 @@ def _pdf_file(objects: list[bytes]) -> bytes:
 
 def _pdf(text: str) -> bytes:
     """A one-page PDF showing ``text`` in Helvetica, with a correct cross-reference table."""
-    stream = f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET".encode("latin-1")
+    return one_page_pdf(f"BT /F1 12 Tf 72 720 Td ({text}) Tj ET")
+
+
+def one_page_pdf(content: str) -> bytes:
+    """A one-page PDF whose page draws the content stream ``content`` (Helvetica as
+    ``/F1``), with a correct cross-reference table."""
+    stream = content.encode("latin-1")
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",

@@ -36,6 +36,7 @@ from groundkit.extraction import Extraction
 from groundkit.extraction.pdf import pdf_extractor
 from groundkit.extraction.pdf_legacy import pypdf_extractor
 from groundkit.utils.geometry import decode_page
+from scripts.extra_smoke import one_page_pdf
 from tests.support import write_tree
 
 pytest.importorskip("pypdfium2")
@@ -336,36 +337,10 @@ async def test_extractions_from_many_threads_are_those_of_one() -> None:
     assert list(together) == alone * 3
 
 
-def _one_page_pdf(content: str) -> bytes:
-    """A one-page PDF (Helvetica) drawing ``content``, written object by object."""
-    stream = content.encode("latin-1")
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] "
-        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
-        b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
-
-
 async def test_text_drawn_far_off_the_page_is_indexed_without_a_box(tmp_path: Path) -> None:
     """A run placed 10^8 points away read as text but its box overflowed the encoding:
     the whole file failed with a bare OverflowError. Now such a character has no box."""
-    far = _one_page_pdf(
+    far = one_page_pdf(
         "BT /F1 12 Tf 1 0 0 1 100000000 800 Tm (Faraway lighthouse keeper) Tj ET "
         "BT /F1 12 Tf 1 0 0 1 40 700 Tm (Nearby harbour crane) Tj ET"
     )
@@ -389,6 +364,6 @@ async def test_a_text_only_read_gives_the_text_of_the_whole_extraction(name: str
     data = layout(name).data
     whole = await pdf_extractor().extract_bytes(data)
     assert await pdf_extractor().extract_text(data) == whole.text
-    far = _one_page_pdf("BT /F1 12 Tf 1 0 0 1 100000000 800 Tm (Faraway) Tj ET")
+    far = one_page_pdf("BT /F1 12 Tf 1 0 0 1 100000000 800 Tm (Faraway) Tj ET")
     whole_far = await pdf_extractor().extract_bytes(far)
     assert await pdf_extractor().extract_text(far) == whole_far.text
