@@ -574,6 +574,7 @@ class Collection:
         of them exists under ``base_dir`` it raises ``ConfigurationError`` instead of
         recording a base that resolves nothing, unless ``force``.
         """
+        self._stores.refuse_writes()
         _check_flags(force=force)
         if not isinstance(base_dir, str | os.PathLike):
             raise InvalidSettingError(
@@ -689,6 +690,7 @@ class Collection:
                 f"progress must be a function taking an IngestProgress, not "
                 f"{type(progress).__name__}"
             )
+        self._stores.refuse_writes()
         is_url = isinstance(path, str) and looks_like_url(path.strip())
         if executor is not None and (is_url or not isinstance(executor, IngestExecutor)):
             raise ConfigurationError(
@@ -741,6 +743,7 @@ class Collection:
         from groundkit.ingestion.fields import check_fields
         from groundkit.ingestion.records import record_documents
 
+        self._stores.refuse_writes()
         fields = check_fields(metadata, "metadata argument") if metadata is not None else None
         documents = record_documents(records, fields)
         try:
@@ -761,6 +764,7 @@ class Collection:
         from groundkit.ingestion.records import record_sources
 
         _deprecated("Collection.delete_documents(ids)", "Collection.delete(records=ids)")
+        self._stores.refuse_writes()
         try:
             return await self._indexer.delete_stored(record_sources(ids), missing_ok=missing_ok)
         finally:
@@ -904,6 +908,7 @@ class Collection:
     async def optimize(self) -> OptimizeReport:
         """Merge the lexical index into one segment, dropping removed chunks, and
         persist it (what ``grk optimize`` runs). Searches go on meanwhile."""
+        self._stores.refuse_writes()
         if self._merging is not None:
             with contextlib.suppress(Exception):
                 await self._merging
@@ -952,6 +957,7 @@ class Collection:
         it again after an interruption completes it.
         """
         _check_flags(erase=erase)
+        self._stores.refuse_writes()
         if document_ids is not None:
             _deprecated("Collection.delete(document_ids=...)", "Collection.delete(ids=...)")
             if ids:
@@ -1117,6 +1123,7 @@ class Collection:
         chunks and lexical postings); returns how many versions went."""
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
             raise InvalidSettingError(f"keep must be an integer >= 0, got {keep!r}")
+        self._stores.refuse_writes()
         try:
             return await self.store.purge_versions(keep)
         finally:

@@ -102,6 +102,13 @@ class CollectionStores:
     # What opening repaired (a damaged metadata file set aside), for the next report.
     repairs: list[str] = field(default_factory=list)
 
+    def refuse_writes(self) -> None:
+        """``StorageError`` when this collection cannot be written where it is (a local
+        collection on a read-only filesystem): raised before a write reads anything."""
+        refuse = getattr(self.metadata, "refuse_writes", None)
+        if refuse is not None:
+            refuse()
+
     async def open_vectors(self, dimensions: int) -> VectorStoreProtocol:
         """Open (not create) the vector table for ``dimensions``-d vectors.
 

@@ -17,6 +17,7 @@ import time
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -499,6 +500,7 @@ def _serialized(method: _Method) -> _Method:
 
     @functools.wraps(method)
     async def run(self: SQLiteMetadataStore, *args: Any, **kwargs: Any) -> Any:
+        self.refuse_writes()
         deadline = time.monotonic() + _WRITE_WAIT_S
         pause = 0.005
         while True:
@@ -554,6 +556,10 @@ class SQLiteMetadataStore:
         self._file: tuple[int, int] | None = None
         # What opening had to repair (``open(rebuild_damaged=True)``), for the next report.
         self.repairs: list[str] = []
+        # Opened on a read-only filesystem (``_Media``): read through ``_read_uri``,
+        # never written; None for a store opened the usual way.
+        self.media: _Media | None = None
+        self._read_uri = f"{path.resolve().as_uri()}?mode=ro"
         # Garbage-collected without ``close``: the connection is closed without a loop.
         if worker is not None:
             weakref.finalize(self, worker.release).atexit = False
@@ -597,13 +603,18 @@ class SQLiteMetadataStore:
                     f"no collection at {str(path)!r}; ingest something first"
                 )
             await _to_thread_to_the_end(_create_file, path)
+        media = await asyncio.to_thread(_Media.of, path)
         try:
             # Connected here rather than by aiosqlite: when its connect fails it
             # stops its thread without waiting for it, and a thread that ends after
             # the event loop has closed prints a traceback. Handing aiosqlite a
             # connection that is already open cannot fail.
             raw = await asyncio.to_thread(
-                sqlite3.connect, path, isolation_level=None, check_same_thread=False
+                sqlite3.connect,
+                path if media is None else media.uri,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=media is not None,
             )
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"cannot open {str(path)!r}: {exc}") from None
@@ -616,6 +627,8 @@ class SQLiteMetadataStore:
             worker.finish(conn)
             raise
         store = cls(conn, path, worker=worker)
+        if media is not None:
+            store.media, store._read_uri = media, media.uri
         with contextlib.suppress(OSError):  # not looked at: writes are not compared
             store._file = _file_identity(path)
         try:
@@ -675,20 +688,23 @@ class SQLiteMetadataStore:
                     f"{str(self.path)!r} is an SQLite database but not a groundkit collection "
                     "(it has no state table); move it away, or open another index directory"
                 )
-            await self._conn.execute("PRAGMA journal_mode=WAL")
+            if self.media is None:
+                await self._conn.execute("PRAGMA journal_mode=WAL")
+                await self._conn.execute("PRAGMA synchronous=NORMAL")
             await self._conn.execute("PRAGMA foreign_keys=ON")
-            await self._conn.execute("PRAGMA synchronous=NORMAL")
             found = await self._schema_version()
             if found != SCHEMA_VERSION:
+                if self.media is not None and found < SCHEMA_VERSION:
+                    raise StorageError(
+                        f"{str(self.path)!r} was written by an older groundkit and is on a "
+                        "read-only filesystem, where it cannot be brought up to date: open it "
+                        "once on writable storage (any command does it), then mount it again"
+                    )
                 await self._migrate(found)
         except sqlite3.DatabaseError as exc:
             unwritable = _unwritable(self.path.parent)
             if unwritable is not None:  # not damage: nothing to move aside
-                raise StorageError(
-                    f"cannot open {str(self.path)!r}: its directory is {unwritable}, and a "
-                    "collection needs to write beside its file (the write-ahead log) even to "
-                    "search; copy the index directory to writable storage"
-                ) from None
+                raise StorageError(_unopenable(self.path, unwritable)) from None
             raise _DamagedFile(self.path, str(exc)) from None
 
     async def _schema_version(self) -> int:
@@ -765,6 +781,23 @@ class SQLiteMetadataStore:
         except OSError:
             return False
 
+    def refuse_writes(self) -> None:
+        """A write to a store on a read-only filesystem: refused before anything starts."""
+        if self.media is not None:
+            raise StorageError(
+                f"{str(self.path)!r} is {_READ_ONLY_FS}: the collection can be searched and "
+                "its citations checked there, not written; copy the index directory to "
+                "writable storage to change it"
+            )
+
+    def _check_media(self) -> None:
+        """Before a search of an immutable file: it must still be the file opened."""
+        if self.media is not None and self.media.changed(self.path):
+            raise StorageError(
+                f"{str(self.path)!r} changed since this process opened it read-only (it was "
+                "written through another mount): open the collection again"
+            )
+
     def _open_conn_check(self) -> None:
         if self._db is None:
             raise StorageError(f"the metadata store {self.path.name!r} is closed")
@@ -774,9 +807,7 @@ class SQLiteMetadataStore:
         if self._db is None:
             raise StorageError(f"the metadata store {self.path.name!r} is closed")
         if self._reader is None:
-            self._reader = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
-            )
+            self._reader = sqlite3.connect(self._read_uri, uri=True, check_same_thread=False)
             self._reader.execute("PRAGMA busy_timeout=0")
             if self._worker is not None:
                 self._worker.reader = self._reader  # closed with the store if it is left
@@ -802,6 +833,7 @@ class SQLiteMetadataStore:
 
     async def generation(self) -> int:
         # Checked before every Collection search, so it takes the inline path.
+        self._check_media()
         rows = self._read_inline("SELECT generation FROM state WHERE id = 1", ())
         if rows is None:
             return int_value(await self._state("generation"), "generation", self.path.name)
@@ -812,6 +844,7 @@ class SQLiteMetadataStore:
 
     async def generations(self) -> Generations:
         sql = "SELECT generation, vectors_generation FROM state WHERE id = 1"
+        self._check_media()
         rows = self._read_inline(sql, ())
         if rows is None:
             async with self._conn.execute(sql) as cur:
@@ -1348,7 +1381,7 @@ class SQLiteMetadataStore:
 
         try:
             (generation, floor, live), changes, postings = await asyncio.to_thread(
-                _snapshot, self.path, read
+                _snapshot, self._read_uri, read
             )
         except sqlite3.Error as exc:
             raise StorageError(
@@ -1452,7 +1485,7 @@ class SQLiteMetadataStore:
 
         self._open_conn_check()
         try:
-            return await asyncio.to_thread(_snapshot, self.path, read)
+            return await asyncio.to_thread(_snapshot, self._read_uri, read)
         except sqlite3.Error as exc:
             raise StorageError(f"could not read confirmed vectors: {_sqlite_error(exc)}") from None
 
@@ -1644,11 +1677,73 @@ def _stored_fields(raw: Any, document_id: Any) -> dict[str, FieldValue]:
     return dict(check_fields_value(value, where))
 
 
+def _unopenable(path: Path, unwritable: str) -> str:
+    if unwritable == _READ_ONLY_FS:
+        return (
+            f"cannot open {str(path)!r}: its directory is {unwritable} and the collection was "
+            "left with a write-ahead log that SQLite cannot read without writing beside it "
+            "(its shared-memory file is missing); open it once on writable storage, which "
+            "folds the log in, then mount it read-only again"
+        )
+    return (
+        f"cannot open {str(path)!r}: its directory is {unwritable}, and a collection needs to "
+        "write beside its file (SQLite's write-ahead log) to be searched there; copy the index "
+        "directory to writable storage, or mount it read-only"
+    )
+
+
+_READ_ONLY_FS = "on a read-only filesystem"
+
+
+@dataclass(frozen=True)
+class _Media:
+    """How a store file on a filesystem mounted read-only is read (adr/0089-read-only-media.md).
+
+    SQLite reads a WAL database through a shared-memory file beside it, which it
+    cannot make there. A file closed cleanly has no log beside it: it is read as
+    immutable (no locks, no shared memory), which holds only while nothing changes
+    it, so ``changed`` compares its stat, and the absence of a log, with those at
+    open before each search. A file with a log beside it (a writer on another mount,
+    or one that never closed) is read through the log's existing index file.
+    """
+
+    uri: str
+    # Immutable reads only: (device, inode, size, mtime in ns) at open.
+    stat: tuple[int, int, int, int] | None
+
+    @classmethod
+    def of(cls, path: Path) -> _Media | None:
+        """None unless ``path``'s directory is on a read-only filesystem."""
+        try:
+            if not os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+                return None
+            base = path.resolve().as_uri()
+            if os.path.lexists(f"{path}-wal"):
+                return cls(f"{base}?mode=ro", None)
+            return cls(f"{base}?mode=ro&immutable=1", _stat_key(path))
+        except OSError:
+            return None  # cannot be looked at: opened as usual, which says what fails
+
+    def changed(self, path: Path) -> bool:
+        """Whether an immutable read can no longer be trusted: the file or its log moved."""
+        if self.stat is None:
+            return False
+        try:
+            return _stat_key(path) != self.stat or os.path.lexists(f"{path}-wal")
+        except OSError:
+            return True
+
+
+def _stat_key(path: Path) -> tuple[int, int, int, int]:
+    found = os.stat(path)
+    return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+
+
 def _unwritable(directory: Path) -> str | None:
     """Why nothing can be written in ``directory`` (None: something can)."""
     try:
         if os.statvfs(directory).f_flag & os.ST_RDONLY:
-            return "on a read-only filesystem"
+            return _READ_ONLY_FS
     except OSError:
         return None
     if not os.access(directory, os.W_OK):
@@ -1717,7 +1812,7 @@ def _existing_file(path: Path) -> bool:
     return True
 
 
-def _snapshot(path: Path, read: Callable[[sqlite3.Connection], _R]) -> _R:
+def _snapshot(uri: str, read: Callable[[sqlite3.Connection], _R]) -> _R:
     """``read`` in one read transaction on a read-only connection of its own.
 
     An I/O or locking-protocol error from SQLite is tried again after each pause of
@@ -1727,7 +1822,6 @@ def _snapshot(path: Path, read: Callable[[sqlite3.Connection], _R]) -> _R:
     not among them (SQLite's busy timeout has waited already). A lasting fault fails
     every try and is raised.
     """
-    uri = f"{path.resolve().as_uri()}?mode=ro"
     for pause in _SNAPSHOT_PAUSES_S:
         try:
             return _snapshot_once(uri, read)
