@@ -343,7 +343,9 @@ def test_dense_and_hybrid_search_read_the_vectors(mounts: tuple[Path, Path]) -> 
 
 
 async def test_the_mcp_server_serves_from_a_read_only_mount(mounts: tuple[Path, Path]) -> None:
-    """``grk serve`` over stdio, started inside the namespace: search and a verified fetch."""
+    """``grk serve`` over stdio, started inside the namespace: search, a verified fetch,
+    and a write through the writable mount seen by the next search (the server opens the
+    collection again, as it does one dropped and made anew)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -365,6 +367,11 @@ async def test_the_mcp_server_serves_from_a_read_only_mount(mounts: tuple[Path, 
             assert top["citation"]["source"] == "docs/kettle.txt"
             fetched = await call(client, "fetch_chunk", chunk_id=top["citation"]["chunk_id"])
             assert fetched["verification"] == "verified"
+            # Written through the writable mount meanwhile: the server opens it again.
+            with gs.Collection.open(rw / "idx", base_dir=rw) as col:
+                col.add_documents([{"id": "later", "text": "Laterword about kettles"}])
+            found = await call(client, "search", query="Laterword", top_k=1)
+            assert found["results"][0]["citation"]["source"] == "record://later"
 
 
 def test_a_log_without_its_index_file_says_what_to_do(mounts: tuple[Path, Path]) -> None:

@@ -773,7 +773,10 @@ class SQLiteMetadataStore:
         """Whether the path no longer names the file this store opened: the collection
         was dropped, or dropped and made again, since. Its reads still come from the
         removed file, so a long-lived reader (the server) opens it again by name. One
-        stat; False when the file cannot be looked at."""
+        stat; False when the file cannot be looked at. On a read-only filesystem, also
+        whether the file read as immutable was written through another mount since."""
+        if self.media is not None and self.media.changed(self.path):
+            return True
         if self._file is None:
             return False
         try:
