@@ -836,7 +836,8 @@ class SQLiteMetadataStore:
 
     async def generation(self) -> int:
         # Checked before every Collection search, so it takes the inline path.
-        self._check_media()
+        if self.media is not None:  # read-only media: one stat (ADR 0089)
+            self._check_media()
         rows = self._read_inline("SELECT generation FROM state WHERE id = 1", ())
         if rows is None:
             return int_value(await self._state("generation"), "generation", self.path.name)
@@ -847,7 +848,8 @@ class SQLiteMetadataStore:
 
     async def generations(self) -> Generations:
         sql = "SELECT generation, vectors_generation FROM state WHERE id = 1"
-        self._check_media()
+        if self.media is not None:  # read-only media: one stat (ADR 0089)
+            self._check_media()
         rows = self._read_inline(sql, ())
         if rows is None:
             async with self._conn.execute(sql) as cur:
