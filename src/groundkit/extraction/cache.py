@@ -42,13 +42,19 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from groundkit.config import DEFAULT_EXTRACTION_CACHE_BYTES
 from groundkit.extraction.base import BaseExtractor, Extraction, ExtractorProtocol
 from groundkit.utils.cache_dir import default_cache_root
 from groundkit.utils.hashing import sha256_bytes
-from groundkit.utils.private_files import open_private_folder, read_private, write_private
+from groundkit.utils.private_files import (
+    oldest_first,
+    open_private_folder,
+    read_private,
+    write_private,
+    written_names,
+)
 
 __all__ = [
-    "DEFAULT_MAX_BYTES",
     "ExtractionCache",
     "cached_extraction",
     "code_fingerprint",
@@ -58,7 +64,6 @@ __all__ = [
 
 logger = logging.getLogger("groundkit.extraction")
 
-DEFAULT_MAX_BYTES = 1 << 30
 _FOLDER = "extractions"
 _MAGIC = b"GKX1"
 _DIGEST = 32
@@ -119,7 +124,9 @@ class ExtractionCache:
     """Whole extractions kept in ``root`` (default: ``default_cache_root()/extractions``,
     read at each use), at most ``max_bytes`` of records."""
 
-    def __init__(self, root: Path | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self, root: Path | None = None, *, max_bytes: int = DEFAULT_EXTRACTION_CACHE_BYTES
+    ) -> None:
         self._root = root
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -198,35 +205,19 @@ class ExtractionCache:
             if counted is not None and counted + added <= self.max_bytes:
                 self._counted[where] = counted + added
                 return
-            sizes = _sizes(folder)
-            total = sum(size for size, _ in sizes.values())
+            aged = oldest_first(folder, written_names(folder, _OURS))
+            total = sum(size for _, size in aged)
             if total > self.max_bytes:
                 target = self.max_bytes * 4 // 5
-                for name in sorted(sizes, key=lambda n: sizes[n][1]):
+                for name, size in aged:
                     if total <= target:
                         break
                     if name == keep:
                         continue
                     with contextlib.suppress(OSError):
                         os.unlink(name, dir_fd=folder)
-                        total -= sizes[name][0]
+                        total -= size
             self._counted[where] = total
-
-
-def _sizes(folder: int) -> dict[str, tuple[int, int]]:
-    """Each file this module writes in the folder: (size, mtime in ns)."""
-    out: dict[str, tuple[int, int]] = {}
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return out
-    for name in names:
-        if not _OURS.fullmatch(name):
-            continue
-        with contextlib.suppress(OSError):
-            found = os.stat(name, dir_fd=folder, follow_symlinks=False)
-            out[name] = (found.st_size, found.st_mtime_ns)
-    return out
 
 
 def _record(run: str, digest: bytes, extraction: Extraction) -> bytes | None:

@@ -40,7 +40,13 @@ from typing import Any
 import xxhash
 
 from groundkit.utils.cache_dir import default_cache_root
-from groundkit.utils.private_files import open_private_folder, read_private, write_private
+from groundkit.utils.private_files import (
+    oldest_first,
+    open_private_folder,
+    read_private,
+    write_private,
+    written_names,
+)
 
 __all__ = ["CHECKSUM", "SETTLED_NS", "CheckCache", "FileStamp", "stamp_of"]
 
@@ -252,15 +258,9 @@ def _entry(item: Any) -> tuple[str, _Passed] | None:
 def _bound_folder(folder: int, *, keep: str) -> None:
     """At most ``MAX_FILES`` records (and leftovers of writes cut short): the ones
     written longest ago go first. Only names this module writes are ever removed."""
-    try:
-        files = [n for n in os.listdir(folder) if n != keep and _OURS.fullmatch(n)]
-        if len(files) < MAX_FILES:
-            return
-        aged = sorted(
-            files, key=lambda n: os.stat(n, dir_fd=folder, follow_symlinks=False).st_mtime_ns
-        )
-    except OSError:
+    files = [name for name in written_names(folder, _OURS) if name != keep]
+    if len(files) < MAX_FILES:
         return
-    for old in aged[: len(files) - MAX_FILES + 1]:
+    for old, _ in oldest_first(folder, files)[: len(files) - MAX_FILES + 1]:
         with contextlib.suppress(OSError):
             os.unlink(old, dir_fd=folder)

@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
     "NOFOLLOW",
     "NONBLOCK",
+    "oldest_first",
     "open_private_folder",
     "own_file",
     "read_private",
     "write_private",
+    "written_names",
 ]
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -89,3 +93,24 @@ def write_private(folder: int, name: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=folder)
         raise
+
+
+def written_names(folder: int, pattern: re.Pattern[str]) -> list[str]:
+    """The names in the opened ``folder`` that ``pattern`` matches whole: what the
+    caller writes there (records and their temporary files), the only files a bound
+    may remove. Empty when the folder cannot be listed."""
+    try:
+        return [name for name in os.listdir(folder) if pattern.fullmatch(name)]
+    except OSError:
+        return []
+
+
+def oldest_first(folder: int, names: Iterable[str]) -> list[tuple[str, int]]:
+    """``names`` in the opened ``folder`` with their sizes, modified longest ago first
+    (a reader refreshing a file's time keeps it); a file gone meanwhile is left out."""
+    found: list[tuple[int, str, int]] = []
+    for name in names:
+        with contextlib.suppress(OSError):
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            found.append((st.st_mtime_ns, name, st.st_size))
+    return [(name, size) for _, name, size in sorted(found)]
