@@ -536,7 +536,12 @@ class SQLiteMetadataStore:
     """``MetadataStoreProtocol`` on one SQLite file; create with ``await .open(path)``."""
 
     def __init__(
-        self, conn: aiosqlite.Connection, path: Path, *, worker: _Worker | None = None
+        self,
+        conn: aiosqlite.Connection,
+        path: Path,
+        *,
+        worker: _Worker | None = None,
+        media: _Media | None = None,
     ) -> None:
         self._db: aiosqlite.Connection | None = conn
         self._worker = worker
@@ -556,10 +561,10 @@ class SQLiteMetadataStore:
         self._file: tuple[int, int] | None = None
         # What opening had to repair (``open(rebuild_damaged=True)``), for the next report.
         self.repairs: list[str] = []
-        # Opened on a read-only filesystem (``_Media``): read through ``_read_uri``,
-        # never written; None for a store opened the usual way.
-        self.media: _Media | None = None
-        self._read_uri = f"{path.resolve().as_uri()}?mode=ro"
+        # Opened on a read-only filesystem (``_Media``): never written; None for a store
+        # opened the usual way. Every connection of its own reads through ``_read_uri``.
+        self.media = media
+        self._read_uri = f"{path.resolve().as_uri()}?mode=ro" if media is None else media.uri
         # Garbage-collected without ``close``: the connection is closed without a loop.
         if worker is not None:
             weakref.finalize(self, worker.release).atexit = False
@@ -603,7 +608,7 @@ class SQLiteMetadataStore:
                     f"no collection at {str(path)!r}; ingest something first"
                 )
             await _to_thread_to_the_end(_create_file, path)
-        media = await asyncio.to_thread(_Media.of, path)
+        media = _Media.of(path)  # a statvfs, and a stat on read-only media: inline
         try:
             # Connected here rather than by aiosqlite: when its connect fails it
             # stops its thread without waiting for it, and a thread that ends after
@@ -626,9 +631,7 @@ class SQLiteMetadataStore:
         except BaseException:  # cancelled: aiosqlite has already told its thread to stop
             worker.finish(conn)
             raise
-        store = cls(conn, path, worker=worker)
-        if media is not None:
-            store.media, store._read_uri = media, media.uri
+        store = cls(conn, path, worker=worker, media=media)
         with contextlib.suppress(OSError):  # not looked at: writes are not compared
             store._file = _file_identity(path)
         try:
@@ -1719,9 +1722,9 @@ class _Media:
     @classmethod
     def of(cls, path: Path) -> _Media | None:
         """None unless ``path``'s directory is on a read-only filesystem."""
+        if not _on_read_only_fs(path.parent):
+            return None
         try:
-            if not os.statvfs(path.parent).f_flag & os.ST_RDONLY:
-                return None
             base = path.resolve().as_uri()
             if os.path.lexists(f"{path}-wal"):
                 return cls(f"{base}?mode=ro", None)
@@ -1744,13 +1747,17 @@ def _stat_key(path: Path) -> tuple[int, int, int, int]:
     return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
 
 
+def _on_read_only_fs(directory: Path) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_RDONLY)
+    except OSError:  # cannot be looked at: opened as usual, which says what fails
+        return False
+
+
 def _unwritable(directory: Path) -> str | None:
     """Why nothing can be written in ``directory`` (None: something can)."""
-    try:
-        if os.statvfs(directory).f_flag & os.ST_RDONLY:
-            return _READ_ONLY_FS
-    except OSError:
-        return None
+    if _on_read_only_fs(directory):
+        return _READ_ONLY_FS
     if not os.access(directory, os.W_OK):
         return "not writable by this user"
     return None
