@@ -157,8 +157,9 @@ def test_marks_table_matches_the_unicode_database() -> None:
     import unicodedata
 
     from groundkit.lexical import _marks
-    from groundkit.lexical.analyzer import _CJK_RUN
+    from groundkit.lexical.analyzer import _cjk_run
 
+    _CJK_RUN = _cjk_run()
     listed = re.compile(f"[{_marks.BMP_MARKS}{_marks.ASTRAL_MARKS}]")
     every = [chr(cp) for cp in range(sys.maxunicode + 1)]
     found = [c for c in every if listed.match(c)]
@@ -168,6 +169,51 @@ def test_marks_table_matches_the_unicode_database() -> None:
             c for c in every if unicodedata.category(c).startswith("M") and not _CJK_RUN.match(c)
         ]
         assert found == marks
+
+
+_ASCII_TEXT = st.text(st.characters(max_codepoint=0x7F), max_size=60)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@given(text=_ASCII_TEXT)
+def test_ascii_text_gives_what_the_full_pattern_gives(version: int, text: str) -> None:
+    """ASCII text skips the full pattern (its compile is paid only for other text):
+    on ASCII the two find the same tokens, for either version, in either case."""
+    from groundkit.lexical.analyzer import _ASCII_TOKEN, _token_pattern
+
+    full = _token_pattern(version)
+    for variant in (text, text.lower()):
+        assert [m.span() for m in _ASCII_TOKEN.finditer(variant)] == [
+            m.span() for m in full.finditer(variant)
+        ]
+
+
+def test_ascii_text_never_compiles_the_full_pattern() -> None:
+    from groundkit.lexical.analyzer import _token_pattern
+
+    _token_pattern.cache_clear()
+    analyzer = Analyzer()
+    assert analyzer.terms("Running cats, 42 of them") == ["run", "cat", "42", "them"]
+    assert analyzer.spans("Running cats", {"cat"}) == [(8, 12)]
+    assert _token_pattern.cache_info().currsize == 0
+    assert analyzer.terms("Caf\u00e9 cats") == ["caf\u00e9", "cat"]
+    assert _token_pattern.cache_info().currsize == 1
+
+
+@given(
+    ascii_text=_ASCII_TEXT,
+    other=st.text(st.characters(min_codepoint=0x80, max_codepoint=0x2FFF), min_size=1, max_size=3),
+)
+def test_terms_and_spans_do_not_depend_on_the_pattern_chosen(ascii_text: str, other: str) -> None:
+    """The same words with one non-ASCII word added (full pattern) give the ASCII
+    words' terms and spans the ASCII text alone gave."""
+    analyzer = Analyzer()
+    mixed = f"{ascii_text} \u00b7{other}\u00b7"
+    extra = analyzer.terms(f"\u00b7{other}\u00b7")
+    assert analyzer.terms(mixed) == analyzer.terms(ascii_text) + extra
+    wanted = set(analyzer.terms(ascii_text))
+    ascii_spans = analyzer.spans(ascii_text, wanted)
+    assert analyzer.spans(mixed, wanted)[: len(ascii_spans)] == ascii_spans
 
 
 class TestVersions:

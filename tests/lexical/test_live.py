@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -282,3 +283,35 @@ async def test_unreferenced_packs_are_swept_after_the_grace_period(
     named |= {p["overlay"]["name"] for p in manifest["parts"] if p["overlay"]}
     named.add(manifest["vocabulary"]["pack"]["name"])
     assert {p.stem for p in _packs(files.directory)} == named
+
+
+@pytest.mark.parametrize(
+    ("docs", "fits"),
+    [([], True), ([2], True), ([0, 3, 1], True), ([1, 3, 1], False), ([2, 2], False)],
+)
+def test_an_overlay_naming_a_document_twice_does_not_fit(docs: list[int], fits: bool) -> None:
+    """An overlay retires each of its segment's documents at most once."""
+    from groundkit.lexical.live import _view_from_overlay
+    from groundkit.lexical.segment import build_segment
+
+    n = 4
+    segment = build_segment(
+        np.arange(n, dtype=np.int64),
+        np.arange(n + 1, dtype=np.int64),
+        np.zeros(n, dtype=np.int32),
+        np.ones(n, dtype=np.int32),
+        np.arange(n * 3, dtype=np.uint64).reshape(n, 3),
+        np.zeros(n, dtype=np.float64),
+    )
+    arrays = {
+        "docs": np.asarray(docs, dtype=np.int64),
+        "valid_to": np.full(len(docs), 5.0),
+        "df_terms": np.zeros(0, np.int64),
+        "df_counts": np.zeros(0, np.int64),
+    }
+    if fits:
+        view = _view_from_overlay(segment, arrays)
+        assert int(np.isfinite(view.valid_to).sum()) == len(docs)
+    else:
+        with pytest.raises(ValueError, match="does not fit"):
+            _view_from_overlay(segment, arrays)
