@@ -228,7 +228,7 @@ def _token_pattern(version: int) -> re.Pattern[str]:
     return re.compile(_TOKEN_PATTERN if version >= 2 else _TOKEN_V1_PATTERN)
 
 
-@lru_cache(maxsize=1)
+@cache
 def _cjk_run() -> re.Pattern[str]:
     return re.compile(rf"[{_CJK}]")
 

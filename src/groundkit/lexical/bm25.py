@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -60,8 +61,11 @@ __all__ = [
     "View",
     "compiled_kernel",
     "segment_from_batches",
+    "sorted_union",
     "view_from_batches",
 ]
+
+_N = TypeVar("_N", bound=np.generic)
 
 
 logger = logging.getLogger("groundkit.lexical")
@@ -909,7 +913,7 @@ class _SegmentSearch:
             return np.zeros(0, dtype=np.uint32)
         if len(parts) == 1:
             return np.asarray(parts[0], dtype=np.uint32)
-        return _union(parts)
+        return sorted_union(parts)
 
     def score(
         self, candidates: npt.NDArray[np.uint32], theta: float
@@ -941,10 +945,11 @@ class _SegmentSearch:
         return candidates[matched], total[matched].astype(np.float32)
 
 
-def _union(parts: list[npt.NDArray[np.uint32]]) -> npt.NDArray[np.uint32]:
-    """The sorted union of ascending arrays: concatenated, merged (a stable sort
-    merges sorted runs in about linear time), duplicates dropped. numpy's own
-    ``unique`` hashes, which was ten times slower on posting lists."""
+def sorted_union(parts: Sequence[npt.NDArray[_N]]) -> npt.NDArray[_N]:
+    """The sorted union of arrays: concatenated, merged (a stable sort merges
+    ascending runs in about linear time), duplicates dropped. numpy's own ``unique``
+    hashes, which was ten times slower on posting lists, and imports ``numpy.ma``
+    (about 18 ms) the first time a process calls it."""
     merged = np.concatenate(parts)
     merged.sort(kind="stable")
     if merged.size < 2:

@@ -38,7 +38,13 @@ import numpy.typing as npt
 
 from groundkit.contracts import CheckedPackStore, PackCheck, PackStore
 from groundkit.errors import GroundkitError, StorageError
-from groundkit.lexical.bm25 import BM25Index, SegmentView, kernel_module, view_from_batches
+from groundkit.lexical.bm25 import (
+    BM25Index,
+    SegmentView,
+    kernel_module,
+    sorted_union,
+    view_from_batches,
+)
 from groundkit.lexical.protocols import ChangeEntries, LexicalDeltaLike, LiveSource
 from groundkit.lexical.segment import (
     Segment,
@@ -377,7 +383,7 @@ class LiveIndex:
             added = np.sort(current)
             max_key = max(max_key, int(view.segment.keys.max()))
         changes = delta.changes
-        retired = np.unique(changes.keys) if changes.keys.size else np.zeros(0, np.int64)
+        retired = sorted_union([changes.keys])
         if changes.keys.size:
             parts = _apply_changes(parts, changes)
         index = self._index_of(parts)
@@ -832,9 +838,7 @@ def _view_from_overlay(segment: Segment, arrays: Mapping[str, npt.NDArray[Any]])
         or (df_terms.size and (df_terms.min() < 0 or df_terms.max() >= m))
         or np.isnan(until).any()
         or (until == math.inf).any()
-        # Sorted neighbours, not np.unique: that imports numpy.ma (about 18 ms) in
-        # the first search of every process with an overlay.
-        or (docs.size > 1 and bool((np.diff(np.sort(docs)) == 0).any()))
+        or sorted_union([docs]).size != docs.size
     ):
         raise ValueError("an overlay does not fit its segment")
     if df_terms.size:

@@ -796,9 +796,9 @@ class SQLiteMetadataStore:
                 "writable storage to change it"
             )
 
-    def _check_media(self) -> None:
+    def _check_media(self, media: _Media) -> None:
         """Before a search of an immutable file: it must still be the file opened."""
-        if self.media is not None and self.media.changed(self.path):
+        if media.changed(self.path):
             raise StorageError(
                 f"{str(self.path)!r} changed since this process opened it read-only (it was "
                 "written through another mount): open the collection again"
@@ -840,7 +840,7 @@ class SQLiteMetadataStore:
     async def generation(self) -> int:
         # Checked before every Collection search, so it takes the inline path.
         if self.media is not None:  # read-only media: one stat (ADR 0089)
-            self._check_media()
+            self._check_media(self.media)
         rows = self._read_inline("SELECT generation FROM state WHERE id = 1", ())
         if rows is None:
             return int_value(await self._state("generation"), "generation", self.path.name)
@@ -852,7 +852,7 @@ class SQLiteMetadataStore:
     async def generations(self) -> Generations:
         sql = "SELECT generation, vectors_generation FROM state WHERE id = 1"
         if self.media is not None:  # read-only media: one stat (ADR 0089)
-            self._check_media()
+            self._check_media(self.media)
         rows = self._read_inline(sql, ())
         if rows is None:
             async with self._conn.execute(sql) as cur:
