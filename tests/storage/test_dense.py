@@ -307,6 +307,84 @@ async def test_optimize_replaces_an_index_of_another_kind(tmp_path: Path) -> Non
         await store.close()
 
 
+async def _lookup_indexes(store: LanceDBVectorStore) -> dict[str, str]:
+    table: Any = store._table
+    return {
+        i.columns[0]: str(i.index_type)
+        for i in await table.list_indices()
+        if i.columns[0] != "vector"
+    }
+
+
+async def test_rows_are_looked_up_through_indexes_that_cover_later_writes(
+    tmp_path: Path,
+) -> None:
+    dim, per_doc, docs = 16, 10, 60
+    rows = _spread_rows(per_doc * (docs + 20), dim, seed=31)
+    store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=300)
+
+    def block(d: int) -> npt.NDArray[np.float32]:
+        return rows[d * per_doc : (d + 1) * per_doc]
+
+    async def write(d: int) -> None:
+        ids = [f"{d:03d}-{i}" for i in range(per_doc)]
+        hashes = [f"h{d:03d}-{i}" for i in range(per_doc)]
+        await upsert(store, f"doc{d:03d}", ids, block(d), content_hashes=hashes)
+
+    try:
+        for d in range(25):
+            await write(d)
+            assert await _lookup_indexes(store) == (
+                {} if (d + 1) * per_doc < 300 else {"document_id": "BTree", "content_hash": "BTree"}
+            )
+        # Rows written after the indexes lie outside them until optimize folds them in;
+        # every lookup finds them either way.
+        for d in range(25, docs):
+            await write(d)
+        for phase in ("written", "optimized"):
+            for d in (3, 40):  # one indexed document, one written after
+                q = block(d)[0] + 0.1 * block(d)[1]
+                hits = await store.query(q, 5, document_ids=[f"doc{d:03d}"])
+                best = np.argsort(-(block(d) @ q), kind="stable")[:5]
+                assert [h.chunk_id for h in hits] == [f"{d:03d}-{i}" for i in best], phase
+                others = [f"doc{e:03d}" for e in range(docs) if e != d]
+                assert {h.document_id for h in await store.query(q, 5, document_ids=others)} <= set(
+                    others
+                )
+            found = await store.vectors_by_content(["h004-2", "h050-7", "h999-0"])
+            assert sorted(found) == ["h004-2", "h050-7"]
+            np.testing.assert_allclose(found["h050-7"], block(50)[7], atol=1e-6)
+            if phase == "written":
+                await store.optimize()
+                table: Any = store._table
+                stats = await table.index_stats("document_id_idx")
+                assert stats.num_unindexed_rows == 0
+        # A rewrite of an indexed document replaces its rows; deletes reach both kinds.
+        await write(7)
+        assert await store.count() == docs * per_doc
+        assert await store.delete_documents(["doc007", "doc055", "doc999"]) == 2 * per_doc
+        assert await store.count() == (docs - 2) * per_doc
+        assert await store.query(block(55)[0], 3, document_ids=["doc055"]) == []
+    finally:
+        await store.close()
+
+
+async def test_optimize_adds_lookup_indexes_a_table_lacks(tmp_path: Path) -> None:
+    dim, n_rows = 16, 400
+    store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=300)
+    try:
+        await upsert(store, "d", [f"{i:03d}" for i in range(n_rows)], _spread_rows(n_rows, dim, 5))
+        table: Any = store._table
+        for name in ("document_id_idx", "content_hash_idx"):
+            await table.drop_index(name)  # as a table indexed by an older groundkit
+        assert await _lookup_indexes(store) == {}
+        await store.optimize()
+        assert await _lookup_indexes(store) == {"document_id": "BTree", "content_hash": "BTree"}
+        assert await store.ann_index_type() == "IvfRq"
+    finally:
+        await store.close()
+
+
 async def test_scores_are_exact_on_the_ann_path(tmp_path: Path) -> None:
     store = await LanceDBVectorStore.open(tmp_path, "c", DIM, ann_threshold=300)
     try:
