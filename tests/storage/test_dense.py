@@ -316,7 +316,7 @@ async def _lookup_indexes(store: LanceDBVectorStore) -> dict[str, str]:
     }
 
 
-async def test_rows_are_looked_up_through_indexes_that_cover_later_writes(
+async def test_rows_are_found_by_document_inside_and_outside_its_index(
     tmp_path: Path,
 ) -> None:
     dim, per_doc, docs = 16, 10, 60
@@ -335,10 +335,10 @@ async def test_rows_are_looked_up_through_indexes_that_cover_later_writes(
         for d in range(25):
             await write(d)
             assert await _lookup_indexes(store) == (
-                {} if (d + 1) * per_doc < 300 else {"document_id": "BTree", "content_hash": "BTree"}
+                {} if (d + 1) * per_doc < 300 else {"document_id": "BTree"}
             )
-        # Rows written after the indexes lie outside them until optimize folds them in;
-        # every lookup finds them either way.
+        # Rows written after the index lie outside it until optimize folds them in;
+        # every lookup by document finds them either way (IN and NOT IN alike).
         for d in range(25, docs):
             await write(d)
         for phase in ("written", "optimized"):
@@ -369,17 +369,16 @@ async def test_rows_are_looked_up_through_indexes_that_cover_later_writes(
         await store.close()
 
 
-async def test_optimize_adds_lookup_indexes_a_table_lacks(tmp_path: Path) -> None:
+async def test_optimize_adds_the_document_id_index_a_table_lacks(tmp_path: Path) -> None:
     dim, n_rows = 16, 400
     store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=300)
     try:
         await upsert(store, "d", [f"{i:03d}" for i in range(n_rows)], _spread_rows(n_rows, dim, 5))
         table: Any = store._table
-        for name in ("document_id_idx", "content_hash_idx"):
-            await table.drop_index(name)  # as a table indexed by an older groundkit
+        await table.drop_index("document_id_idx")  # as a table indexed by an older groundkit
         assert await _lookup_indexes(store) == {}
         await store.optimize()
-        assert await _lookup_indexes(store) == {"document_id": "BTree", "content_hash": "BTree"}
+        assert await _lookup_indexes(store) == {"document_id": "BTree"}
         assert await store.ann_index_type() == "IvfRq"
     finally:
         await store.close()

@@ -13,9 +13,9 @@ without an index the exhaustive search runs on it, checked first; with one the
 index's candidates are re-scored on it, checked once LanceDB has answered
 (adr/0082-ann-copy-checked-after.md). Once a table reaches
 ``ann_threshold`` rows an IVF_RQ index is built, once (see ``DEFAULT_NPROBES``
-for why and how; ADR 0023), with B-tree indexes on ``document_id`` and
-``content_hash``, which deletes, filters and vector reuse look rows up by
-(adr/0090-scalar-indexes.md); rows written afterwards are scanned beside them
+for why and how; ADR 0023), with a B-tree index on ``document_id``, which
+upserts, deletes and filtered searches look rows up by
+(adr/0090-document-id-index.md); rows written afterwards are scanned beside them
 until ``optimize()`` folds them in. lancedb and pyarrow are imported
 only when a store is opened, so the ``dense`` extra stays optional.
 """
@@ -112,10 +112,9 @@ _EVERY_PARTITION = 1 << 30
 _REFINE_MIN_CANDIDATES = 100
 _REFINE_MIN_FACTOR = 2
 _ANN_INDEX_NAME = "vector_idx"
-# The id columns rows are looked up by (``document_id IN (...)`` in every upsert,
-# delete and filtered search; ``content_hash IN (...)`` in vector reuse): B-tree
-# indexes, built with the vector index (adr/0090-scalar-indexes.md).
-_LOOKUP_COLUMNS = ("document_id", "content_hash")
+# Rows are looked up by ``document_id IN (...)`` in every upsert, delete and filtered
+# search: a B-tree index, built with the vector index (adr/0090-document-id-index.md).
+_LOOKUP_INDEX_NAME = "document_id_idx"
 # Versions younger than this survive optimize(): a reader opened earlier may
 # still be reading their files.
 _KEEP_VERSIONS = timedelta(days=1)
@@ -956,14 +955,14 @@ class LanceDBVectorStore:
 
     async def _maybe_build_index(self, *, upgrade: bool = False) -> None:
         """Build the indexes once the table is large enough; ``upgrade`` also replaces
-        a vector index of another kind and adds lookup indexes a table lacks (one
-        indexed by an older groundkit)."""
+        a vector index of another kind and adds the ``document_id`` index to a table
+        that lacks it (one indexed by an older groundkit)."""
         if upgrade or self._indexed is None:
             kind = await self.ann_index_type()
             self._indexed = kind is not None
             if kind is not None and (kind == _ANN_INDEX_TYPE or not upgrade):
                 if upgrade:
-                    await self._build_lookup_indexes()
+                    await self._build_lookup_index()
                 return
         elif self._indexed:
             return
@@ -981,22 +980,20 @@ class LanceDBVectorStore:
         except Exception as exc:
             _storage_error("build the ANN index", self.path, exc)
         self._indexed = True
-        await self._build_lookup_indexes()
+        await self._build_lookup_index()
 
-    async def _build_lookup_indexes(self) -> None:
-        """B-tree indexes on the id columns the table has and that have none yet."""
-        wanted = [c for c in _LOOKUP_COLUMNS if c != "content_hash" or self._hash_column]
+    async def _build_lookup_index(self) -> None:
+        """The B-tree index on ``document_id``, unless the column has one."""
         try:
             from lancedb.index import BTree
 
-            indexed = {c for index in await self._table.list_indices() for c in index.columns}
-            for column in wanted:
-                if column not in indexed:
-                    await self._table.create_index(
-                        column, config=BTree(), replace=True, name=f"{column}_idx"
-                    )
+            indices = await self._table.list_indices()
+            if not any("document_id" in index.columns for index in indices):
+                await self._table.create_index(
+                    "document_id", config=BTree(), replace=True, name=_LOOKUP_INDEX_NAME
+                )
         except Exception as exc:
-            _storage_error("build the lookup indexes", self.path, exc)
+            _storage_error("build the document_id index", self.path, exc)
 
     async def has_ann_index(self) -> bool:
         """Whether the table has a vector index (and queries take the ANN path)."""

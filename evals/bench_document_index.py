@@ -1,25 +1,23 @@
-"""What the vector table's B-tree indexes on its id columns save, by table size.
+"""What the vector table's B-tree index on ``document_id`` saves and costs, by table size.
 
-    python -m evals.bench_lookups [--sizes 100k,1m] [--dims 384] [--rounds 15]
+    python -m evals.bench_document_index [--sizes 100k,1m] [--dims 384] [--rounds 15]
         [--out docs/benchmarks-vector-costs.md]
 
 For each size, a table of random unit vectors (documents of 10 chunks, a content
 hash per chunk) is written once through ``LanceDBVectorStore`` under
-``evals/out/lookups/<size>`` and optimized, so it has the store's vector index and
-its lookup indexes (adr/0090-scalar-indexes.md). Each run copies it twice: one
-copy as written (*indexed*), one with the two lookup indexes dropped (*scanned*,
+``evals/out/document_index/<size>`` and optimized, so it has the store's vector index and
+its ``document_id`` index (adr/0090-document-id-index.md). Each run copies it
+twice: one copy as written (*indexed*), one with that index dropped (*scanned*,
 what a table had before). Every round then times, on each copy in turn (the order
 alternating), the same operations on the same randomly chosen documents:
 
 * *replace*: ``upsert_documents`` of 16 existing documents with new vectors, what
   re-ingesting changed files does (a delete by ``document_id``, then an add);
-* *reuse*: ``vectors_by_content`` of 160 content hashes, half of them stored, what
-  an ingest asks before it embeds;
 * *delete*: ``delete_documents`` of 16 documents (they are written back untimed);
 * *filtered search*: ``query`` with ``document_ids`` naming 1% of the documents, on
   the vector index (vectors not held in memory, so LanceDB's own filter is timed);
 * *optimize*: LanceDB's ``optimize()``, which folds the round's rows into every index
-  (what the lookup indexes add to the end of an ingest).
+  (what the index adds to the end of an ingest that wrote vectors).
 
 The writes add unindexed rows to both copies alike, as an ingest does until its
 ``optimize``. Medians per operation, the ratio indexed / scanned taken per round.
@@ -48,8 +46,8 @@ __all__ = ["main"]
 _PER_DOCUMENT = 10
 _BUILD_DOCUMENTS = 5_000
 _CHANGED = 16
-_SECTION = "lookups"
-_LOOKUP_INDEXES = ("document_id_idx", "content_hash_idx")
+_SECTION = "document-id-index"
+_INDEX = "document_id_idx"
 
 
 def _doc(d: int) -> str:
@@ -96,10 +94,9 @@ async def _copy(base: Path, target: Path, dims: int, *, scanned: bool) -> LanceD
     store.memory_max_bytes = 0  # LanceDB's own filtered search, not a copy in memory
     table: Any = store.table
     if scanned:
-        for name in _LOOKUP_INDEXES:
-            await table.drop_index(name)
+        await table.drop_index(_INDEX)
     names = {i.name for i in await table.list_indices()}
-    assert all((n in names) != scanned for n in _LOOKUP_INDEXES), names
+    assert (_INDEX in names) != scanned, names
     return store
 
 
@@ -119,11 +116,6 @@ async def _round(
     out["replace"].append(
         await _timed(lambda: store.upsert_documents(items, content_hashes=hashes))
     )
-    stored = [f"h{int(d):08d}-{int(i)}" for d, i in zip(
-        rng.integers(0, documents, 80), rng.integers(0, _PER_DOCUMENT, 80), strict=True
-    )]  # fmt: skip
-    asked = stored + [f"absent{seed}-{i}" for i in range(80)]
-    out["reuse"].append(await _timed(lambda: store.vectors_by_content(asked)))
     out["delete"].append(await _timed(lambda: store.delete_documents([_doc(d) for d in deleted])))
     back, back_hashes = _items(deleted, rng, dims, "h")
     await store.upsert_documents(back, content_hashes=back_hashes)
@@ -131,7 +123,7 @@ async def _round(
     vector = rng.standard_normal(dims).astype(np.float32)
     search = store.query(vector, 10, document_ids=narrow)
     out["filtered search"].append(await _timed(lambda: search))
-    table: Any = store.table  # LanceDB's own: the store's would add the lookup indexes
+    table: Any = store.table  # LanceDB's own: the store's would add the index back
     out["optimize"].append(await _timed(lambda: table.optimize()))
 
 
@@ -143,7 +135,7 @@ async def _measure(root: Path, chunks: int, dims: int, rounds: int) -> dict[str,
         "indexed": await _copy(base, work / "indexed", dims, scanned=False),
         "scanned": await _copy(base, work / "scanned", dims, scanned=True),
     }
-    ops = ("replace", "reuse", "delete", "filtered search", "optimize")
+    ops = ("replace", "delete", "filtered search", "optimize")
     times: dict[str, dict[str, list[float]]] = {k: {op: [] for op in ops} for k in stores}
     try:
         for store in stores.values():  # warm the handles and the page cache
@@ -153,7 +145,7 @@ async def _measure(root: Path, chunks: int, dims: int, rounds: int) -> dict[str,
             for arm in order:
                 await _round(stores[arm], chunks // _PER_DOCUMENT, dims, r, times[arm])
         table: Any = stores["indexed"].table
-        uuids = [i.index_uuid for i in await table.list_indices() if i.name in _LOOKUP_INDEXES]
+        uuids = [i.index_uuid for i in await table.list_indices() if i.name == _INDEX]
         index_dir = work / "indexed" / "bench.lance" / "_indices"
         index_mb = sum(
             f.stat().st_size for u in uuids for f in (index_dir / u).rglob("*") if f.is_file()
@@ -172,7 +164,7 @@ def _fmt(ms: float) -> str:
 async def _run(sizes: list[int], dims: int, rounds: int) -> list[list[str]]:
     rows = []
     for chunks in sizes:
-        root = REPO_ROOT / "evals" / "out" / "lookups" / size_label(chunks)
+        root = REPO_ROOT / "evals" / "out" / "document_index" / size_label(chunks)
         got = await _measure(root, chunks, dims, rounds)
         times = got["times"]
         for op in times["indexed"]:
@@ -187,9 +179,7 @@ async def _run(sizes: list[int], dims: int, rounds: int) -> list[list[str]]:
                     f"{ratio:.2f}×",
                 ]
             )
-        rows.append(
-            [f"{chunks:,}", "lookup indexes on disk (MB)", "–", f"{got['index_mb']:.1f}", "–"]
-        )
+        rows.append([f"{chunks:,}", "the index on disk (MB)", "–", f"{got['index_mb']:.1f}", "–"])
         print(markdown_table(_HEADER, rows), flush=True)
     return rows
 
@@ -208,16 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = asyncio.run(_run(sizes, args.dims, args.rounds))
     if args.out is not None:
         lines = [
-            "## Lookups by id on the vector table",
+            "## The vector table's document_id index",
             "",
-            f"Generated by `evals/bench_lookups.py`. Command: `{command_line()}`",
+            f"Generated by `evals/bench_document_index.py`. Command: `{command_line()}`",
             "",
             f"Random {args.dims}-d unit vectors, documents of {_PER_DOCUMENT} chunks, written"
-            " through `LanceDBVectorStore` and optimized; one copy with the B-tree indexes on"
-            " `document_id` and `content_hash` (*indexed*), one without (*scanned*). Each of "
+            " through `LanceDBVectorStore` and optimized; one copy with the B-tree index on"
+            " `document_id` (*indexed*), one without (*scanned*). Each of "
             f"{args.rounds} rounds runs the same operations on the same documents on both copies,"
-            " in alternating order: *replace* upserts 16 existing documents, *reuse* looks up 160"
-            " content hashes (half stored), *delete* removes 16 documents, *filtered search* is a"
+            " in alternating order: *replace* upserts 16 existing documents, *delete* removes 16"
+            " documents (written back untimed), *filtered search* is a"
             " top-10 vector query restricted to 1% of the documents (vectors not held in memory),"
             " *optimize* is LanceDB's `optimize()` folding the round's rows into every index."
             " The ratio is taken per round, then the median.",
