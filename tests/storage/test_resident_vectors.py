@@ -266,6 +266,42 @@ async def test_ann_candidates_rescored_in_memory_as_lancedb_rescores(tmp_path: P
         await store.close()
 
 
+async def test_a_restricted_search_on_the_copy_is_exact_over_the_wanted_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, queries = await _indexed_store(tmp_path, seed=33, queries=8)
+    try:
+        # A probe this small misses most of the true neighbours on the index's path.
+        store.nprobes, store.refine_factor = 1, 1
+        documents = [f"doc{d:02d}" for d in range(20)]
+        # One and three documents are gathered; fifteen take the whole product.
+        restrictions = [documents[4:5], documents[2:5], documents[:15], ["doc07", "absent"]]
+        expected = {
+            (i, j): await store.query(q, 10, document_ids=wanted, exact=True)
+            for i, q in enumerate(queries)
+            for j, wanted in enumerate(restrictions)
+        }
+
+        async def no_index(*args: object, **kwargs: object) -> None:
+            raise AssertionError("a restricted search with the copy asked LanceDB")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(store, "_ranked", no_index)
+            for (i, j), exact in expected.items():
+                hits = await store.query(queries[i], 10, document_ids=restrictions[j])
+                assert hits == exact
+                assert {h.document_id for h in hits} <= set(restrictions[j])
+                assert len(hits) == 10
+        # A table the copy cannot hold takes the index's filtered probe, as before.
+        store.memory_max_bytes = 0
+        store.nprobes, store.refine_factor = None, None
+        for (i, j), exact in expected.items():
+            hits = await store.query(queries[i], 10, document_ids=restrictions[j])
+            assert _ids(hits) == _ids(exact)
+    finally:
+        await store.close()
+
+
 async def test_candidates_the_copy_does_not_hold_are_rescored_by_lancedb(tmp_path: Path) -> None:
     store, queries = await _indexed_store(tmp_path, seed=32, queries=10)
     try:

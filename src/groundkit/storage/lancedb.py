@@ -9,9 +9,10 @@ Small tables are searched exhaustively: exact, deterministic, and quick enough
 while they are small. A table whose vectors fit in ``memory_max_bytes`` keeps a
 float32 copy of them in memory, read once per table version and checked against
 the version at every search (``_Resident``; adr/0065-resident-vectors.md):
-without an index the exhaustive search runs on it, checked first; with one the
-index's candidates are re-scored on it, checked once LanceDB has answered
-(adr/0082-ann-copy-checked-after.md). Once a table reaches
+without an index the exhaustive search runs on it, checked first, as does every
+search restricted to some documents, over their rows alone (ADR 0091); with an
+index the other searches' candidates are re-scored on it, checked once LanceDB
+has answered (adr/0082-ann-copy-checked-after.md). Once a table reaches
 ``ann_threshold`` rows an IVF_RQ index is built, once (see ``DEFAULT_NPROBES``
 for why and how; ADR 0023), with a B-tree index on ``document_id``, which
 upserts, deletes and filtered searches look rows up by
@@ -356,12 +357,17 @@ class _Resident:
         decides ties exactly as LanceDB's path does after its padded fetch.
         """
         assert self.matrix is not None
-        distances = _cosine_distances(self.matrix, query)
         if wanted is None:
-            return self._nearest(distances, top_k, None)
-        codes = [self.documents[d] for d in wanted if d in self.documents]
-        positions = np.flatnonzero(np.isin(self.doc_codes, codes))
-        return self._nearest(distances[positions], top_k, positions)
+            return self._nearest(_cosine_distances(self.matrix, query), top_k, None)
+        chosen = np.zeros(len(self.names), dtype=bool)
+        chosen[[self.documents[d] for d in wanted if d in self.documents]] = True
+        positions = np.flatnonzero(chosen[self.doc_codes])
+        # Gathering a row costs about four times its product: gathered only when few.
+        if positions.shape[0] * 6 < self.rows:
+            distances = _cosine_distances(self.matrix[positions], query)
+        else:
+            distances = _cosine_distances(self.matrix, query)[positions]
+        return self._nearest(distances, top_k, positions)
 
     def _nearest(
         self,
@@ -1108,7 +1114,8 @@ class LanceDBVectorStore:
         """Nearest rows by cosine; see ``VectorStoreProtocol.query``.
 
         ``exact=True`` scans every stored vector instead of the ANN index: the
-        reference to measure the index's recall against on your own vectors.
+        reference to measure the index's recall against on your own vectors. A search
+        restricted by ``document_ids`` is exact whenever the vectors are held in memory.
 
         The document restriction is spelt as a predicate from checked ids only
         (``VECTOR_ID_PATTERN``); no caller text ever reaches LanceDB's SQL.
@@ -1129,10 +1136,13 @@ class LanceDBVectorStore:
             return []
         if self._indexed is None:
             self._indexed = await self.has_ann_index()
-        held = self._held() if self._indexed and not exact else None
+        # A restricted search on vectors in memory is exact over the wanted rows alone:
+        # cheaper than the index's filtered probe, and it misses nothing
+        # (adr/0091-restricted-searches-exact.md).
+        held = self._held() if self._indexed and not exact and wanted is None else None
         if held is None:
             resident = await self._resident()
-            if resident is not None and (exact or not self._indexed):
+            if resident is not None and (exact or not self._indexed or wanted is not None):
                 return [
                     VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
                     for c, d, dist in resident.ranked(query, top_k, wanted)
