@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from evals.hybrid.embedders import HashEmbedder
-from evals.machine import command_line, machine_lines, markdown_table
+from evals.machine import carried_sections, command_line, machine_lines, markdown_table
 from evals.stats import percentile
 from groundkit.storage.lancedb import LanceDBVectorStore
 
@@ -228,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(asyncio.run(_measure(args.dir, args.queries, pool)))
     print(text)
     if args.out is not None:
-        args.out.write_text(text, encoding="utf-8")
+        # Sections other benchmarks write here (bench_document_index) are kept.
+        args.out.write_text(text + carried_sections(args.out), encoding="utf-8")
     return 0
 
 
