@@ -387,6 +387,32 @@ async def test_optimize_adds_the_document_id_index_a_table_lacks(tmp_path: Path)
         await store.close()
 
 
+async def test_a_commit_race_while_building_the_document_id_index_is_run_again(
+    tmp_path: Path,
+) -> None:
+    dim, n_rows = 16, 400
+    store = await LanceDBVectorStore.open(tmp_path, "c", dim, ann_threshold=300)
+    try:
+        await upsert(store, "d", [f"{i:03d}" for i in range(n_rows)], _spread_rows(n_rows, dim, 6))
+        table: Any = store._table
+        await table.drop_index("document_id_idx")
+        real = table.create_index
+        raced: list[str] = []
+
+        async def create_index(column: str, **kwargs: Any) -> Any:
+            if column == "document_id" and not raced:
+                raced.append(column)  # what Lance raises when another writer committed first
+                raise RuntimeError("Retryable commit conflict for version 9: another writer")
+            return await real(column, **kwargs)
+
+        table.create_index = create_index
+        await store.optimize()
+        assert raced == ["document_id"]
+        assert await _lookup_indexes(store) == {"document_id": "BTree"}
+    finally:
+        await store.close()
+
+
 async def test_scores_are_exact_on_the_ann_path(tmp_path: Path) -> None:
     store = await LanceDBVectorStore.open(tmp_path, "c", DIM, ann_threshold=300)
     try:

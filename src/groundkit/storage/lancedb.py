@@ -993,10 +993,15 @@ class LanceDBVectorStore:
         try:
             from lancedb.index import BTree
 
-            indices = await self._table.list_indices()
+            table = self._table
+            indices = await table.list_indices()
             if not any("document_id" in index.columns for index in indices):
-                await self._table.create_index(
-                    "document_id", config=BTree(), replace=True, name=_LOOKUP_INDEX_NAME
+                # Another writer's commit meanwhile (or its own build of the same index,
+                # which this one replaces) is a race to try again, not a failure.
+                await _retry_conflicts(
+                    lambda: table.create_index(
+                        "document_id", config=BTree(), replace=True, name=_LOOKUP_INDEX_NAME
+                    )
                 )
         except Exception as exc:
             _storage_error("build the document_id index", self.path, exc)
