@@ -164,6 +164,11 @@ async def _retry_conflicts(operation: Callable[[], Awaitable[_T]]) -> _T:
     raise AssertionError("unreachable")
 
 
+def _vector_index_kind(indices: Sequence[Any]) -> str | None:
+    """LanceDB's name for the kind of the vector index among ``indices``, or ``None``."""
+    return next((str(i.index_type) for i in indices if "vector" in i.columns), None)
+
+
 async def _has_table(conn: Any, name: str) -> bool:
     listed = await conn.list_tables()
     return name in listed.tables
@@ -963,12 +968,14 @@ class LanceDBVectorStore:
         """Build the indexes once the table is large enough; ``upgrade`` also replaces
         a vector index of another kind and adds the ``document_id`` index to a table
         that lacks it (one indexed by an older groundkit)."""
+        indices: list[Any] | None = None
         if upgrade or self._indexed is None:
-            kind = await self.ann_index_type()
+            indices = await self._indices()
+            kind = _vector_index_kind(indices)
             self._indexed = kind is not None
             if kind is not None and (kind == _ANN_INDEX_TYPE or not upgrade):
                 if upgrade:
-                    await self._build_lookup_index()
+                    await self._build_lookup_index(indices)
                 return
         elif self._indexed:
             return
@@ -986,23 +993,23 @@ class LanceDBVectorStore:
         except Exception as exc:
             _storage_error("build the ANN index", self.path, exc)
         self._indexed = True
-        await self._build_lookup_index()
+        await self._build_lookup_index(indices if indices is not None else await self._indices())
 
-    async def _build_lookup_index(self) -> None:
-        """The B-tree index on ``document_id``, unless the column has one."""
+    async def _build_lookup_index(self, indices: list[Any]) -> None:
+        """The B-tree index on ``document_id``, unless ``indices`` (the table's) has one."""
+        if any("document_id" in index.columns for index in indices):
+            return
+        table = self._table
         try:
             from lancedb.index import BTree
 
-            table = self._table
-            indices = await table.list_indices()
-            if not any("document_id" in index.columns for index in indices):
-                # Another writer's commit meanwhile (or its own build of the same index,
-                # which this one replaces) is a race to try again, not a failure.
-                await _retry_conflicts(
-                    lambda: table.create_index(
-                        "document_id", config=BTree(), replace=True, name=_LOOKUP_INDEX_NAME
-                    )
+            # Another writer's commit meanwhile (or its own build of the same index,
+            # which this one replaces) is a race to try again, not a failure.
+            await _retry_conflicts(
+                lambda: table.create_index(
+                    "document_id", config=BTree(), replace=True, name=_LOOKUP_INDEX_NAME
                 )
+            )
         except Exception as exc:
             _storage_error("build the document_id index", self.path, exc)
 
@@ -1015,11 +1022,14 @@ class LanceDBVectorStore:
         self._live_conn()
         if self._table is None:
             return None
+        return _vector_index_kind(await self._indices())
+
+    async def _indices(self) -> list[Any]:
+        """The table's indexes, as LanceDB lists them."""
         try:
-            indices = await self._table.list_indices()
+            return list(await self._table.list_indices())
         except Exception as exc:
             _storage_error("list indices", self.path, exc)
-        return next((str(i.index_type) for i in indices if "vector" in i.columns), None)
 
     # -- reads ---------------------------------------------------------------
 
@@ -1144,10 +1154,11 @@ class LanceDBVectorStore:
         # A restricted search on vectors in memory is exact over the wanted rows alone:
         # cheaper than the index's filtered probe, and it misses nothing
         # (adr/0091-restricted-searches-exact.md).
-        held = self._held() if self._indexed and not exact and wanted is None else None
+        on_index = bool(self._indexed) and not exact and wanted is None
+        held = self._held() if on_index else None
         if held is None:
             resident = await self._resident()
-            if resident is not None and (exact or not self._indexed or wanted is not None):
+            if resident is not None and not on_index:
                 return [
                     VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
                     for c, d, dist in resident.ranked(query, top_k, wanted)
