@@ -110,8 +110,12 @@ class MemoryVectorStore:
         if array.ndim != 1:
             raise RetrievalError("a query vector is one row")
         query = _unit_rows(array[None, :], 1, self._dimensions, RetrievalError)[0]
+        if type(top_k) is not int:
+            raise RetrievalError("top_k must be an integer")
         allowed = None
         if document_ids is not None:
+            if isinstance(document_ids, str):
+                raise RetrievalError("document_ids is a collection of ids, not one string")
             allowed = {_check_id(d, RetrievalError) for d in document_ids}
         rows = [
             (chunk_id, document_id, float(np.dot(row, query)))

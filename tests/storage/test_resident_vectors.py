@@ -9,7 +9,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evals.hybrid.exact import lance_exact
-from groundkit.storage.lancedb import DEFAULT_MEMORY_MAX_BYTES, LanceDBVectorStore
+from groundkit.errors import RetrievalError
+from groundkit.storage.lancedb import (
+    DEFAULT_MEMORY_MAX_BYTES,
+    MAX_QUERY_ROWS,
+    LanceDBVectorStore,
+)
 from groundkit.storage.protocols import VectorHit, score_to_cosine
 from groundkit.testing.conformance.vectors import DIM, basis, random_rows, unit, upsert
 
@@ -153,6 +158,48 @@ async def test_same_hits_as_the_flat_scan_on_random_vectors(store: LanceDBVector
             assert np.allclose([h.score for h in memory], [h.score for h in flat], atol=1e-6)
 
 
+async def test_rows_a_rounding_error_apart_tie_and_go_by_chunk_id(tmp_path: Path) -> None:
+    """A unit vector's product with itself can round above 1 in float32: such a row must
+    not outrank one that ties with it in score, on any path."""
+    v = [0.8534376621246338, -0.5181697010993958, 1.49830162525177, -0.7798393368721008]
+    v += [0.3865019977092743, -0.22728300094604492, -0.7540218234062195, 0.5876750349998474]
+    v += [-0.1549825668334961, 0.6032105684280396, -0.047291506081819534]
+    v += [-1.0858162641525269, -0.10206924378871918]
+    w = [*v[:11], -1.0858161449432373, v[12]]  # one component a float32 step away
+    s = await LanceDBVectorStore.open(tmp_path, "c", len(v))
+    try:
+        await s.upsert_documents([("d1", ["a"], [w]), ("d2", ["b"], [v])])
+        query = np.asarray(v, dtype=np.float32)
+        found = [
+            await s.query(query, 2),
+            await s.query(query, 2, document_ids={"d1", "d2"}),
+            await s.query(query, 2, exact=True),
+        ]
+        assert s._memory is not None and s._memory.matrix is not None
+        s.memory_max_bytes = 0
+        found.append(await s.query(query, 2, exact=True))  # LanceDB's flat scan
+    finally:
+        await s.close()
+    for hits in found:
+        assert [(h.chunk_id, h.score) for h in hits] == [("a", 1.0), ("b", 1.0)]
+
+
+@pytest.mark.parametrize("held", [True, False])
+async def test_top_k_is_bounded_on_both_paths(tmp_path: Path, held: bool) -> None:
+    s = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    try:
+        await upsert(s, "d1", ["a", "b"], np.stack([basis(0), basis(1)]))
+        if not held:
+            s.memory_max_bytes = 0
+        assert len(await s.query(basis(0), MAX_QUERY_ROWS)) == 2
+        one: Any = np.int64(1)  # a numpy integer, as array code hands one over
+        assert len(await s.query(basis(0), one)) == 1
+        with pytest.raises(RetrievalError, match="more than the 100,000 rows"):
+            await s.query(basis(0), MAX_QUERY_ROWS + 1, document_ids=["d1"])
+    finally:
+        await s.close()
+
+
 async def test_the_copy_follows_the_table_version(store: LanceDBVectorStore) -> None:
     assert store.memory_max_bytes == DEFAULT_MEMORY_MAX_BYTES
     await upsert(store, "d1", ["a", "b"], np.stack([basis(0), basis(1)]))
@@ -186,6 +233,27 @@ async def test_another_handles_write_is_seen_after_refresh(
     assert _ids(await store.query(basis(1), 5)) == ["a"]
     await store.refresh()
     assert _ids(await store.query(basis(1), 5)) == ["b", "a"]
+
+
+async def test_a_write_replaces_rows_another_handle_wrote_since(
+    store: LanceDBVectorStore, tmp_path: Path
+) -> None:
+    """This handle has not seen the other's rows of d2 and d3; replacing d2 and deleting
+    d3 from here must still leave d2 one row each and d3 none."""
+    await upsert(store, "d1", ["a"], np.stack([basis(0)]))
+    assert _ids(await store.query(basis(1), 5)) == ["a"]
+    other = await LanceDBVectorStore.open(tmp_path, "c", DIM)
+    try:
+        await upsert(other, "d2", ["b"], np.stack([basis(1)]))
+        await upsert(other, "d3", ["c"], np.stack([basis(2)]))
+    finally:
+        await other.close()
+    await upsert(store, "d2", ["b"], np.stack([basis(3)]))
+    assert await store.delete_documents(["d3"]) == 1
+    for exact in (False, True):
+        hits = await store.query(basis(3), 5, exact=exact)
+        assert sorted((h.chunk_id, h.document_id) for h in hits) == [("a", "d1"), ("b", "d2")]
+    assert await store.count() == 2
 
 
 @pytest.mark.parametrize("damage", ["stale version", "short ids", "writeable matrix", "width"])
@@ -341,11 +409,13 @@ def test_rescoring_keeps_every_row_tied_at_the_cut(
     ids = rng.permutation(np.arange(10, 10 + 3 * rows, 3)).astype(np.uint64)
     held = _Resident(None, 1, rows, (matrix, chunk_ids, owners, ids))
     query = rng.standard_normal(8).astype(np.float32)
+    query /= np.linalg.norm(query)  # as the store hands it over
     candidates = rng.choice(ids, size=int(rng.integers(1, rows + 1)), replace=False)
     found = held.rescored(np.asarray(candidates, dtype=np.uint64), query, limit)
     assert found is not None
     assert held.matrix is not None
-    every = 1.0 - _dot_rows(held.matrix, query)  # the same product, every row at once
+    # The same product, every row at once, within [0, 2] as the store's distances are.
+    every = np.clip(1.0 - _dot_rows(held.matrix, query), 0.0, 2.0)
     row_of = {int(r): i for i, r in enumerate(ids)}
     reference = []
     for r in candidates:

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import operator
 import random
 import re
 import warnings
@@ -112,6 +113,9 @@ _EVERY_PARTITION = 1 << 30
 # Re-score at least this many candidates, and at least twice the rows asked for.
 _REFINE_MIN_CANDIDATES = 100
 _REFINE_MIN_FACTOR = 2
+# The most rows one query returns: far more than a search asks for (MAX_TOP_K), and
+# within what LanceDB takes as a limit once the tie padding is added.
+MAX_QUERY_ROWS = 100_000
 _ANN_INDEX_NAME = "vector_idx"
 # Rows are looked up by ``document_id IN (...)`` in every upsert, delete and filtered
 # search: a B-tree index, built with the vector index (adr/0090-document-id-index.md).
@@ -162,6 +166,17 @@ async def _retry_conflicts(operation: Callable[[], Awaitable[_T]]) -> _T:
                 raise
             await asyncio.sleep(random.uniform(0.02, 0.1) * 2**attempt)
     raise AssertionError("unreachable")
+
+
+async def _delete_latest(table: Any, where: str) -> Any:
+    """Delete ``where`` from the table's latest version, not the handle's.
+
+    A delete marks the rows of the version it reads, and LanceDB commits it over rows
+    another handle appended since without a conflict: from an older version those rows
+    would outlive it, and an upsert would leave the document's rows twice.
+    """
+    await table.checkout_latest()
+    return await table.delete(where)
 
 
 def _vector_index_kind(indices: Sequence[Any]) -> str | None:
@@ -228,6 +243,34 @@ def _quote_ids(
     return ", ".join(f"'{doc_id}'" for doc_id in ids)
 
 
+def _checked_top_k(top_k: object) -> int:
+    """``top_k`` as an int no larger than ``MAX_QUERY_ROWS``; ``RetrievalError`` otherwise
+    (below 1 asks for nothing)."""
+    try:
+        if isinstance(top_k, bool):
+            raise TypeError
+        value = operator.index(top_k)  # type: ignore[arg-type]
+    except TypeError:
+        raise RetrievalError(f"top_k must be an integer, not {type(top_k).__name__}") from None
+    if value > MAX_QUERY_ROWS:
+        raise RetrievalError(
+            f"top_k {value} is more than the {MAX_QUERY_ROWS:,} rows one vector query returns"
+        )
+    return value
+
+
+def _checked_ids(document_ids: Collection[str]) -> frozenset[str]:
+    """The ids of a restriction, each one allowed in a filter; ``RetrievalError`` otherwise."""
+    if isinstance(document_ids, str | bytes):
+        raise RetrievalError("document_ids is a collection of document ids, not one string")
+    try:
+        wanted = frozenset(document_ids)
+    except TypeError:
+        raise RetrievalError("document_ids must be a collection of strings") from None
+    _quote_ids(tuple(wanted), RetrievalError)  # each one checked, before any is sorted
+    return wanted
+
+
 def _as_matrix(
     vectors: npt.ArrayLike, rows: int, dimensions: int, error: type[GroundkitError]
 ) -> npt.NDArray[np.float32]:
@@ -259,9 +302,14 @@ def _dot_rows(
 def _cosine_distances(
     matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
-    """``1 - cos`` per row; a row that gives no finite distance (damage the store's
-    checks did not see) ranks last at 2.0, as on LanceDB's path."""
+    """``1 - cos`` per row, within [0, 2]; a row that gives no finite distance (damage
+    the store's checks did not see) ranks last at 2.0, as on LanceDB's path.
+
+    In float32 a unit vector's product with itself can come out a hair above 1: clipped,
+    such rows tie as their scores (and LanceDB's distances) do, and the chunk id orders
+    them, instead of rounding error."""
     distances = 1.0 - _dot_rows(matrix, vector)
+    np.clip(distances, 0.0, 2.0, out=distances)
     finite = np.isfinite(distances)
     if not finite.all():
         distances = np.where(finite, distances, np.float32(2.0))
@@ -848,7 +896,8 @@ class LanceDBVectorStore:
                     self._table = await self._create_or_open(conn, data)
                 else:
                     table = self._table
-                    await _retry_conflicts(lambda: table.delete(f"document_id IN ({quoted})"))
+                    where = f"document_id IN ({quoted})"
+                    await _retry_conflicts(partial(_delete_latest, table, where))
                     if all_ids:
                         await _retry_conflicts(lambda: table.add(data))
             except Exception as exc:
@@ -887,7 +936,7 @@ class LanceDBVectorStore:
             for quoted in batches:
                 table, where = self._table, f"document_id IN ({quoted})"
                 try:
-                    result = await _retry_conflicts(partial(table.delete, where))
+                    result = await _retry_conflicts(partial(_delete_latest, table, where))
                 except Exception as exc:
                     _storage_error("delete documents", self.path, exc)
                 deleted += int(result.num_deleted_rows)
@@ -1143,10 +1192,10 @@ class LanceDBVectorStore:
         if array.ndim != 1:
             raise RetrievalError(f"a query vector is one row, not shape {array.shape}")
         query = _as_matrix(array.reshape(1, -1), 1, self._dimensions, RetrievalError)[0]
+        top_k = _checked_top_k(top_k)
         wanted: frozenset[str] | None = None
         if document_ids is not None:
-            wanted = frozenset(document_ids)
-            _quote_ids(sorted(wanted), RetrievalError)
+            wanted = _checked_ids(document_ids)
         if top_k < 1 or self._table is None or wanted == frozenset():
             return []
         if self._indexed is None:

@@ -275,6 +275,25 @@ class VectorStoreConformance:
         with pytest.raises(RetrievalError):
             await vector_store.query(vector, 3)
 
+    @pytest.mark.parametrize(
+        ("top_k", "document_ids"),
+        [
+            (2.0, None),
+            ("3", None),
+            (True, None),
+            (3, "d1"),  # one string is not a collection of ids
+            (3, ["d1", 2]),
+            (3, [["d1"]]),
+        ],
+        ids=["float", "text", "bool", "one-string", "mixed", "unhashable"],
+    )
+    async def test_bad_top_k_and_restrictions_are_refused(
+        self, vector_store: VStore, top_k: Any, document_ids: Any
+    ) -> None:
+        await upsert(vector_store, "d1", ["a"], np.stack([basis(0)]))
+        with pytest.raises(RetrievalError):
+            await vector_store.query(basis(0), top_k, document_ids=document_ids)
+
     @pytest.mark.parametrize("bad", INJECTIONS)
     async def test_injection_looking_ids_are_refused(self, vector_store: VStore, bad: str) -> None:
         await upsert(vector_store, "d1", ["a"], np.stack([basis(0)]))
