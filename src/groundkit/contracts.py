@@ -20,6 +20,7 @@ from typing import (
     Literal,
     Protocol,
     Self,
+    TypeGuard,
     TypeVar,
     get_args,
     overload,
@@ -39,10 +40,11 @@ from pydantic import (
     model_validator,
 )
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, core_schema
+from pydantic_core import CoreSchema, PydanticSerializationError, core_schema
 
 from groundkit.errors import (
     ConfigurationError,
+    GroundkitError,
     IngestionError,
     InvalidQueryError,
     RetrievalError,
@@ -187,6 +189,33 @@ GEOMETRY_KEY = "geometry"
 # begins in the text and ``level`` is 1 (``#``, ``<h1>``) to 6. The chunker cuts
 # there and a result's heading path is read from it (adr/0046-structure-chunking.md).
 HEADINGS_KEY = "headings"
+
+
+def valid_page_starts(starts: Any) -> TypeGuard[list[int]]:
+    """Page offsets as the ingest writes them: non-negative ints in order."""
+    return (
+        isinstance(starts, list)
+        and all(type(s) is int and s >= 0 for s in starts)
+        and starts == sorted(starts)
+    )
+
+
+def valid_outline(outline: Any) -> TypeGuard[list[list[Any]]]:
+    """``[[offset, level 1-6, title], ...]`` in offset order, as the ingest writes it."""
+    if not isinstance(outline, list):
+        return False
+    last = -1
+    for entry in outline:
+        if not (isinstance(entry, list) and len(entry) == 3):
+            return False
+        start, level, title = entry
+        if type(start) is not int or start < last or type(level) is not int:
+            return False
+        if not 1 <= level <= 6 or not isinstance(title, str):
+            return False
+        last = start
+    return True
+
 
 # Document metadata key holding what lies between consecutive disjoint chunks
 # when it is not a single space (``{"<i>": text between chunk i and i + 1}``),
@@ -455,6 +484,29 @@ class _Frozen(BaseModel):
     # Validators are built when a model is first used, not at import: a process pays
     # only for the models it uses (adr/0063-cold-start.md).
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False, defer_build=True)
+
+    # A value worked out while dumping (a result's citation from damaged geometry,
+    # deferred evidence whose embedder fails) raises groundkit's error; pydantic would
+    # wrap it in its own exception, which the public API does not let out.
+    def model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return super().model_dump(*args, **kwargs)
+        except PydanticSerializationError as exc:
+            raise _unwrapped(exc) from None
+
+    def model_dump_json(self, *args: Any, **kwargs: Any) -> str:
+        try:
+            return super().model_dump_json(*args, **kwargs)
+        except PydanticSerializationError as exc:
+            # The JSON serializer keeps only the message: the Python one finds the error.
+            self.model_dump(mode="json")
+            raise exc from None
+
+
+def _unwrapped(exc: PydanticSerializationError) -> BaseException:
+    """The groundkit error a serializer raised, else pydantic's own (a defect here)."""
+    cause = exc.__cause__
+    return cause if isinstance(cause, GroundkitError) else exc
 
 
 class EvidenceSpan(_Frozen):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from groundkit.extraction.cache import (
     extraction_cache,
     run_identity,
 )
+from groundkit.utils.geometry import PageFrame, encode_geometry
 from tests.sources import make_pdf
 
 pytest.importorskip("pypdfium2")
@@ -223,6 +225,57 @@ async def test_a_planted_record_never_makes_a_citation_verify(
     assert "ninety" in text and verdict == "drifted"
 
 
+def _broken(real: Extraction, damage: str) -> Extraction:
+    """``real`` with one value no extractor writes and the store's readers refuse."""
+    assert real.geometry is not None and len(real.page_starts) == 2
+    pages = [list(p) for p in real.geometry["pages"]]
+    if damage == "pages out of order":
+        return replace(real, page_starts=real.page_starts[::-1])
+    if damage == "heading level 0":
+        return replace(real, headings=((0, 0, "Espresso"),))
+    if damage == "headings out of order":
+        return replace(real, headings=((40, 1, "Tamping"), (0, 1, "Espresso")))
+    if damage == "geometry of another format":
+        return replace(real, geometry={"format": 99, "pages": pages})
+    if damage == "geometry of one page":
+        return replace(real, geometry={**real.geometry, "pages": pages[:1]})
+    pages[0][5] = "AAAA"  # base64 of bytes that are no zlib stream
+    return replace(real, geometry={**real.geometry, "pages": pages})
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "pages out of order",
+        "heading level 0",
+        "headings out of order",
+        "geometry of another format",
+        "geometry of one page",
+        "a page blob that does not unpack",
+    ],
+)
+async def test_a_planted_record_the_store_would_refuse_is_a_miss(
+    tmp_path: Path, cache_dir: Path, runs: list[int], damage: str
+) -> None:
+    """A record whose checksum holds but whose values the store's readers refuse would
+    leave a collection no search can read: it is extracted again instead."""
+    from groundkit.ingestion.extracted import pdf_extractor_for
+
+    docs = _folder(tmp_path)
+    data = (docs / "guide.pdf").read_bytes()
+    extractor = pdf_extractor_for(IngestConfig())()
+    real = await extractor.extract_bytes(data)
+    run = run_identity(extractor)
+    assert run is not None
+    digest = hashlib.sha256(data).digest()
+    assert ExtractionCache(cache_dir.parent).put(run, digest, _broken(real, damage))
+    before = len(runs)
+    await _ingest(tmp_path, docs)
+    assert len(runs) == before + 1  # the record was not used
+    text, verdict = await _search_verdict(tmp_path, docs, "tamping pressure")
+    assert "Tamping" in text and verdict == "verified"
+
+
 async def test_a_failed_extraction_is_not_recorded(tmp_path: Path, cache_dir: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -354,26 +407,37 @@ async def test_a_failure_is_raised_and_not_kept(tmp_path: Path) -> None:
 
 
 _texts = st.text(st.characters(codec="utf-8") | st.sampled_from(["\ud800", "\udfff", "\x00"]))
-_extractions = st.builds(
-    Extraction,
-    text=_texts,
-    page_starts=st.lists(st.integers(0, 10**9), max_size=5).map(tuple),
-    title=st.none() | _texts,
-    info=st.dictionaries(_texts, _texts, max_size=3),
-    info_error=st.none() | _texts,
-    headings=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 6), _texts), max_size=4).map(
-        tuple
-    ),
-    geometry=st.none()
-    | st.fixed_dictionaries(
-        {"format": st.integers(1, 3), "pages": st.lists(st.lists(st.integers(), max_size=3))}
-    ),
-    identity=st.none() | _texts,
-    unread=st.none() | _texts,
-)
 
 
-@given(extraction=_extractions, charset=st.none() | st.sampled_from(["utf-8", "latin-1"]))
+@st.composite
+def _extractions(draw: st.DrawFn) -> Extraction:
+    """Extractions as extractors make them: page offsets and headings in order, and
+    geometry (when there is any) encoded for every page."""
+    starts = tuple(sorted(draw(st.lists(st.integers(0, 10**9), max_size=5))))
+    geometry = None
+    boxed = draw(st.booleans())
+    if starts and boxed:
+        texts = draw(st.lists(st.text(max_size=4), min_size=len(starts), max_size=len(starts)))
+        box = (1.0, 2.0, 3.0, 4.0)
+        pages = [(at, text, [box] * len(text)) for at, text in zip(starts, texts, strict=True)]
+        frames = [PageFrame(0.0, 0.0, 600.0, 800.0, 0)] * len(starts)
+        geometry = encode_geometry(frames, pages)
+    outline = st.tuples(st.integers(0, 10**6), st.integers(1, 6), _texts)
+    headings = sorted(draw(st.lists(outline, max_size=4)))
+    return Extraction(
+        text=draw(_texts),
+        page_starts=starts,
+        title=draw(st.none() | _texts),
+        info=draw(st.dictionaries(_texts, _texts, max_size=3)),
+        info_error=draw(st.none() | _texts),
+        headings=tuple(headings),
+        geometry=geometry,
+        identity=draw(st.none() | _texts),
+        unread=draw(st.none() | _texts),
+    )
+
+
+@given(extraction=_extractions(), charset=st.none() | st.sampled_from(["utf-8", "latin-1"]))
 def test_a_record_reads_back_as_the_extraction_it_was_made_from(
     tmp_path_factory: pytest.TempPathFactory, extraction: Extraction, charset: str | None
 ) -> None:

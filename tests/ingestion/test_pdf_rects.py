@@ -265,6 +265,16 @@ async def test_damaged_geometry_is_refused(tmp_path: Path) -> None:
         rects_at({**metadata, GEOMETRY_KEY: geometry}, hit.start_offset, hit.end_offset)
     with pytest.raises(StorageError, match="damaged geometry"):
         rects_at({GEOMETRY_KEY: geometry}, 0, 5)  # no page starts to place it
+    # Every way to dump the result says so with groundkit's error, not pydantic's wrapper.
+    broken = hit.model_copy(update={"metadata": {**metadata, GEOMETRY_KEY: geometry}})
+    for dump in (
+        lambda: broken.to_dict(full=True),
+        broken.model_dump,
+        lambda: broken.model_dump(mode="json"),
+        broken.model_dump_json,
+    ):
+        with pytest.raises(StorageError, match="damaged geometry"):
+            dump()
 
 
 def test_damaged_geometry_in_a_stored_row_is_refused(tmp_path: Path) -> None:

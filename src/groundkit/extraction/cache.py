@@ -12,7 +12,10 @@ and a later ingest of the same bytes reads it back instead (adr/0088-extraction-
 Only ingest reads it. A citation check runs the extractor again (within one process
 it may reuse that process's own text, extraction/memo.py): what verifies a citation
 never comes from a file an earlier run left on disk, so a damaged or planted record
-can at worst make an ingest store a text that its citations' checks then find drifted.
+can at worst make an ingest store a text that its citations' checks then find drifted,
+or page geometry that unpacks but is malformed inside, which fails the searches that
+draw its rectangles as damaged stored geometry does. What the store checks on every
+row read (page offsets, headings, the geometry's shape) is checked on every record.
 
 Checked, never trusted. Records live in the user's cache directory
 (``$GROUNDKIT_CACHE_DIR/extractions/``), in a folder that must be the user's own and
@@ -43,8 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from groundkit.config import DEFAULT_EXTRACTION_CACHE_BYTES
+from groundkit.contracts import valid_outline, valid_page_starts
+from groundkit.errors import ConfigurationError
 from groundkit.extraction.base import BaseExtractor, Extraction, ExtractorProtocol
 from groundkit.utils.cache_dir import default_cache_root
+from groundkit.utils.geometry import blobs_unpack, check_geometry
 from groundkit.utils.hashing import sha256_bytes
 from groundkit.utils.private_files import (
     oldest_first,
@@ -77,7 +83,7 @@ _MAX_SHARE = 4
 _RECORD = re.compile(r"[0-9a-f]{64}\.gkx")
 _OURS = re.compile(r"\.?[0-9a-f]{64}\.gkx(?:\.[0-9a-f]{8}\.tmp)?")
 # What an unusable cache location raises (a path with a NUL byte, no home directory).
-_UNUSABLE = (OSError, ValueError, RuntimeError)
+_UNUSABLE = (OSError, ValueError, RuntimeError, ConfigurationError)
 
 
 def run_identity(extractor: ExtractorProtocol, charset: str | None = None) -> str | None:
@@ -276,15 +282,18 @@ def _extraction(body: Mapping[str, Any]) -> Extraction | None:
     text, starts, headings = body.get("text"), body.get("page_starts"), body.get("headings")
     info, geometry = body.get("info"), body.get("geometry")
     optional = [body.get(k) for k in ("title", "info_error", "identity", "unread")]
+    # What the store's readers check on every row (storage/_rows.py) is checked here
+    # too: a record that passed its checksum but holds values no extractor writes is a
+    # miss, not stored metadata that fails every later search of the collection.
     if (
         not isinstance(text, str)
-        or not isinstance(starts, list)
-        or not all(_count(s) for s in starts)
+        or not valid_page_starts(starts)
         or not isinstance(info, dict)
         or not all(isinstance(k, str) and isinstance(v, str) for k, v in info.items())
-        or not isinstance(headings, list)
-        or not all(_heading(h) for h in headings)
-        or not (geometry is None or isinstance(geometry, dict))
+        or not valid_outline(headings)
+        or not (
+            geometry is None or (check_geometry(geometry, len(starts)) and blobs_unpack(geometry))
+        )
         or not all(v is None or isinstance(v, str) for v in optional)
     ):
         return None
@@ -299,20 +308,6 @@ def _extraction(body: Mapping[str, Any]) -> Extraction | None:
         geometry=geometry,
         identity=identity,
         unread=unread,
-    )
-
-
-def _count(value: Any) -> bool:
-    return type(value) is int and value >= 0
-
-
-def _heading(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) == 3
-        and _count(value[0])
-        and _count(value[1])
-        and isinstance(value[2], str)
     )
 
 

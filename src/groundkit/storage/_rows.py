@@ -34,6 +34,8 @@ from groundkit.contracts import (
     DocumentRecord,
     FieldValue,
     SourceClass,
+    valid_outline,
+    valid_page_starts,
 )
 from groundkit.errors import IngestionError, StorageError
 from groundkit.storage.protocols import (
@@ -292,11 +294,7 @@ def parse_metadata(raw: Any, where: str = "a document row", *, gaps: bool = True
         value.pop(GAPS_KEY, None)
     check_fields_value(value.get(FIELDS_KEY, {}), where)
     starts = value.get(PAGE_STARTS_KEY)
-    if starts is not None and (
-        not isinstance(starts, list)
-        or not all(type(s) is int and s >= 0 for s in starts)
-        or starts != sorted(starts)
-    ):
+    if starts is not None and not valid_page_starts(starts):
         raise damaged(where, "page offsets")
     geometry = value.get(GEOMETRY_KEY)
     if geometry is not None and not check_geometry(
@@ -307,7 +305,7 @@ def parse_metadata(raw: Any, where: str = "a document row", *, gaps: bool = True
     if stored_gaps is not None and not _valid_gaps(stored_gaps):
         raise damaged(where, "chunk gaps")
     outline = value.get(HEADINGS_KEY)
-    if outline is not None and not _valid_outline(outline):
+    if outline is not None and not valid_outline(outline):
         raise damaged(where, "headings")
     return value
 
@@ -321,23 +319,6 @@ def _valid_gaps(gaps: Any) -> bool:
         return all(map(str.isdigit, gaps)) and not "".join(gaps.values()).strip()
     except TypeError:
         return False
-
-
-def _valid_outline(outline: Any) -> bool:
-    """``[[offset, level 1-6, title], ...]`` in offset order, as the ingest writes it."""
-    if not isinstance(outline, list):
-        return False
-    last = -1
-    for entry in outline:
-        if not (isinstance(entry, list) and len(entry) == 3):
-            return False
-        start, level, title = entry
-        if type(start) is not int or start < last or type(level) is not int:
-            return False
-        if not 1 <= level <= 6 or not isinstance(title, str):
-            return False
-        last = start
-    return True
 
 
 def check_fields_value(fields: Any, where: str) -> dict[str, FieldValue]:

@@ -316,6 +316,20 @@ def check_geometry(value: Any, pages: int | None = None) -> bool:
     return True
 
 
+def blobs_unpack(value: Mapping[str, Any]) -> bool:
+    """Whether every page blob of ``value`` (shaped as ``check_geometry`` accepts)
+    unpacks to whole 32-bit values: the cheap part of ``decode_page``, for geometry
+    read from outside the store. A blob can still fail ``decode_page`` later."""
+    for entry in value["pages"]:
+        try:
+            raw = zlib.decompress(base64.b64decode(entry[5], validate=True))
+        except (binascii.Error, zlib.error, ValueError):
+            return False
+        if not raw or len(raw) % 4:
+            return False
+    return True
+
+
 def page_frame(geometry: Mapping[str, Any], page: int) -> PageFrame | None:
     """The frame of 1-based ``page``, or None when ``geometry`` has no such page."""
     entries = geometry.get("pages")
