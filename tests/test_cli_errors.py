@@ -326,3 +326,51 @@ def test_a_refused_setting_lists_each_field_with_its_value() -> None:
     assert problems["ocr_languages"][1] == "eng+"
     assert problems["keep_versions"][1] == -1
     assert isinstance(refusal.value, ValueError)
+
+
+def test_a_cache_folder_under_an_unknown_home_is_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GROUNDKIT_CACHE_DIR", "~no-such-user-of-groundkit/cache")
+    line = refused(capsys, "search", "cats", "--index-dir", str(index))
+    assert "GROUNDKIT_CACHE_DIR='~no-such-user-of-groundkit/cache'" in line
+    assert "full path" in line
+
+
+def test_no_home_directory_for_the_caches_names_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from groundkit.errors import ConfigurationError
+    from groundkit.utils.cache_dir import default_cache_root
+
+    def homeless() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(homeless))
+    with pytest.raises(ConfigurationError, match="set GROUNDKIT_CACHE_DIR"):
+        default_cache_root({})
+    assert default_cache_root({"XDG_CACHE_HOME": "/var/cache/u"}) == Path("/var/cache/u/groundkit")
+    assert default_cache_root({"GROUNDKIT_CACHE_DIR": "/c"}) == Path("/c")
+
+
+def test_control_characters_in_names_stay_on_their_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A file name can hold a newline or a terminal escape: shown escaped, it can neither
+    forge another report line nor drive the terminal."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "bad\nfailed: forged.txt").write_bytes(b"\xff\xfe")
+    (docs / "tea\x1b[2J.txt").write_text("Green tea is steeped briefly.\n", encoding="utf-8")
+    at = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(docs)]
+    assert main(["ingest", str(docs), "-q", *at]) == 1
+    _, err = capsys.readouterr()
+    assert err.splitlines() == [err.rstrip("\n")]
+    assert "bad\\nfailed: forged.txt" in err
+    assert main(["ingest", str(docs), *at]) == 1
+    out, _ = capsys.readouterr()
+    [failed] = [line for line in out.splitlines() if "failed:" in line]
+    assert "bad\\nfailed: forged.txt" in failed and "\x1b" not in out
+    assert main(["search", "green tea", *at]) == 0
+    out, _ = capsys.readouterr()
+    assert "tea\\x1b[2J.txt [0:" in out and "\x1b" not in out

@@ -61,6 +61,12 @@ __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
 _SNIPPET = 160
+# Control characters (C0, DEL, C1) and the Unicode line and paragraph separators, each
+# shown as the escape a Python string literal would use.
+_ESCAPES = {
+    code: chr(code).encode("unicode_escape").decode("ascii")
+    for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}
 # How grk names each SearchRequest field: errors about an option name the flag, never the
 # Python argument (tests/retrieval/test_request.py pins it to the fields).
 SEARCH_FLAGS = {
@@ -787,9 +793,15 @@ class _Progress:
             self._drawn = 0
 
 
+def _shown(text: object) -> str:
+    """``text`` for one line of a terminal: a newline in a file name cannot add a line to
+    a report of one line per item, nor an escape sequence drive the terminal."""
+    return str(text).translate(_ESCAPES)
+
+
 def _snippet(text: str) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…"
+    return _shown(flat if len(flat) <= _SNIPPET else flat[: _SNIPPET - 1] + "…")
 
 
 def _emit(data: Any) -> None:
@@ -802,7 +814,7 @@ def _print_ingest(report: IngestReport, args: argparse.Namespace, dense: bool) -
     elif args.quiet:
         # Errors only: the files that failed, on stderr.
         for failure in report.failed:
-            print(f"grk: failed: {failure.reason}", file=sys.stderr)
+            print(f"grk: failed: {_shown(failure.reason)}", file=sys.stderr)
     else:
         print(
             f"added {len(report.added)}, updated {len(report.updated)}, "
@@ -818,13 +830,13 @@ def _print_ingest(report: IngestReport, args: argparse.Namespace, dense: bool) -
         if report.generation == 0 and not report.failed and not report.unchanged:
             print("nothing to index here; no collection was created")
         for warning in report.warnings:
-            print(f"  warning: {warning.source}: {warning.reason}")
+            print(f"  warning: {_shown(warning.source)}: {_shown(warning.reason)}")
         for failure in report.failed:
-            print(f"  failed: {failure.reason}")
+            print(f"  failed: {_shown(failure.reason)}")
         for repair in report.repairs:
-            print(f"  repaired: {repair}")
+            print(f"  repaired: {_shown(repair)}")
         for notice in report.notices:
-            print(f"  not saved: {notice}")
+            print(f"  not saved: {_shown(notice)}")
     return EXIT_PROBLEM if report.failed else EXIT_OK
 
 
@@ -887,13 +899,13 @@ def _print_search(
         page = f" {pages}" if pages else ""
         where = f"{r.collection}: " if multi else ""
         print(
-            f"{rank:>3}. {where}{r.source} [{r.start_offset}:{r.end_offset}]{page}"
+            f"{rank:>3}. {where}{_shown(r.source)} [{r.start_offset}:{r.end_offset}]{page}"
             f"{_version_mark(r.version, shown=past)}  score {r.score:.4f}"
         )
         print(f"     chunk {r.chunk_id}")
         headings = r.heading_path
         if headings:
-            print(f"     under: {' > '.join(headings)}")
+            print(f"     under: {_shown(' > '.join(headings))}")
         best = r.evidence[0] if r.evidence else None
         if best is None:
             print(f"     {_snippet(r.content)}")
@@ -907,7 +919,10 @@ def _print_search(
             print(f"     {span.kind} [{span.start_offset}:{span.end_offset}]{hits}")
             print(f"       {_snippet(span.content)}")
     for failure in failures:
-        print(f"  failed: collection {failure.collection!r}: {failure.error}: {failure.detail}")
+        print(
+            f"  failed: collection {failure.collection!r}: {failure.error}: "
+            f"{_shown(failure.detail)}"
+        )
     return EXIT_PROBLEM if failures else EXIT_OK
 
 
@@ -925,7 +940,7 @@ def _where_fetched(result: FetchResult) -> str:
     c = result.citation
     page = f" {c.pages}" if c.pages else ""
     mark = _version_mark(result.version, replaced_at=result.replaced_at)
-    return f"{c.source} [{c.start_offset}:{c.end_offset}]{page}{mark}"
+    return f"{_shown(c.source)} [{c.start_offset}:{c.end_offset}]{page}{mark}"
 
 
 def _verdict(result: FetchResult) -> str:
@@ -941,7 +956,7 @@ def _print_fetch(result: FetchResult, as_json: bool, *, full: bool = False) -> i
         _emit(result.to_dict(full=full))
     else:
         print(f"{_where_fetched(result)}  {_verdict(result)}")
-        print(f"  {result.detail}")
+        print(f"  {_shown(result.detail)}")
         print(result.content)
     return EXIT_OK if result.verification == "verified" else EXIT_PROBLEM
 
@@ -971,7 +986,7 @@ def _print_verify(report: VerifyReport, as_json: bool, quiet: bool = False) -> i
                 )
             )
         for p in [*report.relocated, *report.problems]:
-            print(f"  {_verdict(p)}: {_where_fetched(p)} {p.detail}")
+            print(f"  {_verdict(p)}: {_where_fetched(p)} {_shown(p.detail)}")
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
@@ -981,15 +996,18 @@ def _print_delete(report: DeleteReport, args: argparse.Namespace) -> int:
         _emit(report.model_dump(mode="json", exclude_none=True))
     elif args.quiet:
         for name in report.missing:
-            print(f"grk: missing: {name}: no document has this source or id", file=sys.stderr)
+            print(
+                f"grk: missing: {_shown(name)}: no document has this source or id",
+                file=sys.stderr,
+            )
         for step in erasure.unfinished if erasure is not None else ():
             print(f"grk: not erased: {step}; run the erase again", file=sys.stderr)
     else:
         print(f"deleted {len(report.deleted)}, missing {len(report.missing)}")
         for source in report.deleted:
-            print(f"  deleted: {source}")
+            print(f"  deleted: {_shown(source)}")
         for name in report.missing:
-            print(f"  missing: {name}: no document has this source or id")
+            print(f"  missing: {_shown(name)}: no document has this source or id")
         if erasure is not None:
             print(
                 f"erased {erasure.documents} documents ({erasure.versions} past versions, "

@@ -39,6 +39,7 @@ from typing import Any
 
 import xxhash
 
+from groundkit.errors import ConfigurationError
 from groundkit.utils.cache_dir import default_cache_root
 from groundkit.utils.private_files import (
     oldest_first,
@@ -62,7 +63,7 @@ MAX_FILES = 256
 _MAX_BYTES = 1 << 20
 _FOLDER = "checks"
 # What an unusable cache location raises (a path with a NUL byte, no home directory).
-_UNUSABLE = (OSError, ValueError, RuntimeError)
+_UNUSABLE = (OSError, ValueError, RuntimeError, ConfigurationError)
 # The names this module writes in the checks folder: records and their temporary files.
 _OURS = re.compile(r"\.?[0-9a-f]{32}\.json(?:\.[0-9a-f]{8}\.tmp)?")
 # How long ago a file must have last changed for its stamp to be recorded (see ``record``).

@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from groundkit.errors import ConfigurationError
+
 __all__ = ["CACHE_DIR_ENV", "default_cache_root"]
 
 CACHE_DIR_ENV = "GROUNDKIT_CACHE_DIR"
@@ -13,11 +15,29 @@ CACHE_DIR_ENV = "GROUNDKIT_CACHE_DIR"
 
 def default_cache_root(environ: Mapping[str, str] | None = None) -> Path:
     """Where groundkit caches files on this host: ``$GROUNDKIT_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/groundkit``, else ``~/.cache/groundkit``."""
+    ``$XDG_CACHE_HOME/groundkit``, else ``~/.cache/groundkit``.
+
+    ``ConfigurationError`` when that place cannot be named: a ``~user`` prefix for an
+    unknown user, or no home directory and neither variable set.
+    """
     env = os.environ if environ is None else environ
     given = env.get(CACHE_DIR_ENV)
     if given:
-        return Path(given).expanduser()
+        try:
+            return Path(given).expanduser()
+        except RuntimeError:  # pathlib: the ~ or ~user has no home directory
+            raise ConfigurationError(
+                f"{CACHE_DIR_ENV}={given!r}: its ~ names no known home directory; "
+                "give the cache folder as a full path"
+            ) from None
     xdg = env.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "groundkit"
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "groundkit"
+    try:
+        home = Path.home()
+    except RuntimeError:
+        raise ConfigurationError(
+            f"no home directory to keep groundkit's caches in: set {CACHE_DIR_ENV} "
+            "(or XDG_CACHE_HOME) to a folder"
+        ) from None
+    return home / ".cache" / "groundkit"
