@@ -205,6 +205,38 @@ async def test_damage_is_refused_or_served_correctly_then_repaired(
     assert sorted(p.name for p in index.glob("default.sqlite3.damaged-*"))
 
 
+@pytest.mark.parametrize("took", [0, 1])
+async def test_a_refused_drop_says_whether_it_removed_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, took: int
+) -> None:
+    """A folder the user may not write refuses its first removal: nothing went, and the
+    message says so; a folder that loses some files first is said partly removed."""
+    import errno
+
+    from groundkit.storage import StoreLocation
+
+    base, index = tmp_path / "base", tmp_path / "idx"
+    write_tree(base, {"a.txt": "Alpha text."})
+    async with Collection.open(index, base_dir=base) as col:
+        await col.ingest(base)
+    where = StoreLocation.resolve("default", index_dir=index)
+
+    def refused(path: Any, *args: Any, **kwargs: Any) -> None:
+        for inside in sorted(Path(path).rglob("*"))[::-1]:
+            if took == 0:
+                break
+            if inside.is_file():
+                inside.unlink()
+                break
+        raise OSError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(shutil, "rmtree", refused)
+    said = "nothing was removed" if took == 0 else "partly removed, run the drop again"
+    with pytest.raises(StorageError, match=said):
+        await where.drop()
+    assert await where.exists()
+
+
 async def test_a_drop_that_fails_leaves_the_collection_to_drop_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

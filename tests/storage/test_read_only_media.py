@@ -196,6 +196,26 @@ def test_every_write_is_refused_before_it_reads_anything(mounts: tuple[Path, Pat
     assert got["after"] == 2
 
 
+def test_a_new_collection_there_is_refused_with_the_reason(mounts: tuple[Path, Path]) -> None:
+    rw, ro = mounts
+    got = _in_read_only(
+        rw,
+        ro,
+        """
+        import os
+        try:
+            gs.Collection.open("idx", "other", base_dir=".")
+            out["opened"] = True
+        except groundkit.StorageError as exc:
+            out["error"] = str(exc)
+        out["files"] = sorted(os.listdir("idx"))
+        """,
+    )
+    assert "opened" not in got
+    assert "other.sqlite3" in got["error"] and "read-only filesystem" in got["error"]
+    assert not [name for name in got["files"] if name.startswith(("other", ".other"))]
+
+
 def test_the_cli_searches_and_refuses_an_ingest(mounts: tuple[Path, Path]) -> None:
     rw, ro = mounts
     grk = Path(sys.executable).with_name("grk")

@@ -401,16 +401,21 @@ def _remove_local(root: Path, name: str, with_metadata: bool) -> None:
     metadata = [p for p in _local_paths(root, name, True) if p not in derived]
     removed = False
     for path in [*derived, *reversed(metadata)]:
+        inside: set[str] | None = None
         try:
             if path.is_dir() and not path.is_symlink():
+                inside = _tree(path)
                 shutil.rmtree(path)
                 removed = True
             elif path.exists() or path.is_symlink():
                 path.unlink()
                 removed = True
         except OSError as exc:
-            # A read-only filesystem refuses every removal; a file's removal is one step.
-            unchanged = not removed and (exc.errno == errno.EROFS or not path.is_dir())
+            # A read-only filesystem refuses every removal; a file's removal is one step;
+            # a folder's is many, and whether any was taken shows in what is left of it.
+            unchanged = not removed and (
+                exc.errno == errno.EROFS or inside is None or _tree_unchanged(path, inside)
+            )
             state = (
                 "nothing was removed"
                 if unchanged
@@ -419,6 +424,21 @@ def _remove_local(root: Path, name: str, with_metadata: bool) -> None:
             raise StorageError(
                 f"cannot remove {str(path)!r} ({exc.strerror or exc}); {state}"
             ) from None
+
+
+def _tree(folder: Path) -> set[str]:
+    """Every path under ``folder``: what a failed removal may have taken part of."""
+    found: set[str] = set()
+    for where, folders, files in os.walk(folder):
+        found.update(os.path.join(where, name) for name in (*folders, *files))
+    return found
+
+
+def _tree_unchanged(folder: Path, before: set[str]) -> bool:
+    try:
+        return folder.is_dir() and _tree(folder) == before
+    except OSError:
+        return False
 
 
 # How long the removal of an unused collection waits for a lock another connection

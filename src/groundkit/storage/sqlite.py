@@ -1886,12 +1886,17 @@ def _create_file(path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise StorageError(f"cannot create {str(path.parent)!r}: {exc.strerror or exc}") from None
+    if _on_read_only_fs(path.parent):
+        raise StorageError(
+            f"cannot create {str(path)!r}: its directory is {_READ_ONLY_FS}; give an index "
+            "directory on writable storage for a new collection"
+        )
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    # A WAL left by a database file deleted since would be replayed into the new
-    # one by SQLite (it cannot tell the files apart): it goes first.
-    for suffix in ("-wal", "-shm"):
-        path.with_name(path.name + suffix).unlink(missing_ok=True)
     try:
+        # A WAL left by a database file deleted since would be replayed into the new
+        # one by SQLite (it cannot tell the files apart): it goes first.
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
         conn = sqlite3.connect(temp, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
@@ -1921,7 +1926,8 @@ def _create_file(path: Path) -> None:
             temp.with_name(temp.name + "-wal"),
             temp.with_name(temp.name + "-shm"),
         ):
-            leftover.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the error above says what went wrong
+                leftover.unlink(missing_ok=True)
 
 
 def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
