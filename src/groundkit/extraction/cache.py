@@ -47,9 +47,8 @@ from typing import Any
 
 from groundkit.config import DEFAULT_EXTRACTION_CACHE_BYTES
 from groundkit.contracts import valid_outline, valid_page_starts
-from groundkit.errors import ConfigurationError
 from groundkit.extraction.base import BaseExtractor, Extraction, ExtractorProtocol
-from groundkit.utils.cache_dir import default_cache_root
+from groundkit.utils.cache_dir import UNUSABLE_CACHE, default_cache_root
 from groundkit.utils.geometry import blobs_unpack, check_geometry
 from groundkit.utils.hashing import sha256_bytes
 from groundkit.utils.private_files import (
@@ -82,8 +81,6 @@ _MAX_SHARE = 4
 # The names this module writes: records and their temporary files.
 _RECORD = re.compile(r"[0-9a-f]{64}\.gkx")
 _OURS = re.compile(r"\.?[0-9a-f]{64}\.gkx(?:\.[0-9a-f]{8}\.tmp)?")
-# What an unusable cache location raises (a path with a NUL byte, no home directory).
-_UNUSABLE = (OSError, ValueError, RuntimeError, ConfigurationError)
 
 
 def run_identity(extractor: ExtractorProtocol, charset: str | None = None) -> str | None:
@@ -156,7 +153,7 @@ class ExtractionCache:
         name = f"{self.key(run, digest)}.gkx"
         try:
             folder = open_private_folder(self.folder)
-        except _UNUSABLE:
+        except UNUSABLE_CACHE:
             return None
         try:
             try:
@@ -189,7 +186,7 @@ class ExtractionCache:
             path = self.folder
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
             folder = open_private_folder(path)
-        except _UNUSABLE as exc:
+        except UNUSABLE_CACHE as exc:
             logger.debug("extraction record not written: %s", exc)
             return False
         try:

@@ -39,8 +39,7 @@ from typing import Any
 
 import xxhash
 
-from groundkit.errors import ConfigurationError
-from groundkit.utils.cache_dir import default_cache_root
+from groundkit.utils.cache_dir import UNUSABLE_CACHE, default_cache_root
 from groundkit.utils.private_files import (
     oldest_first,
     open_private_folder,
@@ -62,8 +61,6 @@ MAX_FILES = 256
 # A record file larger than this is not one of ours.
 _MAX_BYTES = 1 << 20
 _FOLDER = "checks"
-# What an unusable cache location raises (a path with a NUL byte, no home directory).
-_UNUSABLE = (OSError, ValueError, RuntimeError, ConfigurationError)
 # The names this module writes in the checks folder: records and their temporary files.
 _OURS = re.compile(r"\.?[0-9a-f]{32}\.json(?:\.[0-9a-f]{8}\.tmp)?")
 # How long ago a file must have last changed for its stamp to be recorded (see ``record``).
@@ -159,7 +156,7 @@ class CheckCache:
             self._loaded = current
             try:
                 self._write(current)
-            except _UNUSABLE as exc:
+            except UNUSABLE_CACHE as exc:
                 logger.debug("the pack check record was not written: %s", exc)
                 return False
         return True
@@ -171,7 +168,7 @@ class CheckCache:
         try:
             path = self.path
             folder = open_private_folder(path.parent)
-        except _UNUSABLE:
+        except UNUSABLE_CACHE:
             return {}
         try:
             raw = read_private(folder, path.name, _MAX_BYTES)

@@ -31,7 +31,7 @@ import operator
 import random
 import re
 import warnings
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -231,15 +231,21 @@ def _storage_error(action: str, where: Path | str, exc: BaseException) -> NoRetu
     ) from None
 
 
-def _quote_ids(
-    ids: Sequence[str], error: type[GroundkitError], *, what: str = "document id"
-) -> str:
+def _check_ids(
+    ids: Iterable[object], error: type[GroundkitError], *, what: str = "document id"
+) -> None:
     for doc_id in ids:
         if not isinstance(doc_id, str) or not VECTOR_ID_PATTERN.fullmatch(doc_id):
             raise error(
                 f"{what} {doc_id!r} is not allowed in a vector filter: "
                 "use letters, digits and '_.:#/-' (1-256 characters)"
             )
+
+
+def _quote_ids(
+    ids: Sequence[str], error: type[GroundkitError], *, what: str = "document id"
+) -> str:
+    _check_ids(ids, error, what=what)
     return ", ".join(f"'{doc_id}'" for doc_id in ids)
 
 
@@ -267,7 +273,7 @@ def _checked_ids(document_ids: Collection[str]) -> frozenset[str]:
         wanted = frozenset(document_ids)
     except TypeError:
         raise RetrievalError("document_ids must be a collection of strings") from None
-    _quote_ids(tuple(wanted), RetrievalError)  # each one checked, before any is sorted
+    _check_ids(wanted, RetrievalError)  # each one, before any is sorted
     return wanted
 
 

@@ -8,9 +8,13 @@ from pathlib import Path
 
 from groundkit.errors import ConfigurationError
 
-__all__ = ["CACHE_DIR_ENV", "default_cache_root"]
+__all__ = ["CACHE_DIR_ENV", "UNUSABLE_CACHE", "default_cache_root"]
 
 CACHE_DIR_ENV = "GROUNDKIT_CACHE_DIR"
+# What an unusable cache location raises on the way to a file there (a path with a NUL
+# byte, no home directory, a folder that cannot be made): a cache that may be left out
+# treats these as a miss.
+UNUSABLE_CACHE = (OSError, ValueError, RuntimeError, ConfigurationError)
 
 
 def default_cache_root(environ: Mapping[str, str] | None = None) -> Path:

@@ -320,14 +320,22 @@ def blobs_unpack(value: Mapping[str, Any]) -> bool:
     """Whether every page blob of ``value`` (shaped as ``check_geometry`` accepts)
     unpacks to whole 32-bit values: the cheap part of ``decode_page``, for geometry
     read from outside the store. A blob can still fail ``decode_page`` later."""
-    for entry in value["pages"]:
-        try:
-            raw = zlib.decompress(base64.b64decode(entry[5], validate=True))
-        except (binascii.Error, zlib.error, ValueError):
-            return False
-        if not raw or len(raw) % 4:
-            return False
-    return True
+    try:
+        return all(_unpacked(entry[5]) for entry in value["pages"])  # b"": no line count
+    except DamagedGeometryError:
+        return False
+
+
+def _unpacked(blob: str) -> bytes:
+    """A page blob's int32 bytes; ``DamagedGeometryError`` unless it unpacks to whole
+    values."""
+    try:
+        raw = zlib.decompress(base64.b64decode(blob, validate=True))
+    except (binascii.Error, zlib.error, ValueError):
+        raise DamagedGeometryError("page geometry does not decode") from None
+    if len(raw) % 4:
+        raise DamagedGeometryError("page geometry has a partial value")
+    return raw
 
 
 def page_frame(geometry: Mapping[str, Any], page: int) -> PageFrame | None:
@@ -345,12 +353,7 @@ def page_frame(geometry: Mapping[str, Any], page: int) -> PageFrame | None:
 def decode_page(blob: str) -> PageLines:
     """One page's lines; ``DamagedGeometryError`` unless ``blob`` is what the encoder
     writes. Memoised: the results of one search mostly share a few pages."""
-    try:
-        raw = zlib.decompress(base64.b64decode(blob, validate=True))
-    except (binascii.Error, zlib.error, ValueError):
-        raise DamagedGeometryError("page geometry does not decode") from None
-    if len(raw) % 4:
-        raise DamagedGeometryError("page geometry has a partial value")
+    raw = _unpacked(blob)
     values = array("i")
     values.frombytes(raw)
     if sys.byteorder != "little":
