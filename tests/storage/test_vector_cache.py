@@ -7,20 +7,24 @@ cache may only change where bytes are read from, never what a search answers.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
+import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, StorageError
 from groundkit.storage.lancedb import LanceDBVectorStore
 from groundkit.storage.location import StoreLocation
 from groundkit.storage.vector_cache import (
@@ -556,3 +560,275 @@ def test_a_manifest_that_cannot_be_read_names_no_files() -> None:
     too_long = (1000).to_bytes(4, "little") + b"\x12\x05"
     assert _fragment_files(too_long + (0).to_bytes(8, "little") + b"\x00" * 4 + b"LANC") is None
     assert _fragment_files(b"\xff" * 40 + (8).to_bytes(8, "little") + b"\x00" * 4 + b"LANC") is None
+
+
+def _locked(path: Path) -> int:
+    """A descriptor holding a ``flock`` on ``path``, as a process writing it does."""
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+class _Unreadable:
+    """A mirror handle whose reads fail, as when another process evicted a file under it."""
+
+    def query(self) -> Any:
+        raise OSError("No such file or directory: a cached data file")
+
+
+@pytest.mark.parametrize("x_failure", ["error", "panic"])
+@pytest.mark.parametrize("y_reads", [True, False])
+async def test_concurrent_searches_each_fall_back_on_their_own(
+    s3_server: S3Server,
+    prefix: str,
+    cache: VectorCacheSettings,
+    monkeypatch: pytest.MonkeyPatch,
+    x_failure: str,
+    y_reads: bool,
+) -> None:
+    """X's read of the mirror fails while Y holds the same mirror handle; X reads the
+    object store while Y goes on. Y neither inherits X's state nor has the handle closed
+    under it; a Rust panic on a cached read (a closed handle) is a failed read too."""
+    import lancedb
+
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, seed=1)
+    cached = await _cached(s3_server, prefix, cache)
+    cached.memory_max_bytes = writer.memory_max_bytes = 0  # every search reads the table
+    probe = np.random.default_rng(4).normal(size=WIDE)
+    expected = _hits(await writer.query(probe, 5))
+    assert cached.mirror is not None
+    conn: Any = await lancedb.connect_async(str(cached.mirror.directory))
+    try:
+        assert _hits(await cached.query(probe, 5)) == expected  # warm
+        closed: Any = await conn.open_table("t")
+        closed.close()
+        original = cached._read_table
+        y_holds, y_go = asyncio.Event(), asyncio.Event()
+        calls: dict[str, int] = {}
+        tasks: dict[str, asyncio.Task[Any]] = {}
+
+        async def staged() -> Any:
+            task = asyncio.current_task()
+            name = task.get_name() if task is not None else ""
+            calls[name] = calls.get(name, 0) + 1
+            reader = await original()
+            if name == "Y" and calls[name] == 1:
+                y_holds.set()
+                await y_go.wait()
+                return reader if y_reads else _Unreadable()
+            if name == "X" and calls[name] == 1:
+                await y_holds.wait()  # Y holds the mirror's handle when X's read fails
+                return closed if x_failure == "panic" else _Unreadable()
+            if name == "X" and calls[name] == 2:  # X reads the object store; Y goes on
+                y_go.set()
+                await asyncio.wait([tasks["Y"]])
+            return reader
+
+        monkeypatch.setattr(cached, "_read_table", staged)
+        tasks["X"] = asyncio.create_task(cached.query(probe, 5), name="X")
+        tasks["X"].add_done_callback(lambda _: y_go.set())  # never left waiting
+        tasks["Y"] = asyncio.create_task(cached.query(probe, 5), name="Y")
+        found = await asyncio.gather(tasks["X"], tasks["Y"], return_exceptions=True)
+        assert [_hits(f) if isinstance(f, list) else f for f in found] == [expected, expected]
+        assert calls["Y"] == (1 if y_reads else 2)  # answered from the mirror when it could
+        monkeypatch.undo()
+        assert _hits(await cached.query(probe, 5)) == expected
+        assert cached.cache_state == "cached"
+    finally:
+        conn.close()
+        await cached.close()
+        await writer.close()
+
+
+class _Refusing:
+    """The store's own table handle with every read failing (an object store that is down)."""
+
+    def __init__(self, table: Any) -> None:
+        self.inner = table
+        self.queries = 0
+
+    def query(self) -> Any:
+        self.queries += 1
+        raise OSError("connection refused")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+async def test_a_failed_read_of_the_object_store_is_not_repeated_as_a_cache_failure(
+    s3_server: S3Server, prefix: str, tmp_path: Path
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, seed=1)
+    cached = await _cached(s3_server, prefix, VectorCacheSettings(tmp_path / "small", 4096))
+    cached.memory_max_bytes = 0
+    table = cached.table
+    refusing = _Refusing(table)
+    cached._table = refusing
+    try:
+        with pytest.raises(StorageError):
+            await cached.query(np.ones(WIDE), 3)
+        assert refusing.queries == 1  # the object store was asked once, not twice
+        assert "budget" in cached.cache_state and "cached file" not in cached.cache_state
+    finally:
+        cached._table = table
+        await cached.close()
+        await writer.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        '{"size": 1e999, "checksum": "00000000000000000000000000000000", "remote": [1, 2]}',
+        "[" * 100_000 + "]" * 100_000,
+        '{"size": true, "checksum": "00000000000000000000000000000000", "remote": [1, 2]}',
+        '{"size": -1, "checksum": "00000000000000000000000000000000", "remote": [1, 2]}',
+        '{"size": 1, "checksum": ["x"], "remote": [1, 2]}',
+        '{"size": 1, "checksum": "00000000000000000000000000000000", "remote": [1e999, 2]}',
+        '{"size": 1, "checksum": "00000000000000000000000000000000", "remote": {"a": 1}}',
+        "null",
+        "\udcff",
+    ],
+)
+async def test_a_sidecar_of_any_shape_that_is_not_one_reads_as_missing(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings, damage: str
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, seed=1)
+    first = await _cached(s3_server, prefix, cache)
+    try:
+        await _same(first, writer, 1, seed=2)
+        assert first.mirror is not None
+        target = _data_files(first)[0]
+        sidecar = first.mirror.directory / ".sums" / "data" / f"{target.name}.json"
+        sidecar.write_bytes(damage.encode(errors="surrogateescape"))
+    finally:
+        await first.close()
+    later = await _cached(s3_server, prefix, cache)  # as a later process: nothing verified yet
+    try:
+        await _same(later, writer, 3, seed=3)
+        assert later.cache_state == "cached"
+        assert later.mirror is not None and later.mirror.fetched_files == 2  # manifest, file
+        assert json.loads(sidecar.read_text())["size"] == target.stat().st_size  # repaired
+    finally:
+        await later.close()
+        await writer.close()
+
+
+async def test_a_damaged_manifest_of_a_newer_version_does_not_lock_an_older_reader_out(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, seed=1)
+    reader = await _cached(s3_server, prefix, cache)  # its handle stays at this version
+    as_of_reader = await _plain(s3_server, prefix)
+    await _fill(writer, 1, seed=2, tag="x")  # a newer version ...
+    newer = await _cached(s3_server, prefix, cache)  # ... cached by another process
+    probe = np.random.default_rng(3).normal(size=WIDE)
+    try:
+        await newer.query(probe, 3)
+        assert newer.mirror is not None and reader.mirror is not None
+        manifests = sorted((newer.mirror.table_dir / "_versions").glob("*.manifest"))
+        newest = min(manifests, key=lambda p: int(p.stem))  # Lance's names count down
+        newest.write_bytes(newest.read_bytes()[:100])  # and is damaged there
+        await _same(reader, as_of_reader, 3, seed=4)
+        assert reader.cache_state == "cached"
+        assert not newest.exists()  # the damaged copy went; its owner fetches it again
+        await _same(newer, writer, 3, seed=5)
+        assert newer.cache_state == "cached"
+    finally:
+        for store in (reader, as_of_reader, newer, writer):
+            await store.close()
+
+
+@pytest.mark.parametrize("given", ["inf", "-inf", "1e400", "infG", "nan", "0.4", "1e-9", "0.5k"])
+def test_a_budget_that_is_no_size_or_under_one_byte_is_refused(given: str) -> None:
+    env = {"GROUNDKIT_CACHE_DIR": "/tmp/groundkit-cache", "GROUNDKIT_CACHE_MAX_BYTES": given}
+    if given != "0.5k":
+        with pytest.raises(ValueError):
+            parse_bytes(given)
+        with pytest.raises(ConfigurationError, match="GROUNDKIT_CACHE_MAX_BYTES"):
+            VectorCacheSettings.from_env(env)
+    else:
+        assert VectorCacheSettings.from_env(env).max_bytes == 512
+    off = {**env, "GROUNDKIT_CACHE_MAX_BYTES": "0"}
+    assert not VectorCacheSettings.from_env(off).enabled  # 0 still turns it off
+
+
+def test_cache_settings_are_checked_when_made(tmp_path: Path) -> None:
+    assert VectorCacheSettings(str(tmp_path), 5).root == tmp_path  # type: ignore[arg-type]
+    assert VectorCacheSettings(os.fspath(tmp_path)) == VectorCacheSettings(tmp_path)  # type: ignore[arg-type]
+
+    class Place:
+        def __fspath__(self) -> str:
+            return str(tmp_path / "p")
+
+    assert VectorCacheSettings(Place(), 0).root == tmp_path / "p"  # type: ignore[arg-type]
+    for root in (None, 3, b"/tmp/x", ""):
+        with pytest.raises(ConfigurationError, match="root"):
+            VectorCacheSettings(root, 5)  # type: ignore[arg-type]
+    for budget in ("64M", True, -1, 1.5, None):
+        with pytest.raises(ConfigurationError, match="max_bytes"):
+            VectorCacheSettings(tmp_path, budget)  # type: ignore[arg-type]
+
+
+async def test_a_store_whose_mirror_cannot_be_made_is_closed(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import groundkit.storage.vector_cache as module
+
+    closed: list[object] = []
+    real_close = CachedLanceDBVectorStore.close
+
+    async def close(self: CachedLanceDBVectorStore) -> None:
+        closed.append(self)
+        await real_close(self)
+
+    def refuse(*_: object) -> None:
+        raise ConfigurationError("no mirror")
+
+    monkeypatch.setattr(CachedLanceDBVectorStore, "close", close)
+    monkeypatch.setattr(module, "TableMirror", refuse)
+    with pytest.raises(ConfigurationError, match="no mirror"):
+        await _cached(s3_server, prefix, cache)
+    assert len(closed) == 1
+    with pytest.raises(ConfigurationError, match="VectorCacheSettings"):
+        await CachedLanceDBVectorStore.open_cached(prefix, "t", WIDE, cache=str(cache.root))  # type: ignore[arg-type]
+
+
+async def test_temporary_files_nobody_writes_are_swept(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+) -> None:
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, seed=1)
+    cached = await _cached(s3_server, prefix, cache)
+    assert cached.mirror is not None
+    data = cached.mirror.table_dir / "data"
+    data.mkdir(parents=True)
+    long_ago = time.time() - 3600
+
+    def temp(name: str, when: float) -> Path:
+        path = data / f".{name}.lance.{uuid.uuid4().hex}.tmp"
+        path.write_bytes(b"\0" * 4096)
+        os.utime(path, (when, when))
+        return path
+
+    killed = temp("killed", long_ago)  # left by a process killed in a download
+    live = temp("live", long_ago)  # another process's download, still going (locked)
+    new = temp("new", time.time() + 3600)  # just made, not locked yet
+    gone = cache.root / "vectors" / f".{cached.mirror.directory.name}.{uuid.uuid4().hex}.gone"
+    (gone / "t.lance").mkdir(parents=True)
+    (gone / "t.lance" / "x.lance").write_bytes(b"\0" * 4096)  # a clear() that did not finish
+    held = _locked(live)
+    try:
+        try:
+            await _same(cached, writer, 2, seed=2)
+        finally:
+            os.close(held)
+        assert not killed.exists() and live.exists() and new.exists()
+        assert not gone.exists()
+        assert cached.cache_state == "cached"
+    finally:
+        await cached.close()
+        await writer.close()

@@ -19,9 +19,15 @@ Checked, never trusted: each cached file has a sidecar with its size, xxh3-128
 checksum and the listing's size and time of the object it came from. A file is
 hashed against its sidecar before its first use in a process and again whenever
 its size, time or inode change; one that does not match is deleted and fetched
-again. Files and sidecars are written under a temporary name and renamed, so
-processes sharing the directory never see half a file, and deleting the whole
-directory at any moment only costs a refill. The cache is bounded: past its
+again; a sidecar that does not decode as one reads as missing. Opening the mirror
+reads its newest manifest, possibly another process's version: if that fails, cached
+manifests of other versions that do not match their sidecar are deleted and the open
+is tried once more. Files and sidecars are written under a temporary name (locked while it is
+written) and renamed, so processes sharing the directory never see half a file; a
+temporary file no process holds, left by one killed in a download, is deleted when a
+version is planned or files are evicted. Deleting the whole directory at any moment
+only costs a refill, and a search whose read of the mirror fails is repeated on the
+object store (only that one search). The cache is bounded: past its
 byte budget the least recently used files of any table are evicted (never the
 ones the current search needs); a version whose files alone exceed the budget
 is searched uncached, and the store says so.
@@ -31,27 +37,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TypeGuard, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from groundkit.errors import ConfigurationError, StorageError
-from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD, LanceDBVectorStore
+from groundkit.errors import ConfigurationError
+from groundkit.storage.lancedb import DEFAULT_ANN_THRESHOLD, LanceDBVectorStore, _first_line
 from groundkit.storage.object_segments import CACHE_DIR_ENV, default_cache_root
 from groundkit.storage.protocols import VectorErasure
 from groundkit.utils.hashing import file_checksum as _checksum
@@ -79,6 +88,13 @@ _RETRY_AFTER_S = 30.0
 _ATTEMPTS = 3
 _BLOCK = 1 << 22
 _SUFFIXES = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+_SIDECAR_MAX_BYTES = 4096  # a sidecar is ~150 bytes; anything larger is not one
+# A temporary file is swept once no process holds its lock and it is older than this
+# (the moment between creating it and locking it); without locks, once this old.
+_TEMP_GRACE_S = 2.0
+_TEMP_UNLOCKED_S = 600.0
+_HEX = frozenset("0123456789abcdef")
+_T = TypeVar("_T")
 
 
 class CacheUnavailable(Exception):
@@ -91,22 +107,49 @@ class CacheUnavailable(Exception):
 
 
 def parse_bytes(text: str) -> int:
-    """``"10G"``, ``"512m"``, ``"1048576"`` as a byte count (``ValueError`` otherwise)."""
+    """``"10G"``, ``"512m"``, ``"1048576"`` as a byte count (``ValueError`` otherwise).
+
+    Infinite sizes and a positive size under one byte are refused: the one is no size,
+    the other would turn the cache off without saying so (``0`` does that on purpose).
+    """
     spelt = text.strip().lower().removesuffix("ib").removesuffix("b")
     unit = spelt[-1:] if spelt[-1:] in _SUFFIXES and spelt[-1:] else ""
     number = spelt[: len(spelt) - len(unit)].strip()
     value = float(number) * _SUFFIXES[unit]
-    if value < 0 or value != value:
-        raise ValueError(text)
-    return int(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not a finite size")
+    count = int(value)
+    if count == 0 and value > 0:
+        raise ValueError(f"{text!r} is less than one byte")
+    return count
 
 
 @dataclass(frozen=True)
 class VectorCacheSettings:
-    """Where the vector cache lives and how many bytes it may hold (``max_bytes=0``: off)."""
+    """Where the vector cache lives and how many bytes it may hold (``max_bytes=0``: off).
+
+    ``root`` may be given as a ``str`` or any path-like (kept as a ``Path``); anything
+    else, or a budget that is not a whole number of bytes, is a ``ConfigurationError``
+    here rather than a ``TypeError`` at the first search.
+    """
 
     root: Path
     max_bytes: int = DEFAULT_CACHE_BYTES
+
+    def __post_init__(self) -> None:
+        given: object = self.root
+        spelt = os.fspath(given) if isinstance(given, (str, os.PathLike)) else None
+        if not isinstance(spelt, str) or not spelt:
+            raise ConfigurationError(
+                f"vector cache root {given!r} is not a directory path (give a str or a Path)"
+            )
+        object.__setattr__(self, "root", Path(spelt))
+        budget: object = self.max_bytes
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+            raise ConfigurationError(
+                f"vector cache max_bytes {budget!r} is not a byte count (an int, 0 or more; "
+                "0 turns the cache off)"
+            )
 
     @property
     def enabled(self) -> bool:
@@ -122,10 +165,10 @@ class VectorCacheSettings:
         if given:
             try:
                 budget = parse_bytes(given)
-            except (ValueError, IndexError):
+            except (ValueError, IndexError, OverflowError):
                 raise ConfigurationError(
                     f"{CACHE_BYTES_ENV}={given!r} is not a size: give bytes, or a number with "
-                    "K, M, G or T (0 turns the vector cache off)"
+                    "K, M, G or T, of one byte or more (0 turns the vector cache off)"
                 ) from None
         return cls(default_cache_root(env), budget)
 
@@ -135,6 +178,76 @@ class _Sidecar:
     size: int
     checksum: str
     remote: list[int]  # [size, mtime_ns] of the object in the listing it was fetched from
+
+    @classmethod
+    def parse(cls, raw: object) -> _Sidecar | None:
+        """The sidecar a decoded JSON value spells, or None for anything else (any damage
+        then reads as a missing sidecar: the file is fetched again)."""
+        if not isinstance(raw, dict):
+            return None
+        size, checksum, remote = raw.get("size"), raw.get("checksum"), raw.get("remote")
+        if not _count(size) or not isinstance(checksum, str):
+            return None
+        if len(checksum) != 32 or not set(checksum) <= _HEX:
+            return None
+        if not isinstance(remote, list) or len(remote) != 2 or not all(map(_count, remote)):
+            return None
+        return cls(size, checksum, list(remote))
+
+
+def _count(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _U64_MAX
+
+
+def _is_panic(exc: BaseException) -> bool:
+    """Whether ``exc`` is a Rust panic surfaced by pyo3 (a ``BaseException``)."""
+    kind = type(exc)
+    return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
+
+
+def _failed_read(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure to read (not a cancellation or an exit)."""
+    return isinstance(exc, Exception) or _is_panic(exc)
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a read of the cached copy failed, without the advice meant for the table."""
+    return _first_line(exc).partition(". If the table is damaged")[0][:200]
+
+
+@contextlib.contextmanager
+def _locked_temp(path: Path) -> Iterator[IO[bytes]]:
+    """A new temporary file, under a ``flock`` until it is closed: a sweep removes only
+    temporary files nobody holds (a process killed in the middle of writing one)."""
+    with open(path, "xb") as handle:
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield handle
+
+
+def _sweep_temp(directory: Path) -> None:
+    """Delete the temporary files under ``directory`` that no process is writing."""
+    now = time.time()
+    try:
+        found = list(directory.rglob(".*.tmp"))
+    except OSError:
+        return
+    for path in found:
+        try:
+            with open(path, "rb") as handle:
+                age = now - os.fstat(handle.fileno()).st_mtime
+                if age < _TEMP_GRACE_S:
+                    continue
+                try:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # being written
+                except OSError:
+                    if age < _TEMP_UNLOCKED_S:  # no locks on this filesystem: by age only
+                        continue
+                path.unlink()  # a writer renames it away while holding the lock
+        except OSError:
+            continue
 
 
 def _stamp(stat: os.stat_result) -> tuple[int, int, int]:
@@ -221,9 +334,10 @@ def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(temp, "wb") as handle:
+        with _locked_temp(temp) as handle:
             handle.write(data)
-        os.replace(temp, path)
+            handle.flush()
+            os.replace(temp, path)  # still locked: never swept before it is renamed
     finally:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()
@@ -297,14 +411,15 @@ class TableMirror:
         digest = xxhash.xxh3_128()
         size = 0
         try:
-            with filesystem.open_input_stream(f"{root}/{rel}") as stream, open(temp, "wb") as out:
+            with filesystem.open_input_stream(f"{root}/{rel}") as stream, _locked_temp(temp) as out:
                 while block := stream.read(_BLOCK):
                     digest.update(block)
                     out.write(block)
                     size += len(block)
-            if size != remote[0]:
-                raise CacheUnavailable(f"{rel} changed while it was downloaded")
-            os.replace(temp, target)
+                if size != remote[0]:
+                    raise CacheUnavailable(f"{rel} changed while it was downloaded")
+                out.flush()
+                os.replace(temp, target)  # still locked: never swept before it is renamed
         finally:
             with contextlib.suppress(FileNotFoundError):
                 temp.unlink()
@@ -318,11 +433,20 @@ class TableMirror:
         return self.directory / _SUMS / f"{rel}.json"
 
     def _read_sidecar(self, rel: str) -> _Sidecar | None:
+        """The sidecar of ``rel``; None when it is missing or is not one (whatever its
+        bytes: JSON nested too deep, numbers out of range, fields of the wrong type)."""
         try:
-            raw = json.loads(self._sidecar_path(rel).read_bytes())
-            return _Sidecar(int(raw["size"]), str(raw["checksum"]), [int(v) for v in raw["remote"]])
-        except (OSError, ValueError, KeyError, TypeError):
+            with open(self._sidecar_path(rel), "rb") as handle:
+                blob = handle.read(_SIDECAR_MAX_BYTES + 1)
+            if len(blob) > _SIDECAR_MAX_BYTES:
+                return None
+            return _Sidecar.parse(json.loads(blob))
+        except Exception:  # a damaged sidecar is a missing one
             return None
+
+    def _matches_sidecar(self, rel: str, path: Path, size: int) -> bool:
+        sidecar = self._read_sidecar(rel)
+        return sidecar is not None and sidecar.size == size and _checksum(path) == sidecar.checksum
 
     def _usable(self, rel: str, remote: tuple[int, int]) -> bool:
         """Whether the cached copy of ``rel`` is the listed object, byte for byte; a
@@ -339,8 +463,7 @@ class TableMirror:
         good = (
             sidecar is not None
             and sidecar.remote == list(remote)
-            and sidecar.size == stamp[0]
-            and _checksum(path) == sidecar.checksum
+            and self._matches_sidecar(rel, path, stamp[0])
         )
         if good:
             self._verified[rel] = stamp
@@ -408,7 +531,9 @@ class TableMirror:
 
     def _plan(self, version: int) -> dict[str, tuple[int, int]]:
         """The files ``version`` uses, from one listing and its manifest (fetched now,
-        never taken from the cache); removes cached files the table no longer has."""
+        never taken from the cache); removes cached files the table no longer has, and
+        temporary files a killed process left behind."""
+        _sweep_temp(self.directory)
         listing = self._listing()
         manifests = {
             rel: remote
@@ -477,6 +602,11 @@ class TableMirror:
         except OSError:  # deleted meanwhile: nothing to evict
             mirrors = []
         for mirror in mirrors:
+            if mirror.name.startswith("."):
+                if mirror.name.endswith(".gone"):  # a clear() that did not finish
+                    shutil.rmtree(mirror, ignore_errors=True)
+                continue
+            _sweep_temp(mirror)
             tables = [p for p in mirror.glob("*.lance") if p.is_dir()]
             sums = mirror / _SUMS
             if len(tables) != 1 or not sums.is_dir():
@@ -500,6 +630,37 @@ class TableMirror:
             with contextlib.suppress(OSError):
                 sidecar.unlink()
             total -= size
+
+    def drop_unchecked_manifests(self) -> bool:
+        """Delete the cached manifests of other versions that do not match their sidecar;
+        True when one went.
+
+        LanceDB opens a table at the newest manifest it finds before the checkout to this
+        process's version, so a damaged manifest of a newer version (another process's)
+        would keep this one from opening its own, checked files. A manifest whose bytes
+        match its sidecar is left for the process that uses it; one removed while another
+        process needs it is fetched again by that process's next search.
+        """
+        with self._lock:
+            versions = self.table_dir / "_versions"
+            dropped = False
+            for path in sorted(versions.glob("*.manifest")) if versions.is_dir() else []:
+                rel = f"_versions/{path.name}"
+                if rel in self._needed:
+                    continue
+                try:
+                    if self._matches_sidecar(rel, path, path.stat().st_size):
+                        continue
+                except OSError:
+                    continue
+                logger.info("vector cache: %s does not match its checksum; deleting it", rel)
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                with contextlib.suppress(OSError):
+                    self._sidecar_path(rel).unlink()
+                self._verified.pop(rel, None)
+                dropped = True
+            return dropped
 
     def forget(self) -> None:
         """Plan the mirror afresh at the next search (its files stay, checked as ever)."""
@@ -527,6 +688,51 @@ class TableMirror:
         return f"{self.directory} ({CACHE_DIR_ENV})"
 
 
+@dataclass(eq=False)
+class _Local:
+    """A LanceDB handle on the mirror, shared by the searches reading it: closed once it
+    is retired (replaced, or its files failed a read) and no search holds it any more."""
+
+    conn: Any
+    table: Any
+    version: int
+    users: int = 0
+    retired: bool = False
+    closed: bool = False
+
+    def release(self) -> None:
+        self.users -= 1
+        self._close_if_idle()
+
+    def retire(self) -> None:
+        self.retired = True
+        self._close_if_idle()
+
+    def _close_if_idle(self) -> None:
+        if self.retired and self.users <= 0 and not self.closed:
+            self.closed = True
+            with contextlib.suppress(Exception):
+                self.table.close()
+            with contextlib.suppress(Exception):
+                self.conn.close()
+
+
+@dataclass(eq=False)
+class _Read:
+    """One search's read (or its repeat on the object store): which mirror handles it
+    took, so that only a failure of those sends it to the object store."""
+
+    store: CachedLanceDBVectorStore
+    remote: bool = False
+    held: list[_Local] = field(default_factory=list)
+
+
+# Per task, so concurrent searches never see each other's state.
+_READ: contextvars.ContextVar[_Read | None] = contextvars.ContextVar(
+    "groundkit_vector_cache_read", default=None
+)
+
+
 class CachedLanceDBVectorStore(LanceDBVectorStore):
     """``LanceDBVectorStore`` on object storage whose searches read a local mirror.
 
@@ -541,9 +747,8 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         super().__init__(*args, **kwargs)
         self.mirror: TableMirror | None = None
         self.cache_notice: str | None = None
-        self._local: tuple[Any, Any] | None = None  # (connection, table) on the mirror
+        self._local: _Local | None = None  # the current handle on the mirror
         self._handle: Any = None  # the table handle the mirror's version belongs to
-        self._bypass = False
         self._noticed: set[str] = set()
         self._local_lock = asyncio.Lock()
 
@@ -561,6 +766,8 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
     ) -> CachedLanceDBVectorStore:
         """``LanceDBVectorStore.open`` on ``root`` (an object-store URI), searches cached
         under ``cache.root``."""
+        if not isinstance(cache, VectorCacheSettings):
+            raise ConfigurationError(f"cache={cache!r} is not a VectorCacheSettings")
         options = dict(storage_options or {})
         store = await cls.open(
             root,
@@ -572,7 +779,11 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         )
         assert isinstance(store, cls)
         table_uri = f"{root.rstrip('/')}/{collection}.lance"
-        store.mirror = TableMirror(table_uri, collection, options, cache)
+        try:
+            store.mirror = TableMirror(table_uri, collection, options, cache)
+        except BaseException:
+            await store.close()  # not left open behind the error
+            raise
         return store
 
     @property
@@ -589,15 +800,21 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
             self._noticed.add(key)
             logger.warning("vector cache: searching %s uncached: %s", str(self.path), exc.reason)
 
-    async def _close_local(self) -> None:
-        local, self._local = self._local, None
-        if local is not None:
-            local[1].close()
-            local[0].close()
+    def _retire_local(self, only: Collection[_Local] | None = None) -> None:
+        """Stop handing out the current mirror handle (``only``: if it is one of these);
+        it closes once the searches holding it are done."""
+        local = self._local
+        if local is not None and (only is None or local in only):
+            self._local = None
+            local.retire()
 
     async def _read_table(self) -> Any:
-        table, mirror = self._table, self.mirror
-        if table is None or mirror is None or self._bypass:
+        """The mirror's handle at the table handle's version, for a read that tracks it
+        (``_through_cache``); the table itself otherwise."""
+        table, mirror, read = self._table, self.mirror, _READ.get()
+        if table is None or mirror is None or read is None or read.store is not self:
+            return table
+        if read.remote:
             return table
         if table is not self._handle:  # a new handle may be a recreated table: plan afresh
             self._handle = table
@@ -607,42 +824,96 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
             refetched = await asyncio.to_thread(mirror.sync, version)
             async with self._local_lock:
                 local = await self._local_at(version, reopen=refetched)
+                local.users += 1
+                read.held.append(local)
         except CacheUnavailable as exc:
             self._note(exc)
             return table
-        except Exception as exc:
-            self._note(CacheUnavailable(f"the cached copy cannot be opened ({exc!s:.200})"))
-            await self._close_local()
+        except BaseException as exc:
+            if not _failed_read(exc):
+                raise
+            self._note(CacheUnavailable(f"the cached copy cannot be opened ({_reason(exc)})"))
+            async with self._local_lock:
+                self._retire_local()
             return table
         self.cache_notice = None
+        return local.table
+
+    async def _local_at(self, version: int, *, reopen: bool) -> _Local:
+        """The current mirror handle at ``version`` (call under ``_local_lock``). A handle
+        searches still hold is never checked out elsewhere or closed: it is retired and
+        a new one opened."""
+        local = self._local
+        if local is not None and (reopen or (local.version != version and local.users > 0)):
+            self._retire_local()
+            local = None
+        if local is None:
+            local = self._local = await self._open_local()
+        if local.version != version:
+            await local.table.checkout(version)
+            local.version = version
         return local
 
-    async def _local_at(self, version: int, *, reopen: bool) -> Any:
+    async def _open_local(self) -> _Local:
+        """Open the mirror with LanceDB. Opening reads the newest manifest present, which
+        may be another process's, not checked by this one: when the open fails, such
+        manifests that do not match their sidecar are deleted and it is tried once more."""
         import lancedb  # extra: dense
 
         assert self.mirror is not None
-        if reopen:
-            await self._close_local()
-        if self._local is None:
+        for attempt in range(2):
             conn: Any = await lancedb.connect_async(str(self.mirror.directory))
+            table: Any = None
             try:
-                local = await conn.open_table(self._name)
-            except BaseException:
+                table = await conn.open_table(self._name)
+                return _Local(conn, table, int(await table.version()))
+            except BaseException as exc:
+                if table is not None:
+                    with contextlib.suppress(Exception):
+                        table.close()
                 conn.close()
-                raise
-            self._local = (conn, local)
-        local = self._local[1]
-        if int(await local.version()) != version:
-            await local.checkout(version)
-        return local
+                if attempt or not _failed_read(exc):
+                    raise
+                if not await asyncio.to_thread(self.mirror.drop_unchecked_manifests):
+                    raise
+        raise AssertionError("unreachable")
 
-    async def _uncached(self, exc: StorageError) -> None:
-        """A read of the mirror failed (a file another process evicted or deleted in
-        the middle of it): plan the mirror afresh next time, read the store now."""
+    async def _through_cache(self, read: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``read`` on the mirror; if reading the mirror failed (a file another
+        process evicted or deleted under it, a handle LanceDB refused), run it again on
+        the object store. A failure with the object store as the reader is not repeated:
+        it is the table's own."""
+        outer = _READ.get()
+        if self.mirror is None or (outer is not None and outer.store is self and outer.remote):
+            return await read()
+        attempt = _Read(self)
+        token = _READ.set(attempt)
+        reason = ""
+        try:
+            return await read()
+        except BaseException as exc:
+            if not attempt.held or not _failed_read(exc):
+                raise
+            reason = _reason(exc)
+        finally:
+            _READ.reset(token)
+            for local in attempt.held:
+                local.release()
+        await self._uncached(attempt.held, reason)
+        token = _READ.set(_Read(self, remote=True))
+        try:
+            return await read()
+        finally:
+            _READ.reset(token)
+
+    async def _uncached(self, failed: Collection[_Local], reason: str) -> None:
+        """A read of the mirror failed: plan it afresh at the next search, and stop
+        using the handle that failed (closed once no search holds it)."""
         if self.mirror is not None:
             self.mirror.forget()
-        await self._close_local()
-        self._note(CacheUnavailable(f"a cached file could not be read ({str(exc)[:200]})"))
+        async with self._local_lock:
+            self._retire_local(failed)
+        self._note(CacheUnavailable(f"a cached file could not be read ({reason})"))
 
     async def _search(
         self,
@@ -654,43 +925,13 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         resident: Any = None,
     ) -> list[tuple[str, str, float]]:
         search = partial(super()._search, vector, limit, predicate, exact=exact, resident=resident)
-        try:
-            return await search()
-        except StorageError as exc:
-            if self.mirror is None or self._bypass:
-                raise
-            await self._uncached(exc)
-        self._bypass = True
-        try:
-            return await search()
-        finally:
-            self._bypass = False
+        return await self._through_cache(search)
 
     async def _read_vectors(self, rows: int) -> Any:
-        try:
-            return await super()._read_vectors(rows)
-        except Exception as exc:
-            if self.mirror is None or self._bypass:
-                raise
-            await self._uncached(StorageError(str(exc)))
-        self._bypass = True
-        try:
-            return await super()._read_vectors(rows)
-        finally:
-            self._bypass = False
+        return await self._through_cache(partial(super()._read_vectors, rows))
 
     async def _stored_documents(self) -> frozenset[str]:
-        try:
-            return await super()._stored_documents()
-        except StorageError as exc:
-            if self.mirror is None or self._bypass:
-                raise
-            await self._uncached(exc)
-        self._bypass = True
-        try:
-            return await super()._stored_documents()
-        finally:
-            self._bypass = False
+        return await self._through_cache(super()._stored_documents)
 
     async def erase_documents(
         self, document_ids: Sequence[str], *, keep: Collection[str] | None = None
@@ -704,10 +945,12 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
 
     async def clear_cache(self) -> None:
         """Delete every cached file of this table; the next search refills."""
-        await self._close_local()
+        async with self._local_lock:
+            self._retire_local()
         if self.mirror is not None:
             await asyncio.to_thread(self.mirror.clear)
 
     async def close(self) -> None:
-        await self._close_local()
+        async with self._local_lock:
+            self._retire_local()
         await super().close()
