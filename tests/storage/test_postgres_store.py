@@ -7,6 +7,7 @@ session, or the one ``GROUNDKIT_TEST_POSTGRES_DSN`` names.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import uuid
 from collections import Counter
@@ -18,14 +19,18 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from groundkit import ConfigurationError, StorageError
+from groundkit import ConfigurationError, GroundkitError, StorageError
 from groundkit.contracts import Document
 from groundkit.lexical import Analyzer, BM25Index
 from groundkit.retrieval import Retriever
 from groundkit.storage import MetadataStoreProtocol, SQLiteMetadataStore
+from groundkit.storage.location import StoreLocation
 from groundkit.storage.postgres import (
+    DEFAULT_TIMEOUT,
     SCHEMA_VERSION,
+    TIMEOUT_ENV,
     PostgresMetadataStore,
+    command_timeout,
     redact_dsn,
     schema_name,
 )
@@ -269,6 +274,37 @@ def test_redact_dsn() -> None:
     assert redact_dsn("host=h user=u password=s3cret dbname=d") == (
         "host=h user=u password=*** dbname=d"
     )
+
+
+# Passwords pasted unescaped: '#', '/', '?' and '@' end a URL's host part for urlsplit.
+_AWKWARD_PASSWORDS = ["s3cr#t-pw", "ab/cd-pw", "ab?cd-pw", "p@ss:w#rd/x?y"]
+
+
+@pytest.mark.parametrize("password", _AWKWARD_PASSWORDS)
+def test_redact_dsn_of_a_password_with_url_delimiters(password: str) -> None:
+    dsn = f"postgresql://app:{password}@db.example.com:5432/kb"
+    assert redact_dsn(dsn) == "postgresql://app:***@db.example.com:5432/kb"
+    assert password not in StoreLocation.resolve("kb", metadata_url=dsn).describe()
+    query = f"postgresql://db.example.com/kb?user=app&password={password}&sslmode=require"
+    assert redact_dsn(query) == (
+        "postgresql://db.example.com/kb?user=app&password=***&sslmode=require"
+    )
+
+
+@pytest.mark.parametrize("password", _AWKWARD_PASSWORDS)
+async def test_a_dsn_that_does_not_parse_never_shows_the_password(password: str) -> None:
+    dsn = f"postgresql://app:{password}@127.0.0.1:5432/kb"
+    with pytest.raises(GroundkitError) as info:
+        await PostgresMetadataStore.open(dsn, "default", connect_timeout=5)
+    # Nor a piece of it: the parser's message quotes where it stopped.
+    for piece in re.split(r"[#/?@:]", password):
+        assert len(piece) < 2 or piece not in str(info.value)
+    assert "app:***@127.0.0.1:5432/kb" in str(info.value)
+
+
+async def test_a_port_out_of_range_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match=r"bad PostgreSQL DSN.*port"):
+        await PostgresMetadataStore.open("postgresql://app:pw@127.0.0.1:70000/kb", "default")
 
 
 async def test_wrong_password_never_shows_it(postgres_dsn: str) -> None:
@@ -569,3 +605,239 @@ async def test_a_write_that_waited_for_the_lock_starts_after_what_committed_mean
         await other.close()
     stored = await document_by_source(pg, "a.txt")
     assert stored is not None and stored.version == 3
+
+
+# -- a collection dropped and made again --------------------------------------
+
+
+async def test_a_write_into_a_collection_made_again_is_refused(
+    postgres_dsn: str, fresh: str
+) -> None:
+    """A store opened before the collection was dropped and made again must not write its
+    cached term ids (the old collection's) into the new one."""
+    stale = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    try:
+        await put(stale, "a.txt", ["alpha bravo charlie"])
+        await (await PostgresMetadataStore.open(postgres_dsn, fresh)).drop()
+        again = await PostgresMetadataStore.open(postgres_dsn, fresh)
+        try:
+            await put(again, "z.txt", ["zulu yankee"])
+            before, vocabulary = await snapshot(again), await again.vocabulary()
+            with pytest.raises(StorageError, match=r"dropped or made again.*open it again"):
+                await put(stale, "b.txt", ["alpha bravo"])
+            with pytest.raises(StorageError, match="dropped or made again"):
+                await stale.set_base_dir("/elsewhere")
+            assert await snapshot(again) == before
+            assert await again.vocabulary() == vocabulary
+            assert await again.get_base_dir() is None
+        finally:
+            await again.close()
+    finally:
+        await stale.close()
+    reopened = await PostgresMetadataStore.open(postgres_dsn, fresh, create=False)
+    try:
+        await put(reopened, "b.txt", ["alpha bravo"])  # a store opened since writes
+        assert await reopened.vocabulary() == {**vocabulary, "alpha": 3, "bravo": 4}
+    finally:
+        await reopened.close()
+
+
+async def test_a_write_after_the_drop_names_the_remedy(postgres_dsn: str, fresh: str) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    await put(store, "a.txt", ["alpha"])
+    await (await PostgresMetadataStore.open(postgres_dsn, fresh)).drop()
+    try:
+        with pytest.raises(StorageError, match=r"dropped or made again.*open it again"):
+            await put(store, "b.txt", ["beta"])
+    finally:
+        await store.close()
+
+
+# -- a server that does not answer --------------------------------------------
+
+
+class _Proxy:
+    """A TCP relay to the server that can stop forwarding bytes while keeping its sockets
+    open: what a network partition or a frozen host looks like to a client."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self._writers: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        parts = urlsplit(self._dsn)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 5432
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while data := await reader.read(65536):
+                    await self.flowing.wait()
+                    writer.write(data)
+                    await writer.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+
+        async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            upstream_reader, upstream_writer = await asyncio.open_connection(host, port)
+            self._writers += [writer, upstream_writer]
+            await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+        self._server = await asyncio.start_server(relay, "127.0.0.1", 0)
+        proxy_port = self._server.sockets[0].getsockname()[1]
+        netloc = parts.netloc.rsplit("@", 1)
+        netloc[-1] = f"127.0.0.1:{proxy_port}"
+        return urlunsplit(parts._replace(netloc="@".join(netloc)))
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.flowing.set()
+        for writer in self._writers:
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+
+
+def test_statement_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    assert command_timeout() == DEFAULT_TIMEOUT
+    assert command_timeout(2.5) == 2.5
+    assert command_timeout(0) is None
+    monkeypatch.setenv(TIMEOUT_ENV, "7")
+    assert command_timeout() == 7.0
+    monkeypatch.setenv(TIMEOUT_ENV, "0")
+    assert command_timeout() is None
+    for bad in ("soon", "-1", "inf", "nan"):
+        monkeypatch.setenv(TIMEOUT_ENV, bad)
+        with pytest.raises(ConfigurationError, match=TIMEOUT_ENV):
+            command_timeout()
+
+
+async def test_a_server_that_stops_answering_is_a_storage_error(
+    postgres_dsn: str, fresh: str
+) -> None:
+    proxy = _Proxy(postgres_dsn)
+    async with proxy as through:
+        store = await PostgresMetadataStore.open(through, fresh, statement_timeout=0.5)
+        try:
+            await put(store, "a.txt", ["alpha"])
+            proxy.flowing.clear()  # the sockets stay open; no byte arrives
+            with pytest.raises(StorageError, match=r"did not answer within 0\.5 s") as info:
+                await store.document_ids()
+            assert TIMEOUT_ENV in str(info.value)
+            with pytest.raises(StorageError, match="did not answer"):
+                await put(store, "b.txt", ["beta"])
+            proxy.flowing.set()
+            # The stalled connections were cut, not handed back: the pool connects anew.
+            assert await document_sources(store) == ["a.txt"]
+        finally:
+            await store.close()
+
+
+async def test_a_cancelled_call_returns_when_the_server_stops_answering(
+    postgres_dsn: str, fresh: str
+) -> None:
+    """``asyncio.wait_for`` around a call gets control back at its deadline, even with no
+    statement timeout: the stalled connection is cut, not waited on."""
+    proxy = _Proxy(postgres_dsn)
+    async with proxy as through:
+        store = await PostgresMetadataStore.open(through, fresh, statement_timeout=0)
+        try:
+            await put(store, "a.txt", ["alpha"])
+            proxy.flowing.clear()
+            for call in (store.document_ids, lambda: put(store, "b.txt", ["beta"])):
+                task = asyncio.ensure_future(asyncio.wait_for(call(), 0.5))
+                done, _ = await asyncio.wait({task}, timeout=60)  # a hang fails, not stalls
+                assert task in done, "the cancelled call did not return"
+                assert isinstance(task.exception(), TimeoutError)
+            proxy.flowing.set()
+            assert await document_sources(store) == ["a.txt"]
+        finally:
+            await store.close()
+
+
+async def test_the_writer_lock_is_waited_for_beyond_the_timeout(
+    postgres_dsn: str, fresh: str
+) -> None:
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh, statement_timeout=0.5)
+    holder = await asyncpg.connect(postgres_dsn)
+    try:
+        lock = holder.transaction()
+        await lock.start()
+        await holder.execute(f'SELECT 1 FROM "{schema_name(fresh)}".state FOR UPDATE')
+        writing = asyncio.ensure_future(put(store, "a.txt", ["alpha"]))
+        while not await holder.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND query LIKE '%FOR UPDATE%' AND pid <> pg_backend_pid()"
+        ):
+            assert not writing.done(), writing.exception()
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(2.0)  # four times the statement timeout
+        assert not writing.done(), writing.exception()
+        await lock.rollback()
+        await writing
+        assert await document_sources(store) == ["a.txt"]
+    finally:
+        await holder.close()
+        await store.close()
+
+
+async def test_pool_connections_have_keepalives(pg: PostgresMetadataStore) -> None:
+    import socket
+
+    async with pg._connection() as conn:
+        transport: Any = getattr(conn, "_transport")  # noqa: B009 (asyncpg has no public one)
+        sock = transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+
+
+# -- schemas another role owns ------------------------------------------------
+
+
+@pytest.fixture
+async def role_dsn(postgres_dsn: str) -> AsyncIterator[str]:
+    """The DSN of a new login role that may create schemas but read no one else's."""
+    role, password = f"r{uuid.uuid4().hex[:12]}", uuid.uuid4().hex
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        database = await admin.fetchval("SELECT current_database()")
+        await admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}'")
+        await admin.execute(f'GRANT CREATE ON DATABASE "{database}" TO {role}')
+        parts = urlsplit(postgres_dsn)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        yield urlunsplit(parts._replace(netloc=f"{role}:{password}@{host}"))
+    finally:
+        await admin.execute(f"DROP OWNED BY {role} CASCADE")
+        await admin.execute(f"DROP ROLE {role}")
+        await admin.close()
+
+
+async def test_a_schema_the_role_cannot_read_does_not_stop_its_own(
+    postgres_dsn: str, role_dsn: str, fresh: str
+) -> None:
+    foreign = await PostgresMetadataStore.open(postgres_dsn, fresh)  # another owner's
+    await put(foreign, "a.txt", ["alpha"])
+    await foreign.close()
+    own = StoreLocation.resolve(_name(), metadata_url=role_dsn)
+    assert not await own.exists()
+    store = await PostgresMetadataStore.open(role_dsn, own.name)
+    try:
+        await put(store, "b.txt", ["beta"])
+    finally:
+        await store.close()
+    assert await own.exists()
+    assert await own.list_collections() == [own.name]  # the foreign one is not listed
+    assert fresh in await StoreLocation.resolve(fresh, metadata_url=postgres_dsn).list_collections()
+
+
+async def test_a_collection_the_role_cannot_read_is_no_connection_error(
+    postgres_dsn: str, role_dsn: str, fresh: str
+) -> None:
+    await (await PostgresMetadataStore.open(postgres_dsn, fresh)).close()
+    with pytest.raises(StorageError, match="permission denied") as info:
+        await StoreLocation.resolve(fresh, metadata_url=role_dsn).exists()
+    assert "cannot connect" not in str(info.value)
+    assert f"could not open collection {fresh!r}" in str(info.value)

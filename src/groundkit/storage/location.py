@@ -215,10 +215,15 @@ class StoreLocation:
         if self.metadata_url is None:
             assert self.index_dir is not None
             return await asyncio.to_thread(metadata_path(self.index_dir, self.name).is_file)
-        return self.name in await self.list_collections()
+        from groundkit.storage.postgres import collection_exists
+
+        # Its own schema only: a schema of the database this role may not read (another
+        # team's collection) must not stop it opening its own.
+        return await collection_exists(self.metadata_url, self.name)
 
     async def list_collections(self) -> list[str]:
-        """Names of the collections in this index directory or database, sorted."""
+        """Names of the collections in this index directory or database, sorted (in a
+        database, those whose schema this role may read)."""
         if self.metadata_url is not None:
             from groundkit.storage.postgres import collection_names
 

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
+import os
 import re
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 import numpy as np
 
@@ -87,10 +90,14 @@ if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "SCHEMA_PREFIX",
     "SCHEMA_VERSION",
+    "TIMEOUT_ENV",
     "PostgresMetadataStore",
+    "collection_exists",
     "collection_names",
+    "command_timeout",
     "redact_dsn",
     "schema_name",
 ]
@@ -100,6 +107,18 @@ SCHEMA_PREFIX = "gk_"
 _MAX_IDENTIFIER = 63  # PostgreSQL's NAMEDATALEN - 1, in bytes (names here are ASCII)
 # Seconds ``close`` waits for borrowed connections (an abandoned iterator) before cutting them.
 _CLOSE_TIMEOUT = 10.0
+# Seconds a statement may go unanswered before it fails (adr/0094-postgres-statement-timeout.md):
+# a server that stops answering (a network partition, a frozen host) fails the call with a
+# ``StorageError`` instead of hanging it. ``TIMEOUT_ENV`` sets it; 0 turns it off.
+TIMEOUT_ENV = "GROUNDKIT_POSTGRES_TIMEOUT"
+DEFAULT_TIMEOUT = 60.0
+# The timeout of the statements that wait for another's lock (the writer lock, the opening
+# lock, a DROP or VACUUM waiting for readers) or rewrite whole tables: those wait as long as it
+# takes. asyncpg has no "none" for a statement with parameters; a century stands for it.
+_UNBOUNDED = 100 * 365 * 24 * 3600.0
+# TCP keepalives (idle, interval, count; seconds): a dead server host fails a statement that
+# waits unbounded within about a minute, where no timeout would.
+_KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
 
 # What schema 3 added to a collection beside new columns: the past versions of documents,
 # the change log, and the chunk indexes. A chunk id is unique among current chunks only
@@ -333,32 +352,92 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
     )
 
 
+def command_timeout(
+    given: float | None = None, environ: Mapping[str, str] | None = None
+) -> float | None:
+    """The statement timeout in seconds (None: none): ``given``, else ``$TIMEOUT_ENV``, else
+    ``DEFAULT_TIMEOUT``; 0 turns it off. Anything else is a ``ConfigurationError``."""
+    if given is None:
+        raw = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "").strip()
+        if not raw:
+            return DEFAULT_TIMEOUT
+        try:
+            given = float(raw)
+        except ValueError:
+            given = math.nan
+    if isinstance(given, bool) or not math.isfinite(given) or given < 0:
+        raise ConfigurationError(
+            f"the PostgreSQL statement timeout must be a number of seconds, 0 for none "
+            f"(${TIMEOUT_ENV}); got {given!r}"
+        )
+    return float(given) or None
+
+
+async def _keep_alive(conn: Any) -> None:
+    """TCP keepalives on a new connection (asyncpg has no setting for them)."""
+    transport = getattr(conn, "_transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return  # a Unix socket: the server is on this host
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, seconds in _KEEPALIVE:
+        option = getattr(socket, name, None)
+        if option is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, option, seconds)
+
+
+_URL_DSN = re.compile(r"^([a-z][a-z0-9+.-]*://)(.*)$", re.IGNORECASE | re.DOTALL)
+# A password given as a query parameter of a URL, or as a libpq key=value pair.
+_QUERY_PASSWORD = re.compile(r"([?&]password=)([^&]*)", re.IGNORECASE)
+_KEYWORD_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+# The characters that end a URL's user information early when left unescaped in a password.
+_URL_DELIMITERS = re.compile(r"[#/?@:&=]")
+
+
+def _userinfo_password(dsn: str) -> tuple[str, str, str] | None:
+    """A URL DSN cut around the password of its user information: ``(head, password, tail)``.
+
+    Not by ``urlsplit``: a password pasted unescaped may hold ``#``, ``/``, ``?`` or ``@``,
+    and the host part ends at the first of those. The user information ends at the last
+    ``@`` instead (when an ``@`` in the query is the last, more than the password is cut:
+    a message then shows less, never the password)."""
+    url = _URL_DSN.match(dsn)
+    if url is None:
+        return None
+    scheme, rest = url.groups()
+    at = rest.rfind("@")
+    colon = rest.find(":", 0, max(at, 0))
+    if at < 0 or colon < 0 or any(c in rest[:colon] for c in "/?#"):
+        return None  # no password there, or the '@' lies beyond the host part
+    return scheme + rest[: colon + 1], rest[colon + 1 : at], rest[at:]
+
+
 def redact_dsn(dsn: str) -> str:
     """``dsn`` fit for a message: the password (in the userinfo or the query) is ``***``."""
-    try:
-        parts = urlsplit(dsn)
-    except ValueError:
-        return "<unparsable DSN>"
-    if not parts.scheme:  # a libpq key=value string
-        return re.sub(r"(password\s*=\s*)('[^']*'|\S+)", r"\1***", dsn, flags=re.IGNORECASE)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hosts = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hosts}" if ":" in userinfo else f"{user}@{hosts}"
-    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query, flags=re.IGNORECASE)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    if _URL_DSN.match(dsn) is None:  # a libpq key=value string
+        return _KEYWORD_PASSWORD.sub(r"\1***", dsn)
+    cut = _userinfo_password(dsn)
+    if cut is not None:
+        head, _, tail = cut
+        dsn = f"{head}***{tail}"
+    return _QUERY_PASSWORD.sub(r"\1***", dsn)
 
 
-def _secrets_of(dsn: str) -> list[str]:
-    """The literal password strings in ``dsn``, to scrub from any driver message."""
-    found = re.findall(r"password\s*=\s*('[^']*'|[^&\s]+)", dsn, flags=re.IGNORECASE)
-    out = [s.strip("'") for s in found]
-    with_user = re.match(r"^[a-z][a-z0-9+.-]*://[^/]*?:([^/]*)@", dsn, flags=re.IGNORECASE)
-    if with_user:
-        out.append(with_user.group(1))
+def _secrets_of(dsn: str, *, pieces: bool = False) -> list[str]:
+    """The literal password strings in ``dsn``, to scrub from any message.
+
+    ``pieces``: also each part of a password between URL delimiters, for the messages of
+    a DSN that did not parse, which quote the part of it the parser stopped at."""
+    found = [m.group(2).strip("'") for m in _KEYWORD_PASSWORD.finditer(dsn)]
+    found += [m.group(2) for m in _QUERY_PASSWORD.finditer(dsn)]
+    cut = _userinfo_password(dsn)
+    if cut is not None:
+        found.append(cut[1])
     # The driver may quote it percent-decoded.
-    return sorted({v for s in out for v in (s, unquote(s)) if v}, key=len, reverse=True)
+    out = {v for s in found for v in (s, unquote(s)) if v}
+    if pieces:
+        out |= {p for s in list(out) for p in _URL_DELIMITERS.split(s) if len(p) > 1}
+    return sorted(out, key=len, reverse=True)
 
 
 def schema_name(collection: str) -> str:
@@ -393,9 +472,15 @@ class PostgresMetadataStore:
     messages show the DSN with its password replaced by ``***``.
     """
 
-    def __init__(self, pool: Any, dsn: str, collection: str) -> None:
+    def __init__(
+        self, pool: Any, dsn: str, collection: str, timeout: float | None = DEFAULT_TIMEOUT
+    ) -> None:
         self._pool = pool
         self._dsn = dsn
+        self._timeout = timeout
+        # The collection's uid when this store opened it: a write finding another one
+        # (the collection dropped and made again meanwhile) is refused (``_write``).
+        self._uid: str | None = None
         self.collection = collection
         self.schema = schema_name(collection)
         s = _quote(self.schema)
@@ -405,6 +490,10 @@ class PostgresMetadataStore:
         self._vocab_marker: int | None = None
         self._closed = False
         self._errors = _driver_errors()
+        pg = _driver()
+        # What leaves a connection in doubt (no answer from the server, a client-side failure),
+        # as opposed to an error the server answered with.
+        self._broken = (pg.InterfaceError, pg.exceptions.InternalClientError, OSError)
         self._where = f"collection {collection!r}"
         self._current = (
             f"SELECT {_CHUNK_COLUMNS} FROM {s}.chunks c JOIN {s}.documents d"
@@ -456,18 +545,26 @@ class PostgresMetadataStore:
         min_connections: int = 1,
         max_connections: int = 8,
         connect_timeout: float = 30.0,
+        statement_timeout: float | None = None,
     ) -> PostgresMetadataStore:
-        """Connect a pool, then create or check the collection's schema."""
+        """Connect a pool, then create or check the collection's schema.
+
+        ``statement_timeout``: seconds a statement may go unanswered before the call fails with a
+        ``StorageError`` (``command_timeout``: None reads ``$GROUNDKIT_POSTGRES_TIMEOUT``,
+        0 is none). Waiting for another writer's lock is not bounded by it."""
         pg = _driver()
         check_collection_name(collection)
+        seconds = command_timeout(statement_timeout)
         with _connecting(dsn):
             pool = await pg.create_pool(
                 dsn,
                 min_size=min_connections,
                 max_size=max_connections,
                 timeout=connect_timeout,
+                command_timeout=seconds,
+                init=_keep_alive,
             )
-        store = cls(pool, dsn, collection)
+        store = cls(pool, dsn, collection, seconds)
         try:
             await store._prepare(create)
         except BaseException:
@@ -484,16 +581,43 @@ class PostgresMetadataStore:
             yield
         except GroundkitError:
             raise
+        except TimeoutError:
+            within = "in time" if self._timeout is None else f"within {self._timeout:g} s"
+            raise StorageError(
+                f"{self.collection!r}: could not {what}: the PostgreSQL server at {self.dsn} "
+                f"did not answer {within} (${TIMEOUT_ENV} sets the limit)"
+            ) from None
         except self._errors as exc:
             _raise(StorageError, f"{self.collection!r}: could not {what}", exc, self._dsn)
 
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
+        """A connection of the pool, cut rather than handed back when a statement on it
+        timed out, was cancelled or lost the server: handing it back would wait (for the
+        cancel request, the reset) on a server that may not answer again."""
+        conn = await self._pool.acquire()
+        try:
+            yield conn
+        except BaseException as exc:
+            stalled = _stalled(exc)
+            if stalled is not None or isinstance(exc, self._broken):
+                conn.terminate()
+            if stalled is not None and stalled is not exc:
+                raise stalled from None  # not asyncpg's failed ROLLBACK that followed it
+            raise
+        finally:
+            await self._pool.release(conn)
+
     async def _prepare(self, create: bool) -> None:
         with self._mapped("open the collection"):
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._connection() as conn, conn.transaction():
                 # Two processes creating one collection at once would race on the catalog;
                 # the lock key is the schema's name hashed (seed 8: any fixed value will do).
+                # Another process may hold it for a whole migration: no timeout.
                 await conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 8))", self.schema
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1, 8))",
+                    self.schema,
+                    timeout=_UNBOUNDED,
                 )
                 exists = await conn.fetchval("SELECT to_regclass($1)", f"{self._s}.state")
                 if exists is None:
@@ -504,12 +628,13 @@ class PostgresMetadataStore:
                         )
                     await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._s}")
                     await conn.execute(_SCHEMA.format(s=self._s))
+                    self._uid = uuid.uuid4().hex
                     await conn.execute(
                         f"INSERT INTO {self._s}.state (id, schema_version, collection, uid)"
                         " VALUES (1, $1, $2, $3)",
                         SCHEMA_VERSION,
                         self.collection,
-                        uuid.uuid4().hex,
+                        self._uid,
                     )
                     return
                 row = await conn.fetchrow(
@@ -524,6 +649,9 @@ class PostgresMetadataStore:
                 if isinstance(found, int) and found in _MIGRATIONS:
                     # Under the advisory lock: one process migrates, the others see it done.
                     found = await self._migrate(conn, found)
+                if found == SCHEMA_VERSION:
+                    uid = await conn.fetchval(f"SELECT uid FROM {self._s}.state WHERE id = 1")
+                    self._uid = text_value(uid, "collection uid", self._where)
         if found != SCHEMA_VERSION:
             raise StorageError(
                 f"collection {self.collection!r} (schema {self.schema!r} at {self.dsn}) has "
@@ -534,7 +662,10 @@ class PostgresMetadataStore:
     async def _migrate(self, conn: Any, found: int) -> int:
         """Bring the schema from version ``found`` to ``SCHEMA_VERSION`` (caller's transaction)."""
         while found < SCHEMA_VERSION:
-            await conn.execute(_MIGRATIONS[found].format(s=self._s, uid=uuid.uuid4().hex))
+            # A migration rewrites whole tables: as long as it takes.
+            await conn.execute(
+                _MIGRATIONS[found].format(s=self._s, uid=uuid.uuid4().hex), timeout=_UNBOUNDED
+            )
             if found == 2:
                 await self._date_versions(conn)
             found += 1
@@ -549,16 +680,20 @@ class PostgresMetadataStore:
         The times are read here rather than cast in SQL, so a damaged one is named, not
         quoted, in the error.
         """
-        rows = await conn.fetch(f"SELECT id, ingested_at FROM {self._s}.documents")
+        rows = await conn.fetch(
+            f"SELECT id, ingested_at FROM {self._s}.documents", timeout=_UNBOUNDED
+        )
         await conn.execute(
             f"UPDATE {self._s}.documents d SET valid_from = u.start"
             " FROM unnest($1::text[], $2::float8[]) AS u(id, start) WHERE d.id = u.id",
             [row[0] for row in rows],
             [_ingest_seconds(row[0], row[1]) for row in rows],
+            timeout=_UNBOUNDED,
         )
         await conn.execute(
             f"UPDATE {self._s}.chunks c SET valid_from = d.valid_from FROM {self._s}.documents d"
-            " WHERE d.id = c.document_id"
+            " WHERE d.id = c.document_id",
+            timeout=_UNBOUNDED,
         )
 
     async def close(self) -> None:
@@ -575,7 +710,11 @@ class PostgresMetadataStore:
         """Delete the collection (its whole schema) and close the store."""
         try:
             with self._mapped("drop the collection"):
-                await self._pool.execute(f"DROP SCHEMA IF EXISTS {self._s} CASCADE")
+                async with self._connection() as conn:
+                    # Waits for the searches and the write under way: no timeout.
+                    await conn.execute(
+                        f"DROP SCHEMA IF EXISTS {self._s} CASCADE", timeout=_UNBOUNDED
+                    )
         finally:
             self._vocab = None
             await self.close()
@@ -584,27 +723,48 @@ class PostgresMetadataStore:
 
     async def _fetch(self, what: str, sql: str, *args: Any) -> list[Any]:
         with self._mapped(what):
-            return list(await self._pool.fetch(sql, *args))
+            async with self._connection() as conn:
+                return list(await conn.fetch(sql, *args))
 
     async def _value(self, what: str, sql: str, *args: Any) -> Any:
         with self._mapped(what):
-            return await self._pool.fetchval(sql, *args)
+            async with self._connection() as conn:
+                return await conn.fetchval(sql, *args)
 
     @asynccontextmanager
     async def _write(self, what: str) -> AsyncIterator[PoolConnectionProxy[asyncpg.Record]]:
         """A write transaction holding the collection's writer lock (the ``state`` row).
 
-        The vocabulary cache goes back to what it was if the transaction does not commit:
-        ids minted inside it are gone.
+        The lock is waited for without a timeout (writers take turns). Under it the
+        collection's uid is compared with the one seen at open: a collection dropped (and
+        perhaps made again) meanwhile is refused before anything is written, and the
+        vocabulary cache, whose ids were the old collection's, is dropped. Otherwise the
+        cache goes back to what it was if the transaction does not commit: ids minted
+        inside it are gone.
         """
         vocab_before = None if self._vocab is None else dict(self._vocab)
+        replaced = False
+        pg = _driver()
         try:
             with self._mapped(what):
-                async with self._pool.acquire() as conn, conn.transaction():
-                    await conn.execute(f"SELECT 1 FROM {self._s}.state WHERE id = 1 FOR UPDATE")
+                async with self._connection() as conn, conn.transaction():
+                    try:
+                        uid = await conn.fetchval(
+                            f"SELECT uid FROM {self._s}.state WHERE id = 1 FOR UPDATE",
+                            timeout=_UNBOUNDED,
+                        )
+                    except (pg.UndefinedTableError, pg.InvalidSchemaNameError):
+                        uid = None
+                    if uid != self._uid:
+                        replaced = True
+                        raise StorageError(
+                            f"collection {self.collection!r} at {self.dsn} was dropped or made "
+                            "again since this process opened it; open it again "
+                            f"(nothing was written: could not {what})"
+                        )
                     yield conn
         except BaseException:
-            self._vocab = vocab_before
+            self._vocab = None if replaced else vocab_before
             raise
 
     async def _bump(self, conn: Any) -> int:
@@ -620,7 +780,7 @@ class PostgresMetadataStore:
     ) -> AsyncIterator[list[Any]]:
         """Rows of ``sql`` in batches through a server-side cursor (one snapshot)."""
         with self._mapped(what):
-            async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            async with self._connection() as conn, conn.transaction(readonly=True):
                 cursor = await conn.cursor(sql, *args)
                 while rows := await cursor.fetch(batch_size):
                     yield rows
@@ -630,7 +790,7 @@ class PostgresMetadataStore:
         """A read-only repeatable-read transaction: its reads all see one moment."""
         with self._mapped(what):
             async with (
-                self._pool.acquire() as conn,
+                self._connection() as conn,
                 conn.transaction(isolation="repeatable_read", readonly=True),
             ):
                 yield conn
@@ -656,11 +816,8 @@ class PostgresMetadataStore:
         return optional_text(await self._state("base_dir"), "base directory", self._where)
 
     async def set_base_dir(self, base_dir: str) -> None:
-        await self._value(
-            "set the base directory",
-            f"UPDATE {self._s}.state SET base_dir = $1 WHERE id = 1",
-            base_dir,
-        )
+        async with self._write("set the base directory") as conn:
+            await conn.execute(f"UPDATE {self._s}.state SET base_dir = $1 WHERE id = 1", base_dir)
 
     async def get_analyzer(self) -> str | None:
         return optional_text(await self._state("analyzer"), "analyzer", self._where)
@@ -1047,9 +1204,10 @@ class PostgresMetadataStore:
         )
         tables = ", ".join(f"{self._s}.{table}" for table in _TABLES)
         with self._mapped("vacuum the collection's tables"):
-            async with self._pool.acquire() as conn:
+            async with self._connection() as conn:
                 before = int(await conn.fetchval(size_sql, self.schema))
-                await conn.execute(f"VACUUM (FULL, ANALYZE) {tables}")
+                # Rewrites every table, after waiting for the searches under way: no timeout.
+                await conn.execute(f"VACUUM (FULL, ANALYZE) {tables}", timeout=_UNBOUNDED)
                 after = int(await conn.fetchval(size_sql, self.schema))
         return Compaction(bytes_reclaimed=max(0, before - after))
 
@@ -1340,6 +1498,19 @@ def _ingest_seconds(document_id: Any, ingested_at: Any) -> float:
     return moment.timestamp()
 
 
+def _stalled(exc: BaseException) -> BaseException | None:
+    """The timeout or cancellation behind ``exc``, or None. asyncpg's ROLLBACK after one
+    fails at once ("another operation is cancelling"), and that error would hide it."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        if isinstance(seen, (TimeoutError, asyncio.CancelledError)):
+            return seen
+        seen = seen.__context__
+    return None
+
+
 @contextmanager
 def _connecting(dsn: str) -> Iterator[None]:
     """Map a failure to connect: the caller's (DSN, login, database) or the server's."""
@@ -1348,29 +1519,77 @@ def _connecting(dsn: str) -> Iterator[None]:
         yield
     except (pg.InvalidAuthorizationSpecificationError, pg.InvalidCatalogNameError) as exc:
         _raise(ConfigurationError, f"cannot connect to {redact_dsn(dsn)}", exc, dsn)
-    except (ValueError, pg.ClientConfigurationError) as exc:
-        _raise(ConfigurationError, f"bad PostgreSQL DSN {redact_dsn(dsn)}", exc, dsn)
+    except (ValueError, OverflowError, pg.ClientConfigurationError) as exc:
+        # An out-of-range port is an OverflowError from the socket layer.
+        _raise(ConfigurationError, f"bad PostgreSQL DSN {redact_dsn(dsn)}", exc, dsn, pieces=True)
     except _driver_errors() as exc:
         _raise(StorageError, f"cannot connect to {redact_dsn(dsn)}", exc, dsn)
 
 
-async def collection_names(dsn: str, *, connect_timeout: float = 30.0) -> list[str]:
-    """Names of the groundkit collections in the database at ``dsn``, sorted."""
+@asynccontextmanager
+async def _connected(dsn: str, connect_timeout: float, what: str) -> AsyncIterator[Any]:
+    """One connection for one task (``what``, for messages), with the statement timeout
+    and keepalives of a store's pool; driver errors after connecting become
+    ``StorageError`` naming the task, not the connection."""
     pg = _driver()
     with _connecting(dsn):
-        conn = await pg.connect(dsn, timeout=connect_timeout)
+        conn = await pg.connect(dsn, timeout=connect_timeout, command_timeout=command_timeout())
+    try:
+        await _keep_alive(conn)
+        yield conn
+    except GroundkitError:
+        raise
+    except TimeoutError:
+        raise StorageError(
+            f"could not {what}: the PostgreSQL server at {redact_dsn(dsn)} did not answer "
+            f"in time (${TIMEOUT_ENV} sets the limit)"
+        ) from None
+    except _driver_errors() as exc:
+        _raise(StorageError, f"could not {what}", exc, dsn)
+    finally:
         try:
-            schemas = await conn.fetch(
-                "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, $1)", SCHEMA_PREFIX
-            )
-            names = []
-            for row in schemas:
-                state = f"{_quote(row['nspname'])}.state"
-                if await conn.fetchval("SELECT to_regclass($1)", state) is not None:
-                    names.append(await conn.fetchval(f"SELECT collection FROM {state}"))
-        finally:
-            await conn.close()
+            await conn.close(timeout=_CLOSE_TIMEOUT)
+        except (Exception, asyncio.CancelledError):
+            conn.terminate()
+
+
+async def collection_names(dsn: str, *, connect_timeout: float = 30.0) -> list[str]:
+    """Names of the groundkit collections in the database at ``dsn``, sorted.
+
+    Schemas this role may not read (another team's collections) are left out: they are
+    not its collections to list, and reading them would fail."""
+    pg = _driver()
+    names = []
+    async with _connected(
+        dsn, connect_timeout, f"list the collections at {redact_dsn(dsn)}"
+    ) as conn:
+        schemas = await conn.fetch(
+            "SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid"
+            " WHERE starts_with(n.nspname, $1) AND c.relname = 'state' AND c.relkind = 'r'"
+            " AND has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'SELECT')",
+            SCHEMA_PREFIX,
+        )
+        for row in schemas:
+            try:
+                names.append(await conn.fetchval(f"SELECT collection FROM {_quote(row[0])}.state"))
+            except (
+                pg.UndefinedTableError,
+                pg.InvalidSchemaNameError,
+                pg.InsufficientPrivilegeError,
+            ):
+                continue  # dropped, or its grant revoked, since the listing
     return sorted(str(n) for n in names if n)
+
+
+async def collection_exists(dsn: str, collection: str, *, connect_timeout: float = 30.0) -> bool:
+    """Whether ``collection`` exists in the database at ``dsn``: its own schema is read,
+    no other (another's schema this role may not read must not stop it)."""
+    s = _quote(schema_name(collection))
+    async with _connected(dsn, connect_timeout, f"open collection {collection!r}") as conn:
+        if await conn.fetchval("SELECT to_regclass($1)", f"{s}.state") is None:
+            return False
+        found = await conn.fetchval(f"SELECT collection FROM {s}.state WHERE id = 1")
+    return bool(found == collection)
 
 
 async def drop_if_unwritten(dsn: str, collection: str, *, connect_timeout: float = 30.0) -> bool:
@@ -1379,27 +1598,19 @@ async def drop_if_unwritten(dsn: str, collection: str, *, connect_timeout: float
     Decided under the collection's writer lock (its ``state`` row, which every write
     takes first) in the transaction that drops it, so a write another process commits
     meanwhile is either seen (nothing is dropped) or finds the schema gone (its write
-    fails), never lost."""
-    pg = _driver()
+    fails), never lost. The lock and the drop wait as long as they must."""
     s = _quote(schema_name(collection))
-    with _connecting(dsn):
-        conn = await pg.connect(dsn, timeout=connect_timeout)
-    try:
-        async with conn.transaction():
-            if await conn.fetchval("SELECT to_regclass($1)", f"{s}.state") is None:
-                return False
-            row = await conn.fetchrow(
-                f"SELECT generation, manifest FROM {s}.state WHERE id = 1 FOR UPDATE"
-            )
-            if row is None or not never_written(row["generation"], row["manifest"]):
-                return False
-            await conn.execute(f"DROP SCHEMA {s} CASCADE")
-    except GroundkitError:
-        raise
-    except _driver_errors() as exc:
-        _raise(StorageError, f"{collection!r}: could not remove the unused collection", exc, dsn)
-    finally:
-        await conn.close()
+    what = f"remove the unused collection {collection!r}"
+    async with _connected(dsn, connect_timeout, what) as conn, conn.transaction():
+        if await conn.fetchval("SELECT to_regclass($1)", f"{s}.state") is None:
+            return False
+        row = await conn.fetchrow(
+            f"SELECT generation, manifest FROM {s}.state WHERE id = 1 FOR UPDATE",
+            timeout=_UNBOUNDED,
+        )
+        if row is None or not never_written(row["generation"], row["manifest"]):
+            return False
+        await conn.execute(f"DROP SCHEMA {s} CASCADE", timeout=_UNBOUNDED)
     return True
 
 
@@ -1428,9 +1639,12 @@ def _driver_message(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def _raise(kind: type[GroundkitError], what: str, exc: BaseException, dsn: str) -> NoReturn:
-    """Raise ``kind`` with the driver's message (``_driver_message``), passwords blanked out."""
-    detail = _driver_message(exc)
-    for secret in _secrets_of(dsn):
-        detail = detail.replace(secret, "***")
-    raise kind(f"{what}: {detail}") from None
+def _raise(
+    kind: type[GroundkitError], what: str, exc: BaseException, dsn: str, *, pieces: bool = False
+) -> NoReturn:
+    """Raise ``kind`` with the driver's message (``_driver_message``), passwords blanked out
+    of the whole text (``pieces``: ``_secrets_of``)."""
+    message = f"{what}: {_driver_message(exc)}"
+    for secret in _secrets_of(dsn, pieces=pieces):
+        message = message.replace(secret, "***")
+    raise kind(message) from None
