@@ -1674,7 +1674,7 @@ async def _run_collections(args: argparse.Namespace) -> int:
                     f"(there are: {', '.join(names) or 'none'})"
                 )
             names = [n for n in names if n in args.collections]
-        infos = [await registry.describe(name, full=True) for name in names]
+        infos = await registry.describe_each(names, full=True)
     finally:
         await registry.close()
     damaged = any(info.status != "ok" for info in infos)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from groundkit import Collection, StorageError
+import groundkit.storage.sqlite as sqlite_module
+from groundkit import Collection, CollectionNotFoundError, StorageError
 from groundkit.contracts import CollectionManifest
 from groundkit.service import CollectionRegistry
+from groundkit.storage.sqlite import SQLiteMetadataStore
 from tests.service.conftest import Served, ingest
 from tests.support import SMALL_CHUNKS, ToyEmbedder, write_tree
 
@@ -213,3 +216,61 @@ async def test_a_shared_collection_dropped_and_recreated_is_served_anew(
                 pass
     finally:
         await registry.close()
+
+
+async def test_a_collection_dropped_as_it_is_described_is_left_out(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process drops "notes" while the listing reads it: the read fails like a
+    # torn file would, and the collection is then gone, so it is not listed as damaged.
+    registry = CollectionRegistry(served.index)
+    read_info = registry._read_info
+
+    async def torn(name: str, full: bool) -> Any:
+        if name == "notes":
+            await registry.location("notes").drop()
+            raise StorageError("database disk image is malformed")
+        return await read_info(name, full)
+
+    monkeypatch.setattr(registry, "_read_info", torn)
+    infos = await registry.describe_each(["default", "notes"])
+    assert [(i.name, i.status) for i in infos] == [("default", "ok")]
+    with pytest.raises(CollectionNotFoundError, match="unknown collection 'notes'"):
+        await registry.describe("notes")
+
+
+async def test_a_collection_unreadable_for_a_moment_is_read_again(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = CollectionRegistry(served.index)
+    read_info = registry._read_info
+    failures = [StorageError("database disk image is malformed")]
+
+    async def once_torn(name: str, full: bool) -> Any:
+        if failures:
+            raise failures.pop()
+        return await read_info(name, full)
+
+    monkeypatch.setattr(registry, "_read_info", once_torn)
+    info = await registry.describe("notes")
+    assert (info.status, info.error, info.documents) == ("ok", None, 1)
+
+
+async def test_a_store_file_removed_as_it_is_opened_is_not_made_again(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The file is found, then removed (a drop in another process) before SQLite opens
+    # it: SQLite must not create it again, empty, in its place.
+    path = served.index / "notes.sqlite3"
+    found = sqlite_module._existing_file
+
+    def found_then_dropped(at: Path) -> bool:
+        there = found(at)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{at}{suffix}").unlink(missing_ok=True)
+        return there
+
+    monkeypatch.setattr(sqlite_module, "_existing_file", found_then_dropped)
+    with pytest.raises(CollectionNotFoundError, match="removed as it was opened"):
+        await SQLiteMetadataStore.open(path, create=False)
+    assert not path.exists()

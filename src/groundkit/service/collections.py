@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from groundkit.collection import Collection
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import CollectionManifest, EmbeddingIdentity
-from groundkit.errors import GroundkitError, StorageError, kind_of
+from groundkit.errors import CollectionNotFoundError, GroundkitError, StorageError, kind_of
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
@@ -49,6 +49,11 @@ from groundkit.storage.sqlite import SQLiteMetadataStore
 __all__ = ["CollectionInfo", "CollectionRegistry"]
 
 logger = logging.getLogger("groundkit.service")
+
+# A collection that cannot be read is read again this many times, after growing pauses,
+# before it is called damaged: another process may be dropping or making it again.
+_REREADS = 2
+_REREAD_PAUSE_S = 0.05
 
 
 class CollectionInfo(BaseModel):
@@ -159,17 +164,29 @@ class CollectionRegistry:
         """Names of the collections in the index directory or database, sorted."""
         return await self._where.list_collections()
 
+    async def describe_each(self, names: list[str], *, full: bool = False) -> list[CollectionInfo]:
+        """``describe`` of each of ``names`` in turn, leaving out one dropped meanwhile."""
+        infos = []
+        for name in names:
+            try:
+                infos.append(await self.describe(name, full=full))
+            except CollectionNotFoundError:
+                continue
+        return infos
+
     async def describe(self, name: str, *, full: bool = False) -> CollectionInfo:
         """Sizes and embedding identity of ``name``, read without opening it for search
         (so no embedding model is loaded).
 
-        ``StorageError`` when there is no collection ``name``. One that exists but
+        ``CollectionNotFoundError`` when there is no collection ``name``. One that exists but
         cannot be read (a damaged file, a schema of another version) is described
         as ``status="damaged"`` with the reason, so a listing still shows the rest.
         """
         await self._check_known(name)
         try:
-            return await self._read_info(name, full)
+            return await self._read_info_again(name, full)
+        except CollectionNotFoundError:
+            raise  # dropped as it was read
         except Exception as exc:
             if isinstance(exc, GroundkitError):
                 reason = " ".join(str(exc).split())
@@ -187,6 +204,19 @@ class CollectionRegistry:
                 status="damaged",
                 error=reason,
             )
+
+    async def _read_info_again(self, name: str, full: bool) -> CollectionInfo:
+        """``_read_info``, read again after a pause when it fails: a collection that
+        another process is dropping or making again can look damaged for a moment (its
+        write-ahead log removed before its file), and is then gone or whole. Damage
+        stays, and is reported from the last read."""
+        for attempt in range(_REREADS):
+            try:
+                return await self._read_info(name, full)
+            except StorageError:
+                await asyncio.sleep(_REREAD_PAUSE_S * (attempt + 1))
+                await self._check_known(name)  # gone for good: CollectionNotFoundError
+        return await self._read_info(name, full)
 
     async def _read_info(self, name: str, full: bool) -> CollectionInfo:
         location = self.location(name)
@@ -342,7 +372,7 @@ class CollectionRegistry:
         names = await self.names()
         if name not in names:
             have = ", ".join(names) if names else "none"
-            raise StorageError(f"unknown collection {name!r} (this server has: {have})")
+            raise CollectionNotFoundError(f"unknown collection {name!r} (this server has: {have})")
 
     async def _open(self, name: str) -> _Entry:
         await self._check_known(name)

@@ -907,7 +907,7 @@ def build_server(registry: CollectionRegistry, *, name: str = "groundkit") -> MC
         async def run() -> CollectionList:
             names = await registry.names()
             return CollectionList(
-                collections=[ListedCollection.of(await registry.describe(n)) for n in names]
+                collections=[ListedCollection.of(i) for i in await registry.describe_each(names)]
             )
 
         return await guarded(run, "list_collections", None)

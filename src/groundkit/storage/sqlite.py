@@ -82,7 +82,7 @@ from groundkit.storage.protocols import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore"]
+__all__ = ["SCHEMA_VERSION", "SQLiteMetadataStore", "StoreReplacedError"]
 
 SCHEMA_VERSION = 5
 # Applied in order to a file of an older version, each in the opening transaction,
@@ -609,19 +609,28 @@ class SQLiteMetadataStore:
                 )
             await _to_thread_to_the_end(_create_file, path)
         media = _Media.of(path)  # a statvfs, and a stat on read-only media: inline
+        before: tuple[int, int] | None = None
+        with contextlib.suppress(OSError):
+            before = _file_identity(path)
         try:
             # Connected here rather than by aiosqlite: when its connect fails it
             # stops its thread without waiting for it, and a thread that ends after
             # the event loop has closed prints a traceback. Handing aiosqlite a
             # connection that is already open cannot fail.
+            # ``mode=rw``: a file removed since it was found (a drop in another process)
+            # must not be made again, empty, by SQLite's create-if-missing open.
             raw = await asyncio.to_thread(
                 sqlite3.connect,
-                path if media is None else media.uri,
+                f"{path.absolute().as_uri()}?mode=rw" if media is None else media.uri,
                 isolation_level=None,
                 check_same_thread=False,
-                uri=media is not None,
+                uri=True,
             )
         except (OSError, sqlite3.Error) as exc:
+            if not await asyncio.to_thread(os.path.lexists, path):
+                raise CollectionNotFoundError(
+                    f"no collection at {str(path)!r}: it was removed as it was opened"
+                ) from None
             raise StorageError(f"cannot open {str(path)!r}: {exc}") from None
         worker = _Worker(raw)
         conn = aiosqlite.Connection(worker.connect, iter_chunk_size=64)
@@ -633,13 +642,18 @@ class SQLiteMetadataStore:
             raise
         store = cls(conn, path, worker=worker, media=media)
         with contextlib.suppress(OSError):  # not looked at: writes are not compared
-            store._file = _file_identity(path)
+            # Looked at before and after connecting: a file removed or replaced in
+            # between (a drop in another process) leaves ``replaced()`` true.
+            after = _file_identity(path)
+            store._file = after if before is None or after == before else before
         try:
             await store._prepare()
             if check:
                 await store._integrity_check()
-        except BaseException:
+        except BaseException as exc:
             await _close_connection(conn, worker)
+            if isinstance(exc, StorageError) and store.replaced():
+                raise StoreReplacedError(path, str(exc)) from None
             raise
         return store
 
@@ -1763,6 +1777,17 @@ def _unwritable(directory: Path) -> str | None:
     return None
 
 
+class StoreReplacedError(StorageError):
+    """A collection file removed or replaced while it was opened or read (a drop, or a
+    drop and a new ingest, in another process): not damage, so open it again."""
+
+    def __init__(self, path: Path, detail: str) -> None:
+        super().__init__(
+            f"{str(path)!r} was removed or replaced while it was read (dropped, or dropped "
+            f"and made again, by another process): open the collection again ({detail})"
+        )
+
+
 class _DamagedFile(StorageError):
     """A collection file that is there but unreadable: what ``rebuild_damaged`` repairs."""
 
@@ -1947,6 +1972,8 @@ def _guard_sqlite_errors(cls: type[SQLiteMetadataStore]) -> None:
             return StorageError(f"the metadata store {store.path.name!r} is closed")
         if isinstance(exc, ValueError) and not isinstance(exc, UnicodeEncodeError):
             return exc  # a ValueError of an open store is no driver failure: left as it is
+        if not isinstance(exc, UnicodeEncodeError) and store.replaced():
+            return StoreReplacedError(store.path, str(exc))
         return StorageError(message(store, exc))
 
     def message(store: SQLiteMetadataStore, exc: Exception) -> str:
