@@ -149,6 +149,45 @@ async def test_as_of_under_a_clearance_finds_a_version_it_admitted(tmp_path: Pat
         assert (await col.search("harbour light", 5)).results == []
 
 
+async def test_a_past_version_admitted_never_shows_a_source_now_above_the_clearance(
+    tmp_path: Path,
+) -> None:
+    # Version 1 is public, version 2 (the file as it is now) restricted: a chunk of
+    # version 1 may be found and fetched, but its source is not read to check it, so
+    # nothing of the restricted text, its layout or its label's content comes back.
+    base = tmp_path / "corpus"
+    base.mkdir()
+    secret = "RESTRICTED: the board added secret terms here."
+    async with Collection.open(tmp_path / "idx", base_dir=base) as col:
+        for moment, text in zip(
+            MOMENTS[:2],
+            [f"{TEXTS[0]}\n", f"---\nsensitivity: restricted\n---\n{secret} {TEXTS[0]}\n"],
+            strict=True,
+        ):
+            (base / "light.md").write_text(text, "utf-8")
+            await col.ingest(base, valid_as_of=moment)
+    async with Collection.open(tmp_path / "idx", base_dir=base, clearance="public") as col:
+        past = (await col.search("harbour light", 5, as_of=_between(0))).results
+        assert [r.version for r in past] == [1]
+        fetched, source = await col.fetch_in_source(past[0].chunk_id, 1)
+        assert source is None
+        assert fetched.verification == "unresolvable"
+        assert fetched.current_start_offset is None and fetched.read_from is None
+        assert "clearance" in (fetched.detail or "")
+        checked = await col.verify(past[0])
+        assert checked.verification == "unresolvable" and checked.current_start_offset is None
+        (each,) = await col.verify_each([past[0]])
+        assert each.verification == "unresolvable"
+        report = await col.verify_answer(f"{TEXTS[0]} [1]", past)
+        assert all(c.verification == "unresolvable" for c in report.citations)
+        assert secret not in report.model_dump_json()
+    # Without a clearance the same chunk is checked against the file as it reads now.
+    async with Collection.open(tmp_path / "idx", base_dir=base) as col:
+        fetched, source = await col.fetch_in_source(past[0].chunk_id, 1)
+        assert source is not None and secret in source
+        assert fetched.verification == "moved"
+
+
 async def test_as_of_is_bm25_only_and_needs_a_time_zone(tmp_path: Path) -> None:
     col = await _edited_three_times(tmp_path / "corpus", tmp_path / "idx")
     try:

@@ -1332,7 +1332,11 @@ class Collection:
             visible=self._visible,
             embedder=self.embedder,
             analyzer=self._analyzer,
+            admits=None if self.clearance is None else self._admits,
         )
+
+    def _admits(self, metadata: Mapping[str, Any]) -> bool:
+        return visible(fields_of(metadata), self.clearance)
 
     def _visible(self, stored: StoredChunk) -> bool:
         return visible(fields_of(stored.metadata), self.clearance)

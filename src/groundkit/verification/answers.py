@@ -87,7 +87,7 @@ from groundkit.verification.claims import (
 )
 from groundkit.verification.markers import CallerPattern, Marker, find_markers
 from groundkit.verification.markers import marker_pattern as compile_markers
-from groundkit.verification.quotes import Locator, QuoteChecker
+from groundkit.verification.quotes import Locator, QuoteChecker, Reader
 
 __all__ = ["SUPPORTED_THRESHOLDS", "WEAK_THRESHOLDS", "AnswerChecker", "verify_answer"]
 
@@ -190,6 +190,7 @@ class AnswerChecker:
         weak_threshold: float | None = None,
         locator: Locator | None = None,
         claim_judge: ClaimJudge | None = None,
+        reader: Reader | None = None,
     ) -> None:
         if claim_judge is not None and not isinstance(claim_judge, ClaimJudge):
             raise RetrievalError(
@@ -198,7 +199,11 @@ class AnswerChecker:
             )
         self._claim_judge: ClaimJudge = claim_judge or RuleClaimJudge(analyzer)
         self._quotes = QuoteChecker(
-            allowed_base_dir, snapshot_dir=snapshot_dir, max_bytes=max_bytes, locator=locator
+            allowed_base_dir,
+            snapshot_dir=snapshot_dir,
+            max_bytes=max_bytes,
+            locator=locator,
+            reader=reader,
         )
         self._embedder = embedder
         self._analyzer = analyzer or Analyzer()

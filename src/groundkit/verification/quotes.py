@@ -157,6 +157,11 @@ async def _locate(content: str, citation: Citation, text: str) -> Anchor | None:
     return locate(content, citation, text)
 
 
+# How a checker reads a cited source whole: ``read_source`` under its options, or a
+# collection's own (which also refuses a source its clearance may not read).
+Reader = Callable[[Citation], Awaitable[str]]
+
+
 class QuoteChecker:
     """Checks quotes against citations, reading (or extracting) each source once.
 
@@ -173,12 +178,14 @@ class QuoteChecker:
         snapshot_dir: SnapshotLocation | None = None,
         max_bytes: int | None = DEFAULT_MAX_FILE_BYTES,
         locator: Locator | None = None,
+        reader: Reader | None = None,
     ) -> None:
         self.allowed_base_dir = base_directory(allowed_base_dir, "allowed_base_dir")
         check_read_options(snapshot_dir, max_bytes)
         self.snapshot_dir = snapshot_dir
         self.max_bytes = max_bytes
         self._locator = locator or _locate
+        self._reader = reader
         self._sources: dict[tuple[str, str, str | None, str], str | RetrievalError] = {}
         self._verdicts: dict[tuple[Citation, str], FetchResult] = {}
         # Each span's normalised form, made once however many quotes are looked up in it.
@@ -188,11 +195,15 @@ class QuoteChecker:
         key = source_key(citation)
         if key not in self._sources:
             try:
-                self._sources[key] = await read_source(
-                    citation,
-                    self.allowed_base_dir,
-                    snapshot_dir=self.snapshot_dir,
-                    max_bytes=self.max_bytes,
+                self._sources[key] = (
+                    await self._reader(citation)
+                    if self._reader is not None
+                    else await read_source(
+                        citation,
+                        self.allowed_base_dir,
+                        snapshot_dir=self.snapshot_dir,
+                        max_bytes=self.max_bytes,
+                    )
                 )
             except RetrievalError as exc:
                 self._sources[key] = exc

@@ -80,6 +80,10 @@ class Verifier:
     visible: Callable[[StoredChunk], bool]
     embedder: EmbeddingProtocol | None = None
     analyzer: Analyzer | None = None
+    # Under a clearance, whether a document's stored metadata admits reading its source
+    # (None: no clearance). A past version's chunk may be admitted while the document
+    # now holds a version above the clearance: its source is then not read at all.
+    admits: Callable[[Mapping[str, Any]], bool] | None = None
     # The chunks of the document whose context was read last, indexed: a verifier lives
     # for one call, and ``verify_all`` goes document by document, so text repeated
     # throughout a long document reads its chunks once, not once per chunk, and finds
@@ -262,8 +266,22 @@ class Verifier:
             weak_threshold=weak_threshold,
             locator=self.locate,
             claim_judge=claim_judge,
+            reader=None if self.admits is None else self.read,
         )
         return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
+
+    async def _check_readable(self, citation: Citation) -> None:
+        """Under a clearance, refuse to read a source whose document, as stored now, is
+        above it (or no longer stored, so of no known label): a chunk of an older,
+        admitted version must not show what the source holds today."""
+        if self.admits is None:
+            return
+        found = await self.store.find_documents(document_ids=[citation.document_id])
+        if not found or not self.admits(found[0].metadata):
+            raise RetrievalError(
+                f"not read: the source of chunk {citation.chunk_id!r} is not readable "
+                "at this collection's clearance"
+            )
 
     async def _refuse_hidden(self, chunk_ids: list[str]) -> None:
         """``ChunkNotFoundError`` for a cited chunk the clearance hides, as ``verify``
@@ -295,7 +313,9 @@ class Verifier:
         return [result_from_row(rows[c], 0.0, collection=self.name) for c in chunk_ids]
 
     async def read(self, citation: Citation, texts: SnapshotStore | None = None) -> str:
-        """The whole source text ``citation`` is measured against, as it reads now."""
+        """The whole source text ``citation`` is measured against, as it reads now;
+        ``RetrievalError`` (so ``unresolvable``) for one the clearance may not read."""
+        await self._check_readable(citation)
         snapshots = texts or await self.named_texts([citation])
         return await read_source(
             citation, self.base_dir, snapshot_dir=snapshots, max_bytes=self.max_bytes
