@@ -272,6 +272,10 @@ async def test_token_rules(registry: CollectionRegistry) -> None:
     async with client(app) as http:
         by_header = await http.get("/", headers={"authorization": f"Bearer {TOKEN}"})
         assert by_header.status_code == 303
+        any_case = await http.get("/", headers={"authorization": f"bearer {TOKEN}"})
+        assert any_case.status_code == 303
+        wrong = await http.get("/", headers={"authorization": f"bearer {TOKEN}x"})
+        assert wrong.status_code == 401
         # The redirect stays on this site whatever the path looks like.
         odd = await http.get("http://127.0.0.1:8765//evil.example/x", params={"token": TOKEN})
         assert odd.status_code == 303 and odd.headers["location"].startswith("/evil.example")

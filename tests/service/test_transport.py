@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -56,7 +59,8 @@ class _Recorder:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.calls += 1
-        await send({"type": "http.response.start", "status": 200, "headers": []})
+        headers = [(b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": b"secret data"})
 
 
@@ -68,6 +72,8 @@ class _Recorder:
         {"Authorization": f"Basic {TOKEN}"},
         {"Authorization": f"Bearer {TOKEN}x"},
         {"Authorization": TOKEN},
+        {"Authorization": f"Bearer{TOKEN}"},
+        {"Authorization": "Bearer "},
     ],
 )
 async def test_requests_without_the_token_get_401_and_nothing_else(headers: Any) -> None:
@@ -81,11 +87,13 @@ async def test_requests_without_the_token_get_401_and_nothing_else(headers: Any)
     assert app.calls == 0
 
 
-async def test_the_right_token_passes() -> None:
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER"])
+async def test_the_right_token_passes(scheme: str) -> None:
+    # The scheme is matched in any case (RFC 9110), the token exactly.
     app = _Recorder()
     gate = BearerTokenGate(app, TOKEN)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gate), base_url="http://t") as c:
-        response = await c.get("/mcp", headers={"Authorization": f"Bearer {TOKEN}"})
+        response = await c.get("/mcp", headers={"Authorization": f"{scheme} {TOKEN}"})
     assert response.status_code == 200 and response.content == b"secret data"
     assert app.calls == 1
 
@@ -122,3 +130,102 @@ async def test_a_port_in_use_is_one_error_in_groundkits_words(
     said = [r for r in caplog.records if r.name.startswith("uvicorn")]
     assert [r.getMessage() for r in said if r.levelno >= logging.WARNING] == []
     assert any("could not bind" in r.getMessage() for r in caplog.records)
+
+
+async def _serving(
+    head_timeout_s: float, max_connections: int
+) -> tuple[Any, int, asyncio.Task[None]]:
+    """A tiny app on ``serve_asgi`` with the given bounds: (server, port, task)."""
+    from groundkit.service.transport import serve_asgi
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(b"content-length", b"2")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    up: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        serve_asgi(
+            app,
+            "127.0.0.1",
+            0,
+            lifespan="off",
+            started=up.set_result,
+            head_timeout_s=head_timeout_s,
+            max_connections=max_connections,
+        )
+    )
+    server = await up
+    port = server.servers[0].sockets[0].getsockname()[1]
+    return server, port, task
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Poll the server's own state (it offers no event); the test timeout ends a hang."""
+    for _ in itertools.count():
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def _closed_by_server(reader: asyncio.StreamReader) -> bool:
+    return await reader.read(1) == b""
+
+
+async def test_a_request_head_never_finished_is_closed_and_others_are_served() -> None:
+    server, port, task = await _serving(head_timeout_s=0.5, max_connections=64)
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never finished
+        await writer.drain()
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"http://127.0.0.1:{port}/")).text == "ok"
+        assert await _closed_by_server(reader)  # the per-test timeout fails a hang
+        writer.close()
+        # A kept-alive connection whose next head does not come is closed as well.
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        await writer.drain()
+        assert b"200 OK" in await reader.readuntil(b"ok")
+        writer.write(b"GET / HTTP/1.1\r\nHost: 127")
+        await writer.drain()
+        assert await _closed_by_server(reader)
+        writer.close()
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def test_connections_past_the_cap_are_closed_on_arrival() -> None:
+    server, port, task = await _serving(head_timeout_s=60.0, max_connections=3)
+    held = []
+    try:
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET / HTTP/1.1\r\n")
+            await writer.drain()
+            held.append((reader, writer))
+        await _until(lambda: len(server.server_state.connections) == 3)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await _closed_by_server(reader)
+        writer.close()
+        for _, writer in held:
+            writer.close()
+        await _until(lambda: not server.server_state.connections)
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"http://127.0.0.1:{port}/")).text == "ok"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def test_the_cap_leaves_descriptors_free() -> None:
+    import resource
+
+    from groundkit.service.http_guard import accept_backlog, connection_cap
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    cap = connection_cap()
+    if soft != resource.RLIM_INFINITY:
+        assert cap + accept_backlog(cap) < soft
+    assert 8 <= accept_backlog(cap) <= cap

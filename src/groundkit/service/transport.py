@@ -17,6 +17,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from groundkit.errors import ConfigurationError
+from groundkit.service.http_guard import (
+    HEAD_TIMEOUT_S,
+    accept_backlog,
+    connection_cap,
+    guarded_protocol,
+)
 
 if TYPE_CHECKING:
     # Imported by run_server: grk builds its parser from this module's defaults.
@@ -28,6 +34,7 @@ __all__ = [
     "MIN_TOKEN_CHARS",
     "TOKEN_ENV",
     "BearerTokenGate",
+    "bearer_token",
     "check_binding",
     "is_loopback",
     "netloc",
@@ -94,7 +101,7 @@ class BearerTokenGate:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self._app = app
-        self._expected = f"Bearer {token}".encode()
+        self._expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket") and not self._authorised(scope):
@@ -129,7 +136,14 @@ class BearerTokenGate:
             if key.lower() == b"authorization":
                 supplied = bytes(value)
                 break
-        return hmac.compare_digest(supplied, self._expected)
+        return hmac.compare_digest(bearer_token(supplied), self._expected)
+
+
+def bearer_token(header: bytes) -> bytes:
+    """The token of an ``Authorization`` value of the Bearer scheme, named in any case
+    (RFC 9110 11.1); ``b""`` for any other value."""
+    scheme, _, rest = header.partition(b" ")
+    return rest.lstrip(b" ") if scheme.lower() == b"bearer" else b""
 
 
 async def run_server(
@@ -192,18 +206,33 @@ async def serve_asgi(
     *,
     lifespan: Literal["on", "off"],
     started: Callable[[Any], None],
+    head_timeout_s: float = HEAD_TIMEOUT_S,
+    max_connections: int | None = None,
 ) -> None:
     """Run ``app`` on uvicorn (the caller has checked it is installed) until the process
     is stopped; ``started`` gets the uvicorn server once it listens.
 
     Handlers belong to the application (grk configures them): none from uvicorn, and no
     access log, whose request lines could carry query strings (a token among them).
-    ``ConfigurationError`` when the address cannot be bound.
+    A connection whose request head is not in within ``head_timeout_s`` is closed, and
+    at most ``max_connections`` (default ``connection_cap()``) are held at once
+    (``groundkit.service.http_guard``). ``ConfigurationError`` when the address cannot
+    be bound.
     """
     import uvicorn
 
+    cap = connection_cap() if max_connections is None else max_connections
     config = uvicorn.Config(
-        app, host=host, port=port, log_config=None, access_log=False, lifespan=lifespan
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan=lifespan,
+        http=guarded_protocol(head_timeout_s, cap),
+        # Also how many connections one accept takes in at once (asyncio): kept well
+        # inside the descriptors the cap leaves free.
+        backlog=accept_backlog(cap),
     )
 
     class _Announcing(uvicorn.Server):

@@ -22,7 +22,15 @@ import hmac
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from groundkit.service.transport import ASGIApp, Message, Receive, Scope, Send, is_loopback
+from groundkit.service.transport import (
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    bearer_token,
+    is_loopback,
+)
 
 __all__ = ["COOKIE", "SECURITY_HEADERS", "InspectorGate", "session_value"]
 
@@ -51,7 +59,7 @@ class InspectorGate:
 
     def __init__(self, app: ASGIApp, *, token: str | None, host: str) -> None:
         self._app = app
-        self._bearer = f"Bearer {token}".encode() if token is not None else None
+        self._bearer = token.encode() if token is not None else None
         self._token = token.encode() if token is not None else None
         self._session = session_value(token).encode() if token is not None else None
         self._loopback = is_loopback(host)
@@ -97,7 +105,9 @@ class InspectorGate:
                 header = bytes(value)
             elif name == b"cookie":
                 cookie = _cookie(bytes(value))
-        by_header = hmac.compare_digest(header, self._bearer or b"")
+        by_header = self._bearer is not None and hmac.compare_digest(
+            bearer_token(header), self._bearer
+        )
         by_cookie = hmac.compare_digest(cookie, self._session or b"")
         return by_header or by_cookie
 
