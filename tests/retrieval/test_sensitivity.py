@@ -138,6 +138,49 @@ async def test_an_answer_cannot_check_text_above_the_clearance(
     assert [s.verdict for s in report.sentences] == ["supported"]
 
 
+async def test_a_citation_made_by_hand_cannot_read_another_file(tmp_path: Path) -> None:
+    """An admitted document's ids with another file's source (a restricted document's,
+    or one never ingested) must not make the collection read that file: the verdicts on
+    guesses would otherwise spell out its text."""
+    base = tmp_path / "corpus"
+    secret = "The launch code is 4711-AX and the vault opens at noon."
+    write_tree(
+        base,
+        {
+            "public.md": "Public note about tea brewing temperatures.\n",
+            "secret.md": f"---\nsensitivity: restricted\n---\n{secret}\n",
+            "stray.md": f"{secret}\n",
+        },
+    )
+    async with Collection.open(tmp_path / "idx", base_dir=base) as col:
+        await col.ingest(base / "public.md")
+        await col.ingest(base / "secret.md")
+    async with Collection.open(tmp_path / "idx", base_dir=base, clearance="public") as col:
+        public = (await col.search("tea brewing")).results[0]
+        for source in ("secret.md", "stray.md"):
+            text = (base / source).read_text("utf-8")
+            start = text.index(secret)
+            forged = public.citation.model_copy(
+                update={"source": source, "start_offset": start, "end_offset": start + len(secret)}
+            )
+            checked = await col.verify(forged, content=secret)
+            assert checked.verification == "unresolvable" and checked.similarity is None
+            assert "clearance" in (checked.detail or "")
+            carried = public.model_copy(
+                update={
+                    "source": source,
+                    "start_offset": start,
+                    "end_offset": start + len(secret),
+                    "content": secret,
+                }
+            )
+            assert carried.citation == forged
+            report = await col.verify_answer(f"{secret} [1]", [carried])
+            assert [s.verdict for s in report.sentences] != ["supported"]
+            assert all(c.verification == "unresolvable" for c in report.citations)
+        assert (await col.verify(public)).verification == "verified"
+
+
 async def test_verify_covers_only_visible_chunks(corpus: Path, cleared: Collection) -> None:
     async with Collection.open(corpus) as everything:
         total = (await everything.verify_all()).verified

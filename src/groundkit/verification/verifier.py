@@ -271,13 +271,22 @@ class Verifier:
         return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
 
     async def _check_readable(self, citation: Citation) -> None:
-        """Under a clearance, refuse to read a source whose document, as stored now, is
-        above it (or no longer stored, so of no known label): a chunk of an older,
-        admitted version must not show what the source holds today."""
+        """Under a clearance, read only the source of a stored document that the clearance
+        admits as it stands now, and only as that document's: a chunk of an older, admitted
+        version must not show what the source holds today, and a citation made by hand
+        must not name an admitted document with another file's source (any file of the
+        base directory, labelled or not, would then be read)."""
         if self.admits is None:
             return
-        found = await self.store.find_documents(document_ids=[citation.document_id])
-        if not found or not self.admits(found[0].metadata):
+        found = await self.store.find_documents(sources=[citation.source])
+        document = found[0] if found else None
+        if (
+            document is None
+            or document.source != citation.source
+            or document.document_id != citation.document_id
+            or document.source_class != citation.source_class
+            or not self.admits(document.metadata)
+        ):
             raise RetrievalError(
                 f"not read: the source of chunk {citation.chunk_id!r} is not readable "
                 "at this collection's clearance"
