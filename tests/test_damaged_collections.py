@@ -193,16 +193,21 @@ async def test_damage_is_refused_or_served_correctly_then_repaired(
             finally:
                 await col.close()
             return
-    # The metadata file itself: one ingest with rebuild_damaged starts it anew.
+    # The metadata file itself: one ingest with rebuild_damaged starts it anew. A deleted
+    # one is made anew by the plain open, with a new collection uid: the vector table
+    # stamped with the old uid is refused (it may be another collection's) until
+    # rebuild_damaged takes it over.
     col = await _open(index, base, rebuild=True)
     try:
         report = await col.ingest(base)
         assert not report.failed
-        assert report.repairs, "a rebuild must say what it did"
+        if kind != "default.sqlite3" or how != "delete":
+            assert report.repairs, "a rebuild must say what it did"
         await _assert_repaired(col)
     finally:
         await col.close()
-    assert sorted(p.name for p in index.glob("default.sqlite3.damaged-*"))
+    if kind != "default.sqlite3" or how != "delete":
+        assert sorted(p.name for p in index.glob("default.sqlite3.damaged-*"))
 
 
 @pytest.mark.parametrize("took", [0, 1])

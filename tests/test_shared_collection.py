@@ -317,3 +317,70 @@ async def test_records_on_a_shared_collection_live_in_object_storage(
         assert (await again.verify_all()).ok
         assert (await again.delete(records=["row/1"])).deleted == ["record://row/1"]
     assert text_key not in s3_server.keys(bucket)
+
+
+@pytest.fixture
+async def second_database(postgres_dsn: str) -> Any:
+    """Another database on the same server (a staging beside prod), dropped afterwards."""
+    import asyncpg
+
+    name = f"gk_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield postgres_dsn.rsplit("/", 1)[0] + f"/{name}"
+    admin = await asyncpg.connect(postgres_dsn)
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+async def test_two_collections_sharing_storage_and_name_never_touch_each_others_vectors(
+    postgres_dsn: str, second_database: str, fresh: str, tmp_path: Path
+) -> None:
+    """Prod and staging databases, one storage_uri, one collection name: staging is
+    refused (at open, or at its ingest when it opened before the table existed) and
+    prod's dense search keeps finding its documents, also after a restart; a local
+    collection whose directory is that storage_uri is refused the same way."""
+    from groundkit import StorageError
+    from groundkit.storage import StoreLocation
+
+    storage, prod_base, staging_base = tmp_path / "shared", tmp_path / "a", tmp_path / "z"
+    write_tree(prod_base, {"a.txt": "solar panels produce electricity\n"})
+    write_tree(staging_base, {"z.txt": "wind farms produce electricity too\n"})
+
+    def opened(dsn: str, base: Path) -> Any:
+        return Collection.open(
+            name=fresh, metadata_url=dsn, storage_uri=storage, base_dir=base, embedder=ToyEmbedder()
+        )
+
+    early = await opened(second_database, staging_base)  # before prod's table exists
+    try:
+        async with opened(postgres_dsn, prod_base) as prod:
+            await prod.ingest(prod_base)
+        with pytest.raises(StorageError, match="belongs to another collection"):
+            await early.ingest(staging_base)
+    finally:
+        await early.close()
+    with pytest.raises(StorageError, match="Give each its own storage_uri or name"):
+        await opened(second_database, staging_base)
+    with pytest.raises(StorageError, match="belongs to another collection"):
+        await Collection.open(storage, fresh, base_dir=staging_base, embedder=ToyEmbedder())
+    assert (storage / f"{fresh}.lance").is_dir()
+    async with opened(postgres_dsn, prod_base) as prod:
+        found = await prod.search("solar electricity", 5, mode="dense")
+        assert [r.source for r in found.results] == ["a.txt"]
+        assert "degraded" not in found.metadata
+        assert await prod.store.documents_missing_vectors() == []
+    # Staging without an embedder (text only) exists; dropping it leaves prod's table.
+    async with Collection.open(
+        name=fresh, metadata_url=second_database, storage_uri=storage, base_dir=staging_base
+    ) as staging:
+        await staging.ingest(staging_base)
+    await StoreLocation.resolve(fresh, metadata_url=second_database, storage_uri=storage).drop()
+    async with opened(postgres_dsn, prod_base) as prod:
+        found = await prod.search("solar electricity", 5, mode="dense")
+        assert [r.source for r in found.results] == ["a.txt"]

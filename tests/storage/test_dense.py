@@ -453,3 +453,158 @@ async def test_table_without_content_hashes_still_works(tmp_path: Path) -> None:
         assert [h.chunk_id for h in hits] == ["d1#0"]
     finally:
         await store.close()
+
+
+# -- whose table it is (adr/0095-vector-table-owner.md) ---------------------------
+
+OURS, THEIRS = "a" * 32, "b" * 32
+
+
+async def _owned(root: Path, owner: str | None, **kwargs: Any) -> LanceDBVectorStore:
+    return await LanceDBVectorStore.open(root, "kb", DIM, owner=owner, **kwargs)
+
+
+async def test_a_table_of_another_collection_is_refused_never_used_or_pruned(
+    tmp_path: Path,
+) -> None:
+    """Two collections with one storage root and name: the second is refused at open,
+    and one opened before the table existed is refused at its refresh and its writes;
+    the first collection's rows stay as they were, never set aside."""
+    ours = await _owned(tmp_path, OURS)
+    late = await _owned(tmp_path, THEIRS)  # no table yet: nothing to check
+    try:
+        await upsert(ours, "d1", ["d1#0", "d1#1"], np.stack([basis(0), basis(1)]))
+        with pytest.raises(StorageError, match="belongs to another collection"):
+            await _owned(tmp_path, THEIRS)
+        for write in (
+            lambda: upsert(late, "z1", ["z1#0"], np.stack([basis(2)])),
+            lambda: late.delete_documents(["d1"]),
+            late.refresh,
+            late.recover,
+            lambda: late.query(basis(0), 3),
+        ):
+            with pytest.raises(StorageError, match="belongs to another collection"):
+                await write()
+        assert await late.problem() is not None
+        await ours.refresh()
+        assert await ours.inventory() == {"d1#0": "d1", "d1#1": "d1"}
+        assert [h.chunk_id for h in await ours.query(basis(0), 1)] == ["d1#0"]
+        assert not list(tmp_path.glob("kb.lance.damaged-*"))
+    finally:
+        await late.close()
+        await ours.close()
+
+
+async def test_a_table_taken_over_by_another_collection_stops_the_first_writer(
+    tmp_path: Path,
+) -> None:
+    """A table dropped and created again by another collection while a store has it
+    open: its next delete (the orphan sweep's write) is refused, not run on their rows."""
+    import lancedb
+
+    ours = await _owned(tmp_path, OURS)
+    try:
+        await upsert(ours, "d1", ["d1#0"], np.stack([basis(0)]))
+        conn = await lancedb.connect_async(str(tmp_path))
+        await conn.drop_table("kb")
+        conn.close()  # type: ignore[no-untyped-call]
+        theirs = await _owned(tmp_path, THEIRS)
+        await upsert(theirs, "z1", ["z1#0"], np.stack([basis(1)]))
+        await theirs.close()
+        with pytest.raises(StorageError, match="belongs to another collection"):
+            await ours.delete_documents(["z1"])
+        reopened = await _owned(tmp_path, None)
+        assert await reopened.inventory() == {"z1#0": "z1"}
+        await reopened.close()
+    finally:
+        await ours.close()
+
+
+async def test_an_unstamped_table_is_adopted_at_the_first_write(tmp_path: Path) -> None:
+    """A table made before stamps (here: by a store opened without an owner) is used as
+    it is, stamped with the owner at its first write, and from then on another
+    collection is refused; ``reclaim`` takes a stamped table over."""
+    bare = await _owned(tmp_path, None)
+    await upsert(bare, "d1", ["d1#0"], np.stack([basis(0)]))
+    await bare.close()
+    # Before the first write nothing is claimed: another owner may still open it.
+    for owner in (THEIRS, OURS):
+        store = await _owned(tmp_path, owner)
+        assert [h.chunk_id for h in await store.query(basis(0), 1)] == ["d1#0"]
+        await store.close()
+    ours = await _owned(tmp_path, OURS)
+    try:
+        await upsert(ours, "d2", ["d2#0"], np.stack([basis(1)]))
+        assert await ours.count() == 2
+    finally:
+        await ours.close()
+    with pytest.raises(StorageError, match="belongs to another collection"):
+        await _owned(tmp_path, THEIRS)
+    taken = await _owned(tmp_path, THEIRS, reclaim=True)
+    try:
+        await taken.delete_documents(["d1"])
+        assert await taken.inventory() == {"d2#0": "d2"}
+    finally:
+        await taken.close()
+    with pytest.raises(StorageError, match="belongs to another collection"):
+        await _owned(tmp_path, OURS)
+
+
+async def test_a_table_created_again_is_never_searched_with_the_old_ones_vectors(
+    tmp_path: Path,
+) -> None:
+    """Another process drops the table and creates it again up to the same version
+    number: after ``refresh()`` every hit is the new table's (the vectors held in memory
+    for the old one are not used with it), as a freshly opened store finds."""
+    import lancedb
+
+    dim = 16
+
+    async def fill(store: LanceDBVectorStore, seed: int, tag: str) -> None:
+        rng = np.random.default_rng(seed)
+        await store.upsert_documents(
+            [
+                (f"{tag}{i}", [f"{tag}{i}#{j}" for j in range(10)], rng.normal(size=(10, dim)))
+                for i in range(10)
+            ]
+        )
+
+    async def opened() -> LanceDBVectorStore:
+        return await LanceDBVectorStore.open(tmp_path, "t", dim, ann_threshold=200)
+
+    writer = await opened()
+    await fill(writer, 1, "old")
+    await fill(writer, 2, "old-b")
+    await writer.close()
+    reader = await opened()
+    probe = np.random.default_rng(1).normal(size=dim)
+    try:
+        assert {h.document_id for h in await reader.query(probe, 5)} <= {
+            *(f"old{i}" for i in range(10)),
+            *(f"old-b{i}" for i in range(10)),
+        }
+        version = int(await reader.table.version())
+        conn = await lancedb.connect_async(str(tmp_path))
+        await conn.drop_table("t")
+        conn.close()  # type: ignore[no-untyped-call]
+        writer = await opened()
+        await fill(writer, 3, "new")
+        await fill(writer, 4, "new-b")
+        assert int(await writer.table.version()) == version
+        await writer.close()
+        await reader.refresh()
+        found = await reader.query(probe, 5)
+        fresh = await opened()
+        try:
+            expected = await fresh.query(probe, 5)
+        finally:
+            await fresh.close()
+        assert [(h.chunk_id, h.score) for h in found] == [(h.chunk_id, h.score) for h in expected]
+        assert all(h.document_id.startswith("new") for h in found)
+    finally:
+        await reader.close()
+
+
+async def test_an_owner_must_be_a_uid(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="owner"):
+        await LanceDBVectorStore.open(tmp_path, "c", DIM, owner="")

@@ -832,3 +832,41 @@ async def test_temporary_files_nobody_writes_are_swept(
     finally:
         await cached.close()
         await writer.close()
+
+
+async def test_a_table_created_again_is_searched_afresh_through_the_cache(
+    s3_server: S3Server, prefix: str, cache: VectorCacheSettings
+) -> None:
+    """Another process drops the table and creates it again up to the same version
+    number: after ``refresh()`` a cached store answers as a freshly opened one, with
+    none of the old table's rows (from memory or from the mirror)."""
+    import lancedb
+
+    writer = await _plain(s3_server, prefix)
+    await _fill(writer, 10, 1, tag="old")
+    await _fill(writer, 10, 2, tag="old-b")
+    await writer.close()
+    reader = await _cached(s3_server, prefix, cache)
+    probe = np.random.default_rng(1).normal(size=WIDE)
+    try:
+        assert await reader.query(probe, 2)
+        version = int(await reader.table.version())
+        conn = await lancedb.connect_async(prefix, storage_options=s3_server.storage_options)
+        await conn.drop_table("t")
+        conn.close()  # type: ignore[no-untyped-call]
+        writer = await _plain(s3_server, prefix)
+        await _fill(writer, 10, 3, tag="new")
+        await _fill(writer, 10, 4, tag="new-b")
+        assert int(await writer.table.version()) == version
+        await writer.close()
+        await reader.refresh()
+        found = await reader.query(probe, 5)
+        fresh = await _plain(s3_server, prefix)
+        try:
+            assert _hits(found) == _hits(await fresh.query(probe, 5))
+        finally:
+            await fresh.close()
+        assert all(h.document_id.startswith("new") for h in found)
+        assert reader.cache_state == "cached"
+    finally:
+        await reader.close()

@@ -3,7 +3,10 @@
 The table lives at ``<index_dir>/<collection>.lance`` with three columns,
 ``chunk_id``, ``document_id`` and ``vector`` (``fixed_size_list<float32>[d]``).
 Vectors are L2-normalised on the way in, so the stored copy is exactly what
-cosine ranks and any later re-scoring needs no norms.
+cosine ranks and any later re-scoring needs no norms. The ``chunk_id`` field's
+metadata names whose table it is (the owning collection's uid) and which table it
+is (a uid of its own, new at each creation), checked at open, refresh and before
+each write, never per search (adr/0095-vector-table-owner.md).
 
 Small tables are searched exhaustively: exact, deterministic, and quick enough
 while they are small. A table whose vectors fit in ``memory_max_bytes`` keeps a
@@ -30,6 +33,7 @@ import math
 import operator
 import random
 import re
+import uuid
 import warnings
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -64,6 +68,7 @@ __all__ = [
     "DEFAULT_REFINE_FACTOR",
     "LanceDBVectorStore",
     "refine_factor_for",
+    "vector_table_owner",
 ]
 
 # Flat search at 384 dimensions costs about 1 ms per 1,000 rows here (91 ms p50
@@ -123,6 +128,13 @@ _LOOKUP_INDEX_NAME = "document_id_idx"
 # Versions younger than this survive optimize(): a reader opened earlier may
 # still be reading their files.
 _KEEP_VERSIONS = timedelta(days=1)
+# Whose table it is, in the ``chunk_id`` field's metadata (LanceDB updates a field's
+# metadata in place; the schema's own it only sets at creation): the owning
+# collection's uid, and a uid of the table itself, new whenever the table is created
+# (adr/0095-vector-table-owner.md).
+_STAMPED_FIELD = "chunk_id"
+_OWNER_KEY = "groundkit:collection"
+_TABLE_KEY = "groundkit:table"
 
 
 def refine_factor_for(limit: int) -> int:
@@ -168,15 +180,45 @@ async def _retry_conflicts(operation: Callable[[], Awaitable[_T]]) -> _T:
     raise AssertionError("unreachable")
 
 
-async def _delete_latest(table: Any, where: str) -> Any:
-    """Delete ``where`` from the table's latest version, not the handle's.
+def _stamp_of(schema: Any) -> tuple[str | None, str | None]:
+    """``(owner, table uid)`` as stamped on the table's ``chunk_id`` field (None: not
+    stamped; a table made before stamps, or written by a store opened without an owner)."""
+    if _STAMPED_FIELD not in schema.names:
+        return None, None
+    found = schema.field(_STAMPED_FIELD).metadata or {}
 
-    A delete marks the rows of the version it reads, and LanceDB commits it over rows
-    another handle appended since without a conflict: from an older version those rows
-    would outlive it, and an upsert would leave the document's rows twice.
-    """
-    await table.checkout_latest()
-    return await table.delete(where)
+    def text(key: str) -> str | None:
+        value = found.get(key.encode())
+        return value.decode("utf-8", "replace") if value else None
+
+    return text(_OWNER_KEY), text(_TABLE_KEY)
+
+
+class _ForeignTable(StorageError):
+    """The table is stamped with another collection's uid: raised, never recorded as
+    damage, so ``recover()`` never moves another collection's table aside."""
+
+
+async def vector_table_owner(
+    index_dir: Path | str, collection: str, storage_options: Mapping[str, str] | None = None
+) -> str | None:
+    """The collection uid stamped on ``<index_dir>/<collection>.lance`` (None: no table,
+    or one not stamped): what a drop checks before removing the table."""
+    lancedb, _ = _import_lancedb()
+    root = str(index_dir).rstrip("/") if "://" in str(index_dir) else str(index_dir)
+    if "://" not in root and not Path(root, f"{collection}.lance").exists():
+        return None
+    conn = await lancedb.connect_async(root, storage_options=dict(storage_options or {}))
+    try:
+        if not await _has_table(conn, collection):
+            return None
+        table = await conn.open_table(collection)
+        try:
+            return _stamp_of(await table.schema())[0]
+        finally:
+            table.close()
+    finally:
+        conn.close()
 
 
 def _vector_index_kind(indices: Sequence[Any]) -> str | None:
@@ -331,7 +373,9 @@ class _Resident:
 
     Built from one read of every row at ``version`` of the handle ``table``; the
     store uses it only while its handle is that same object at that same version
-    and ``intact()`` holds, and reads it afresh otherwise. ``matrix`` is None when
+    and ``intact()`` holds, and reads it afresh otherwise. A table dropped and created
+    again is opened with a new handle (its table uid differs), so a copy never outlives
+    the table it was read from, whatever the version numbers. ``matrix`` is None when
     the version held more rows than the store keeps in memory (its rows then go to
     LanceDB's own flat search, and the count is not read again until the version
     moves). The arrays are read-only, so nothing mutates them in place.
@@ -499,6 +543,15 @@ class LanceDBVectorStore:
         self.memory_max_bytes: int = DEFAULT_MEMORY_MAX_BYTES
         self._memory: _Resident | None = None
         self._memory_lock = asyncio.Lock()
+        # The collection whose table this is (None: not checked, nothing claimed), and
+        # whether a table stamped with another uid is taken over (the collection's
+        # metadata was rebuilt, and with it its uid); see ``open``.
+        self._owner: str | None = None
+        self._reclaim = False
+        # ``(owner, table uid)`` stamped on the table this handle holds, as last read.
+        self._stamp: tuple[str | None, str | None] = (None, None)
+        # Why the table found is refused: another collection's (set with no handle held).
+        self._foreign: str | None = None
 
     @property
     def dimensions(self) -> int:
@@ -524,6 +577,8 @@ class LanceDBVectorStore:
         create: bool = True,
         ann_threshold: int = DEFAULT_ANN_THRESHOLD,
         storage_options: Mapping[str, str] | None = None,
+        owner: str | None = None,
+        reclaim: bool = False,
     ) -> LanceDBVectorStore:
         """Open ``<index_dir>/<collection>.lance``; it is created on the first upsert.
 
@@ -533,8 +588,18 @@ class LanceDBVectorStore:
         An existing table of another dimension is an ``IndexIdentityError``.
         ``index_dir`` may be an object-store URI (``s3://bucket/prefix``);
         ``storage_options`` go to LanceDB unchanged and never into a message.
+
+        ``owner`` is the uid of the collection the table belongs to
+        (``collection_uid()``): a new table is stamped with it, an unstamped one is
+        stamped at this store's first write, and one stamped with another uid is
+        refused (``StorageError``) here, at ``refresh()`` and before every write, so
+        two collections that share a storage root and a name never use or prune each
+        other's vectors. ``reclaim`` takes such a table over instead (the collection's
+        metadata was rebuilt, so its uid is new). Without ``owner`` nothing is checked.
         """
         check_collection_name(collection)
+        if owner is not None and (not isinstance(owner, str) or not owner):
+            raise ConfigurationError(f"owner must be a collection uid, not {owner!r}")
         if isinstance(dimensions, bool) or not isinstance(dimensions, int) or dimensions < 1:
             raise ConfigurationError(f"dimensions must be a positive integer, not {dimensions!r}")
         if ann_threshold < 1:
@@ -564,6 +629,7 @@ class LanceDBVectorStore:
             ann_threshold=ann_threshold,
         )
         store._storage_options = dict(storage_options or {})
+        store._owner, store._reclaim = owner, reclaim
         if exists:
             try:
                 await store._adopt()
@@ -583,7 +649,7 @@ class LanceDBVectorStore:
             return
         try:
             await self._check_schema()
-        except IndexIdentityError:
+        except (IndexIdentityError, _ForeignTable):
             raise
         except StorageError as exc:
             self._damage = str(exc)
@@ -618,11 +684,73 @@ class LanceDBVectorStore:
                 f"the embedder's {self._dimensions}",
                 self._name,
             )
+        self._check_owner(_stamp_of(schema))
 
-    def _schema(self) -> Any:
+    def _check_owner(self, stamp: tuple[str | None, str | None]) -> None:
+        """Take ``stamp`` as the held table's, or refuse the table (and let its handle
+        go) when another collection's uid is on it."""
+        owner = stamp[0]
+        if owner is None or self._owner is None or owner == self._owner or self._reclaim:
+            self._stamp = stamp
+            return
+        self._forget_table()
+        self._foreign = (
+            f"the vector table at {str(self.path)!r} belongs to another collection "
+            f"(uid {owner}, this one is {self._owner}): two collections share this "
+            "storage_uri and name. Give each its own storage_uri or name. If that "
+            "collection no longer exists (this one's metadata was deleted and made anew), "
+            "delete the table, or for a local collection open it with rebuild_damaged "
+            "(grk ingest --rebuild), and ingest again"
+        )
+        raise _ForeignTable(self._foreign)
+
+    def _forget_table(self) -> None:
+        """Close the handle and drop everything read through it: the next use opens the
+        table afresh (it may be another table now)."""
+        table, self._table = self._table, None
+        if table is not None:
+            table.close()
+        self._stamp = (None, None)
+        self._doc_cache = None
+        self._inventory_cache = None
+        self._indexed = None
+        self._memory = None
+
+    async def _latest_checked(self) -> Any:
+        """The table at its latest version, checked to be the one this handle adopted and
+        this collection's, before a write that removes or rewrites rows: a table dropped
+        and created again meanwhile is opened afresh (and refused if another collection's),
+        and an unstamped one is stamped with the owner. Call under ``_write_lock``."""
+        table = self._table
+        await table.checkout_latest()
+        stamp = _stamp_of(await table.schema())
+        if stamp != self._stamp:
+            self._forget_table()
+            self._table = await self._open_conn().open_table(self._name)
+            await self._check_schema()
+            table = self._table
+        owner, table_uid = self._stamp
+        if self._owner is not None and owner != self._owner:
+            # A table made before stamps (or taken over): claimed by its first write here.
+            claimed = {_OWNER_KEY: self._owner, _TABLE_KEY: table_uid or uuid.uuid4().hex}
+            await table.update_field_metadata({"path": _STAMPED_FIELD, "metadata": claimed})
+            self._stamp = (self._owner, claimed[_TABLE_KEY])
+        return table
+
+    async def _delete_latest(self, where: str) -> Any:
+        """Delete ``where`` from the table's latest version, not the handle's.
+
+        A delete marks the rows of the version it reads, and LanceDB commits it over rows
+        another handle appended since without a conflict: from an older version those rows
+        would outlive it, and an upsert would leave the document's rows twice.
+        """
+        table = await self._latest_checked()
+        return await table.delete(where)
+
+    def _schema(self, stamp: Mapping[str, str] | None = None) -> Any:
         _, pa = _import_lancedb()
         fields = [
-            pa.field("chunk_id", pa.string(), nullable=False),
+            pa.field("chunk_id", pa.string(), nullable=False, metadata=stamp),
             pa.field("document_id", pa.string(), nullable=False),
             pa.field("vector", pa.list_(pa.float32(), self._dimensions), nullable=False),
         ]
@@ -642,8 +770,10 @@ class LanceDBVectorStore:
 
     def _live_conn(self) -> Any:
         """The connection, for an operation on a usable table (``StorageError`` when the
-        store is closed or its table damaged)."""
+        store is closed, its table damaged or another collection's)."""
         conn = self._open_conn()
+        if self._foreign is not None:
+            raise StorageError(self._foreign)
         if self._damage is not None:
             raise StorageError(
                 f"vector store {str(self.path)!r}: {self._damage}; ingest again to rebuild it"
@@ -658,22 +788,27 @@ class LanceDBVectorStore:
     # -- health and repair ----------------------------------------------------
 
     async def problem(self) -> str | None:
-        """The damage recorded at open or refresh, if any (no I/O)."""
+        """The damage recorded at open or refresh, or why the table is refused, if any
+        (no I/O)."""
         self._open_conn()
-        return self._damage
+        return self._foreign or self._damage
 
     async def refresh(self) -> None:
         """Move this handle to the table's latest version (or adopt a table another
-        process created); damage found on the way is recorded, not raised."""
+        process created); damage found on the way is recorded, not raised.
+
+        A table dropped and created again since (its stamp's table uid differs) is
+        opened afresh, so nothing read from the old one (the vectors held in memory,
+        a cached mirror) is used with it; one stamped with another collection's uid
+        is refused with ``StorageError``. Costs one read of the schema the handle
+        already holds."""
         conn = self._open_conn()
         self._doc_cache = None
         self._indexed = None
         async with self._write_lock:
-            if self._table is None or self._damage is not None:
-                if self._table is not None:
-                    self._table.close()
-                    self._table = None
-                self._damage = None
+            if self._table is None or self._damage is not None or self._foreign is not None:
+                self._forget_table()
+                self._damage = self._foreign = None
                 try:
                     exists = await _has_table(conn, self._name)
                 except Exception as exc:
@@ -684,8 +819,13 @@ class LanceDBVectorStore:
                 return
             try:
                 await self._table.checkout_latest()
+                stamp = _stamp_of(await self._table.schema())
             except Exception as exc:
                 self._damage = f"the vector table cannot be read ({_first_line(exc)})"
+                return
+            if stamp != self._stamp:
+                self._forget_table()
+                await self._adopt()
 
     async def inventory(self) -> VectorInventory:
         """Every row's ``{chunk_id: document_id}``, read in full (one scan of two columns),
@@ -791,13 +931,8 @@ class LanceDBVectorStore:
 
     async def _set_aside(self, conn: Any, reason: str) -> str:
         """Take the unusable table out of the way so a new one can be written."""
-        if self._table is not None:
-            self._table.close()
-            self._table = None
+        self._forget_table()
         self._damage = None
-        self._doc_cache = None
-        self._indexed = None
-        self._memory = None
         if isinstance(self.path, Path):
             stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
             aside = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
@@ -899,11 +1034,11 @@ class LanceDBVectorStore:
                 if self._table is None:
                     if not all_ids:
                         return
-                    self._table = await self._create_or_open(conn, data)
+                    self._table = await self._create_or_open(conn, columns, data)
                 else:
-                    table = self._table
                     where = f"document_id IN ({quoted})"
-                    await _retry_conflicts(partial(_delete_latest, table, where))
+                    await _retry_conflicts(partial(self._delete_latest, where))
+                    table = self._table  # opened afresh if the table was created again
                     if all_ids:
                         await _retry_conflicts(lambda: table.add(data))
             except Exception as exc:
@@ -911,16 +1046,25 @@ class LanceDBVectorStore:
             if all_ids:
                 await self._maybe_build_index()
 
-    async def _create_or_open(self, conn: Any, data: Any) -> Any:
-        """Create the table with ``data``; if another process created it first, add to it."""
+    async def _create_or_open(self, conn: Any, columns: Mapping[str, Any], data: Any) -> Any:
+        """Create the table with ``data``, stamped (a new table uid, and the owner's); if
+        another process created it first, add to it (checked as any adopted table)."""
+        _, pa = _import_lancedb()
+        stamp = {_TABLE_KEY: uuid.uuid4().hex}
+        if self._owner is not None:
+            stamp[_OWNER_KEY] = self._owner
         try:
-            return await conn.create_table(self._name, data=data, exist_ok=False)
+            stamped = pa.table(dict(columns), schema=self._schema(stamp))
+            created = await conn.create_table(self._name, data=stamped, exist_ok=False)
         except Exception:
             if not await _has_table(conn, self._name):
                 raise
-        table = await conn.open_table(self._name)
-        self._table = table
+        else:
+            self._stamp = (self._owner, stamp[_TABLE_KEY])
+            return created
+        self._table = await conn.open_table(self._name)
         await self._check_schema()
+        table = await self._latest_checked()
         await _retry_conflicts(lambda: table.add(data))
         return table
 
@@ -940,9 +1084,9 @@ class LanceDBVectorStore:
             if self._table is None:
                 return 0
             for quoted in batches:
-                table, where = self._table, f"document_id IN ({quoted})"
+                where = f"document_id IN ({quoted})"
                 try:
-                    result = await _retry_conflicts(partial(_delete_latest, table, where))
+                    result = await _retry_conflicts(partial(self._delete_latest, where))
                 except Exception as exc:
                     _storage_error("delete documents", self.path, exc)
                 deleted += int(result.num_deleted_rows)
@@ -959,8 +1103,8 @@ class LanceDBVectorStore:
         if self._table is None:
             return
         async with self._write_lock:
-            table = self._table
             try:
+                table = await _retry_conflicts(self._latest_checked)
                 await _retry_conflicts(lambda: table.optimize(cleanup_older_than=_KEEP_VERSIONS))
             except Exception as exc:
                 if not _is_commit_conflict(exc):
@@ -991,11 +1135,12 @@ class LanceDBVectorStore:
             stray = sorted({d for d in (await self.inventory()).values() if d not in wanted})
             rows += await self.delete_documents(stray)
         async with self._write_lock:
-            table = self._table
-            if table is None:
+            if self._table is None:
                 return VectorErasure(rows=rows)
             versions = removed = 0
             try:
+                # Old versions of this table only: never another collection's.
+                table = await _retry_conflicts(self._latest_checked)
                 if await _marks_deleted_rows(table):
                     await _retry_conflicts(
                         lambda: table.update(updates_sql={"chunk_id": "chunk_id"})

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import errno
+import logging
 import os
 import shutil
 import sqlite3
@@ -42,6 +43,8 @@ __all__ = [
     "snapshot_dir_for",
     "storage_options_from_env",
 ]
+
+logger = logging.getLogger("groundkit.storage")
 
 METADATA_URL_ENV = "GROUNDKIT_METADATA_URL"
 STORAGE_URI_ENV = "GROUNDKIT_STORAGE_URI"
@@ -101,6 +104,9 @@ class CollectionStores:
     segments: PackStore | None = None
     # What opening repaired (a damaged metadata file set aside), for the next report.
     repairs: list[str] = field(default_factory=list)
+    # Whether the vector table is taken over even when stamped with another collection's
+    # uid: opened with ``rebuild_damaged``, whose new metadata file has a new uid.
+    reclaim_vectors: bool = False
 
     def refuse_writes(self) -> None:
         """``StorageError`` when this collection cannot be written where it is (a local
@@ -110,12 +116,17 @@ class CollectionStores:
             refuse()
 
     async def open_vectors(self, dimensions: int) -> VectorStoreProtocol:
-        """Open (not create) the vector table for ``dimensions``-d vectors.
+        """Open (not create) the vector table for ``dimensions``-d vectors, as this
+        collection's: a table stamped with another collection's uid (two collections
+        sharing a storage root and a name) is refused with ``StorageError``.
 
         ``ConfigurationError`` for a shared collection opened without a storage URI.
         """
         if self.vectors is None:
-            self.vectors = await self.location.open_vectors(dimensions)
+            owner = await self.metadata.collection_uid()
+            self.vectors = await self.location.open_vectors(
+                dimensions, owner=owner, reclaim=self.reclaim_vectors
+            )
         return self.vectors
 
     async def close(self) -> None:
@@ -252,8 +263,11 @@ class StoreLocation:
             metadata_path(self.index_dir, self.name), create=create, rebuild_damaged=rebuild_damaged
         )
 
-    async def open_vectors(self, dimensions: int) -> VectorStoreProtocol:
-        """The collection's vector store (created on its first write)."""
+    async def open_vectors(
+        self, dimensions: int, *, owner: str | None = None, reclaim: bool = False
+    ) -> VectorStoreProtocol:
+        """The collection's vector store (created on its first write); ``owner`` and
+        ``reclaim`` as ``LanceDBVectorStore.open`` takes them."""
         root = self.storage_root
         if root is None:
             raise ConfigurationError(
@@ -269,11 +283,18 @@ class StoreLocation:
                 dimensions,
                 cache=self.vector_cache,
                 storage_options=self.storage_options,
+                owner=owner,
+                reclaim=reclaim,
             )
         from groundkit.storage.lancedb import LanceDBVectorStore
 
         return await LanceDBVectorStore.open(
-            root, self.name, dimensions, storage_options=self.storage_options
+            root,
+            self.name,
+            dimensions,
+            storage_options=self.storage_options,
+            owner=owner,
+            reclaim=reclaim,
         )
 
     async def open(self, *, create: bool = True, rebuild_damaged: bool = False) -> CollectionStores:
@@ -289,7 +310,12 @@ class StoreLocation:
         metadata = await self.open_metadata(create=create, rebuild_damaged=rebuild_damaged)
         repairs = list(getattr(metadata, "repairs", []))
         return CollectionStores(
-            self, metadata, self.snapshots(), segments=self.segments(), repairs=repairs
+            self,
+            metadata,
+            self.snapshots(),
+            segments=self.segments(),
+            repairs=repairs,
+            reclaim_vectors=rebuild_damaged,
         )
 
     async def drop(self) -> None:
@@ -306,8 +332,12 @@ class StoreLocation:
             from groundkit.storage.postgres import PostgresMetadataStore
 
             store = await PostgresMetadataStore.open(self.metadata_url, self.name, create=False)
+            owner: str | None = await store.collection_uid()
             await store.drop()
-        await self._drop_files()
+        else:
+            assert self.index_dir is not None
+            owner = await asyncio.to_thread(_local_uid, metadata_path(self.index_dir, self.name))
+        await self._drop_files(keep_vectors=await self._foreign_vectors(owner))
 
     async def drop_unwritten(self) -> bool:
         """Remove the collection if nothing was ever written to it; whether it did.
@@ -323,26 +353,58 @@ class StoreLocation:
 
             if not await drop_if_unwritten(self.metadata_url, self.name):
                 return False
-            await self._drop_files()
+            await self._drop_files(keep_vectors=True)
             return True
         assert self.index_dir is not None
         root = self.storage_root
         local = root if isinstance(root, Path) else None
         removed = await asyncio.to_thread(_drop_local_unwritten, self.index_dir, self.name, local)
         if removed and local is None:
-            await self._drop_object_storage()
+            await self._drop_object_storage(keep_vectors=True)
         return removed
 
-    async def _drop_files(self) -> None:
+    async def _foreign_vectors(self, owner: str | None) -> bool:
+        """Whether the vector table under the storage root is stamped with a collection
+        uid other than ``owner`` (this collection's; None when it cannot be read): such
+        a table is another collection's, and a drop leaves it."""
+        root = self.storage_root
+        if owner is None or root is None:
+            return False
+        from groundkit.storage.lancedb import vector_table_owner
+
+        try:
+            stamped = await vector_table_owner(root, self.name, self.storage_options)
+        except ConfigurationError:  # no dense extra: no table this process could stamp
+            return False
+        except Exception as exc:
+            raise StorageError(
+                f"cannot read whose vector table {self.name!r} under {str(root)!r} is "
+                f"({type(exc).__name__}); nothing was removed"
+            ) from None
+        if stamped is None or stamped == owner:
+            return False
+        logger.warning(
+            "the vector table of %r under %s belongs to another collection: left in place",
+            self.name,
+            root,
+        )
+        return True
+
+    async def _drop_files(self, *, keep_vectors: bool = False) -> None:
         """Remove the collection's files: a local root's (with the SQLite file when that
-        is where the metadata lives), or what it keeps on object storage."""
+        is where the metadata lives), or what it keeps on object storage.
+
+        ``keep_vectors`` leaves the vector table: another collection's (stamped with its
+        uid), or any table beside a collection nothing was written to (vectors are
+        stored only after their text, so such a collection has none of its own)."""
         root = self.storage_root
         if isinstance(root, Path):
-            await asyncio.to_thread(_remove_local, root, self.name, self.metadata_url is None)
+            with_metadata = self.metadata_url is None
+            await asyncio.to_thread(_remove_local, root, self.name, with_metadata, keep_vectors)
         else:
-            await self._drop_object_storage()
+            await self._drop_object_storage(keep_vectors=keep_vectors)
 
-    async def _drop_object_storage(self) -> None:
+    async def _drop_object_storage(self, *, keep_vectors: bool = False) -> None:
         """Remove what the collection keeps on object storage (nothing without it)."""
         root = self.storage_root
         if root is not None and not isinstance(root, Path):
@@ -352,6 +414,8 @@ class StoreLocation:
             segments = self.segments()
             if isinstance(segments, ObjectSegments):
                 await segments.drop()
+            if keep_vectors:
+                return
             await _drop_object_table(root, self.name, self.storage_options)
             if self.vector_cache is not None:
                 from groundkit.storage.vector_cache import TableMirror
@@ -386,9 +450,11 @@ class StoreLocation:
         return str(self.index_dir)
 
 
-def _local_paths(root: Path, name: str, with_metadata: bool) -> list[Path]:
+def _local_paths(
+    root: Path, name: str, with_metadata: bool, keep_vectors: bool = False
+) -> list[Path]:
     paths = [
-        root / f"{name}.lance",
+        *([] if keep_vectors else [root / f"{name}.lance"]),
         snapshot_dir_for(root, name),
         root / f"{name}{_SEGMENTS_SUFFIX}",
     ]
@@ -398,12 +464,12 @@ def _local_paths(root: Path, name: str, with_metadata: bool) -> list[Path]:
     return paths
 
 
-def _remove_local(root: Path, name: str, with_metadata: bool) -> None:
+def _remove_local(root: Path, name: str, with_metadata: bool, keep_vectors: bool = False) -> None:
     # The metadata file last (its WAL and shared-memory files just before it, never
     # after, so no stale WAL is left for a new collection of the name): until it is
     # gone the collection still exists and a failed removal can be repeated.
-    derived = _local_paths(root, name, False)
-    metadata = [p for p in _local_paths(root, name, True) if p not in derived]
+    derived = _local_paths(root, name, False, keep_vectors)
+    metadata = [p for p in _local_paths(root, name, True, keep_vectors) if p not in derived]
     removed = False
     for path in [*derived, *reversed(metadata)]:
         inside: set[str] | None = None
@@ -478,13 +544,28 @@ def _drop_local_unwritten(index_dir: Path, name: str, root: Path | None) -> bool
             conn.execute("PRAGMA journal_mode=WAL")
             return False
         if root is not None and root != index_dir:
-            _remove_local(root, name, False)
-        _remove_local(index_dir, name, True)
+            _remove_local(root, name, False, keep_vectors=True)
+        _remove_local(index_dir, name, True, keep_vectors=True)
         return True
     except sqlite3.Error:
         return False  # busy, or not a collection's file: left as it is
     finally:
         conn.close()
+
+
+def _local_uid(path: Path) -> str | None:
+    """The collection uid in a local metadata file (None when it cannot be read)."""
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1)
+    except sqlite3.Error:
+        return None
+    try:
+        row = conn.execute("SELECT uid FROM state WHERE id = 1").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return row[0] if row is not None and isinstance(row[0], str) and row[0] else None
 
 
 def _local_size(root: Path, name: str) -> int:

@@ -5,7 +5,10 @@ store is derived from it. Two checks keep them honest (adr/0029-reconcile-vector
 
 - ``vector_problem`` before a collection serves dense or hybrid search: cheap
   (the store's own damage flag, one count on each side), so it runs at every
-  open and after every write another process made.
+  open and after every write another process made. Counts cannot tell whose rows
+  a table holds: the table's owner stamp does, checked by the store's own
+  ``refresh()``, which refuses another collection's table
+  (adr/0095-vector-table-owner.md).
 - ``reconcile_vectors`` before an ingest writes anything: exact (every row's ids
   on both sides), and it repairs: the vector store recovers what it can, and
   every document whose rows do not match is un-confirmed so the ingest embeds it

@@ -763,9 +763,12 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
         storage_options: Mapping[str, str] | None = None,
         create: bool = True,
         ann_threshold: int = DEFAULT_ANN_THRESHOLD,
+        owner: str | None = None,
+        reclaim: bool = False,
     ) -> CachedLanceDBVectorStore:
         """``LanceDBVectorStore.open`` on ``root`` (an object-store URI), searches cached
-        under ``cache.root``."""
+        under ``cache.root``. A table created again (``refresh()`` sees another table
+        uid) comes with a new handle, so the mirror is planned afresh from its files."""
         if not isinstance(cache, VectorCacheSettings):
             raise ConfigurationError(f"cache={cache!r} is not a VectorCacheSettings")
         options = dict(storage_options or {})
@@ -776,6 +779,8 @@ class CachedLanceDBVectorStore(LanceDBVectorStore):
             create=create,
             ann_threshold=ann_threshold,
             storage_options=options,
+            owner=owner,
+            reclaim=reclaim,
         )
         assert isinstance(store, cls)
         table_uri = f"{root.rstrip('/')}/{collection}.lance"
