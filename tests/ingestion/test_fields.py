@@ -182,6 +182,20 @@ def test_front_matter_that_is_not_a_mapping_gives_no_fields(body: str) -> None:
     )
 
 
+def test_front_matter_repeating_an_anchor_past_the_cap_is_noted() -> None:
+    # A flat list of aliases to one long anchor: small to write, huge once expanded.
+    anchor = "x" * 100_000
+    body = f"big: &a {anchor}\nmany: [{', '.join(['*a'] * 1000)}]\ntitle: kept?"
+    front = read_front_matter(f"---\n{body}\n---\ntext\n")
+    assert front.fields == {}
+    assert "anchors" in front.notes[0] and str(MAX_FRONT_MATTER_CHARS) in front.notes[0]
+    # Aliases within the cap are read as before, a shared one counted at each use.
+    few = read_front_matter(f"---\nbig: &a {'y' * 1000}\nmany: [*a, *a]\n---\ntext\n")
+    assert few.fields["many"] == ["y" * 1000] * 2
+    with pytest.raises(IngestionError, match="sensitivity"):
+        read_front_matter(f"---\nsensitivity: internal\n{body}\n---\ntext\n")
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -433,6 +433,12 @@ def _yaml_front_matter(block: str, first_line: int) -> FrontMatter:
             return FrontMatter()
         if not isinstance(root, yaml.MappingNode):
             return _unparsed(block, "front matter is not a mapping of keys to values")
+        if _expanded_chars(root, MAX_FRONT_MATTER_CHARS) > MAX_FRONT_MATTER_CHARS:
+            return _unparsed(
+                block,
+                f"front matter repeats its anchors (*aliases) to more than "
+                f"{MAX_FRONT_MATTER_CHARS} characters",
+            )
         collector = _Collector()
         for key_node, value_node in root.value:
             line = first_line + key_node.start_mark.line
@@ -448,6 +454,48 @@ def _yaml_front_matter(block: str, first_line: int) -> FrontMatter:
         return collector.result()
     finally:
         loader.dispose()
+
+
+def _expanded_chars(root: yaml.Node, limit: int) -> int:
+    """The characters ``root``'s scalars add up to once every alias is expanded (as the
+    fields would be built), counted to just past ``limit``; past it for a recursive one.
+
+    The block's own length is capped, but an alias costs a few bytes and repeats its
+    anchor's whole value: a 100 KB block listing one 100 KB anchor a thousand times
+    made 100 MB of fields. Each node is sized once (aliases share their node), without
+    recursion (nesting may be deep)."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = len(str(node.value))
+            continue
+        children = _child_nodes(node)
+        if not children_done:
+            if key in sizes:
+                continue
+            on_path.add(key)
+            stack.append((node, True))
+            for child in children:
+                if id(child) in on_path:
+                    return limit + 1  # an anchor inside its own value: no end to it
+                if id(child) not in sizes:
+                    stack.append((child, False))
+            continue
+        on_path.discard(key)
+        sizes[key] = min(limit + 1, 1 + sum(sizes[id(child)] for child in children))
+    return sizes[id(root)]
+
+
+def _child_nodes(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _toml_front_matter(block: str) -> FrontMatter:
