@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,6 +96,69 @@ async def test_deleted_file_is_pruned(
     assert report.removed == ["kitchen/bread.txt"]
     assert await document_by_source(store, "kitchen/bread.txt") is None
     assert await store.chunk_count() == chunks_before - bread.chunk_count
+
+
+def _unlistable(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Listing ``folder`` is refused as the OS refuses it without permission (which root,
+    running the tests, would ignore)."""
+    refused = os.path.realpath(folder)
+    listing = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        if os.fspath(path) == refused:
+            raise PermissionError(13, "Permission denied", refused)
+        return listing(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+
+
+async def test_a_folder_that_cannot_be_listed_fails_alone_and_keeps_its_documents(
+    store: SQLiteMetadataStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "base"
+    write_tree(
+        base,
+        {"open/a.md": "alpha", "locked/b.md": "bravo", "locked/deep/c.md": "charlie"},
+    )
+    indexer = Indexer(store, base)
+    await indexer.ingest(base)
+    write_tree(base, {"open/new.md": "delta"})
+    _unlistable(monkeypatch, base / "locked")
+    report = await indexer.ingest(base)
+    assert report.added == ["open/new.md"]
+    assert [(f.source, f.reason) for f in report.failed] == [
+        (
+            "locked",
+            "cannot list this folder (Permission denied); the documents stored from under "
+            "it are kept as they were",
+        )
+    ]
+    assert report.removed == []
+    assert await document_sources(store) == [
+        "locked/b.md",
+        "locked/deep/c.md",
+        "open/a.md",
+        "open/new.md",
+    ]
+    monkeypatch.undo()
+    # Listed again, the folder's files are unchanged and one deleted meanwhile is pruned.
+    (base / "locked" / "deep" / "c.md").unlink()
+    again = await indexer.ingest(base)
+    assert again.failed == [] and again.removed == ["locked/deep/c.md"]
+
+
+async def test_the_root_that_cannot_be_listed_fails_the_ingest(
+    store: SQLiteMetadataStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "base"
+    write_tree(base, {"a.md": "alpha"})
+    indexer = Indexer(store, base)
+    await indexer.ingest(base)
+    _unlistable(monkeypatch, base)
+    with pytest.raises(IngestionError, match="cannot scan"):
+        await indexer.ingest(base)
+    monkeypatch.undo()
+    assert await document_sources(store) == ["a.md"]
 
 
 async def test_prune_stays_under_the_ingested_root(

@@ -66,10 +66,12 @@ def contained_source(path: Path, base_dir: Path) -> tuple[Path, str]:
 
 @dataclass(frozen=True)
 class Discovery:
-    """Files found under a root, in deterministic order, plus what was passed over."""
+    """Files found under a root, in deterministic order, plus what was passed over, and
+    the folders beneath it that could not be listed (each with why), in path order."""
 
     files: tuple[Path, ...]
     skipped: int
+    unlisted: tuple[tuple[Path, str], ...] = ()
 
 
 def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]) -> Discovery:
@@ -95,9 +97,15 @@ def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]
         raise IngestionError(f"{str(root)!r} is {kind}neither a file nor a directory")
     found: list[Path] = []
     skipped = 0
+    unlisted: list[tuple[Path, str]] = []
 
     def on_error(exc: OSError) -> None:
-        raise IngestionError(f"cannot scan {exc.filename!r}: {exc.strerror}") from exc
+        # A folder beneath the root that cannot be listed (no permission, removed while
+        # walked) is passed over and named: the rest of the folder is still ingested.
+        where = Path(exc.filename) if exc.filename is not None else None
+        if where is None or where == root or not is_within(where, root):
+            raise IngestionError(f"cannot scan {exc.filename!r}: {exc.strerror}") from exc
+        unlisted.append((where, exc.strerror or str(exc)))
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=on_error, followlinks=False):
         here = Path(dirpath)
@@ -124,7 +132,8 @@ def discover_files(root: Path, accepts: Callable[[Path], bool] | tuple[str, ...]
                 continue
             found.append(path)
     found.sort(key=lambda p: p.relative_to(root).as_posix())
-    return Discovery(tuple(found), skipped)
+    unlisted.sort(key=lambda item: item[0].relative_to(root).as_posix())
+    return Discovery(tuple(found), skipped, tuple(unlisted))
 
 
 def _about_front_matter(message: str) -> str:

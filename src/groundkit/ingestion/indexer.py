@@ -260,8 +260,18 @@ class Indexer:
         await writer.finish()
         tally.failed += writer.failed
         lost = {f.source for f in writer.failed}
+        unlisted = [to_relative(folder, self._base) for folder, _ in discovery.unlisted]
+        for source, (_, reason) in zip(unlisted, discovery.unlisted, strict=True):
+            # A failure line of its own; what is stored from under it stays, unpruned.
+            tally.failed.append(
+                IngestFailure(
+                    source=source if unportable_name(source) is None else printable_path(source),
+                    reason=f"cannot list this folder ({reason}); the documents stored from "
+                    "under it are kept as they were",
+                )
+            )
         before = time.time()
-        removed = await self._prune(root, known, tally.seen)
+        removed = await self._prune(root, known, tally.seen, unlisted)
         await self._sync_vectors(writer)
         if (removed or tally.updated) and await self._has_kept_copies():
             # Deleted files' copies and replaced texts' go now (a current row's is
@@ -501,18 +511,28 @@ class Indexer:
         return index_texts(chunks, metadata, self._chunking)
 
     async def _prune(
-        self, root: Path, known: dict[str, DocumentState], seen: set[str]
+        self,
+        root: Path,
+        known: dict[str, DocumentState],
+        seen: set[str],
+        unlisted: Sequence[str] = (),
     ) -> list[str]:
+        """The stored documents under ``root`` whose files the scan did not find, deleted;
+        never one under a folder the scan could not list (``unlisted``)."""
         prefix = to_relative(root, self._base)
         if root.is_file():
             return []
         under = (lambda s: True) if prefix == "." else (lambda s: s.startswith(prefix + "/"))
+        hidden = tuple(f"{folder}/" for folder in unlisted)
         # URL documents and records live beside the files, not under them: a
         # folder scan has no say over them.
         gone = sorted(
             s
             for s, state in known.items()
-            if under(s) and s not in seen and state.source_class not in STORED_TEXT_CLASSES
+            if under(s)
+            and s not in seen
+            and not s.startswith(hidden)
+            and state.source_class not in STORED_TEXT_CLASSES
         )
         if gone:
             await self._store.delete_documents(gone)
