@@ -140,6 +140,20 @@ def test_haystack_filters_are_translated_or_refused(sync_collection: gks.SyncCol
             {"operator": "AND", "conditions": [{"operator": "NAND", "conditions": []}]},
             "unknown logical operator 'NAND'",
         ),
+        *(
+            (
+                {
+                    "operator": "OR",
+                    "conditions": [
+                        {"field": "meta.floor", "operator": "in", "value": value},
+                        {"field": "meta.floor", "operator": "==", "value": 9},
+                    ],
+                },
+                f"'in' on 'floor' takes a list of values, not {type(value).__name__}",
+            )
+            # A string was split into its characters and a dict read as its keys.
+            for value in ("23", {"2": 1}, None, 5)
+        ),
     ],
 )
 def test_a_malformed_haystack_filter_is_refused_in_haystacks_terms(
@@ -148,6 +162,14 @@ def test_a_malformed_haystack_filter_is_refused_in_haystacks_terms(
     """Not read as groundkit conditions on fields called 'field' or 'operator'."""
     with pytest.raises(groundkit.InvalidQueryError, match=message):
         GroundkitRetriever(sync_collection).run("tea", filters=filters)
+
+
+@pytest.mark.parametrize("filters", ["floor", 1, [], [("floor", 2)]])
+def test_filters_that_are_not_a_mapping_are_refused_when_made(
+    sync_collection: gks.SyncCollection, filters: object
+) -> None:
+    with pytest.raises(groundkit.InvalidQueryError, match="filters must be a mapping"):
+        GroundkitRetriever(sync_collection, filters=filters)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,7 @@ from datetime import datetime
 from typing import Any, Unpack
 
 from groundkit.contracts import Citation, Record, RetrievalResult
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, InvalidQueryError
 from groundkit.integrations._common import (
     CITATION_KEY,
     CollectionReference,
@@ -96,8 +96,14 @@ class GroundkitRetriever:
         """The options are ``SearchRequest``'s fields, checked here (Haystack filter
         syntax translated first); ``top_k``'s default is Haystack retrievers' usual ten."""
         settings: dict[str, Any] = {"top_k": top_k, **options}
-        if settings.get("filters") is not None:
-            settings["filters"] = dict(settings["filters"])
+        given = settings.get("filters")
+        if given is not None:
+            if not isinstance(given, Mapping):
+                raise InvalidQueryError(
+                    f"filters must be a mapping (Haystack filter syntax or groundkit's), "
+                    f"not {type(given).__name__}"
+                )
+            settings["filters"] = dict(given)
         if isinstance(settings.get("as_of"), datetime):
             # Kept as ISO 8601 with its offset, which a pipeline file can hold.
             settings["as_of"] = settings["as_of"].isoformat()

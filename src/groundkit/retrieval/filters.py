@@ -553,8 +553,15 @@ def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, objec
         fields = {field for field, _, _ in conditions}
         if len(fields) == 1 and all(op in ("eq", "in") for _, op, _ in conditions):
             values: list[object] = []
-            for _, op, value in conditions:
-                for item in value if op == "in" else [value]:  # type: ignore[attr-defined]
+            for field, op, value in conditions:
+                if op == "in" and not isinstance(value, list | tuple):
+                    # Iterated as it is, a string became its characters, a dict its keys.
+                    raise InvalidQueryError(
+                        f"Haystack filter operator 'in' on {field!r} takes a list of values, "
+                        f"not {type(value).__name__}"
+                    )
+                items = value if op == "in" and isinstance(value, list | tuple) else [value]
+                for item in items:
                     if item not in values:
                         values.append(item)
             return [(fields.pop(), "in", values)]
