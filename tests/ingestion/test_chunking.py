@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from itertools import pairwise
+from pathlib import Path
+from typing import get_args
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from groundkit import ChunkingConfig
+from groundkit import ChunkingConfig, Collection
 from groundkit.config import ChunkStrategy
 from groundkit.contracts import Document
 from groundkit.ingestion import chunk_document, chunk_spans
+from groundkit.verification.anchoring import splits
+
+STRATEGIES: tuple[ChunkStrategy, ...] = get_args(ChunkStrategy)
 
 # Plain st.text() rarely produces structure; mix in the characters the chunker
 # cuts on so paragraph, sentence and whitespace paths are all exercised.
@@ -221,3 +226,84 @@ class TestOverlap:
         shared = [prev_end - start for (_, prev_end), (start, _) in pairwise(spans)]
         assert any(s > 0 for s in shared)
         assert all(s <= config.overlap_chars for s in shared)
+
+
+# Characters that join the letter before them (combining marks, Thai vowels and tones,
+# decomposed Hangul, an Indic two-part vowel) beside the cuts chunking makes.
+_LETTERS = st.lists(
+    st.sampled_from(
+        [
+            *"ab \n.。！",
+            *("\n\n", "\u0301", "\u0323", "\u0e01", "\u0e35", "\u0e49"),
+            *("\u1112", "\u1161", "\u11ab", "\u0995", "\u09c7", "\u09be"),
+        ]
+    ),
+    max_size=500,
+).map("".join)
+
+
+@settings(max_examples=300)
+@given(text=_LETTERS, max_chars=st.integers(min_value=32, max_value=120), data=st.data())
+@example(text="ภาษาไทยที่ไม่มีช่องว่าง" * 12, max_chars=32, data=None)
+@example(text="x。\u0301y。\u0301z " * 10, max_chars=32, data=None)
+def test_no_chunk_edge_falls_inside_a_letter(
+    text: str, max_chars: int, data: st.DataObject | None
+) -> None:
+    """A chunk ends where a letter ends and starts where one starts: a citation check
+    calls a span that a combining character now follows drifted (SPEC 5.5), so one the
+    chunker made must not be one (a hard cut in a run of Thai, a CJK full stop with a
+    mark after it)."""
+    strategy: ChunkStrategy = data.draw(st.sampled_from(STRATEGIES)) if data else "fixed"
+    overlap = 0 if strategy == "sentence" else max_chars // 4
+    config = ChunkingConfig(strategy=strategy, max_chars=max_chars, overlap_chars=overlap)
+    for start, end in chunk_spans(text, config):
+        assert end - start <= max_chars
+        assert not splits(text, start, end), (start, end, text[max(0, start - 2) : end + 2])
+
+
+async def test_an_unchanged_file_with_marks_at_chunk_edges_verifies(tmp_path: Path) -> None:
+    base = tmp_path / "corpus"
+    base.mkdir()
+    thai = "ภาษาไทยที่ไม่มีช่องว่างระหว่างคำ" * 8  # hard cuts inside a long unspaced run
+    (base / "th.txt").write_text(f"{thai}\n\nx。\u0301y。\u0301z.\n", encoding="utf-8")
+    for strategy in STRATEGIES:
+        config = ChunkingConfig(
+            strategy=strategy, max_chars=40, overlap_chars=0 if strategy == "sentence" else 10
+        )
+        async with Collection.open(
+            tmp_path / f"idx-{strategy}", base_dir=base, chunking=config
+        ) as col:
+            await col.ingest(base)
+            report = await col.verify_all()
+            assert report.ok and report.verified > 5, (strategy, report)
+
+
+async def test_a_chunk_cut_inside_a_letter_before_verifies_while_its_file_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """An index made when chunks could end inside a letter (a hard cut in a run of Thai)
+    keeps verifying while the file is unchanged; once the letter it ends on changes, it
+    reads drifted as any other span would."""
+    import sqlite3
+
+    base = tmp_path / "corpus"
+    base.mkdir()
+    text = "ภาษาไทย ที่ไม่มี\n"
+    (base / "th.txt").write_text(text, encoding="utf-8")
+    index = tmp_path / "idx"
+    async with Collection.open(index, base_dir=base) as col:
+        await col.ingest(base)
+    # The chunk as an earlier chunker could have cut it: before a tone mark.
+    cut = text.index("\u0e48")
+    assert splits(text, 0, cut)
+    with sqlite3.connect(index / "default.sqlite3") as db:
+        db.execute("UPDATE chunks SET content = ?, end_offset = ?", (text[:cut], cut))
+    async with Collection.open(index, base_dir=base) as col:
+        (chunk_id,) = [r.chunk_id for r in (await col.search("ภาษาไทย")).results]
+        assert (await col.fetch_chunk(chunk_id)).verification == "verified"
+        assert (await col.verify_all()).ok
+        report = await col.verify_answer(f"{text[:cut]} [1]", [chunk_id])
+        assert [c.verification for c in report.citations] == ["verified"]
+        # Another mark after the same letter: the file changed, and the span with it.
+        (base / "th.txt").write_text(text.replace("\u0e48", "\u0e49"), encoding="utf-8")
+        assert (await col.fetch_chunk(chunk_id)).verification == "drifted"

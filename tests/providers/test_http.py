@@ -659,6 +659,7 @@ async def test_bad_inputs_name_the_step(server: EmbeddingServer, make: Factory) 
         ({"model": ""}, "model"),
         ({"base_url": "ftp://example.com"}, "http"),
         ({"base_url": "not a url"}, "base_url"),
+        ({"base_url": "http://127.0.0.1:65536"}, "port 65536"),
         ({"batch_size": 0}, "batch_size"),
         ({"timeout": 0}, "timeout"),
         ({"timeout": float("inf")}, "timeout"),

@@ -322,5 +322,13 @@ def test_a_letter_inside_a_decomposed_one_is_not_another_occurrence() -> None:
     # "a" then "ạ" (U+1EA1) decomposed: the second "a" carries a dot below.
     anchor = reanchor("aa\u0323", "a", 0)
     assert (anchor.outcome, anchor.start, anchor.end) == ("moved", 0, 1)
-    # Where every occurrence is part of another letter, they still count as found.
-    assert reanchor("xa\u0323 ya\u0323", "a", 0).outcome == "ambiguous"
+    # Where every occurrence is part of another letter, none is the indexed text: the
+    # nearest one's whole letters are the closest passage. One occurrence counts no more.
+    anchor = reanchor("xa\u0323 ya\u0323", "a", 0)
+    assert (anchor.outcome, anchor.start, anchor.end) == ("drifted", 1, 3)
+    assert anchor.similarity is not None and anchor.similarity < 1
+    anchor = reanchor("Intro. no\u0308.", "no", 0)
+    assert (anchor.outcome, anchor.start, anchor.end) == ("drifted", 7, 10)
+    # A first character that joins the letter before it: Hangul jamo, a mark.
+    assert reanchor("\u1112\u1161\u11ab", "\u1161\u11ab", 0).outcome == "drifted"
+    assert reanchor("\u0301ab", "\u0301ab", 5).outcome == "moved"  # nothing before it

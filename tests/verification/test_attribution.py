@@ -9,7 +9,7 @@ and every citation of an unsupported statement is irrelevant.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -20,7 +20,12 @@ from groundkit import (
     Citation,
     Collection,
     SentenceTransformerEmbedder,
+    verify_answer,
 )
+from groundkit.lexical import Analyzer
+from groundkit.retrieval.evidence import body_spans
+from groundkit.verification import ClaimJudgement, ClaimPair, RuleClaimJudge, sentence_spans
+from groundkit.verification.answers import MAX_WEIGHED_CITATIONS
 from groundkit.verification.attribution import (
     citation_scores,
     first_relevance,
@@ -28,6 +33,7 @@ from groundkit.verification.attribution import (
     subsets_to_judge,
 )
 from tests.answer_support import SKY, tea_and_sky, tea_and_sky_collection
+from tests.support import write_tree
 
 
 @pytest.fixture
@@ -205,3 +211,78 @@ def test_scores_over_hand_built_sentences() -> None:
 def test_relevant_must_match_cited() -> None:
     with pytest.raises(ValueError, match="one entry per cited result"):
         _sentence("supported", [True, True], cited=1)
+
+
+class Counting(Analyzer):
+    """The default analyzer, counting the texts it splits into terms: each claim and cited
+    sentence compared is split once, so the count is the comparison work."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def terms(self, text: str) -> list[str]:
+        self.texts += 1
+        return super().terms(text)
+
+
+class Recording:
+    """The rule judge, keeping every pair it is asked about."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.rules = RuleClaimJudge()
+        self.pairs: list[ClaimPair] = []
+
+    async def judge(self, pairs: Sequence[ClaimPair]) -> list[ClaimJudgement]:
+        self.pairs.extend(pairs)
+        return await self.rules.judge(pairs)
+
+
+async def test_one_passage_cited_many_times_is_weighed_once(col: Collection) -> None:
+    """The same chunk given 200 times (as the MCP tool allows) is one citation: it was
+    200 results, each compared and judged again alone and in 200 subsets of 199, 0.4 s
+    and 2 MB a sentence."""
+    (tea, _) = (await tea_and_sky(col)).results
+    analyzer, judge = Counting(), Recording()
+    answer = "Green tea lowers blood pressure in adults [1-50][51-100][101-150][151-200]. " * 3
+    report = await verify_answer(
+        answer, [tea] * 200, col.base_dir, analyzer=analyzer, claim_judge=judge
+    )
+    assert [s.verdict for s in report.sentences] == ["supported"] * 3
+    assert relevant(report) == [[True]] * 3 and report.citation_precision == 1.0
+    # Three claims and the tea chunk's body sentences, split once each; one pair judged
+    # per sentence, and no subset asked about again.
+    body = len(body_spans(tea.content, sentence_spans(tea.content)))
+    assert analyzer.texts == 3 + body
+    assert len(judge.pairs) == 3
+
+
+async def test_subsets_are_weighed_for_supported_sentences_only_within_a_cap(
+    tmp_path: Path,
+) -> None:
+    base = tmp_path / "corpus"
+    facts = [f"Green tea lowers blood pressure by {i} points in trial {i}." for i in range(30)]
+    write_tree(base, {f"t{i}.txt": fact + "\n" for i, fact in enumerate(facts)})
+    async with Collection.open(tmp_path / "idx", base_dir=base) as opened:
+        await opened.ingest(base)
+        results = (await opened.search("green tea blood pressure trial", 30)).results
+    assert len(results) == 30
+    analyzer, judge = Counting(), Recording()
+    answer = (
+        "Green tea lowers blood pressure by some points in a trial [1-30]. "
+        "Coffee cures every known disease within days [1-30]."
+    )
+    report = await verify_answer(answer, results, base, analyzer=analyzer, claim_judge=judge)
+    assert [s.verdict for s in report.sentences] == ["supported", "unsupported"]
+    # Both sentences and each result's one sentence are split once: subsets rank as
+    # their sentence's own comparison, and the unsupported one has none weighed.
+    assert analyzer.texts == 2 + 30
+    # The sentence's own pair, then at most one per subset of its first 20 (each alone,
+    # the rest without it), pairs already read not asked again.
+    assert len(judge.pairs) <= 1 + 2 * MAX_WEIGHED_CITATIONS
+    flags = report.sentences[0].relevant
+    assert len(flags) == 30 and not any(flags[MAX_WEIGHED_CITATIONS:])
+    assert all(flags[:MAX_WEIGHED_CITATIONS])  # each trial supports the claim alone
+    assert report.sentences[1].relevant == [False] * 30

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,6 +145,12 @@ class Broken:
         (Broken(returns=[]), "returned 0 judgements for 1 claims"),
         (Broken(returns=["contradiction"]), "not a ClaimJudgement"),
         (Broken(returns=None), "returned NoneType judgements"),
+        # A report holding it could not be written as JSON.
+        (
+            Broken(returns=[ClaimJudgement("contradiction", "bad \ud800")]),
+            r"reason cannot be encoded as UTF-8.*U\+D800",
+        ),
+        (Broken(returns=[ClaimJudgement("contradiction", 3)]), "reason is a int"),  # type: ignore[arg-type]
     ],
 )
 async def test_a_misbehaving_judge_is_a_retrieval_error(
@@ -159,6 +166,24 @@ async def test_something_that_is_not_a_judge_is_refused(col: Collection) -> None
     with pytest.raises(RetrievalError, match="claim_judge must be a ClaimJudge"):
         results = await _tea(col)
         await col.verify_answer("Tea [1].", results, claim_judge=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("option", "named"),
+    [
+        ({"analyzer": "english"}, "analyzer must be"),
+        ({"embedder": "all-MiniLM-L6-v2"}, "embedder must be"),
+    ],
+)
+async def test_an_analyzer_or_embedder_that_is_not_one_is_refused(
+    col: Collection, option: dict[str, Any], named: str
+) -> None:
+    """A name where the object belongs failed deep inside with an ``AttributeError``."""
+    results = await _tea(col)
+    with pytest.raises(RetrievalError, match=named):
+        await verify_answer(
+            "Green tea is steeped at 80 degrees [1].", results, col.base_dir, **option
+        )
 
 
 # -- evidence is body text -----------------------------------------------------------

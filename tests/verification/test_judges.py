@@ -286,6 +286,11 @@ async def test_chat_judge_reads_strict_json(chat_server: ChatServer) -> None:
         (completion("contradiction"), "not a JSON object"),
         (completion('{"label": "maybe", "reason": "x"}'), "label must be one of"),
         (completion('{"label": "neutral", "reason": 3}'), "reason must be a string"),
+        # JSON escapes a lone surrogate; in a report it could not be written as JSON.
+        (
+            completion('{"label": "contradiction", "reason": "\\ud800 bad"}'),
+            r"reason cannot be encoded.*U\+D800",
+        ),
         (completion('{"label": "neutral", "extra": 1}'), 'only "label" and "reason"'),
         (completion("[1, 2]"), 'only "label" and "reason"'),
         (json.dumps({"choices": [{"message": {"content": None}}]}).encode(), "not a string"),
@@ -405,12 +410,25 @@ async def test_a_server_that_does_not_answer_in_time(chat_server: ChatServer) ->
         {"max_concurrency": 0},
         {"api_key": "sk-key\n"},  # no header can carry it
         {"api_key": "sk-ключ"},
+        {
+            "base_url": "http://127.0.0.1:99999/v1"
+        },  # failed only when posting, not a groundkit error
+        {"base_url": "http://127.0.0.1:0/v1"},
     ],
 )
 def test_chat_judge_bad_arguments(kwargs: dict[str, Any]) -> None:
     args: dict[str, Any] = {"base_url": "http://127.0.0.1:1/v1", "model": "m"} | kwargs
     with pytest.raises(ConfigurationError):
         ChatClaimJudge(**args)
+
+
+async def test_a_socket_layer_failure_is_a_retrieval_error() -> None:
+    """What the socket layer raises past httpx (anyio's ExceptionGroup holding an
+    OverflowError for a port out of range) is a transport failure like any other."""
+    judge = ChatClaimJudge("http://127.0.0.1:1/v1", "m", timeout=5)
+    judge._url = "http://127.0.0.1:99999/v1/chat/completions"  # past the constructor's check
+    with pytest.raises(RetrievalError, match="could not reach"):
+        await judge.judge([ClaimPair("a", ("b",))])
 
 
 async def test_verify_answer_takes_a_chat_judge(chat_server: ChatServer, tmp_path: Path) -> None:

@@ -69,3 +69,26 @@ def test_bad_caller_pattern_is_a_retrieval_error() -> None:
         marker_pattern("([")
     with pytest.raises(RetrievalError, match=r"str or re\.Pattern"):
         marker_pattern(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        *(r"(?R)", r"\[(\d+(?R)?)\]", r"(a(?1)?b)", r"(a(?-1)?)", r"(?+1)(a)"),
+        *(r"(?P<x>a(?&x)?)", r"(?P<x>a(?P>x)?)", r"[x](?0)"),
+    ],
+)
+def test_a_recursive_caller_pattern_is_refused(pattern: str) -> None:
+    """Matching ``(?R)`` made ``regex`` allocate some 600 MB and raise a bare
+    ``MemoryError`` before its time limit: a pattern that calls itself or a group is
+    refused when it is compiled, with the other bad patterns."""
+    with pytest.raises(RetrievalError, match="recursive patterns are refused"):
+        marker_pattern(pattern)
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"\(?R\)(\d)", r"[(?R)]+\[(\d)\]", r"[]?(R)](\d)", r"(?:x)?\[(\d)\]"]
+)
+def test_a_call_only_in_an_escape_or_a_class_is_not_recursion(pattern: str) -> None:
+    compiled = marker_pattern(pattern)
+    assert isinstance(compiled, CallerPattern)

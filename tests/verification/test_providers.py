@@ -276,3 +276,17 @@ def test_the_old_module_path_still_works_and_warns() -> None:
     with pytest.warns(DeprecationWarning, match=r"functions from groundkit\.verification;"):
         old = importlib.import_module("groundkit.integrations.providers")
     assert old.from_anthropic_citations is from_anthropic_citations
+
+
+async def test_a_wrong_argument_to_the_block_makers_is_a_retrieval_error(col: Collection) -> None:
+    """``citations="yes"`` went out as ``"enabled": "yes"`` (refused by the API only once
+    sent) and ``chunk_uri(None)`` raised ``AttributeError``."""
+    from groundkit import RetrievalError
+
+    results = (await tea_and_sky(col)).results
+    for make in (to_anthropic_search_results, to_anthropic_documents):
+        with pytest.raises(RetrievalError, match="citations must be True or False, not str"):
+            make(results, citations="yes")  # type: ignore[arg-type]
+        assert make(results, citations=False)[0]["citations"] == {"enabled": False}
+    with pytest.raises(RetrievalError, match="takes a RetrievalResult, not NoneType"):
+        chunk_uri(None)  # type: ignore[arg-type]

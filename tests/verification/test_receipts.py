@@ -124,6 +124,23 @@ def test_the_context_either_side_is_what_re_anchoring_compares() -> None:
     assert QUOTE_CONTEXT_CHARS == CONTEXT_CHARS
 
 
+async def test_only_the_context_nearest_the_text_counts(tmp_path: Path) -> None:
+    """A prefix or suffix of any length is read, but only its CONTEXT_CHARS nearest the
+    exact text are weighed, as a collection weighs its indexed context: each occurrence
+    searched the whole of it, so a 4 MB prefix took seconds per receipt."""
+    fact = "Delta line holds the fact we cite."
+    before, after = "The second copy of it is this one: ", " And nothing more follows it."
+    now = f"Intro. {fact} Other words here.\n\n{before}{fact}{after}\n"
+    write_tree(tmp_path, {"notes.txt": now})
+    annotation = _at("notes.txt", "text", end_offset=len(fact)).to_annotation(fact)
+    quote_selector = annotation["target"]["selector"][0]
+    quote_selector["prefix"] = "unrelated text " * 1000 + before[-CONTEXT_CHARS:]
+    quote_selector["suffix"] = after[:CONTEXT_CHARS] + " unrelated text" * 1000
+    [checked] = await check_receipts([annotation], tmp_path)
+    assert checked.verification == "moved", checked.detail
+    assert checked.current_start_offset == now.index(before) + len(before)
+
+
 async def test_the_exact_text_must_fit_the_citation(col: Collection) -> None:
     result = await delta(col)
     with pytest.raises(RetrievalError, match="does not fit the citation's span"):

@@ -101,6 +101,40 @@ async def test_a_bad_read_argument_is_refused_by_every_check(
             await check()
 
 
+@pytest.mark.parametrize(
+    ("update", "named"),
+    [
+        ({"start_offset": -7, "end_offset": len(TEXT)}, "start_offset"),
+        ({"start_offset": 30, "end_offset": 20}, "not a valid one"),
+        ({"start_offset": "0"}, "start_offset"),
+        ({"source_class": "evil"}, "source_class"),
+    ],
+)
+async def test_a_citation_made_without_checks_is_refused_by_every_check(
+    base: Path, update: dict[str, Any], named: str
+) -> None:
+    """A citation from ``model_copy(update=...)`` is checked again by the deprecated
+    ``verify_citation`` and by ``check_quote`` as by ``check_citation``: a negative start
+    sliced from the end and verified, a bad source class verified, others raised
+    pydantic's or Python's own error."""
+    bad = cite(TEXT, "Intro line.").model_copy(update=update)
+    content = TEXT[-7:] if update.get("start_offset") == -7 else "Intro line."
+    with pytest.raises(InvalidQueryError, match=named):
+        await check_citation(bad, content, base)
+    with pytest.raises(InvalidQueryError, match=named):
+        await check_quote("Intro", bad, base, content=content)
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidQueryError, match=named):
+        await verify_citation(bad, content, base)
+
+
+async def test_verify_citation_checks_its_arguments(base: Path) -> None:
+    citation = cite(TEXT, "Intro line.")
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidQueryError, match="NoneType"):
+        await verify_citation(None, "Intro line.", base)  # type: ignore[arg-type]
+    with pytest.warns(DeprecationWarning), pytest.raises(InvalidQueryError, match="a str"):
+        await verify_citation(citation, None, base)  # type: ignore[arg-type]
+
+
 async def test_same_length_edit_is_drift(base: Path) -> None:
     citation = cite(TEXT, "Rocket 🚀 launch")
     (base / "doc.txt").write_text(TEXT.replace("Rocket", "Racket"), encoding="utf-8", newline="")

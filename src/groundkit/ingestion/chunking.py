@@ -3,7 +3,8 @@
 Spans are computed, never searched for: every chunk is ``text[start:end]``
 of the text it came from. Cuts prefer paragraph breaks, then sentence ends
 (ASCII and CJK), then whitespace, and only as a last resort a hard cut at the
-budget. Chunks never begin or end with whitespace, and never cross the start of
+budget (between letters: never between a letter and its combining marks). Chunks
+never begin or end with whitespace, and never cross the start of
 a page (PDF page, slide, chapter) when the document records where pages begin.
 The structure-aware strategies also never cross a heading: a section's chunks
 start at its heading line (adr/0046-structure-chunking.md).
@@ -19,6 +20,7 @@ from itertools import pairwise
 from groundkit.config import ChunkingConfig
 from groundkit.contracts import HEADINGS_KEY, PAGE_STARTS_KEY, Chunk, Document
 from groundkit.utils.hashing import stable_id
+from groundkit.utils.letters import inside_letter
 from groundkit.utils.sentences import sentence_spans
 
 __all__ = ["Span", "chunk_document", "chunk_gaps", "chunk_spans", "heading_starts"]
@@ -58,11 +60,17 @@ def _split_at(text: str, start: int, end: int, pattern: re.Pattern[str]) -> Iter
     """
     cursor = start
     for match in pattern.finditer(text[start:end]):
-        cut = start + (match.end() if pattern is _SENTENCE_END else match.start())
+        if pattern is _SENTENCE_END:
+            # A CJK ender needs no space after it: the marks that follow it stay with it.
+            cut = start + match.end()
+            while cut < end and inside_letter(text, cut, cursor):
+                cut += 1
+        else:
+            cut = start + match.start()
         piece = _trim(text, cursor, cut)
         if piece:
             yield piece
-        cursor = start + match.end()
+        cursor = max(cut, start + match.end())
     piece = _trim(text, cursor, end)
     if piece:
         yield piece
@@ -77,6 +85,12 @@ def _hard_split(text: str, start: int, end: int, budget: int) -> Iterator[Span]:
             if text[pos - 1].isspace() or text[pos].isspace():
                 cut = pos
                 break
+        else:
+            # No space: cut between letters, never between a letter and its marks.
+            while cut > start + 1 and inside_letter(text, cut, start):
+                cut -= 1
+            if inside_letter(text, cut, start):
+                cut = window_end  # one letter longer than the budget: cut it
         piece = _trim(text, start, cut)
         if piece:
             yield piece
@@ -86,6 +100,24 @@ def _hard_split(text: str, start: int, end: int, budget: int) -> Iterator[Span]:
     piece = _trim(text, start, end)
     if piece:
         yield piece
+
+
+def _whole_letters(text: str, pieces: list[Span]) -> list[Span]:
+    """``pieces`` (in order, trimmed) with a piece that starts on marks of the letter
+    ending the one before (a CJK ender needs no space after it) giving them to it."""
+    out: list[Span] = []
+    for start, end in pieces:
+        if out and out[-1][1] == start and inside_letter(text, start):
+            cut = start
+            while cut < end and inside_letter(text, cut):
+                cut += 1
+            out[-1] = (out[-1][0], cut)
+            piece = _trim(text, cut, end)
+            if piece:
+                out.append(piece)
+            continue
+        out.append((start, end))
+    return out
 
 
 def _units(text: str, budget: int) -> list[Span]:
@@ -126,7 +158,10 @@ def _structured_units(
                 units.append((p_start, p_end))
                 continue
             pieces = (
-                [(p_start + a, p_start + b) for a, b in sentence_spans(text[p_start:p_end])]
+                _whole_letters(
+                    text,
+                    [(p_start + a, p_start + b) for a, b in sentence_spans(text[p_start:p_end])],
+                )
                 if sentences
                 else list(_split_at(text, p_start, p_end, _SENTENCE_END))
             )

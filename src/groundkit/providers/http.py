@@ -64,10 +64,12 @@ import numpy.typing as npt
 from groundkit.errors import ConfigurationError
 from groundkit.providers._vectors import check_query, check_texts, failure, unit_rows
 from groundkit.utils.http_answer import (
+    POST_FAILURES,
     Answer,
     UnreadableAnswer,
     credentials,
     json_body,
+    port_problem,
     post_json,
 )
 
@@ -126,6 +128,9 @@ def _parse_base_url(base_url: object) -> httpx.URL:
         raise ConfigurationError("base_url is not a valid URL") from None
     if url.scheme not in ("http", "https") or not url.host:
         raise ConfigurationError("base_url must be an http:// or https:// URL with a host")
+    problem = port_problem(url)
+    if problem is not None:
+        raise ConfigurationError(problem)
     return url
 
 
@@ -347,7 +352,7 @@ class _HTTPEmbedder:
                 problem = f"Timeout: no complete answer within {self._timeout:g} s"
             except httpx.TransportError as exc:
                 problem = f"{type(exc).__name__}: {self._redact(str(exc)) or 'no detail'}"
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, *POST_FAILURES) as exc:
                 raise failure(
                     for_query,
                     f"{self._provider} request to {self._shown_url} failed "

@@ -23,10 +23,12 @@ from groundkit.errors import ConfigurationError
 
 __all__ = [
     "ACCEPT_ENCODING",
+    "POST_FAILURES",
     "Answer",
     "UnreadableAnswer",
     "credentials",
     "json_body",
+    "port_problem",
     "post_json",
     "token_problem",
 ]
@@ -35,6 +37,20 @@ __all__ = [
 ACCEPT_ENCODING: Final = "gzip, deflate"
 # httpx decodes these; a name it does not know (x-gzip too) it passes on undecoded.
 _CODINGS: Final = frozenset({"gzip", "deflate"})
+
+
+# What a post can raise besides httpx's own errors: the socket layer's (an address it
+# cannot use, a port out of range, which anyio's connect raises inside an ExceptionGroup).
+POST_FAILURES: Final = (OSError, OverflowError, ExceptionGroup)
+
+
+def port_problem(url: httpx.URL) -> str | None:
+    """Why ``url``'s port cannot be connected to, or None: httpx takes any number, and
+    a port over 65535 failed only when posting, deep inside the socket layer."""
+    port = url.port
+    if port is None or 0 < port <= 65535:
+        return None
+    return f"base_url has port {port}; a port is 1 to 65535"
 
 
 class UnreadableAnswer(Exception):

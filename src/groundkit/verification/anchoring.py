@@ -29,6 +29,8 @@ from typing import Literal, Protocol
 
 from rapidfuzz import fuzz
 
+from groundkit.utils.letters import composes, inside_letter
+
 __all__ = [
     "CONTEXT_CHARS",
     "MAX_COMPARED_CHARS",
@@ -36,6 +38,7 @@ __all__ = [
     "ChunkIndex",
     "composes",
     "reanchor",
+    "splits",
 ]
 
 # How much text either side of a span serves as its context.
@@ -161,12 +164,13 @@ def reanchor(
     while at >= 0 and len(found) < _MAX_OCCURRENCES:
         found.append(at)
         at = text.find(content, at + 1)
-    if len(found) > 1:
-        # An occurrence whose next character composes with it ("a" in "a" + U+0323) is
-        # part of another letter; it only counts when there is nothing better.
-        whole = [p for p in found if not _splits(text, p, p + len(content))]
-        if whole:
-            found = whole
+    # An occurrence whose next character composes with it ("a" in "a" + U+0323), or
+    # whose first one joins the letter before it, is part of other letters: not the
+    # indexed text. The nearest such is the closest passage, with its letters whole.
+    whole = [p for p in found if not splits(text, p, p + len(content))]
+    if found and not whole:
+        return _split_anchor(text, content, min(found, key=lambda p: abs(p - start)))
+    found = whole
     if len(found) == 1:
         return Anchor("moved", found[0], found[0] + len(content), 1.0, 1)
     if found:
@@ -201,22 +205,28 @@ def _context_score(text: str, start: int, end: int, prefix: str | None, suffix: 
     return score
 
 
-def _splits(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` ends inside a combining sequence."""
-    return end < len(text) and composes(text[start:end], text[end])
+def splits(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` cuts a letter from what composes with it: the character
+    after it joins its last one, or its first joins the one before it (SPEC 5.5: a mark
+    belongs to the letter before it). Whitespace and the text's ends are boundaries:
+    chunks start after whitespace, so a mark there starts a span."""
+    return (start < end and inside_letter(text, end, start)) or inside_letter(text, start)
 
 
-def composes(piece: str, char: str) -> bool:
-    """Whether ``char`` joins what is before it under NFC: a combining mark, or a
-    starter that composes backwards (Hangul vowels and final consonants, some Indic
-    vowel signs; none is below U+0900)."""
-    if unicodedata.combining(char):
-        return True
-    if ord(char) < 0x0900:
-        return False
-    return len(unicodedata.normalize("NFC", piece + char)) <= len(
-        unicodedata.normalize("NFC", piece)
+def _split_anchor(text: str, content: str, at: int) -> Anchor:
+    """``drifted`` for text found only inside other letters ("no" in "nö", a mark added
+    after it): the closest passage is the letters holding it, so less than fully similar."""
+    lo, hi = at, at + len(content)
+    while lo < hi and inside_letter(text, hi, lo):
+        hi += 1
+    while inside_letter(text, lo):
+        lo -= 1
+    similar = (
+        None
+        if len(content) > MAX_COMPARED_CHARS
+        else round(fuzz.ratio(content, text[lo:hi]) / 100.0, 4)
     )
+    return Anchor("drifted", lo, hi, similar, 0)
 
 
 def _nfc_origins(text: str) -> tuple[str, list[int], list[int]]:

@@ -42,7 +42,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -75,8 +75,7 @@ from groundkit.verification.attribution import (
     SUPPORTING,
     citation_scores,
     first_relevance,
-    relevance,
-    subsets_to_judge,
+    relevance_of,
 )
 from groundkit.verification.claims import (
     EVIDENCE_SENTENCES,
@@ -118,6 +117,9 @@ _MAX_ANSWER_CHARS = 200_000
 # less time than handing it to a worker thread would.
 _INLINE_CHARS = 4_000
 _EXCERPT = 48
+# ALCE precision weighs at most this many distinct intact citations of a sentence (each
+# alone, and the rest without it): more is over-citation, and bounds the judge's batch.
+MAX_WEIGHED_CITATIONS = 20
 
 
 _Resolver = Callable[[str], int | None]
@@ -149,20 +151,14 @@ def _holds(span: FetchResult) -> bool:
     return span.verification in ("verified", "moved")
 
 
-def _subsets(
-    sentences: list[_Sentence], intact: Mapping[int, FetchResult]
-) -> list[tuple[int, tuple[int, ...], _Sentence]]:
-    """``(sentence, subset, the sentence citing only that subset)`` for every subset
-    ALCE precision needs judged (``subsets_to_judge``), in sentence order."""
-    out = []
-    for i, s in enumerate(sentences):
-        if len(s.positions) < 2:  # one marker label: nothing to take apart
-            continue
-        for subset in subsets_to_judge(s.cited(intact)):
-            labels = [s.labels[s.positions.index(p)] for p in subset]
-            alone = _Sentence(s.start, s.end, s.markers, s.quotes, labels, [*subset])
-            out.append((i, subset, alone))
-    return out
+@dataclass(frozen=True)
+class _Near:
+    """What a subset's check needs of its closest cited sentences: the score of the best
+    and the sentences its judge reads."""
+
+    claim: str
+    score: float
+    sentences: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -173,6 +169,9 @@ class _Closest:
     best: EvidenceSpan
     score: float
     sentences: tuple[str, ...]
+    # Each cited result's best few sentences, best first: ``(-score, cited order,
+    # sentence, result)``. A subset of the citations ranks as this list without the rest.
+    ranked: tuple[tuple[float, int, int, int], ...] = ()
 
 
 class AnswerChecker:
@@ -196,6 +195,16 @@ class AnswerChecker:
             raise RetrievalError(
                 "claim_judge must be a ClaimJudge (a name and an async judge(pairs)), "
                 f"not {type(claim_judge).__name__}"
+            )
+        # A model name where the object belongs failed deep inside with AttributeError.
+        if embedder is not None and not callable(getattr(embedder, "embed_documents", None)):
+            raise RetrievalError(
+                "embedder must be an embedder (an object with async embed_documents(texts)), "
+                f"not {type(embedder).__name__}"
+            )
+        if analyzer is not None and not callable(getattr(analyzer, "terms", None)):
+            raise RetrievalError(
+                f"analyzer must be an Analyzer (groundkit.lexical), not {type(analyzer).__name__}"
             )
         self._claim_judge: ClaimJudge = claim_judge or RuleClaimJudge(analyzer)
         self._quotes = QuoteChecker(
@@ -254,20 +263,38 @@ class AnswerChecker:
         named = sorted({p for s in sentences for p in s.positions if p is not None})
         # Each cited span judged once (the verdict every entry point gives).
         intact = {p: await self._quotes.span_verdict(results[p]) for p in named}
-        # Each sentence again as if it cited a subset of its results (ALCE precision),
-        # compared and read by the claim judge in the same batches as the sentences.
-        virtual = _subsets(sentences, intact)
-        every = [*sentences, *(v for _, _, v in virtual)]
-        closest = await self._closest(answer, results, every, intact)
+        _same_passage_once(sentences, results, named)
+        closest, spans = await self._closest(answer, results, sentences, intact)
         judged = await self._claims(closest)
-
-        def report() -> AnswerReport:
-            made = self._report(answer, results, sentences, intact, closest, judged)
-            return self._attribute(
-                answer, results, made, sentences, intact, closest, judged, virtual
+        made = await _cpu(
+            off, lambda: self._report(answer, results, sentences, intact, closest, judged)
+        )
+        # ALCE precision: only a supported sentence citing several results has subsets
+        # to weigh; they rank from its own comparison, and only judge pairs not yet read
+        # go to the claim judge (a second batch).
+        weighed = [
+            i
+            for i, (s, sentence) in enumerate(zip(sentences, made.sentences, strict=True))
+            if sentence.verdict in SUPPORTING and len(s.cited(intact)) > 1
+        ]
+        subsets = (
+            await _cpu(
+                off,
+                lambda: self._subset_closest(results, sentences, intact, closest, spans, weighed),
             )
-
-        return await _cpu(off, report)
+            if weighed
+            else []
+        )
+        judged_subsets = await self._claims(
+            {n: near for n, (_, _, _, near) in enumerate(subsets) if near is not None},
+            judged_by=(closest, judged),
+        )
+        return await _cpu(
+            off,
+            lambda: self._attribute(
+                answer, results, made, sentences, intact, subsets, judged_subsets
+            ),
+        )
 
     def _report(
         self,
@@ -300,6 +327,43 @@ class AnswerChecker:
             claim_judge=self._claim_judge.name,
         )
 
+    def _subset_closest(
+        self,
+        results: list[RetrievalResult],
+        sentences: list[_Sentence],
+        intact: Mapping[int, FetchResult],
+        closest: Mapping[int, _Closest],
+        spans: Mapping[int, list[tuple[int, int]]],
+        weighed: list[int],
+    ) -> list[tuple[int, bool, int, _Near | None]]:
+        """``(sentence, alone, result, closest)`` for each subset ALCE precision weighs of
+        the ``weighed`` sentences: each usable result alone (``alone`` true) and the
+        others without it. A quoted sentence needs no closest. An unquoted one's subset
+        ranks as the sentence's own ranking without the other results (each result's
+        best few are there), so nothing is compared again: a result alone is its own
+        entries, the others without it the first ``2 * EVIDENCE_SENTENCES`` entries
+        less its own. Work per sentence is linear in the results it cites."""
+        out: list[tuple[int, bool, int, _Near | None]] = []
+        for i in weighed:
+            usable = sentences[i].cited(intact)[:MAX_WEIGHED_CITATIONS]
+            parent = closest.get(i)
+            if parent is None:  # quoted
+                out.extend((i, kind, u, None) for u in usable for kind in (True, False))
+                continue
+            own: dict[int, list[tuple[float, int, int, int]]] = {}
+            for entry in parent.ranked:
+                own.setdefault(entry[3], []).append(entry)
+            weighed_here = set(usable)
+            head = [e for e in parent.ranked if e[3] in weighed_here][: 2 * EVIDENCE_SENTENCES]
+            texts: dict[tuple[int, int], str] = {}
+            for u in usable:
+                for kind, top in (
+                    (True, own.get(u, [])[:EVIDENCE_SENTENCES]),
+                    (False, [e for e in head if e[3] != u][:EVIDENCE_SENTENCES]),
+                ):
+                    out.append((i, kind, u, _near(parent.claim, top, results, spans, texts)))
+        return out
+
     def _attribute(
         self,
         answer: str,
@@ -307,40 +371,84 @@ class AnswerChecker:
         report: AnswerReport,
         sentences: list[_Sentence],
         intact: Mapping[int, FetchResult],
-        closest: Mapping[int, _Closest],
+        subsets: list[tuple[int, bool, int, _Near | None]],
         judged: Mapping[int, ClaimJudgement],
-        virtual: list[tuple[int, tuple[int, ...], _Sentence]],
     ) -> AnswerReport:
         """``report`` with each sentence's ``relevant`` and the citation recall and
-        precision (``attribution.py``): a supported sentence's subsets are judged by
-        this same check (``closest`` holds them after the sentences)."""
-        citations = [r.citation for r in results] if virtual else []
-        supports: dict[int, dict[tuple[int, ...], bool]] = {}
-        for j, (i, subset, v) in enumerate(virtual):
-            if report.sentences[i].verdict in SUPPORTING:
-                at = len(sentences) + j
-                again = self._judge(
-                    answer, results, v, intact, closest.get(at), judged.get(at), citations
-                )
-                supports.setdefault(i, {})[subset] = again.verdict in SUPPORTING
+        precision (``attribution.py``): a subset supports a sentence when the same check,
+        run as if the sentence cited only it, says ``quoted`` or ``supported``."""
+        citations = [r.citation for r in results]
+        alone: dict[int, dict[int, bool]] = {}
+        without: dict[int, dict[int, bool]] = {}
+        holders: dict[int, list[set[int]]] = {}  # per quoted sentence, who holds each quote
+        for n, (i, kind, u, near) in enumerate(subsets):
+            s = sentences[i]
+            if s.quotes:
+                if i not in holders:
+                    holders[i] = [
+                        {
+                            r
+                            for r in s.cited(intact)[:MAX_WEIGHED_CITATIONS]
+                            if self._quote(answer, a, b, s, results, [r], citations, intact).found
+                        }
+                        for a, b in s.quotes
+                    ]
+                # Each quote held by a result of the subset: by u, or by one but u.
+                held = all((u in h) if kind else bool(h - {u}) for h in holders[i])
+            else:
+                held = near is not None and self._supports(near, judged.get(n))
+            (alone if kind else without).setdefault(i, {})[u] = held
         out = list(report.sentences)
         for i, (s, sentence) in enumerate(zip(sentences, out, strict=True)):
             # The rest already have their final ``relevant`` (``first_relevance``).
             if sentence.verdict in SUPPORTING and len(sentence.cited) > 1:
                 cited = list(dict.fromkeys(p for p in s.positions if p is not None))
-                flags = relevance(sentence.verdict, cited, s.cited(intact), supports.get(i, {}))
+                # Past the cap a sentence is weighed as if it cited its first ones only
+                # (ALCE's script keeps three): the others count, never as relevant.
+                usable = s.cited(intact)[:MAX_WEIGHED_CITATIONS]
+                by_itself = alone.get(i, dict.fromkeys(usable, True))  # one usable: it is all
+                others = without.get(i, dict.fromkeys(usable, False))
+                flags = relevance_of(sentence.verdict, cited, usable, by_itself, others)
                 out[i] = sentence.model_copy(update={"relevant": flags})
         recall, precision = citation_scores(out)
         return report.model_copy(
             update={"sentences": out, "citation_recall": recall, "citation_precision": precision}
         )
 
-    async def _claims(self, closest: Mapping[int, _Closest]) -> dict[int, ClaimJudgement]:
-        """The claim judge's reading of each sentence close enough to be supported or weak."""
+    def _supports(self, near: _Near, judged: ClaimJudgement | None) -> bool:
+        """Whether ``_judge`` says ``supported`` for an unquoted sentence this close."""
+        if judged is not None and judged.contradicted and near.score >= self.weak_threshold:
+            return False
+        return near.score >= self.supported_threshold
+
+    async def _claims(
+        self,
+        closest: Mapping[int, _Closest] | Mapping[int, _Near],
+        *,
+        judged_by: tuple[Mapping[int, _Closest], Mapping[int, ClaimJudgement]] | None = None,
+    ) -> dict[int, ClaimJudgement]:
+        """The claim judge's reading of each sentence close enough to be supported or weak.
+        With ``judged_by`` (the sentences' own closest and judgements), a pair read there
+        or twice here is asked once: a subset's closest sentences are mostly its
+        sentence's own (judges are deterministic, so the reading is the same)."""
         order = [i for i, c in closest.items() if c.score >= self.weak_threshold]
         if not order:
             return {}
-        pairs = [ClaimPair(_tidy(closest[i].claim), closest[i].sentences) for i in order]
+        wanted = {i: ClaimPair(_tidy(closest[i].claim), closest[i].sentences) for i in order}
+        if judged_by is None:
+            pairs = [wanted[i] for i in order]
+            return dict(zip(order, await self._ask(pairs), strict=True))
+        before, readings = judged_by
+        known = {
+            ClaimPair(_tidy(before[i].claim), before[i].sentences): j for i, j in readings.items()
+        }
+        pairs = [p for p in dict.fromkeys(wanted.values()) if p not in known]
+        if pairs:
+            known.update(zip(pairs, await self._ask(pairs), strict=True))
+        return {i: known[wanted[i]] for i in order}
+
+    async def _ask(self, pairs: list[ClaimPair]) -> list[ClaimJudgement]:
+        """The claim judge's judgements of ``pairs``, checked: one ``ClaimJudgement`` each."""
         judge = self._claim_judge
         try:
             got = await judge.judge(pairs)
@@ -363,7 +471,15 @@ class AnswerChecker:
                     f"the claim judge {judge.name!r} returned a {type(j).__name__}, "
                     "not a ClaimJudgement"
                 )
-        return dict(zip(order, got, strict=True))
+            # The reason goes into the report, which must stay writable as JSON.
+            unwritable = (
+                f"a judgement whose reason is a {type(j.reason).__name__}, not a str"
+                if not isinstance(j.reason, str)
+                else describe_unencodable(j.reason, "a judgement whose reason")
+            )
+            if unwritable is not None:
+                raise RetrievalError(f"the claim judge {judge.name!r} returned {unwritable}")
+        return got
 
     async def _closest(
         self,
@@ -371,8 +487,9 @@ class AnswerChecker:
         results: list[RetrievalResult],
         sentences: list[_Sentence],
         intact: Mapping[int, FetchResult],
-    ) -> dict[int, _Closest]:
-        """Each cited, unquoted sentence's closest body sentences in its intact results."""
+    ) -> tuple[dict[int, _Closest], dict[int, list[tuple[int, int]]]]:
+        """Each cited, unquoted sentence's closest body sentences in its intact results,
+        and the body sentences of each result compared."""
         claims: dict[int, str] = {}
         cited_by: dict[int, list[int]] = {}
         for i, s in enumerate(sentences):
@@ -383,16 +500,17 @@ class AnswerChecker:
                 claims[i] = _cut(answer, s.start, s.end, s.markers)
                 cited_by[i] = usable
         if not claims:
-            return {}
+            return {}, {}
         used = sorted({r for rs in cited_by.values() for r in rs})
         spans = {
             r: body_spans(results[r].content, sentence_spans(results[r].content)) for r in used
         }
         off = len(answer) > _INLINE_CHARS
         if self._embedder is None:
-            return await _cpu(
+            by_terms = await _cpu(
                 off, lambda: self._closest_by_terms(results, claims, cited_by, used, spans)
             )
+            return by_terms, spans
         order = list(claims)
         texts = [claims[i] for i in order]
         keys = [(r, k) for r in used for k in range(len(spans[r]))]
@@ -418,7 +536,7 @@ class AnswerChecker:
                     out[i] = found
             return out
 
-        return await _cpu(off, best)
+        return await _cpu(off, best), spans
 
     def _closest_by_terms(
         self,
@@ -835,16 +953,62 @@ def _closest_of(
     for n, (r, row) in enumerate(zip(cited, scores, strict=True)):
         for k in heapq.nsmallest(EVIDENCE_SENTENCES, range(len(row)), key=lambda k: (-row[k], k)):
             ranked.append((-float(row[k]), n, k, r))
-    if not ranked:
-        return None
     ranked.sort()
-    top = ranked[:EVIDENCE_SENTENCES]
+    found = _ranked_closest(claim, results, spans, ranked[:EVIDENCE_SENTENCES], method)
+    return None if found is None else replace(found, ranked=tuple(ranked))
+
+
+def _ranked_closest(
+    claim: str,
+    results: list[RetrievalResult],
+    spans: Mapping[int, list[tuple[int, int]]],
+    top: Sequence[tuple[float, int, int, int]],
+    method: EvidenceMethod,
+) -> _Closest | None:
+    """The ``_Closest`` whose best cited sentences are ``top`` (ranked entries, best first)."""
+    if not top:
+        return None
     _, _, k, r = top[0]
     (best,) = rank_evidence(
         results[r].content, results[r].start_offset, [spans[r][k]], [-top[0][0]], method, limit=1
     )
     texts = tuple(" ".join(results[r].content[slice(*spans[r][k])].split()) for _, _, k, r in top)
     return _Closest(claim, best, best.score, texts)
+
+
+def _near(
+    claim: str,
+    top: Sequence[tuple[float, int, int, int]],
+    results: list[RetrievalResult],
+    spans: Mapping[int, list[tuple[int, int]]],
+    texts: dict[tuple[int, int], str],
+) -> _Near | None:
+    """The subset check's view of ranked entries ``top`` (best first); ``texts`` keeps
+    each sentence's text, made once however many subsets rank it."""
+    if not top:
+        return None
+    for _, _, k, r in top:
+        if (r, k) not in texts:
+            texts[(r, k)] = " ".join(results[r].content[slice(*spans[r][k])].split())
+    return _Near(claim, -top[0][0], tuple(texts[(r, k)] for _, _, k, r in top))
+
+
+def _same_passage_once(
+    sentences: list[_Sentence], results: list[RetrievalResult], named: list[int]
+) -> None:
+    """Make each sentence name the first cited of results that are the same passage (a
+    chunk id given twice): cited twice, a passage counts once and is compared once."""
+    first: dict[tuple[str, str, int, int, str], int] = {}
+    canon = {}
+    for p in named:
+        r = results[p]
+        canon[p] = first.setdefault(
+            (r.chunk_id, r.source, r.start_offset, r.end_offset, r.content), p
+        )
+    if len(first) == len(named):
+        return
+    for s in sentences:
+        s.positions = [None if p is None else canon[p] for p in s.positions]
 
 
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+(?=[.,;:!?](?:\s|$))")

@@ -17,8 +17,9 @@ sentence is supported when its verdict is ``quoted`` or ``supported``, and a
 subset of its citations supports it when the same check, run as if the
 sentence cited only that subset, says so. Where groundkit departs from the
 script: sentences the check reads as ``no_claim`` are not statements;
-a result cited twice in one sentence counts once; no cap on citations per
-sentence (the script keeps the first three by default).
+a result cited twice in one sentence (or the same passage given as two results)
+counts once; a sentence's first 20 distinct citations are weighed (the script
+keeps the first three by default), any more count and are never relevant.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from collections.abc import Mapping, Sequence
 
 from groundkit.contracts import AnswerSentence
 
-__all__ = ["SUPPORTING", "citation_scores", "first_relevance", "relevance", "subsets_to_judge"]
+__all__ = [
+    "SUPPORTING",
+    "citation_scores",
+    "first_relevance",
+    "relevance",
+    "relevance_of",
+    "subsets_to_judge",
+]
 
 # The verdicts that mean "the cited passages support this sentence".
 SUPPORTING: frozenset[str] = frozenset({"quoted", "supported"})
@@ -66,17 +74,27 @@ def relevance(
     if verdict not in SUPPORTING or len(cited) < 2:
         return first_relevance(verdict, len(cited))
     whole = tuple(usable)
+    alone = {u: (u,) == whole or supports[(u,)] for u in whole}
+    rest = {u: tuple(v for v in whole if v != u) for u in whole}
+    without = {u: bool(r) and (r == whole or supports[r]) for u, r in rest.items()}
+    return relevance_of(verdict, cited, usable, alone, without)
 
-    def supported(subset: tuple[int, ...]) -> bool:
-        return subset == whole or (bool(subset) and supports[subset])
 
-    out = []
-    for c in cited:
-        if c in whole and supported((c,)):
-            out.append(True)
-            continue
-        out.append(not supported(tuple(u for u in whole if u != c)))
-    return out
+def relevance_of(
+    verdict: str,
+    cited: Sequence[int],
+    usable: Sequence[int],
+    alone: Mapping[int, bool],
+    without: Mapping[int, bool],
+) -> list[bool]:
+    """``relevance`` from each usable result's two subsets: whether it ``alone``
+    supports the sentence, and whether the others do ``without`` it. Linear in the
+    citations, where keys of whole subsets cost their length each."""
+    if verdict not in SUPPORTING or len(cited) < 2:
+        return first_relevance(verdict, len(cited))
+    held = set(usable)
+    # A result the sentence cites that is not usable (its span drifted) takes nothing away.
+    return [(c in held and alone[c]) or not (without[c] if c in held else True) for c in cited]
 
 
 def citation_scores(sentences: Sequence[AnswerSentence]) -> tuple[float | None, float | None]:

@@ -29,7 +29,15 @@ from typing import Any, Final
 import httpx
 
 from groundkit.errors import ConfigurationError, RetrievalError
-from groundkit.utils.http_answer import UnreadableAnswer, credentials, json_body, post_json
+from groundkit.utils.http_answer import (
+    POST_FAILURES,
+    UnreadableAnswer,
+    credentials,
+    json_body,
+    port_problem,
+    post_json,
+)
+from groundkit.utils.text import describe_unencodable
 from groundkit.verification.claims import ClaimJudgement, ClaimLabel, ClaimPair, check_pairs
 
 __all__ = ["ChatClaimJudge", "EntailmentModelJudge", "label_of"]
@@ -256,6 +264,9 @@ class ChatClaimJudge:
             endpoint = httpx.URL(base_url.rstrip("/") + "/chat/completions")
         except (httpx.InvalidURL, ValueError):
             raise ConfigurationError("base_url is not a valid URL") from None
+        problem = port_problem(endpoint)
+        if problem is not None:
+            raise ConfigurationError(problem)
         # Credentials in base_url go as Basic auth, never in the URL shown or requested.
         requested, self._auth = credentials(endpoint, api_key)
         self._url = str(requested)
@@ -307,7 +318,7 @@ class ChatClaimJudge:
             raise RetrievalError(
                 f"the chat judge at {self._url} did not answer within {self._timeout:g} s"
             ) from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, *POST_FAILURES) as exc:
             raise RetrievalError(
                 f"could not reach the chat judge at {self._url} ({type(exc).__name__})"
             ) from None
@@ -356,6 +367,11 @@ def _parse_reply(raw: bytes, url: str) -> ClaimJudgement:
     reason = verdict.get("reason", "")
     if not isinstance(reason, str):
         raise bad("reason must be a string")
+    # JSON can escape a lone surrogate ("\\ud800"): in a report it would make the report
+    # one that cannot be written as JSON. Refused here, as at groundkit's other edges.
+    unencodable = describe_unencodable(reason, "reason")
+    if unencodable is not None:
+        raise bad(unencodable)
     reason = " ".join(reason.split())[:_REASON_CHARS]
     if label == "contradiction" and not reason:
         reason = "the chat judge reads contradiction"

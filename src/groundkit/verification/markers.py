@@ -82,6 +82,12 @@ class CallerPattern:
         ``timeout`` seconds together."""
         try:
             return list(self.compiled.finditer(answer, timeout=self.timeout, concurrent=True))
+        except (MemoryError, RecursionError) as exc:
+            # ``regex`` can exhaust memory before the time limit (a pattern calling itself).
+            raise RetrievalError(
+                f"marker_pattern {self.source!r} ran out of memory on a {len(answer)}-character "
+                f"answer ({type(exc).__name__}) and was stopped; write it without recursion"
+            ) from None
         except TimeoutError:
             raise RetrievalError(
                 f"marker_pattern {self.source!r} took more than {self.timeout:g} s on a "
@@ -114,10 +120,48 @@ def marker_pattern(
             f"marker_pattern is {len(source)} characters; a marker pattern may have at most "
             f"{_MAX_PATTERN_CHARS}"
         )
+    called = _recursion(source)
+    if called is not None:
+        raise RetrievalError(
+            f"marker_pattern {source!r} calls a pattern ({called}): recursive patterns are "
+            "refused, since matching one can take all memory before its time limit"
+        )
     try:
         return CallerPattern(source, regex.compile(source, flags))
-    except (regex.error, ValueError, OverflowError) as exc:
+    except (regex.error, ValueError, OverflowError, MemoryError, RecursionError) as exc:
         raise RetrievalError(f"marker_pattern is not a valid regular expression: {exc}") from None
+
+
+# A call of a group or the whole pattern: (?R), (?0), (?1), (?+1), (?-1), (?&name), (?P>name).
+_CALL = re.compile(r"\(\?(?:R|[+-]?\d+|&\w+|P>\w+)\)")
+
+
+def _recursion(source: str) -> str | None:
+    """The first call of a (sub)pattern in ``source``, outside escapes and character
+    classes, or None. ``regex`` matches such a pattern by recursing, and ``(?R)`` alone
+    allocates without bound (a bare ``MemoryError`` after some 600 MB)."""
+    i, n = 0, len(source)
+    while i < n:
+        char = source[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "[":
+            i += 1
+            if i < n and source[i] == "^":
+                i += 1
+            if i < n and source[i] == "]":
+                i += 1  # a leading "]" is a member, not the end
+            while i < n and source[i] != "]":
+                i += 2 if source[i] == "\\" else 1
+            i += 1
+            continue
+        if char == "(":
+            called = _CALL.match(source, i)
+            if called is not None:
+                return called.group()
+        i += 1
+    return None
 
 
 def find_markers(

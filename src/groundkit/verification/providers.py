@@ -51,6 +51,8 @@ _INLINE_CITATIONS = 32
 
 def chunk_uri(result: RetrievalResult) -> str:
     """``groundkit://<collection>/chunks/<chunk_id>``: the name a host can read the chunk by."""
+    if not isinstance(result, RetrievalResult):
+        raise RetrievalError(f"chunk_uri takes a RetrievalResult, not {type(result).__name__}")
     return f"groundkit://{result.collection or ''}/chunks/{result.chunk_id}"
 
 
@@ -76,6 +78,14 @@ def _listed(results: Results) -> list[RetrievalResult]:
     return listed
 
 
+def _switch(citations: object) -> bool:
+    """``citations=`` as the API wants it: a bool ("yes" went out as ``"enabled": "yes"``,
+    which the API refuses only once the request is sent)."""
+    if not isinstance(citations, bool):
+        raise RetrievalError(f"citations must be True or False, not {type(citations).__name__}")
+    return citations
+
+
 def _blocks(content: str) -> list[tuple[int, int]]:
     """The sentence tiles a result is sent as: together they are its content exactly."""
     return sentence_tiles(content) or [(0, len(content))]
@@ -91,6 +101,7 @@ def to_anthropic_search_results(
     block range maps back to exact offsets. ``source`` is the chunk's
     ``groundkit://`` URI; ``title`` names the file and offsets.
     """
+    enabled = _switch(citations)
     out: list[dict[str, Any]] = []
     for r in _listed(results):
         out.append(
@@ -101,7 +112,7 @@ def to_anthropic_search_results(
                 "content": [
                     {"type": "text", "text": r.content[a:b]} for a, b in _blocks(r.content)
                 ],
-                "citations": {"enabled": citations},
+                "citations": {"enabled": enabled},
             }
         )
     return out
@@ -110,13 +121,14 @@ def to_anthropic_search_results(
 def to_anthropic_documents(results: Results, *, citations: bool = True) -> list[dict[str, Any]]:
     """Messages API plain-text ``document`` blocks, one per result, in order, for
     ``char_location`` citations (character offsets into each result's content)."""
+    enabled = _switch(citations)
     return [
         {
             "type": "document",
             "source": {"type": "text", "media_type": "text/plain", "data": r.content},
             "title": _title(r),
             "context": chunk_uri(r),
-            "citations": {"enabled": citations},
+            "citations": {"enabled": enabled},
         }
         for r in _listed(results)
     ]

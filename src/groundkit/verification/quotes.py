@@ -23,6 +23,7 @@ from groundkit.contracts import (
     QuoteCheck,
     QuoteVerdict,
     RetrievalResult,
+    checked_citation,
 )
 from groundkit.errors import InvalidQueryError, RetrievalError
 from groundkit.storage.snapshots import SnapshotLocation
@@ -138,7 +139,9 @@ def _cited(cited: Cited, content: str | None) -> tuple[Citation, str]:
                 "a bare Citation carries no text to compare with its source; pass content= "
                 "(the text it was indexed with) or the RetrievalResult / FetchResult itself"
             )
-        return cited, content
+        # A citation made by ``model_copy(update=...)`` skipped the model's checks: a
+        # negative offset would slice from the end and pass, as ``check_citation`` refuses.
+        return checked_citation(cited), content
     if content is not None:
         raise InvalidQueryError("content= is only for a bare Citation; a result carries its own")
     return cited.citation, cited.content

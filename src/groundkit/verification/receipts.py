@@ -40,7 +40,7 @@ from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
 from groundkit.utils.durable import write_atomically
 from groundkit.utils.path_safety import base_directory
 from groundkit.utils.text import describe_unencodable
-from groundkit.verification.anchoring import Anchor
+from groundkit.verification.anchoring import CONTEXT_CHARS, Anchor
 from groundkit.verification.sources import check_read_options, read_source, source_key
 from groundkit.verification.verdict import find_again, judge
 
@@ -381,7 +381,10 @@ async def _anchor(receipt: Receipt, text: str) -> Anchor | None:
     async def around() -> tuple[str, str] | None:
         if not (receipt.prefix or receipt.suffix):
             return None
-        return receipt.prefix or "", receipt.suffix or ""
+        # Only the CONTEXT_CHARS nearest the text count, as a collection's context: each
+        # occurrence weighed searches them, so a 4 MB prefix cost seconds per receipt.
+        prefix, suffix = receipt.prefix or "", receipt.suffix or ""
+        return prefix[max(0, len(prefix) - CONTEXT_CHARS) :], suffix[:CONTEXT_CHARS]
 
     return await find_again(receipt.exact, receipt.citation, text, around)
 

@@ -23,7 +23,7 @@ from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
-from groundkit.verification.anchoring import MAX_COMPARED_CHARS, Anchor, reanchor
+from groundkit.verification.anchoring import MAX_COMPARED_CHARS, Anchor, reanchor, splits
 from groundkit.verification.sources import (
     SourceText,
     check_read_options,
@@ -56,10 +56,12 @@ def locate(
 
 
 def span_holds(content: str, citation: Citation, text: str) -> bool:
-    """Whether ``text`` reaches the cited span and holds ``content`` there. A span past
-    the end of ``text`` does not hold even empty content: slicing would say it does."""
-    end = citation.end_offset
-    return end <= len(text) and text[citation.start_offset : end] == content
+    """Whether ``text`` reaches the cited span and holds ``content`` there, whole letters
+    only. A span past the end of ``text`` does not hold even empty content: slicing
+    would say it does; nor does one a combining mark now follows ("no" + U+0308 reads
+    "nö"): its words changed though its code points did not."""
+    start, end = citation.start_offset, citation.end_offset
+    return end <= len(text) and text[start:end] == content and not splits(text, start, end)
 
 
 async def find_again(
@@ -193,6 +195,19 @@ def judge_stored(
     )
 
 
+def _check_arguments(call: str, citation: object, name: str, content: object) -> None:
+    """``InvalidQueryError`` unless ``citation`` is a well-formed ``Citation`` and
+    ``content`` (the argument ``name``) a str: a bad argument raises, not a verdict."""
+    if not isinstance(citation, Citation):
+        raise InvalidQueryError(f"{call} takes a Citation, not {type(citation).__name__}")
+    checked_citation(citation)
+    if not isinstance(content, str):
+        raise InvalidQueryError(
+            f"{name} must be the text the citation stands for (a str), not "
+            f"{type(content).__name__}"
+        )
+
+
 async def check_citation(
     citation: Citation,
     content: str,
@@ -214,14 +229,7 @@ async def check_citation(
     ``snapshot_dir`` is needed for URL and record citations (a collection's
     ``snapshots``); ``max_bytes`` is the read cap the collection ingested with.
     """
-    if not isinstance(citation, Citation):
-        raise InvalidQueryError(f"check_citation takes a Citation, not {type(citation).__name__}")
-    checked_citation(citation)
-    if not isinstance(content, str):
-        raise InvalidQueryError(
-            f"content must be the text the citation stands for (a str), not "
-            f"{type(content).__name__}"
-        )
+    _check_arguments("check_citation", citation, "content", content)
     base = base_directory(base_dir, "base_dir")  # a bad argument raises, not a verdict
     check_read_options(snapshot_dir, max_bytes)
     try:
@@ -272,7 +280,9 @@ async def citation_holds(
     """True when the source holds ``expected_content`` at the cited span (``verified``;
     ``moved`` and ``drifted`` are False). A source that cannot be read raises
     ``RetrievalError(verdict="unresolvable")`` and one now too short for the span
-    raises with ``verdict="drifted"``, as ``verify_citation`` always did."""
+    raises with ``verdict="drifted"``, as ``verify_citation`` always did. Its arguments
+    are checked as ``check_citation`` checks them (``InvalidQueryError``)."""
+    _check_arguments("verify_citation", citation, "expected_content", expected_content)
     check_read_options(options.get("snapshot_dir"), options.get("max_bytes"))
     text = await read_source(
         citation,

@@ -9,8 +9,10 @@ the MCP tools) goes through it, and it decides nothing itself: ``verdict.judge``
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ from groundkit.storage.protocols import MetadataStoreProtocol, SnapshotStore, St
 from groundkit.storage.snapshots import NamedTexts, kept_name, text_name
 from groundkit.utils.path_safety import PathEscapeError
 from groundkit.utils.text import describe_unencodable
-from groundkit.verification.anchoring import Anchor, ChunkIndex
+from groundkit.verification.anchoring import Anchor, ChunkIndex, splits
 from groundkit.verification.answers import AnswerChecker
 from groundkit.verification.claims import ClaimJudge
 from groundkit.verification.sources import read_source, source_key
@@ -369,12 +371,18 @@ class Verifier:
         """``anchor`` for a cited span known by its citation alone (an answer's): the
         stored chunk it names gives the indexed context when one is needed."""
 
-        async def neighbours() -> tuple[str, str] | None:
+        async def stored_chunk() -> StoredChunk | None:
             stored = await self.store.get_chunk(citation.chunk_id)
             if stored is None or stored.content != content or not self.visible(stored):
                 return None
-            return await self._context(stored)
+            return stored
 
+        async def neighbours() -> tuple[str, str] | None:
+            stored = await stored_chunk()
+            return None if stored is None else await self._context(stored)
+
+        if await _cut_when_indexed(content, citation, text, stored_chunk):
+            return None
         return await find_again(content, citation, text, neighbours)
 
     async def anchor(
@@ -388,6 +396,11 @@ class Verifier:
         async def neighbours() -> tuple[str, str] | None:
             return None if stored is None else await self._context(stored)
 
+        async def stored_chunk() -> StoredChunk | None:
+            return stored if stored is not None and stored.content == content else None
+
+        if await _cut_when_indexed(content, citation, text, stored_chunk):
+            return None
         return await find_again(content, citation, text, neighbours)
 
     async def _context(self, stored: StoredChunk) -> tuple[str, str] | None:
@@ -401,6 +414,29 @@ class Verifier:
             self._chunks.clear()
             self._chunks[stored.document_id] = chunks
         return chunks.context(stored.start_offset, stored.end_offset)
+
+
+async def _cut_when_indexed(
+    content: str,
+    citation: Citation,
+    text: str,
+    stored_chunk: Callable[[], Awaitable[StoredChunk | None]],
+) -> bool:
+    """Whether the cited span holds ``content`` though it cuts a letter, because the
+    source is, byte for byte, the text its chunk was indexed from.
+
+    A span that separates a letter from a mark now following it reads as changed
+    (``span_holds``), but chunkers that cut long unspaced runs made such spans before
+    they kept letters whole: on an unchanged source that cut is not an edit. Only the
+    document's hash can tell the two apart, so it is computed in that case alone."""
+    start, end = citation.start_offset, citation.end_offset
+    if end > len(text) or text[start:end] != content or not splits(text, start, end):
+        return False
+    stored = await stored_chunk()
+    if stored is None:
+        return False
+    digest = await asyncio.to_thread(lambda: hashlib.sha256(text.encode("utf-8")).hexdigest())
+    return digest == stored.document_hash
 
 
 def _cites(result: object) -> bool:
