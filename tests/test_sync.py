@@ -4,18 +4,21 @@ and a running event loop; and ``Collection.open`` as a plain coroutine."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import groundkit
 import groundkit.sync as gks
-from groundkit import ConfigurationError, Record, RetrievalError
+from groundkit import ConfigurationError, Record, RetrievalError, StorageError
 from tests.services import REPO_ROOT
 
 TEXTS = {
@@ -326,3 +329,232 @@ def test_ctrl_c_cancels_the_call_it_interrupts(tmp_path: Path) -> None:
     assert child.returncode == 0, err
     assert "interrupted" in out
     assert marker.read_text() == "cancelled"
+
+
+class SignallingLoop(asyncio.SelectorEventLoop):
+    """An event loop that says when another thread has handed it a callback."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handed = threading.Event()
+
+    def call_soon_threadsafe(  # type: ignore[override]
+        self, callback: Callable[..., object], *args: Any, **kwargs: Any
+    ) -> asyncio.Handle:
+        handle = super().call_soon_threadsafe(callback, *args, **kwargs)
+        self.handed.set()
+        return handle
+
+
+@pytest.fixture
+def app_loop() -> Iterator[SignallingLoop]:
+    """An application's event loop, run in a thread of its own until the test stops it."""
+    loop = SignallingLoop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result()
+    yield loop
+    if loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+    thread.join()
+
+    # Let what the test left behind (a cancelled call) finish before closing.
+    async def drain() -> None:
+        await asyncio.sleep(0)
+        left = asyncio.all_tasks() - {asyncio.current_task()}
+        await asyncio.gather(*left, return_exceptions=True)
+
+    loop.run_until_complete(drain())
+    loop.close()
+
+
+def hold(loop: asyncio.AbstractEventLoop) -> threading.Event:
+    """Keep ``loop`` busy (running, but running nothing else) until the event is set."""
+    holding, release = threading.Event(), threading.Event()
+
+    def busy() -> None:
+        holding.set()
+        release.wait()
+
+    loop.call_soon_threadsafe(busy)
+    holding.wait()
+    return release
+
+
+async def answer() -> str:
+    return "answer"
+
+
+def in_a_thread(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    """Call ``function`` in a daemon thread; what this returns waits for its outcome.
+
+    A daemon, so a call that never returns fails its test through the timeout without
+    also keeping the test run from exiting."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = function(*args, **kwargs)
+        except BaseException as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+
+    def result() -> Any:
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    return result
+
+
+def test_a_call_longer_than_a_wait_slice_keeps_its_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A late answer is waited for slice after slice; its own TimeoutError is its own.
+    monkeypatch.setattr(gks, "_SLICE", 0.001)
+
+    async def late(outcome: BaseException | None) -> str:
+        await asyncio.sleep(0.05)
+        if outcome is not None:
+            raise outcome
+        return "late"
+
+    assert gks.run(late(None)) == "late"
+    with pytest.raises(TimeoutError, match="its own"):
+        gks.run(late(TimeoutError("its own")))
+
+
+@pytest.mark.timeout(120)
+def test_a_call_whose_home_loop_stops_before_running_it_raises(app_loop: SignallingLoop) -> None:
+    # The app's loop is busy when the call is handed to it, then stops (as
+    # run_until_complete and asyncio.run do) before it gets to the call.
+    release = hold(app_loop)
+    app_loop.handed.clear()
+    call = in_a_thread(gks.run, answer(), home=app_loop)
+    app_loop.handed.wait()  # the call is queued on the app's loop
+    app_loop.call_soon_threadsafe(app_loop.stop)
+    release.set()
+    with pytest.raises(ConfigurationError, match="owns this groundkit object stopped"):
+        call()
+    assert not app_loop.is_running()
+
+
+@pytest.mark.timeout(120)
+def test_a_call_that_finished_as_its_loop_stopped_returns_its_answer(
+    app_loop: SignallingLoop,
+) -> None:
+    # The loop stops in the very step that ends the call, before the callback that
+    # hands the answer over would run.
+    async def last_words() -> str:
+        asyncio.get_running_loop().stop()
+        return "said"
+
+    assert gks.run(last_words(), home=app_loop) == "said"
+    assert not app_loop.is_running()
+
+
+@pytest.mark.timeout(120)
+def test_a_call_its_home_loops_asyncio_run_cancels_raises() -> None:
+    # The owner's asyncio.run ends while the call is running there: asyncio cancels it.
+    ready, running = threading.Event(), threading.Event()
+    owner: dict[str, Any] = {}
+
+    async def main() -> None:
+        owner["loop"], owner["end"] = asyncio.get_running_loop(), asyncio.Event()
+        ready.set()
+        await owner["end"].wait()
+
+    async def long() -> None:
+        running.set()
+        await asyncio.sleep(3600)
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    ready.wait()
+    call = in_a_thread(gks.run, long(), home=owner["loop"])
+    running.wait()
+    owner["loop"].call_soon_threadsafe(owner["end"].set)
+    with pytest.raises(ConfigurationError, match="cancelled the call as it shut down"):
+        call()
+    thread.join()
+
+
+def test_a_call_to_a_home_loop_closed_meanwhile_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The loop closes between the look at it and the hand-over.
+    loop = asyncio.new_event_loop()
+    loop.close()
+    monkeypatch.setattr(gks, "_usable", lambda loop: True)
+    call = answer()
+    with pytest.raises(ConfigurationError, match="stopped before the call ended"):
+        gks.run(call, home=loop)
+    assert inspect.getcoroutinestate(call) == "CORO_CLOSED"  # no "never awaited" warning
+
+
+@pytest.mark.timeout(120)
+def test_systemexit_from_code_on_the_loop_reaches_the_caller_and_the_loop_lives(
+    tmp_path: Path,
+) -> None:
+    async def exits() -> None:
+        raise SystemExit("abort")
+
+    async def interrupts() -> None:
+        raise KeyboardInterrupt
+
+    async def in_a_child_task() -> None:
+        await asyncio.gather(exits())
+
+    loop = gks.background_loop()
+    with pytest.raises(SystemExit, match="abort"):
+        gks.run(exits())
+    with pytest.raises(KeyboardInterrupt):
+        gks.run(interrupts())
+    with pytest.raises(SystemExit, match="abort"):
+        gks.run(in_a_child_task())
+    assert gks.run(answer()) == "answer"
+    assert gks.background_loop() is loop
+    # What a user's progress callback does to give up an ingest.
+    write_notes(tmp_path)
+    with gks.Collection.open(tmp_path / "idx", base_dir=tmp_path) as col:
+        with pytest.raises(SystemExit, match="user gives up"):
+            col.ingest(tmp_path / "notes", progress=lambda event: sys.exit("user gives up"))
+        col.add_documents([{"id": "after", "text": "the loop still serves this collection"}])
+        assert col.search("still serves").results[0].source == "record://after"
+    assert gks.background_loop() is loop
+
+
+def test_a_refused_close_leaves_the_collection_open(tmp_path: Path) -> None:
+    write_notes(tmp_path)
+    col = gks.Collection.open(tmp_path / "idx", base_dir=tmp_path)
+    col.ingest(tmp_path / "notes")
+    (tmp_path / "notes" / "white.md").write_text("White tea is barely processed.\n", "utf-8")
+    # close() from a callback on groundkit's loop is refused (it would wait on itself).
+    with pytest.raises(ConfigurationError, match="await the async API"):
+        col.ingest(tmp_path / "notes", progress=lambda event: col.close())
+    assert not col.closed and not col.aio.closed
+    assert col in list(gks._OPEN)  # still closed at exit if the script forgets
+    assert col.search("roasted").results[0].source == "notes/oolong.md"
+    col.close()
+    assert col.closed and col.aio.closed
+    assert col not in list(gks._OPEN)
+    with pytest.raises(StorageError):
+        col.search("tea")
+
+
+def test_a_close_interrupted_before_it_began_leaves_the_collection_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    col = gks.Collection.open(tmp_path / "idx", base_dir=tmp_path)
+    col.add_documents([{"id": "x", "text": "kept open"}])
+
+    def interrupted(awaitable: Any, *, home: object = None) -> None:
+        awaitable.close()  # Ctrl-C before the close was handed to the loop
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(gks, "run", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            col.close()
+    assert not col.closed and col in list(gks._OPEN)
+    col.close()
+    assert col.closed and col.aio.closed and col not in list(gks._OPEN)

@@ -8,8 +8,12 @@ event loop that lives in a daemon thread (started on first use, restarted after 
 - it works from plain scripts, from any number of threads at once (the calls
   interleave on that loop as concurrent tasks do), and from inside a running
   event loop such as Jupyter's, whose thread simply waits for the answer;
-- errors are the async API's own exceptions, raised in the caller's thread;
+- errors are the async API's own exceptions, raised in the caller's thread, as are
+  a ``SystemExit`` or ``KeyboardInterrupt`` raised by code on the loop (a callback),
+  which the loop survives;
 - an interrupted call (Ctrl-C) cancels the coroutine it was waiting for;
+- a call whose loop stops, closes or cancels it before answering (an ``asyncio.run``
+  that ends) raises ``ConfigurationError`` rather than waiting forever;
 - collections still open when the interpreter exits are closed first, so a script
   that forgot ``close()`` still exits; a ``ResourceWarning`` names each of them.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import functools
 import inspect
 import os
@@ -154,12 +159,21 @@ class _LoopThread:
             assert self._loop is not None
             return self._loop
 
-    @staticmethod
-    def _serve(loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
+    def _serve(self, loop: asyncio.AbstractEventLoop, started: threading.Event) -> None:
         asyncio.set_event_loop(loop)
         loop.call_soon(started.set)
         try:
-            loop.run_forever()
+            while True:
+                try:
+                    loop.run_forever()
+                except (KeyboardInterrupt, SystemExit):
+                    # User code on this loop raised one (``sys.exit()`` in a progress
+                    # callback): asyncio lets it out of run_forever, but its task holds
+                    # it and hands it to the caller once the loop runs again. Serve on,
+                    # or every call waiting here and every collection living here dies.
+                    if self.current() is loop:
+                        continue
+                return  # stop(): the process is exiting
         finally:
             loop.close()
 
@@ -210,7 +224,9 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
     cancels it.
 
     ``ConfigurationError`` when called from the loop that would have to run it,
-    where waiting could never end: await the async API there instead.
+    where waiting could never end: await the async API there instead; and when
+    that loop stops, closes or cancels the call (its ``asyncio.run`` ending) before
+    the call ends, which it notices within a second.
     """
     _check_process(home, awaitable)
     target = home if _usable(home) else None
@@ -232,41 +248,118 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
     # The future exists before anything is scheduled, so a Ctrl-C that lands at any
     # point from here on cancels the work (run_coroutine_threadsafe would leave a
     # window in which the call runs on, unseen, and keeps the process from exiting).
-    future: Future[T] = Future()
+    future: _Call[T] = _Call()
+    coroutine = _as_coroutine(awaitable)
     try:
-        target.call_soon_threadsafe(_start, _as_coroutine(awaitable), future)
-        return future.result()
+        try:
+            target.call_soon_threadsafe(_start, coroutine, future)
+        except RuntimeError:  # closed since it was looked at
+            coroutine.close()
+            raise _loop_gone(target) from None
+        return _wait(future, target, coroutine)
     except BaseException:
         future.cancel()
         raise
 
 
-def _start(coroutine: Coroutine[Any, Any, T], future: Future[T]) -> None:
+# How often a blocking call whose result is late looks whether its loop still runs.
+_SLICE = 0.25
+
+
+class _Call(Future[T]):
+    """A blocking call's outcome, and the task computing it once its loop started it."""
+
+    task: asyncio.Task[T] | None = None
+
+
+def _wait(
+    future: _Call[T], loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T]
+) -> T:
+    """``future``'s outcome, which ``loop`` settles: ``ConfigurationError`` once that loop
+    has closed, or was seen stopped twice in a row, with the call unsettled (nothing
+    would ever settle it). A call answered in time never wakes before its answer."""
+    stopped = False
+    while True:
+        try:
+            return future.result(_SLICE)
+        except TimeoutError as late:
+            if future.done():
+                if future.exception() is late:
+                    raise  # the call's own TimeoutError
+                continue  # settled just after the slice ended
+            if loop.is_closed() or (stopped and not loop.is_running()):
+                task = future.task
+                if task is not None and task.done():
+                    # Finished, but the loop stopped before running the callback that
+                    # hands the outcome over: take it from the task (only this thread
+                    # can now, and asyncio then need not report it never retrieved).
+                    _settle(future, task, loop)
+                    continue
+                if loop.is_closed() and _unstarted(coroutine):
+                    coroutine.close()  # and now never will be: no "never awaited" warning
+                if task is not None:
+                    # The caller is told here; asyncio need not log it again when the
+                    # abandoned task is collected ("Task was destroyed but it is pending").
+                    with contextlib.suppress(AttributeError):
+                        task._log_destroy_pending = False  # type: ignore[attr-defined]
+                raise _loop_gone(loop) from None
+            # A loop seen stopped once may be between two run_until_complete calls.
+            stopped = not loop.is_running()
+
+
+def _unstarted(coroutine: Coroutine[Any, Any, Any]) -> bool:
+    return inspect.iscoroutine(coroutine) and inspect.getcoroutinestate(coroutine) == "CORO_CREATED"
+
+
+def _loop_gone(loop: asyncio.AbstractEventLoop, *, cancelled: bool = False) -> ConfigurationError:
+    """The error of a call whose loop ended before answering it: a ``ConfigurationError``,
+    as for every loop a blocking call cannot use."""
+    how = "cancelled the call as it shut down" if cancelled else "stopped before the call ended"
+    if loop in _LOOP_PIDS:
+        return ConfigurationError(f"groundkit's background loop {how} (the process is exiting)")
+    return ConfigurationError(
+        f"the event loop that owns this groundkit object {how} (asyncio.run returned, or "
+        "loop.stop() or loop.close() was called): keep that loop running while blocking "
+        "calls use what was opened on it, or open the collection again where it stays open"
+    )
+
+
+def _start(coroutine: Coroutine[Any, Any, T], future: _Call[T]) -> None:
     """On the loop: run ``coroutine`` as a task tied to ``future`` both ways."""
     if future.cancelled():
         coroutine.close()
         return
-    task = asyncio.ensure_future(coroutine)
+    task = future.task = asyncio.ensure_future(coroutine)
+    loop = task.get_loop()
 
     def settle(done: asyncio.Future[T]) -> None:
-        if future.done():
-            return
-        try:
-            if done.cancelled():
-                future.cancel()
-            elif (error := done.exception()) is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(done.result())
-        except InvalidStateError:  # cancelled by the caller meanwhile
-            pass
+        _settle(future, done, loop)
 
     def on_future(settled: Future[T]) -> None:
         if settled.cancelled():
-            task.get_loop().call_soon_threadsafe(task.cancel)
+            # On a closed loop the task never runs again: nothing to cancel.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(task.cancel)
 
     task.add_done_callback(settle)
     future.add_done_callback(on_future)
+
+
+def _settle(future: Future[T], done: asyncio.Future[T], loop: asyncio.AbstractEventLoop) -> None:
+    """Give ``future`` the outcome of the finished task ``done``."""
+    if future.done():
+        return
+    try:
+        if done.cancelled():
+            # Not by the caller (its future would be done): by the loop's owner, as
+            # asyncio.run does to what is left when its main coroutine ends.
+            future.set_exception(_loop_gone(loop, cancelled=True))
+        elif (error := done.exception()) is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(done.result())
+    except InvalidStateError:  # cancelled by the caller meanwhile
+        pass
 
 
 async def run_async(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = None) -> T:
@@ -476,13 +569,21 @@ class SyncCollection(_Twin[AsyncCollection]):
         return self._closed
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            _OPEN.discard(self)
-            if not _foreign(self._home):
+        if self._closed:
+            return
+        foreign = _foreign(self._home)
+        try:
+            if not foreign:
                 run(self.aio.close(), home=self._home)
             # else: a forked child's copy; what it holds belongs to the parent, which
             # closes it (closing its connections here could break the parent's).
+        finally:
+            # Closed only once the close began (``aio.closed``): a close refused (from
+            # a callback on its loop) or interrupted before it started leaves it open,
+            # still closable and still closed at exit.
+            if foreign or self.aio.closed:
+                self._closed = True
+                _OPEN.discard(self)
 
     def retriever(self) -> SyncRetriever:
         """The current Retriever (``Collection.retriever``), with blocking methods."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document
@@ -180,3 +184,51 @@ def test_helpers_given_something_other_than_documents_raise_groundkits_errors() 
     with pytest.raises(IngestionError, match="fields= is a list of metadata keys"):
         records_from_documents([titled], fields="title")  # type: ignore[arg-type]
     assert records_from_documents([titled], fields=["title"])[0].fields == {"title": "T"}
+
+
+@pytest.mark.timeout(120)
+def test_a_sync_invoke_whose_apps_loop_stops_raises_instead_of_hanging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An application runs its loop in a thread and opened the collection there; a
+    # worker thread uses the sync retriever; the app stops its loop as the call starts.
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "tea.md").write_text("Green tea is brewed at 80 degrees.\n", "utf-8")
+    loop = asyncio.new_event_loop()
+    app = threading.Thread(target=loop.run_forever, daemon=True)
+    app.start()
+
+    async def opened() -> groundkit.Collection:
+        col = await groundkit.Collection.open(tmp_path / "idx", base_dir=tmp_path / "base")
+        await col.ingest(tmp_path / "base")
+        return col
+
+    col = asyncio.run_coroutine_threadsafe(opened(), loop).result()
+    retriever = GroundkitRetriever(collection=col)
+    assert [d.metadata["source"] for d in retriever.invoke("tea")] == ["tea.md"]
+    start = gks._start
+
+    def stopping_start(coroutine: Any, future: Future[Any]) -> None:
+        asyncio.get_running_loop().stop()  # the app shuts its loop down meanwhile
+        start(coroutine, future)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gks, "_start", stopping_start)
+    outcome: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            retriever.invoke("tea")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    # A daemon: a call that never returns fails through the timeout, not the run's exit.
+    waiting = threading.Thread(target=worker, daemon=True)
+    waiting.start()
+    waiting.join()
+    (error,) = outcome
+    assert isinstance(error, ConfigurationError), error
+    assert "owns this groundkit object stopped" in str(error)
+    app.join()
+    monkeypatch.undo()
+    loop.run_until_complete(col.close())
+    loop.close()
