@@ -374,3 +374,127 @@ def test_control_characters_in_names_stay_on_their_line(
     assert main(["search", "green tea", *at]) == 0
     out, _ = capsys.readouterr()
     assert "tea\\x1b[2J.txt [0:" in out and "\x1b" not in out
+    # A base directory is stored and shown as well: escaped in the listing and a rebase.
+    odd = tmp_path / "base\nforged: line\x1b[31m"
+    odd.mkdir()
+    (odd / "a.txt").write_text("Oolong is rolled.\n", encoding="utf-8")
+    at = ["--index-dir", str(tmp_path / "idx2")]
+    assert main(["ingest", str(odd), "--base-dir", str(odd), "-q", *at]) == 0
+    assert main(["collections", *at]) == 0
+    out, _ = capsys.readouterr()
+    assert "base\\nforged: line\\x1b[31m" in out and "\x1b" not in out
+    assert not any(line.startswith("forged") for line in out.splitlines())
+
+
+def _grk(
+    argv: list[str], env: dict[str, str], stdin: int | bytes | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """grk in a process of its own (stdin: bytes to send, or a file descriptor)."""
+    return subprocess.run(
+        [sys.executable, "-m", "groundkit.cli", *argv],
+        capture_output=True,
+        env={**os.environ, **env},
+        input=stdin if isinstance(stdin, bytes) else None,
+        stdin=stdin if isinstance(stdin, int) else None,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_an_output_encoding_without_the_stored_characters_gets_escapes(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Café naïve — “quoted” fox.\n", encoding="utf-8")
+    at = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
+    assert main(["ingest", str(docs), "-q", *at]) == 0
+    for encoding in ("ascii", "latin-1"):
+        env = {"PYTHONIOENCODING": encoding}
+        human = _grk(["search", "fox", *at], env)
+        assert human.returncode == 0 and b"Traceback" not in human.stderr, human.stderr
+        assert "\\u201cquoted\\u201d" in human.stdout.decode(encoding)
+        as_json = _grk(["search", "fox", "--json", *at], env)
+        assert as_json.returncode == 0, as_json.stderr
+        found = json.loads(as_json.stdout.decode(encoding))
+        assert found["results"][0]["content"] == "Café naïve — “quoted” fox."
+        from_stdin = _grk(["search", "-", *at], env, stdin="naïve".encode())
+        assert from_stdin.returncode == 0, from_stdin.stderr
+    bad = _grk(["search", "-", *at], {}, stdin=b"fo\xffx")
+    assert bad.returncode == 2
+    assert bad.stderr.decode() == (
+        "grk: error: the query read from stdin is not valid UTF-8 (byte 0xff at character 2)\n"
+    )
+
+
+def test_a_closed_stdin_is_a_one_line_error(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Cats purr.\n", encoding="utf-8")
+    at = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
+    assert main(["ingest", str(docs), "-q", *at]) == 0
+    closed = {"GROUNDKIT_TEST_CLOSE_STDIN": "1"}
+    for argv, said in (
+        (["search", "-"], "the query is read from stdin, but stdin is closed"),
+        (["ingest", "--jsonl", "-"], "--jsonl - is read from stdin, but stdin is closed"),
+        (["drop", "default"], "pass --yes to confirm"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-c", _CLOSED_STDIN, *argv, *at],
+            capture_output=True,
+            env={**os.environ, **closed},
+            timeout=120,
+            check=False,
+        )
+        err = done.stderr.decode()
+        assert done.returncode == 2 and "Traceback" not in err, err
+        assert err.startswith("grk: error: ") and said in err and len(err.splitlines()) == 1
+
+
+# grk as a shell runs it with ``<&-``: Python then starts with no sys.stdin at all.
+_CLOSED_STDIN = (
+    "import os, sys; os.close(0); sys.stdin = None; "
+    "from groundkit.cli import main; raise SystemExit(main(sys.argv[1:]))"
+)
+
+
+def test_an_index_dir_given_is_used_whatever_the_environment_says(
+    capsys: pytest.CaptureFixture[str], index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GROUNDKIT_METADATA_URL", "postgresql://nobody@127.0.0.1:1/nodb")
+    monkeypatch.setenv("GROUNDKIT_STORAGE_URI", str(index.parent / "elsewhere"))
+    assert main(["search", "cats", "--index-dir", str(index), "-q"]) == 0
+    out, _ = capsys.readouterr()
+    assert "a.md" in out
+    assert not (index.parent / "elsewhere").exists()
+    with pytest.raises(SystemExit) as usage:
+        main(["search", "cats", "--index-dir", str(index), "--metadata-url", "postgresql://h/d"])
+    _, err = capsys.readouterr()
+    assert usage.value.code == 2
+    assert err.splitlines()[-1] == "grk: error: give --index-dir or --metadata-url, not both"
+
+
+@pytest.mark.parametrize(
+    ("uri", "said"),
+    [
+        ("s3://", "names no bucket"),
+        ("bogus://x/y", "unknown scheme 'bogus'"),
+        ("file://relative/dir", "needs an absolute path"),
+        ("", "storage_uri is empty"),
+    ],
+)
+def test_a_storage_uri_that_names_no_place_is_refused_before_anything_is_made(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, uri: str, said: str
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Cats purr.\n", encoding="utf-8")
+    idx = tmp_path / "idx"
+    line = refused(capsys, "ingest", str(docs), "--index-dir", str(idx), "--storage-uri", uri)
+    assert said in line
+    assert not idx.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["docs"]
+
+
+def test_a_file_uri_is_the_directory_it_names(tmp_path: Path) -> None:
+    from groundkit.storage.location import StoreLocation
+
+    where = StoreLocation.resolve("x", index_dir=tmp_path, storage_uri=f"file://{tmp_path}/s")
+    assert where.storage_uri == str(tmp_path / "s")

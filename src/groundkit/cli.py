@@ -128,7 +128,7 @@ _SERVE_GLOBALS = frozenset(
 # What runs a local --embedder (SentenceTransformerEmbedder's backend and quantize).
 _BACKENDS = ("torch", "onnx", "onnx-int8")
 _GLOBAL_DEFAULTS: dict[str, Any] = {
-    "index_dir": Path(".groundkit"),
+    "index_dir": None,  # ./.groundkit, unless $GROUNDKIT_METADATA_URL (settle_location)
     "clearance": None,
     "base_dir": None,
     "embedder": None,
@@ -805,7 +805,31 @@ def _snippet(text: str) -> str:
 
 
 def _emit(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n")
+    # Characters as they are on a UTF-8 stdout; \u escapes (still the same JSON) on one
+    # that cannot write them (PYTHONIOENCODING=ascii, a Latin-1 locale).
+    text = json.dumps(data, ensure_ascii=not _writes_utf8(sys.stdout), sort_keys=True, indent=2)
+    sys.stdout.write(text + "\n")
+
+
+def _writes_utf8(stream: Any) -> bool:
+    import codecs
+
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "utf-8"
+    except LookupError:
+        return False
+
+
+def _stdin_bytes(what: str) -> bytes:
+    """All of standard input, for ``what``; a ``ConfigurationError`` when there is none
+    (closed, as ``<&-`` leaves it)."""
+    stream = sys.stdin
+    if stream is None:
+        raise ConfigurationError(f"{what} is read from stdin, but stdin is closed")
+    try:
+        return stream.buffer.read()
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"{what}: cannot read stdin ({exc})") from None
 
 
 def _print_ingest(report: IngestReport, args: argparse.Namespace, dense: bool) -> int:
@@ -1377,6 +1401,12 @@ def _check_text_arguments(args: argparse.Namespace) -> None:
     for option in ("as_of", "valid_as_of"):
         if getattr(args, option, None) is not None:
             given.append(("--" + option.replace("_", "-"), getattr(args, option)))
+    _refuse_undecodable(given)
+
+
+def _refuse_undecodable(given: Sequence[tuple[str, str]]) -> None:
+    """``ConfigurationError`` naming the first of ``given`` (label, text) that holds a
+    byte that was not UTF-8 (decoded with ``surrogateescape``) or a lone surrogate."""
     for label, text in given:
         index = first_unencodable(text)
         if index is None:
@@ -1394,7 +1424,7 @@ def read_jsonl_records(name: str) -> tuple[list[dict[str, Any]], list[int]]:
     line (a key given twice among them) is a usage error naming its number. Blank lines
     are skipped; the records are checked by ``add_documents``."""
     try:
-        data = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
+        data = _stdin_bytes("--jsonl -") if name == "-" else Path(name).read_bytes()
     except OSError as exc:
         raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc.strerror or exc})") from None
     records: list[dict[str, Any]] = []
@@ -1471,7 +1501,9 @@ def _search_request(args: argparse.Namespace) -> SearchRequest:
     from groundkit.retrieval.request import SearchRequest, name_options
 
     if args.query == "-":
-        args.query = sys.stdin.read().strip()
+        read = _stdin_bytes("the query").decode("utf-8", "surrogateescape")
+        _refuse_undecodable([("the query read from stdin", read)])
+        args.query = read.strip()
         if not args.query:
             raise ConfigurationError("the query read from stdin is empty")
     try:
@@ -1692,7 +1724,7 @@ async def _run_collections(args: argparse.Namespace) -> int:
 
 def _print_collection(info: CollectionInfo) -> None:
     if info.status != "ok":
-        print(f"{info.name}  damaged: {info.error}")
+        print(f"{info.name}  damaged: {_shown(info.error or '')}")
         return
     embedder = info.embedding.model_name if info.embedding is not None else "none (bm25 only)"
     n = info.past_versions or 0
@@ -1702,7 +1734,7 @@ def _print_collection(info: CollectionInfo) -> None:
         f"{info.name}  {info.documents} documents{past}, {info.chunks} chunks{generation}, "
         f"{_size(info.size_bytes)}"
     )
-    print(f"  base:     {info.base_dir}")
+    print(f"  base:     {_shown(str(info.base_dir))}")
     print(f"  embedder: {embedder}")
     print(f"  analyzer: {info.analyzer or 'none yet'}")
     if info.vectors_missing:
@@ -1711,7 +1743,7 @@ def _print_collection(info: CollectionInfo) -> None:
             "is running; 'grk ingest PATH' completes them)"
         )
     if info.vector_cache:
-        print(f"  vector cache: {info.vector_cache}")
+        print(f"  vector cache: {_shown(info.vector_cache)}")
 
 
 async def _run_drop(args: argparse.Namespace) -> int:
@@ -1721,7 +1753,7 @@ async def _run_drop(args: argparse.Namespace) -> int:
     if not await location.exists():
         raise ConfigurationError(f"no collection {args.name!r} in {location.describe_root()!r}")
     if not args.yes:
-        if not sys.stdin.isatty():
+        if sys.stdin is None or not sys.stdin.isatty():
             raise ConfigurationError(
                 f"dropping {args.name!r} deletes its index, vectors and snapshots; "
                 "pass --yes to confirm"
@@ -1759,7 +1791,10 @@ async def _run_rebase(args: argparse.Namespace, name: str) -> int:
                 }
             )
         elif not args.quiet:
-            print(f"collection {name!r}: base directory {col.base_dir} (was {before})")
+            print(
+                f"collection {name!r}: base directory {_shown(str(col.base_dir))} "
+                f"(was {_shown(str(before))})"
+            )
             print(f"  {found} of {checked} sources checked are there")
     return EXIT_OK
 
@@ -1847,9 +1882,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     # Model loading draws progress bars on stderr; the CLI has its own output.
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # Stored text is printed as it is: a terminal or pipe that cannot encode a character
+    # (PYTHONIOENCODING=ascii, a Latin-1 locale) gets an escape, not a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None and not _writes_utf8(stream):
+            with contextlib.suppress(OSError, ValueError):
+                reconfigure(errors="backslashreplace")
     parser = _parser()
     args = parser.parse_args(argv)
     _merge_globals(parser, args)
+    from groundkit.service.command import settle_location
+
+    settle_location(parser, args)
     _configure_logging(args.verbose, args.quiet)
     if args.command == "drop" and args.collection:
         parser.error("grk drop takes the collection's name, not --collection")

@@ -104,16 +104,37 @@ def add_location_arguments(parser: argparse.ArgumentParser, *, suppress: bool = 
     ``suppress``: no default (a sub-command's copy of an option grk itself takes)."""
     parser.add_argument(
         "--metadata-url",
-        default=argparse.SUPPRESS if suppress else os.environ.get(METADATA_URL_ENV) or None,
+        default=argparse.SUPPRESS if suppress else None,
         help=f"PostgreSQL URL of shared collections, instead of --index-dir (default "
         f"${METADATA_URL_ENV}; prefer the variable: it keeps the password off the command line)",
     )
     parser.add_argument(
         "--storage-uri",
-        default=argparse.SUPPRESS if suppress else os.environ.get(STORAGE_URI_ENV) or None,
+        default=argparse.SUPPRESS if suppress else None,
         help=f"where shared collections keep vectors and snapshots: a shared directory or "
         f"s3://bucket/prefix, configured by the AWS_* variables (default ${STORAGE_URI_ENV})",
     )
+
+
+def settle_location(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Where the collections are, from the flags as given, the environment filling in
+    what no flag said: an explicit ``--index-dir`` (or ``grk inspect INDEX_DIR``) names a
+    local collection, whole, even when ``$GROUNDKIT_METADATA_URL`` and
+    ``$GROUNDKIT_STORAGE_URI`` are set; both flags at once are a usage error, never one
+    of them dropped without a word."""
+    given = getattr(args, "index_dir_arg", None)
+    if given is not None and args.index_dir is not None and Path(given) != Path(args.index_dir):
+        parser.error("give the index directory once: INDEX_DIR or --index-dir")
+    index_dir = given if given is not None else args.index_dir
+    if index_dir is not None and args.metadata_url is not None:
+        parser.error("give --index-dir or --metadata-url, not both")
+    if index_dir is None and args.metadata_url is None:
+        args.metadata_url = os.environ.get(METADATA_URL_ENV) or None
+    if args.storage_uri is None and index_dir is None:
+        args.storage_uri = os.environ.get(STORAGE_URI_ENV) or None
+    args.index_dir = Path(".groundkit") if index_dir is None else index_dir
+    if hasattr(args, "index_dir_arg"):
+        args.index_dir_arg = None
 
 
 def add_embedding_url_argument(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:

@@ -175,10 +175,7 @@ class StoreLocation:
         if metadata_url is None and index_dir is None:
             raise ConfigurationError("give index_dir, or metadata_url for a shared collection")
         index = Path(os.path.realpath(index_dir)) if index_dir is not None else None
-        storage = None
-        if storage_uri is not None:
-            text = str(storage_uri)
-            storage = text.rstrip("/") if is_object_uri(text) else os.path.realpath(text)
+        storage = None if storage_uri is None else _storage_root(storage_uri)
         options = storage_options_from_env(storage_options) if storage else {}
         cache = VectorCacheSettings.from_env() if vector_cache is True else vector_cache or None
         cache = cache if cache is not None and cache.enabled else None
@@ -448,6 +445,40 @@ class StoreLocation:
 
             return redact_dsn(self.metadata_url)
         return str(self.index_dir)
+
+
+# Object stores LanceDB and pyarrow both reach (vectors, snapshots and segments share
+# the root); anything else named ``scheme://`` is a mistake, not a directory.
+_OBJECT_SCHEMES = frozenset({"s3", "gs", "gcs", "az", "abfs", "abfss"})
+
+
+def _storage_root(given: str | Path) -> str:
+    """``storage_uri`` as the stores take it: an object-store URI with its bucket, or a
+    local directory (a path, or ``file://`` + an absolute path) made absolute.
+    ``ConfigurationError`` for an empty one, an unknown scheme or a missing bucket: any
+    of them once became a relative directory named after the text."""
+    text = os.fspath(given)
+    if not text.strip():
+        raise ConfigurationError("storage_uri is empty: give a directory or s3://bucket/prefix")
+    if text.startswith("file://"):
+        path = text.removeprefix("file://")
+        if not path.startswith("/"):
+            raise ConfigurationError(
+                f"storage_uri {text!r}: a file:// URI needs an absolute path (file:///srv/x)"
+            )
+        return os.path.realpath(path)
+    if "://" not in text:
+        return os.path.realpath(text)
+    scheme, _, rest = text.partition("://")
+    if scheme.lower() not in _OBJECT_SCHEMES:
+        known = ", ".join(f"{s}://" for s in sorted(_OBJECT_SCHEMES))
+        raise ConfigurationError(
+            f"storage_uri {text!r}: unknown scheme {scheme!r}; give a directory, or one of {known}"
+        )
+    bucket = rest.split("/", 1)[0]
+    if not bucket:
+        raise ConfigurationError(f"storage_uri {text!r} names no bucket ({scheme}://bucket/prefix)")
+    return text.rstrip("/")
 
 
 def _local_paths(

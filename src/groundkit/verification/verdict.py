@@ -203,8 +203,7 @@ def _check_arguments(call: str, citation: object, name: str, content: object) ->
     checked_citation(citation)
     if not isinstance(content, str):
         raise InvalidQueryError(
-            f"{name} must be the text the citation stands for (a str), not "
-            f"{type(content).__name__}"
+            f"{name} must be the text the citation stands for (a str), not {type(content).__name__}"
         )
 
 
