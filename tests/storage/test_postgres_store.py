@@ -764,14 +764,19 @@ async def test_the_writer_lock_is_waited_for_beyond_the_timeout(
 ) -> None:
     store = await PostgresMetadataStore.open(postgres_dsn, fresh, statement_timeout=0.5)
     holder = await asyncpg.connect(postgres_dsn)
+    # Watched from a connection of its own: inside the holder's transaction the server
+    # keeps one snapshot of pg_stat_activity, and a first look taken before the writer
+    # queued would never see it.
+    watcher = await asyncpg.connect(postgres_dsn)
     try:
         lock = holder.transaction()
         await lock.start()
         await holder.execute(f'SELECT 1 FROM "{schema_name(fresh)}".state FOR UPDATE')
         writing = asyncio.ensure_future(put(store, "a.txt", ["alpha"]))
-        while not await holder.fetchval(
+        while not await watcher.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND query LIKE '%FOR UPDATE%' AND pid <> pg_backend_pid()"
+            " AND query LIKE '%FOR UPDATE%' AND pid = ANY($1::int[])",
+            [pid for pid in await _backends_of(watcher, schema_name(fresh))],
         ):
             assert not writing.done(), writing.exception()
             await asyncio.sleep(0.05)
@@ -781,8 +786,19 @@ async def test_the_writer_lock_is_waited_for_beyond_the_timeout(
         await writing
         assert await document_sources(store) == ["a.txt"]
     finally:
+        await watcher.close()
         await holder.close()
         await store.close()
+
+
+async def _backends_of(watcher: Any, schema: str) -> list[int]:
+    """The server processes whose current query names ``schema`` (this test's only)."""
+    rows = await watcher.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE query LIKE '%' || $1 || '%'"
+        " AND pid <> pg_backend_pid()",
+        schema,
+    )
+    return [int(row["pid"]) for row in rows]
 
 
 async def test_pool_connections_have_keepalives(pg: PostgresMetadataStore) -> None:

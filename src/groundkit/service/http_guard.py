@@ -54,7 +54,7 @@ def accept_backlog(cap: int) -> int:
 
 def guarded_protocol(head_timeout_s: float, cap: int) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol with the head deadline and the connection cap."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
+    from uvicorn.protocols.http.h11_impl import H11Protocol  # extra: serve
 
     refused = _RefusedLog(cap)
 
