@@ -387,18 +387,25 @@ def test_control_characters_in_names_stay_on_their_line(
 
 
 def _grk(
-    argv: list[str], env: dict[str, str], stdin: int | bytes | None = None
+    argv: list[str], env: dict[str, str], stdin: bytes | None = None, *, closed: bool = False
 ) -> subprocess.CompletedProcess[bytes]:
-    """grk in a process of its own (stdin: bytes to send, or a file descriptor)."""
+    """grk in a process of its own, fed ``stdin``, or with no stdin at all (``closed``)."""
+    start = ["-c", _CLOSED_STDIN] if closed else ["-m", "groundkit.cli"]
     return subprocess.run(
-        [sys.executable, "-m", "groundkit.cli", *argv],
+        [sys.executable, *start, *argv],
         capture_output=True,
         env={**os.environ, **env},
-        input=stdin if isinstance(stdin, bytes) else None,
-        stdin=stdin if isinstance(stdin, int) else None,
+        input=stdin,
         timeout=120,
         check=False,
     )
+
+
+# grk as a shell runs it with ``<&-``: Python then starts with no sys.stdin at all.
+_CLOSED_STDIN = (
+    "import os, sys; os.close(0); sys.stdin = None; "
+    "from groundkit.cli import main; raise SystemExit(main(sys.argv[1:]))"
+)
 
 
 def test_an_output_encoding_without_the_stored_characters_gets_escapes(tmp_path: Path) -> None:
@@ -431,29 +438,15 @@ def test_a_closed_stdin_is_a_one_line_error(tmp_path: Path) -> None:
     (docs / "a.md").write_text("Cats purr.\n", encoding="utf-8")
     at = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
     assert main(["ingest", str(docs), "-q", *at]) == 0
-    closed = {"GROUNDKIT_TEST_CLOSE_STDIN": "1"}
     for argv, said in (
         (["search", "-"], "the query is read from stdin, but stdin is closed"),
         (["ingest", "--jsonl", "-"], "--jsonl - is read from stdin, but stdin is closed"),
         (["drop", "default"], "pass --yes to confirm"),
     ):
-        done = subprocess.run(
-            [sys.executable, "-c", _CLOSED_STDIN, *argv, *at],
-            capture_output=True,
-            env={**os.environ, **closed},
-            timeout=120,
-            check=False,
-        )
+        done = _grk([*argv, *at], {}, closed=True)
         err = done.stderr.decode()
         assert done.returncode == 2 and "Traceback" not in err, err
         assert err.startswith("grk: error: ") and said in err and len(err.splitlines()) == 1
-
-
-# grk as a shell runs it with ``<&-``: Python then starts with no sys.stdin at all.
-_CLOSED_STDIN = (
-    "import os, sys; os.close(0); sys.stdin = None; "
-    "from groundkit.cli import main; raise SystemExit(main(sys.argv[1:]))"
-)
 
 
 def test_an_index_dir_given_is_used_whatever_the_environment_says(
