@@ -143,6 +143,45 @@ def assert_exact_slices(text: str, spans: list[Span], config: ChunkingConfig) ->
         assert prev_end - start <= config.effective_overlap
 
 
+def assert_walls_kept(
+    text: str,
+    spans: list[Span],
+    config: ChunkingConfig,
+    *,
+    headings: list[int],
+    pages: list[int],
+) -> set[Span]:
+    """No chunk crosses a page start. ``sentence`` crosses no heading; ``structure``
+    crosses one only in a chunk made wholly of small sections (shorter than a quarter
+    of the budget, adr/0096-small-sections-joined.md), and a section of a quarter of
+    the budget or more starts a chunk at its heading line (its first non-blank
+    character: chunks are trimmed). Returns the chunks that join sections."""
+    small = config.max_chars // 4
+    lines = {h for h in headings if 0 <= h < len(text)}
+    inner_pages = {p for p in pages if 0 < p < len(text)}
+    bounds = [0, *sorted(inner_pages | {h for h in lines if h > 0}), len(text)]
+    sections: list[tuple[int, int, int]] = []  # (wall, first, end) of non-blank ones
+    for wall, stop in pairwise(bounds):
+        first, end = skip_space(text, wall), stop
+        while end > first and text[end - 1].isspace():
+            end -= 1
+        if first < end:
+            sections.append((wall, first, end))
+    joined: set[Span] = set()
+    for start, end in spans:
+        assert not [p for p in inner_pages if start < p < end], (start, end, pages)
+        if [h for h in lines if start < h < end]:
+            assert config.strategy == "structure", (start, end, headings)
+            inside = [(a, b) for _, a, b in sections if a < end and b > start]
+            assert all(b - a < small for a, b in inside), (start, end, inside)
+            joined.add((start, end))
+    starts = {start for start, _ in spans}
+    for wall, first, end in sections:
+        if wall in lines and (config.strategy == "sentence" or end - first >= small):
+            assert first in starts, (wall, spans)
+    return joined
+
+
 @settings(max_examples=300)
 @given(data=st.data(), text=documents(), config=configs())
 @example(data=None, text="# A\n\nOne. Two.\n\n## B\n\nThree.\n", config=ChunkingConfig())
@@ -184,21 +223,16 @@ def test_structure_strategies_never_cross_a_heading_or_page(
     pages = data.draw(page_starts(text)) if data is not None else []
     spans = chunk_spans(text, config, page_starts=pages, headings=headings)
     assert_exact_slices(text, spans, config)
-    walls = sorted({*headings, *pages})
-    for start, end in spans:
-        assert not [h for h in walls if start < h < end], (start, end, walls)
-    # A heading line (its first non-blank character: chunks are trimmed) starts a chunk.
-    starts = {start for start, _ in spans}
-    for heading in headings:
-        assert skip_space(text, heading) in starts, (heading, spans)
+    joined = assert_walls_kept(text, spans, config, headings=headings, pages=pages)
     if strategy == "sentence":
         for (_, prev_end), (start, _) in pairwise(spans):
             assert prev_end <= start
-    # A chunk lies in one section: the one its start is in.
+    # A chunk lies in one section, the one its start is in, unless it joins small ones.
     outline = {HEADINGS_KEY: markdown_outline(text)}
     for start, end in spans:
         sec_start, sec_end = section_bounds(outline, start)
-        assert sec_start <= start and (sec_end is None or end <= sec_end)
+        assert sec_start <= start
+        assert sec_end is None or end <= sec_end or (start, end) in joined
 
 
 # Any text, and headings anywhere (extractors place them by their own rules).
@@ -220,12 +254,7 @@ def test_headings_anywhere_are_never_crossed(data: Any, text: str, strategy: Chu
     pages = data.draw(page_starts(text))
     spans = chunk_spans(text, config, page_starts=pages, headings=headings)
     assert_exact_slices(text, spans, config)
-    starts = {start for start, _ in spans}
-    for start, end in spans:
-        assert not [h for h in (*headings, *pages) if start < h < end]
-    for heading in headings:
-        first = skip_space(text, heading)
-        assert first == len(text) or first in starts
+    assert_walls_kept(text, spans, config, headings=headings, pages=pages)
 
 
 @pytest.mark.parametrize("indent", ["", "  "])
@@ -244,7 +273,9 @@ def test_an_indented_heading_starts_its_chunk_at_the_hash() -> None:
     (heading,) = headings_of(text)
     assert text[heading:].startswith("   ##")
     for strategy in ("structure", "sentence"):
-        spans = chunk_spans(text, ChunkingConfig(strategy=strategy), headings=[heading])
+        # A budget under four times each section: neither is joined to the other.
+        config = ChunkingConfig(strategy=strategy, max_chars=32, overlap_chars=0)
+        spans = chunk_spans(text, config, headings=[heading])
         assert heading + 3 in {start for start, _ in spans}
         assert not [s for s in spans if s[0] < heading + 3 < s[1]]
     # A sentence chunk joins an indented heading to its first sentence too.
@@ -264,11 +295,12 @@ def test_sentence_chunks_of_many_headings_before_a_long_blank_tail() -> None:
 def test_contextual_index_texts_of_a_file_of_many_headings() -> None:
     # Each chunk's heading path was found by walking the whole outline from the top:
     # half an hour for this 1 MB file (the suite's timeout fails this test without the
-    # fix). One pass gives each chunk the path heading_path_at gives it.
+    # fix). One pass gives each chunk the path heading_path_at gives it. (A budget of
+    # 32 keeps each section a chunk of its own: none is under a quarter of it.)
     text = "".join(f"{'#' * (i % 6 + 1)} H{i}\n\nBody {i}.\n\n" for i in range(40_000))
     metadata: dict[str, Any] = {HEADINGS_KEY: markdown_outline(text)}
     document = Document(document_id="d", source="h.md", content=text, metadata=metadata)
-    config = ChunkingConfig(contextual=True)
+    config = ChunkingConfig(contextual=True, max_chars=32, overlap_chars=0)
     chunks = chunk_document(document, config)
     texts = index_texts(chunks, metadata, config)
     assert len(texts) == 40_000

@@ -7,7 +7,9 @@ budget (between letters: never between a letter and its combining marks). Chunks
 never begin or end with whitespace, and never cross the start of
 a page (PDF page, slide, chapter) when the document records where pages begin.
 The structure-aware strategies also never cross a heading: a section's chunks
-start at its heading line (adr/0046-structure-chunking.md).
+start at its heading line (adr/0046-structure-chunking.md), except that ``structure``
+joins a run of small sections (each under a quarter of the budget) into one chunk, so
+the chunk count is bounded by the text's length, not by its headings (adr/0096).
 """
 
 from __future__ import annotations
@@ -201,6 +203,41 @@ def _heading_with_next(
     return out
 
 
+def _join_small_sections(text: str, cuts: Sequence[int], pages: set[int], budget: int) -> list[int]:
+    """``cuts`` less the heading starts between small sections joined into one chunk.
+
+    A section (the text between two cuts, trimmed) shorter than a quarter of the
+    budget is small. A run of small sections is packed like units: the next one
+    joins the chunk while the whole run still fits the budget and no page starts
+    between them. A section of a quarter of the budget or more is never joined and
+    begins its chunks at its heading, as before. So a file of bare headings or
+    one-line sections is cut into chunks of up to ``budget``, not one per heading,
+    and the chunk count stays bounded by the text's length over the budget
+    (adr/0096-small-sections-joined.md).
+    """
+    small = budget // 4
+    kept: list[int] = []
+    pending: list[int] = []  # the cuts since the run's last section
+    paged = False  # one of them is a page start
+    run: Span | None = None  # the open run of small sections, trimmed
+    for seg_start, seg_end in _segments(text, cuts):
+        if seg_start > 0:
+            pending.append(seg_start)
+            paged = paged or seg_start in pages
+        span = _trim(text, seg_start, seg_end)
+        if span is None:
+            continue  # blank: no chunk of its own, joins nothing
+        is_small = span[1] - span[0] < small
+        if run is not None and is_small and not paged and span[1] - run[0] <= budget:
+            run = (run[0], span[1])  # the cuts in between are dropped
+        else:
+            kept.extend(pending)
+            run = span if is_small else None
+        pending, paged = [], False
+    kept.extend(pending)
+    return kept
+
+
 def heading_starts(outline: object) -> list[int]:
     """The offsets where a document's headings begin, from its stored outline."""
     if not isinstance(outline, list):
@@ -230,10 +267,12 @@ def chunk_spans(
         units = _units(text, budget)
     else:
         lines = sorted({h for h in headings if 0 <= h < len(text)})
-        starts = sorted(set(starts) | {h for h in lines if h > 0})
-        units = _structured_units(text, budget, starts, lines, cfg.strategy == "sentence")
+        walls = sorted(set(starts) | {h for h in lines if h > 0})
         if cfg.strategy == "sentence":
-            return _heading_with_next(text, units, lines, starts, budget)
+            units = _structured_units(text, budget, walls, lines, True)
+            return _heading_with_next(text, units, lines, walls, budget)
+        starts = _join_small_sections(text, walls, set(starts), budget)
+        units = _structured_units(text, budget, starts, lines, False)
     pages = [bisect_right(starts, unit[0]) for unit in units]
     spans: list[Span] = []
     i = 0

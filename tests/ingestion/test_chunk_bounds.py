@@ -1,0 +1,133 @@
+"""The chunk count is bounded by the text's length over the budget, not by its headings.
+
+A file of bare headings made one chunk per heading: 1 MB of ``# h`` lines was 250,000
+chunks (adr/0096-small-sections-joined.md). Small sections are now joined up to the
+budget, so no Markdown, however many headings it has, yields more chunks than
+``bound`` allows; page starts are still never crossed, so each page may add one.
+"""
+
+from __future__ import annotations
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from groundkit import ChunkingConfig
+from groundkit.config import ChunkStrategy
+from groundkit.contracts import HEADINGS_KEY, PAGE_STARTS_KEY, Document
+from groundkit.ingestion import chunk_document, chunk_spans
+from groundkit.ingestion.chunking import heading_starts
+from groundkit.ingestion.outline import markdown_outline
+
+
+def bound(text: str, config: ChunkingConfig, pages: int) -> float:
+    """The most chunks ``fixed`` and ``structure`` make of ``text`` (the ADR's proof).
+
+    With ``n`` characters, budget ``b`` and ``s = b // 4``: a section of ``s`` or
+    more gives at most ``4L/b + 2`` chunks and there are at most ``n/s`` of them;
+    each run of small sections is one chunk and ends at a large section, a page
+    start, the text's end, or with the next small section past the budget (at most
+    ``2n/b`` such pairs).
+    """
+    n, budget = len(text), config.max_chars
+    return 6 * n / budget + 3 * n / (budget // 4) + 2 * pages + 2
+
+
+_TITLE = st.sampled_from(["h", "Install", "API", "東京", "x" * 30, ""])
+_BODY = st.sampled_from(["", "", "Body.", "One. Two.", "word " * 12, "y" * 90, "\n"])
+_LINE = st.one_of(
+    st.builds(lambda level, title: "#" * level + " " + title, st.integers(1, 6), _TITLE),
+    st.builds(lambda title, rule: title + "\n" + rule, _TITLE, st.sampled_from(["===", "---"])),
+    _BODY,
+)
+# Heading-heavy Markdown: mostly headings, bodies short or missing.
+HEADING_HEAVY = st.lists(
+    st.tuples(_LINE, st.sampled_from(["\n", "\n\n", "\r\n", "\n \n"])), max_size=400
+).map(lambda parts: "".join(line + sep for line, sep in parts))
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> ChunkingConfig:
+    strategy: ChunkStrategy = draw(st.sampled_from(["structure", "fixed"]))
+    max_chars = draw(st.integers(min_value=32, max_value=2000))
+    overlap = draw(st.integers(min_value=0, max_value=max_chars // 2))
+    return ChunkingConfig(strategy=strategy, max_chars=max_chars, overlap_chars=overlap)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=HEADING_HEAVY, config=configs(), data=st.data())
+@example(text="# h\n" * 400, config=ChunkingConfig(), data=None)
+@example(text="# h\n\n" * 400, config=ChunkingConfig(max_chars=32, overlap_chars=0), data=None)
+def test_chunk_count_is_bounded_by_length_over_budget(
+    text: str, config: ChunkingConfig, data: st.DataObject | None
+) -> None:
+    # Pages begin at line starts.
+    lines = [i + 1 for i, ch in enumerate(text[:-1]) if ch == "\n"]
+    pages: list[int] = []
+    if data is not None and lines:
+        pages = sorted(set(data.draw(st.lists(st.sampled_from(lines), max_size=5))))
+    outline = markdown_outline(text)
+    document = Document(
+        document_id="d",
+        source="d.md",
+        content=text or " ",
+        metadata={HEADINGS_KEY: outline, PAGE_STARTS_KEY: pages},
+    )
+    spans = chunk_spans(text, config, page_starts=pages, headings=heading_starts(outline))
+    assert len(spans) <= bound(text, config, len(pages)), (len(spans), len(text))
+    previous = -1
+    for start, end in spans:
+        assert 0 <= start < end <= len(text)
+        assert end - start <= config.max_chars
+        assert not text[start].isspace() and not text[end - 1].isspace()
+        assert start > previous
+        previous = start
+        if config.strategy == "structure":  # ``fixed`` cuts pages between paragraphs
+            assert not [p for p in pages if start < p < end]
+    if text.strip():
+        chunks = chunk_document(document, config)
+        assert [(c.start_offset, c.end_offset) for c in chunks] == spans
+        assert all(c.content == text[c.start_offset : c.end_offset] for c in chunks)
+
+
+def test_a_file_of_bare_headings_is_packed_up_to_the_budget() -> None:
+    # One chunk per heading before: 100,000 chunks of 3 characters for these 400 KB.
+    text = "# h\n" * 100_000
+    headings = heading_starts(markdown_outline(text))
+    assert len(headings) == 100_000
+    spans = chunk_spans(text, ChunkingConfig(), headings=headings)
+    full = ("# h\n" * 400).strip()  # 1,599 characters: 400 headings fit the budget
+    assert [text[a:b] for a, b in spans] == [full] * 250
+    # Contiguous runs, each starting at a heading line.
+    assert all(a % 4 == 0 for a, _ in spans)
+
+
+def test_small_sections_are_joined_and_full_ones_keep_their_own_chunks() -> None:
+    config = ChunkingConfig(max_chars=200, overlap_chars=0)  # small: under 50 characters
+    body = "A sentence long enough to make this section stand on its own."
+    text = f"# Guide\n\n## Install\n\npip install it\n\n## Usage\n\n{body}\n\n## Notes\n\nNone.\n"
+    headings = heading_starts(markdown_outline(text))
+    pieces = [text[a:b] for a, b in chunk_spans(text, config, headings=headings)]
+    assert pieces == [
+        "# Guide\n\n## Install\n\npip install it",
+        f"## Usage\n\n{body}",
+        "## Notes\n\nNone.",
+    ]
+
+
+def test_small_sections_are_not_joined_across_a_page() -> None:
+    text = "# a\n# b\n# c\n# d\n"
+    headings = heading_starts(markdown_outline(text))
+    spans = chunk_spans(text, ChunkingConfig(max_chars=32, overlap_chars=0), headings=headings)
+    assert [text[a:b] for a, b in spans] == ["# a\n# b\n# c\n# d"]
+    paged = chunk_spans(
+        text, ChunkingConfig(max_chars=32, overlap_chars=0), headings=headings, page_starts=[8]
+    )
+    assert [text[a:b] for a, b in paged] == ["# a\n# b", "# c\n# d"]
+
+
+def test_sentence_chunks_are_unchanged_one_per_heading() -> None:
+    # ``sentence`` keeps one chunk per sentence and per bare heading by design.
+    text = "# a\n# b\n"
+    headings = heading_starts(markdown_outline(text))
+    spans = chunk_spans(text, ChunkingConfig(strategy="sentence"), headings=headings)
+    assert [text[a:b] for a, b in spans] == ["# a", "# b"]
