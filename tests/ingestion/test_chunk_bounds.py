@@ -17,6 +17,7 @@ from groundkit.contracts import HEADINGS_KEY, PAGE_STARTS_KEY, Document
 from groundkit.ingestion import chunk_document, chunk_spans
 from groundkit.ingestion.chunking import heading_starts
 from groundkit.ingestion.outline import markdown_outline
+from tests.ingestion.test_structure_chunking import assert_exact_slices
 
 
 def bound(text: str, config: ChunkingConfig, pages: int) -> float:
@@ -74,15 +75,9 @@ def test_chunk_count_is_bounded_by_length_over_budget(
     )
     spans = chunk_spans(text, config, page_starts=pages, headings=heading_starts(outline))
     assert len(spans) <= bound(text, config, len(pages)), (len(spans), len(text))
-    previous = -1
-    for start, end in spans:
-        assert 0 <= start < end <= len(text)
-        assert end - start <= config.max_chars
-        assert not text[start].isspace() and not text[end - 1].isspace()
-        assert start > previous
-        previous = start
-        if config.strategy == "structure":  # ``fixed`` cuts pages between paragraphs
-            assert not [p for p in pages if start < p < end]
+    assert_exact_slices(text, spans, config)
+    if config.strategy == "structure":  # ``fixed`` cuts pages between paragraphs
+        assert not [p for s, e in spans for p in pages if s < p < e]
     if text.strip():
         chunks = chunk_document(document, config)
         assert [(c.start_offset, c.end_offset) for c in chunks] == spans
