@@ -491,3 +491,63 @@ def test_a_file_uri_is_the_directory_it_names(tmp_path: Path) -> None:
 
     where = StoreLocation.resolve("x", index_dir=tmp_path, storage_uri=f"file://{tmp_path}/s")
     assert where.storage_uri == str(tmp_path / "s")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["collections"],
+        ["collections", "--json"],
+        ["search", "cats"],
+        ["ingest", "DOCS"],
+        ["fetch", "0123"],
+        ["serve"],
+        ["inspect"],
+        ["drop", "default", "--yes"],
+    ],
+    ids=lambda argv: "-".join(a for a in argv if a.isalpha()),
+)
+def test_an_index_dir_that_is_a_file_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str]
+) -> None:
+    # Not "no collections" (exit 0), nor a failure to create one inside the file.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("Cats purr at night.\n", encoding="utf-8")
+    file = tmp_path / "notes.txt"
+    file.write_text("not an index\n", encoding="utf-8")
+    argv = [str(docs) if a == "DOCS" else a for a in argv]
+    with pytest.raises(SystemExit) as stopped:
+        main([*argv, "--index-dir", str(file), "--base-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert stopped.value.code == 2 and out == ""
+    assert f"grk: error: --index-dir {str(file)!r} is not a directory" in err, err
+    assert "Traceback" not in err
+    assert file.read_text(encoding="utf-8") == "not an index\n"
+
+
+def test_grk_inspect_given_a_file_as_its_index_dir_names_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    file = tmp_path / "notes.txt"
+    file.write_text("not an index\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        main(["inspect", str(file)])
+    assert stopped.value.code == 2
+    assert f"INDEX_DIR {str(file)!r} is not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--host", "0.0.0.0"], "--host applies"),
+        (["--port", "9000"], "--port applies"),
+        (["--transport", "stdio", "--host", "127.0.0.1", "--port", "8000"], "--host and --port"),
+    ],
+    ids=["host", "port", "both-defaults-spelled-out"],
+)
+def test_http_flags_with_the_stdio_transport_are_refused(
+    capsys: pytest.CaptureFixture[str], index: Path, flags: list[str], named: str
+) -> None:
+    line = refused(capsys, "serve", "--index-dir", str(index), *flags)
+    assert named in line and "--transport http only" in line, line

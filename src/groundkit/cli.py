@@ -1,7 +1,8 @@
 """``grk``: ingest, search, fetch and verify from the shell.
 
 Exit codes: 0 success; 1 the command ran but found a problem (a file failed
-to ingest, a citation did not verify); 2 usage or configuration error.
+to ingest, a citation did not verify); 2 usage or configuration error; 130
+interrupted (SIGINT, Ctrl-C); 143 terminated (SIGTERM), ended the same way.
 ``--json`` output is stable; its shape is documented in docs/cli.md.
 """
 
@@ -13,12 +14,14 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from groundkit.errors import (
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
+# 128 + the signal's number, as a shell reports a command a signal ended.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 _SNIPPET = 160
 # Control characters (C0, DEL, C1) and the Unicode line and paragraph separators, each
 # shown as the escape a Python string literal would use.
@@ -1873,7 +1878,47 @@ def _in_flags(exc: GroundkitError) -> str:
     )
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[list[int]]:
+    """SIGTERM (``kill``, a service manager, a container stopping) ends grk the way
+    Ctrl-C does: whatever handles SIGINT at that moment gets it (``asyncio.run``'s
+    handler cancels the command, which closes what it opened; outside the loop,
+    ``KeyboardInterrupt``). The list yielded gets the signal's number, so the exit
+    code can say which one it was. Only in the main thread (where signals are
+    handled); the previous handler is put back on the way out."""
+    received: list[int] = []
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:  # SIGINT ignored (a background job) or left to the OS
+            raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    with _sigterm_as_interrupt() as received:
+        try:
+            return _main(argv)
+        except KeyboardInterrupt:
+            if received:
+                print("grk: terminated", file=sys.stderr)
+                return EXIT_TERMINATED
+            print("grk: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str] | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given in (["-V"], ["--version"]):
         # What the parser's version action prints, without building the parser (which
@@ -1917,9 +1962,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GroundkitError as exc:
         print(f"grk: error: {_in_flags(exc)}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("grk: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # The reader went away (grk search ... | head): not an error of ours.
         with contextlib.suppress(OSError):

@@ -716,6 +716,29 @@ def test_statement_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
             command_timeout()
 
 
+@pytest.mark.parametrize(
+    ("value", "meaning"),
+    [("", DEFAULT_TIMEOUT), ("  ", DEFAULT_TIMEOUT), ("0", None), (" 2.5 ", 2.5), ("-0", None)],
+)
+def test_a_statement_timeout_variable_that_is_taken(
+    monkeypatch: pytest.MonkeyPatch, value: str, meaning: float | None
+) -> None:
+    # Empty or blank: the default, as when unset; 0: no timeout.
+    monkeypatch.setenv(TIMEOUT_ENV, value)
+    assert command_timeout() == meaning
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "inf", "-inf", "nan", "1e400", "0x10", " soon "])
+def test_a_refused_statement_timeout_variable_is_quoted_as_set(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, value)
+    with pytest.raises(ConfigurationError) as refused:
+        command_timeout()
+    message = str(refused.value)
+    assert TIMEOUT_ENV in message and message.endswith(f"got {value!r}"), message
+
+
 async def test_a_server_that_stops_answering_is_a_storage_error(
     postgres_dsn: str, fresh: str
 ) -> None:

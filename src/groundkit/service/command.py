@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import functools
 import logging
 import os
@@ -62,8 +63,13 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add_location_arguments(serve, suppress=True)
     add_embedding_url_argument(serve, suppress=True)
     serve.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    serve.add_argument("--host", default=DEFAULT_HOST, help=f"HTTP address ({DEFAULT_HOST})")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
+    # None when not given: over stdio either is refused, never ignored.
+    serve.add_argument(
+        "--host", default=None, help=f"HTTP address ({DEFAULT_HOST}; --transport http only)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=None, help=f"HTTP port ({DEFAULT_PORT}; --transport http only)"
+    )
     serve.add_argument(
         "--token",
         default=None,
@@ -135,6 +141,13 @@ def settle_location(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     args.index_dir = Path(".groundkit") if index_dir is None else index_dir
     if hasattr(args, "index_dir_arg"):
         args.index_dir_arg = None
+    if args.metadata_url is None:
+        # A file there holds no collections: saying "no collections" (or failing to
+        # create one inside it) would hide the mistaken path.
+        flag = "INDEX_DIR" if given is not None else "--index-dir"
+        with contextlib.suppress(OSError):  # one that cannot be looked up: said when opened
+            if args.index_dir.exists() and not args.index_dir.is_dir():
+                parser.error(f"{flag} {str(args.index_dir)!r} is not a directory")
 
 
 def add_embedding_url_argument(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
@@ -159,10 +172,20 @@ def run_serve(args: argparse.Namespace) -> int:
     from groundkit.service.collections import CollectionRegistry
 
     transport: Transport = args.transport
+    if transport == "stdio":
+        given = [flag for flag in ("host", "port") if getattr(args, flag, None) is not None]
+        if given:
+            flags = " and ".join(f"--{flag}" for flag in given)
+            verb = "apply" if len(given) > 1 else "applies"
+            raise ConfigurationError(
+                f"{flags} {verb} to --transport http only; over stdio there is no address"
+            )
+    host: str = DEFAULT_HOST if args.host is None else args.host
+    port: int = DEFAULT_PORT if args.port is None else args.port
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
-    check_binding(transport, args.host, token)
-    if not 1 <= args.port <= 65535:
-        raise ConfigurationError(f"--port must be from 1 to 65535, got {args.port}")
+    check_binding(transport, host, token)
+    if not 1 <= port <= 65535:
+        raise ConfigurationError(f"--port must be from 1 to 65535, got {port}")
     rewriter = GlossaryRewriter.from_file(args.glossary) if args.glossary is not None else None
     registry = CollectionRegistry(
         None if args.metadata_url else args.index_dir,
@@ -175,7 +198,7 @@ def run_serve(args: argparse.Namespace) -> int:
         rewriter=rewriter,
     )
     route_third_party_logs()
-    asyncio.run(_serve(registry, transport, args.host, args.port, token, quiet=args.quiet))
+    asyncio.run(_serve(registry, transport, host, port, token, quiet=args.quiet))
     return 0
 
 

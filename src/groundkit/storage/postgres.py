@@ -356,19 +356,23 @@ def command_timeout(
     given: float | None = None, environ: Mapping[str, str] | None = None
 ) -> float | None:
     """The statement timeout in seconds (None: none): ``given``, else ``$TIMEOUT_ENV``, else
-    ``DEFAULT_TIMEOUT``; 0 turns it off. Anything else is a ``ConfigurationError``."""
+    ``DEFAULT_TIMEOUT``; 0 turns it off. The variable unset, empty or blank is the default.
+    Anything else (not a number, negative, ``inf``, ``nan``) is a ``ConfigurationError``
+    quoting what was set."""
+    said: object = given
     if given is None:
-        raw = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "").strip()
-        if not raw:
+        raw = (os.environ if environ is None else environ).get(TIMEOUT_ENV, "")
+        if not raw.strip():
             return DEFAULT_TIMEOUT
+        said = raw  # as the user wrote it, not what float() made of it
         try:
             given = float(raw)
         except ValueError:
             given = math.nan
     if isinstance(given, bool) or not math.isfinite(given) or given < 0:
         raise ConfigurationError(
-            f"the PostgreSQL statement timeout must be a number of seconds, 0 for none "
-            f"(${TIMEOUT_ENV}); got {given!r}"
+            f"the PostgreSQL statement timeout must be a finite number of seconds, 0 for "
+            f"none (${TIMEOUT_ENV}); got {said!r}"
         )
     return float(given) or None
 

@@ -1,0 +1,168 @@
+"""SIGTERM ends ``grk`` the way SIGINT (Ctrl-C) does: the command is cancelled, what it
+opened is closed, one line on stderr and no traceback; exit 143 (128 + 15), 130 for SIGINT.
+
+Each case is a real ``grk`` process sent the signal once it is known to be inside the
+command (an ingest waiting on its embedder, a server that said it is serving). A child that
+does not exit fails under a timeout, after printing where its threads stand; no bound is put
+on how long the exit takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import write_tree
+from tests.test_interrupted_ingests import _GRK_STALLED
+from tests.test_process_exit import LEFT_OPEN, REPO, child_env
+
+TIMEOUT = 120
+FILES = {
+    "harbour.md": "# Harbour\n\nTides lift the boats and cranes load the ships at dawn.\n",
+    "garden.md": "# Garden\n\nTomatoes ripen slowly when the nights are cold.\n",
+}
+EXIT = {signal.SIGINT: (130, b"grk: interrupted"), signal.SIGTERM: (143, b"grk: terminated")}
+SIGNALS = pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+
+# ``grk``, telling where its threads stand when the test asks (SIGUSR1).
+_GRK = textwrap.dedent(
+    """
+    import faulthandler, signal, sys
+    import groundkit.cli as cli
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    sys.exit(cli.main(sys.argv[1:]))
+    """
+)
+
+
+def _default_sigint() -> None:
+    # A test run started in the background ignores SIGINT, and a child inherits that.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+async def _signalled(
+    proc: asyncio.subprocess.Process, sig: signal.Signals, *, said: bytes, on_stderr: bool
+) -> tuple[bytes, bytes]:
+    """Wait for the line ``said``, send ``sig``, and return the rest of stdout and stderr."""
+    stream = proc.stderr if on_stderr else proc.stdout
+    assert stream is not None
+    seen = b""
+    while said not in seen:
+        line = await asyncio.wait_for(stream.readline(), TIMEOUT)
+        assert line, f"grk ended before it said {said!r}: {seen!r}"
+        seen += line
+    proc.send_signal(sig)
+    assert proc.stdout is not None and proc.stderr is not None
+    # Not communicate(): that closes stdin, which alone ends grk serve over stdio.
+    ending = asyncio.gather(proc.stdout.read(), proc.stderr.read(), proc.wait())
+    try:
+        out, err, _ = await asyncio.wait_for(ending, TIMEOUT)
+    except TimeoutError:
+        proc.send_signal(signal.SIGUSR1)  # faulthandler: where each thread stands
+        await asyncio.sleep(2)
+        if proc.returncode is None:
+            proc.kill()
+        out, err = await proc.communicate()
+        pytest.fail(f"grk did not exit after {sig.name}:\n" + err.decode(errors="replace"))
+    return (out, seen + err) if on_stderr else (seen + out, err)
+
+
+def _ends_like_ctrl_c(proc: asyncio.subprocess.Process, sig: signal.Signals, err: bytes) -> None:
+    code, line = EXIT[sig]
+    assert proc.returncode == code, err
+    assert line in err, err
+    assert b"Traceback" not in err, err
+    assert LEFT_OPEN.encode() not in err, err
+
+
+def _described(index: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "groundkit", "collections", "--index-dir", str(index), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=True,
+        env=child_env(),
+    )
+    listed: dict[str, Any] = json.loads(done.stdout)["collections"][0]
+    return listed
+
+
+@SIGNALS
+async def test_a_signal_during_grk_ingest_closes_the_collection(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(base, FILES)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-W",
+        "always::ResourceWarning",
+        "-c",
+        _GRK_STALLED,
+        *("ingest", str(base), "--index-dir", str(index), "--base-dir", str(base)),
+        *("--embedder", "hash-64"),
+        cwd=REPO,
+        env=child_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
+    _, err = await _signalled(proc, sig, said=b"embedding", on_stderr=False)
+    _ends_like_ctrl_c(proc, sig, err)
+    # Closed, not abandoned: SQLite folded its write-ahead log back into the file.
+    assert not (index / "default.sqlite3-wal").exists()
+    # What either signal leaves: the texts, committed whole, and no vectors yet (the
+    # next ingest adds them; tests/test_interrupted_ingests.py).
+    described = _described(index)
+    assert described["status"] == "ok"
+    assert described["documents"] == len(FILES)
+    assert described["chunks"] > 0
+    assert described["vectors_missing"] == described["chunks"]
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Path:
+    base, index = tmp_path / "base", tmp_path / "index"
+    write_tree(base, FILES)
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "groundkit", "ingest", str(base), "-q"),
+            *("--index-dir", str(index), "--base-dir", str(base)),
+        ],
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=True,
+        env=child_env(),
+    )
+    return index
+
+
+@SIGNALS
+async def test_a_signal_stops_grk_serve_over_http(index: Path, sig: signal.Signals) -> None:
+    pytest.importorskip("uvicorn")
+    from tests.service.conftest import free_port
+
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-W", "always::ResourceWarning", "-c", _GRK),
+        *("serve", "--index-dir", str(index), "--transport", "http"),
+        *("--port", str(free_port())),
+        cwd=REPO,
+        env=child_env(),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
+    # uvicorn stops serving on either signal; grk then ends as for Ctrl-C.
+    _, err = await _signalled(proc, sig, said=b"serving 1 collection(s)", on_stderr=True)
+    _ends_like_ctrl_c(proc, sig, err)
