@@ -31,6 +31,7 @@ from groundkit.storage.postgres import (
     TIMEOUT_ENV,
     PostgresMetadataStore,
     command_timeout,
+    drop_if_unwritten,
     redact_dsn,
     schema_name,
 )
@@ -157,6 +158,57 @@ async def test_drop_removes_the_collection(postgres_dsn: str, fresh: str) -> Non
     await store.drop()
     with pytest.raises(StorageError, match="ingest"):
         await PostgresMetadataStore.open(postgres_dsn, fresh, create=False)
+
+
+async def _waits_for_lock(
+    watcher: asyncpg.Connection, schema: str, table: str, waiting: asyncio.Future[Any]
+) -> None:
+    """Until some session waits for a lock on ``schema.table`` (``waiting`` still under way)."""
+    while not await watcher.fetchval(
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+        " WHERE NOT l.granted AND c.relname = $2"
+        " AND c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = $1)",
+        schema,
+        table,
+    ):
+        assert not waiting.done(), waiting.exception()
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize("how", ["drop", "drop_if_unwritten"])
+async def test_a_drop_caught_in_a_deadlock_with_a_search_is_made_again(
+    postgres_dsn: str, fresh: str, how: str
+) -> None:
+    # A drop locks state, documents, chunks, ... in turn; a search's statement locks chunks
+    # before documents. The server breaks the cycle by aborting the drop (it waited first).
+    store = await PostgresMetadataStore.open(postgres_dsn, fresh)
+    if how == "drop":
+        await put(store, "a.txt", ["alpha"])
+    schema = schema_name(fresh)
+    reader = await asyncpg.connect(postgres_dsn)
+    watcher = await asyncpg.connect(postgres_dsn)
+    try:
+        # The search side looks for deadlocks last, so the server's victim is the drop.
+        await reader.execute("SET deadlock_timeout = '1h'")
+        search = reader.transaction()
+        await search.start()
+        await reader.fetch(f'SELECT 1 FROM "{schema}".chunks LIMIT 1')
+        if how == "drop":
+            dropped: asyncio.Future[Any] = asyncio.ensure_future(store.drop())
+        else:
+            await store.close()
+            dropped = asyncio.ensure_future(drop_if_unwritten(postgres_dsn, fresh))
+        await _waits_for_lock(watcher, schema, "chunks", dropped)
+        await reader.fetch(f'SELECT 1 FROM "{schema}".documents LIMIT 1')  # the cycle
+        await search.commit()
+        result = await asyncio.wait_for(dropped, 120)
+        assert result in (None, True)
+        gone = "SELECT count(*) FROM pg_namespace WHERE nspname = $1"
+        assert await watcher.fetchval(gone, schema) == 0
+    finally:
+        await reader.close()
+        await watcher.close()
+        await store.close()
 
 
 def test_schema_names() -> None:

@@ -22,10 +22,10 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import unquote
 
 import numpy as np
@@ -116,6 +116,13 @@ DEFAULT_TIMEOUT = 60.0
 # lock, a DROP or VACUUM waiting for readers) or rewrite whole tables: those wait as long as it
 # takes. asyncpg has no "none" for a statement with parameters; a century stands for it.
 _UNBOUNDED = 100 * 365 * 24 * 3600.0
+# A drop locks the schema's tables one after another (state, documents, chunks, ...), while
+# a search's statement locks them in its own order (chunks, then documents): a search under
+# way can close a cycle with a drop. PostgreSQL then aborts whichever waited first, which is
+# the drop; the search goes on, and the drop is tried again after it (attempts, first pause
+# in seconds, doubled each time).
+_DROP_ATTEMPTS, _DROP_PAUSE = 8, 0.05
+_T = TypeVar("_T")
 # TCP keepalives (idle, interval, count; seconds): a dead server host fails a statement that
 # waits unbounded within about a minute, where no timeout would.
 _KEEPALIVE = (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
@@ -712,13 +719,15 @@ class PostgresMetadataStore:
 
     async def drop(self) -> None:
         """Delete the collection (its whole schema) and close the store."""
+
+        async def once() -> None:
+            async with self._connection() as conn:
+                # Waits for the searches and the write under way: no timeout.
+                await conn.execute(f"DROP SCHEMA IF EXISTS {self._s} CASCADE", timeout=_UNBOUNDED)
+
         try:
             with self._mapped("drop the collection"):
-                async with self._connection() as conn:
-                    # Waits for the searches and the write under way: no timeout.
-                    await conn.execute(
-                        f"DROP SCHEMA IF EXISTS {self._s} CASCADE", timeout=_UNBOUNDED
-                    )
+                await _past_deadlocks(once)
         finally:
             self._vocab = None
             await self.close()
@@ -1605,17 +1614,41 @@ async def drop_if_unwritten(dsn: str, collection: str, *, connect_timeout: float
     fails), never lost. The lock and the drop wait as long as they must."""
     s = _quote(schema_name(collection))
     what = f"remove the unused collection {collection!r}"
-    async with _connected(dsn, connect_timeout, what) as conn, conn.transaction():
-        if await conn.fetchval("SELECT to_regclass($1)", f"{s}.state") is None:
-            return False
-        row = await conn.fetchrow(
-            f"SELECT generation, manifest FROM {s}.state WHERE id = 1 FOR UPDATE",
-            timeout=_UNBOUNDED,
-        )
-        if row is None or not never_written(row["generation"], row["manifest"]):
-            return False
-        await conn.execute(f"DROP SCHEMA {s} CASCADE", timeout=_UNBOUNDED)
-    return True
+
+    async with _connected(dsn, connect_timeout, what) as conn:
+
+        async def once() -> bool:
+            async with conn.transaction():
+                if await conn.fetchval("SELECT to_regclass($1)", f"{s}.state") is None:
+                    return False
+                row = await conn.fetchrow(
+                    f"SELECT generation, manifest FROM {s}.state WHERE id = 1 FOR UPDATE",
+                    timeout=_UNBOUNDED,
+                )
+                if row is None or not never_written(row["generation"], row["manifest"]):
+                    return False
+                await conn.execute(f"DROP SCHEMA {s} CASCADE", timeout=_UNBOUNDED)
+            return True
+
+        return await _past_deadlocks(once)
+
+
+async def _past_deadlocks(attempt: Callable[[], Awaitable[_T]]) -> _T:
+    """``attempt()``, made again when PostgreSQL ended it as one side of a deadlock.
+
+    Only drops come here: a drop taking the schema's tables in its order can meet a
+    search taking them in another, and the server aborts the drop, which waited first.
+    Its transaction rolled back whole, so it can simply run again once the search is
+    through (``_DROP_ATTEMPTS`` times, pausing ``_DROP_PAUSE`` s, doubled each time)."""
+    deadlock = _driver().DeadlockDetectedError
+    pause = _DROP_PAUSE
+    for _ in range(_DROP_ATTEMPTS - 1):
+        try:
+            return await attempt()
+        except deadlock:
+            await asyncio.sleep(pause)
+            pause *= 2
+    return await attempt()
 
 
 # asyncpg's message for a value it could not encode quotes the value (a whole
