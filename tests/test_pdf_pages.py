@@ -4,6 +4,10 @@ the PNG is the page, the same bytes give the same image, bad input is an error."
 from __future__ import annotations
 
 import io
+import math
+import struct
+import tracemalloc
+import zlib
 from typing import Any
 
 import pytest
@@ -13,7 +17,9 @@ from hypothesis import strategies as st
 pytest.importorskip("pypdfium2")
 
 from groundkit.errors import IngestionError
+from groundkit.extraction.pdf import MAX_EDGE_PX
 from groundkit.extraction.pdf_pages import (
+    MAX_PAGE_PIXELS,
     PageImage,
     PixelFrame,
     encode_png,
@@ -114,8 +120,87 @@ def test_bad_input_is_an_ingestion_error() -> None:
         render_pdf_page(PDF, 0, 1.5)
     with pytest.raises(IngestionError, match="not a readable PDF"):
         render_pdf_page(b"%PDF-1.4 this is not a pdf", 1, 1.5)
-    with pytest.raises(IngestionError, match="pixels a side"):
-        render_pdf_page(PDF, 1, 100.0)
+    with pytest.raises(IngestionError, match="0x0 pixels at this scale"):
+        render_pdf_page(PDF, 1, 1e-4)  # no pixel at all
+
+
+@pytest.mark.parametrize("scale", [math.nan, math.inf, -math.inf, -1.5, 0.0])
+def test_a_scale_that_is_no_positive_number_is_refused(scale: float) -> None:
+    with pytest.raises(IngestionError, match="positive, finite scale"):
+        render_pdf_page(PDF, 1, scale)
+
+
+def _big_pdf(side: float) -> bytes:
+    """One ``side`` x ``side`` pt page with "Hello" at (100, 200) from the top left."""
+    from fpdf import FPDF
+
+    pdf = FPDF(unit="pt", format=(side, side))
+    pdf.add_page()
+    pdf.set_font("helvetica", size=40)
+    pdf.text(100, 200, "Hello")
+    return bytes(pdf.output())
+
+
+def test_a_page_too_large_at_the_scale_is_rendered_smaller_within_the_limits() -> None:
+    from PIL import Image
+
+    # 6,000 x 6,000 pixels asked: within the edge limit, over the area limit.
+    image = render_pdf_page(_big_pdf(4000), 1, 1.5)
+    assert image.width * image.height <= MAX_PAGE_PIXELS
+    assert max(image.width, image.height) <= MAX_EDGE_PX
+    # The largest scale within 16 million pixels: 4,000 pixels a side.
+    assert 0.999 < image.frame.scale <= math.sqrt(MAX_PAGE_PIXELS) / 4000
+    decoded = Image.open(io.BytesIO(image.png))
+    assert decoded.size == (image.width, image.height) == image.frame.size
+    # The frame is the scale used: "Hello" is where it maps.
+    x0, y0, w, h = image.frame.box(100, 4000 - 200, 200, 4000 - 170)
+    ink = decoded.convert("L").crop((round(x0), round(y0), round(x0 + w), round(y0 + h)))
+    assert sum(ink.histogram()[:128]) > 50
+    # Far past the edge limit as asked (the old refusal): shown smaller, not refused.
+    wide = render_pdf_page(PDF, 1, 100.0)
+    assert max(wide.width, wide.height) <= MAX_EDGE_PX
+    assert wide.width * wide.height <= MAX_PAGE_PIXELS
+    # pdfium rounds the size up, the frame to the nearest: a pixel apart at most.
+    (frame_width, frame_height) = wide.frame.size
+    assert abs(frame_width - wide.width) <= 1 and abs(frame_height - wide.height) <= 1
+
+
+def test_a_render_holds_one_full_size_buffer() -> None:
+    # tracemalloc sees pypdfium2's bitmap (a ctypes buffer), bytes and zlib's state:
+    # a render that copied the pixels (to bytes, to filtered rows, joined) peaks at 4x.
+    data = _big_pdf(1000)
+    render_pdf_page(data, 1, 1.0)  # imports and pdfium's first-use allocations
+    tracemalloc.start()
+    try:
+        image = render_pdf_page(data, 1, 1.0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    full = image.width * image.height * 3
+    assert (image.width, image.height) == (1000, 1000)
+    assert peak < 1.5 * full, peak / full
+
+
+def test_png_encoding_is_what_one_zlib_call_makes() -> None:
+    # Rows compressed as they come give the very bytes of compressing them at once.
+    width, height = 97, 61
+    rgb = bytes(
+        (x * 31 + y * 7 + (x * y) % 13) % 256 for y in range(height) for x in range(width * 3)
+    )
+    raw = b"".join(b"\x00" + rgb[r * width * 3 : (r + 1) * width * 3] for r in range(height))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    expected = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw, 6))
+        + chunk(b"IEND", b"")
+    )
+    assert encode_png(rgb, width, height) == expected
 
 
 def test_png_encoding_round_trips() -> None:

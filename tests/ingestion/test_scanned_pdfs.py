@@ -23,7 +23,6 @@ from groundkit.contracts import (
     page_frame_at,
     rects_at,
 )
-from groundkit.errors import IngestionError
 from groundkit.extraction import pdf_extractor
 from groundkit.extraction.base import Extraction
 from groundkit.extraction.ocr import ocr_engine
@@ -288,16 +287,19 @@ async def test_a_mixed_pdf_with_tesseract_recognises_only_the_scanned_page() -> 
     assert "Fresnel" in first and "Foghorns" in second
 
 
-async def test_a_page_too_large_to_render_for_ocr_is_refused_not_rendered() -> None:
+async def test_a_page_too_large_to_render_for_ocr_is_left_unread_not_rendered() -> None:
+    # Pages too large for 300 dpi are read at less (tests/test_ocr_large_pages.py);
+    # this one is too large even at 72 dpi (adr/0098-large-pages-rendered-to-fit.md).
     real_engine()
     from fpdf import FPDF
 
-    pdf = FPDF(unit="pt", format=(2000, 2000))  # 8,333 pixels across at the OCR resolution
+    pdf = FPDF(unit="pt", format=(8000, 2000))  # 8,000 pixels across at 72 dpi
     pdf.add_page()
     pdf.rect(100, 100, 500, 300, style="F")  # drawn, no text: a scanned page
     extractor = pdf_extractor().with_policy(ocr_policy("auto"))
-    with pytest.raises(IngestionError, match="pixels a side are recognised"):
-        await extractor.extract_bytes(bytes(pdf.output()))
+    extraction = await extractor.extract_bytes(bytes(pdf.output()))
+    assert extraction.text.strip() == ""
+    assert extraction.unread is not None and "too large to recognise" in extraction.unread
 
 
 async def test_text_and_blank_pages_keep_the_plain_identity() -> None:

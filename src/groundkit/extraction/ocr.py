@@ -72,17 +72,22 @@ class OcrLine:
 
 @dataclass(frozen=True, slots=True)
 class GrayImage:
-    """8-bit grayscale pixels, row after row with no padding (what a page render gives)."""
+    """8-bit grayscale pixels, row after row with no padding (what a page render gives),
+    and the resolution they were rendered at (``OCR_DPI`` unless a page too large for it
+    was rendered at less: extraction/pdf_ocr.py)."""
 
     width: int
     height: int
     pixels: bytes
+    dpi: int = OCR_DPI
 
     def __post_init__(self) -> None:
         if self.width <= 0 or self.height <= 0 or len(self.pixels) != self.width * self.height:
             raise ValueError(
                 f"{len(self.pixels)} bytes do not make a {self.width}x{self.height} gray image"
             )
+        if self.dpi <= 0:
+            raise ValueError(f"a gray image at {self.dpi} dpi")
 
     def pgm(self) -> bytes:
         """The image as binary PGM, a format tesseract reads from stdin."""
@@ -179,7 +184,7 @@ class OcrEngine:
     def __init__(self, program: str, languages: str) -> None:
         self._program = program
         self.languages = languages
-        self.dpi = OCR_DPI
+        self.dpi = OCR_DPI  # the resolution pages are rendered at when they fit (GrayImage.dpi)
         self._seen: OrderedDict[bytes, tuple[OcrLine, ...]] = OrderedDict()
         self._seen_lock = threading.Lock()
         self.identity = (
@@ -191,26 +196,29 @@ class OcrEngine:
         return f"OcrEngine({self.identity!r})"
 
     def recognise(self, image: GrayImage) -> list[OcrLine]:
-        """The words on ``image`` (rendered at ``dpi``), line by line in reading order
-        (block, paragraph, line, word). Confidence is not used: every word tesseract
-        reports is kept, so the text is what the engine read, not a filtered view.
+        """The words on ``image`` (told to tesseract as rendered at ``image.dpi``), line
+        by line in reading order (block, paragraph, line, word). Confidence is not used:
+        every word tesseract reports is kept, so the text is what the engine read, not a
+        filtered view.
 
         The same image gives the same words, so a page seen lately is answered from
         memory (the engine's identity pins everything the words depend on)."""
         pgm = image.pgm()
-        key = hashlib.sha256(pgm).digest()
+        digest = hashlib.sha256(b"%d dpi\n" % image.dpi)
+        digest.update(pgm)
+        key = digest.digest()
         with self._seen_lock:
             if key in self._seen:
                 self._seen.move_to_end(key)
                 return list(self._seen[key])
-        lines = self._recognise(pgm)
+        lines = self._recognise(pgm, image.dpi)
         with self._seen_lock:
             self._seen[key] = tuple(lines)
             while len(self._seen) > _REMEMBERED_PAGES:
                 self._seen.popitem(last=False)
         return lines
 
-    def _recognise(self, pgm: bytes) -> list[OcrLine]:
+    def _recognise(self, pgm: bytes, dpi: int) -> list[OcrLine]:
         done = _run(
             [
                 self._program,
@@ -223,7 +231,7 @@ class OcrEngine:
                 "--psm",
                 str(_PSM),
                 "--dpi",
-                str(self.dpi),
+                str(dpi),
                 "tsv",
             ],
             data=pgm,

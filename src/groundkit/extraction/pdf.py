@@ -20,7 +20,10 @@ abut, and a highlight reads as a line of text, not a row of glyph outlines.
 A page with no text layer (a scan) is read by OCR when the extractor's policy has
 an engine (``with_policy``; extraction/pdf_ocr.py, adr/0073-ocr.md): one page at a
 time, rendered under the lock and recognised after it is released, so one page
-image is held at once and other PDFs are read meanwhile.
+image is held at once and other PDFs are read meanwhile. A page too large for 300 dpi
+within ``MAX_EDGE_PX`` is rendered at the highest whole dpi that fits; one too large
+even at 72 dpi is left unread with a note, never failing the PDF
+(adr/0098-large-pages-rendered-to-fit.md).
 """
 
 from __future__ import annotations
@@ -41,12 +44,15 @@ from groundkit.extraction.base import (
 )
 from groundkit.extraction.ocr import OCR_DPI, OcrEngine, OcrLine
 from groundkit.extraction.pdf_ocr import (
+    MIN_OCR_DPI,
     OCR_OFF,
     DeviceToPage,
     OcrPolicy,
+    PageTooLargeError,
     lay_out,
     ocr_identity,
     render_page,
+    unread_note,
 )
 from groundkit.utils.geometry import NO_BOX, Box, PackedBoxes, PageFrame, encode_geometry
 
@@ -61,6 +67,11 @@ PDFIUM_LOCK = threading.Lock()
 # The largest image edge pdfium is asked to render, in pixels (page images and pages
 # rendered for OCR): a huge page is not a way to exhaust memory.
 MAX_EDGE_PX = 6000
+# Why a scanned page is left unread by an extractor that has an OCR engine.
+_TOO_LARGE = (
+    f"it is too large to recognise (OCR renders a page at {MIN_OCR_DPI} dpi or more, "
+    f"at most {MAX_EDGE_PX} pixels a side)"
+)
 
 _ENCRYPTED = "encrypted PDF that needs a password; decrypt it first (qpdf --decrypt)"
 _HYPHEN_CODES = frozenset({0x02, 0xFFFE, 0x2D})
@@ -201,17 +212,18 @@ class PdfExtractor(BaseExtractor):
                 if recognised and self._policy.engine is not None
                 else None
             ),
-            unread=self._policy.unread(unread) if unread else None,
+            unread=unread,
         )
 
     def _recognise(
         self, read: list[PageText | _Scanned], data: bytes
-    ) -> tuple[list[PageText], bool, list[int]]:
+    ) -> tuple[list[PageText], bool, str | None]:
         """Each page's text and boxes, scanned pages recognised; whether OCR gave any
-        text, and the 1-based numbers of scanned pages left unread."""
+        text, and what to say of scanned pages left unread (None when there are none)."""
         pages: list[PageText] = []
         recognised = False
         unread: list[int] = []
+        too_large: list[int] = []
         engine = self._policy.engine
         for number, page in enumerate(read, start=1):
             if not isinstance(page, _Scanned):
@@ -220,15 +232,25 @@ class PdfExtractor(BaseExtractor):
                 unread.append(number)
                 pages.append(page.layer)
             else:
-                # tesseract runs with the lock released: other PDFs are read meanwhile.
-                text, boxes = lay_out(*self._recognise_page(data, number - 1, engine))
+                try:
+                    lines, to_page = self._recognise_page(data, number - 1, engine)
+                except PageTooLargeError:
+                    # Left as OCR off leaves it: the PDF's other pages are still read.
+                    too_large.append(number)
+                    pages.append(page.layer)
+                    continue
+                # tesseract ran with the lock released: other PDFs were read meanwhile.
+                text, boxes = lay_out(lines, to_page)
                 # Nothing recognised: the page stays as its layer reads, so the text
                 # is the same as with OCR off and the identity need not name OCR.
                 recognised |= bool(text)
                 pages.append((text, boxes) if text else page.layer)
         if unread and self._policy.required:
             raise IngestionError(self._policy.unread(unread))
-        return pages, recognised, unread
+        notes = [self._policy.unread(unread)] if unread else []
+        if too_large:
+            notes.append(unread_note(too_large, _TOO_LARGE))
+        return pages, recognised, "; ".join(notes) or None
 
     def _recognise_page(
         self, data: bytes, index: int, engine: OcrEngine

@@ -1,7 +1,9 @@
 """A PDF page without a text layer, read by OCR: its text and a box per character.
 
 The page is rendered by pdfium at the engine's resolution as a viewer shows it
-(``/Rotate`` applied), recognised, and laid out by fixed rules (the ``OCR_LAYOUT``
+(``/Rotate`` applied; a page too large for that within the pixel limit at the highest
+whole dpi that fits, down to ``MIN_OCR_DPI``, adr/0098-large-pages-rendered-to-fit.md),
+recognised, and laid out by fixed rules (the ``OCR_LAYOUT``
 revision, part of the identity): words joined by a space, lines by a newline,
 paragraphs and blocks by a blank line. A character's box is its equal share of
 its word's box along the line, mapped from image pixels to the page's own user
@@ -12,6 +14,7 @@ generated and have no box.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from groundkit.extraction.ocr import GrayImage, OcrEngine, OcrLine, ocr_engine
 from groundkit.utils.geometry import Box
 
 __all__ = [
+    "MIN_OCR_DPI",
     "OCR_LAYOUT",
     "OCR_MARK",
     "OCR_OFF",
@@ -29,12 +33,15 @@ __all__ = [
     "OcrEngineChangedError",
     "OcrMode",
     "OcrPolicy",
+    "PageTooLargeError",
     "lay_out",
     "ocr_identity",
     "ocr_policy",
     "recorded_engine",
+    "render_dpi",
     "render_page",
     "split_ocr_identity",
+    "unread_note",
 ]
 
 OcrMode = Literal["auto", "required", "off"]
@@ -43,6 +50,9 @@ OcrMode = Literal["auto", "required", "off"]
 OCR_LAYOUT = "groundkit-ocr/1"
 # Between a PDF extractor's identity and the OCR engine's in a document's identity.
 OCR_MARK = "+ocr:"
+# The lowest resolution a page too large for the engine's is recognised at: below it
+# the page is left unread (with a warning), not read as noise.
+MIN_OCR_DPI = 72
 
 
 def ocr_identity(pdf_identity: str, engine: OcrEngine) -> str:
@@ -99,10 +109,20 @@ class OcrPolicy:
 
     def unread(self, pages: Sequence[int]) -> str:
         """What to say of ``pages`` (1-based) when they are left without text."""
-        listed = ", ".join(str(p) for p in pages)
-        if len(pages) == 1:
-            return f"page {listed} has no text layer and was not read: {self.missing}"
-        return f"pages {listed} have no text layer and were not read: {self.missing}"
+        return unread_note(pages, self.missing)
+
+
+def unread_note(pages: Sequence[int], reason: str) -> str:
+    """What to say of ``pages`` (1-based) left without text, for ``reason``."""
+    listed = ", ".join(str(p) for p in pages)
+    if len(pages) == 1:
+        return f"page {listed} has no text layer and was not read: {reason}"
+    return f"pages {listed} have no text layer and were not read: {reason}"
+
+
+class PageTooLargeError(IngestionError):
+    """A page too large to render for OCR at ``MIN_OCR_DPI`` within the pixel limit:
+    the PDF is read without it, never failed for it."""
 
 
 OCR_OFF = OcrPolicy(None, "OCR is off (IngestConfig(ocr='off'), grk ingest --ocr off)")
@@ -153,19 +173,43 @@ class DeviceToPage:
         )
 
 
-def render_page(page: Any, dpi: int, max_edge: int) -> tuple[GrayImage, DeviceToPage]:
-    """``page`` (a pypdfium2 ``PdfPage``) rendered in gray at ``dpi`` as shown
-    (annotations and form fields left out: the page's own content), and the map
-    back to its user space. ``IngestionError`` when an edge would pass ``max_edge``
-    pixels. Call it under the pdfium lock."""
-    width_pt, height_pt = page.get_size()
-    edge = round(max(width_pt, height_pt) * dpi / 72)
-    if edge > max_edge:
-        raise IngestionError(
-            f"a page of {width_pt:.0f}x{height_pt:.0f} pt is {edge} pixels across at {dpi} dpi; "
+def render_dpi(width_pt: float, height_pt: float, dpi: int, max_edge: int) -> int:
+    """The resolution a page of ``width_pt`` by ``height_pt`` points is rendered at for
+    OCR: ``dpi``, or when its longer edge would pass ``max_edge`` pixels at that, the
+    highest whole dpi at which it does not. A function of the page's size alone, so the
+    same bytes are always read the same way. ``PageTooLargeError`` below ``MIN_OCR_DPI``
+    (and for a size that is no number)."""
+    longest = max(width_pt, height_pt)
+    if not math.isfinite(longest) or longest <= 0:
+        raise PageTooLargeError(f"a page of {width_pt}x{height_pt} pt cannot be rendered")
+
+    def fits(resolution: int) -> bool:
+        # Rounded as the limit has always been checked: pages that fitted still do.
+        return round(longest * resolution / 72) <= max_edge
+
+    if fits(dpi):
+        return dpi
+    fitted = min(dpi, math.floor(max_edge * 72 / longest))
+    while fitted > 0 and not fits(fitted):
+        fitted -= 1
+    if fitted < MIN_OCR_DPI:
+        raise PageTooLargeError(
+            f"a page of {width_pt:.0f}x{height_pt:.0f} pt is "
+            f"{round(longest * MIN_OCR_DPI / 72)} pixels across at {MIN_OCR_DPI} dpi; "
             f"pages up to {max_edge} pixels a side are recognised"
         )
-    bitmap = page.render(scale=dpi / 72, grayscale=True, draw_annots=False, may_draw_forms=False)
+    return fitted
+
+
+def render_page(page: Any, dpi: int, max_edge: int) -> tuple[GrayImage, DeviceToPage]:
+    """``page`` (a pypdfium2 ``PdfPage``) rendered in gray as shown (annotations and
+    form fields left out: the page's own content) at ``render_dpi`` (``dpi`` unless an
+    edge would pass ``max_edge`` pixels; the image says which), and the map back to
+    its user space, which follows the render. ``PageTooLargeError`` when even
+    ``MIN_OCR_DPI`` is too much. Call it under the pdfium lock."""
+    width_pt, height_pt = page.get_size()
+    used = render_dpi(width_pt, height_pt, dpi, max_edge)
+    bitmap = page.render(scale=used / 72, grayscale=True, draw_annots=False, may_draw_forms=False)
     try:
         width, height, stride = bitmap.width, bitmap.height, bitmap.stride
         view = memoryview(bitmap.buffer).cast("B")
@@ -176,7 +220,7 @@ def render_page(page: Any, dpi: int, max_edge: int) -> tuple[GrayImage, DeviceTo
         transform = DeviceToPage.from_corners(bitmap.get_posconv(page).to_page, width, height)
     finally:
         bitmap.close()
-    return GrayImage(width, height, pixels), transform
+    return GrayImage(width, height, pixels, used), transform
 
 
 def _char_box(to_page: DeviceToPage, left: float, top: float, right: float, bottom: float) -> Box:

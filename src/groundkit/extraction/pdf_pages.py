@@ -6,24 +6,41 @@ page rotation not applied); the image is the crop box as a viewer shows it (rota
 applied). ``PixelFrame`` holds what maps one to the other, so the drawing and the
 rendering agree by construction. Rendering uses pypdfium2 (the ``pdf`` extra), with
 calls into pdfium serialised, as pdfium is not thread-safe.
+
+One render holds one full-size buffer: pdfium draws three bytes a pixel into it, and
+the PNG is compressed from it row by row. A page that would pass ``MAX_EDGE_PX`` pixels
+a side or ``MAX_PAGE_PIXELS`` in all at the asked scale is rendered at the largest scale
+within both (its frame says which), and one page image is made at a time in the
+process, so a render never takes more than about 50 MB whatever the PDF asks for
+(adr/0098-large-pages-rendered-to-fit.md).
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import struct
+import threading
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.pdf import MAX_EDGE_PX, PDFIUM_LOCK
 
-__all__ = ["PageImage", "PixelFrame", "encode_png", "render_pdf_page"]
+__all__ = ["MAX_PAGE_PIXELS", "PageImage", "PixelFrame", "encode_png", "render_pdf_page"]
 
 # The extractor's lock: every pdfium call in the process is serialised by one lock
 # (pypdfium2 is not thread-safe), rendering and extraction alike.
 _PDFIUM = PDFIUM_LOCK
+# The most pixels one page image has: 48 MB of RGB. Four times a 4K screen, and an A0
+# sheet at the inspector's 1.5 pixels a point (18 million) is shown at 1.4.
+MAX_PAGE_PIXELS = 16_000_000
+# One page image is rendered and encoded at a time, outside the pdfium lock for the
+# encoding: concurrent requests wait rather than each holding a full-size buffer.
+_ONE_IMAGE = threading.Lock()
+_PNG_LEVEL = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,43 +115,93 @@ def _open(pdfium: Any, data: bytes) -> Any:
 
 def render_pdf_page(data: bytes, page_number: int, scale: float) -> PageImage:
     """Page ``page_number`` (1-based) of the PDF in ``data``, rendered at ``scale``
-    pixels per point, as a PNG. Same bytes, same image. Blocking: run it in a thread."""
+    pixels per point (less for a page too large for the limits at it: the frame holds
+    the scale used), as a PNG. Same bytes, same image. Blocking: run it in a thread."""
+    if not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
+        raise IngestionError(f"pages are rendered at a positive, finite scale, not {scale!r}")
     pdfium = _pdfium()
-    with _PDFIUM:
-        document = _open(pdfium, data)
-        try:
-            if not 1 <= page_number <= len(document):
-                raise IngestionError(f"the PDF has no page {page_number} (it has {len(document)})")
-            page = document[page_number - 1]
+    with _ONE_IMAGE:
+        with _PDFIUM:
+            document = _open(pdfium, data)
             try:
-                frame = PixelFrame(
-                    crop=_bounds(page.get_bbox()),
-                    rotation=int(page.get_rotation()) % 360,
-                    scale=scale,
-                )
-                width, height = frame.size
-                if max(width, height) > MAX_EDGE_PX or min(width, height) < 1:
+                if not 1 <= page_number <= len(document):
                     raise IngestionError(
-                        f"page {page_number} is {width}x{height} pixels at this scale; "
-                        f"pages up to {MAX_EDGE_PX} pixels a side are rendered"
+                        f"the PDF has no page {page_number} (it has {len(document)})"
                     )
-                bitmap = page.render(scale=scale, rev_byteorder=True, no_smoothtext=False)
+                page = document[page_number - 1]
                 try:
-                    pixels = bitmap.to_numpy()
+                    width_pt, height_pt = (float(v) for v in page.get_size())
+                    used = _fitted_scale(width_pt, height_pt, float(scale))
+                    frame = PixelFrame(
+                        crop=_bounds(page.get_bbox()),
+                        rotation=int(page.get_rotation()) % 360,
+                        scale=used,
+                    )
+                    if min(frame.size) < 1:
+                        width, height = frame.size
+                        raise IngestionError(
+                            f"page {page_number} is {width}x{height} pixels at this scale; "
+                            f"pages of at least a pixel a side, up to {MAX_EDGE_PX} a side "
+                            f"and {MAX_PAGE_PIXELS} in all, are rendered"
+                        )
+                    # Three bytes a pixel, red first: the PNG's own layout, no conversion.
+                    bitmap = page.render(
+                        scale=used,
+                        force_bitmap_format=pdfium.raw.FPDFBitmap_BGR,
+                        rev_byteorder=True,
+                        no_smoothtext=False,
+                        bitmap_maker=pdfium.PdfBitmap.new_native,
+                    )
+                    try:
+                        # A buffer Python allocated (a native bitmap, packed rows): it
+                        # outlives the bitmap's pdfium handle.
+                        pixels, stride = bitmap.buffer, bitmap.stride
+                        cols, rows = bitmap.width, bitmap.height
+                    finally:
+                        bitmap.close()
                 finally:
-                    bitmap.close()
+                    page.close()
+            except pdfium.PdfiumError as exc:
+                raise IngestionError(f"cannot render page {page_number}: {exc}") from None
             finally:
-                page.close()
-        except pdfium.PdfiumError as exc:
-            raise IngestionError(f"cannot render page {page_number}: {exc}") from None
-        finally:
-            document.close()
-    rows, cols = int(pixels.shape[0]), int(pixels.shape[1])
-    channels = int(pixels.shape[2]) if pixels.ndim == 3 else 1
-    rgb = pixels[:, :, :3] if channels >= 3 else pixels.reshape(rows, cols, 1).repeat(3, axis=2)
-    return PageImage(
-        png=encode_png(rgb.tobytes(), cols, rows), frame=frame, width=cols, height=rows
-    )
+                document.close()
+        view = memoryview(pixels).cast("B")
+        png = _png((view[r * stride : r * stride + cols * 3] for r in range(rows)), cols, rows)
+        del view, pixels
+    return PageImage(png=png, frame=frame, width=cols, height=rows)
+
+
+def _fitted_scale(width_pt: float, height_pt: float, scale: float) -> float:
+    """``scale``, or the largest below it at which a page of ``width_pt`` by ``height_pt``
+    points is within ``MAX_EDGE_PX`` a side and ``MAX_PAGE_PIXELS`` in all (pdfium's
+    image is the size rounded up); 0 when there is no such scale."""
+
+    def size(at: float) -> tuple[int, int]:
+        return math.ceil(width_pt * at), math.ceil(height_pt * at)
+
+    def fits(at: float) -> bool:
+        width, height = size(at)
+        return max(width, height) <= MAX_EDGE_PX and width * height <= MAX_PAGE_PIXELS
+
+    if not (math.isfinite(width_pt) and math.isfinite(height_pt)):
+        return 0.0
+    if width_pt <= 0 or height_pt <= 0:
+        return 0.0
+    used = scale
+    if not fits(used):
+        used = min(
+            scale,
+            MAX_EDGE_PX / max(width_pt, height_pt),
+            math.sqrt(MAX_PAGE_PIXELS / (width_pt * height_pt)),
+        )
+        # Rounding up may still pass a limit by a pixel: step down until it does not.
+        for _ in range(1000):
+            if fits(used):
+                break
+            used *= 0.999
+        else:
+            return 0.0
+    return used
 
 
 def encode_png(rgb: bytes, width: int, height: int) -> bytes:
@@ -143,18 +210,30 @@ def encode_png(rgb: bytes, width: int, height: int) -> bytes:
     stride = width * 3
     if len(rgb) != stride * height:
         raise ValueError("pixel data does not match the image size")
-    raw = b"".join(b"\x00" + rgb[row * stride : (row + 1) * stride] for row in range(height))
+    view = memoryview(rgb).cast("B")
+    return _png((view[row * stride : (row + 1) * stride] for row in range(height)), width, height)
+
+
+def _png(rows: Iterable[memoryview], width: int, height: int) -> bytes:
+    """An 8-bit RGB PNG of ``rows`` (``width`` RGB pixels each, top to bottom), compressed
+    as they come: no copy of the whole image is made. The same bytes as compressing the
+    filtered rows in one call (zlib's output does not depend on how input is fed)."""
+    compressor = zlib.compressobj(_PNG_LEVEL)
+    parts: list[bytes] = []
+    line = bytearray(1 + width * 3)  # filter type 0 (none), then the row
+    for row in rows:
+        line[1:] = row
+        parts.append(compressor.compress(line))
+    parts.append(compressor.flush())
+    idat = b"".join(parts)
 
     def chunk(kind: bytes, body: bytes) -> bytes:
-        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+        crc = zlib.crc32(body, zlib.crc32(kind)) & 0xFFFFFFFF
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
 
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(raw, 6))
-        + chunk(b"IEND", b"")
+    return b"".join(
+        (b"\x89PNG\r\n\x1a\n", chunk(b"IHDR", header), chunk(b"IDAT", idat), chunk(b"IEND", b""))
     )
 
 
