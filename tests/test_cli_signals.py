@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,9 +51,15 @@ def _default_sigint() -> None:
 
 
 async def _signalled(
-    proc: asyncio.subprocess.Process, sig: signal.Signals, *, said: bytes, on_stderr: bool
+    proc: asyncio.subprocess.Process,
+    sig: signal.Signals,
+    *,
+    said: bytes,
+    on_stderr: bool,
+    then: Callable[[], Awaitable[None]] | None = None,
 ) -> tuple[bytes, bytes]:
-    """Wait for the line ``said``, send ``sig``, and return the rest of stdout and stderr."""
+    """Wait for the line ``said``, run ``then``, send ``sig``, and return the rest of
+    stdout and stderr."""
     stream = proc.stderr if on_stderr else proc.stdout
     assert stream is not None
     seen = b""
@@ -60,6 +67,8 @@ async def _signalled(
         line = await asyncio.wait_for(stream.readline(), TIMEOUT)
         assert line, f"grk ended before it said {said!r}: {seen!r}"
         seen += line
+    if then is not None:
+        await then()
     proc.send_signal(sig)
     assert proc.stdout is not None and proc.stderr is not None
     # Not communicate(): that closes stdin, which alone ends grk serve over stdio.
@@ -150,12 +159,28 @@ def index(tmp_path: Path) -> Path:
 @SIGNALS
 async def test_a_signal_stops_grk_serve_over_http(index: Path, sig: signal.Signals) -> None:
     pytest.importorskip("uvicorn")
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
     from tests.service.conftest import free_port
+    from tests.service.test_server import call
+
+    port = free_port()
+
+    async def search() -> None:
+        # The server opens the collection for it: the signal finds it open.
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with (
+            httpx2.AsyncClient() as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            assert (await call(client, "search", query="tides"))["results"]
 
     proc = await asyncio.create_subprocess_exec(
         *(sys.executable, "-W", "always::ResourceWarning", "-c", _GRK),
         *("serve", "--index-dir", str(index), "--transport", "http"),
-        *("--port", str(free_port())),
+        *("--port", str(port)),
         cwd=REPO,
         env=child_env(),
         stdin=asyncio.subprocess.DEVNULL,
@@ -164,5 +189,10 @@ async def test_a_signal_stops_grk_serve_over_http(index: Path, sig: signal.Signa
         preexec_fn=_default_sigint,
     )
     # uvicorn stops serving on either signal; grk then ends as for Ctrl-C.
-    _, err = await _signalled(proc, sig, said=b"serving 1 collection(s)", on_stderr=True)
+    _, err = await _signalled(
+        proc, sig, said=b"serving 1 collection(s)", on_stderr=True, then=search
+    )
     _ends_like_ctrl_c(proc, sig, err)
+    # Closed, not abandoned, although uvicorn hands the signal back as the server closes
+    # its collections.
+    assert not (index / "default.sqlite3-wal").exists()
