@@ -8,20 +8,25 @@ depend on the input bytes and the library version only.
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.metadata
 import io
 import zipfile
+import zlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from groundkit.errors import ConfigurationError, IngestionError
 from groundkit.extraction.sources import read_capped
 from groundkit.utils.path_safety import printable_path
 
 __all__ = [
+    "MAX_MARKUP",
+    "MAX_PART_BYTES",
+    "MAX_PART_MARKUP",
     "MAX_TEXT_CHARS",
     "MAX_UNPACKED_BYTES",
     "PAGE_SEPARATOR",
@@ -120,25 +125,78 @@ _MAX_MEMBERS = 50_000
 # What one extraction from such a container may read in all (``TextBudget``): as
 # much text as its parts may unpack to.
 MAX_TEXT_CHARS = MAX_UNPACKED_BYTES
+# What parsing a container's markup may cost (adr/0097-container-parse-cost.md). Bytes
+# do not bound it: a run of short tags compresses some 600:1 and every element and
+# attribute becomes objects of a parsed tree, some 130-250 bytes each in lxml (DOCX,
+# PPTX, the EPUB's package files) and 650-850 in BeautifulSoup (an EPUB chapter),
+# plus the work of reading each. So the marks that make them, ``<`` and ``=``, are
+# counted in every member before any library parses one: at most ``MAX_MARKUP`` in
+# all (python-docx and python-pptx hold every part's tree at once: some 0.75 GB and
+# 45 s at worst), and in an EPUB chapter (parsed alone, then dropped) at most
+# ``MAX_PART_MARKUP`` marks and ``MAX_PART_BYTES`` bytes (a tree of some 0.6 GB at
+# worst). A 300-chapter novel has some 250,000 marks, a 1,000-page Word document
+# 250,000 to 800,000; binary members (images, fonts) add about 1 per 128 bytes.
+MAX_MARKUP = 3_000_000
+MAX_PART_MARKUP = 500_000
+MAX_PART_BYTES = 16 * 1024 * 1024
+_MARKS = (b"<", b"=")
+_READ_CHUNK = 1024 * 1024
+
+
+def _marks(chunk: bytes) -> int:
+    return sum(chunk.count(mark) for mark in _MARKS)
 
 
 def check_zip_container(data: bytes, kind: str) -> None:
     """``IngestionError`` unless ``data`` is a ZIP whose members unpack to at most
-    ``MAX_UNPACKED_BYTES`` (checked from the central directory, nothing unpacked)."""
+    ``MAX_UNPACKED_BYTES`` (checked from the central directory, nothing unpacked) and
+    hold at most ``MAX_MARKUP`` marks of markup (counted as they unpack, a chunk at a
+    time, before any library parses them)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             members = archive.infolist()
+            if len(members) > _MAX_MEMBERS:
+                raise IngestionError(
+                    f"{kind} holds {len(members)} parts, over the limit of {_MAX_MEMBERS}"
+                )
+            total = sum(member.file_size for member in members)
+            if total > MAX_UNPACKED_BYTES:
+                raise IngestionError(
+                    f"{kind} unpacks to {total} bytes, over the limit of {MAX_UNPACKED_BYTES}"
+                )
+            _count_markup(archive, members, kind)
+    except IngestionError:
+        raise
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError):
         raise IngestionError(
             f"not a readable {kind} (not a ZIP container: damaged or truncated?)"
         ) from None
-    if len(members) > _MAX_MEMBERS:
-        raise IngestionError(f"{kind} holds {len(members)} parts, over the limit of {_MAX_MEMBERS}")
-    total = sum(member.file_size for member in members)
-    if total > MAX_UNPACKED_BYTES:
-        raise IngestionError(
-            f"{kind} unpacks to {total} bytes, over the limit of {MAX_UNPACKED_BYTES}"
-        )
+
+
+# What reading a member can raise: damaged data, an unknown compression method, an
+# encrypted member. Its marks are counted as far as it reads; the library reading
+# the container meets the same error and fails the file as it did before.
+_UNREADABLE: tuple[type[Exception], ...] = (zipfile.BadZipFile, zlib.error, EOFError)
+_UNREADABLE += (NotImplementedError, RuntimeError, ValueError, OSError)
+
+
+def _count_markup(archive: zipfile.ZipFile, members: list[zipfile.ZipInfo], kind: str) -> None:
+    limit = MAX_MARKUP
+    found = 0
+    for member in members:
+        if member.is_dir():
+            continue
+        try:
+            with archive.open(member) as part:
+                while chunk := part.read(_READ_CHUNK):
+                    found += _marks(chunk)
+                    if found > limit:
+                        raise IngestionError(
+                            f"{kind} holds more than {limit} marks of markup ('<' and '='), "
+                            "over the limit of what may be parsed (a decompression bomb?)"
+                        )
+        except _UNREADABLE:
+            continue
 
 
 class TextBudget:
@@ -156,6 +214,7 @@ class TextBudget:
         self._kind = kind
         self._limit = MAX_TEXT_CHARS
         self._used = 0
+        self._marks = 0
 
     def take(self, text: str) -> str:
         """``text``, once it is counted."""
@@ -168,6 +227,29 @@ class TextBudget:
             raise IngestionError(
                 f"{self._kind} reads as more than {self._limit} characters of text, over "
                 "the limit (does it name one part many times?)"
+            )
+
+    def parse(self, content: bytes, what: str) -> None:
+        """Count a part about to be parsed alone (an EPUB chapter): ``IngestionError``
+        when it is over ``MAX_PART_BYTES`` bytes or ``MAX_PART_MARKUP`` marks of
+        markup, or when the parts so counted (one named many times, each time) hold
+        more than ``MAX_MARKUP`` marks in all. Checked before the part is parsed."""
+        if len(content) > MAX_PART_BYTES:
+            raise IngestionError(
+                f"{self._kind}: {what} is {len(content)} bytes, over the limit of "
+                f"{MAX_PART_BYTES} for one part"
+            )
+        marks = _marks(content)
+        if marks > MAX_PART_MARKUP:
+            raise IngestionError(
+                f"{self._kind}: {what} holds {marks} marks of markup ('<' and '='), over "
+                f"the limit of {MAX_PART_MARKUP} for one part"
+            )
+        self._marks += marks
+        if self._marks > MAX_MARKUP:
+            raise IngestionError(
+                f"{self._kind} holds more than {MAX_MARKUP} marks of markup ('<' and '=') "
+                "to parse, over the limit (does it name one part many times?)"
             )
 
     def count(self, parts: int, what: str) -> None:
@@ -198,6 +280,29 @@ def _read_bytes(path: Path) -> bytes:
         raise IngestionError(
             f"cannot read {printable_path(path.name)!r}: {exc.strerror or exc}"
         ) from None
+
+
+_T = TypeVar("_T")
+
+
+def _within_memory(work: Callable[[], _T]) -> _T:
+    """``work()``, with running out of memory an ``IngestionError`` for this file.
+
+    A ``MemoryError``'s traceback holds the frames that hold what filled memory (a
+    parsed tree), so raised on, it kept memory full while the thread handed it to the
+    event loop; that ran out again, the worker thread died and the ingest waited for it
+    forever. So the error is dropped here, its tree collected, and a plain
+    ``IngestionError`` raised in its place once memory is back."""
+    try:
+        return work()
+    except MemoryError:
+        pass
+    # Outside the handler: the error and its frames are gone; the trees they held
+    # are cycles (a parent and its children), freed by a collection.
+    gc.collect()
+    raise IngestionError(
+        "ran out of memory extracting its text (the file needs more memory than this process has)"
+    )
 
 
 class BaseExtractor(ABC):
@@ -231,14 +336,14 @@ class BaseExtractor(ABC):
         return self._run(data, None).text
 
     async def extract(self, path: Path) -> str:
-        return await asyncio.to_thread(lambda: self._text(_read_bytes(path)))
+        return await asyncio.to_thread(_within_memory, lambda: self._text(_read_bytes(path)))
 
     async def extract_text(self, data: bytes) -> str:
         """``extract_bytes(data).text``, for what it may cost less to read."""
-        return await asyncio.to_thread(self._text, data)
+        return await asyncio.to_thread(_within_memory, lambda: self._text(data))
 
     async def extract_file(self, path: Path) -> Extraction:
-        return await asyncio.to_thread(lambda: self._run(_read_bytes(path), None))
+        return await asyncio.to_thread(_within_memory, lambda: self._run(_read_bytes(path), None))
 
     async def extract_bytes(self, data: bytes, *, charset: str | None = None) -> Extraction:
-        return await asyncio.to_thread(self._run, data, charset)
+        return await asyncio.to_thread(_within_memory, lambda: self._run(data, charset))

@@ -61,16 +61,28 @@ class EpubExtractor(BaseExtractor):
         try:
             book = epub.read_epub(io.BytesIO(data), {"ignore_ncx": True})
             budget.count(len(book.spine), "spine entries")
+            # ebooklib's get_item_with_id scans every item: per spine entry, that was
+            # time quadratic in the chapters. Its answer, the first item of an id:
+            items: dict[Any, Any] = {}
+            for item in book.get_items():
+                items.setdefault(item.id, item)
             chapters: list[bytes] = []
-            for entry in book.spine:
+            for number, entry in enumerate(book.spine, start=1):
                 idref = entry[0] if isinstance(entry, tuple | list) else entry
-                item = book.get_item_with_id(idref)
+                item = items.get(idref)
                 if item is None:
                     raise IngestionError(f"the spine names a missing item {idref!r}")
                 if item.get_type() == ebooklib.ITEM_DOCUMENT:
+                    # What parsing it will cost, counted before it is parsed (ADR 0097):
+                    # ebooklib parses the chapter (lxml) to give its content, and
+                    # BeautifulSoup parses what it gives.
+                    what = f"spine entry {number}"
+                    if isinstance(item.content, bytes):
+                        budget.parse(item.content, what)
                     content = item.get_content()
                     # A chapter's text is no longer than its markup: count it unparsed.
                     budget.spend(len(content))
+                    budget.parse(content, what)
                     chapters.append(content)
             info = _dc_info(book)
         except IngestionError:
