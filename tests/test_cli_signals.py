@@ -196,3 +196,58 @@ async def test_a_signal_stops_grk_serve_over_http(index: Path, sig: signal.Signa
     # Closed, not abandoned, although uvicorn hands the signal back as the server closes
     # its collections.
     assert not (index / "default.sqlite3-wal").exists()
+
+
+@SIGNALS
+async def test_a_signal_stops_grk_serve_over_stdio_with_stdin_open(
+    index: Path, sig: signal.Signals
+) -> None:
+    pytest.importorskip("mcp")
+    # The client keeps stdin open: the server must not wait for its next line to stop.
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-W", "always::ResourceWarning", "-c", _GRK),
+        *("serve", "--index-dir", str(index)),
+        cwd=REPO,
+        env=child_env(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    async def search() -> None:
+        assert proc.stdin is not None and proc.stdout is not None
+        client = {"name": "test", "version": "1"}
+        for message in (
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": client,
+                },
+            },
+            {"method": "notifications/initialized"},
+            {
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "search", "arguments": {"query": "tides"}},
+            },
+        ):
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            await proc.stdin.drain()
+            if "id" in message:
+                reply = json.loads(await asyncio.wait_for(proc.stdout.readline(), TIMEOUT))
+                assert reply["id"] == message["id"] and "result" in reply, reply
+        # The search opened the collection: the signal finds it open.
+
+    try:
+        _, err = await _signalled(
+            proc, sig, said=b"serving 1 collection(s)", on_stderr=True, then=search
+        )
+    finally:
+        proc.stdin.close()
+    _ends_like_ctrl_c(proc, sig, err)
+    assert not (index / "default.sqlite3-wal").exists()

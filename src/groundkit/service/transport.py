@@ -146,6 +146,26 @@ def bearer_token(header: bytes) -> bytes:
     return rest.lstrip(b" ") if scheme.lower() == b"bearer" else b""
 
 
+async def _run_stdio(server: Any) -> None:
+    """Serve over stdio, stdin read through the event loop (``stdio_input``): a stop
+    must not wait for the client's next line."""
+    from mcp.server.stdio import stdio_server
+
+    from groundkit.service.stdio_input import loop_stdin
+
+    # The SDK runs a stdio server only on its own stdin reader; the low-level server
+    # it wraps takes any pair of streams. Without one (another SDK layout), the SDK's
+    # own transport serves.
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    async with loop_stdin() as lines:
+        if lines is None or lowlevel is None:
+            await server.run_stdio_async()
+            return
+        # stdio_server reads its stdin only with ``async for``, as ``lines`` provides.
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
 async def run_server(
     registry: CollectionRegistry,
     *,
@@ -167,7 +187,7 @@ async def run_server(
     if transport == "stdio":
         if ready is not None:
             ready("stdio")
-        await server.run_stdio_async()
+        await _run_stdio(server)
         return
     try:
         import uvicorn  # noqa: F401  # serve_asgi runs it
