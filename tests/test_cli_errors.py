@@ -62,6 +62,31 @@ def test_bad_filters_are_one_line_errors(
     assert needle in line
 
 
+def test_a_json_number_too_long_to_read_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], index: Path, tmp_path: Path
+) -> None:
+    # Python refuses to convert an integer of more than 4,300 digits with a ValueError
+    # that is no JSONDecodeError: it was a traceback.
+    huge = "1" + "0" * 5000
+    line = refused(
+        capsys, "search", "cats", "--index-dir", str(index), "--where", f'{{"n": {huge}}}'
+    )
+    assert line == (
+        "grk: error: --where: a JSON number has too many digits to read (fields hold "
+        "64-bit integers); quote it to keep it as text"
+    )
+    records = tmp_path / "big.jsonl"
+    records.write_text(
+        '{"id": "a", "text": "alpha"}\n'
+        f'{{"id": "b", "text": "beta", "fields": {{"n": {huge}}}}}\n',
+        encoding="utf-8",
+    )
+    fresh = tmp_path / "fresh"
+    line = refused(capsys, "ingest", "--jsonl", str(records), "--index-dir", str(fresh), "-q")
+    assert line.startswith("grk: error: --jsonl line 2: a JSON number has too many digits")
+    assert not fresh.exists()
+
+
 def test_arguments_that_are_not_utf8_are_named(
     capsys: pytest.CaptureFixture[str], index: Path, tmp_path: Path
 ) -> None:

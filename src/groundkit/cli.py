@@ -1135,6 +1135,9 @@ def _where(items: Sequence[str]) -> dict[str, Any] | None:
                 given = json.loads(item, object_pairs_hook=_unique_keys(f"--where {item!r}"))
             except json.JSONDecodeError as exc:
                 raise ConfigurationError(f"--where {item!r}: not valid JSON ({exc.msg})") from None
+            except ValueError as exc:
+                # An integer of more digits than Python converts (4,300 by default).
+                raise ConfigurationError(f"--where: {_json_value_problem(exc)}") from None
             except RecursionError:
                 # Python's parser gives up on deep nesting before the filter
                 # limits are checked; no valid filter comes near it.
@@ -1424,6 +1427,17 @@ def _refuse_undecodable(given: Sequence[tuple[str, str]]) -> None:
         raise ConfigurationError(f"{label} holds a lone surrogate at character {index}")
 
 
+def _json_value_problem(exc: ValueError) -> str:
+    """What a ``ValueError`` from ``json.loads`` that is no ``JSONDecodeError`` means:
+    an integer longer than Python converts, and no field holds one that long."""
+    if "integer string conversion" in str(exc):
+        return (
+            "a JSON number has too many digits to read (fields hold 64-bit integers); "
+            "quote it to keep it as text"
+        )
+    return f"not valid JSON ({exc})"
+
+
 def read_jsonl_records(name: str) -> tuple[list[dict[str, Any]], list[int]]:
     """The records of a JSON Lines file (``-``: stdin) and the line each is on; a bad
     line (a key given twice among them) is a usage error naming its number. Blank lines
@@ -1449,6 +1463,9 @@ def read_jsonl_records(name: str) -> tuple[list[dict[str, Any]], list[int]]:
             raise ConfigurationError(
                 f"--jsonl line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
             ) from None
+        except ValueError as exc:
+            # An integer of more digits than Python converts (4,300 by default).
+            raise ConfigurationError(f"--jsonl line {number}: {_json_value_problem(exc)}") from None
         except RecursionError:
             raise ConfigurationError(f"--jsonl line {number}: JSON nested too deeply") from None
         if not isinstance(item, dict):

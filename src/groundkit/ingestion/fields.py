@@ -70,15 +70,20 @@ def _scalar(value: object, key: str, where: str) -> FieldScalar:
         if problem is not None:
             # A PDF's info strings can hold a broken UTF-16 pair, say.
             raise InvalidInputError(problem)
-        return str(value)  # a str subclass (pypdf's, say) stored as plain text
+        # A str subclass (pypdf's, a ``(str, Enum)`` member) stored as the plain text
+        # it holds: ``str()`` of an enum member is its name ('Team.INFRA'), not its value.
+        return str.__str__(value)
     if isinstance(value, int):
-        if not -_INT_LIMIT <= value < _INT_LIMIT:
+        # Likewise an ``IntEnum`` member (or another int subclass) is stored as its int.
+        number = int.__int__(value)
+        if not -_INT_LIMIT <= number < _INT_LIMIT:
             raise InvalidInputError(f"{where}: field {key!r} is outside the 64-bit integer range")
-        return value
+        return number
     if isinstance(value, float):
-        if not math.isfinite(value):
+        real = float.__float__(value)
+        if not math.isfinite(real):
             raise InvalidInputError(f"{where}: field {key!r} is not a finite number")
-        return value
+        return real
     if value is None:
         hint = "leave the key out instead"
     elif isinstance(value, dt.date | dt.datetime | dt.time):

@@ -49,6 +49,7 @@ from groundkit.providers import checked
 from groundkit.providers.factory import recipe_for
 from groundkit.providers.identity import ensure_identity, identity_of
 from groundkit.providers.protocols import EmbeddingProtocol
+from groundkit.storage._rows import same_metadata
 from groundkit.storage.binding import bind_for_ingest
 from groundkit.storage.names import check_snapshot_id, document_id_for
 from groundkit.storage.protocols import (
@@ -1183,9 +1184,24 @@ def _with_fields(document: Document, fields: dict[str, FieldValue]) -> Document:
     metadata = {k: v for k, v in document.metadata.items() if k != FIELDS_KEY}
     if merged:
         metadata[FIELDS_KEY] = merged
-    if metadata == document.metadata:
+    if _identical(metadata, document.metadata):
         return document
     return document.model_copy(update={"metadata": metadata})
+
+
+def _identical(a: object, b: object) -> bool:
+    """``a == b`` with types compared too, at every level: ``==`` takes ``1``, ``True``
+    and ``1.0`` (and a str enum and its value) for one value, which would keep a loader's
+    field where the caller's, or its checked form, was meant to replace it."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_identical(v, b[k]) for k, v in a.items())
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(map(_identical, a, b))
+    return bool(a == b)
 
 
 def _unchanged(document: Document, known: Mapping[str, DocumentState]) -> bool:
@@ -1199,8 +1215,11 @@ def _unchanged(document: Document, known: Mapping[str, DocumentState]) -> bool:
         and state.extractor == document.extractor
         # The gaps are derived at ingest from the text and the bound chunker: equal
         # text means equal gaps, so only the loader's metadata is compared.
-        and metadata_without_gaps(state.metadata)
-        == metadata_without_gaps(stored_metadata(document.metadata))
+        # As JSON, types included: ``==`` takes 1, True and 1.0 for one value.
+        and same_metadata(
+            metadata_without_gaps(state.metadata),
+            metadata_without_gaps(stored_metadata(document.metadata)),
+        )
     )
 
 

@@ -183,7 +183,8 @@ class Filter:
     def check_schema(self, kinds: Mapping[str, frozenset[Kind]]) -> None:
         """Refuse a field no document has, or a value no document's field can equal.
 
-        ``kinds`` is what ``field_kinds`` gives for the searchable documents.
+        ``kinds`` is what ``field_kinds`` gives for the searchable documents; a field
+        with no kind (only empty lists stored under it) takes a value of any kind.
         """
         for c in self.conditions:
             if c.field == SOURCE_FIELD:
@@ -193,8 +194,11 @@ class Filter:
                 raise InvalidQueryError(
                     f"filter on unknown field {c.field!r}; fields in this collection: {known}"
                 )
-            if c.kind is not None and c.kind not in kinds[c.field]:
-                have = " or ".join(sorted(kinds[c.field]))
+            held = kinds[c.field]
+            # A field whose values are all empty lists holds no kind: any value may be
+            # compared with it, and matches as the operator does on an empty list.
+            if c.kind is not None and held and c.kind not in held:
+                have = " or ".join(sorted(held))
                 raise InvalidQueryError(
                     f"filter {c.field!r} {c.op}: a {c.kind} value for a field holding {have}"
                 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -78,12 +79,14 @@ __all__ = [
     "postings_from_blobs",
     "postings_from_rows",
     "prefix_range",
+    "same_metadata",
     "share_metadata",
     "stored_chunk",
     "stored_hit",
     "term_counts",
     "text_value",
     "version_start",
+    "write_moment",
 ]
 
 WriteItems = Sequence[tuple[Document, Sequence[Chunk], Sequence[Sequence[str]]]]
@@ -104,6 +107,18 @@ LEGACY_GAPS_SQL = (
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def write_moment() -> float:
+    """Now, in seconds since the epoch, cut to the whole microsecond below: the moment a
+    write records both as its versions' start (``valid_from``) and, as ISO 8601 text, as
+    their ``ingested_at``. ``time.time()`` carries sub-microsecond digits that ``iso_time``
+    rounds away, half the time upwards: a search ``as_of`` the reported ``ingested_at``
+    then came before the start it names and found the previous version. Cut this way,
+    ``iso_time`` gives this very moment back, and ``datetime.timestamp()`` of the text
+    gives back this very float; successive writes never get an earlier moment than the
+    clock's order gives them (a floor keeps order, ties allowed as before)."""
+    return (time.time_ns() // 1_000) / 1_000_000
 
 
 def iso_time(seconds: float) -> str:
@@ -151,9 +166,22 @@ def stored_already(items: WriteItems, stored: Sequence[Sequence[Any]]) -> set[st
             stored_fields = json.loads(metadata) if isinstance(metadata, str) else metadata
         except ValueError:
             continue  # damaged: written again
-        if stored_fields == json.loads(metadata_json(want[4])):
+        # Compared as canonical JSON text, not with ``==``: that takes ``1``, ``True``
+        # and ``1.0`` for one value, so a field changed from 1 to true was kept as 1.
+        if same_metadata(stored_fields, json.loads(metadata_json(want[4]))):
             same.add(source)
     return same
+
+
+def same_metadata(a: Any, b: Any) -> bool:
+    """Whether two metadata values read from JSON are the same JSON, types included:
+    ``1``, ``True`` and ``1.0`` are three values here, one to Python's ``==``."""
+    try:
+        return json.dumps(a, sort_keys=True, default=str) == json.dumps(
+            b, sort_keys=True, default=str
+        )
+    except (TypeError, ValueError):  # keys that cannot be sorted, a huge int
+        return False
 
 
 def plan_versions(
