@@ -1764,6 +1764,11 @@ def _print_collection(info: CollectionInfo) -> None:
             f"  vectors missing: {info.vectors_missing} chunks (an ingest was interrupted or "
             "is running; 'grk ingest PATH' completes them)"
         )
+    if info.vector_problem:
+        print(
+            f"  vectors unusable: {_shown(info.vector_problem)} (dense and hybrid searches "
+            "answer from BM25; 'grk ingest PATH' rebuilds them)"
+        )
     if info.vector_cache:
         print(f"  vector cache: {_shown(info.vector_cache)}")
 

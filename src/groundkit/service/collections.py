@@ -35,15 +35,21 @@ from pydantic import BaseModel, ConfigDict
 from groundkit.collection import Collection
 from groundkit.config import RetrievalConfig
 from groundkit.contracts import CollectionManifest, EmbeddingIdentity
-from groundkit.errors import CollectionNotFoundError, GroundkitError, StorageError, kind_of
+from groundkit.errors import (
+    CollectionNotFoundError,
+    ConfigurationError,
+    GroundkitError,
+    StorageError,
+    kind_of,
+)
 from groundkit.providers.factory import embedder_for_manifest
 from groundkit.providers.protocols import EmbedderFactory, EmbeddingProtocol
 from groundkit.retrieval.rerank import RerankerProtocol
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.sensitivity import check_clearance, visible
-from groundkit.storage.location import StoreLocation
+from groundkit.storage.location import CollectionStores, StoreLocation
 from groundkit.storage.protocols import ChunkOwners
-from groundkit.storage.reconcile import vectors_missing
+from groundkit.storage.reconcile import vector_problem, vectors_missing
 from groundkit.storage.sqlite import SQLiteMetadataStore
 
 __all__ = ["CollectionInfo", "CollectionRegistry"]
@@ -70,6 +76,12 @@ class CollectionInfo(BaseModel):
     ``vectors_missing`` counts the chunks of a collection bound to an embedder that
     have no vectors yet (an ingest interrupted, or still running; the next ingest
     completes them), None for one without an embedder.
+    ``vector_problem`` says why a collection bound to an embedder cannot use its vectors
+    now (the vector table missing, unreadable, another width, short of rows): the
+    check a search makes before it degrades to BM25 (``vector_problem()``), so dense
+    and hybrid searches answer from BM25 until the next ingest rebuilds them. None
+    when the vectors are usable, or the collection has none. The collection's
+    ``status`` stays ``"ok"``: its text and counts are sound.
     ``vector_cache`` is set for vectors on object storage searched through this host's
     cache (adr/0061-vector-cache.md): ``"cached"``, ``"on"`` before this process's
     first search, or ``"uncached: <why>"`` when searches read the object store (the
@@ -96,6 +108,7 @@ class CollectionInfo(BaseModel):
     past_versions: int | None = None
     vectors_missing: int | None = None
     vector_cache: str | None = None
+    vector_problem: str | None = None
 
 
 @dataclass(eq=False)
@@ -262,9 +275,38 @@ class CollectionRegistry:
                     else None
                 ),
                 vector_cache=self._cache_state(name, location) if manifest is not None else None,
+                vector_problem=(
+                    await self._vector_problem(stores, manifest) if manifest is not None else None
+                ),
             )
         finally:
             await stores.close()
+
+    async def _vector_problem(
+        self, stores: CollectionStores, manifest: CollectionManifest
+    ) -> str | None:
+        """What a search would find wrong with the collection's vectors, or None: the check
+        a search makes first (``vector_problem``: the table's damage flag, its owner stamp
+        and width, one count on each side), then one read of the ``document_id`` column,
+        which fails on the damage a search meets only when it reads the rows. A
+        whole-store figure: under a clearance, only that something is wrong."""
+        try:
+            vectors = await stores.open_vectors(manifest.identity.dimensions)
+            problem = await vector_problem(stores.metadata, vectors)
+            if problem is None:
+                # Data files deleted or cut short pass the counts (they come from the
+                # table's manifest): one column read in full finds them, as a search would.
+                try:
+                    await vectors.document_ids()
+                except StorageError as exc:
+                    return f"the vector table's rows cannot be read ({exc})"
+        except ConfigurationError:
+            return None  # a shared collection without storage_uri: no vectors to check
+        except StorageError as exc:
+            problem = str(exc)
+        if problem is None or self.clearance is None:
+            return problem
+        return "the vectors cannot serve dense search now; the next ingest rebuilds them"
 
     def _cache_state(self, name: str, location: StoreLocation) -> str | None:
         """The open collection's vector cache state, else whether searches would use one."""

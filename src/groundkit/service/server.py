@@ -373,6 +373,9 @@ class ListedCollection(_Wire):
     vectors_missing: int | None = None
     # Vectors on object storage: "cached", "on", or "uncached: <why>" (ADR 0061).
     vector_cache: str | None = None
+    # Why dense and hybrid searches answer from BM25 until the next ingest (the vector
+    # table missing, unreadable or wrong), None when the vectors are usable.
+    vector_problem: str | None = None
 
     @classmethod
     def of(cls, info: CollectionInfo) -> ListedCollection:
@@ -537,6 +540,12 @@ def compact_text(output: BaseModel) -> str:
                 f"{_generation(c.generation)}, embedding {model}"
                 + (f", vectors missing: {c.vectors_missing}" if c.vectors_missing else "")
                 + (f", vector cache {c.vector_cache}" if c.vector_cache else "")
+                + (
+                    f", vectors unusable (searches answer from BM25 until an ingest): "
+                    f"{c.vector_problem}"
+                    if c.vector_problem
+                    else ""
+                )
             )
         return "\n".join(lines)
     return output.model_dump_json()

@@ -52,7 +52,6 @@ from groundkit.errors import (
     RetrievalError,
     StorageError,
 )
-from groundkit.storage.binding import identity_mismatch
 from groundkit.storage.names import VECTOR_ID_PATTERN, check_collection_name
 from groundkit.storage.protocols import (
     VectorErasure,
@@ -368,6 +367,51 @@ def _cosine_distances(
 _Columns = tuple[npt.NDArray[np.float32], list[str], list[str], npt.NDArray[np.uint64]]
 
 
+async def _as_ready(value: _T) -> _T:
+    return value
+
+
+async def _deepened(
+    top_k: int, fetch: Callable[[int], Awaitable[list[tuple[str, str, float]]]]
+) -> list[tuple[str, str, float]]:
+    """``fetch(k)``'s rows (sorted by ``(distance, chunk_id)``), asked deeper while rows
+    repeating a chunk id leave fewer than ``top_k`` distinct chunks above the cut.
+
+    A table can hold a chunk's row more than once (two writers of one document, a
+    retried append); ``reconcile_vectors`` repairs that at the next ingest, and until
+    then a search still returns each chunk once and ``top_k`` of them.
+    """
+    asked = top_k
+    while True:
+        rows = await fetch(asked)
+        if len(rows) < asked or asked >= MAX_QUERY_ROWS:
+            return rows  # every row there is
+        cut = rows[asked - 1][2]
+        distinct = len({c for c, _, dist in rows if dist <= cut})
+        if distinct >= top_k:
+            return rows
+        asked = min(MAX_QUERY_ROWS, asked + max(asked, top_k - distinct))
+
+
+def _distinct_hits(rows: Iterable[tuple[str, str, float]], top_k: int) -> list[VectorHit]:
+    """The first ``top_k`` rows as hits, each chunk id once (its first row: the nearest,
+    as rows come sorted by ``(distance, chunk_id)``)."""
+    hits: list[VectorHit] = []
+    seen: set[str] = set()
+    for chunk_id, document_id, distance in rows:
+        if chunk_id in seen:
+            continue
+        seen.add(chunk_id)
+        hits.append(
+            VectorHit(
+                chunk_id=chunk_id, document_id=document_id, score=cosine_to_score(1.0 - distance)
+            )
+        )
+        if len(hits) == top_k:
+            break
+    return hits
+
+
 class _Resident:
     """A table version's vectors held in memory, searched exactly by a matrix product.
 
@@ -530,6 +574,7 @@ class LanceDBVectorStore:
         self._damage: str | None = None
         self._doc_cache: tuple[int, frozenset[str]] | None = None
         self._inventory_cache: tuple[int, VectorInventory] | None = None
+        self._repeated_cache: tuple[int, frozenset[str]] | None = None
         self._storage_options: dict[str, str] = {}
         self._hash_column = True  # settled by _check_schema for an existing table
         # Serialises this handle's writes, so two first upserts cannot both create the table.
@@ -585,7 +630,10 @@ class LanceDBVectorStore:
         Creating lazily means opening never leaves an empty table pinned to a
         dimension nothing was written with. ``create=False`` demands that the
         table exists (``StorageError`` otherwise), which is what a reader wants.
-        An existing table of another dimension is an ``IndexIdentityError``.
+        An existing table of another dimension is an ``IndexIdentityError`` without
+        ``owner``; with it (a collection's store, opened once the collection has checked
+        its embedder against the identity it recorded) it is damage: ``problem()`` says
+        so, searches degrade to BM25, and ``recover()`` sets the table aside.
         ``index_dir`` may be an object-store URI (``s3://bucket/prefix``);
         ``storage_options`` go to LanceDB unchanged and never into a message.
 
@@ -640,8 +688,10 @@ class LanceDBVectorStore:
 
     async def _adopt(self) -> None:
         """Open the existing table. Damage is recorded (``problem()``), not raised, so
-        the collection stays usable for BM25 and ``recover()`` can act on it; a table
-        of another vector width is the caller's mistake and raises."""
+        the collection stays usable for BM25 and ``recover()`` can act on it. A table
+        of another vector width is damage too when the store is a collection's (``owner``
+        given: the collection checked its embedder against its recorded identity); opened
+        on its own, it is the caller's mistake and raises ``IndexIdentityError``."""
         try:
             self._table = await self._conn.open_table(self._name)
         except Exception as exc:
@@ -677,14 +727,25 @@ class LanceDBVectorStore:
                 f"{str(self.path)!r} stores vectors as {vector_type}, not float32 lists: "
                 "delete it and ingest again"
             )
-        if vector_type.list_size != self._dimensions:
-            raise identity_mismatch(
-                "vector width",
-                f"{vector_type.list_size}-dimensional vectors",
-                f"the embedder's {self._dimensions}",
-                self._name,
-            )
+        # Whose table it is first: another collection's is refused as such, whatever its width.
         self._check_owner(_stamp_of(schema))
+        if vector_type.list_size != self._dimensions:
+            width = vector_type.list_size
+            if self._owner is None:
+                # A store opened on its own: the dimensions asked for are the caller's.
+                raise IndexIdentityError(
+                    f"the vector table {str(self.path)!r} holds {width}-dimensional vectors, "
+                    f"not the {self._dimensions} asked for: open it with {width} dimensions, "
+                    "or delete it and ingest again"
+                )
+            # A collection's store: the collection has checked its embedder against the
+            # identity it recorded (``check_embedding``) before opening this one, so a
+            # table of another width is damaged derived state, not the embedder's fault.
+            raise StorageError(
+                f"the vector table holds {width}-dimensional vectors, but this collection "
+                f"records {self._dimensions}-dimensional ones (the table was replaced or "
+                "rewritten outside groundkit)"
+            )
 
     def _check_owner(self, stamp: tuple[str | None, str | None]) -> None:
         """Take ``stamp`` as the held table's, or refuse the table (and let its handle
@@ -840,11 +901,30 @@ class LanceDBVectorStore:
             data = await self._table.query().select(["chunk_id", "document_id"]).to_arrow()
         except Exception as exc:
             _storage_error("read the stored ids", self.path, exc)
-        found = dict(
-            zip(data["chunk_id"].to_pylist(), data["document_id"].to_pylist(), strict=True)
-        )
+        chunk_ids = data["chunk_id"].to_pylist()
+        owners = data["document_id"].to_pylist()
+        found = dict(zip(chunk_ids, owners, strict=True))
+        repeated: frozenset[str] = frozenset()
+        if len(found) < len(chunk_ids):
+            # Some chunk's row is stored more than once: name every document involved.
+            seen: set[str] = set()
+            twice: set[str] = set()
+            for chunk_id in chunk_ids:
+                (twice if chunk_id in seen else seen).add(chunk_id)
+            repeated = frozenset(d for c, d in zip(chunk_ids, owners, strict=True) if c in twice)
         self._inventory_cache = (version, found)
+        self._repeated_cache = (version, repeated)
         return found
+
+    async def repeated_documents(self) -> frozenset[str]:
+        """Documents with a chunk whose row the table holds more than once (two writers
+        of one document, a retried append), read with ``inventory()`` at the same version.
+        ``reconcile_vectors`` has their rows written again."""
+        await self.inventory()
+        read, repeated = self._inventory_cache, self._repeated_cache
+        if self._table is None or read is None or repeated is None or read[0] != repeated[0]:
+            return frozenset()
+        return repeated[1]
 
     async def recover(self) -> str | None:
         """Make the table readable again (see ``VectorStoreProtocol.recover``).
@@ -1359,10 +1439,11 @@ class LanceDBVectorStore:
         if held is None:
             resident = await self._resident()
             if resident is not None and not on_index:
-                return [
-                    VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
-                    for c, d, dist in resident.ranked(query, top_k, wanted)
-                ]
+                in_memory = resident
+                return _distinct_hits(
+                    await _deepened(top_k, lambda k: _as_ready(in_memory.ranked(query, k, wanted))),
+                    top_k,
+                )
         else:
             # On the index's path the copy (or count) is checked after LanceDB answers,
             # not before asking, so the query goes out at once (adr/0082).
@@ -1370,15 +1451,16 @@ class LanceDBVectorStore:
         restriction = "" if wanted is None else await self._restriction(wanted)
         if restriction is None:
             return []
-        rows = await self._ranked(query, top_k, restriction, exact=exact, resident=resident)
-        if wanted is not None and any(d not in wanted for _, d, _ in rows):
-            # A write landed between choosing the filter and searching: spell it out.
-            spelled = f"document_id IN ({_quote_ids(sorted(wanted), RetrievalError)})"
-            rows = await self._ranked(query, top_k, spelled, exact=exact, resident=resident)
-        return [
-            VectorHit(chunk_id=c, document_id=d, score=cosine_to_score(1.0 - dist))
-            for c, d, dist in rows[:top_k]
-        ]
+
+        async def fetch(k: int) -> list[tuple[str, str, float]]:
+            rows = await self._ranked(query, k, restriction, exact=exact, resident=resident)
+            if wanted is not None and any(d not in wanted for _, d, _ in rows):
+                # A write landed between choosing the filter and searching: spell it out.
+                spelled = f"document_id IN ({_quote_ids(sorted(wanted), RetrievalError)})"
+                rows = await self._ranked(query, k, spelled, exact=exact, resident=resident)
+            return rows
+
+        return _distinct_hits(await _deepened(top_k, fetch), top_k)
 
     async def _resident(self) -> _Resident | None:
         """The current version's vectors in memory, or None when the table holds more

@@ -115,14 +115,26 @@ async def reconcile_vectors(
         for start in range(0, len(missing), _LOOKUP_BATCH):
             rows = await metadata.get_chunks_by_ids(missing[start : start + _LOOKUP_BATCH])
             stale.update(row.document_id for row in rows.values())
+        # A chunk stored more than once (two writers of one document, a retried append):
+        # the document's upsert deletes every row it has and writes each chunk once.
+        stale.update(d for d in await _repeated(vectors) if d in confirmed.documents)
     if stale is None or stale:
         await metadata.forget_vectors(None if stale is None else sorted(stale))
         count = len(confirmed.documents) if stale is None else len(stale)
         notes.append(
-            f"{count} of {len(confirmed.documents)} documents had missing or mismatched "
-            "vectors; embedding them again"
+            f"{count} of {len(confirmed.documents)} documents had missing, mismatched or "
+            "repeated vectors; embedding them again"
         )
     return notes
+
+
+async def _repeated(vectors: VectorStoreProtocol) -> frozenset[str]:
+    """Documents with a chunk stored more than once, from a store that can tell (the
+    ``inventory()`` mapping keeps one row per chunk id)."""
+    find = getattr(vectors, "repeated_documents", None)
+    if find is None:
+        return frozenset()
+    return frozenset(await find())
 
 
 # Missing chunk ids are mapped to their documents this many at a time.
