@@ -220,7 +220,7 @@ async def test_sentinel_leaks_nowhere_on_failure_paths(tmp_path: Path) -> None:
             # Dense without the dense extras configured: refused with the install hint.
             with pytest.raises(ConfigurationError, match=r"groundkit\[dense"):
                 await col.search(SENTINEL, 3, mode="dense")
-            with pytest.raises(RuntimeError, match=SENTINEL):
+            with pytest.raises(RetrievalError, match=r"echo-fail.*RuntimeError"):
                 await col.search(f"{SENTINEL} tea", 3, rerank=True)
             with pytest.raises(RetrievalError, match="no chunk"):
                 await col.fetch_chunk(SENTINEL)
@@ -237,11 +237,11 @@ async def test_sentinel_leaks_nowhere_on_failure_paths(tmp_path: Path) -> None:
         "RetrievalError",
         "RetrievalError",
         "ConfigurationError",
-        "RuntimeError",
+        "RetrievalError",
         "RerankerNotConfiguredError",
     ]
     (rerank,) = captured.named("groundkit.rerank")
-    assert (rerank.attributes or {})["groundkit.failure_kind"] == "RuntimeError"
+    assert (rerank.attributes or {})["groundkit.failure_kind"] == "RetrievalError"
     assert rerank.status.status_code is StatusCode.ERROR
     (fetch,) = captured.named("groundkit.fetch_chunk")
     assert (fetch.attributes or {})["groundkit.failure_kind"] == "RetrievalError"

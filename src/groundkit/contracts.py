@@ -70,6 +70,7 @@ __all__ = [
     "PAGE_STARTS_KEY",
     "PDF_EXTRACTOR_PREFIXES",
     "RECORD_SOURCE_PREFIX",
+    "RESULT_CITATION_FIELDS",
     "SENSITIVITY_FIELD",
     "SENSITIVITY_LEVELS",
     "SOURCE_FIELD",
@@ -948,9 +949,9 @@ def checked_citation(citation: Citation) -> Citation:
     return citation
 
 
-# A result's own fields that make up its citation, and the citation's fields derived
-# from the result's metadata (its pages).
-_RESULT_CITATION_FIELDS = (
+# A result's own fields that make up its citation (with its text, what a reranker may not
+# change), and the citation's fields derived from the result's metadata (its pages).
+RESULT_CITATION_FIELDS = (
     "document_id",
     "chunk_id",
     "source",
@@ -1151,7 +1152,7 @@ class RetrievalResult(_Frozen):
         # the text lives is one nested citation, as in ``FetchResult`` and MCP; the
         # model keeps it flat, the fields a stored row gives.
         data: dict[str, Any] = handler(self)
-        cited = {k: data.pop(k) for k in _RESULT_CITATION_FIELDS if k in data}
+        cited = {k: data.pop(k) for k in RESULT_CITATION_FIELDS if k in data}
         if cited:
             citation = self.citation
             data["citation"] = {

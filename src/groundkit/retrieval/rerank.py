@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -31,10 +32,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from groundkit.contracts import RetrievalResult, Scores
-from groundkit.errors import ConfigurationError, RerankerNotConfiguredError, RetrievalError
+from groundkit.contracts import RESULT_CITATION_FIELDS, RetrievalResult, Scores
+from groundkit.errors import (
+    ConfigurationError,
+    GroundkitError,
+    RerankerNotConfiguredError,
+    RetrievalError,
+)
 
-__all__ = ["CrossEncoderReranker", "RerankerProtocol", "sigmoid"]
+__all__ = ["CrossEncoderReranker", "RerankerProtocol", "checked_rerank", "sigmoid"]
 
 logger = logging.getLogger("groundkit.retrieval")
 
@@ -66,6 +72,100 @@ def sigmoid(logit: float) -> float:
         return 1.0 / (1.0 + math.exp(-logit))
     z = math.exp(logit)
     return z / (1.0 + z)
+
+
+# What a reranker may not change about a candidate: its text and everything its
+# citation is read from. Only ``score`` and ``scores`` are the reranker's to set.
+_KEPT_FIELDS = ("content", *RESULT_CITATION_FIELDS, "chunk_index", "collection", "metadata")
+
+
+def _reranker_name(reranker: object) -> str:
+    model = getattr(reranker, "model_name", None)
+    kind = type(reranker).__name__
+    return f"{kind} ({model!r})" if isinstance(model, str) else kind
+
+
+def _finite_number(value: object) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _same(a: object, b: object) -> bool:
+    return a is b or a == b
+
+
+async def checked_rerank(
+    reranker: RerankerProtocol,
+    query: str,
+    candidates: Sequence[RetrievalResult],
+    top_k: int | None = None,
+) -> list[RetrievalResult]:
+    """``reranker.rerank(query, candidates, top_k)``, held to the protocol.
+
+    A reranker may be application code, and what it returns goes to the caller as
+    cited results. Its own exception becomes a ``RetrievalError`` naming it (only the
+    exception's type: a reranker reads passages, and its message may quote them; the
+    message is logged at DEBUG). Its output must be a list of the candidates it was
+    given, each at most once (matched by ``chunk_id``), at most ``top_k`` of them,
+    each with a finite, non-negative score and its text and citation unchanged;
+    anything else is a ``RetrievalError``. What is returned is each candidate with
+    the reranker's ``score`` and ``scores``, in the reranker's order.
+    """
+    name = _reranker_name(reranker)
+    try:
+        out = await reranker.rerank(query, candidates, top_k=top_k)
+    except GroundkitError:
+        raise
+    except Exception as exc:
+        logger.debug("the reranker %s failed", name, exc_info=True)
+        raise RetrievalError(
+            f"the reranker {name} failed ({type(exc).__name__}); enable DEBUG logging on "
+            "'groundkit.retrieval' for its message"
+        ) from None
+
+    def refused(problem: str) -> RetrievalError:
+        return RetrievalError(f"the reranker {name} returned unusable results: {problem}")
+
+    if not isinstance(out, list | tuple):
+        raise refused(f"expected a list of results, got {type(out).__name__}")
+    if top_k is not None and len(out) > top_k:
+        raise refused(f"{len(out)} results where at most {top_k} were asked for")
+    given: dict[str, RetrievalResult] = {}
+    for candidate in candidates:
+        given.setdefault(candidate.chunk_id, candidate)
+    seen: set[str] = set()
+    kept: list[RetrievalResult] = []
+    for i, item in enumerate(out):
+        if not isinstance(item, RetrievalResult):
+            raise refused(f"result {i} is {type(item).__name__}, not a RetrievalResult")
+        match = given.get(item.chunk_id) if isinstance(item.chunk_id, str) else None
+        if match is None:
+            raise refused(f"result {i} is not one of the {len(given)} candidates it was given")
+        candidate = match
+        if item.chunk_id in seen:
+            raise refused(f"result {i} repeats a candidate already returned")
+        seen.add(item.chunk_id)
+        changed = [
+            f for f in _KEPT_FIELDS if not _same(getattr(item, f, None), getattr(candidate, f))
+        ]
+        if changed:
+            raise refused(
+                f"result {i} changed the candidate's {', '.join(changed)}; a reranker "
+                "only reorders and scores"
+            )
+        if not _finite_number(item.score) or item.score < 0:
+            raise refused(f"result {i} has score {item.score!r}, not a finite number >= 0")
+        signals = item.scores
+        if signals is not None and (
+            not isinstance(signals, Scores)
+            or not all(v is None or _finite_number(v) for v in dataclasses.astuple(signals))
+        ):
+            raise refused(f"result {i} has scores {signals!r}, not finite signals")
+        kept.append(candidate.model_copy(update={"score": float(item.score), "scores": signals}))
+    return kept
 
 
 class _Predictor(Protocol):
@@ -185,6 +285,9 @@ class CrossEncoderReranker:
         missing = self._missing()
         if missing is not None:  # known without loading (and without the hub's log lines)
             raise RerankerNotConfiguredError(self._failure(missing))
+        untokenized = self._no_tokenizer_files()
+        if untokenized is not None:
+            raise RerankerNotConfiguredError(self._failure(untokenized))
         try:
             import torch
             from sentence_transformers import CrossEncoder
@@ -215,6 +318,9 @@ class CrossEncoderReranker:
                 "not a cross-encoder: it has no trained classification head. Use a "
                 "sequence-classification reranker such as cross-encoder/ms-marco-MiniLM-L6-v2"
             )
+        short = _short_vocabulary(model)
+        if short is not None:
+            raise RerankerNotConfiguredError(self._failure(short))
         logger.info(
             "loaded cross-encoder %s in %.0f ms",
             self.model_name,
@@ -234,6 +340,35 @@ class CrossEncoderReranker:
         if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
             return "no such directory"
         return None
+
+    def _no_tokenizer_files(self) -> str | None:
+        """What a local model directory lacks when it has no tokenizer files.
+
+        The loader does not refuse such a directory: it builds a tokenizer of the
+        special tokens alone, every word becomes ``[UNK]`` and every passage scores
+        the same. A hub name is judged after loading, by ``_short_vocabulary``.
+        """
+        path = os.path.expanduser(self.model_name)
+        if not os.path.isdir(path):
+            return None
+        names = set(os.listdir(path))
+        if "config.json" not in names:  # not a model at all: the loader says so
+            return None
+        if names & _TOKENIZER_FILES or any(n.endswith(".model") for n in names):
+            return None
+        if "tokenizer_config.json" in names:
+            try:
+                with open(os.path.join(path, "tokenizer_config.json"), encoding="utf-8") as f:
+                    config = json.load(f)
+            except (OSError, ValueError):
+                config = None
+            if isinstance(config, dict) and config.get("vocab"):
+                return None
+        return (
+            "the directory has no tokenizer files (tokenizer.json, vocab.txt, vocab.json "
+            "with merges.txt, or a sentencepiece .model), so every word would be unknown "
+            "to it; copy the tokenizer files from where the model came from"
+        )
 
     def _load_failure(self) -> str:
         if os.path.isdir(os.path.expanduser(self.model_name)):
@@ -283,6 +418,32 @@ class CrossEncoderReranker:
                 "(is it a single-label cross-encoder?)"
             )
         return [float(x) for x in arr]
+
+
+# Files a tokenizer is read from; without any, the loader makes one of special
+# tokens only. A sentencepiece model (``*.model``) is looked for by suffix.
+_TOKENIZER_FILES = frozenset({"tokenizer.json", "vocab.txt", "vocab.json"})
+
+
+def _short_vocabulary(model: object) -> str | None:
+    """Why ``model``'s tokenizer cannot be its own: it knows far fewer tokens than the
+    model has embeddings (under half), so most words would read as unknown."""
+    tokenizer = getattr(model, "tokenizer", None)
+    config = getattr(model, "config", None)
+    wanted = getattr(config, "vocab_size", None)
+    if tokenizer is None or not isinstance(wanted, int) or isinstance(wanted, bool):
+        return None
+    try:
+        known = len(tokenizer)
+    except Exception:  # no length to judge by: the scores are still checked
+        return None
+    if known * 2 >= wanted:
+        return None
+    return (
+        f"its tokenizer knows {known} tokens where the model has {wanted}: the tokenizer "
+        "files are missing or belong to another model; copy the model's own tokenizer "
+        "files into its directory"
+    )
 
 
 def _rescored(result: RetrievalResult, score: float) -> RetrievalResult:

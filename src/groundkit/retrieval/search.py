@@ -68,7 +68,7 @@ from groundkit.retrieval.request import (
     SearchOptions,
     SearchRequest,
 )
-from groundkit.retrieval.rerank import RerankerProtocol
+from groundkit.retrieval.rerank import RerankerProtocol, checked_rerank
 from groundkit.retrieval.rewriting import QueryRewriterProtocol
 from groundkit.retrieval.scope import EVERYTHING, Allowed, Scope
 from groundkit.retrieval.sensitivity import check_clearance, visible
@@ -506,7 +506,7 @@ class Retriever:
             with traced(
                 SPAN_RERANK, collection=self.collection, candidate_count=len(results), top_k=final_k
             ) as span:
-                results = await self._reranker.rerank(query, results, top_k=keep)
+                results = await checked_rerank(self._reranker, query, results, top_k=keep)
                 span.set(result_count=len(results))
             stage = "rerank"
         if steps.any:
