@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
@@ -125,6 +125,7 @@ __all__ = [
     "fill_trusted",
     "heading_path_at",
     "metadata_without_gaps",
+    "opening_heading",
     "page_at",
     "page_frame_at",
     "record_id_of",
@@ -341,6 +342,50 @@ def heading_path_at(metadata: Mapping[str, Any], offset: int) -> list[str]:
             stack.pop()
         stack.append((level, title))
     return [title for _, title in stack]
+
+
+# A leading front matter block, as ingestion/fields.py reads one (YAML between ``---`` and
+# ``---`` or ``...``, TOML between ``+++`` lines).
+_FRONT_MATTER = re.compile(
+    r"\ufeff?(?:---[ \t]*\r?\n(?:.*?\n)??(?:---|\.\.\.)|\+\+\+[ \t]*\r?\n(?:.*?\n)??\+\+\+)"
+    r"[ \t]*(?:\r?\n|\Z)",
+    re.DOTALL,
+)
+
+
+def opening_heading(metadata: Mapping[str, Any], start: int, content: str) -> int:
+    """Where the heading path of a chunk starting at ``start`` is read: the start of the
+    last heading in the run of heading lines the chunk opens with, else ``start``.
+
+    A chunk joining small sections (adr/0096-small-sections-joined.md) may open with a
+    document's title and then a section's heading (``# Kettles`` / ``## Boiling`` /
+    text): its text is under both, and its path is ``["Kettles", "Boiling"]``, not the
+    title's alone. A document's front matter does not end the run; a chunk opening
+    with body text keeps the path at its start.
+    """
+    outline = metadata.get(HEADINGS_KEY)
+    if not isinstance(outline, list) or not outline:
+        return start
+    try:
+        index = bisect_left(outline, start, key=lambda entry: int(entry[0]))
+    except (TypeError, ValueError, IndexError, KeyError):
+        return start  # a damaged outline: heading_path_at gives no path for it either
+    end = start + len(content)
+    at, done = start, 0  # ``done``: where in ``content`` the last heading line ended
+    if start == 0 and (front := _FRONT_MATTER.match(content)) is not None:
+        done = front.end()  # a document's front matter is its fields, not body text
+    for entry in outline[index:]:
+        offset = entry[0] if isinstance(entry, list) and entry else None
+        if type(offset) is not int or offset >= end:
+            break
+        if content[done : offset - start].strip():
+            break  # body text before this heading: the run has ended
+        at = offset
+        line_end = content.find("\n", offset - start)
+        if line_end < 0:
+            break
+        done = line_end + 1
+    return at
 
 
 def end_page_at(metadata: Mapping[str, Any], start: int, end: int) -> int | None:
@@ -1228,7 +1273,9 @@ class RetrievalResult(_Frozen):
     @property
     def heading_path(self) -> list[str]:
         """The headings the chunk lies under, outermost first (``[]`` when none)."""
-        return heading_path_at(self.metadata, self.start_offset)
+        return heading_path_at(
+            self.metadata, opening_heading(self.metadata, self.start_offset, self.content)
+        )
 
     def to_annotation(self) -> dict[str, Any]:
         """This result's citation as a receipt (``Citation.to_annotation``); a result

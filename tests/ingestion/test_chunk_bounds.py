@@ -8,14 +8,22 @@ budget, so no Markdown, however many headings it has, yields more chunks than
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from groundkit import ChunkingConfig
 from groundkit.config import ChunkStrategy
-from groundkit.contracts import HEADINGS_KEY, PAGE_STARTS_KEY, Document
+from groundkit.contracts import (
+    HEADINGS_KEY,
+    PAGE_STARTS_KEY,
+    Document,
+    heading_path_at,
+    opening_heading,
+)
 from groundkit.ingestion import chunk_document, chunk_spans
 from groundkit.ingestion.chunking import heading_starts
+from groundkit.ingestion.index_text import index_text, index_texts_of
 from groundkit.ingestion.outline import markdown_outline
 from tests.ingestion.test_structure_chunking import assert_exact_slices
 
@@ -126,3 +134,52 @@ def test_sentence_chunks_are_unchanged_one_per_heading() -> None:
     headings = heading_starts(markdown_outline(text))
     spans = chunk_spans(text, ChunkingConfig(strategy="sentence"), headings=headings)
     assert [text[a:b] for a, b in spans] == ["# a", "# b"]
+
+
+# --- the heading path of a joined chunk ---------------------------------------------
+
+
+def _joined(text: str) -> tuple[dict[str, object], list[tuple[int, int]]]:
+    outline = markdown_outline(text)
+    config = ChunkingConfig(max_chars=400, overlap_chars=0)
+    return {HEADINGS_KEY: outline}, chunk_spans(text, config, headings=heading_starts(outline))
+
+
+@pytest.mark.parametrize(
+    ("text", "path"),
+    [
+        # A title, then a section's heading, then its text: under both.
+        (
+            "# Kettles\n\n## Boiling\n\nWater boils.\n\n## Storing\n\nKeep it dry.\n",
+            ["Kettles", "Boiling"],
+        ),
+        # Body text first: the path where the chunk starts.
+        ("# Q\n\nFirst answer.\n\n# R\n\nSecond answer.\n", ["Q"]),
+        # Headings only: the last of them.
+        ("# a\n# b\n## c\n", ["b", "c"]),
+        # A document's front matter is passed over.
+        ("---\ntitle: T\n---\n# H\n\n## S\n\nText.\n", ["H", "S"]),
+        ("+++\ntitle = 'T'\n+++\n# H\n\nText.\n", ["H"]),
+        # A thematic break is body text.
+        ("Intro.\n\n---\n\n# H\n\nText.\n", []),
+    ],
+)
+def test_a_joined_chunk_is_under_the_headings_it_opens_with(text: str, path: list[str]) -> None:
+    metadata, spans = _joined(text)
+    ((start, end),) = spans  # small sections: one chunk
+    at = opening_heading(metadata, start, text[start:end])
+    assert heading_path_at(metadata, at) == path
+    chunk = chunk_document(
+        Document(document_id="d", source="d.md", content=text, metadata=metadata),
+        ChunkingConfig(max_chars=400, overlap_chars=0),
+    )
+    # The contextual prefix is read from the same place, one chunk or all of them.
+    (only,) = chunk
+    one = index_text(only.content, only.start_offset, metadata, contextual=True)
+    assert index_texts_of([(only.content, only.start_offset)], metadata, contextual=True) == [one]
+    assert one.startswith(" > ".join(path) + "\n\n" if path else only.content[:5])
+
+
+def test_a_damaged_outline_reads_the_path_at_the_chunk_start() -> None:
+    assert opening_heading({HEADINGS_KEY: [["x", 1, "a"]]}, 0, "# a\n\nText") == 0
+    assert opening_heading({HEADINGS_KEY: "not a list"}, 3, "Text") == 3

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
-from groundkit.contracts import HEADINGS_KEY, fields_of, heading_path_at
+from groundkit.contracts import HEADINGS_KEY, fields_of, heading_path_at, opening_heading
 
 __all__ = ["context_prefix", "heading_paths", "index_text", "index_texts_of"]
 
@@ -39,7 +39,8 @@ def index_text(
     """What is analysed and embedded for a chunk: ``content``, or prefix + content."""
     if not contextual:
         return content
-    prefix = context_prefix(metadata, start_offset)
+    path = heading_path_at(metadata, opening_heading(metadata, start_offset, content))
+    prefix = context_prefix(metadata, start_offset, path)
     return f"{prefix}\n\n{content}" if prefix else content
 
 
@@ -50,7 +51,8 @@ def index_texts_of(
     paths found in one pass over its outline (``heading_paths``)."""
     if not contextual:
         return [content for content, _ in chunks]
-    paths = heading_paths(metadata, [start for _, start in chunks])
+    at = [opening_heading(metadata, start, content) for content, start in chunks]
+    paths = heading_paths(metadata, at)
     texts: list[str] = []
     for (content, start), path in zip(chunks, paths, strict=True):
         prefix = context_prefix(metadata, start, path)
