@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -109,16 +108,17 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def write_moment() -> float:
-    """Now, in seconds since the epoch, cut to the whole microsecond below: the moment a
+def write_moment(seconds: float) -> float:
+    """``seconds`` (the clock's now) cut to the whole microsecond below: the moment a
     write records both as its versions' start (``valid_from``) and, as ISO 8601 text, as
     their ``ingested_at``. ``time.time()`` carries sub-microsecond digits that ``iso_time``
     rounds away, half the time upwards: a search ``as_of`` the reported ``ingested_at``
     then came before the start it names and found the previous version. Cut this way,
     ``iso_time`` gives this very moment back, and ``datetime.timestamp()`` of the text
     gives back this very float; successive writes never get an earlier moment than the
-    clock's order gives them (a floor keeps order, ties allowed as before)."""
-    return (time.time_ns() // 1_000) / 1_000_000
+    clock's order gives them (a floor keeps order, ties allowed as before). The store
+    reads the clock itself, so a test can give it one."""
+    return math.floor(seconds * 1_000_000) / 1_000_000
 
 
 def iso_time(seconds: float) -> str:

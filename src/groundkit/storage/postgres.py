@@ -974,7 +974,7 @@ class PostgresMetadataStore:
             generation = await self._bump(conn)
             # Taken under the state row lock: a writer that waited for it starts its
             # version after the one committed meanwhile, not before it.
-            now = write_moment()  # also ``ingested_at``: see ``write_moment``
+            now = write_moment(time.time())  # also ``ingested_at``: see ``write_moment``
             start = version_start(valid_as_of, now)
             stored = await conn.fetch(
                 f"SELECT {STORED_ALREADY_COLUMNS} FROM {self._s}.documents"

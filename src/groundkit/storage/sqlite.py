@@ -1024,7 +1024,7 @@ class SQLiteMetadataStore:
             await self._begin_write()
             # Taken under the write lock: a writer that waited for it starts its version
             # after the one committed meanwhile, not before it.
-            now = write_moment()  # also ``ingested_at``: see ``write_moment``
+            now = write_moment(time.time())  # also ``ingested_at``: see ``write_moment``
             start = version_start(valid_as_of, now)
             same = stored_already(
                 items,
