@@ -1184,24 +1184,10 @@ def _with_fields(document: Document, fields: dict[str, FieldValue]) -> Document:
     metadata = {k: v for k, v in document.metadata.items() if k != FIELDS_KEY}
     if merged:
         metadata[FIELDS_KEY] = merged
-    if _identical(metadata, document.metadata):
+    # As JSON, types included: ``==`` would keep a loader's 1 where the caller gave true.
+    if same_metadata(metadata, document.metadata):
         return document
     return document.model_copy(update={"metadata": metadata})
-
-
-def _identical(a: object, b: object) -> bool:
-    """``a == b`` with types compared too, at every level: ``==`` takes ``1``, ``True``
-    and ``1.0`` (and a str enum and its value) for one value, which would keep a loader's
-    field where the caller's, or its checked form, was meant to replace it."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_identical(v, b[k]) for k, v in a.items())
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(map(_identical, a, b))
-    return bool(a == b)
 
 
 def _unchanged(document: Document, known: Mapping[str, DocumentState]) -> bool:

@@ -134,17 +134,16 @@ async def checked_rerank(
     if top_k is not None and len(out) > top_k:
         raise refused(f"{len(out)} results where at most {top_k} were asked for")
     given: dict[str, RetrievalResult] = {}
-    for candidate in candidates:
-        given.setdefault(candidate.chunk_id, candidate)
+    for result in candidates:
+        given.setdefault(result.chunk_id, result)
     seen: set[str] = set()
     kept: list[RetrievalResult] = []
     for i, item in enumerate(out):
         if not isinstance(item, RetrievalResult):
             raise refused(f"result {i} is {type(item).__name__}, not a RetrievalResult")
-        match = given.get(item.chunk_id) if isinstance(item.chunk_id, str) else None
-        if match is None:
+        candidate = given.get(item.chunk_id) if isinstance(item.chunk_id, str) else None
+        if candidate is None:
             raise refused(f"result {i} is not one of the {len(given)} candidates it was given")
-        candidate = match
         if item.chunk_id in seen:
             raise refused(f"result {i} repeats a candidate already returned")
         seen.add(item.chunk_id)
