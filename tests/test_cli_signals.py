@@ -50,6 +50,20 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+async def _started(script: str, *argv: str, stdin: int | None = None) -> asyncio.subprocess.Process:
+    """``script`` (grk, as the tests drive it) with ``argv``, its output piped, SIGINT
+    handled as in a shell, resource warnings shown."""
+    return await asyncio.create_subprocess_exec(
+        *(sys.executable, "-W", "always::ResourceWarning", "-c", script, *argv),
+        cwd=REPO,
+        env=child_env(),
+        stdin=stdin,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=_default_sigint,
+    )
+
+
 async def _signalled(
     proc: asyncio.subprocess.Process,
     sig: signal.Signals,
@@ -112,19 +126,10 @@ async def test_a_signal_during_grk_ingest_closes_the_collection(
 ) -> None:
     base, index = tmp_path / "base", tmp_path / "index"
     write_tree(base, FILES)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-W",
-        "always::ResourceWarning",
-        "-c",
+    proc = await _started(
         _GRK_STALLED,
         *("ingest", str(base), "--index-dir", str(index), "--base-dir", str(base)),
         *("--embedder", "hash-64"),
-        cwd=REPO,
-        env=child_env(),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=_default_sigint,
     )
     _, err = await _signalled(proc, sig, said=b"embedding", on_stderr=False)
     _ends_like_ctrl_c(proc, sig, err)
@@ -177,16 +182,10 @@ async def test_a_signal_stops_grk_serve_over_http(index: Path, sig: signal.Signa
         ):
             assert (await call(client, "search", query="tides"))["results"]
 
-    proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-W", "always::ResourceWarning", "-c", _GRK),
-        *("serve", "--index-dir", str(index), "--transport", "http"),
-        *("--port", str(port)),
-        cwd=REPO,
-        env=child_env(),
+    proc = await _started(
+        _GRK,
+        *("serve", "--index-dir", str(index), "--transport", "http", "--port", str(port)),
         stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=_default_sigint,
     )
     # uvicorn stops serving on either signal; grk then ends as for Ctrl-C.
     _, err = await _signalled(
@@ -204,15 +203,8 @@ async def test_a_signal_stops_grk_serve_over_stdio_with_stdin_open(
 ) -> None:
     pytest.importorskip("mcp")
     # The client keeps stdin open: the server must not wait for its next line to stop.
-    proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-W", "always::ResourceWarning", "-c", _GRK),
-        *("serve", "--index-dir", str(index)),
-        cwd=REPO,
-        env=child_env(),
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        preexec_fn=_default_sigint,
+    proc = await _started(
+        _GRK, *("serve", "--index-dir", str(index)), stdin=asyncio.subprocess.PIPE
     )
     assert proc.stdin is not None and proc.stdout is not None
 
