@@ -433,12 +433,18 @@ _CLOSED_STDIN = (
 )
 
 
-def test_an_output_encoding_without_the_stored_characters_gets_escapes(tmp_path: Path) -> None:
+def _ingested(tmp_path: Path, text: str) -> list[str]:
+    """The flags of a collection holding ``docs/a.md`` with ``text``, ingested."""
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "a.md").write_text("Café naïve — “quoted” fox.\n", encoding="utf-8")
+    (docs / "a.md").write_text(text, encoding="utf-8")
     at = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
     assert main(["ingest", str(docs), "-q", *at]) == 0
+    return at
+
+
+def test_an_output_encoding_without_the_stored_characters_gets_escapes(tmp_path: Path) -> None:
+    at = _ingested(tmp_path, "Café naïve — “quoted” fox.\n")
     for encoding in ("ascii", "latin-1"):
         env = {"PYTHONIOENCODING": encoding}
         human = _grk(["search", "fox", *at], env)
@@ -458,11 +464,7 @@ def test_an_output_encoding_without_the_stored_characters_gets_escapes(tmp_path:
 
 
 def test_a_closed_stdin_is_a_one_line_error(tmp_path: Path) -> None:
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    (docs / "a.md").write_text("Cats purr.\n", encoding="utf-8")
-    at = ["--index-dir", str(tmp_path / "idx"), "--base-dir", str(tmp_path)]
-    assert main(["ingest", str(docs), "-q", *at]) == 0
+    at = _ingested(tmp_path, "Cats purr.\n")
     for argv, said in (
         (["search", "-"], "the query is read from stdin, but stdin is closed"),
         (["ingest", "--jsonl", "-"], "--jsonl - is read from stdin, but stdin is closed"),
