@@ -329,19 +329,29 @@ def heading_path_at(metadata: Mapping[str, Any], offset: int) -> list[str]:
     outline = metadata.get(HEADINGS_KEY)
     if not isinstance(outline, list) or not outline:
         return []
-    stack: list[tuple[int, str]] = []
-    for entry in outline:
+    # Walked back from the last heading at or before ``offset``: each heading of a
+    # level above every later one up to there encloses it. A result's path costs its
+    # section's depth, not the document's outline.
+    try:
+        index = bisect_right(outline, offset, key=lambda entry: int(entry[0]))
+    except (TypeError, ValueError, IndexError, KeyError):
+        return []  # a damaged outline gives no path
+    path: list[str] = []
+    above = 7
+    for back in range(index - 1, -1, -1):
+        entry = outline[back]
         if not (isinstance(entry, list) and len(entry) == 3):
             return []
-        start, level, title = entry
-        if type(start) is not int or type(level) is not int or not isinstance(title, str):
+        _, level, title = entry
+        if type(level) is not int or not isinstance(title, str):
             return []
-        if start > offset:
-            break
-        while stack and stack[-1][0] >= level:
-            stack.pop()
-        stack.append((level, title))
-    return [title for _, title in stack]
+        if level < above:
+            path.append(title)
+            above = level
+            if level <= 1:
+                break
+    path.reverse()
+    return path
 
 
 # A leading front matter block, as ingestion/fields.py reads one (YAML between ``---`` and

@@ -311,26 +311,42 @@ def test_contextual_index_texts_of_a_file_of_many_headings() -> None:
         assert texts[i] == one
 
 
+_ENTRY = st.tuples(st.integers(0, 60), st.integers(1, 6), st.sampled_from(["A", "b", ""])).map(list)
+
+
 @settings(max_examples=200)
 @given(
-    outline=st.lists(
-        st.one_of(
-            st.tuples(st.integers(0, 60), st.integers(1, 6), st.sampled_from(["A", "b", ""])).map(
-                list
-            ),
-            st.just(["not", "an", "entry"]),
-        ),
-        max_size=8,
-    ),
+    outline=st.lists(_ENTRY, max_size=12).map(lambda entries: sorted(entries, key=lambda e: e[0])),
     offsets=st.lists(st.integers(0, 70), max_size=6),
     ordered=st.booleans(),
 )
 def test_heading_paths_agree_with_heading_path_at(
     outline: list[list[Any]], offsets: list[int], ordered: bool
 ) -> None:
+    # Outlines as the ingest writes them and a read checks them (valid_outline).
     metadata = {HEADINGS_KEY: outline}
     chosen = sorted(offsets) if ordered else offsets
     assert heading_paths(metadata, chosen) == [heading_path_at(metadata, o) for o in chosen]
+    assert [heading_path_at(metadata, o) for o in chosen] == [
+        naive_heading_path(outline, o) for o in chosen
+    ]
+
+
+@settings(max_examples=200)
+@given(
+    outline=st.lists(
+        st.one_of(_ENTRY, st.just(["not", "an", "entry"]), st.just([1, 2]), st.just("x")),
+        max_size=8,
+    ),
+    offsets=st.lists(st.integers(0, 70), max_size=6),
+)
+def test_a_damaged_outline_never_raises(outline: list[Any], offsets: list[int]) -> None:
+    # A stored outline is checked when read; one that is not (a caller's own metadata)
+    # gives some path or none, never an exception from a result's heading path.
+    metadata = {HEADINGS_KEY: outline}
+    for offset in offsets:
+        assert isinstance(heading_path_at(metadata, offset), list)
+    assert len(heading_paths(metadata, sorted(offsets))) == len(offsets)
 
 
 def test_sentence_chunks_join_a_heading_with_its_first_sentence() -> None:

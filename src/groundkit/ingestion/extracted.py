@@ -37,7 +37,7 @@ from groundkit.extraction.pdf_ocr import OcrMode, ocr_policy
 from groundkit.extraction.sources import read_capped
 from groundkit.ingestion.fields import extraction_fields
 from groundkit.ingestion.files import contained_source
-from groundkit.ingestion.outline import as_outline
+from groundkit.ingestion.outline import bounded_outline
 from groundkit.storage.names import document_id_for
 
 __all__ = [
@@ -47,10 +47,18 @@ __all__ = [
     "PdfLoader",
     "PptxLoader",
     "extracted_metadata",
+    "extraction_notes",
     "html_extractor_for",
     "pdf_extractor_for",
     "pdf_extractor_with_ocr",
 ]
+
+
+def extraction_notes(extraction: Extraction) -> tuple[str, ...]:
+    """What a document's report says its extraction left out: unread pages, an outline
+    cut to fit (``bounded_outline``)."""
+    cut = bounded_outline(extraction.headings)[1]
+    return tuple(note for note in (extraction.unread, cut) if note)
 
 
 def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> dict[str, Any]:
@@ -66,8 +74,9 @@ def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> d
         metadata["pages"] = len(extraction.page_starts)
     if extraction.geometry is not None:
         metadata[GEOMETRY_KEY] = dict(extraction.geometry)
-    if extraction.headings:
-        metadata[HEADINGS_KEY] = as_outline(extraction.headings)
+    outline = bounded_outline(extraction.headings)[0]
+    if outline:
+        metadata[HEADINGS_KEY] = outline
     if read_fields:
         if extraction.info_error is not None:
             raise IngestionError(
@@ -132,7 +141,7 @@ class _ExtractedLoader:
             extractor=extraction.identity or extractor.identity,
             metadata=metadata,
             # Not silent: the text pages are kept, and the report says what was left out.
-            notes=(extraction.unread,) if extraction.unread else (),
+            notes=extraction_notes(extraction),
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +13,12 @@ from groundkit.contracts import FIELDS_KEY, HEADINGS_KEY, Document
 from groundkit.errors import IngestionError
 from groundkit.extraction.sources import read_utf8
 from groundkit.ingestion.fields import read_front_matter
-from groundkit.ingestion.outline import markdown_outline, rst_outline
+from groundkit.ingestion.outline import (
+    Heading,
+    bounded_outline,
+    iter_markdown_headings,
+    rst_headings,
+)
 from groundkit.storage.names import document_id_for
 from groundkit.utils.file_reads import file_kind
 from groundkit.utils.path_safety import (
@@ -145,7 +150,17 @@ def _about_front_matter(message: str) -> str:
 # Where a leading '---' block is front matter rather than text that happens to start so.
 FRONT_MATTER_EXTENSIONS = frozenset({".md", ".markdown"})
 # Files whose headings make the document's outline (``HEADINGS_KEY``), and how to read them.
-_OUTLINES = {".md": markdown_outline, ".markdown": markdown_outline, ".rst": rst_outline}
+_OUTLINES: dict[str, Callable[[str], Iterable[Heading]]] = {
+    ".md": iter_markdown_headings,
+    ".markdown": iter_markdown_headings,
+    ".rst": rst_headings,
+}
+
+
+def _outline(
+    headings_of: Callable[[str], Iterable[Heading]], text: str
+) -> tuple[list[list[int | str]], str | None]:
+    return bounded_outline(headings_of(text))
 
 
 class FileLoader:
@@ -182,9 +197,10 @@ class FileLoader:
         metadata: dict[str, object] = {}
         notes: tuple[str, ...] = ()
         suffix = path.suffix.lower()
-        outline_of = _OUTLINES.get(suffix)
-        if outline_of is not None:
-            outline = await asyncio.to_thread(outline_of, text)
+        headings_of = _OUTLINES.get(suffix)
+        cut: str | None = None
+        if headings_of is not None:
+            outline, cut = await asyncio.to_thread(_outline, headings_of, text)
             if outline:
                 metadata[HEADINGS_KEY] = outline
         if self.config.read_fields and suffix in FRONT_MATTER_EXTENSIONS:
@@ -195,6 +211,8 @@ class FileLoader:
             if front.fields:
                 metadata[FIELDS_KEY] = front.fields
             notes = tuple(_about_front_matter(note) for note in front.notes)
+        if cut is not None:
+            notes = (*notes, cut)
         return Document(
             document_id=document_id_for(source),
             source=source,

@@ -22,9 +22,12 @@ import re
 from collections.abc import Iterable, Iterator
 
 __all__ = [
+    "MAX_OUTLINE_HEADINGS",
     "MAX_TITLE_CHARS",
     "Heading",
     "as_outline",
+    "bounded_outline",
+    "iter_markdown_headings",
     "markdown_headings",
     "markdown_outline",
     "rst_headings",
@@ -38,6 +41,49 @@ Heading = tuple[int, int, str]
 def as_outline(headings: Iterable[Heading]) -> list[list[int | str]]:
     """Headings as stored under ``HEADINGS_KEY``: ``[[offset, level, title], ...]``."""
     return [[offset, level, title] for offset, level, title in headings]
+
+
+# The most headings a document's outline keeps (adr/0099-outline-cap.md). The outline is
+# stored with the document and read with its rows; a file of nothing but headings
+# would otherwise hold one entry per line (8 MB of ``# h`` lines: a million entries,
+# some 800 MB at ingest). A long manual has a few thousand, a big one-file API reference
+# or changelog tens of thousands.
+MAX_OUTLINE_HEADINGS = 50_000
+
+
+def bounded_outline(
+    headings: Iterable[Heading], limit: int = MAX_OUTLINE_HEADINGS
+) -> tuple[list[list[int | str]], str | None]:
+    """The outline of ``headings`` with at most ``limit`` entries, and a note when cut.
+
+    Over the limit, the deepest level goes first, then the next, so what is kept is
+    every heading down to the deepest level that fits: a kept heading path is a true
+    path, only shorter. When even the top-level headings do not fit, none are kept
+    (a path missing a heading would name the wrong section). Read in one pass, so a
+    file of headings is never held whole.
+    """
+    kept: list[list[int | str]] = []
+    deepest, seen = 6, 0
+    for offset, level, title in headings:
+        seen += 1
+        if level > deepest:
+            continue
+        kept.append([offset, level, title])
+        while len(kept) > limit and deepest > 0:
+            kept = [entry for entry in kept if entry[1] != deepest]
+            deepest -= 1
+    if deepest == 6:
+        return kept, None
+    if not kept:
+        return [], (
+            f"outline left out: {seen:,} headings, more than {limit:,} even at the top "
+            "level, so no heading paths and no cuts at headings"
+        )
+    levels = "level 1" if deepest == 1 else f"levels 1-{deepest}"
+    return kept, (
+        f"outline cut to heading {levels}: {seen:,} headings, more than {limit:,}; "
+        "deeper headings give no heading paths and no cuts"
+    )
 
 
 def _lines(text: str) -> Iterator[tuple[int, str]]:
@@ -124,34 +170,41 @@ _YAML_CLOSE = re.compile(r"(?:---|\.\.\.)[ \t]*")
 _TOML_FENCE = re.compile(r"\+\+\+[ \t]*")
 
 
-def _front_matter_lines(lines: list[tuple[int, str]]) -> int:
+def _front_matter_lines(lines: Iterable[tuple[int, str]]) -> int:
     """How many leading lines are a front matter block (ingestion/fields.py's rule)."""
-    if len(lines) < 2:
+    numbered = enumerate(lines)
+    first = next(numbered, None)
+    if first is None:
         return 0
-    opening = lines[0][1].removeprefix("\ufeff")
+    opening = first[1][1].removeprefix("\ufeff")
     if _YAML_OPEN.fullmatch(opening):
         close = _YAML_CLOSE
     elif _TOML_FENCE.fullmatch(opening):
         close = _TOML_FENCE
     else:
         return 0
-    for index in range(1, len(lines)):
-        if close.fullmatch(lines[index][1]):
+    for index, (_, line) in numbered:
+        if close.fullmatch(line):
             return index + 1
     return 0
 
 
 def markdown_headings(text: str) -> list[Heading]:
     """The ATX and setext headings of Markdown ``text``, in offset order."""
-    lines = list(_lines(text))
-    found: list[Heading] = []
+    return list(iter_markdown_headings(text))
+
+
+def iter_markdown_headings(text: str) -> Iterator[Heading]:
+    """``markdown_headings`` one at a time: a file's lines are never all held at once."""
+    skip = _front_matter_lines(_lines(text))
     fence: tuple[str, int] | None = None  # the open fence's character and length
     in_comment = False
     paragraph = 0  # lines in the open paragraph (0: none)
     paragraph_start, paragraph_line = 0, ""
     in_container = False  # a list item or block quote, continued lazily
-    for index in range(_front_matter_lines(lines), len(lines)):
-        offset, line = lines[index]
+    for index, (offset, line) in enumerate(_lines(text)):
+        if index < skip:
+            continue
         if offset == 0:
             line = line.removeprefix("\ufeff")
         indent = _indent(line)
@@ -180,7 +233,7 @@ def markdown_headings(text: str) -> list[Heading]:
         if atx:
             title = _markdown_title(_ATX_CLOSE.sub("", (atx.group(2) or "").strip()))
             if title:
-                found.append((offset, len(atx.group(1)), title))
+                yield offset, len(atx.group(1)), title
             paragraph, in_container = 0, False
             continue
         underline = _SETEXT.match(body)
@@ -188,7 +241,7 @@ def markdown_headings(text: str) -> list[Heading]:
             if paragraph == 1:
                 title = _markdown_title(paragraph_line)
                 if title:
-                    found.append((paragraph_start, 1 if body[0] == "=" else 2, title))
+                    yield paragraph_start, 1 if body[0] == "=" else 2, title
                 paragraph = 0
             elif body[0] == "=":
                 paragraph += 1 if paragraph else 0
@@ -211,12 +264,12 @@ def markdown_headings(text: str) -> list[Heading]:
             paragraph += 1
         else:
             paragraph, paragraph_start, paragraph_line = 1, offset, body
-    return found
 
 
 def markdown_outline(text: str) -> list[list[int | str]]:
-    """``[[offset, level, title], ...]`` of Markdown ``text`` (see ``markdown_headings``)."""
-    return as_outline(markdown_headings(text))
+    """``[[offset, level, title], ...]`` of Markdown ``text`` (see ``markdown_headings``),
+    bounded as a document stores it (``bounded_outline``)."""
+    return bounded_outline(iter_markdown_headings(text))[0]
 
 
 # --- reStructuredText -------------------------------------------------------------
@@ -282,5 +335,6 @@ def rst_headings(text: str) -> list[Heading]:
 
 
 def rst_outline(text: str) -> list[list[int | str]]:
-    """``[[offset, level, title], ...]`` of reStructuredText ``text`` (see ``rst_headings``)."""
-    return as_outline(rst_headings(text))
+    """``[[offset, level, title], ...]`` of reStructuredText ``text`` (see ``rst_headings``),
+    bounded as a document stores it (``bounded_outline``)."""
+    return bounded_outline(rst_headings(text))[0]

@@ -33,7 +33,11 @@ from groundkit.extraction import (
 from groundkit.extraction.cache import cached_extraction, extraction_cache
 from groundkit.extraction.pdf_ocr import OcrMode
 from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
-from groundkit.ingestion.extracted import extracted_metadata, pdf_extractor_with_ocr
+from groundkit.ingestion.extracted import (
+    extracted_metadata,
+    extraction_notes,
+    pdf_extractor_with_ocr,
+)
 from groundkit.ingestion.outline import markdown_headings, rst_headings
 from groundkit.storage.names import document_id_for
 from groundkit.utils.url_safety import (
@@ -181,7 +185,7 @@ class UrlLoader:
             content=extraction.text,
             source_class="snapshot",
             metadata=metadata,
-            notes=(extraction.unread,) if extraction.unread else (),
+            notes=extraction_notes(extraction),
         )
 
     async def _fetch(self, checked: CheckedURL) -> _Body:
