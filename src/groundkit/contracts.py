@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import (
     TYPE_CHECKING,
     Any,
+    ClassVar,
     Literal,
     Protocol,
     Self,
@@ -45,7 +46,7 @@ from pydantic_core import CoreSchema, PydanticSerializationError, core_schema
 from groundkit.errors import (
     ConfigurationError,
     GroundkitError,
-    IngestionError,
+    InvalidInputError,
     InvalidQueryError,
     RetrievalError,
     StorageError,
@@ -541,6 +542,63 @@ class _Frozen(BaseModel):
     # only for the models it uses (adr/0063-cold-start.md).
     model_config = ConfigDict(frozen=True, extra="forbid", strict=False, defer_build=True)
 
+    # A model built by hand (or by ``model_validate``) from values it refuses raises
+    # groundkit's error, a ``ValueError`` as pydantic's is, never pydantic's own: a
+    # result or citation is an argument to a retrieval call, a document or record the
+    # input of an ingest (``InvalidInputError`` there). groundkit's own results are built
+    # checked already (``trusted``) and never come through here.
+    _refusal: ClassVar[type[InvalidQueryError | InvalidInputError]] = InvalidQueryError
+    _label: ClassVar[str] = ""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise type(self)._refused(exc) from None
+
+    # Marked as pydantic's own: a model nested in another (a result's citation) is then
+    # validated by pydantic-core alone, not through this ``__init__``, so its refusal
+    # is reported once, by the outer model, and nesting costs no Python call (as
+    # pydantic's ``RootModel`` marks its ``__init__``).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
+    @classmethod
+    def model_validate(cls, obj: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate(obj, *args, **kwargs)
+        except ValidationError as exc:
+            raise cls._refused(exc) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data: Any, *args: Any, **kwargs: Any) -> Self:
+        try:
+            return super().model_validate_json(json_data, *args, **kwargs)
+        except ValidationError as exc:
+            raise cls._refused(exc) from None
+
+    # As a frozen dataclass (and ``SearchRequest``) answers: pydantic's own is its error.
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"{type(self).__name__} is frozen; model_copy(update={{{name!r}: ...}}) gives a "
+            "changed copy"
+        )
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    @classmethod
+    def _refused(cls, exc: ValidationError) -> InvalidQueryError | InvalidInputError:
+        """The error naming each refused value's place and why (never the value: a
+        document's text or a result's content may be anything)."""
+        problems = []
+        for error in exc.errors(include_url=False, include_input=False):
+            message = error["msg"]
+            if error["type"] == "value_error":  # one of the model's own checks
+                message = message.removeprefix("Value error, ")
+            where = ".".join(str(part) for part in error["loc"])
+            problems.append(f"{where}: {message}" if where else message)
+        return cls._refusal(f"invalid {cls._label or cls.__name__}: {'; '.join(problems)}")
+
     # A value worked out while dumping (a result's citation from damaged geometry,
     # deferred evidence whose embedder fails) raises groundkit's error; pydantic would
     # wrap it in its own exception, which the public API does not let out.
@@ -641,6 +699,8 @@ def _check_span(start: int, end: int) -> None:
 class Document(_Frozen):
     """A loaded source, before chunking."""
 
+    _refusal = InvalidInputError
+
     document_id: str = Field(min_length=1)
     source: str = Field(min_length=1)
     content: str
@@ -678,20 +738,13 @@ class Record(_Frozen):
     other bad input to an ingest.
     """
 
+    _refusal = InvalidInputError
+    _label = "record"
+
     # Strict: bytes (or anything else) is refused, never decoded into an id or a text.
     id: str = Field(strict=True)
     text: str = Field(strict=True)
     fields: dict[str, Any] = Field(default_factory=dict)
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}"
-                for e in exc.errors(include_url=False, include_input=False)
-            )
-            raise IngestionError(f"invalid record: {problems}") from None
 
     @property
     def source(self) -> str:
@@ -700,6 +753,8 @@ class Record(_Frozen):
 
 class Chunk(_Frozen):
     """An exact slice ``document.content[start_offset:end_offset]``."""
+
+    _refusal = InvalidInputError
 
     chunk_id: str = Field(min_length=1)
     document_id: str = Field(min_length=1)
@@ -995,11 +1050,8 @@ def checked_citation(citation: Citation) -> Citation:
     check would otherwise meet deep inside as a ``TypeError`` or pydantic's error."""
     try:
         Citation.model_validate({name: getattr(citation, name) for name in _CITATION_FIELDS})
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'citation'}: {e['msg']}"
-            for e in exc.errors(include_url=False, include_input=False)
-        )
+    except InvalidQueryError as exc:
+        problems = str(exc).removeprefix("invalid Citation: ")
         raise InvalidQueryError(f"the citation is not a valid one: {problems}") from None
     return citation
 

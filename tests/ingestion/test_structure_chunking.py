@@ -311,12 +311,13 @@ def test_contextual_index_texts_of_a_file_of_many_headings() -> None:
         assert texts[i] == one
 
 
-_ENTRY = st.tuples(st.integers(0, 60), st.integers(1, 6), st.sampled_from(["A", "b", ""])).map(list)
+_HEADING = st.tuples(st.integers(0, 60), st.integers(1, 6), st.sampled_from(["A", "b", ""]))
+_ENTRY = _HEADING.map(list)
 
 
 @settings(max_examples=200)
 @given(
-    outline=st.lists(_ENTRY, max_size=12).map(lambda entries: sorted(entries, key=lambda e: e[0])),
+    outline=st.lists(_HEADING, max_size=12).map(lambda found: [list(h) for h in sorted(found)]),
     offsets=st.lists(st.integers(0, 70), max_size=6),
     ordered=st.booleans(),
 )

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from groundkit import Citation, Highlights, RetrievalConfig, RetrievalResult
 from groundkit.contracts import (
@@ -25,7 +24,7 @@ from groundkit.contracts import (
     page_at,
     rects_at,
 )
-from groundkit.errors import StorageError
+from groundkit.errors import InvalidQueryError, StorageError
 from groundkit.ingestion import Indexer
 from groundkit.retrieval import Retriever
 from groundkit.retrieval.search import result_from_row
@@ -73,7 +72,7 @@ def _validated_or_error(values: dict[str, Any], metadata: dict[str, Any]) -> Cit
             end_page=end_page_at(metadata, values["start_offset"], values["end_offset"]),
             rects=rects_at(metadata, values["start_offset"], values["end_offset"]),
         )
-    except ValidationError as exc:
+    except InvalidQueryError as exc:
         return str(exc)
 
 
@@ -110,7 +109,7 @@ def test_citation_for_equals_the_validated_citation(
     }
     expected = _validated_or_error(values, metadata)
     if isinstance(expected, str):
-        with pytest.raises(ValidationError) as caught:
+        with pytest.raises(InvalidQueryError) as caught:
             citation_for(metadata=metadata, **values)
         assert str(caught.value) == expected
         return
@@ -131,7 +130,7 @@ def test_a_result_changed_by_model_copy_still_gets_a_checked_citation() -> None:
     result = RetrievalResult.model_validate(result_from_row(row, 1.0).model_dump())
     # model_copy does not validate: the citation's own checks still run.
     broken = result.model_copy(update={"extractor": "pypdf/9"})
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidQueryError):
         _ = broken.citation
 
 

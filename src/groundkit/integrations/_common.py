@@ -9,8 +9,6 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
 from groundkit.collection import Collection
 from groundkit.contracts import (
     Citation,
@@ -19,7 +17,13 @@ from groundkit.contracts import (
     RetrievalResult,
     SearchResponse,
 )
-from groundkit.errors import ConfigurationError, IngestionError, InvalidInputError, RetrievalError
+from groundkit.errors import (
+    ConfigurationError,
+    IngestionError,
+    InvalidInputError,
+    InvalidQueryError,
+    RetrievalError,
+)
 from groundkit.retrieval.request import SearchRequest
 from groundkit.sync import SyncCollection, background_loop, run, run_async
 
@@ -210,7 +214,7 @@ def citation_from_metadata(metadata: Mapping[str, Any] | None, what: str) -> Cit
         return raw
     try:
         return Citation.model_validate(raw)
-    except ValidationError:
+    except InvalidQueryError:
         raise RetrievalError(
             f"this {what}'s metadata[{CITATION_KEY!r}] is not a valid groundkit citation"
         ) from None
@@ -246,7 +250,8 @@ def record_from(
             raise IngestionError(f"{where}: its metadata has no key {key!r} (named in fields=)")
         chosen[key] = source[key]
     try:
-        return Record(id=record_id, text=text, fields=chosen)
+        # Validated as given: Record refuses an id or text that is not a str.
+        return Record.model_validate({"id": record_id, "text": text, "fields": chosen})
     except IngestionError as exc:
         raise IngestionError(f"{where}: {exc}") from None
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import inspect
 
-from pydantic import ValidationError
-
 from groundkit.contracts import EmbeddingIdentity
-from groundkit.errors import ConfigurationError
+from groundkit.errors import ConfigurationError, InvalidQueryError
 from groundkit.providers.protocols import EmbeddingProtocol
 from groundkit.utils.heartbeat import PROGRESS_LOG_SECONDS, load_logged
 
@@ -27,10 +25,10 @@ def identity_of(embedder: EmbeddingProtocol) -> EmbeddingIdentity:
             model_name=embedder.model_name,
             dimensions=embedder.dimensions,
         )
-    except ValidationError as exc:
+    except InvalidQueryError as exc:
         raise ConfigurationError(
             f"{type(embedder).__name__} reports an invalid embedding identity: "
-            f"{exc.errors(include_url=False, include_input=False)}"
+            f"{str(exc).removeprefix('invalid EmbeddingIdentity: ')}"
         ) from None
 
 

@@ -19,7 +19,6 @@ from typing import Any, get_args
 import numpy as np
 import numpy.typing as npt
 import pydantic_core
-from pydantic import ValidationError
 
 from groundkit.contracts import (
     FIELD_NAME_PATTERN,
@@ -37,7 +36,7 @@ from groundkit.contracts import (
     valid_outline,
     valid_page_starts,
 )
-from groundkit.errors import IngestionError, StorageError
+from groundkit.errors import IngestionError, InvalidQueryError, StorageError
 from groundkit.storage.protocols import (
     ChangeLog,
     ChunkPostings,
@@ -274,7 +273,7 @@ def manifest_value(raw: Any, where: str) -> CollectionManifest | None:
         raise damaged(where, "embedding manifest")
     try:
         return CollectionManifest.model_validate_json(raw)
-    except ValidationError:
+    except InvalidQueryError:
         raise damaged(where, "embedding manifest") from None
 
 
@@ -391,7 +390,7 @@ def document_record(
             version=int_value(version, "version", where, minimum=1),
             past_versions=int_value(past_versions, "version count", where),
         )
-    except ValidationError:  # its message would quote the values
+    except InvalidQueryError:  # a damaged row, not a caller's argument
         raise damaged(where, "document fields") from None
 
 

@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_args
 
-from pydantic import ValidationError
-
 from groundkit.config import DEFAULT_MAX_FILE_BYTES
 from groundkit.contracts import (
     STORED_TEXT_CLASSES,
@@ -206,10 +204,8 @@ def _receipt(annotation: object, number: int) -> Receipt:
             end_page=terms.get("endPage"),
             rects=terms.get("rects", ()),
         )
-    except ValidationError as exc:
-        raise _Bad(
-            "; ".join(e["msg"] for e in exc.errors(include_url=False, include_input=False))
-        ) from None
+    except InvalidQueryError as exc:
+        raise _Bad(str(exc).removeprefix("invalid Citation: ")) from None
     return Receipt(citation, exact, prefix or None, suffix or None, number)
 
 
