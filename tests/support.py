@@ -146,6 +146,15 @@ class ToyEmbedder:
     def _vector(self, text: str) -> list[float]:
         import hashlib
 
+        from groundkit.errors import InvalidInputError
+
+        # Refused as the built-in embedders refuse it (EmbedderConformance).
+        if not isinstance(text, str):
+            raise InvalidInputError(f"toy embedder: a text is a str, not {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError("toy embedder: a text UTF-8 cannot encode") from None
         out = [0.0] * self.dimensions
         for word in text.lower().split():
             digest = hashlib.sha256(word.encode("utf-8")).digest()
@@ -157,6 +166,10 @@ class ToyEmbedder:
     async def embed_documents(self, texts: Sequence[str]) -> Any:
         import numpy as np
 
+        from groundkit.errors import InvalidInputError
+
+        if isinstance(texts, str):
+            raise InvalidInputError("toy embedder: a list of texts, not one str")
         self.calls += 1
         return np.asarray([self._vector(t) for t in texts], dtype=np.float32).reshape(
             len(texts), self.dimensions

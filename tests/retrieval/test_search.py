@@ -11,7 +11,6 @@ from groundkit import (
     ConfigurationError,
     Highlights,
     IndexIdentityError,
-    InvalidQueryError,
     RetrievalConfig,
     RetrievalError,
     RetrievalResult,

@@ -51,7 +51,8 @@ class Extraction:
     """Extracted text plus what citations need to describe it."""
 
     text: str
-    # Offset in ``text`` where each page begins (PDF only; empty otherwise).
+    # Offset in ``text`` where each page begins: a PDF page, a PPTX slide, an EPUB chapter
+    # (empty for the other formats).
     page_starts: tuple[int, ...] = ()
     title: str | None = None
     # Descriptive values as the file states them, for document fields: PDF

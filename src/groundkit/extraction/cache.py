@@ -65,6 +65,7 @@ __all__ = [
     "code_fingerprint",
     "extraction_cache",
     "run_identity",
+    "stored_fields",
 ]
 
 logger = logging.getLogger("groundkit.extraction")
@@ -223,10 +224,10 @@ class ExtractionCache:
             self._counted[where] = total
 
 
-def _record(run: str, digest: bytes, extraction: Extraction) -> bytes | None:
-    body = {
-        "run": run,
-        "bytes_sha256": digest.hex(),
+def stored_fields(extraction: Extraction) -> dict[str, Any]:
+    """An extraction's fields as a record stores them (JSON values); what an extractor
+    returns must fit (``ExtractorConformance``)."""
+    return {
         "text": extraction.text,
         "page_starts": list(extraction.page_starts),
         "title": extraction.title,
@@ -237,6 +238,10 @@ def _record(run: str, digest: bytes, extraction: Extraction) -> bytes | None:
         "identity": extraction.identity,
         "unread": extraction.unread,
     }
+
+
+def _record(run: str, digest: bytes, extraction: Extraction) -> bytes | None:
+    body = {"run": run, "bytes_sha256": digest.hex(), **stored_fields(extraction)}
     try:
         encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
         packed = zlib.compress(encoded.encode("utf-8", "surrogatepass"), 3)

@@ -57,12 +57,13 @@ def unportable_name(source: str) -> IngestionError | None:
 
 def contained_source(path: Path, base_dir: Path) -> tuple[Path, str]:
     """The real path to read and the source to record; refuses a path leaving ``base_dir``
-    and a name that is not valid UTF-8."""
+    and a name that is not valid UTF-8. A relative ``path`` is relative to ``base_dir``,
+    for the name as for the read (a citation's source is read back from there)."""
     try:
         real = ensure_within(path, base_dir)
     except PathEscapeError as exc:
         raise IngestionError(f"refused: {printable_path(str(exc))}") from None
-    source = to_relative(path, base_dir)
+    source = to_relative(path if path.is_absolute() else base_dir / path, base_dir)
     failure = unportable_name(source)
     if failure is not None:
         raise failure

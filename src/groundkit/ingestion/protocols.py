@@ -19,5 +19,6 @@ class LoaderProtocol(Protocol):
         ...
 
     async def load(self, path: Path, *, base_dir: Path) -> Document:
-        """Read ``path``; raise ``IngestionError`` with a reason on any failure."""
+        """Read ``path`` (absolute, or relative to ``base_dir``); raise ``IngestionError``
+        with a reason on any failure."""
         ...

@@ -225,7 +225,7 @@ class CrossEncoderReranker:
         same way on every run. Everything but ``score`` is carried over from the
         input result, and each output is re-validated against the contract.
         """
-        if top_k is not None and (isinstance(top_k, bool) or top_k < 1):
+        if top_k is not None and (type(top_k) is not int or top_k < 1):
             raise RetrievalError(f"rerank top_k must be a positive integer, got {top_k!r}")
         pairs = [(query, r.content) for r in results]
         if not pairs:
