@@ -127,3 +127,42 @@ def test_several_collections(index: list[str], capsys: pytest.CaptureFixture[str
     assert usage.value.code == 2 and "takes one --collection" in capsys.readouterr().err
     code, _, err = run(capsys, *argv, "--collection", "missing")
     assert code == 2 and "no collection 'missing'" in err
+
+
+def test_of_several_collections_one_that_cannot_answer_is_a_failure_line(
+    index: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # A damaged collection among several is reported and the others still answer, exit 1;
+    # alone, or all of them, it is an error (exit 2); a name that is no collection, too.
+    (tmp_path / "idx" / "broken.sqlite3").write_bytes(b"not a database at all" * 10)
+    names = ["--collection", "default", "--collection", "broken", "--collection", "extra"]
+    code, out, err = run(capsys, "search", "solar panels", *index, *names, "--json")
+    payload = json.loads(out)
+    assert code == 1 and err == ""
+    assert payload["collections"] == ["default", "broken", "extra"]
+    ((failure),) = payload["failures"]
+    assert failure["collection"] == "broken" and failure["error"] == "StorageError"
+    assert "not an SQLite database" in failure["detail"]
+    assert {r["collection"] for r in payload["results"]} == {"default", "extra"}
+    code, text, _ = run(capsys, "search", "solar panels", *index, *names)
+    assert code == 1 and "  failed: collection 'broken': StorageError: " in text
+    assert "extra: extra/e.md" in text
+    # Dense without vectors anywhere: no collection could be searched.
+    code, _, err = run(
+        capsys,
+        "search",
+        "solar",
+        *index,
+        "--collection",
+        "default",
+        "--collection",
+        "extra",
+        "--mode",
+        "dense",
+    )
+    assert code == 2 and err.startswith("grk: error: no collection could be searched (default: ")
+    assert "--mode dense needs vectors" in err
+    code, _, err = run(capsys, "search", "solar", *index, "--collection", "broken")
+    assert code == 2 and "not an SQLite database" in err
+    code, _, err = run(capsys, "search", "solar", *index, *names, "--collection", "nope")
+    assert code == 2 and "no collection 'nope'" in err

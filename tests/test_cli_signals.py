@@ -243,3 +243,34 @@ async def test_a_signal_stops_grk_serve_over_stdio_with_stdin_open(
         proc.stdin.close()
     _ends_like_ctrl_c(proc, sig, err)
     assert not (index / "default.sqlite3-wal").exists()
+
+
+@pytest.mark.parametrize("stdin", ["null device", "closed"])
+def test_grk_serve_over_stdio_ends_when_stdin_has_nothing(index: Path, stdin: str) -> None:
+    pytest.importorskip("mcp")
+    # The event loop cannot watch the null device (epoll refuses it): the server must
+    # still read its end, not log the refusal and wait for ever. A stdin closed before
+    # the start is an input already at its end: no traceback.
+    command = [sys.executable, "-c", _GRK, "serve", "--index-dir", str(index)]
+    if stdin == "null device":
+        done = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=child_env(),
+            cwd=REPO,
+            timeout=TIMEOUT,
+        )
+    else:
+        done = subprocess.run(
+            ["sh", "-c", 'exec "$@" <&-', "sh", *command],
+            capture_output=True,
+            env=child_env(),
+            cwd=REPO,
+            timeout=TIMEOUT,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        b"grk: serving 1 collection(s) (default) over MCP: stdio"
+    ]
+    assert done.stdout == b""

@@ -25,6 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 from groundkit.errors import (
+    CollectionNotFoundError,
     ConfigurationError,
     GroundkitError,
     IngestionError,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from groundkit.collection import Collection
     from groundkit.config import ChunkingConfig
     from groundkit.contracts import (
+        CollectionFailure,
         CollectionManifest,
         DeleteReport,
         FetchResult,
@@ -1360,21 +1362,47 @@ async def _run_search(args: argparse.Namespace) -> int:
         rewriter = await asyncio.to_thread(
             GlossaryRewriter.from_file, args.glossary, max_variants=variants
         )
+    several = len(args.collections) > 1
     async with contextlib.AsyncExitStack() as stack:
-        collections = [
-            await stack.enter_async_context(_open(args, name, reranker, rewriter))
-            for name in args.collections
-        ]
-        if request.mode != "bm25":
-            for collection in collections:
-                await _check_vectors(collection, request.mode)
-        if len(collections) == 1:
+        collections: list[Collection] = []
+        failed: list[CollectionFailure] = []
+        for name in args.collections:
+            try:
+                collection = await stack.enter_async_context(_open(args, name, reranker, rewriter))
+                if request.mode != "bm25":
+                    await _check_vectors(collection, request.mode)
+            except CollectionNotFoundError:
+                raise  # a name that is no collection is a mistake in the command
+            except GroundkitError as exc:
+                if not several:
+                    raise
+                # Of several, one that cannot answer is reported and the rest answer.
+                failed.append(_collection_failure(name, exc))
+                continue
+            collections.append(collection)
+        if not several:
             response: SearchResponse | MultiSearchResponse = await collections[0].search(request)
+        elif not collections:
+            listed = "; ".join(f"{f.collection}: {f.error}: {f.detail}" for f in failed)
+            raise RetrievalError(f"no collection could be searched ({listed})")
         else:
             response = await search_collections(collections, request)
+            if failed:
+                order = {name: at for at, name in enumerate(args.collections)}
+                every = sorted([*failed, *response.failures], key=lambda f: order[f.collection])
+                response = response.model_copy(
+                    update={"collections": list(args.collections), "failures": every}
+                )
         # Worked out while the collections (and their embedders) are open.
         await load_evidence(response.results)
     return _print_search(response, args.json, rewrite=rewriter is not None, full=args.full)
+
+
+def _collection_failure(name: str, exc: GroundkitError) -> CollectionFailure:
+    from groundkit.contracts import CollectionFailure
+    from groundkit.errors import kind_of
+
+    return CollectionFailure(collection=name, error=kind_of(exc), detail=str(exc))
 
 
 async def _check_vectors(collection: Collection, mode: str) -> None:

@@ -340,6 +340,10 @@ async def test_a_synonym_reaches_a_document_the_query_does_not_name(tmp_path: Pa
         assert (await col.search("car", 5)).results == []
         response = await col.search("car", 5, rewrite=True)
         assert [r.source for r in response.results] == ["auto.md"]
+        # The evidence is the sentence the variant found, not nothing.
+        evidence = response.results[0].evidence
+        assert evidence is not None
+        assert [e.text for e in evidence] == ["The automobile needs new tyres before winter."]
         queries = response.metadata["queries"]
         assert queries[0] == "car" and "automobile" in queries
         assert len(queries) <= 1 + RetrievalConfig().max_rewrites

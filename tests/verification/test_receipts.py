@@ -274,7 +274,7 @@ async def test_a_receipt_never_reads_outside_the_base_directory(
 
 
 async def test_record_receipts_read_the_snapshot_store(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index = tmp_path / "index"
     async with Collection.open(index, base_dir=tmp_path) as col:
@@ -288,6 +288,15 @@ async def test_record_receipts_read_the_snapshot_store(
         capsys, "verify", "--receipts", str(path), "--snapshot-dir", str(snapshots)
     )
     assert code == 0 and out.startswith("verified 1,")
+    # A relative --snapshot-dir is from the working directory, as any path argument.
+    monkeypatch.chdir(tmp_path)
+    relative = str(snapshots.relative_to(tmp_path))
+    code, out, _ = await grk(capsys, "verify", "--receipts", str(path), "--snapshot-dir", relative)
+    assert code == 0 and out.startswith("verified 1,")
+    assert [
+        c.verification
+        for c in await check_receipts([result.to_annotation()], tmp_path, snapshot_dir=relative)
+    ] == ["verified"]
     code, out, _ = await grk(capsys, "verify", "--receipts", str(path), "--json")
     assert code == 1
     (shown,) = json.loads(out)["results"]

@@ -20,7 +20,7 @@ import math
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Unpack
 
@@ -520,7 +520,7 @@ class Retriever:
                 embedder=self._embedder if served != "bm25" else None,
                 vectors=self._vectors if served != "bm25" else None,
             )
-        await self._attach_evidence(query, results, served, search)
+        await self._attach_evidence(query, results, served, search, queries[1:])
         meta: dict[str, Any] = {
             "stage": stage,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
@@ -559,19 +559,32 @@ class Retriever:
         return trusted(SearchResponse, values, set(_RESPONSE_FIELDS))
 
     async def _attach_evidence(
-        self, query: str, results: list[RetrievalResult], served: SearchMode, search: _Pass
+        self,
+        query: str,
+        results: list[RetrievalResult],
+        served: SearchMode,
+        search: _Pass,
+        variants: Sequence[str] = (),
     ) -> None:
-        """Give each result deferred evidence, all of them sharing one batch."""
+        """Give each result deferred evidence, all of them sharing one batch.
+
+        With a rewrite, the variants' terms count too, once each: a result found by
+        ``myocardial infarction`` for ``heart attack`` shows the sentence naming it."""
         if not results:
             return
         analyzer, index, view = self._analyzer, search.index, search.view
+        terms = analyzer.terms(query)
+        own = set(terms)
+        extra = list(dict.fromkeys(t for v in variants for t in analyzer.terms(v) if t not in own))
         ids = search.term_ids  # looked up by the lexical side, if there was one
         if not ids:
-            terms = analyzer.terms(query)
             ids = await self._live.term_ids(terms) if terms else {}
+        if extra:
+            ids = {**ids, **await self._live.term_ids(extra)}
+        terms = [*terms, *extra]
 
         def weights() -> dict[str, float]:
-            return query_weights(index, analyzer.terms(query), ids, view)
+            return query_weights(index, terms, ids, view)
 
         semantic = served != "bm25" and bool(search.query_vector) and self._embedder is not None
         batch = EvidenceBatch(

@@ -10,7 +10,7 @@ child process reading stdin gets EOF instead of the protocol's bytes) and the pr
 is read from a private duplicate; both, and the descriptor's blocking mode, are put
 back on the way out. Where the loop cannot watch stdin (a regular file, the null
 device: reads there never wait) ``loop_stdin`` yields None and the SDK's own transport
-serves as it is.
+serves as it is; a stdin closed before the start is an input already at its end.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import selectors
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -32,6 +33,9 @@ MAX_LINE_BYTES = 1 << 28
 async def loop_stdin() -> AsyncIterator[AsyncIterator[str] | None]:
     """Lines of stdin (decoded as UTF-8, errors replaced, as the SDK decodes them), or
     None when the loop cannot watch it."""
+    if sys.stdin is None:  # started with stdin closed: no client, so no lines at all
+        yield _no_lines()
+        return
     try:
         fd = sys.stdin.fileno()
         mode = os.fstat(fd).st_mode
@@ -39,6 +43,11 @@ async def loop_stdin() -> AsyncIterator[AsyncIterator[str] | None]:
         yield None
         return
     if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        yield None
+        return
+    if not _watchable(fd):
+        # The null device and some others: epoll refuses them (EPERM), and the loop
+        # would only log it from a callback and never read. Their reads never wait.
         yield None
         return
     private = os.dup(fd)
@@ -66,6 +75,25 @@ async def loop_stdin() -> AsyncIterator[AsyncIterator[str] | None]:
             os.dup2(private, fd)
         os.set_blocking(private, was_blocking)
         os.close(private)
+
+
+def _watchable(fd: int) -> bool:
+    """Whether the event loop's selector can watch ``fd`` for reading."""
+    selector = selectors.DefaultSelector()
+    try:
+        selector.register(fd, selectors.EVENT_READ)
+    except (OSError, ValueError):
+        return False
+    finally:
+        selector.close()
+    return True
+
+
+async def _no_lines() -> AsyncIterator[str]:
+    """An input that has ended before its first line."""
+    nothing: tuple[str, ...] = ()
+    for line in nothing:
+        yield line
 
 
 def _divert(fd: int) -> bool:

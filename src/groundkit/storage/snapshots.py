@@ -157,7 +157,7 @@ def snapshot_path(snapshot_dir: Path, document_id: str) -> Path:
     """Where ``document_id``'s snapshot lives; ``PathEscapeError`` for an unusable id
     or a result outside ``snapshot_dir``."""
     check_snapshot_id(document_id)
-    return ensure_within(Path(snapshot_dir) / document_id, Path(snapshot_dir))
+    return ensure_within(document_id, Path(snapshot_dir))
 
 
 def _own_file(snapshot_dir: Path, name: str) -> Path | None:
