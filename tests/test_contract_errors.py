@@ -17,7 +17,7 @@ from groundkit import (
     Record,
     RetrievalResult,
 )
-from groundkit.contracts import Chunk, Document, _Frozen
+from groundkit.contracts import Chunk, Document, _Frozen, citation_for
 
 CITATION: dict[str, Any] = {
     "document_id": "d1",
@@ -102,3 +102,14 @@ def test_fields_cannot_be_assigned_or_deleted() -> None:
     with pytest.raises(AttributeError, match="frozen"):
         del citation.start_offset
     assert citation.start_offset == 0
+
+
+@pytest.mark.parametrize("field", ["document_id", "chunk_id", "source", "extractor"])
+def test_a_citation_holding_text_utf8_cannot_encode_is_refused(field: str) -> None:
+    # No store, hash or path can hold a lone surrogate: refused where it enters (a
+    # citation carried in a framework's metadata, a receipt), not deep in a check.
+    values = {**CITATION, "source_class": "extracted", "extractor": "pdfium/1", field: "x\ud800"}
+    with pytest.raises(InvalidQueryError, match=f"{field} cannot be encoded as UTF-8"):
+        Citation(**values)
+    with pytest.raises(InvalidQueryError, match=f"{field} cannot be encoded as UTF-8"):
+        citation_for(**{**values, "metadata": {}, "version": 1})

@@ -59,7 +59,7 @@ from groundkit.utils.annotation import (
 )
 from groundkit.utils.geometry import DamagedGeometryError, PageFrame, page_frame, span_rects
 from groundkit.utils.hashing import sha256_text
-from groundkit.utils.text import describe_unencodable
+from groundkit.utils.text import describe_unencodable, first_unencodable
 
 __all__ = [
     "ANSWER_PROBLEMS",
@@ -895,6 +895,11 @@ class Citation(_Frozen):
     def _validate(self) -> Citation:
         _check_span(self.start_offset, self.end_offset)
         _check_extractor(self.source_class, self.extractor)
+        # Refused where it enters (SPEC 8.3): no store, hash or file name can hold it.
+        for name in ("document_id", "chunk_id", "source", "extractor"):
+            value = getattr(self, name)
+            if value is not None and (problem := describe_unencodable(value, name)):
+                raise ValueError(problem)
         if self.end_page is not None and (self.page is None or self.end_page < self.page):
             raise ValueError("end_page needs a page and cannot come before it")
         return self
@@ -1074,6 +1079,12 @@ _DERIVED_RESULT_KEYS = frozenset({"citation", "heading_path", "fields"})
 _SOURCE_CLASSES: frozenset[str] = frozenset(get_args(SourceClass))
 
 
+def _encodable(*texts: str) -> bool:
+    """Whether UTF-8 can encode each of ``texts`` (ASCII, as ids and most paths are, at
+    once)."""
+    return all(text.isascii() or first_unencodable(text) is None for text in texts)
+
+
 def citation_for(
     *,
     document_id: str,
@@ -1103,11 +1114,12 @@ def citation_for(
         type(document_id) is str
         and type(chunk_id) is str
         and type(source) is str
+        and _encodable(document_id, chunk_id, source)
         and source_class in _SOURCE_CLASSES
         and (
             extractor is None
             if source_class != "extracted"
-            else (type(extractor) is str and bool(extractor))
+            else (type(extractor) is str and bool(extractor) and _encodable(extractor))
         )
         and type(start_offset) is int
         and type(end_offset) is int

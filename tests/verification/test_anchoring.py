@@ -19,6 +19,7 @@ from groundkit.storage.protocols import StoredChunk
 from groundkit.verification.anchoring import (
     CONTEXT_CHARS,
     MAX_COMPARED_CHARS,
+    MAX_OCCURRENCES,
     ChunkIndex,
     reanchor,
 )
@@ -332,3 +333,13 @@ def test_a_letter_inside_a_decomposed_one_is_not_another_occurrence() -> None:
     # A first character that joins the letter before it: Hangul jamo, a mark.
     assert reanchor("\u1112\u1161\u11ab", "\u1161\u11ab", 0).outcome == "drifted"
     assert reanchor("\u0301ab", "\u0301ab", 5).outcome == "moved"  # nothing before it
+
+
+async def test_a_count_past_the_cap_says_it_is_a_floor(col: Collection) -> None:
+    # Occurrences are counted up to MAX_OCCURRENCES: 1,500 of them are "at least 1000".
+    hit = (await col.search("green tea blood pressure")).results[0]
+    text = (col.base_dir / "tea.txt").read_text(encoding="utf-8")
+    (col.base_dir / "tea.txt").write_text("New head.\n" + text * 1500, encoding="utf-8")
+    fetched = await col.fetch_chunk(hit.chunk_id)
+    assert fetched.verification == "drifted"
+    assert f"appears at least {MAX_OCCURRENCES} times" in fetched.detail

@@ -280,6 +280,12 @@ def test_bad_arguments_are_retrieval_errors(sent: tuple[list[RetrievalResult], P
         with pytest.raises(RetrievalError, match="not a Messages API response"):
             anthropic(wrong, sent)
     assert openai({}, sent) == openai([], sent) == []
+    # An object of another API: none of its annotations would be read.
+    chat = {"choices": [{"message": {"content": "x", "annotations": [{"type": "url_citation"}]}}]}
+    with pytest.raises(RetrievalError, match="a Chat Completions response"):
+        openai(chat, sent)
+    with pytest.raises(RetrievalError, match="has no 'output' or 'content'"):
+        openai({"result": "oops"}, sent)
 
     class Broken:
         def model_dump(self, mode: str) -> Any:

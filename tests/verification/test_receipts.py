@@ -353,6 +353,12 @@ MALFORMED: list[tuple[Callable[[dict[str, Any]], None], str]] = [
     (_set("target/groundkit:sourceClass", "extracted"), "needs the identity of its extractor"),
     (_set("target/groundkit:version", "1"), "groundkit:version must be a int, not str"),
     (_set("target/groundkit:page", 0), "greater than or equal to 1"),
+    # Named, never quoted (SPEC 8.4): a receipt may hold a document's text anywhere.
+    (_set("target/selector/1/start", "secret " * 9000), "not a string of 63,000 characters"),
+    (_set("target/selector/1/start", [["x"]]), ">= 0, not a list"),
+    (_set("target/groundkit:sourceClass", "x" * 5000), "sourceClass a string of 5,000"),
+    # An empty span lies at every offset of every file: it would always verify.
+    (_set("target/selector/0/exact", ""), "'exact' is empty: a receipt stands for some text"),
 ]
 
 
@@ -368,6 +374,28 @@ def test_a_malformed_receipt_is_named_with_what_is_wrong(
         parse_receipts(json.dumps([_good(), bad]))
     assert caught.value.number == 2
     assert message in str(caught.value)
+    assert len(str(caught.value)) < 300 and "secret" not in str(caught.value)
+
+
+def test_a_hand_made_receipt_of_no_text_is_refused(tmp_path: Path) -> None:
+    empty = Receipt(_at("notes.txt", "text", end_offset=0), "")
+    with pytest.raises(ReceiptError, match="exact text is empty"):
+        asyncio.run(check_receipts([empty], tmp_path))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+async def test_a_receipts_file_that_is_no_regular_file_is_refused_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A FIFO with no writer would block the read for ever (and grk with it).
+    fifo = tmp_path / "receipts.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        await read_receipts(fifo)
+    code, _, err = await grk(capsys, "verify", "--receipts", str(fifo))
+    assert code == 2 and "not a regular file" in err
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        await read_receipts(tmp_path)
 
 
 async def test_malformed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,6 +34,7 @@ from groundkit.utils.letters import composes, inside_letter
 __all__ = [
     "CONTEXT_CHARS",
     "MAX_COMPARED_CHARS",
+    "MAX_OCCURRENCES",
     "Anchor",
     "ChunkIndex",
     "composes",
@@ -44,7 +45,7 @@ __all__ = [
 # How much text either side of a span serves as its context.
 CONTEXT_CHARS = 32
 # At most this many exact occurrences are weighed against each other.
-_MAX_OCCURRENCES = 1000
+MAX_OCCURRENCES = 1000
 # Characters allowed between a context and the span (chunks skip blank lines).
 _SLACK = 16
 # The closest passage is looked for within this many characters of the old span.
@@ -161,7 +162,7 @@ def reanchor(
         return Anchor("drifted", None, None, None, 0)
     found: list[int] = []
     at = text.find(content)
-    while at >= 0 and len(found) < _MAX_OCCURRENCES:
+    while at >= 0 and len(found) < MAX_OCCURRENCES:
         found.append(at)
         at = text.find(content, at + 1)
     # An occurrence whose next character composes with it ("a" in "a" + U+0323), or
@@ -263,7 +264,7 @@ def _canonically_equal(text: str, content: str, start: int) -> tuple[int, int] |
     best: tuple[int, int] | None = None
     at = composed.find(wanted)
     seen = 0
-    while at >= 0 and seen < _MAX_OCCURRENCES:
+    while at >= 0 and seen < MAX_OCCURRENCES:
         here = (lo + starts[at], lo + ends[at + len(wanted) - 1])
         if best is None or abs(here[0] - start) < abs(best[0] - start):
             best = here

@@ -471,6 +471,18 @@ async def from_openai_annotations(
                 f"not a Responses API response, output message or list of them: "
                 f"{_shown(data)}; pass the response object or its JSON"
             )
+        if (
+            isinstance(data, Mapping)
+            and data  # {}: a response with nothing in it
+            and not (data.get("type") == "output_text" or "output" in data or "content" in data)
+        ):
+            # A Chat Completions response (``choices``) or anything else: none of its
+            # annotations would be read, and "no citations" would be a false answer.
+            hint = " (a Chat Completions response: its annotations are not read)"
+            raise RetrievalError(
+                "not a Responses API response, output message or output_text part: it has "
+                f"no 'output' or 'content'{hint if 'choices' in data else ''}"
+            )
         out: list[_Found] = []
         for path, part in _openai_texts(data):
             text = _field(part, "text", path, str) or ""

@@ -36,6 +36,7 @@ from groundkit.errors import ConfigurationError, InvalidQueryError, ReceiptError
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
 from groundkit.utils.durable import write_atomically
+from groundkit.utils.file_reads import NotRegularFileError, read_regular_file
 from groundkit.utils.path_safety import base_directory
 from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import CONTEXT_CHARS, Anchor
@@ -114,10 +115,24 @@ def _text(holder: Mapping[str, Any], key: str, where: str, *, required: bool) ->
     return value
 
 
+def _named(value: object) -> str:
+    """``value`` as a message may show it (SPEC 8.4): a number, or a short one-line
+    string; anything else by its type alone (a receipt may hold a document's text)."""
+    if isinstance(value, int | float) and len(repr(value)) <= 24:  # True and False too
+        return repr(value)
+    if isinstance(value, str) and len(value) <= 32 and value.isprintable():
+        return repr(value)
+    if isinstance(value, str):
+        return f"a string of {len(value):,} characters"
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
 def _offset(holder: Mapping[str, Any], key: str) -> int:
     value = holder.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _Bad(f"the TextPositionSelector {key!r} must be a whole number >= 0, not {value!r}")
+        raise _Bad(
+            f"the TextPositionSelector {key!r} must be a whole number >= 0, not {_named(value)}"
+        )
     return value
 
 
@@ -165,6 +180,9 @@ def _receipt(annotation: object, number: int) -> Receipt:
     quote, position = _selectors(target)
     exact = _text(quote, "exact", "the TextQuoteSelector", required=True)
     assert exact is not None
+    if not exact:
+        # An empty span is found at every offset of every file: it would always verify.
+        raise _Bad("the TextQuoteSelector 'exact' is empty: a receipt stands for some text")
     prefix = _text(quote, "prefix", "the TextQuoteSelector", required=False)
     suffix = _text(quote, "suffix", "the TextQuoteSelector", required=False)
     start, end = _offset(position, "start"), _offset(position, "end")
@@ -183,7 +201,8 @@ def _receipt(annotation: object, number: int) -> Receipt:
     source_class = terms.get("sourceClass", "text")
     if source_class not in _SOURCE_CLASSES:
         raise _Bad(
-            f"groundkit:sourceClass {source_class!r} is not one of {', '.join(_SOURCE_CLASSES)}"
+            f"groundkit:sourceClass {_named(source_class)} is not one of "
+            f"{', '.join(_SOURCE_CLASSES)}"
         )
     if source_class in STORED_TEXT_CLASSES and not terms.get("documentId"):
         raise _Bad(
@@ -294,7 +313,12 @@ async def read_receipts(path: Path | str) -> list[Receipt]:
     """The receipts in the file at ``path`` (``parse_receipts``)."""
     where = _file(path, "read")
     try:
-        data = await asyncio.to_thread(where.read_bytes)
+        # A regular file only: a FIFO would wait for a writer for ever, /dev/zero never end.
+        data = await asyncio.to_thread(read_regular_file, where)
+    except NotRegularFileError:
+        raise ConfigurationError(
+            f"cannot read receipts file {str(where)!r}: not a regular file"
+        ) from None
     except OSError as exc:
         raise ConfigurationError(
             f"cannot read receipts file {str(where)!r}: {exc.strerror or exc}"
@@ -365,6 +389,11 @@ def _made(receipt: Receipt, number: int) -> Receipt:
         raise ReceiptError(
             f"receipt {number}: its citation spans {citation.start_offset}.."
             f"{citation.end_offset} but its exact text has {len(exact)} characters",
+            number=number,
+        )
+    if not exact:
+        raise ReceiptError(
+            f"receipt {number}: its exact text is empty: a receipt stands for some text",
             number=number,
         )
     return receipt

@@ -23,7 +23,13 @@ from groundkit.storage._rows import iso_time
 from groundkit.storage.protocols import StoredChunk
 from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.path_safety import base_directory
-from groundkit.verification.anchoring import MAX_COMPARED_CHARS, Anchor, reanchor, splits
+from groundkit.verification.anchoring import (
+    MAX_COMPARED_CHARS,
+    MAX_OCCURRENCES,
+    Anchor,
+    reanchor,
+    splits,
+)
 from groundkit.verification.sources import (
     SourceText,
     check_read_options,
@@ -144,9 +150,12 @@ def judge(
             similarity=anchor.similarity,
         )
     if anchor.outcome == "ambiguous":
+        # Occurrences are counted up to a cap: past it, the count is a floor.
+        count = anchor.occurrences
+        times = f"at least {count}" if count >= MAX_OCCURRENCES else str(count)
         return made(
             "drifted",
-            f"{where} changed; the indexed text appears {anchor.occurrences} times in the "
+            f"{where} changed; the indexed text appears {times} times in the "
             "source now and nothing tells which is the cited one (not guessed)",
         )
     change = (
