@@ -144,8 +144,6 @@ class ToyEmbedder:
         self.calls = 0
 
     def _vector(self, text: str) -> list[float]:
-        import hashlib
-
         from groundkit.errors import InvalidInputError
 
         # Refused as the built-in embedders refuse it (EmbedderConformance).
@@ -155,6 +153,11 @@ class ToyEmbedder:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise InvalidInputError("toy embedder: a text UTF-8 cannot encode") from None
+        return self._hashed(text)
+
+    def _hashed(self, text: str) -> list[float]:
+        import hashlib
+
         out = [0.0] * self.dimensions
         for word in text.lower().split():
             digest = hashlib.sha256(word.encode("utf-8")).digest()

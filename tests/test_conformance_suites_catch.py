@@ -73,6 +73,18 @@ class ChecksItsInput(ToyEmbedder):
         return await super().embed_query(text)
 
 
+class NoInputChecks(ToyEmbedder):
+    """The toy embedder without its input checks: Python's own error escapes for a
+    None, and a bare string is embedded character by character."""
+
+    def _vector(self, text: str) -> list[float]:
+        return self._hashed(text)
+
+    async def embed_documents(self, texts: Sequence[str]) -> Any:
+        rows = [self._hashed(text) for text in texts]
+        return np.asarray(rows, dtype=np.float32).reshape(len(rows), self.dimensions)
+
+
 class Float64(ToyEmbedder):
     async def embed_documents(self, texts: Sequence[str]) -> Any:
         return (await super().embed_documents(texts)).astype(np.float64)
@@ -205,13 +217,13 @@ EMBEDDER_CASES: list[Case] = [
     (WrongDimensions, "test_dimensions_is_a_positive_int_that_does_not_change", {}, AssertionError),
     (NotUnitLength, "test_unusual_text_is_embedded_or_refused", {"text": ""}, AssertionError),
     (
-        ToyEmbedder,  # no input checks: its own AttributeError escapes
+        NoInputChecks,  # its own AttributeError escapes
         "test_refuses_what_is_not_texts_with_a_groundkit_error",
         {"bad": [None]},
         AttributeError,
     ),
     (
-        ToyEmbedder,  # a bare string is split into characters
+        NoInputChecks,  # a bare string is split into characters
         "test_refuses_what_is_not_texts_with_a_groundkit_error",
         {"bad": "a bare string"},
         FAILED,

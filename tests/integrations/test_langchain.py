@@ -54,6 +54,35 @@ def test_records_verify_through_the_retriever(sync_collection: gks.SyncCollectio
     ).ok
 
 
+def test_invoke_takes_top_k_and_filters_and_refuses_the_rest(
+    sync_collection: gks.SyncCollection,
+) -> None:
+    # LangChain drops an invoke keyword the retriever's method does not take: a filter
+    # given to invoke searched unfiltered, without a word.
+    retriever = GroundkitRetriever(collection=sync_collection, top_k=4)
+    everything = retriever.invoke("espresso")
+    assert {d.metadata["source"] for d in everything} == {"coffee/espresso.md", "record://TCK-2"}
+    (record,) = retriever.invoke("espresso", filters={"floor": 3})
+    assert record.metadata["source"] == "record://TCK-2"
+    assert len(retriever.invoke("espresso", top_k=1)) == 1
+    # An empty filter keeps the retriever's own, as Haystack's filter policy does.
+    scoped = GroundkitRetriever(collection=sync_collection, filters={"floor": 3})
+    assert scoped.invoke("espresso", filters={}) == scoped.invoke("espresso") == [record]
+    with pytest.raises(InvalidQueryError, match="takes top_k and filters, not 'k'"):
+        retriever.invoke("kettle", k=1)
+    with pytest.raises(InvalidQueryError):
+        retriever.invoke("kettle", filters={"floor": {"$bogus": 2}})
+    with pytest.raises(InvalidQueryError):
+        retriever.invoke("kettle", top_k="1")
+
+
+async def test_ainvoke_takes_the_same_options(async_collection: groundkit.Collection) -> None:
+    retriever = GroundkitRetriever(collection=async_collection, top_k=3)
+    assert len(await retriever.ainvoke("espresso", top_k=1)) == 1
+    with pytest.raises(InvalidQueryError, match="not 'mode'"):
+        await retriever.ainvoke("espresso", mode="dense")
+
+
 async def test_ainvoke_on_an_async_collection(async_collection: groundkit.Collection) -> None:
     retriever = GroundkitRetriever(collection=async_collection, top_k=3, mode="bm25")
     docs = await retriever.ainvoke("espresso")

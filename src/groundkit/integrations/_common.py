@@ -31,6 +31,7 @@ __all__ = [
     "CITATION_KEY",
     "CollectionReference",
     "Searcher",
+    "check_record_keys",
     "citation_from_metadata",
     "framework_items",
     "framework_object",
@@ -254,6 +255,30 @@ def record_from(
         return Record.model_validate({"id": record_id, "text": text, "fields": chosen})
     except IngestionError as exc:
         raise IngestionError(f"{where}: {exc}") from None
+
+
+def check_record_keys(id_key: object, fields: object, function: str) -> None:
+    """``InvalidInputError`` for an ``id_key=`` that is not one metadata key (a str) or
+    a ``fields=`` that is not a list of them, before any document is converted (an
+    unhashable key would otherwise escape as a TypeError, an int one read no id)."""
+    if id_key is not None and not isinstance(id_key, str):
+        raise InvalidInputError(
+            f"{function}: id_key= is the metadata key holding each document's id, a str, "
+            f"not {type(id_key).__name__}"
+        )
+    if fields is None:
+        return
+    if not isinstance(fields, list | tuple):
+        # A bare "title" would be read as the keys "t", "i", "t", ...
+        raise InvalidInputError(
+            f"{function}: fields= is a list of metadata keys, not {type(fields).__name__}"
+        )
+    for key in fields:
+        if not isinstance(key, str):
+            raise InvalidInputError(
+                f"{function}: fields= is a list of metadata keys (str), and holds a "
+                f"{type(key).__name__}"
+            )
 
 
 def framework_object(value: object, kinds: type | tuple[type, ...], what: str) -> None:

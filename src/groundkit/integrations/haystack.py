@@ -50,6 +50,7 @@ from groundkit.integrations._common import (
     CITATION_KEY,
     CollectionReference,
     Searcher,
+    check_record_keys,
     citation_from_metadata,
     framework_items,
     framework_object,
@@ -171,7 +172,8 @@ class GroundkitRetriever:
         top_k: int | None = None,
         filters: dict[str, Any] | None = None,
     ) -> dict[str, list[Document]]:
-        """Search; ``top_k`` and ``filters`` override the component's for this run."""
+        """Search; ``top_k`` and ``filters`` override the component's for this run
+        (``filters={}``, like None, keeps the component's, as Haystack's retrievers do)."""
         response = self._ready().search(query, top_k=top_k, filters=_groundkit_filters(filters))
         return {"documents": [to_document(result) for result in response.results]}
 
@@ -191,7 +193,12 @@ class GroundkitRetriever:
 
 
 def _groundkit_filters(filters: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """Haystack-syntax filters translated; groundkit's as they are."""
+    """Haystack-syntax filters translated; groundkit's as they are; an empty mapping is
+    None. A run's filters replace the component's only when they hold a condition:
+    Haystack's retrievers keep their own for ``filters={}`` (``apply_filter_policy``
+    gives ``runtime_filters or init_filters``), and so does this one."""
+    if isinstance(filters, Mapping) and not filters:
+        return None
     if filters is not None and meant_for_haystack(filters):
         return from_haystack(filters)
     return filters
@@ -224,6 +231,7 @@ def records_from_documents(
     The id is ``document.id`` (Haystack's own, from content and meta), or
     ``meta[id_key]``; fields are the meta (only ``fields`` when given).
     """
+    check_record_keys(id_key, fields, "records_from_documents")
     given = framework_items(documents, Document, "Haystack Document", "records_from_documents")
     records: list[Record] = []
     for index, document in enumerate(given):

@@ -30,6 +30,7 @@ from groundkit.errors import ConfigurationError, InvalidQueryError
 from groundkit.integrations._common import (
     CITATION_KEY,
     Searcher,
+    check_record_keys,
     citation_from_metadata,
     framework_items,
     framework_object,
@@ -111,17 +112,42 @@ class GroundkitRetriever(BaseRetriever):
         names = [name for name in SearchRequest.model_fields if name != "query"]
         return Searcher.of(self.collection, **{name: getattr(self, name) for name in names})
 
+    # LangChain hands ``invoke(query, **kwargs)``'s keywords on only to a method that
+    # takes them, and drops them without a word otherwise: ``filters=`` given to
+    # ``invoke`` would search unfiltered. So they are taken, and checked.
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        response = self._searcher().search(query)
+        top_k, filters = _call_options(options)
+        response = self._searcher().search(query, top_k=top_k, filters=filters)
         return [to_document(result) for result in response.results]
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **options: Any
     ) -> list[Document]:
-        response = await self._searcher().asearch(query)
+        top_k, filters = _call_options(options)
+        response = await self._searcher().asearch(query, top_k=top_k, filters=filters)
         return [to_document(result) for result in response.results]
+
+
+# LangChain's own keyword of ``invoke``, read by its callbacks, which it passes on too.
+_LANGCHAIN_KEYWORDS = frozenset({"verbose"})
+
+
+def _call_options(options: Mapping[str, Any]) -> tuple[int | None, Mapping[str, Any] | None]:
+    """``top_k`` and ``filters`` given to one ``invoke``, replacing the retriever's (an
+    empty ``filters`` keeps them, as Haystack's filter policy does); any other keyword
+    is refused, never ignored."""
+    unknown = sorted(set(options) - {"top_k", "filters"} - _LANGCHAIN_KEYWORDS)
+    if unknown:
+        raise InvalidQueryError(
+            f"GroundkitRetriever.invoke takes top_k and filters, not "
+            f"{', '.join(map(repr, unknown))}; set other options on the retriever"
+        )
+    filters = options.get("filters")
+    if isinstance(filters, Mapping) and not filters:
+        filters = None
+    return options.get("top_k"), filters
 
 
 def to_document(result: RetrievalResult) -> Document:
@@ -153,6 +179,7 @@ def records_from_documents(
     replacement). Fields are the metadata (only the keys in ``fields`` when given),
     checked by the field rules when added.
     """
+    check_record_keys(id_key, fields, "records_from_documents")
     given = framework_items(documents, Document, "LangChain Document", "records_from_documents")
     records: list[Record] = []
     for index, document in enumerate(given):

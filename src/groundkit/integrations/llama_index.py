@@ -31,6 +31,7 @@ from groundkit.integrations._common import (
     CITATION_KEY,
     HIDDEN_KEYS,
     Searcher,
+    check_record_keys,
     citation_from_metadata,
     framework_items,
     framework_object,
@@ -156,6 +157,7 @@ def records_from_nodes(
     on every add), or ``metadata[id_key]``. The text is the node's content without
     metadata; fields are its metadata (only ``fields`` when given).
     """
+    check_record_keys(id_key, fields, "records_from_nodes")
     given = framework_items(nodes, BaseNode, "LlamaIndex node", "records_from_nodes")
     records: list[Record] = []
     for index, node in enumerate(given):

@@ -515,13 +515,22 @@ def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
     operator for what groundkit cannot express.
 
     A comparison on ``meta.x`` (or ``x``) is a condition on field ``x``; ``AND``
-    merges its conditions; ``OR`` of ``==`` / ``in`` on one field is ``in`` of all
-    their values; ``NOT`` of one ``==``, ``!=``, ``in`` or ``not in`` is its opposite
-    (a document without the field then matches neither). ``== None`` / ``!= None``
-    are ``exists``. Size bounds are ``parse_filters``'s, applied after.
+    merges its conditions; ``OR`` of ``==`` / ``in`` on one field (an ``OR`` of those
+    under it too) is ``in`` of all their values, each kept once; ``NOT`` of one
+    ``==``, ``!=``, ``in`` or ``not in`` is its opposite (a document without the field
+    then matches neither). ``== None`` / ``!= None`` are ``exists``. An ``AND`` or
+    ``NOT`` under ``OR`` is refused, never flattened into the ``in`` (that would widen
+    the filter), and so are values of more than one type (``True`` and ``1``).
+
+    The walk is bounded as ``parse_filters``'s is: at most ``MAX_FILTER_VALUES``
+    conditions and list values in all (a list's length counted before its items are
+    looked at) and ``MAX_FILTER_LIST`` distinct values in an ``OR``, so a huge filter
+    is refused before it costs more than a valid one. ``parse_filters`` checks the
+    translation as it checks any filter.
     """
+    budget = _Budget()
     out: dict[str, dict[str, object]] = {}
-    for field, op, value in _haystack_conditions(filters, depth=0):
+    for field, op, value in _haystack_conditions(filters, 0, budget):
         ops = out.setdefault(field, {})
         if op in ops and ops[op] != value:
             raise InvalidQueryError(
@@ -532,8 +541,34 @@ def from_haystack(filters: Mapping[str, object]) -> dict[str, object]:
     return dict(out)
 
 
-def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, object]]:
-    """The AND-ed (field, operator, value) triples a Haystack filter node stands for."""
+class _Budget:
+    """What a Haystack filter's translation may still look at: its conditions and the
+    values in its lists, ``MAX_FILTER_VALUES`` in all."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = MAX_FILTER_VALUES
+
+    def take(self, count: int) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise InvalidQueryError(
+                f"Haystack filter: holds more than {MAX_FILTER_VALUES} conditions and values "
+                f"in all; a groundkit filter holds at most {MAX_FILTER_CONDITIONS} conditions "
+                f"and {MAX_FILTER_LIST} values in one in/nin list"
+            )
+
+
+_OR_FORM = (
+    "Haystack filter operator 'OR' has a groundkit form only over '==' and 'in' "
+    "on one field, {field: {'in': [values]}}; groundkit filters AND their conditions"
+)
+
+
+def _haystack_node(node: object, depth: int, budget: _Budget) -> Mapping[str, object]:
+    """``node`` as a well-formed Haystack condition (counted against ``budget``), or
+    ``InvalidQueryError`` saying what is wrong with it."""
     if depth > MAX_FILTER_DEPTH * 4:
         raise InvalidQueryError(
             f"Haystack filter: conditions nest at most {MAX_FILTER_DEPTH * 4} levels deep"
@@ -547,32 +582,29 @@ def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, objec
             f"{MAX_FILTER_DEPTH * 4} levels deep; got {_short(node)}"
         )
     assert isinstance(node, Mapping)
-    operator = node["operator"]
-    if "field" in node:
-        return [_haystack_comparison(node["field"], str(operator), node["value"])]
-    conditions = [c for child in node["conditions"] for c in _haystack_conditions(child, depth + 1)]
+    budget.take(1)
+    return node
+
+
+def _haystack_conditions(
+    node: object, depth: int, budget: _Budget
+) -> list[tuple[str, str, object]]:
+    """The AND-ed (field, operator, value) triples a Haystack filter node stands for."""
+    checked = _haystack_node(node, depth, budget)
+    operator = checked["operator"]
+    if "field" in checked:
+        return [_haystack_comparison(checked["field"], str(operator), checked["value"], budget)]
+    if operator == "OR":
+        gathered = _OrValues()
+        gathered.gather(checked, depth, budget)
+        if gathered.field is None:
+            raise InvalidQueryError(f"{_OR_FORM}; this 'OR' holds no condition")
+        return [(gathered.field, "in", gathered.values)]
+    children = checked["conditions"]
+    assert isinstance(children, list | tuple)
+    conditions = [c for child in children for c in _haystack_conditions(child, depth + 1, budget)]
     if operator == "AND":
         return conditions
-    if operator == "OR":
-        fields = {field for field, _, _ in conditions}
-        if len(fields) == 1 and all(op in ("eq", "in") for _, op, _ in conditions):
-            values: list[object] = []
-            for field, op, value in conditions:
-                if op == "in" and not isinstance(value, list | tuple):
-                    # Iterated as it is, a string became its characters, a dict its keys.
-                    raise InvalidQueryError(
-                        f"Haystack filter operator 'in' on {field!r} takes a list of values, "
-                        f"not {type(value).__name__}"
-                    )
-                items = value if op == "in" and isinstance(value, list | tuple) else [value]
-                for item in items:
-                    if item not in values:
-                        values.append(item)
-            return [(fields.pop(), "in", values)]
-        raise InvalidQueryError(
-            "Haystack filter operator 'OR' has a groundkit form only over '==' and 'in' "
-            "on one field, {field: {'in': [values]}}; groundkit filters AND their conditions"
-        )
     if len(conditions) == 1 and conditions[0][1] in _NEGATED:
         field, op, value = conditions[0]
         return [(field, _NEGATED[op], value)]
@@ -583,6 +615,69 @@ def _haystack_conditions(node: object, depth: int) -> list[tuple[str, str, objec
         "Haystack filter operator 'NOT' has a groundkit form only over one '==', '!=', "
         "'in' or 'not in' condition: {field: {'ne': value}} or {field: {'nin': [values]}}"
     )
+
+
+class _OrValues:
+    """The field and values of an ``OR`` of ``==`` / ``in`` on one field, each value
+    kept once by its kind and value (``True`` and ``1`` are not the same value here)."""
+
+    def __init__(self) -> None:
+        self.field: str | None = None
+        self.kind: Kind | None = None
+        self.values: list[object] = []
+        self._seen: set[tuple[Kind, object]] = set()
+
+    def gather(self, node: Mapping[str, object], depth: int, budget: _Budget) -> None:
+        """Add the values of ``node``'s conditions (an ``OR`` already checked)."""
+        children = node["conditions"]
+        assert isinstance(children, list | tuple)
+        for child in children:
+            checked = _haystack_node(child, depth + 1, budget)
+            if "field" not in checked:
+                if checked["operator"] == "OR":  # the same values, one level down
+                    self.gather(checked, depth + 1, budget)
+                    continue
+                raise InvalidQueryError(
+                    f"{_OR_FORM}; an {checked['operator']!r} under 'OR' has none (its "
+                    "conditions are not the OR of their values)"
+                )
+            field, op, value = _haystack_comparison(
+                checked["field"], str(checked["operator"]), checked["value"], budget
+            )
+            if op not in ("eq", "in") or (self.field is not None and field != self.field):
+                raise InvalidQueryError(_OR_FORM)
+            self.field = field
+            if op == "in" and not isinstance(value, list):
+                # Iterated as it is, a string became its characters, a dict its keys.
+                raise InvalidQueryError(
+                    f"Haystack filter operator 'in' on {field!r} takes a list of values, "
+                    f"not {type(value).__name__}"
+                )
+            for item in value if isinstance(value, list) else [value]:
+                self._add(field, item)
+
+    def _add(self, field: str, value: object) -> None:
+        kind = kind_of(value)
+        where = (
+            f"Haystack filter operator 'OR' on {field!r} (groundkit's {{{field!r}: {{'in': ...}}}})"
+        )
+        if kind is None:
+            raise InvalidQueryError(f"{where}: {_short(value)} is not a str, finite number or bool")
+        if self.kind is not None and kind != self.kind:
+            raise InvalidQueryError(
+                f"{where}: mixes value types ({self.kind} and {kind}); keep one type"
+            )
+        self.kind = kind
+        key = (kind, value)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.values.append(value)
+        if len(self.values) > MAX_FILTER_LIST:
+            raise InvalidQueryError(
+                f"{where}: more than {MAX_FILTER_LIST} distinct values; an 'in' list takes "
+                f"1 to {MAX_FILTER_LIST} values"
+            )
 
 
 def _haystack_problem(node: Mapping[str, object]) -> str:
@@ -606,7 +701,11 @@ def _haystack_problem(node: Mapping[str, object]) -> str:
     )
 
 
-def _haystack_comparison(field: object, operator: str, value: object) -> tuple[str, str, object]:
+def _haystack_comparison(
+    field: object, operator: str, value: object, budget: _Budget
+) -> tuple[str, str, object]:
+    if isinstance(value, _CONTAINERS):
+        budget.take(len(value))  # before anything walks it
     if not isinstance(field, str):
         raise InvalidQueryError(f"Haystack filter: field must be a str, not {_short(field)}")
     name = field.removeprefix("meta.")
