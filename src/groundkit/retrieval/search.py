@@ -573,18 +573,21 @@ class Retriever:
         if not results:
             return
         analyzer, index, view = self._analyzer, search.index, search.view
-        terms = analyzer.terms(query)
-        own = set(terms)
-        extra = list(dict.fromkeys(t for v in variants for t in analyzer.terms(v) if t not in own))
+        extra: list[str] = []
+        if variants:
+            own = set(analyzer.terms(query))
+            found = (t for v in variants for t in analyzer.terms(v) if t not in own)
+            extra = list(dict.fromkeys(found))
         ids = search.term_ids  # looked up by the lexical side, if there was one
         if not ids:
+            terms = analyzer.terms(query)
             ids = await self._live.term_ids(terms) if terms else {}
         if extra:
             ids = {**ids, **await self._live.term_ids(extra)}
-        terms = [*terms, *extra]
 
         def weights() -> dict[str, float]:
-            return query_weights(index, terms, ids, view)
+            # Read on first use: a search whose evidence is never read analyses nothing.
+            return query_weights(index, [*analyzer.terms(query), *extra], ids, view)
 
         semantic = served != "bm25" and bool(search.query_vector) and self._embedder is not None
         batch = EvidenceBatch(
