@@ -10,7 +10,7 @@ from groundkit.extraction.pdf import MAX_EDGE_PX
 from groundkit.extraction.pdf_ocr import DeviceToPage, render_page
 from tests.services import unavailable
 
-__all__ = ["pdfium_page_image", "real_engine"]
+__all__ = ["mixed_pdf", "pdfium_page_image", "real_engine"]
 
 
 def real_engine() -> OcrEngine:
@@ -32,4 +32,24 @@ def pdfium_page_image(data: bytes, index: int = 0) -> tuple[GrayImage, DeviceToP
     try:
         return render_page(document[index], OCR_DPI, MAX_EDGE_PX)
     finally:
+        document.close()
+
+
+def mixed_pdf(text_page: str, scanned_page: str) -> bytes:
+    """A PDF whose page 1 has a text layer and page 2 is a scan of ``scanned_page``."""
+    import io
+
+    import pypdfium2
+
+    from evals.scanned import scanned_pdf, text_pdf
+
+    document = pypdfium2.PdfDocument(text_pdf([text_page]))
+    scan = pypdfium2.PdfDocument(scanned_pdf([scanned_page], size=14))
+    try:
+        document.import_pages(scan)
+        out = io.BytesIO()
+        document.save(out)
+        return out.getvalue()
+    finally:
+        scan.close()
         document.close()

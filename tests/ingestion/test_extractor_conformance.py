@@ -31,7 +31,7 @@ from groundkit.extraction.base import ExtractorProtocol
 from groundkit.extraction.pdf_legacy import pypdf_extractor
 from groundkit.testing.conformance.extractors import ExtractorConformance
 from tests.ingestion.test_office_formats import ARTICLE, docx_bytes, epub_bytes, pptx_bytes
-from tests.ocr_support import real_engine
+from tests.ocr_support import mixed_pdf, real_engine
 from tests.sources import HTML_PAGE, PAGES, make_pdf
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -93,22 +93,9 @@ def pdf_samples() -> tuple[tuple[str, bytes], ...]:
 
 
 @cache
-def mixed_pdf() -> bytes:
+def scan_after_text() -> bytes:
     """Page 1 with a text layer, page 2 a scan: unread with OCR off, recognised with it."""
-    import pypdfium2
-
-    document = pypdfium2.PdfDocument(text_pdf(["A text page comes first."]))
-    scan = pypdfium2.PdfDocument(
-        scanned_pdf(["Foghorns sound when the light cannot be seen."], size=14)
-    )
-    try:
-        document.import_pages(scan)
-        out = io.BytesIO()
-        document.save(out)
-        return out.getvalue()
-    finally:
-        scan.close()
-        document.close()
+    return mixed_pdf("A text page comes first.", "Foghorns sound when the light cannot be seen.")
 
 
 @cache
@@ -240,7 +227,7 @@ class TestPdfium(ExtractorConformance):
     @pytest.fixture
     def sample_files(self) -> Samples:
         # With OCR off the scanned page is left empty and named in ``unread``.
-        return (*pdf_samples(), ("mixed.pdf", mixed_pdf()))
+        return (*pdf_samples(), ("mixed.pdf", scan_after_text()))
 
     @pytest.fixture
     def damaged_files(self) -> Samples:
@@ -286,7 +273,7 @@ class TestPdfiumWithOcr(ExtractorConformance):
                 ),
             ),
             ("text-layer.pdf", make_pdf(["A page with a text layer needs no OCR."])),
-            ("mixed.pdf", mixed_pdf()),
+            ("mixed.pdf", scan_after_text()),
         )
 
     @pytest.fixture

@@ -24,10 +24,10 @@ from tests.ingestion.test_extractor_conformance import (
     epub_samples,
     html_samples,
     main_content_samples,
-    mixed_pdf,
     pdf_damaged,
     pdf_samples,
     pptx_samples,
+    scan_after_text,
 )
 from tests.ocr_support import real_engine
 from tests.sources import image_only_pdf
@@ -86,7 +86,7 @@ class TestPdfLoader(LoaderConformance):
 
     @pytest.fixture
     def sample_files(self) -> Samples:
-        return (*_named(pdf_samples(), "pdfs"), ("mixed.pdf", mixed_pdf()))
+        return (*_named(pdf_samples(), "pdfs"), ("mixed.pdf", scan_after_text()))
 
     @pytest.fixture
     def rejected_names(self) -> Sequence[str]:
@@ -110,7 +110,7 @@ class TestPdfLoaderWithOcr(LoaderConformance):
 
     @pytest.fixture
     def sample_files(self) -> Samples:
-        return (("mixed.pdf", mixed_pdf()), ("one-page.pdf", pdf_samples()[1][1]))
+        return (("mixed.pdf", scan_after_text()), ("one-page.pdf", pdf_samples()[1][1]))
 
 
 class TestHtmlLoader(LoaderConformance):

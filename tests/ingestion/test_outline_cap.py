@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from groundkit import Collection
 from groundkit.contracts import HEADINGS_KEY, heading_path_at
 from groundkit.extraction import Extraction
-from groundkit.ingestion.extracted import extracted_metadata, extraction_notes
+from groundkit.ingestion.extracted import extracted_document_parts, extracted_metadata
 from groundkit.ingestion.files import FileLoader
 from groundkit.ingestion.outline import (
     MAX_OUTLINE_HEADINGS,
@@ -104,5 +104,5 @@ def test_an_extraction_with_too_many_headings_is_cut_alike() -> None:
     outline = extracted_metadata(extraction, read_fields=False)[HEADINGS_KEY]
     assert len(outline) == (MAX_OUTLINE_HEADINGS + 2) // 2
     assert {entry[1] for entry in outline} == {1}
-    (note,) = extraction_notes(extraction)
+    (note,) = extracted_document_parts(extraction, read_fields=False)[1]
     assert note.startswith("outline cut to heading level 1")

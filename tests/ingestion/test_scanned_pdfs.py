@@ -4,7 +4,6 @@ recognising again with the same engine, and refused (never silently re-read) by 
 from __future__ import annotations
 
 import asyncio
-import io
 from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
@@ -29,7 +28,7 @@ from groundkit.extraction.ocr import ocr_engine
 from groundkit.extraction.pdf_ocr import OCR_OFF, DeviceToPage, ocr_policy
 from groundkit.testing.conformance.helpers import document_by_source
 from groundkit.utils.geometry import decode_page
-from tests.ocr_support import real_engine
+from tests.ocr_support import mixed_pdf, real_engine
 from tests.support import write_tree
 
 PAGES = (
@@ -55,22 +54,6 @@ def _without_tesseract(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     empty.mkdir(exist_ok=True)
     monkeypatch.setenv("PATH", str(empty))
     ocr_engine.cache_clear()
-
-
-def _mixed_pdf(text_page: str, scanned_page: str) -> bytes:
-    """Page 1 with a text layer, page 2 a scan."""
-    import pypdfium2
-
-    document = pypdfium2.PdfDocument(text_pdf([text_page]))
-    scan = pypdfium2.PdfDocument(scanned_pdf([scanned_page], size=14))
-    try:
-        document.import_pages(scan)
-        out = io.BytesIO()
-        document.save(out)
-        return out.getvalue()
-    finally:
-        scan.close()
-        document.close()
 
 
 async def _search(collection: Collection, query: str) -> list[RetrievalResult]:
@@ -256,7 +239,7 @@ async def test_a_mixed_pdf_without_tesseract_keeps_its_text_pages_and_warns(
 ) -> None:
     _without_tesseract(monkeypatch, tmp_path)
     base = tmp_path / "corpus"
-    write_tree(base, {"mixed.pdf": _mixed_pdf(PAGES[0], PAGES[1])})
+    write_tree(base, {"mixed.pdf": mixed_pdf(PAGES[0], PAGES[1])})
     async with Collection.open(tmp_path / "index-auto", base_dir=base) as collection:
         report = await collection.ingest(base)
         assert report.added == ["mixed.pdf"]
@@ -280,7 +263,7 @@ async def test_a_mixed_pdf_with_tesseract_recognises_only_the_scanned_page() -> 
     extraction = (
         await pdf_extractor()
         .with_policy(ocr_policy("auto"))
-        .extract_bytes(_mixed_pdf(PAGES[0], PAGES[1]))
+        .extract_bytes(mixed_pdf(PAGES[0], PAGES[1]))
     )
     assert extraction.identity is not None and "+ocr:" in extraction.identity
     first, second = extraction.text.split("\n\f\n")
@@ -384,7 +367,7 @@ async def test_scans_read_at_once_in_threads_are_those_read_one_by_one(
         scanned_pdf([page], size=14, rotate=rotate)
         for page, rotate in zip(PAGES, (0, 90), strict=True)
     ]
-    datas.append(_mixed_pdf(PAGES[1], PAGES[0]))
+    datas.append(mixed_pdf(PAGES[1], PAGES[0]))
     extractor = pdf_extractor().with_policy(ocr_policy("required"))
     # Each extraction renders under the pdfium lock and recognises outside it, so
     # their steps interleave here.

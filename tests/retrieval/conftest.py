@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from groundkit import Collection
+    from groundkit.retrieval.rerank import RerankerProtocol
 
 # Nothing in these tests may reach the hub; set before huggingface_hub is imported.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -87,3 +94,24 @@ def tiny_cross_encoders(tmp_path_factory: pytest.TempPathFactory) -> TinyCrossEn
     _build(models.three_labels, num_labels=3, seed=1)
     _build(models.bare_encoder, num_labels=None, seed=2)
     return models
+
+
+@contextlib.asynccontextmanager
+async def reranked_collection(
+    index_dir: Path, corpus_dir: Path, reranker: RerankerProtocol
+) -> AsyncIterator[Collection]:
+    """A collection of the corpus, ingested with the toy embedder, searching with
+    ``reranker`` over the best 8 candidates."""
+    from groundkit import Collection, RetrievalConfig
+    from tests.support import SMALL_CHUNKS, ToyEmbedder
+
+    async with Collection.open(
+        index_dir,
+        base_dir=corpus_dir,
+        chunking=SMALL_CHUNKS,
+        embedder=ToyEmbedder(),
+        reranker=reranker,
+        retrieval=RetrievalConfig(rerank_depth=8),
+    ) as col:
+        await col.ingest(corpus_dir)
+        yield col

@@ -7,21 +7,19 @@ text under a citation it does not come from.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from groundkit import Collection, RetrievalConfig
 from groundkit.contracts import RetrievalResult, Scores
 from groundkit.errors import RetrievalError
 from groundkit.retrieval.rerank import checked_rerank
+from tests.retrieval.conftest import reranked_collection
 from tests.retrieval.test_rerank import SENTINEL, _candidates
-from tests.support import SMALL_CHUNKS, ToyEmbedder
 
 Rerank = Callable[[Sequence[RetrievalResult], int | None], Any]
 
@@ -113,29 +111,12 @@ async def test_checked_rerank_keeps_the_candidates_with_the_rerankers_order_and_
     assert await checked_rerank(_Custom(lambda rs, k: []), "q", candidates, top_k=2) == []
 
 
-@contextlib.asynccontextmanager
-async def _ingested(
-    index_dir: Path, corpus_dir: Path, reranker: _Custom
-) -> AsyncIterator[Collection]:
-    """A collection of the corpus, ingested, searching with ``reranker``."""
-    async with Collection.open(
-        index_dir,
-        base_dir=corpus_dir,
-        chunking=SMALL_CHUNKS,
-        embedder=ToyEmbedder(),
-        reranker=reranker,
-        retrieval=RetrievalConfig(rerank_depth=8),
-    ) as col:
-        await col.ingest(corpus_dir)
-        yield col
-
-
 @pytest.mark.parametrize("case", ["raises", "one chunk four times", "the list three times"])
 async def test_a_misbehaving_reranker_fails_the_search_with_a_retrieval_error(
     case: str, index_dir: Path, corpus_dir: Path
 ) -> None:
     answer, message = BAD[case]
-    async with _ingested(index_dir, corpus_dir, _Custom(answer)) as col:
+    async with reranked_collection(index_dir, corpus_dir, _Custom(answer)) as col:
         with pytest.raises(RetrievalError, match=message):
             await col.search("solar", 2, mode="bm25", rerank=True)
         ranked = await col.search("solar", 2, mode="bm25")
@@ -145,7 +126,7 @@ async def test_a_misbehaving_reranker_fails_the_search_with_a_retrieval_error(
 async def test_a_well_behaved_custom_reranker_still_orders_the_search(
     index_dir: Path, corpus_dir: Path
 ) -> None:
-    async with _ingested(index_dir, corpus_dir, _Custom(_reversed)) as col:
+    async with reranked_collection(index_dir, corpus_dir, _Custom(_reversed)) as col:
         plain = await col.search("solar", 8, mode="bm25")
         ranked = await col.search("solar", 2, mode="bm25", rerank=True)
         assert ranked.metadata["stage"] == "rerank"

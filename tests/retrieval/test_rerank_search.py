@@ -10,25 +10,16 @@ from groundkit import (
     Collection,
     CrossEncoderReranker,
     RerankerNotConfiguredError,
-    RetrievalConfig,
 )
-from tests.retrieval.conftest import TinyCrossEncoders
-from tests.support import QUERIES, SMALL_CHUNKS, ToyEmbedder, assert_all_verify
+from tests.retrieval.conftest import TinyCrossEncoders, reranked_collection
+from tests.support import QUERIES, assert_all_verify
 
 
 async def test_rerank_reorders_candidates_and_citations_hold(
     index_dir: Path, corpus_dir: Path, tiny_cross_encoders: TinyCrossEncoders
 ) -> None:
     reranker = CrossEncoderReranker(str(tiny_cross_encoders.single))
-    async with Collection.open(
-        index_dir,
-        base_dir=corpus_dir,
-        chunking=SMALL_CHUNKS,
-        embedder=ToyEmbedder(),
-        reranker=reranker,
-        retrieval=RetrievalConfig(rerank_depth=8),
-    ) as col:
-        await col.ingest(corpus_dir)
+    async with reranked_collection(index_dir, corpus_dir, reranker) as col:
         for mode in ("bm25", "dense", "hybrid"):
             for query in QUERIES:
                 plain = await col.search(query, 8, mode=mode)

@@ -46,25 +46,27 @@ __all__ = [
     "HtmlLoader",
     "PdfLoader",
     "PptxLoader",
+    "extracted_document_parts",
     "extracted_metadata",
-    "extraction_notes",
     "html_extractor_for",
     "pdf_extractor_for",
     "pdf_extractor_with_ocr",
 ]
 
 
-def extraction_notes(extraction: Extraction) -> tuple[str, ...]:
-    """What a document's report says its extraction left out: unread pages, an outline
-    cut to fit (``bounded_outline``)."""
-    cut = bounded_outline(extraction.headings)[1]
-    return tuple(note for note in (extraction.unread, cut) if note)
-
-
 def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> dict[str, Any]:
+    """Document metadata for an extraction (``extracted_document_parts``)."""
+    return extracted_document_parts(extraction, read_fields=read_fields)[0]
+
+
+def extracted_document_parts(
+    extraction: Extraction, *, read_fields: bool = True
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     """Document metadata for an extraction: page offsets (for citation pages), where
     its characters stand (for citation rectangles), its outline (for chunk boundaries
-    and heading paths) and, with ``read_fields``, the fields its title and info give.
+    and heading paths) and, with ``read_fields``, the fields its title and info give;
+    and the notes a report gives of what it left out (unread pages, an outline cut to
+    fit, ``bounded_outline``).
 
     ``IngestionError`` when the info could not be read or does not make valid fields.
     """
@@ -74,7 +76,7 @@ def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> d
         metadata["pages"] = len(extraction.page_starts)
     if extraction.geometry is not None:
         metadata[GEOMETRY_KEY] = dict(extraction.geometry)
-    outline = bounded_outline(extraction.headings)[0]
+    outline, cut = bounded_outline(extraction.headings)
     if outline:
         metadata[HEADINGS_KEY] = outline
     if read_fields:
@@ -85,7 +87,7 @@ def extracted_metadata(extraction: Extraction, *, read_fields: bool = True) -> d
         fields = extraction_fields(extraction.title, extraction.info)
         if fields:
             metadata[FIELDS_KEY] = fields
-    return metadata
+    return metadata, tuple(note for note in (extraction.unread, cut) if note)
 
 
 class _ExtractedLoader:
@@ -130,7 +132,9 @@ class _ExtractedLoader:
             reason = f"no extractable text: {unread}" if unread else self._empty_reason
             raise IngestionError(f"{source}: {reason}")
         try:
-            metadata = extracted_metadata(extraction, read_fields=self.config.read_fields)
+            metadata, notes = extracted_document_parts(
+                extraction, read_fields=self.config.read_fields
+            )
         except IngestionError as exc:
             raise IngestionError(f"{source}: {exc}") from None
         return Document(
@@ -141,7 +145,7 @@ class _ExtractedLoader:
             extractor=extraction.identity or extractor.identity,
             metadata=metadata,
             # Not silent: the text pages are kept, and the report says what was left out.
-            notes=extraction_notes(extraction),
+            notes=notes,
         )
 
 

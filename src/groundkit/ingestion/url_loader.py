@@ -34,8 +34,7 @@ from groundkit.extraction.cache import cached_extraction, extraction_cache
 from groundkit.extraction.pdf_ocr import OcrMode
 from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
 from groundkit.ingestion.extracted import (
-    extracted_metadata,
-    extraction_notes,
+    extracted_document_parts,
     pdf_extractor_with_ocr,
 )
 from groundkit.ingestion.outline import markdown_headings, rst_headings
@@ -172,7 +171,8 @@ class UrlLoader:
             raise IngestionError(f"{checked.source}: the response has no text{unread}")
         metadata: dict[str, Any] = {"content_type": body.media_type}
         try:
-            metadata.update(extracted_metadata(extraction, read_fields=self.read_fields))
+            parts, notes = extracted_document_parts(extraction, read_fields=self.read_fields)
+            metadata.update(parts)
         except IngestionError as exc:
             raise IngestionError(f"{checked.source}: {exc}") from None
         if extractor is not None:
@@ -185,7 +185,7 @@ class UrlLoader:
             content=extraction.text,
             source_class="snapshot",
             metadata=metadata,
-            notes=extraction_notes(extraction),
+            notes=notes,
         )
 
     async def _fetch(self, checked: CheckedURL) -> _Body:

@@ -573,8 +573,8 @@ class LanceDBVectorStore:
         # None when it can. Set by open() and refresh(), cleared by recover().
         self._damage: str | None = None
         self._doc_cache: tuple[int, frozenset[str]] | None = None
-        self._inventory_cache: tuple[int, VectorInventory] | None = None
-        self._repeated_cache: tuple[int, frozenset[str]] | None = None
+        # (table version, {chunk id: document id}, documents with a chunk stored twice)
+        self._inventory_cache: tuple[int, VectorInventory, frozenset[str]] | None = None
         self._storage_options: dict[str, str] = {}
         self._hash_column = True  # settled by _check_schema for an existing table
         # Serialises this handle's writes, so two first upserts cannot both create the table.
@@ -912,8 +912,7 @@ class LanceDBVectorStore:
             for chunk_id in chunk_ids:
                 (twice if chunk_id in seen else seen).add(chunk_id)
             repeated = frozenset(d for c, d in zip(chunk_ids, owners, strict=True) if c in twice)
-        self._inventory_cache = (version, found)
-        self._repeated_cache = (version, repeated)
+        self._inventory_cache = (version, found, repeated)
         return found
 
     async def repeated_documents(self) -> frozenset[str]:
@@ -921,10 +920,8 @@ class LanceDBVectorStore:
         of one document, a retried append), read with ``inventory()`` at the same version.
         ``reconcile_vectors`` has their rows written again."""
         await self.inventory()
-        read, repeated = self._inventory_cache, self._repeated_cache
-        if self._table is None or read is None or repeated is None or read[0] != repeated[0]:
-            return frozenset()
-        return repeated[1]
+        read = self._inventory_cache
+        return frozenset() if self._table is None or read is None else read[2]
 
     async def recover(self) -> str | None:
         """Make the table readable again (see ``VectorStoreProtocol.recover``).

@@ -208,13 +208,14 @@ async def _outcome(extractor: ExtractorProtocol, data: bytes) -> Outcome:
         return "refused", type(exc)
 
 
-async def _refuses(work: Awaitable[Any], what: str) -> None:
-    """``work`` must raise an ``IngestionError``: returning, or raising anything else
-    (a library's own exception, an ``OSError``), fails with what happened."""
+async def _refuses(work: Awaitable[Any], what: str) -> IngestionError:
+    """``work`` must raise an ``IngestionError``, which is returned: returning, or
+    raising anything else (a library's own exception, an ``OSError``), fails with what
+    happened."""
     try:
         await work
-    except IngestionError:
-        return
+    except IngestionError as exc:
+        return exc
     except Exception as exc:
         raise AssertionError(
             f"{what}: {type(exc).__name__} escaped, not an IngestionError"
@@ -231,6 +232,17 @@ async def _suspends(work: Awaitable[Any]) -> bool:
     suspended = not task.done()
     await task
     return suspended
+
+
+async def _each_extraction(
+    extractor: ExtractorProtocol, samples: Samples, check: Callable[[Extraction], None]
+) -> None:
+    """``check`` each sample's extraction, a failure naming the sample."""
+    for name, data in samples:
+        try:
+            check(await extractor.extract_bytes(data))
+        except AssertionError as exc:
+            raise AssertionError(f"{name}: {exc}") from None
 
 
 def _written(directory: Path, index: int, name: str, data: bytes) -> Path:
@@ -317,38 +329,25 @@ class ExtractorConformance:
     async def test_page_starts_point_into_the_text(
         self, extractor: ExtractorProtocol, sample_files: Samples
     ) -> None:
-        for name, data in sample_files:
-            try:
-                _check_page_starts(await extractor.extract_bytes(data))
-            except AssertionError as exc:
-                raise AssertionError(f"{name}: {exc}") from None
+        await _each_extraction(extractor, sample_files, _check_page_starts)
 
     async def test_headings_start_lines_in_order(
         self, extractor: ExtractorProtocol, sample_files: Samples
     ) -> None:
-        for name, data in sample_files:
-            try:
-                _check_headings(await extractor.extract_bytes(data))
-            except AssertionError as exc:
-                raise AssertionError(f"{name}: {exc}") from None
+        await _each_extraction(extractor, sample_files, _check_headings)
 
     async def test_geometry_boxes_characters_of_their_page(
         self, extractor: ExtractorProtocol, sample_files: Samples
     ) -> None:
-        for name, data in sample_files:
-            try:
-                _check_geometry(await extractor.extract_bytes(data))
-            except AssertionError as exc:
-                raise AssertionError(f"{name}: {exc}") from None
+        await _each_extraction(extractor, sample_files, _check_geometry)
 
     async def test_other_fields_are_typed_and_storable(
         self, extractor: ExtractorProtocol, sample_files: Samples
     ) -> None:
-        for name, data in sample_files:
-            try:
-                _check_fields(await extractor.extract_bytes(data), extractor.identity)
-            except AssertionError as exc:
-                raise AssertionError(f"{name}: {exc}") from None
+        identity = extractor.identity
+        await _each_extraction(
+            extractor, sample_files, lambda extraction: _check_fields(extraction, identity)
+        )
 
     async def test_damaged_files_are_ingestion_errors(
         self, extractor: ExtractorProtocol, damaged_files: Samples, tmp_path: Path
