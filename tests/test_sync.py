@@ -480,6 +480,69 @@ def test_a_call_its_home_loops_asyncio_run_cancels_raises() -> None:
     thread.join()
 
 
+@pytest.mark.timeout(120)
+def test_an_awaited_call_whose_home_loop_stops_before_running_it_raises(
+    app_loop: SignallingLoop,
+) -> None:
+    # The async direction watches the home loop as the blocking one does.
+    release = hold(app_loop)
+    app_loop.handed.clear()
+
+    async def caller() -> str:
+        return await gks.run_async(answer(), home=app_loop)
+
+    call = in_a_thread(asyncio.run, caller())
+    app_loop.handed.wait()
+    app_loop.call_soon_threadsafe(app_loop.stop)
+    release.set()
+    with pytest.raises(ConfigurationError, match="owns this groundkit object stopped"):
+        call()
+
+
+@pytest.mark.timeout(120)
+def test_an_awaited_call_answers_across_slices_and_finishing_as_its_loop_stops(
+    app_loop: SignallingLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gks, "_SLICE", 0.001)
+
+    async def late() -> str:
+        await asyncio.sleep(0.05)
+        return "late"
+
+    async def last_words() -> str:
+        asyncio.get_running_loop().stop()
+        return "said"
+
+    async def caller() -> tuple[str, str]:
+        first = await gks.run_async(late(), home=app_loop)
+        return first, await gks.run_async(last_words(), home=app_loop)
+
+    assert asyncio.run(caller()) == ("late", "said")
+
+
+@pytest.mark.timeout(120)
+def test_cancelling_an_awaited_call_cancels_it_on_its_home_loop(app_loop: SignallingLoop) -> None:
+    started, cancelled = threading.Event(), threading.Event()
+
+    async def long() -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    async def caller() -> None:
+        task = asyncio.ensure_future(gks.run_async(long(), home=app_loop))
+        await asyncio.to_thread(started.wait)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(caller())
+    assert cancelled.wait(60)
+
+
 def test_a_call_to_a_home_loop_closed_meanwhile_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     # The loop closes between the look at it and the hand-over.
     loop = asyncio.new_event_loop()

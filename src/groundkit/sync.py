@@ -287,24 +287,36 @@ def _wait(
                 if future.exception() is late:
                     raise  # the call's own TimeoutError
                 continue  # settled just after the slice ended
-            if loop.is_closed() or (stopped and not loop.is_running()):
-                task = future.task
-                if task is not None and task.done():
-                    # Finished, but the loop stopped before running the callback that
-                    # hands the outcome over: take it from the task (only this thread
-                    # can now, and asyncio then need not report it never retrieved).
-                    _settle(future, task, loop)
-                    continue
-                if loop.is_closed() and _unstarted(coroutine):
-                    coroutine.close()  # and now never will be: no "never awaited" warning
-                if task is not None:
-                    # The caller is told here; asyncio need not log it again when the
-                    # abandoned task is collected ("Task was destroyed but it is pending").
-                    with contextlib.suppress(AttributeError):
-                        task._log_destroy_pending = False  # type: ignore[attr-defined]
-                raise _loop_gone(loop) from None
-            # A loop seen stopped once may be between two run_until_complete calls.
-            stopped = not loop.is_running()
+            stopped = _still_served(future, loop, coroutine, stopped)
+
+
+def _still_served(
+    future: _Call[Any],
+    loop: asyncio.AbstractEventLoop,
+    coroutine: Coroutine[Any, Any, Any],
+    stopped: bool,
+) -> bool:
+    """After a slice without an answer: raise ``ConfigurationError`` when ``loop`` can no
+    longer answer (closed, or stopped now as at the last look); else return whether it
+    is stopped now. A task that finished unseen is settled from here."""
+    if not (loop.is_closed() or (stopped and not loop.is_running())):
+        # A loop seen stopped once may be between two run_until_complete calls.
+        return not loop.is_running()
+    task = future.task
+    if task is not None and task.done():
+        # Finished, but the loop stopped before running the callback that hands the
+        # outcome over: take it from the task (only this side can now, and asyncio then
+        # need not report it never retrieved).
+        _settle(future, task, loop)
+        return stopped
+    if loop.is_closed() and _unstarted(coroutine):
+        coroutine.close()  # and now never will be: no "never awaited" warning
+    if task is not None:
+        # The caller is told here; asyncio need not log it again when the abandoned
+        # task is collected ("Task was destroyed but it is pending").
+        with contextlib.suppress(AttributeError):
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+    raise _loop_gone(loop) from None
 
 
 def _unstarted(coroutine: Coroutine[Any, Any, Any]) -> bool:
@@ -366,14 +378,32 @@ async def run_async(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop 
     """Await ``awaitable`` on ``home`` (an object's own loop) without blocking this one.
 
     When ``home`` is this loop, not running, or None, it is simply awaited here.
+    ``ConfigurationError`` when ``home`` stops, closes or cancels the call before it
+    ends, noticed as ``run`` notices it; cancelling the awaiting task cancels the call.
     """
     _check_process(home, awaitable)
     current = _running_loop()
     if not _usable(home) or home is current:
         return await awaitable
     assert home is not None
-    future = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), home)
-    return await asyncio.wrap_future(future)
+    future: _Call[T] = _Call()
+    coroutine = _as_coroutine(awaitable)
+    try:
+        try:
+            home.call_soon_threadsafe(_start, coroutine, future)
+        except RuntimeError:  # closed since it was looked at
+            coroutine.close()
+            raise _loop_gone(home) from None
+        answer = asyncio.wrap_future(future)
+        stopped = False
+        while True:
+            done, _ = await asyncio.wait({answer}, timeout=_SLICE)
+            if done:
+                return answer.result()
+            stopped = _still_served(future, home, coroutine, stopped)
+    except BaseException:
+        future.cancel()
+        raise
 
 
 def background_loop() -> asyncio.AbstractEventLoop:
