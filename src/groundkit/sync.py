@@ -251,11 +251,7 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
     future: _Call[T] = _Call()
     coroutine = _as_coroutine(awaitable)
     try:
-        try:
-            target.call_soon_threadsafe(_start, coroutine, future)
-        except RuntimeError:  # closed since it was looked at
-            coroutine.close()
-            raise _loop_gone(target) from None
+        _hand(target, coroutine, future)
         return _wait(future, target, coroutine)
     except BaseException:
         future.cancel()
@@ -336,6 +332,18 @@ def _loop_gone(loop: asyncio.AbstractEventLoop, *, cancelled: bool = False) -> C
     )
 
 
+def _hand(
+    loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, T], future: _Call[T]
+) -> None:
+    """Schedule ``coroutine`` on ``loop``, tied to ``future``; ``ConfigurationError`` (the
+    coroutine closed unrun) when the loop closed since it was looked at."""
+    try:
+        loop.call_soon_threadsafe(_start, coroutine, future)
+    except RuntimeError:
+        coroutine.close()
+        raise _loop_gone(loop) from None
+
+
 def _start(coroutine: Coroutine[Any, Any, T], future: _Call[T]) -> None:
     """On the loop: run ``coroutine`` as a task tied to ``future`` both ways."""
     if future.cancelled():
@@ -389,11 +397,7 @@ async def run_async(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop 
     future: _Call[T] = _Call()
     coroutine = _as_coroutine(awaitable)
     try:
-        try:
-            home.call_soon_threadsafe(_start, coroutine, future)
-        except RuntimeError:  # closed since it was looked at
-            coroutine.close()
-            raise _loop_gone(home) from None
+        _hand(home, coroutine, future)
         answer = asyncio.wrap_future(future)
         stopped = False
         while True:
