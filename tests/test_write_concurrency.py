@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from groundkit import Collection
 from groundkit.storage import SQLiteMetadataStore
@@ -101,6 +102,69 @@ async def test_a_writer_that_waited_for_the_lock_starts_its_version_after_the_on
         assert (await writing).updated == ["record://x"]
         found = (await first.search("kettle", top_k=5)).results
         assert [(r.content, r.citation.version) for r in found] == [("kettle version three", 3)]
+    finally:
+        await first.close()
+        await second.close()
+
+
+def commits_late(col: Collection) -> tuple[asyncio.Event, asyncio.Event]:
+    """Hold ``col``'s store writes (after the ingest has read the store) until the second
+    event is set; the first is set once a write is held."""
+    read, go_on = asyncio.Event(), asyncio.Event()
+    commit = col.store.replace_documents
+
+    async def late(*args: Any, **kwargs: Any) -> frozenset[str]:
+        read.set()
+        await go_on.wait()  # the other writer commits meanwhile
+        return await commit(*args, **kwargs)
+
+    setattr(col.store, "replace_documents", late)  # noqa: B010 (a method replaced)
+    return read, go_on
+
+
+async def test_a_file_another_writer_stored_first_is_reported_unchanged(tmp_path: Path) -> None:
+    # Two ingests read the folder before either committed: both take the file for new.
+    # The store leaves it as the first stored it, and the second's report says so,
+    # instead of counting it added a second time.
+    base = tmp_path / "docs"
+    base.mkdir()
+    (base / "kettle.txt").write_text("The kettle whistles when the water boils.\n")
+    (base / "tea.txt").write_text("Green tea wants water below boiling.\n")
+    first = await Collection.open(tmp_path / "idx", base_dir=base)
+    second = await Collection.open(tmp_path / "idx", base_dir=base)
+    try:
+        read, go_on = commits_late(second)
+        racing = asyncio.ensure_future(second.ingest(base))
+        await read.wait()
+        (base / "tea.txt").write_text("Green tea wants water at 80 degrees.\n")
+        report = await first.ingest(base)
+        assert (report.added, report.unchanged) == (["kettle.txt", "tea.txt"], [])
+        go_on.set()
+        raced = await racing
+        # kettle.txt: stored by the first just as the second would have; tea.txt: the
+        # second read another text, which it stores as the file's next version.
+        assert (raced.added, raced.updated, raced.unchanged) == (["tea.txt"], [], ["kettle.txt"])
+        # The last writer's text is stored; the next ingest brings the file's back.
+        async with Collection.open(tmp_path / "idx", base_dir=base) as fresh:
+            again = await fresh.ingest(base)
+            assert (again.updated, again.unchanged) == (["tea.txt"], ["kettle.txt"])
+    finally:
+        await first.close()
+        await second.close()
+
+
+async def test_a_record_another_writer_stored_first_is_reported_unchanged(tmp_path: Path) -> None:
+    first = await Collection.open(tmp_path / "idx", base_dir=tmp_path)
+    second = await Collection.open(tmp_path / "idx", base_dir=tmp_path)
+    try:
+        read, go_on = commits_late(second)
+        records = [{"id": "x", "text": "kettle descaling notes"}]
+        racing = asyncio.ensure_future(second.add_documents(records))
+        await read.wait()
+        assert (await first.add_documents(records)).added == ["record://x"]
+        go_on.set()
+        raced = await racing
+        assert (raced.added, raced.unchanged) == ([], ["record://x"])
     finally:
         await first.close()
         await second.close()

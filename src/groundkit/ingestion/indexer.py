@@ -260,7 +260,6 @@ class Indexer:
             reporter.update("read", done=done, total=total)
         await writer.finish()
         tally.failed += writer.failed
-        lost = {f.source for f in writer.failed}
         unlisted = [to_relative(folder, self._base) for folder, _ in discovery.unlisted]
         for source, (_, reason) in zip(unlisted, discovery.unlisted, strict=True):
             # A failure line of its own; what is stored from under it stays, unpruned.
@@ -281,10 +280,11 @@ class Indexer:
                 [document_id_for(s) for s in [*removed, *tally.updated]], gone_before=before
             )
         reporter.finish()
+        added, updated, unchanged = writer.outcomes(tally.added, tally.updated, tally.unchanged)
         return IngestReport(
-            added=sorted(s for s in tally.added if s not in lost),
-            updated=sorted(s for s in tally.updated if s not in lost),
-            unchanged=sorted(tally.unchanged),
+            added=added,
+            updated=updated,
+            unchanged=unchanged,
             removed=removed,
             failed=sorted(tally.failed, key=lambda f: f.source),
             warnings=sorted(tally.warnings, key=lambda w: w.source),
@@ -785,14 +785,14 @@ class Indexer:
                     (updated if document.source in known else added).append(document.source)
                 await writer.finish()
                 failed += writer.failed
-                lost = {f.source for f in writer.failed}
                 await self._sync_vectors(writer)
                 repairs += await self._first_write_checks()
                 reporter.finish()
+                added, updated, unchanged = writer.outcomes(added, updated, unchanged)
                 report = IngestReport(
-                    added=sorted(s for s in added if s not in lost),
-                    updated=sorted(s for s in updated if s not in lost),
-                    unchanged=sorted(unchanged),
+                    added=added,
+                    updated=updated,
+                    unchanged=unchanged,
                     failed=sorted(failed, key=lambda f: f.source),
                     embedded=writer.documents_embedded,
                     chunks_embedded=writer.chunks_embedded,
@@ -852,6 +852,8 @@ class Indexer:
         await writer.finish()
         if writer.failed:
             raise IngestionError(writer.failed[0].reason)
+        if document.source in writer.left_as_is:
+            return "unchanged"
         return "updated" if document.source in known else "added"
 
 
@@ -955,6 +957,9 @@ class _Writer:
         self.chunks_reused = 0
         # Documents left out because their text could not be stored first.
         self.failed: list[IngestFailure] = []
+        # Sources the store left as they were: another writer had stored just what this
+        # one would have, since this ingest read the store (``replace_documents``).
+        self.left_as_is: set[str] = set()
         self._kept_sizes: dict[str, int] | None = None
         self._kept_listed = False
 
@@ -1001,16 +1006,31 @@ class _Writer:
         await self._flush_documents()
         await self.flush_vectors()
 
+    def outcomes(
+        self, added: Sequence[str], updated: Sequence[str], unchanged: Sequence[str]
+    ) -> tuple[list[str], list[str], list[str]]:
+        """A report's added, updated and unchanged sources, sorted, as the writes went: a
+        document that failed is in none; one the store left as another writer had stored
+        it is unchanged."""
+        lost = {f.source for f in self.failed}
+        left = self.left_as_is - lost
+        return (
+            sorted(s for s in added if s not in lost and s not in left),
+            sorted(s for s in updated if s not in lost and s not in left),
+            sorted({*unchanged, *(s for s in (*added, *updated) if s in left)}),
+        )
+
     async def _flush_documents(self) -> None:
         docs, self._docs, self._doc_chunks = self._docs, [], 0
         docs = await self._store_texts(docs)
         if not docs:
             return
-        await self._indexer._store.replace_documents(
+        left = await self._indexer._store.replace_documents(
             docs,
             valid_as_of=self._valid_as_of,
             keep_versions=self._indexer._ingest.keep_versions,
         )
+        self.left_as_is.update(left)
         await self._restore_texts([d for d, _, _ in docs])
         stored = sum(len(chunks) for _, chunks, _ in docs)
         self._reporter.update("store", add=stored, total=self._reporter.done_of("chunk"))

@@ -950,7 +950,7 @@ class PostgresMetadataStore:
         *,
         valid_as_of: datetime | None = None,
         keep_versions: int | None = None,
-    ) -> None:
+    ) -> frozenset[str]:
         """Write a batch of documents as one transaction, bumping the generation once.
 
         What was stored under each source is kept as that document's past version, or
@@ -958,7 +958,7 @@ class PostgresMetadataStore:
         by binary COPY, a round trip per table instead of one per row.
         """
         if not items:
-            return
+            return frozenset()
         sources, counts = term_counts(items)
         check_storable(items, nul_allowed=False)
         check_keep(keep_versions)
@@ -971,7 +971,6 @@ class PostgresMetadataStore:
             # are drawn (by the COPY below) only after this transaction took the state row
             # lock (``_write``, then this bump), which it holds until it commits. Writers
             # therefore draw keys one transaction at a time, in the order they commit.
-            generation = await self._bump(conn)
             # Taken under the state row lock: a writer that waited for it starts its
             # version after the one committed meanwhile, not before it.
             now = write_moment(time.time())  # also ``ingested_at``: see ``write_moment``
@@ -985,8 +984,9 @@ class PostgresMetadataStore:
             if same:
                 items = [item for item in items if item[0].source not in same]
                 if not items:
-                    return
+                    return frozenset(same)  # nothing written, not even a generation
                 sources, counts = term_counts(items)
+            generation = await self._bump(conn)
             vocab = await self._term_ids(conn, {t for group in counts for c in group for t in c})
             existing = await conn.fetch(
                 f"SELECT id, source, version, valid_from FROM {self._s}.documents"
@@ -1025,6 +1025,7 @@ class PostgresMetadataStore:
                 await conn.copy_records_to_table(
                     "chunks", schema_name=self.schema, columns=_CHUNK_INSERT, records=chunks
                 )
+        return frozenset(same)
 
     async def _log(
         self, conn: Any, generation: int, valid_to: float, change: str, *args: Any

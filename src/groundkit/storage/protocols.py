@@ -334,7 +334,7 @@ class MetadataStoreProtocol(Protocol):
         *,
         valid_as_of: datetime | None = None,
         keep_versions: int | None = None,
-    ) -> None:
+    ) -> frozenset[str]:
         """Store documents and their chunks (with analysed terms) in one transaction.
 
         A document already stored under the same source becomes a past version:
@@ -346,6 +346,8 @@ class MetadataStoreProtocol(Protocol):
         content hash, source class, extractor and metadata: another writer stored
         it since the caller looked) is left as it is, checked inside the
         transaction; a call that leaves every document so writes nothing.
+        Returns the sources of the documents it left so (empty when it wrote them
+        all), so that a caller's report counts only what its own write stored.
         """
         ...
 

@@ -1005,7 +1005,7 @@ class SQLiteMetadataStore:
         *,
         valid_as_of: datetime | None = None,
         keep_versions: int | None = None,
-    ) -> None:
+    ) -> frozenset[str]:
         """Store several documents in one transaction (one generation bump).
 
         A document already stored under its source becomes a past version (see
@@ -1014,7 +1014,7 @@ class SQLiteMetadataStore:
         more time on those hops than on SQLite, so the work is done in batches.
         """
         if not items:
-            return
+            return frozenset()
         sources, counts = term_counts(items)
         check_storable(items, nul_allowed=True)
         check_keep(keep_versions)
@@ -1037,7 +1037,7 @@ class SQLiteMetadataStore:
                 items = [item for item in items if item[0].source not in same]
                 if not items:
                     await self._conn.execute("ROLLBACK")
-                    return
+                    return frozenset(same)
                 sources, counts = term_counts(items)
             generation = await self._bump_generation()
             vocab = await self._term_ids({t for group in counts for c in group for t in c})
@@ -1082,6 +1082,7 @@ class SQLiteMetadataStore:
                 ],
             )
             await self._conn.execute("COMMIT")
+            return frozenset(same)
         except BaseException as exc:
             await self._rollback()
             self._vocab = vocab_before  # ids handed out inside the transaction are void
