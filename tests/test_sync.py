@@ -3,9 +3,11 @@ and a running event loop; and ``Collection.open`` as a plain coroutine."""
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import inspect
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -205,9 +207,11 @@ print(col.search("never closes").results[0].source)
 """
 
 
-def test_a_script_that_forgets_close_still_exits(tmp_path: Path) -> None:
+def run_script(code: str, tmp_path: Path) -> str:
+    """Run ``code`` with the index and base directories as arguments; what it printed,
+    once it exited 0 with nothing on stderr."""
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "idx"), str(tmp_path)],
+        [sys.executable, "-c", code, str(tmp_path / "idx"), str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -215,8 +219,12 @@ def test_a_script_that_forgets_close_still_exits(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "record://note"
     assert done.stderr == ""
+    return done.stdout.strip()
+
+
+def test_a_script_that_forgets_close_still_exits(tmp_path: Path) -> None:
+    assert run_script(SCRIPT, tmp_path) == "record://note"
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
@@ -621,3 +629,85 @@ def test_a_close_interrupted_before_it_began_leaves_the_collection_open(
     assert not col.closed and col in list(gks._OPEN)
     col.close()
     assert col.closed and col.aio.closed and col not in list(gks._OPEN)
+
+
+THREAD_AFTER_MAIN = """
+import sys, threading, time
+import groundkit.sync as gks
+
+col = gks.Collection.open(sys.argv[1], base_dir=sys.argv[2])
+col.add_documents([{"id": "first", "text": "kettle note"}])
+
+
+def worker() -> None:  # not a daemon: the interpreter waits for it
+    time.sleep(0.3)  # the main thread has returned by now
+    report = col.add_documents([{"id": "late", "text": "a late kettle note"}])
+    found = [r.citation.source for r in col.search("kettle", top_k=5)]
+    col.close()
+    print(report.added, sorted(found))
+
+
+threading.Thread(target=worker).start()
+"""
+
+
+def test_a_thread_still_running_at_exit_keeps_its_collection(tmp_path: Path) -> None:
+    # The exit hook closes what was left open only once the application's own threads
+    # have ended, as the interpreter waits for them: a worker may still write and close.
+    printed = run_script(THREAD_AFTER_MAIN, tmp_path)
+    assert printed == "['record://late'] ['record://first', 'record://late']"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
+def test_a_deadline_raised_by_a_signal_handler_reaches_the_caller_and_cancels_the_call() -> None:
+    # A TimeoutError raised in the waiting thread is the caller's, not a wait slice's end.
+    cancelled = threading.Event()
+
+    async def long() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def deadline(signum: int, frame: object) -> None:
+        raise TimeoutError("the caller's deadline")
+
+    previous = signal.signal(signal.SIGALRM, deadline)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(TimeoutError, match="the caller's deadline"):
+            gks.run(long())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert cancelled.wait(60)
+
+
+@pytest.mark.timeout(120)
+def test_an_open_interrupted_as_it_finishes_closes_what_it_opened(tmp_path: Path) -> None:
+    # The interrupt is pending when the open's answer arrives: the caller gets the
+    # KeyboardInterrupt, never the collection, so the collection is closed for it (a
+    # new one nothing was written to is removed, as after a failed open).
+    opened: list[groundkit.Collection] = []
+
+    async def open_then_interrupted() -> groundkit.Collection:
+        col = await groundkit.Collection.open(tmp_path / "idx", base_dir=tmp_path)
+        opened.append(col)
+        _thread.interrupt_main()
+        return col
+
+    with pytest.raises(KeyboardInterrupt):
+        gks._opening(open_then_interrupted)()
+    assert opened and opened[0].closed
+    assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
+
+
+def test_a_call_cancelled_from_inside_says_so_and_the_loop_serves_on() -> None:
+    async def gives_up() -> None:
+        raise asyncio.CancelledError
+
+    with pytest.raises(ConfigurationError, match="cancelled from inside"):
+        gks.run(gives_up())
+    assert gks.run(answer()) == "answer"

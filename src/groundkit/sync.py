@@ -36,6 +36,7 @@ import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import wait as _wait_for
 from pathlib import Path
 from types import TracebackType
 from typing import (
@@ -214,7 +215,12 @@ def _usable(loop: asyncio.AbstractEventLoop | None) -> bool:
     return loop is not None and loop.is_running() and not loop.is_closed()
 
 
-def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = None) -> T:
+def run(
+    awaitable: Awaitable[T],
+    *,
+    home: asyncio.AbstractEventLoop | None = None,
+    abandon: Callable[[T], object] | None = None,
+) -> T:
     """Run ``awaitable`` to completion and return its result, blocking this thread.
 
     It runs on ``home`` when that loop is running in another thread (the loop an
@@ -226,7 +232,9 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
     ``ConfigurationError`` when called from the loop that would have to run it,
     where waiting could never end: await the async API there instead; and when
     that loop stops, closes or cancels the call (its ``asyncio.run`` ending) before
-    the call ends, which it notices within a second.
+    the call ends, which it notices within a second. ``abandon`` is given the result
+    of a call that ended as it was interrupted (the caller never sees it), so that
+    what it opened is closed.
     """
     _check_process(home, awaitable)
     target = home if _usable(home) else None
@@ -254,8 +262,15 @@ def run(awaitable: Awaitable[T], *, home: asyncio.AbstractEventLoop | None = Non
         _hand(target, coroutine, future)
         return _wait(future, target, coroutine)
     except BaseException:
-        future.cancel()
+        if not future.cancel() and abandon is not None:
+            _abandon(future, abandon)
         raise
+
+
+def _abandon(future: Future[T], abandon: Callable[[T], object]) -> None:
+    """Hand ``abandon`` the result of a call that finished as its caller was interrupted."""
+    if future.done() and not future.cancelled() and future.exception() is None:
+        abandon(future.result())
 
 
 # How often a blocking call whose result is late looks whether its loop still runs.
@@ -276,14 +291,11 @@ def _wait(
     would ever settle it). A call answered in time never wakes before its answer."""
     stopped = False
     while True:
-        try:
-            return future.result(_SLICE)
-        except TimeoutError as late:
-            if future.done():
-                if future.exception() is late:
-                    raise  # the call's own TimeoutError
-                continue  # settled just after the slice ended
-            stopped = _still_served(future, loop, coroutine, stopped)
+        # Waited for without raising: a TimeoutError here is the caller's own (a signal
+        # handler's deadline) or the call's, never a slice ending.
+        if _wait_for((future,), _SLICE).done:
+            return future.result()
+        stopped = _still_served(future, loop, coroutine, stopped)
 
 
 def _still_served(
@@ -323,6 +335,11 @@ def _loop_gone(loop: asyncio.AbstractEventLoop, *, cancelled: bool = False) -> C
     """The error of a call whose loop ended before answering it: a ``ConfigurationError``,
     as for every loop a blocking call cannot use."""
     how = "cancelled the call as it shut down" if cancelled else "stopped before the call ended"
+    if cancelled and loop is _BACKGROUND.current() and loop.is_running():
+        return ConfigurationError(
+            "the call was cancelled from inside: code it ran (a progress callback, say) "
+            "raised asyncio.CancelledError"
+        )
     if loop in _LOOP_PIDS:
         return ConfigurationError(f"groundkit's background loop {how} (the process is exiting)")
     return ConfigurationError(
@@ -499,9 +516,22 @@ def _opening(
     @functools.wraps(opener)
     def open_blocking(*args: P.args, **kwargs: P.kwargs) -> SyncCollection:
         home = _BACKGROUND.loop()
-        return SyncCollection(run(opener(*args, **kwargs), home=home), home=home)
+        opened = run(
+            opener(*args, **kwargs),
+            home=home,
+            abandon=functools.partial(_close_unclaimed, home=home),
+        )
+        return SyncCollection(opened, home=home)
 
     return open_blocking
+
+
+def _close_unclaimed(collection: AsyncCollection, *, home: asyncio.AbstractEventLoop) -> None:
+    """Close a collection whose blocking open was interrupted as it finished: its caller
+    never got it, and a new one nothing was written to is removed as a failed open's is."""
+    closing = asyncio.run_coroutine_threadsafe(collection.close(), home)
+    with contextlib.suppress(Exception):
+        closing.result(_EXIT_WAIT)
 
 
 class _Read(Generic[T]):
@@ -759,6 +789,7 @@ def _close_open_collections() -> None:
     loop = _BACKGROUND.current()
     if loop is None:
         return
+    _join_running_threads()
     # A forked child's copies of its parent's collections are the parent's to close.
     pending = [c for c in list(_OPEN) if not c.closed and not _foreign(c._home)]
     # A warning made an error (``-W error::ResourceWarning``) is raised once all is closed.
@@ -784,8 +815,21 @@ def _close_open_collections() -> None:
         raise refused[0]
 
 
-# Before non-daemon threads are joined (a store's worker thread would otherwise
-# keep the interpreter waiting), where the interpreter allows it.
+def _join_running_threads() -> None:
+    """Wait for the non-daemon threads still running, as the interpreter would after this
+    hook: they may still use, or close, what they opened. Thread-pool workers are left
+    out; they end only once a later hook shuts their pools down."""
+    from concurrent.futures import thread as pool_threads
+
+    workers = set(getattr(pool_threads, "_threads_queues", {}))
+    me = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not me and not thread.daemon and thread not in workers:
+            thread.join()
+
+
+# Before thread pools are shut down (closing a collection needs their threads), where
+# the interpreter allows it; the hook itself first waits for the application's threads.
 _register_early = getattr(threading, "_register_atexit", None)
 if callable(_register_early):
     _register_early(_close_open_collections)
