@@ -711,3 +711,31 @@ def test_a_call_cancelled_from_inside_says_so_and_the_loop_serves_on() -> None:
     with pytest.raises(ConfigurationError, match="cancelled from inside"):
         gks.run(gives_up())
     assert gks.run(answer()) == "answer"
+
+
+@pytest.mark.timeout(120)
+def test_an_async_collection_refuses_a_second_running_loop_and_passes_to_the_next(
+    tmp_path: Path, app_loop: SignallingLoop
+) -> None:
+    # Its locks and connections serve one loop at a time: a call from another loop
+    # while its own runs (another thread's asyncio.run) is refused, not left to wedge
+    # both; reached through run_async it works; once its loop has ended, the next
+    # asyncio.run takes it over, as a script's successive runs do.
+    async def opened() -> groundkit.Collection:
+        return await groundkit.Collection.open(tmp_path / "idx", base_dir=tmp_path)
+
+    col = asyncio.run_coroutine_threadsafe(opened(), app_loop).result()
+    record = [{"id": "x", "text": "kettle note"}]
+    with pytest.raises(ConfigurationError, match="event loop running in another thread"):
+        asyncio.run(col.add_documents(record))
+
+    async def through_its_loop() -> list[str]:
+        return (await gks.run_async(col.add_documents(record), home=col.loop)).added
+
+    assert asyncio.run(through_its_loop()) == ["record://x"]
+    app_loop.call_soon_threadsafe(app_loop.stop)
+    while app_loop.is_running():
+        threading.Event().wait(0.01)
+    found = asyncio.run(col.search("kettle"))
+    assert [r.citation.source for r in found.results] == ["record://x"]
+    asyncio.run(col.close())

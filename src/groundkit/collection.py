@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import os
 import re
+import threading
 import time
 import warnings
 import weakref
@@ -23,7 +25,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, S
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Unpack, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, overload
 
 from groundkit.config import AnalyzerConfig, ChunkingConfig, IngestConfig, RetrievalConfig
 from groundkit.contracts import (
@@ -99,6 +101,9 @@ if TYPE_CHECKING:
 __all__ = ["Collection"]
 
 logger = logging.getLogger("groundkit.collection")
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 # The public attributes an open ``Collection`` has besides its methods (set in
 # ``__init__``; a test keeps this list equal to them). ``groundkit.sync`` mirrors the
@@ -208,6 +213,19 @@ class _Opener(Coroutine[Any, Any, "Collection"]):
             await self._collection.close()
 
 
+def _homed(
+    method: Callable[Concatenate[Collection, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[Collection, P], Coroutine[Any, Any, T]]:
+    """A public coroutine method that first checks it runs on the collection's loop."""
+
+    @functools.wraps(method)
+    async def on_home(self: Collection, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        self._claim_loop()
+        return await method(self, *args, **kwargs)
+
+    return on_home
+
+
 class Collection:
     """Ingest, search, fetch and verify one named collection."""
 
@@ -233,6 +251,7 @@ class Collection:
         # The event loop this collection was opened on: its stores belong to it.
         # groundkit.sync and the framework retrievers run calls there.
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
+        self._loop_lock = threading.Lock()
         # The most restricted label this collection object may return (None: all).
         self._clearance = check_clearance(clearance)
         self._stores = stores
@@ -511,6 +530,29 @@ class Collection:
 
         return _Opener(factory)
 
+    def _claim_loop(self) -> None:
+        """Take the running loop as this collection's own, or refuse it.
+
+        A collection belongs to the loop it was opened on while that loop runs: its
+        locks and connections serve one loop at a time, and a call from a second loop
+        running meanwhile (another thread's ``asyncio.run``) could leave both waiting
+        on each other. Once that loop has ended, the next one to use it takes it over,
+        as successive ``asyncio.run`` calls of a script do."""
+        current = asyncio.get_running_loop()
+        with self._loop_lock:
+            home = self.loop
+            if home is current:
+                return
+            if home is not None and home.is_running() and not home.is_closed():
+                raise ConfigurationError(
+                    "this collection belongs to an event loop running in another thread "
+                    "(the one it was opened on, Collection.loop); await "
+                    "groundkit.sync.run_async(call, home=collection.loop) from this loop, "
+                    "or open the collection here"
+                )
+            self.loop = current
+
+    @_homed
     async def close(self) -> None:
         """Finish a merge in progress, then close the stores. A collection this object
         created and nothing was ever written to (its first ingest failed, or found nothing
@@ -566,6 +608,7 @@ class Collection:
         after ``close``): for an exit hook about to close it, as ``groundkit.sync``'s."""
         self._left_open()
 
+    @_homed
     async def rebase(self, base_dir: str | Path, *, force: bool = False) -> tuple[int, int]:
         """Record ``base_dir`` as the directory this collection's sources are relative to
         (after the source tree moved), and use it from now on.
@@ -640,9 +683,11 @@ class Collection:
             snapshot_dir=self.snapshots,
         )
 
+    @_homed
     async def generation(self) -> int:
         return await self.store.generation()
 
+    @_homed
     async def ingest(
         self,
         path: str | Path,
@@ -716,6 +761,7 @@ class Collection:
             await self._after_write()
         return self._with_pending_repairs(report)
 
+    @_homed
     async def add_documents(
         self,
         records: Iterable[RecordInput],
@@ -752,6 +798,7 @@ class Collection:
             await self._after_write()
         return self._with_pending_repairs(report)
 
+    @_homed
     async def delete_documents(
         self, ids: Iterable[str], *, missing_ok: bool = False
     ) -> IngestReport:
@@ -780,6 +827,7 @@ class Collection:
             update["notices"] = [*report.notices, *notices]
         return report.model_copy(update=update) if update else report
 
+    @_homed
     async def retriever(self) -> Retriever:
         """The current Retriever: caught up if the text changed since its last search
         (segments mapped, not rebuilt), its vector handle moved forward if the vectors
@@ -811,6 +859,7 @@ class Collection:
                 await self._retriever.refresh_vectors(vectors_generation)
             return self._retriever
 
+    @_homed
     async def search(
         self,
         query: str | SearchRequest,
@@ -905,6 +954,7 @@ class Collection:
         finally:
             self._merging = None
 
+    @_homed
     async def optimize(self) -> OptimizeReport:
         """Merge the lexical index into one segment, dropping removed chunks, and
         persist it (what ``grk optimize`` runs). Searches go on meanwhile."""
@@ -923,6 +973,7 @@ class Collection:
             segments_before=before, segments_after=live.segment_count, merged=merged
         )
 
+    @_homed
     async def delete(
         self,
         *,
@@ -1118,6 +1169,7 @@ class Collection:
         finally:
             files.grace_seconds = previous
 
+    @_homed
     async def purge_versions(self, keep: int = 0) -> int:
         """Remove all but the ``keep`` newest past versions of every document (their
         chunks and lexical postings); returns how many versions went."""
@@ -1169,6 +1221,7 @@ class Collection:
                 f"theirs too: {exc}"
             ) from None
 
+    @_homed
     async def fetch_chunk(self, chunk_id: str, version: int | None = None) -> FetchResult:
         """A stored chunk and whether its source still holds it (traced as
         ``groundkit.fetch_chunk``, with the verdict but never the text).
@@ -1182,6 +1235,7 @@ class Collection:
         ``IngestConfig.max_file_bytes`` (this collection's), else ``unresolvable``."""
         return (await self._fetch(chunk_id, version))[0]
 
+    @_homed
     async def fetch_in_source(
         self, chunk_id: str, version: int | None = None
     ) -> tuple[FetchResult, str | None]:
@@ -1256,6 +1310,7 @@ class Collection:
         To re-verify the whole collection, ``verify_all()``; ``verify()`` with no
         argument is its deprecated spelling, kept for one release.
         """
+        self._claim_loop()  # as ``_homed`` does; mypy cannot see an overload through it
         if target is None:
             if content is not None:
                 raise InvalidQueryError("content= goes with a citation to verify")
@@ -1263,6 +1318,7 @@ class Collection:
             return await self._verifier().verify_all()
         return await self._verifier().verify(target, content)
 
+    @_homed
     async def verify_each(
         self, targets: SearchResponse | Sequence[RetrievalResult | FetchResult]
     ) -> list[FetchResult]:
@@ -1281,12 +1337,14 @@ class Collection:
             items = list(targets)
         return await self._verifier().verify_each(items)
 
+    @_homed
     async def verify_all(self) -> VerifyReport:
         """Re-verify every chunk of the collection, reading each source once (as
         ``fetch_chunk`` does); the ``VerifyReport`` counts each verdict and lists
         the chunks that no longer verify."""
         return await self._verifier().verify_all()
 
+    @_homed
     async def verify_answer(
         self,
         answer: str,
