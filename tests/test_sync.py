@@ -698,8 +698,14 @@ def test_an_open_interrupted_as_it_finishes_closes_what_it_opened(tmp_path: Path
         _thread.interrupt_main()
         return col
 
-    with pytest.raises(KeyboardInterrupt):
-        gks._opening(open_then_interrupted)()
+    # A test runner may ignore SIGINT (pytest-xdist's workers do): interrupt_main then
+    # does nothing.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gks._opening(open_then_interrupted)()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert opened and opened[0].closed
     assert not (tmp_path / "idx").exists() or not any((tmp_path / "idx").iterdir())
 

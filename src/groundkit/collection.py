@@ -1314,7 +1314,9 @@ class Collection:
         if target is None:
             if content is not None:
                 raise InvalidQueryError("content= goes with a citation to verify")
-            _deprecated("Collection.verify() with no argument", "Collection.verify_all()")
+            _deprecated(
+                "Collection.verify() with no argument", "Collection.verify_all()", homed=False
+            )
             return await self._verifier().verify_all()
         return await self._verifier().verify(target, content)
 
@@ -1498,9 +1500,10 @@ DEPRECATIONS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
 )
 
 
-def _deprecated(old: str, new: str) -> None:
-    """Warn, pointed at the caller of the method that calls this, that ``old`` goes
-    with the next release (a blocking caller is warned in its own thread)."""
+def _deprecated(old: str, new: str, *, homed: bool = True) -> None:
+    """Warn, pointed at the caller of the method that calls this (``homed``: through
+    ``_homed``'s frame), that ``old`` goes with the next release (a blocking caller is
+    warned in its own thread)."""
     from groundkit.verification.verdict import deprecation
 
     message = deprecation(old, new)
@@ -1508,7 +1511,7 @@ def _deprecated(old: str, new: str) -> None:
     if kept is not None:
         kept.append(message)
         return
-    warnings.warn(message, DeprecationWarning, stacklevel=3)
+    warnings.warn(message, DeprecationWarning, stacklevel=4 if homed else 3)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
