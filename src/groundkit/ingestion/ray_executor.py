@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
+import math
 import os
 import sys
+import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from typing import Any
@@ -32,6 +35,9 @@ __all__ = ["RayExecutor"]
 logger = logging.getLogger("groundkit.ingest")
 
 _INSTALL = "pip install groundkit[ray]"
+
+
+_PROBE_SECONDS = 5.0
 
 
 def _import_ray() -> Any:
@@ -55,7 +61,9 @@ class RayExecutor:
     chunk texts of several tasks are gathered into calls of at least ``embed_batch``
     texts (the model is faster on a large batch than on many small ones). A task
     or actor lost with its node is retried up to ``max_retries`` times. Every node
-    must see the source tree at the same path as the driver.
+    must see the source tree at the same path as the driver. Joining the cluster
+    takes at most ``connect_timeout`` seconds; a head that does not accept a
+    connection at all is refused at once.
     """
 
     embeds = True
@@ -69,6 +77,7 @@ class RayExecutor:
         files_per_task: int = 8,
         embed_batch: int = 1024,
         max_retries: int = 3,
+        connect_timeout: float = 60.0,
     ) -> None:
         if not isinstance(address, str) or not address.strip():
             raise ConfigurationError("address must be 'auto' or a Ray cluster's host:port")
@@ -83,19 +92,29 @@ class RayExecutor:
             raise ConfigurationError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         if not isinstance(cpus_per_worker, int | float) or cpus_per_worker <= 0:
             raise ConfigurationError(f"cpus_per_worker must be > 0, got {cpus_per_worker!r}")
+        if (
+            isinstance(connect_timeout, bool)
+            or not isinstance(connect_timeout, int | float)
+            or not math.isfinite(connect_timeout)
+            or connect_timeout <= 0
+        ):
+            raise ConfigurationError(
+                f"connect_timeout must be a number of seconds > 0, got {connect_timeout!r}"
+            )
         self.address = address.strip()
         self.num_workers = num_workers
         self.cpus_per_worker = float(cpus_per_worker)
         self.files_per_task = files_per_task
         self.embed_batch = embed_batch
         self.max_retries = max_retries
+        self.connect_timeout = float(connect_timeout)
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r}, num_workers={self.num_workers})"
 
     async def run(self, plan: IngestPlan) -> AsyncIterator[PreparedFile]:
         ray = _import_ray()
-        connected = await asyncio.to_thread(self._connect, ray)
+        connected = await self._join(ray)
         actors: list[Any] = []
         try:
             async for item in self._pipeline(ray, plan, actors):
@@ -105,6 +124,56 @@ class RayExecutor:
                 ray.kill(actor)
             if connected:
                 await asyncio.to_thread(ray.shutdown)
+
+    async def _join(self, ray: Any) -> bool:
+        """Join the cluster unless this process already has; whether it joined now.
+
+        ``ray.init`` cannot be interrupted and, against a head that does not answer,
+        retries for minutes: it runs in a daemon thread of its own, awaited for at most
+        ``connect_timeout`` seconds, and left behind (to shut Ray down if it ever
+        connects) when the wait times out or the ingest is cancelled, so neither
+        Ctrl-C nor SIGTERM nor ``asyncio.run``'s executor shutdown waits for it. A head
+        that does not even accept a TCP connection is refused before that.
+        """
+        if ray.is_initialized():
+            return False
+        if self.address != "local":
+            target = _resolved(self.address)
+            if target is not None:
+                await self._probe(target)
+        joined: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        threading.Thread(
+            target=self._connect_into, args=(ray, joined), name="groundkit-ray-init", daemon=True
+        ).start()
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(joined), self.connect_timeout)
+        except BaseException as exc:
+            # Cancelled or timed out: the thread is left to finish on its own. Should it
+            # have joined just now, the connection is not kept.
+            if not joined.cancel() and joined.exception() is None and joined.result():
+                threading.Thread(target=ray.shutdown, daemon=True).start()
+            if isinstance(exc, TimeoutError):
+                raise self._unreachable(
+                    f"it did not let this process join within {self.connect_timeout:g} s "
+                    "(RayExecutor(connect_timeout=...))"
+                ) from None
+            raise
+
+    def _connect_into(self, ray: Any, joined: concurrent.futures.Future[bool]) -> None:
+        """``_connect`` in the thread of its own: its outcome into ``joined``; a
+        connection made after the ingest stopped waiting is closed again."""
+        try:
+            now = self._connect(ray)
+        except BaseException as exc:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                joined.set_exception(exc)
+            return
+        try:
+            joined.set_result(now)
+        except concurrent.futures.InvalidStateError:  # abandoned meanwhile
+            if now:
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
 
     def _connect(self, ray: Any) -> bool:
         """Join the cluster unless this process already has; whether it joined now."""
@@ -132,6 +201,36 @@ class RayExecutor:
                 f"cannot reach the Ray cluster at {self.address!r}: {why}"
             ) from exc
         return True
+
+    async def _probe(self, target: tuple[str, int]) -> None:
+        """A TCP connection to the head's GCS port, so a head that is not there is
+        said at once rather than after Ray's minutes of retries."""
+        host, port = target
+        try:
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port), min(_PROBE_SECONDS, self.connect_timeout)
+            )
+        except (OSError, TimeoutError) as exc:
+            logger.debug("connecting to %s:%d failed: %r", host, port, exc)
+            reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or repr(exc)
+            raise self._unreachable(
+                f"nothing accepts connections at {host}:{port} ({reason})"
+            ) from None
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+    def _unreachable(self, why: str) -> ConfigurationError:
+        """The error for a cluster this process cannot join, with what to do about it."""
+        todo = (
+            "start one with 'ray start --head', give the head's HOST:PORT, or ingest without --ray"
+            if self.address == "auto"
+            else "start the cluster (ray start --head), check the address and that this host "
+            "can reach it, or ingest without --ray"
+        )
+        return ConfigurationError(
+            f"cannot reach the Ray cluster at {self.address!r}: {why}; {todo}"
+        )
 
     async def _pipeline(
         self, ray: Any, plan: IngestPlan, actors: list[Any]
@@ -221,6 +320,38 @@ async def _result(ref: Any, retries: int) -> Any:
             f"a Ray task failed after {retries} retries ({type(exc).__name__}): "
             f"{str(exc).splitlines()[0] if str(exc) else 'no message'}"
         ) from None
+
+
+def _resolved(address: str) -> tuple[str, int] | None:
+    """The GCS ``(host, port)`` ``ray.init(address)`` would connect to (for ``"auto"``:
+    ``RAY_ADDRESS``, else the cluster ``ray start`` last recorded on this host, else a
+    running head found on it); ``None`` when that cannot be told beforehand (the
+    connect is then bounded by its timeout alone)."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address_or_die
+    except ImportError:  # another Ray: the address as given, "auto" unresolved
+        found: str | None = None if address == "auto" else address
+    else:
+        try:
+            found = canonicalize_bootstrap_address_or_die(address)
+        except (ConnectionError, ValueError) as exc:
+            raise ConfigurationError(
+                f"cannot reach the Ray cluster at {address!r}: "
+                + (
+                    "no running cluster was found on this host (nor at RAY_ADDRESS); start one "
+                    "with 'ray start --head', give the head's HOST:PORT, or ingest without --ray"
+                    if address == "auto"
+                    else f"{exc}; give the head's HOST:PORT, or ingest without --ray"
+                )
+            ) from None
+        except Exception:  # Ray's own lookup failed: let ray.init say it, bounded
+            return None
+    if not found:
+        return None
+    host, sep, port = found.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
 
 
 def _prepare_files(plan: IngestPlan, paths: list[str]) -> list[PreparedFile]:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from http.cookies import SimpleCookie
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote_plus
 
 from groundkit.service.transport import (
     ASGIApp,
@@ -112,27 +113,40 @@ class InspectorGate:
         return by_header or by_cookie
 
 
+# A Host value (RFC 9110 7.2): a bracketed IPv6 literal, or a name or IPv4 address,
+# then an optional ":port" of digits, and nothing else.
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::[0-9]{0,5})?")
+# An Origin a browser sends for a page (RFC 6454 7): scheme://host[:port], nothing more.
+_ORIGIN = re.compile(r"https?://(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::[0-9]{1,5})?")
+
+
+def _values(scope: Scope, name: bytes) -> list[str]:
+    return [
+        bytes(value).decode("latin-1").strip().lower()
+        for key, value in scope.get("headers", ())
+        if key.lower() == name
+    ]
+
+
 def _names_loopback(scope: Scope) -> bool:
-    """Whether the Host header names this machine (any port), or is absent."""
-    for key, value in scope.get("headers", ()):
-        if key.lower() == b"host":
-            host = bytes(value).decode("latin-1").strip().lower()
-            if host.startswith("["):
-                name = host[: host.find("]") + 1] if "]" in host else host
-            else:
-                name = host.split(":", 1)[0]
-            return is_loopback(name)
-    return True
+    """Whether the Host header names this machine (any port), or is absent. Parsed
+    strictly: ``[::1]evil.com`` or two Host headers must not pass for loopback."""
+    hosts = _values(scope, b"host")
+    if not hosts:
+        return True
+    found = _HOST.fullmatch(hosts[0])
+    return len(hosts) == 1 and found is not None and is_loopback(found.group(1))
 
 
 def _origin_is_loopback(scope: Scope) -> bool:
     """Whether the Origin header, when there is one, is a page on this machine: another
-    site's page (or an opaque "null" origin) gets nothing from a loopback inspector."""
-    for key, value in scope.get("headers", ()):
-        if key.lower() == b"origin":
-            host = urlsplit(bytes(value).decode("latin-1").strip()).hostname
-            return host is not None and is_loopback(host)
-    return True
+    site's page (or an opaque "null" origin, or a second Origin) gets nothing from a
+    loopback inspector."""
+    origins = _values(scope, b"origin")
+    if not origins:
+        return True
+    found = _ORIGIN.fullmatch(origins[0])
+    return len(origins) == 1 and found is not None and is_loopback(found.group(1))
 
 
 def _query_token(scope: Scope) -> str | None:
@@ -156,18 +170,14 @@ def _cookie(header: bytes) -> bytes:
 async def _enter(send: Send, scope: Scope, session: bytes) -> None:
     """The redirect that trades ``?token=`` for the session cookie: the token leaves the
     address bar, the history and any later Referer."""
-    query = bytes(scope.get("query_string", b"")).decode("latin-1")
-    rest = urlencode([(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != "token"])
-    # One leading slash: "//host/..." would send the browser to another site.
-    path = "/" + str(scope.get("path", "/")).lstrip("/")
-    location = quote(path) + (f"?{rest}" if rest else "")
+    location = _without_token(scope)
     cookie = b"%s=%s; HttpOnly; SameSite=Strict; Path=/" % (COOKIE.encode(), session)
     await send(
         {
             "type": "http.response.start",
             "status": 303,
             "headers": [
-                (b"location", location.encode()),
+                (b"location", location),
                 (b"set-cookie", cookie),
                 (b"cache-control", b"no-store"),
                 (b"content-length", b"0"),
@@ -175,6 +185,30 @@ async def _enter(send: Send, scope: Scope, session: bytes) -> None:
         }
     )
     await send({"type": "http.response.body", "body": b""})
+
+
+def _without_token(scope: Scope) -> bytes:
+    """The request's own path and query, as the browser sent them (percent-escapes
+    kept: ``a%2Fb`` is not ``a/b``), less every ``token`` parameter. Never another
+    site: one leading slash, and a backslash, a control or a non-ASCII byte is escaped
+    (a browser reads ``/\\evil.example`` as ``//evil.example``; CR LF would end the
+    header)."""
+    raw = scope.get("raw_path")
+    path = bytes(raw) if raw else quote(str(scope.get("path", "/"))).encode("ascii")
+    path = b"/" + _escaped(path.split(b"?", 1)[0]).lstrip(b"/")
+    kept = [
+        part
+        for part in bytes(scope.get("query_string", b"")).split(b"&")
+        if part and unquote_plus(part.split(b"=", 1)[0].decode("latin-1")) != "token"
+    ]
+    return path + (b"?" + _escaped(b"&".join(kept)) if kept else b"")
+
+
+def _escaped(raw: bytes) -> bytes:
+    """``raw`` with every byte a Location must not carry as is percent-escaped."""
+    return b"".join(
+        bytes([b]) if 0x21 <= b <= 0x7E and b not in b"\\#" else b"%%%02X" % b for b in raw
+    )
 
 
 async def _plain(send: Send, status: int, text: str) -> None:

@@ -157,12 +157,13 @@ class Inspector:
         return Response(
             image.png,
             media_type="image/png",
-            headers={"cache-control": "private, max-age=60"},
+            # The image shows the page's text: corpus text, so not kept by the browser.
+            headers={"cache-control": "no-store"},
         )
 
     async def answer(self, request: Request) -> Response:
         name = await self._known(request)
-        if request.method == "GET":
+        if request.method in ("GET", "HEAD"):  # Starlette answers HEAD with GET's route
             ids = request.query_params.get("ids", "")
             return _html(pages.answer_page(name, "", ids, None))
         form = await _form(request)
