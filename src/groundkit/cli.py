@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO, cast
 
 from groundkit.errors import (
     CollectionNotFoundError,
@@ -33,7 +33,6 @@ from groundkit.errors import (
     RetrievalError,
 )
 from groundkit.service.moments import MOMENT_EXAMPLES, parse_moment
-from groundkit.storage.versions import version_start
 from groundkit.utils.text import first_unencodable
 
 if TYPE_CHECKING:
@@ -65,6 +64,11 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
+# ``grk fetch --version``: the largest version a document can have (a 64-bit integer).
+_MAX_VERSION = 2**63 - 1
+# ``grk ingest --jsonl``: the file (or stdin) is read whole before any line is parsed;
+# more than this is refused rather than read (a device such as /dev/zero never ends).
+MAX_JSONL_BYTES = 256 * 1024 * 1024
 # 128 + the signal's number, as a shell reports a command a signal ended.
 EXIT_INTERRUPTED, EXIT_TERMINATED = 128 + signal.SIGINT, 128 + signal.SIGTERM
 _SNIPPET = 160
@@ -827,14 +831,14 @@ def _writes_utf8(stream: Any) -> bool:
         return False
 
 
-def _stdin_bytes(what: str) -> bytes:
-    """All of standard input, for ``what``; a ``ConfigurationError`` when there is none
-    (closed, as ``<&-`` leaves it)."""
+def _stdin_bytes(what: str, limit: int = -1) -> bytes:
+    """All of standard input (at most ``limit`` bytes), for ``what``; a
+    ``ConfigurationError`` when there is none (closed, as ``<&-`` leaves it)."""
     stream = sys.stdin
     if stream is None:
         raise ConfigurationError(f"{what} is read from stdin, but stdin is closed")
     try:
-        return stream.buffer.read()
+        return stream.buffer.read(limit)
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"{what}: cannot read stdin ({exc})") from None
 
@@ -1470,8 +1474,26 @@ def read_jsonl_records(name: str) -> tuple[list[dict[str, Any]], list[int]]:
     """The records of a JSON Lines file (``-``: stdin) and the line each is on; a bad
     line (a key given twice among them) is a usage error naming its number. Blank lines
     are skipped; the records are checked by ``add_documents``."""
+    from groundkit.utils.file_reads import (
+        FileTooLargeError,
+        NotRegularFileError,
+        read_regular_file,
+    )
+
+    cap = f"the cap is {MAX_JSONL_BYTES // (1024 * 1024)} MiB"
     try:
-        data = _stdin_bytes("--jsonl -") if name == "-" else Path(name).read_bytes()
+        if name == "-":
+            data = _stdin_bytes("--jsonl -", MAX_JSONL_BYTES + 1)
+            if len(data) > MAX_JSONL_BYTES:
+                raise ConfigurationError(f"--jsonl -: stdin holds more than {cap}")
+        else:
+            # A regular file only: a FIFO would wait for a writer, /dev/zero never end,
+            # in a thread that no signal can stop.
+            data = read_regular_file(name, MAX_JSONL_BYTES)
+    except NotRegularFileError as exc:
+        raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc})") from None
+    except FileTooLargeError as exc:
+        raise ConfigurationError(f"--jsonl {name!r}: too large ({exc}; {cap})") from None
     except OSError as exc:
         raise ConfigurationError(f"--jsonl {name!r}: cannot read ({exc.strerror or exc})") from None
     records: list[dict[str, Any]] = []
@@ -1528,6 +1550,11 @@ def _check_numbers(args: argparse.Namespace) -> None:
         if value is not None and value < least:
             option = "--" + name.replace("_", "-")
             raise ConfigurationError(f"{option} must be at least {least}, got {value}")
+    version = getattr(args, "version", None)
+    if version is not None and version > _MAX_VERSION:  # in the library's words, as typed
+        raise ConfigurationError(
+            f"--version must be an integer from 1 to {_MAX_VERSION}, got {version}"
+        )
     ranges = {"chunk_chars": (32, 100_000), "rewrites": (0, MAX_VARIANTS_LIMIT)}
     for name, (least, most) in ranges.items():
         value = getattr(args, name, None)
@@ -1542,6 +1569,9 @@ def _check_search_options(args: argparse.Namespace) -> None:
         return
     if args.rewrites is not None and args.glossary is None:
         raise ConfigurationError("--rewrites goes with --glossary FILE")
+    if args.rerank is not None and not args.rerank.strip():
+        # Not left for the library, which would name its own rerank=True.
+        raise ConfigurationError("--rerank takes a cross-encoder's model name or path, not ''")
     args.request = _search_request(args)
 
 
@@ -1636,7 +1666,11 @@ def _read_moments(args: argparse.Namespace) -> None:
         return
     if args.jsonl is not None:
         raise ConfigurationError("--valid-as-of goes with a PATH or URL ingest, not --jsonl")
-    try:  # the library's own rule, checked here before anything is opened
+    # The stores' rule (which also refuses a moment before year 1 in UTC), checked here
+    # before anything is opened.
+    from groundkit.storage.versions import version_start
+
+    try:
         version_start(valid_as_of, time.time())
     except IngestionError as exc:
         raise ConfigurationError(f"--valid-as-of: {exc}") from None
@@ -1651,6 +1685,10 @@ def _ray_executor(args: argparse.Namespace) -> RayExecutor | None:
         return None
     if args.jsonl is not None:
         raise ConfigurationError("--ray ingests a PATH; --jsonl records are added here")
+    from groundkit.utils.url_safety import looks_like_url
+
+    if args.path is not None and looks_like_url(args.path.strip()):
+        raise ConfigurationError("--ray ingests a PATH; a URL is fetched by this process")
     if not args.ray.strip():
         raise ConfigurationError("--ray takes auto or a Ray cluster's HOST:PORT")
     from groundkit.ingestion.ray_executor import RayExecutor
@@ -1968,7 +2006,84 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_INTERRUPTED
 
 
+class _Output:
+    """Standard output for the length of a command. A write that fails does not stop the
+    command, so its exit code stands: when the reader went away (``grk verify | head``)
+    the rest of the output is dropped, which is no error; when the output could not be
+    written (a full disk, ``> /dev/full``, stdout closed with ``>&-``) ``failure`` says
+    why, and grk reports it (exit 2) rather than end in a traceback or, stdout closed,
+    succeed with its output lost."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+        self.failure: str | None = None
+        self._dropping = False  # the reader went away, or the output failed
+
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            if text and self.failure is None:
+                self.failure = "cannot write the output: standard output is closed"
+        elif not self._dropping:
+            try:
+                return self.stream.write(text)
+            except OSError as exc:
+                self._lost(exc)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.stream is not None and not self._dropping:
+            try:
+                self.stream.flush()
+            except OSError as exc:
+                self._lost(exc)
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+    def _lost(self, exc: OSError) -> None:
+        """Drop the rest of the output; a reader that went away (EPIPE) is no failure.
+        The descriptor is pointed at the null device, so that the interpreter's own
+        flush at exit does not fail again with a traceback."""
+        self._dropping = True
+        if not isinstance(exc, BrokenPipeError):
+            reason = exc.strerror or type(exc).__name__
+            self.failure = f"cannot write the output: {reason}"
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self.stream.fileno())  # type: ignore[union-attr]
+            finally:
+                os.close(null)
+
+
 def _main(argv: Sequence[str] | None) -> int:
+    """``_command`` with standard output guarded (``_Output``): a failed write is one
+    ``grk: error:`` line and exit 2, a reader gone leaves the command's exit code."""
+    real = sys.stdout
+    output = _Output(real)
+    sys.stdout = cast(TextIO, output)
+    try:
+        try:
+            code = _command(argv)
+        except SystemExit:  # argparse: --help, --version or a usage error
+            output.flush()
+            if output.failure is None:
+                raise
+            code = EXIT_ERROR
+        output.flush()
+    finally:
+        sys.stdout = real
+    if output.failure is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(f"grk: error: {output.failure}", file=sys.stderr)
+        return EXIT_ERROR
+    return code
+
+
+def _command(argv: Sequence[str] | None) -> int:
     given = list(sys.argv[1:] if argv is None else argv)
     if given in (["-V"], ["--version"]):
         # What the parser's version action prints, without building the parser (which
@@ -1997,6 +2112,8 @@ def _main(argv: Sequence[str] | None) -> int:
         args.collections = list(dict.fromkeys(args.collection or ["default"]))
         if len(args.collections) > 1 and args.command not in ("search", "collections"):
             parser.error(f"{args.command} takes one --collection")
+    if args.command in ("serve", "inspect") and isinstance(sys.stdout, _Output):
+        sys.stdout = sys.stdout.stream  # the server's own
     try:
         if args.command == "serve":
             from groundkit.service.command import run_serve
@@ -2012,11 +2129,14 @@ def _main(argv: Sequence[str] | None) -> int:
     except GroundkitError as exc:
         print(f"grk: error: {_in_flags(exc)}", file=sys.stderr)
         return EXIT_ERROR
-    except BrokenPipeError:
-        # The reader went away (grk search ... | head): not an error of ours.
+    except BrokenPipeError as exc:
+        # Not a write to sys.stdout (``_Output`` keeps those from raising): a pipe the
+        # command itself used. It did not finish, so it cannot say it succeeded.
         with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115  (no flush at exit)
-        return EXIT_OK
+        with contextlib.suppress(OSError, ValueError):
+            print(f"grk: error: a pipe closed under the command ({exc})", file=sys.stderr)
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

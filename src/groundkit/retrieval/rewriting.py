@@ -27,9 +27,11 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from groundkit.errors import ConfigurationError
+from groundkit.utils.file_reads import FileTooLargeError, NotRegularFileError, read_regular_file
 from groundkit.utils.text import describe_unencodable
 
 __all__ = [
+    "MAX_GLOSSARY_BYTES",
     "MAX_VARIANTS_LIMIT",
     "GlossaryRewriter",
     "QueryRewriterProtocol",
@@ -38,6 +40,9 @@ __all__ = [
 ]
 
 MAX_VARIANTS_LIMIT = 10
+# A glossary file is read whole before it is parsed; one larger than this is refused
+# rather than read (a device such as /dev/zero never ends).
+MAX_GLOSSARY_BYTES = 16 * 1024 * 1024
 _TOP_LEVEL = frozenset({"synonyms", "groups"})
 _WORD = re.compile(r"\w+")
 
@@ -228,14 +233,25 @@ class GlossaryRewriter:
     def from_file(cls, path: str | os.PathLike[str], *, max_variants: int = 3) -> GlossaryRewriter:
         """Load a TOML glossary: ``[synonyms]`` term = [alternatives], ``[[groups]]`` terms.
 
-        Every failure (missing, unreadable, not UTF-8, bad TOML, wrong shape) is a
-        ConfigurationError naming the file.
+        Every failure (missing, not a regular file, over ``MAX_GLOSSARY_BYTES``,
+        unreadable, not UTF-8, bad TOML, wrong shape) is a ConfigurationError naming the
+        file. Only a regular file is read: a FIFO would wait for a writer, and a device
+        never end, in a thread no signal can stop.
         """
         where = Path(path)
         try:
-            raw = where.read_bytes()
+            raw = read_regular_file(where, MAX_GLOSSARY_BYTES)
         except FileNotFoundError:
             raise ConfigurationError(f"glossary file {str(where)!r} does not exist") from None
+        except NotRegularFileError as exc:
+            raise ConfigurationError(
+                f"glossary file {str(where)!r} cannot be read: {exc}"
+            ) from None
+        except FileTooLargeError as exc:
+            raise ConfigurationError(
+                f"glossary file {str(where)!r} is too large: {exc} "
+                f"(MAX_GLOSSARY_BYTES, {MAX_GLOSSARY_BYTES // (1024 * 1024)} MiB)"
+            ) from None
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise ConfigurationError(

@@ -34,9 +34,19 @@ __all__ = [
     "add_embedding_url_argument",
     "add_location_arguments",
     "add_serve_parser",
+    "path_arg",
     "route_third_party_logs",
     "run_serve",
 ]
+
+
+def path_arg(text: str) -> Path:
+    """A path option of grk serve or grk inspect, refused when empty as grk's other
+    commands refuse one: ``Path("")`` is the current directory, so an empty string would
+    silently stand for all of it."""
+    if not text:
+        raise argparse.ArgumentTypeError("is empty; give a path (. for the current directory)")
+    return Path(text)
 
 
 def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -51,12 +61,12 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     serve.add_argument(
         "--index-dir",
         default=argparse.SUPPRESS,
-        type=Path,
+        type=path_arg,
         help="index directory (./.groundkit)",
     )
     serve.add_argument(
         "--base-dir",
-        type=Path,
+        type=path_arg,
         default=argparse.SUPPRESS,
         help="directory sources are relative to (default: the one stored with each collection)",
     )
@@ -84,7 +94,7 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     serve.add_argument(
         "--glossary",
-        type=Path,
+        type=path_arg,
         default=None,
         metavar="FILE",
         help="TOML glossary ([synonyms] term = [alternatives], [[groups]] terms = [...]) "

@@ -3,7 +3,7 @@ past ones are kept."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from groundkit.errors import ConfigurationError, IngestionError
 
@@ -11,6 +11,10 @@ __all__ = ["check_keep", "version_start"]
 
 # How far ahead of this host's clock a caller's valid_as_of may be (clock skew).
 _FUTURE_SLACK_SECONDS = 60.0
+
+
+# The earliest moment a version can start: the first one UTC text can name.
+_FIRST_MOMENT = datetime(1, 1, 1, tzinfo=UTC).timestamp()
 
 
 def version_start(valid_as_of: datetime | None, now: float) -> float:
@@ -30,6 +34,13 @@ def version_start(valid_as_of: datetime | None, now: float) -> float:
     start = valid_as_of.timestamp()
     if start > now + _FUTURE_SLACK_SECONDS:
         raise IngestionError(f"valid_as_of {valid_as_of.isoformat()} is in the future")
+    if start < _FIRST_MOMENT:
+        # Stored as ISO 8601 text in UTC, which has no year 0: refused here, not in the
+        # middle of the write (0001-01-01T00:00:00+01:00 is such a moment).
+        raise IngestionError(
+            f"valid_as_of {valid_as_of.isoformat()} falls before 0001-01-01T00:00:00 in UTC, "
+            "the earliest moment a version can be valid from"
+        )
     return start
 
 

@@ -8,7 +8,6 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -36,7 +35,11 @@ INSPECT_EXTRA_HINT = (
 
 def add_inspect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``inspect`` on the ``grk`` sub-command parser."""
-    from groundkit.service.command import add_embedding_url_argument, add_location_arguments
+    from groundkit.service.command import (
+        add_embedding_url_argument,
+        add_location_arguments,
+        path_arg,
+    )
 
     inspect = sub.add_parser(
         "inspect",
@@ -49,13 +52,16 @@ def add_inspect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     inspect.add_argument(
         "index_dir_arg",
         nargs="?",
-        type=Path,
+        type=path_arg,
         default=None,
         metavar="INDEX_DIR",
         help="index directory (default: --index-dir, else ./.groundkit)",
     )
     inspect.add_argument(
-        "--index-dir", default=argparse.SUPPRESS, type=Path, help="index directory (./.groundkit)"
+        "--index-dir",
+        default=argparse.SUPPRESS,
+        type=path_arg,
+        help="index directory (./.groundkit)",
     )
     inspect.add_argument(
         "--collection",
@@ -66,7 +72,7 @@ def add_inspect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     inspect.add_argument(
         "--base-dir",
-        type=Path,
+        type=path_arg,
         default=argparse.SUPPRESS,
         help="directory sources are relative to (default: the one stored with each collection)",
     )
