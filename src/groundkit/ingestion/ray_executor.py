@@ -328,7 +328,7 @@ def _resolved(address: str) -> tuple[str, int] | None:
     running head found on it); ``None`` when that cannot be told beforehand (the
     connect is then bounded by its timeout alone)."""
     try:
-        from ray._private.services import canonicalize_bootstrap_address_or_die
+        from ray._private.services import canonicalize_bootstrap_address_or_die  # extra: ray
     except ImportError:  # another Ray: the address as given, "auto" unresolved
         found: str | None = None if address == "auto" else address
     else:
