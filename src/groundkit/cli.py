@@ -156,13 +156,14 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     from groundkit.contracts import SENSITIVITY_LEVELS
     from groundkit.providers.factory import HTTP_PROVIDERS
     from groundkit.service.command import add_embedding_url_argument, add_location_arguments
+    from groundkit.utils.arguments import path_arg
 
     def default(name: str) -> Any:
         return _GLOBAL_DEFAULTS[name] if top else argparse.SUPPRESS
 
     parser.add_argument(
         "--index-dir",
-        type=_path_arg,
+        type=path_arg,
         default=default("index_dir"),
         help="index directory (default ./.groundkit)",
     )
@@ -184,7 +185,7 @@ def _add_common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     )
     parser.add_argument(
         "--base-dir",
-        type=_path_arg,
+        type=path_arg,
         default=default("base_dir"),
         help="directory sources are relative to (stored with a new collection; default: "
         "the current directory; given later it applies to that run; 'grk rebase' moves it)",
@@ -273,19 +274,6 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _text_arg(text: str) -> str:
-    """A path or URL argument, refused when empty: ``Path("")`` is the current directory,
-    so an empty string would silently stand for all of it."""
-    if not text:
-        raise argparse.ArgumentTypeError("is empty; give a path (. for the current directory)")
-    return text
-
-
-def _path_arg(text: str) -> Path:
-    """A path argument, refused when empty (see ``_text_arg``)."""
-    return Path(_text_arg(text))
-
-
 def _relevance_arg(text: str) -> float | str:
     """``--min-relevance``: ``auto`` or a number (its range is SearchRequest's to check)."""
     if text == "auto":
@@ -306,6 +294,7 @@ def _parser() -> argparse.ArgumentParser:
     from groundkit.retrieval.rewriting import MAX_VARIANTS_LIMIT
     from groundkit.service.command import add_serve_parser
     from groundkit.service.inspector.command import add_inspect_parser
+    from groundkit.utils.arguments import path_arg, text_arg
 
     chunk_defaults = ChunkingConfig()
     parser = argparse.ArgumentParser(
@@ -333,7 +322,7 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument(
         "path",
         nargs="?",
-        type=_text_arg,
+        type=text_arg,
         metavar="PATH|URL",
         help="file or folder inside the base directory, or an http(s) URL",
     )
@@ -341,7 +330,7 @@ def _parser() -> argparse.ArgumentParser:
         "--jsonl",
         metavar="FILE",
         default=None,
-        type=_text_arg,
+        type=text_arg,
         help="add in-memory documents instead: one JSON object a line, "
         '{"id": ..., "text": ..., "fields": {...}} (FILE "-" reads stdin)',
     )
@@ -515,7 +504,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     search.add_argument(
         "--glossary",
-        type=_path_arg,
+        type=path_arg,
         default=None,
         metavar="FILE",
         help="also search the query's rephrasings from this TOML glossary ([synonyms] "
@@ -628,9 +617,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Record NEW_BASE as the directory the collection's sources are relative "
         "to. Refused when none of its sources is found there, unless --force.",
     )
-    rebase.add_argument(
-        "new_base", type=_path_arg, metavar="NEW_BASE", help="the sources' new home"
-    )
+    rebase.add_argument("new_base", type=path_arg, metavar="NEW_BASE", help="the sources' new home")
     rebase.add_argument(
         "--force", action="store_true", help="record it even if no source is found there"
     )
@@ -1893,9 +1880,11 @@ async def _run_rebase(args: argparse.Namespace, name: str) -> int:
 
 
 def _add_receipt_arguments(verify: argparse.ArgumentParser) -> None:
+    from groundkit.utils.arguments import path_arg
+
     verify.add_argument(
         "--receipts",
-        type=_path_arg,
+        type=path_arg,
         default=None,
         metavar="FILE",
         help="check the receipts in FILE (Web Annotations from to_annotation(): a JSON array "
@@ -1903,7 +1892,7 @@ def _add_receipt_arguments(verify: argparse.ArgumentParser) -> None:
     )
     verify.add_argument(
         "--snapshot-dir",
-        type=_path_arg,
+        type=path_arg,
         default=None,
         metavar="DIR",
         help="with --receipts: where URL and record receipts' stored texts are (a "

@@ -423,6 +423,7 @@ class GlobMatcher:
         self._regex: re.Pattern[str] | None = None
         if wildcards <= 1:
             self._regex = re.compile("".join(_token_regex(t) for t in tokens), re.DOTALL)
+            return  # no automaton needed
         # States 0..n: bit i is "the first i steps are matched". ``**/`` takes two steps,
         # ``.*`` then ``/``, and may be skipped whole.
         self._literal: dict[str, int] = {}

@@ -24,6 +24,7 @@ from groundkit.service.transport import (
     run_server,
 )
 from groundkit.storage.location import METADATA_URL_ENV, STORAGE_URI_ENV
+from groundkit.utils.arguments import path_arg
 
 if TYPE_CHECKING:
     # What serving takes is imported when grk serve runs: the other commands build
@@ -38,15 +39,6 @@ __all__ = [
     "route_third_party_logs",
     "run_serve",
 ]
-
-
-def path_arg(text: str) -> Path:
-    """A path option of grk serve or grk inspect, refused when empty as grk's other
-    commands refuse one: ``Path("")`` is the current directory, so an empty string would
-    silently stand for all of it."""
-    if not text:
-        raise argparse.ArgumentTypeError("is empty; give a path (. for the current directory)")
-    return Path(text)
 
 
 def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

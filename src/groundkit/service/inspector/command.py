@@ -35,11 +35,8 @@ INSPECT_EXTRA_HINT = (
 
 def add_inspect_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``inspect`` on the ``grk`` sub-command parser."""
-    from groundkit.service.command import (
-        add_embedding_url_argument,
-        add_location_arguments,
-        path_arg,
-    )
+    from groundkit.service.command import add_embedding_url_argument, add_location_arguments
+    from groundkit.utils.arguments import path_arg
 
     inspect = sub.add_parser(
         "inspect",
