@@ -25,6 +25,8 @@ from pathlib import Path
 
 __all__ = [
     "RayCluster",
+    "driver_environment",
+    "grk_ingest",
     "listening_sockets",
     "loopback_driver",
     "not_on_loopback",
@@ -70,6 +72,34 @@ def node_environment() -> dict[str, str]:
         **_AUTH,
     )
     return env
+
+
+def driver_environment() -> dict[str, str]:
+    """What a driver in a process of its own runs with: no hub, no reporting, a
+    loopback address kept as given."""
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+
+
+def grk_ingest(source: Path, index: Path, address: str) -> list[str]:
+    """The ``grk ingest SOURCE --ray ADDRESS`` command line, run by this Python."""
+    return [
+        sys.executable,
+        "-m",
+        "groundkit.cli",
+        "ingest",
+        str(source),
+        "--index-dir",
+        str(index),
+        "--base-dir",
+        str(source.parent),
+        "--ray",
+        address,
+    ]
 
 
 @dataclass

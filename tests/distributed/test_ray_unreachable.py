@@ -21,6 +21,7 @@ import pytest
 from groundkit import Collection
 from groundkit.errors import ConfigurationError
 from groundkit.ingestion import RayExecutor
+from tests.distributed.cluster import driver_environment, grk_ingest
 
 pytest.importorskip("ray")
 
@@ -47,31 +48,6 @@ def source(tmp_path: Path) -> Path:
     docs.mkdir()
     (docs / "a.txt").write_text("hello retention\n")
     return docs
-
-
-def _env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "HF_HUB_OFFLINE": "1",
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-        "RAY_USAGE_STATS_ENABLED": "0",
-    }
-
-
-def _grk(source: Path, index: Path, address: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "groundkit.cli",
-        "ingest",
-        str(source),
-        "--index-dir",
-        str(index),
-        "--base-dir",
-        str(source.parent),
-        "--ray",
-        address,
-    ]
 
 
 async def _ingest(source: Path, index: Path, executor: RayExecutor) -> None:
@@ -110,10 +86,10 @@ def test_grk_ingest_ray_at_nothing_exits_2_with_one_error_line(
 ) -> None:
     address = f"127.0.0.1:{_dead_port()}"
     done = subprocess.run(
-        _grk(source, tmp_path / "index", address),
+        grk_ingest(source, tmp_path / "index", address),
         capture_output=True,
         text=True,
-        env=_env(),
+        env=driver_environment(),
         timeout=50,
     )
     assert done.returncode == 2, done.stderr
@@ -146,7 +122,11 @@ def test_a_head_that_never_answers_is_bounded_by_connect_timeout(
         "    print('ERROR', exc)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=50
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=driver_environment(),
+        timeout=50,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ERROR"), (done.stdout, done.stderr)
@@ -165,11 +145,11 @@ def test_sigterm_ends_grk_ingest_stuck_connecting(
 ) -> None:
     port = silent_head.getsockname()[1]
     grk = subprocess.Popen(
-        _grk(source, tmp_path / "index", f"127.0.0.1:{port}"),
+        grk_ingest(source, tmp_path / "index", f"127.0.0.1:{port}"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=_env(),
+        env=driver_environment(),
         start_new_session=True,
     )
     held: list[socket.socket] = []

@@ -20,7 +20,7 @@ import os
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import numpy as np
@@ -114,7 +114,7 @@ class RayExecutor:
 
     async def run(self, plan: IngestPlan) -> AsyncIterator[PreparedFile]:
         ray = _import_ray()
-        connected = await self._join(ray)
+        session = await self._join(ray)
         actors: list[Any] = []
         try:
             async for item in self._pipeline(ray, plan, actors):
@@ -122,11 +122,11 @@ class RayExecutor:
         finally:
             for actor in actors:
                 ray.kill(actor)
-            if connected:
-                await asyncio.to_thread(ray.shutdown)
+            if session is not None:
+                await session.close()
 
-    async def _join(self, ray: Any) -> bool:
-        """Join the cluster unless this process already has; whether it joined now.
+    async def _join(self, ray: Any) -> _Session | None:
+        """Join the cluster unless this process already has; the session joined now.
 
         ``ray.init`` cannot be interrupted and, against a head that does not answer,
         retries for minutes: it runs in a daemon thread of its own, awaited for at most
@@ -136,44 +136,30 @@ class RayExecutor:
         that does not even accept a TCP connection is refused before that.
         """
         if ray.is_initialized():
-            return False
+            return None
         if self.address != "local":
             target = _resolved(self.address)
             if target is not None:
                 await self._probe(target)
-        joined: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        session = _Session(ray)
         threading.Thread(
-            target=self._connect_into, args=(ray, joined), name="groundkit-ray-init", daemon=True
+            target=session.hold, args=(self._connect,), name="groundkit-ray", daemon=True
         ).start()
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(joined), self.connect_timeout)
+            joined = await asyncio.wait_for(
+                asyncio.wrap_future(session.joined), self.connect_timeout
+            )
         except BaseException as exc:
-            # Cancelled or timed out: the thread is left to finish on its own. Should it
-            # have joined just now, the connection is not kept.
-            if not joined.cancel() and joined.exception() is None and joined.result():
-                threading.Thread(target=ray.shutdown, daemon=True).start()
+            # Cancelled or timed out: the thread is left to finish on its own and, should
+            # it join after all, shuts Ray down again at once.
+            session.abandon()
             if isinstance(exc, TimeoutError):
                 raise self._unreachable(
                     f"it did not let this process join within {self.connect_timeout:g} s "
                     "(RayExecutor(connect_timeout=...))"
                 ) from None
             raise
-
-    def _connect_into(self, ray: Any, joined: concurrent.futures.Future[bool]) -> None:
-        """``_connect`` in the thread of its own: its outcome into ``joined``; a
-        connection made after the ingest stopped waiting is closed again."""
-        try:
-            now = self._connect(ray)
-        except BaseException as exc:
-            with contextlib.suppress(concurrent.futures.InvalidStateError):
-                joined.set_exception(exc)
-            return
-        try:
-            joined.set_result(now)
-        except concurrent.futures.InvalidStateError:  # abandoned meanwhile
-            if now:
-                with contextlib.suppress(Exception):
-                    ray.shutdown()
+        return session if joined else None
 
     def _connect(self, ray: Any) -> bool:
         """Join the cluster unless this process already has; whether it joined now."""
@@ -290,6 +276,52 @@ class RayExecutor:
                     if item.outcome == "prepared" and actors:
                         item.vectors = {h: made[h] for h in item.hashes if h in made}
                     yield item
+
+
+class _Session:
+    """A Ray connection held by the thread that made it, until ``close``.
+
+    A ``"local"`` instance's processes are started to die with their parent, and on
+    Linux that parent is the *thread* that started them (``PR_SET_PDEATHSIG``): a thread
+    that called ``ray.init`` and then ended took the instance with it, and the driver
+    died on its next call. So that thread stays, and shuts Ray down itself.
+    """
+
+    def __init__(self, ray: Any) -> None:
+        self._ray = ray
+        self.joined: concurrent.futures.Future[bool] = concurrent.futures.Future()
+        self._release = threading.Event()
+        self._closed: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def hold(self, connect: Callable[[Any], bool]) -> None:
+        """Thread body: connect, report it, wait for release, shut Ray down."""
+        try:
+            try:
+                now = connect(self._ray)
+            except BaseException as exc:
+                with contextlib.suppress(concurrent.futures.InvalidStateError):
+                    self.joined.set_exception(exc)
+                return
+            try:
+                self.joined.set_result(now)
+            except concurrent.futures.InvalidStateError:  # abandoned meanwhile
+                self._release.set()
+            if now:
+                self._release.wait()
+                with contextlib.suppress(Exception):
+                    self._ray.shutdown()
+        finally:
+            self._closed.set_result(None)
+
+    def abandon(self) -> None:
+        """The ingest stopped waiting: a connection made later is not kept."""
+        self.joined.cancel()
+        self._release.set()
+
+    async def close(self) -> None:
+        """Shut Ray down (in its thread) and wait until it has."""
+        self._release.set()
+        await asyncio.wrap_future(self._closed)
 
 
 async def _to_embed(plan: IngestPlan, items: list[PreparedFile]) -> tuple[list[str], list[str]]:
