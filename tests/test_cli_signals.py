@@ -10,7 +10,9 @@ on how long the exit takes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -274,3 +276,48 @@ def test_grk_serve_over_stdio_ends_when_stdin_has_nothing(index: Path, stdin: st
         b"grk: serving 1 collection(s) (default) over MCP: stdio"
     ]
     assert done.stdout == b""
+
+
+def test_grk_serve_over_stdio_whose_client_stops_reading(index: Path) -> None:
+    pytest.importorskip("mcp")
+    # The client closes its end of our stdout and keeps talking: the SDK's writer fails
+    # inside its task group, which reports the closed pipe wrapped in an exception group.
+    # grk says it in one line, without a traceback.
+    read_end, write_end = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _GRK, "serve", "--index-dir", str(index)],
+        stdin=subprocess.PIPE,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+        cwd=REPO,
+    )
+    os.close(write_end)
+    os.close(read_end)
+    assert proc.stdin is not None
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+    hello["clientInfo"] = {"name": "test", "version": "0"}
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+    ]
+    try:
+        for message in messages:
+            proc.stdin.write((json.dumps(message) + "\n").encode())
+            proc.stdin.flush()
+    except BrokenPipeError:
+        pass  # the server may already have ended
+    try:
+        returncode = proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+    stderr = proc.stderr.read() if proc.stderr else b""
+    assert returncode == 2, stderr
+    assert b"Traceback" not in stderr and b"ExceptionGroup" not in stderr, stderr
+    errors = [line for line in stderr.splitlines() if line.startswith(b"grk: error:")]
+    assert errors == [b"grk: error: a pipe closed under the command ([Errno 32] Broken pipe)"]

@@ -157,13 +157,29 @@ async def _run_stdio(server: Any) -> None:
     # it wraps takes any pair of streams. Without one (another SDK layout), the SDK's
     # own transport serves.
     lowlevel = getattr(server, "_lowlevel_server", None)
-    async with loop_stdin() as lines:
-        if lines is None or lowlevel is None:
-            await server.run_stdio_async()
-            return
-        # stdio_server reads its stdin only with ``async for``, as ``lines`` provides.
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
-            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+    try:
+        async with loop_stdin() as lines:
+            if lines is None or lowlevel is None:
+                await server.run_stdio_async()
+                return
+            # stdio_server reads its stdin only with ``async for``, as ``lines`` provides.
+            async with stdio_server(stdin=lines) as (read_stream, write_stream):  # type: ignore[arg-type]
+                await lowlevel.run(
+                    read_stream, write_stream, lowlevel.create_initialization_options()
+                )
+    except BaseExceptionGroup as group:
+        # A client that stops reading our stdout fails the SDK's writer task, and its
+        # task group reports that wrapped: say it as the closed pipe it is.
+        pipes, _ = group.split(BrokenPipeError)
+        if pipes is None:
+            raise
+        raise _first_leaf(pipes) from None
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in ``group`` that is not itself a group."""
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
 
 
 async def run_server(
