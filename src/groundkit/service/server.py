@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, Unpack
 
@@ -624,10 +625,12 @@ class _Leased:
 
 
 def _without(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` cut out (the SDK logs tool errors at INFO)."""
-    if secret and secret.strip() and secret in text:
-        return text.replace(secret, "<query>")
-    return text
+    """``text`` with ``secret`` cut out (the SDK logs tool errors at INFO): where it
+    stands whole, not inside a word, so a one-letter query leaves the message readable."""
+    if not secret or not secret.strip() or secret not in text:
+        return text
+    whole = re.compile(rf"(?<!\w){re.escape(secret)}(?!\w)")
+    return whole.sub("<query>", text)
 
 
 def _describe_invalid(tool: str, exc: ValidationError) -> str:
