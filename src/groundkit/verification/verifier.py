@@ -309,12 +309,18 @@ class Verifier:
                 raise self.hidden(chunk_id)
 
     async def results_for(self, chunk_ids: list[str]) -> list[RetrievalResult]:
-        """Current chunks by id, as results (score 0), in the order given."""
+        """Chunks by id, as results (score 0), in the order given: the current chunk of
+        each id, else its newest past one (an ``as_of`` result), as ``fetch_chunk`` reads it."""
         for chunk_id in chunk_ids:
             problem = describe_unencodable(chunk_id, "a chunk id")
             if problem is not None:
                 raise RetrievalError(problem)
-        rows = await self.store.get_chunks_by_ids(chunk_ids)
+        rows = dict(await self.store.get_chunks_by_ids(chunk_ids))
+        for chunk_id in dict.fromkeys(chunk_ids):
+            if chunk_id not in rows:
+                past = await self.store.get_chunk(chunk_id)
+                if past is not None:
+                    rows[chunk_id] = past
         missing = [c for c in chunk_ids if c not in rows or not self.visible(rows[c])]
         if missing:
             raise ChunkNotFoundError(
