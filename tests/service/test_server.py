@@ -465,3 +465,45 @@ async def test_verify_answer_tool(served: Served) -> None:
         assert [fetched[k] for k in same] == [cited[k] for k in same]
         result = await client.call_tool("verify_answer", {"answer": answer, "chunk_ids": ids})
         assert f"cited chunk {ids[0]} moved: " in text_of(result)
+
+
+async def test_a_short_query_leaves_error_messages_readable(served: Served) -> None:
+    # The query is cut out of error messages where it stands whole, never inside a word.
+    async with connected(CollectionRegistry(served.index)) as client:
+        message = await refused(client, "search", query="e", filters={"x": {"$gt": 1}})
+        assert "filter 'x': unknown operator '$gt'" in message and "<query>" not in message
+        message = await refused(client, "search", query="o", collection="nope")
+        assert "unknown collection 'nope'" in message
+        message = await refused(client, "verify_answer", answer="e", chunk_ids=["nope"])
+        assert "no chunk 'nope' in collection 'default'" in message
+        # Standing whole, it is still cut out.
+        message = await refused(client, "search", query="recipes", collection="recipes")
+        assert "unknown collection '<query>'" in message and "recipes" not in message
+
+
+async def test_verify_answer_takes_the_chunk_ids_of_an_as_of_search(served: Served) -> None:
+    import datetime
+
+    async with connected(CollectionRegistry(served.index)) as client:
+        await asyncio.sleep(0.05)
+        before = datetime.datetime.now(datetime.UTC).isoformat()
+        await asyncio.sleep(0.05)
+        tea = served.source("docs/kitchen/tea.rst")
+        tea.write_text("Boiling water makes green tea sweet.\n", "utf-8")
+        await ingest(served.index, served.base, "default", served.base / "docs")
+        found = await call(
+            client, "search", query="boiling water green tea bitter", as_of=before, top_k=1
+        )
+        past = found["results"][0]["citation"]
+        assert past["source"] == "docs/kitchen/tea.rst" and past["version"] == 1
+        fetched = await call(client, "fetch_chunk", chunk_id=past["chunk_id"])
+        checked = await call(
+            client,
+            "verify_answer",
+            answer="Boiling water makes green tea bitter [1].",
+            chunk_ids=[past["chunk_id"]],
+        )
+        cited = checked["citations"][0]
+        assert cited["verification"] == fetched["verification"] == "drifted"
+        assert cited["citation"]["version"] == 1
+        assert [s["verdict"] for s in checked["sentences"]] == ["drifted"]

@@ -313,3 +313,28 @@ def test_a_direction_word_both_share_sets_the_scene_and_the_other_is_compared() 
     reason = check_claim("Longer extraction decreases the bitterness of the cup", source)
     assert reason == "claim decreases (decreases), source increases (increases)"
     assert check_claim("Longer extraction increases the bitterness of the cup", source) is None
+
+
+async def test_a_large_batch_is_judged_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pure-Python rules over a long answer's pairs must not hold the loop (a server's
+    # other requests); a small batch stays inline, where a thread would cost more.
+    import threading
+
+    from groundkit.verification import claims
+
+    seen: list[bool] = []
+    judged = claims.check_claim
+
+    def recording(*args: object, **kwargs: object) -> str | None:
+        seen.append(threading.current_thread() is threading.main_thread())
+        return judged(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(claims, "check_claim", recording)
+    judge = RuleClaimJudge()
+    small = [ClaimPair("Tea is steeped at 80 degrees.", ("Tea is steeped at 90 degrees.",))]
+    assert (await judge.judge(small))[0].contradicted
+    assert seen == [True]
+    seen.clear()
+    large = small * 400
+    assert all(j.contradicted for j in await judge.judge(large))
+    assert seen and not any(seen)

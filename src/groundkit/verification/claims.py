@@ -26,6 +26,7 @@ entailment model or a chat endpoint (``groundkit.verification.judges``).
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -693,6 +694,11 @@ def check_claim(
     )
 
 
+# Up to this many characters of claims and evidence, rules are read on the event loop
+# (less work than handing it to a worker thread).
+_INLINE_CHARS = 4_000
+
+
 class RuleClaimJudge:
     """The default ``ClaimJudge``: quantities, negation and direction words.
 
@@ -706,8 +712,17 @@ class RuleClaimJudge:
         self._analyzer = analyzer or _ANALYZER
 
     async def judge(self, pairs: Sequence[ClaimPair]) -> list[ClaimJudgement]:
+        checked = check_pairs(pairs)
+        # Pure-Python work on every pair: past a few thousand characters it runs in a
+        # worker thread, so the event loop (a server's other requests) is not held.
+        size = sum(len(p.claim) + sum(map(len, p.evidence)) for p in checked)
+        if size > _INLINE_CHARS:
+            return await asyncio.to_thread(self._judge_all, checked)
+        return self._judge_all(checked)
+
+    def _judge_all(self, pairs: Sequence[ClaimPair]) -> list[ClaimJudgement]:
         out: list[ClaimJudgement] = []
-        for p in check_pairs(pairs):
+        for p in pairs:
             reason = check_claim(p.claim, p.evidence, analyzer=self._analyzer)
             if reason is None:
                 out.append(ClaimJudgement("neutral"))
