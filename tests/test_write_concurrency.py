@@ -168,3 +168,47 @@ async def test_a_record_another_writer_stored_first_is_reported_unchanged(tmp_pa
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_document_two_writers_remove_is_reported_removed_once(tmp_path: Path) -> None:
+    # A delete looks its documents up before it takes the write lock. Another writer
+    # removing one of them in that gap (a delete, or an ingest pruning a vanished file)
+    # reported it too: both said they removed it. The second now lists it as missing.
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i in range(3):
+        (docs / f"f{i}.md").write_text(f"# F{i}\n\nKettle note {i}.\n", encoding="utf-8")
+    async with Collection.open(tmp_path / "idx", base_dir=tmp_path) as first:
+        await first.ingest(docs)
+    async with (
+        Collection.open(tmp_path / "idx", base_dir=tmp_path) as slow,
+        Collection.open(tmp_path / "idx", base_dir=tmp_path) as quick,
+    ):
+        looked_up = slow.store.find_documents
+        others: list[Any] = []
+
+        async def then_another_writer(**names: Any) -> Any:
+            found = await looked_up(**names)
+            others.append(await quick.delete(sources=["docs/f0.md"], ids=[found[0].document_id]))
+            return found
+
+        slow.store.find_documents = then_another_writer  # type: ignore[method-assign]
+        report = await slow.delete(sources=["docs/f0.md", "docs/f1.md"])
+        slow.store.find_documents = looked_up  # type: ignore[method-assign]
+        assert others[0].deleted == ["docs/f0.md"]
+        assert report.deleted == ["docs/f1.md"]
+        assert report.missing == ["docs/f0.md"]
+        # An ingest that prunes a vanished file another writer removed first.
+        (docs / "f2.md").unlink()
+        pruned = quick.store.delete_documents
+
+        async def removed_first(sources: Any) -> Any:
+            await slow.delete(sources=["docs/f2.md"])
+            return await pruned(sources)
+
+        quick.store.delete_documents = removed_first  # type: ignore[method-assign]
+        again = await quick.ingest(docs)
+        assert again.removed == []  # the delete that came first reported it
+        assert again.added == ["docs/f0.md", "docs/f1.md"]  # deleted above, still on disk
+        found = {r.source for r in (await quick.search("kettle", top_k=5)).results}
+        assert found == {"docs/f0.md", "docs/f1.md"}

@@ -1025,11 +1025,13 @@ class Collection:
         by_id = {r.document_id: r for r in found}
         by_source = {r.source: r for r in found}
         chosen: dict[str, DocumentRecord] = {}
+        named: dict[str, list[str]] = {}  # each chosen document's names, as given
         missing: list[str] = []
         unmatched: list[str] = []  # the stored sources of names that matched nothing
         for document_id in wanted_ids:
             if document_id in by_id:
                 chosen[document_id] = by_id[document_id]
+                named.setdefault(document_id, []).append(document_id)
             else:
                 missing.append(document_id)
         for given, stored in wanted:
@@ -1039,6 +1041,7 @@ class Collection:
                 unmatched.append(stored)
             else:
                 chosen[record.document_id] = record
+                named.setdefault(record.document_id, []).append(given)
         if erase:
             # Documents asked for but already gone (an erase interrupted after its
             # rows went) may still have texts: they are erased too.
@@ -1054,8 +1057,15 @@ class Collection:
         try:
             if chosen:
                 before = time.time()  # their texts written since are a re-add's: kept
-                await self.store.delete_documents(sorted(r.source for r in chosen.values()))
-                if vectors is not None:
+                removed = await self.store.delete_documents(
+                    sorted(r.source for r in chosen.values())
+                )
+                # One another writer removed since the look-up is theirs to report.
+                for document_id, record in list(chosen.items()):
+                    if record.source not in removed:
+                        del chosen[document_id]
+                        missing.extend(named[document_id])
+                if vectors is not None and chosen:
                     await vectors.delete_documents(sorted(chosen))
                 if self.snapshots is not None and await self._has_stored_texts(chosen):
                     await self._indexer.sweep_snapshots(sorted(chosen), gone_before=before)

@@ -535,9 +535,10 @@ class Indexer:
             and not s.startswith(hidden)
             and state.source_class not in STORED_TEXT_CLASSES
         )
-        if gone:
-            await self._store.delete_documents(gone)
-        return gone
+        if not gone:
+            return []
+        # A writer that removed some of them first reports those; this run does not.
+        return sorted(await self._store.delete_documents(gone))
 
     async def ingest_url(
         self,
@@ -822,14 +823,15 @@ class Indexer:
                     f"no record {shown}{more} in collection {self.collection!r}; nothing was "
                     "deleted (pass missing_ok=True to delete the ones that exist)"
                 )
+            removed: list[str] = []
             if present:
                 before = time.time()
-                await self._store.delete_documents(present)
+                removed = sorted(await self._store.delete_documents(present))
                 await self.sweep_snapshots(
                     [document_id_for(s) for s in present], gone_before=before
                 )
                 await self._sync_vectors(_Writer(self, reuse=False))
-            return IngestReport(removed=sorted(present), generation=await self._store.generation())
+            return IngestReport(removed=removed, generation=await self._store.generation())
 
     async def _store_snapshot_document(
         self, document: Document, known: dict[str, DocumentState], writer: _Writer

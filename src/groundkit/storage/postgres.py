@@ -1118,17 +1118,21 @@ class PostgresMetadataStore:
         )
         return _affected(status)
 
-    async def delete_documents(self, sources: Sequence[str]) -> int:
+    async def delete_documents(self, sources: Sequence[str]) -> frozenset[str]:
         if not sources:
-            return 0
+            return frozenset()
         async with self._write("delete documents") as conn:
+            # Locked as read: a writer that removed them first leaves them out here.
             rows = await conn.fetch(
-                f"SELECT id FROM {self._s}.documents WHERE source = ANY($1::text[])", list(sources)
+                f"SELECT id, source FROM {self._s}.documents WHERE source = ANY($1::text[])"
+                " FOR UPDATE",
+                list(sources),
             )
             if not rows:
-                return 0
+                return frozenset()
             generation = await self._bump(conn)
-            return await self._remove_documents(conn, [row[0] for row in rows], generation)
+            await self._remove_documents(conn, [row[0] for row in rows], generation)
+            return frozenset(row[1] for row in rows)
 
     async def purge_versions(self, keep: int) -> int:
         check_keep(keep)

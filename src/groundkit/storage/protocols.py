@@ -351,9 +351,11 @@ class MetadataStoreProtocol(Protocol):
         """
         ...
 
-    async def delete_documents(self, sources: Sequence[str]) -> int:
+    async def delete_documents(self, sources: Sequence[str]) -> frozenset[str]:
         """Remove documents, with every version and chunk, by source in one
-        transaction; returns how many documents went."""
+        transaction; returns the sources of the documents this call removed (one
+        another writer removed first is not among them, so each removal is reported
+        once)."""
         ...
 
     async def purge_versions(self, keep: int) -> int:

@@ -1193,28 +1193,24 @@ class SQLiteMetadataStore:
             await self._conn.execute("ROLLBACK")
 
     @_serialized
-    async def delete_documents(self, sources: Sequence[str]) -> int:
+    async def delete_documents(self, sources: Sequence[str]) -> frozenset[str]:
         if not sources:
-            return 0
+            return frozenset()
         try:
             await self._begin_write()
-            ids = [
-                row[0]
-                for row in await self._rows_in(
-                    "SELECT id FROM documents WHERE source IN ({})", list(sources)
-                )
-            ]
-            deleted = 0
-            if ids:
+            rows = await self._rows_in(
+                "SELECT id, source FROM documents WHERE source IN ({})", list(sources)
+            )
+            if rows:
                 generation = await self._bump_generation()
-                deleted = await self._log_and_delete_documents(ids, generation)
+                await self._log_and_delete_documents([row[0] for row in rows], generation)
             await self._conn.execute("COMMIT")
         except BaseException as exc:
             await self._rollback()
             if isinstance(exc, sqlite3.Error):
                 raise StorageError(f"could not delete documents: {exc}") from None
             raise
-        return deleted
+        return frozenset(row[1] for row in rows)
 
     @_serialized
     async def purge_versions(self, keep: int) -> int:

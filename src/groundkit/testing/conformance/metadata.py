@@ -363,7 +363,7 @@ class MetadataStoreConformance:
     async def test_delete_removes_every_version(self, store: Store) -> None:
         await put(store, "a.txt", ["alpha one"])
         await put(store, "a.txt", ["alpha two"])
-        assert await store.delete_documents(["a.txt"]) == 1
+        assert await store.delete_documents(["a.txt"]) == frozenset({"a.txt"})
         assert await store.get_chunk("doc:a.txt#0", 1) is None
         assert await store.get_chunk("doc:a.txt#0") is None
         assert await decoded_postings(store) == []
@@ -497,16 +497,19 @@ class MetadataStoreConformance:
         await store.bind_analyzer("an-analyzer")
         await store.bind_analyzer("an-analyzer")
         assert await store.generation() == 3
-        assert await store.delete_documents(["nope.txt"]) == 0
+        assert await store.delete_documents(["nope.txt"]) == frozenset()
         assert await store.generation() == 3
-        assert await store.delete_documents(["a.txt"]) == 1
+        assert await store.delete_documents(["a.txt"]) == frozenset({"a.txt"})
         assert await store.generation() == 4
 
     async def test_delete_documents(self, store: Store) -> None:
         for name in ("a", "b", "c"):
             await put(store, f"{name}.txt", [f"{name} one", f"{name} two"])
-        assert await store.delete_documents([]) == 0
-        assert await store.delete_documents(["a.txt", "c.txt", "missing.txt"]) == 2
+        assert await store.delete_documents([]) == frozenset()
+        removed = await store.delete_documents(["a.txt", "c.txt", "missing.txt"])
+        assert removed == frozenset({"a.txt", "c.txt"})
+        # Already gone: a second delete of the same names removes (and reports) nothing.
+        assert await store.delete_documents(["a.txt", "c.txt"]) == frozenset()
         assert await document_sources(store) == ["b.txt"]
         assert await store.chunk_count() == 2
         assert await store.get_chunk("doc:a.txt#0") is None
@@ -519,7 +522,7 @@ class MetadataStoreConformance:
         for source in sources:
             document = Document(document_id=source, source=source, content="x")
             await put_document(store, document, [], [])
-        assert await store.delete_documents(sources[:610]) == 610
+        assert await store.delete_documents(sources[:610]) == frozenset(sources[:610])
         assert await document_sources(store) == sources[610:]
 
     # -- looking documents up, erasing them ------------------------------------------
@@ -587,7 +590,7 @@ class MetadataStoreConformance:
         await put(store, "a.txt", ["alpha words"])
         await put(store, "b.txt", ["beta words"])
         ids = await store.vocabulary()
-        assert await store.delete_documents(["a.txt"]) == 1
+        assert await store.delete_documents(["a.txt"]) == frozenset({"a.txt"})
         assert "alpha" in await store.vocabulary()  # a plain delete keeps terms
         generation = await store.generation()
         # An erase naming nothing still sweeps them (an interrupted erase, run again).
