@@ -651,6 +651,11 @@ threading.Thread(target=worker).start()
 """
 
 
+@pytest.mark.skipif(
+    sys.version_info[:2] == (3, 12),
+    reason="CPython 3.12 alone refuses to start any thread once the main thread has returned, "
+    "so the worker's write cannot get a worker thread there (3.11 and 3.13 allow it)",
+)
 def test_a_thread_still_running_at_exit_keeps_its_collection(tmp_path: Path) -> None:
     # The exit hook closes what was left open only once the application's own threads
     # have ended, as the interpreter waits for them: a worker may still write and close.
