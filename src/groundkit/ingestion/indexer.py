@@ -828,7 +828,7 @@ class Indexer:
                 before = time.time()
                 removed = sorted(await self._store.delete_documents(present))
                 await self.sweep_snapshots(
-                    [document_id_for(s) for s in present], gone_before=before
+                    [document_id_for(s) for s in removed], gone_before=before
                 )
                 await self._sync_vectors(_Writer(self, reuse=False))
             return IngestReport(removed=removed, generation=await self._store.generation())

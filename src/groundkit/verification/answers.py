@@ -79,6 +79,7 @@ from groundkit.verification.attribution import (
 )
 from groundkit.verification.claims import (
     EVIDENCE_SENTENCES,
+    INLINE_CHARS,
     ClaimJudge,
     ClaimJudgement,
     ClaimPair,
@@ -113,9 +114,6 @@ _WORD = re.compile(r"[^\W_]+")
 # A sentence with fewer words than this, and no marker, states nothing to check.
 _MIN_CLAIM_WORDS = 4
 _MAX_ANSWER_CHARS = 200_000
-# Up to this many characters an answer is checked on the event loop: its work takes
-# less time than handing it to a worker thread would.
-_INLINE_CHARS = 4_000
 _EXCERPT = 48
 # ALCE precision weighs at most this many distinct intact citations of a sentence (each
 # alone, and the rest without it): more is over-citation, and bounds the judge's batch.
@@ -255,7 +253,7 @@ class AnswerChecker:
         # Scanning and judging are CPU work on up to 200,000 characters: they run in
         # a worker thread, so the event loop serves other requests meanwhile. A
         # caller's pattern always does (it may run up to its time limit).
-        off = len(answer) > _INLINE_CHARS
+        off = len(answer) > INLINE_CHARS
         sentences = await _cpu(
             off or isinstance(pattern, CallerPattern),
             lambda: _read_answer(answer, pattern, resolve),
@@ -505,7 +503,7 @@ class AnswerChecker:
         spans = {
             r: body_spans(results[r].content, sentence_spans(results[r].content)) for r in used
         }
-        off = len(answer) > _INLINE_CHARS
+        off = len(answer) > INLINE_CHARS
         if self._embedder is None:
             by_terms = await _cpu(
                 off, lambda: self._closest_by_terms(results, claims, cited_by, used, spans)

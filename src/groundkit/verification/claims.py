@@ -694,9 +694,9 @@ def check_claim(
     )
 
 
-# Up to this many characters of claims and evidence, rules are read on the event loop
-# (less work than handing it to a worker thread).
-_INLINE_CHARS = 4_000
+# Up to this many characters of text, the pure-Python checks (rules here, an answer's
+# scanning in ``answers``) run on the event loop: less work than handing them to a thread.
+INLINE_CHARS = 4_000
 
 
 class RuleClaimJudge:
@@ -716,7 +716,7 @@ class RuleClaimJudge:
         # Pure-Python work on every pair: past a few thousand characters it runs in a
         # worker thread, so the event loop (a server's other requests) is not held.
         size = sum(len(p.claim) + sum(map(len, p.evidence)) for p in checked)
-        if size > _INLINE_CHARS:
+        if size > INLINE_CHARS:
             return await asyncio.to_thread(self._judge_all, checked)
         return self._judge_all(checked)
 
