@@ -1,8 +1,8 @@
-"""The embedder and reranker suites fail an implementation broken in a way that matters:
-a suite that passes anything proves nothing. Each broken implementation is a correct one
-with one defect: the test suite's toy embedder (the correct one also checks its input,
-as groundkit's embedders do), the term-overlap reranker of the reranker suite's tests.
-The named suite test must fail the broken one and pass the correct one."""
+"""The embedder, reranker and lexical index suites fail an implementation broken in a way
+that matters: a suite that passes anything proves nothing. Each broken implementation is a
+correct one with one defect: the test suite's toy embedder (the correct one also checks its
+input, as groundkit's embedders do), the term-overlap reranker of the reranker suite's tests,
+BM25 over postings. The named suite test must fail the broken one and pass the correct one."""
 
 from __future__ import annotations
 
@@ -13,11 +13,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from groundkit.contracts import RetrievalResult, Scores
+from groundkit.lexical import BM25Index
+from groundkit.lexical.protocols import LexicalHit
 from groundkit.testing.conformance.embedders import EmbedderConformance
+from groundkit.testing.conformance.lexical import BuiltIndex, Corpus, LexicalIndexConformance
 from groundkit.testing.conformance.rerankers import RerankerConformance
+from tests.lexical.test_bm25 import build_from_postings
 from tests.retrieval.test_reranker_conformance import TermOverlapReranker
 from tests.support import ToyEmbedder
 
@@ -440,3 +445,165 @@ async def test_the_reranker_suite_fails_a_broken_reranker(
         await run(suite, test, broken, **params)
     # The same test passes the reranker without the defect.
     await run(suite, test, TermOverlapReranker, **params)
+
+
+# -- lexical indexes ----------------------------------------------------------------
+
+
+class Wrapped:
+    """BM25 over postings, passed through: each broken index below changes one thing."""
+
+    def __init__(self, inner: BM25Index) -> None:
+        self.inner = inner
+
+    @property
+    def size(self) -> int:
+        return self.inner.size
+
+    @property
+    def keys(self) -> npt.NDArray[np.int64]:
+        return self.inner.keys
+
+    def search(
+        self,
+        query_terms: Sequence[str],
+        top_k: int,
+        *,
+        score_threshold: float | None = None,
+        mask: npt.NDArray[np.bool_] | None = None,
+    ) -> list[LexicalHit]:
+        return self.inner.search(query_terms, top_k, score_threshold=score_threshold, mask=mask)
+
+
+class IgnoresMask(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        kw.pop("mask", None)
+        return super().search(query_terms, top_k, **kw)
+
+
+class MaskAfterTheCut(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        mask = kw.pop("mask", None)
+        hits = super().search(query_terms, top_k, **kw)
+        if mask is None:
+            return hits
+        allowed = set(self.keys[mask].tolist())
+        return [h for h in hits if h.key in allowed]
+
+
+class MaskInKeyOrder(Wrapped):
+    """Reads flag ``i`` as the ``i``-th smallest key's, not position ``i``'s."""
+
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        mask = kw.pop("mask", None)
+        if mask is not None:
+            by_key = np.argsort(self.keys, kind="stable")
+            moved = np.zeros_like(mask)
+            moved[by_key] = mask
+            kw["mask"] = moved
+        return super().search(query_terms, top_k, **kw)
+
+
+class AnyMaskShape(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        mask = kw.pop("mask", None)
+        if mask is not None:
+            kw["mask"] = np.resize(mask, self.size)
+        return super().search(query_terms, top_k, **kw)
+
+
+class IgnoresThreshold(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        kw.pop("score_threshold", None)
+        return super().search(query_terms, top_k, **kw)
+
+
+class TiesBackwards(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        hits = super().search(query_terms, self.size, **kw)
+        rank = {k: i for i, k in enumerate(self.keys.tolist())}
+        return sorted(hits, key=lambda h: (-h.score, -rank[h.key]))[:top_k]
+
+
+class KeepsNonMatches(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        hits = super().search(query_terms, top_k, **kw)
+        if not hits:
+            return hits
+        seen = {h.key for h in hits}
+        rest = [LexicalHit(key=k, score=0.0) for k in self.keys.tolist() if k not in seen]
+        return (hits + rest)[:top_k]
+
+
+class RepeatsTheBest(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        hits = super().search(query_terms, top_k, **kw)
+        return (hits[:1] + hits)[:top_k] if len(hits) > 1 else hits
+
+
+class CutBeforeRanking(Wrapped):
+    """Takes the first ``top_k`` matches by position, then ranks them."""
+
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        hits = super().search(query_terms, self.size, **kw)
+        rank = {k: i for i, k in enumerate(self.keys.tolist())}
+        first = sorted(hits, key=lambda h: rank[h.key])[:top_k]
+        return sorted(first, key=lambda h: (-h.score, rank[h.key]))
+
+
+class AlternatesTies(Wrapped):
+    """Breaks ties one way, then the other, call by call."""
+
+    calls = 0
+
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        AlternatesTies.calls += 1
+        hits = super().search(query_terms, self.size, **kw)
+        if AlternatesTies.calls % 2:
+            return hits[:top_k]
+        rank = {k: i for i, k in enumerate(self.keys.tolist())}
+        return sorted(hits, key=lambda h: (-h.score, -rank[h.key]))[:top_k]
+
+
+class DeduplicatesInPlace(Wrapped):
+    def search(self, query_terms: Sequence[str], top_k: int, **kw: Any) -> list[LexicalHit]:
+        if isinstance(query_terms, list):
+            query_terms[:] = list(dict.fromkeys(query_terms))
+        return super().search(query_terms, top_k, **kw)
+
+
+def lexical_builder(kind: type[Wrapped]) -> Callable[[Corpus], Any]:
+    async def build(corpus: Corpus) -> BuiltIndex:
+        index, keys = build_from_postings(corpus)
+        return BuiltIndex(index=kind(index), keys=keys, canonical=keys)
+
+    return build
+
+
+LEXICAL_CASES: list[tuple[type[Wrapped], str]] = [
+    (IgnoresMask, "test_mask_applies_before_the_cut"),
+    (MaskAfterTheCut, "test_mask_applies_before_the_cut"),
+    (MaskInKeyOrder, "test_mask_follows_the_index_keys"),
+    (AnyMaskShape, "test_a_mask_of_the_wrong_shape_is_refused"),
+    (IgnoresThreshold, "test_score_threshold"),
+    (TiesBackwards, "test_ties_follow_canonical_order"),
+    (KeepsNonMatches, "test_only_matching_chunks_returned"),
+    (KeepsNonMatches, "test_every_hit_once_finite_best_first"),
+    (RepeatsTheBest, "test_every_hit_once_finite_best_first"),
+    (CutBeforeRanking, "test_top_k_is_a_prefix"),
+    (AlternatesTies, "test_deterministic_across_calls_and_builds"),
+    (DeduplicatesInPlace, "test_the_query_terms_are_left_as_they_were"),
+]
+
+
+@pytest.mark.parametrize(
+    ("broken", "test"),
+    LEXICAL_CASES,
+    ids=[f"{b.__name__}-{t.removeprefix('test_')}" for b, t in LEXICAL_CASES],
+)
+async def test_the_lexical_suite_fails_a_broken_index(broken: type[Wrapped], test: str) -> None:
+    suite = LexicalIndexConformance()
+    with pytest.raises(FAILED):
+        await getattr(suite, test)(build=lexical_builder(broken))
+    # The same test passes the index without the defect.
+    await getattr(suite, test)(build=lexical_builder(Wrapped))

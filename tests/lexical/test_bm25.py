@@ -6,7 +6,6 @@ import math
 import random
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import ClassVar
 
 import bm25s
@@ -15,26 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groundkit.lexical import BM25Index, LexicalIndexProtocol
-from groundkit.lexical.protocols import LexicalHit
+from groundkit.lexical import BM25Index
 from groundkit.storage import SQLiteMetadataStore
 from groundkit.storage.protocols import ChunkPostings
 from groundkit.testing.conformance.helpers import make_document, put_document
-
-Corpus = list[list[str]]
-
-
-@dataclass
-class Built:
-    """An index over a corpus: ``keys[i]`` is corpus[i]'s key; ``canonical`` is key order."""
-
-    index: BM25Index
-    keys: list[int]
-    canonical: list[int]
-
-    def position(self, hit: LexicalHit) -> int:
-        return self.keys.index(hit.key)
-
+from groundkit.testing.conformance.lexical import BuiltIndex as Built
+from groundkit.testing.conformance.lexical import Corpus, LexicalIndexConformance
 
 Builder = Callable[[Corpus], Awaitable[Built]]
 
@@ -111,87 +96,7 @@ def random_corpus(seed: int, n_docs: int = 80, vocab_size: int = 50) -> Corpus:
     return [rng.choices(words, weights, k=rng.randint(0, 40)) for _ in range(n_docs)]
 
 
-# -- conformance -------------------------------------------------------------
-
-
-class LexicalIndexConformance:
-    """What any ``LexicalIndexProtocol`` must do. Subclasses provide a ``build`` fixture."""
-
-    CORPUS: ClassVar[Corpus] = [
-        ["solar", "panel", "panel", "sun"],
-        ["wind", "turbine"],
-        ["solar", "wind", "grid"],
-        ["tea", "kettle"],
-        ["solar", "panel", "panel", "sun"],  # identical to position 0
-        [],
-    ]
-
-    async def test_satisfies_protocol(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        assert isinstance(built.index, LexicalIndexProtocol)
-        assert built.index.size == len(self.CORPUS)
-
-    async def test_only_matching_chunks_returned(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        hits = built.index.search(["wind"], 10)
-        assert {built.position(h) for h in hits} == {1, 2}
-        assert all(isinstance(h, LexicalHit) and h.score > 0 for h in hits)
-
-    async def test_unknown_terms_give_nothing(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        assert built.index.search(["zebra", "unicorn"], 10) == []
-        assert built.index.search([], 10) == []
-
-    async def test_ties_follow_canonical_order(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        hits = built.index.search(["solar", "panel"], 10)
-        assert [built.position(h) for h in hits[2:]] == [2]
-        assert {built.position(h) for h in hits[:2]} == {0, 4}
-        assert hits[0].score == hits[1].score > hits[2].score
-        tied = [h.key for h in hits[:2]]
-        assert tied == sorted(tied, key=built.canonical.index)
-
-    async def test_top_k_is_a_prefix(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        full = built.index.search(["solar", "wind"], 10)
-        assert len(full) == 4
-        for k in range(1, 5):
-            assert built.index.search(["solar", "wind"], k) == full[:k]
-        assert built.index.search(["solar"], 0) == []
-
-    async def test_score_threshold(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        query = ["solar", "panel", "wind"]
-        full = built.index.search(query, 10)
-        cut = (full[1].score + full[-1].score) / 2
-        kept = built.index.search(query, 10, score_threshold=cut)
-        assert kept == [h for h in full if h.score >= cut]
-        assert 0 < len(kept) < len(full)
-        assert built.index.search(["solar"], 10, score_threshold=1e9) == []
-
-    async def test_empty_index(self, build: Builder) -> None:
-        built = await build([])
-        assert built.index.size == 0
-        assert built.index.search(["solar"], 10) == []
-
-    async def test_keys_line_up_with_positions(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        keys = built.index.keys
-        assert keys.dtype == np.int64 and sorted(keys.tolist()) == sorted(built.keys)
-        assert len(set(keys.tolist())) == built.index.size
-
-    async def test_mask_applies_before_the_cut(self, build: Builder) -> None:
-        built = await build(self.CORPUS)
-        query = ["solar", "panel", "wind"]
-        full = built.index.search(query, 10)
-        best = full[0].key
-        mask = built.index.keys != best
-        assert built.index.search(query, 2, mask=mask) == [h for h in full if h.key != best][:2]
-        assert built.index.search(query, 10, mask=np.zeros(built.index.size, np.bool_)) == []
-        everything = np.ones(built.index.size, np.bool_)
-        assert built.index.search(query, 10, mask=everything) == full
-        with pytest.raises(ValueError, match="mask has shape"):
-            built.index.search(query, 10, mask=np.ones(built.index.size + 1, np.bool_))
+# -- conformance (the shipped suite) -----------------------------------------
 
 
 class TestBM25FromPostings(LexicalIndexConformance):

@@ -20,7 +20,9 @@ vectors), ``SnapshotStoreConformance`` a ``snapshot_store`` fixture, and
 plus two hooks that reach a pack's stored bytes; ``ClaimJudgeConformance`` (the
 answer check's contradiction judges) a ``judge_factory`` fixture;
 ``IngestExecutorConformance`` (where an ingest's per-file work runs) an ``executor``
-fixture. ``ExtractorConformance`` wants an ``extractor_factory`` fixture (a fresh
+fixture; ``LexicalIndexConformance`` (a BM25 or other lexical index) a ``build`` fixture
+that indexes a corpus of analysed terms and returns a ``BuiltIndex``.
+``ExtractorConformance`` wants an ``extractor_factory`` fixture (a fresh
 extractor per call) and ``sample_files``, ``(file name, bytes)`` pairs of files with text;
 ``LoaderConformance`` a ``loader_factory`` fixture and ``sample_files``, ``(relative path,
 bytes)`` of files it accepts; both take optional ``damaged_files`` it must refuse with
@@ -43,6 +45,7 @@ from groundkit.testing.conformance.embedders import EmbedderConformance
 from groundkit.testing.conformance.executors import IngestExecutorConformance
 from groundkit.testing.conformance.extractors import ExtractorConformance
 from groundkit.testing.conformance.judges import ClaimJudgeConformance
+from groundkit.testing.conformance.lexical import BuiltIndex, LexicalIndexConformance
 from groundkit.testing.conformance.loaders import LoaderConformance
 from groundkit.testing.conformance.metadata import MetadataStoreConformance
 from groundkit.testing.conformance.rerankers import RerankerConformance
@@ -53,10 +56,12 @@ from groundkit.testing.conformance.vectors import DIM, VectorStoreConformance
 
 __all__ = [
     "DIM",
+    "BuiltIndex",
     "ClaimJudgeConformance",
     "EmbedderConformance",
     "ExtractorConformance",
     "IngestExecutorConformance",
+    "LexicalIndexConformance",
     "LoaderConformance",
     "MetadataStoreConformance",
     "PackStoreConformance",
