@@ -23,6 +23,7 @@ from groundkit import (
     Citation,
     Collection,
     ConfigurationError,
+    IngestConfig,
     InvalidQueryError,
     Receipt,
     ReceiptError,
@@ -304,6 +305,37 @@ async def test_record_receipts_read_the_snapshot_store(
     assert "snapshot" in shown["detail"]
 
 
+async def test_a_receipt_naming_another_source_is_not_read_from_its_text(
+    tmp_path: Path,
+) -> None:
+    """Stored texts are found by document id: a receipt whose id is another source's
+    (a record never ingested, a file that is not there) must not verify that text."""
+    (tmp_path / "notes.md").write_text("Refunds are paid within 14 days.\n", "utf-8")
+    config = IngestConfig(keep_sources=True)
+    async with Collection.open(tmp_path / "index", base_dir=tmp_path, ingest=config) as col:
+        await col.add_documents([Record(id="real", text="The kettle on floor two leaks.")])
+        await col.ingest(tmp_path / "notes.md")
+        record = (await col.search("kettle leaks", 1)).results[0]
+        note = (await col.search("refunds paid", 1)).results[0]
+        snapshots = col.snapshots
+        (tmp_path / "notes.md").unlink()  # read from its kept copy from now on
+        genuine = [record.to_annotation(), note.to_annotation()]
+        checked = await check_receipts(genuine, tmp_path, snapshot_dir=snapshots)
+        assert [c.verification for c in checked] == ["verified", "verified"]
+        assert checked[1].read_from == "kept copy"
+        forged = copy.deepcopy(genuine)
+        forged[0]["target"]["source"] = "record://approved-statement"
+        forged[1]["target"]["source"] = "contract.md"
+        for receipt in forged:
+            receipt["target"].pop("groundkit:chunkId", None)
+        checked = await check_receipts(forged, tmp_path, snapshot_dir=snapshots)
+        assert [c.verification for c in checked] == ["unresolvable", "unresolvable"]
+        assert all("is not the id of" in c.detail for c in checked)
+        # A citation made by hand meets the same check in the collection.
+        citation = record.citation.model_copy(update={"source": "record://approved-statement"})
+        assert (await col.verify(citation)).verification == "unresolvable"
+
+
 async def test_snapshot_dir_goes_with_receipts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -406,6 +438,29 @@ async def test_malformed_files(tmp_path: Path, capsys: pytest.CaptureFixture[str
         parse_receipts("[[1]]")
     with pytest.raises(ReceiptError, match="NaN is not JSON"):
         parse_receipts('{"x": NaN}\n' + good)
+    # A key given twice: JSON keeps the last, a person reading the file the first.
+    twice = good.replace('"exact": ', '"exact": "Something else.", "exact": ', 1)
+    with pytest.raises(ReceiptError, match=r"^receipt 2 \(line 2\) .*'exact' is given twice"):
+        parse_receipts(f"{good}\n{twice}\n")
+    with pytest.raises(ReceiptError, match="'exact' is given twice") as raised:
+        parse_receipts(f"[{good}, {twice}]")
+    assert raised.value.number == 2
+    # In an indented array, the receipt at fault and what is wrong with it, not the
+    # JSON Lines reading of the line "[".
+    indented = json.dumps([_good(), _good(), _good()], indent=2)
+    second = indented.index('"start"', indented.index('"start"') + 1)
+    for value, why in (("NaN", "NaN is not JSON"), ("9" * 5000, "4300 digits")):
+        broken = indented[:second] + f'"start": {value}' + indented[indented.index(",", second) :]
+        with pytest.raises(ReceiptError, match=rf"^receipt 2 \(line \d+\) is not JSON: .*{why}"):
+            parse_receipts(broken)
+    with pytest.raises(ReceiptError, match=r"^receipt 3 .*expected ',' or '\]'"):
+        parse_receipts(indented[:-1].rstrip() + "\n  {}\n]")
+    with pytest.raises(ReceiptError, match="text after its JSON array"):
+        parse_receipts(indented + "\n[]")
+    # One annotation written over several lines, with a NaN deep inside.
+    spread = json.dumps(_good(), indent=2).replace('"end": ', '"end": NaN, "x": ', 1)
+    with pytest.raises(ReceiptError, match=r"^receipt 1 \(line 1\) is not JSON: NaN is not"):
+        parse_receipts(spread)
     for empty in ("", "\n\n", "[]"):
         with pytest.raises(ReceiptError, match="holds no receipt"):
             parse_receipts(empty)

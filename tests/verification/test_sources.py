@@ -21,6 +21,9 @@ from groundkit import (
     resolve_citation,
     verify_answer,
 )
+from groundkit.storage.names import document_id_for
+from groundkit.storage.snapshots import LocalSnapshots
+from groundkit.utils.path_safety import PathEscapeError
 from groundkit.verification.sources import read_source, slice_span
 from groundkit.verification.verdict import verify_citation
 from tests.support import write_tree
@@ -292,7 +295,8 @@ def test_slice_span() -> None:
 
 # -- snapshot and extracted classes ------------------------------------------
 
-SNAPSHOT_ID = "0123456789abcdef0123456789abcdef"
+# A stored text is read only under the id its source gives.
+SNAPSHOT_ID = document_id_for("https://example.com/page")
 
 
 def snap(needle: str, document_id: str = SNAPSHOT_ID) -> Citation:
@@ -339,9 +343,12 @@ async def test_snapshot_document_id_is_not_a_path(
     base: Path, snapshots: Path, document_id: str
 ) -> None:
     citation = snap("Intro line.", document_id=document_id)
-    with pytest.raises(RetrievalError, match="cannot name a snapshot") as info:
+    with pytest.raises(RetrievalError, match=r"^refused: ") as info:
         await resolve_citation(citation, base, snapshot_dir=snapshots)
     assert info.value.verdict == "unresolvable"
+    # Nor does the store take it for a name, whoever asks.
+    with pytest.raises(PathEscapeError, match="cannot name a snapshot"):
+        await LocalSnapshots(snapshots).read(document_id)
 
 
 async def test_snapshot_symlinked_out_is_refused(base: Path, snapshots: Path) -> None:

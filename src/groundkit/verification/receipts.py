@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,15 +243,76 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once: JSON would keep the last of two,
+    and a reader of the file may well take the first (other text, another source)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is given twice")
+        out[key] = value
+    return out
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+_BLANK = re.compile(r"[ \t\n\r]*")
+
+
+def _past_blanks(text: str, at: int) -> int:
+    found = _BLANK.match(text, at)
+    return at if found is None else found.end()
+
+
+def _too_deep() -> ReceiptError:
+    # Python's parser gives up about a thousand levels down; no receipt is that deep.
+    return ReceiptError(
+        "the receipts file is nested too deeply to hold receipts (JSON arrays or "
+        "objects inside each other, hundreds of levels down)"
+    )
+
+
 def _load(text: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return _DECODER.decode(text)
     except RecursionError:
-        # Python's parser gives up about a thousand levels down; no receipt is that deep.
-        raise ReceiptError(
-            "the receipts file is nested too deeply to hold receipts (JSON arrays or "
-            "objects inside each other, hundreds of levels down)"
-        ) from None
+        raise _too_deep() from None
+
+
+def _not_json(number: int, line: int, exc: ValueError) -> ReceiptError:
+    return ReceiptError(
+        f"receipt {number} (line {line}) is not JSON: {exc}; a receipts file is a JSON "
+        "array or JSON Lines (one annotation per line)",
+        number=number,
+    )
+
+
+def _array_error(text: str) -> ReceiptError:
+    """What is wrong with ``text``, a JSON array that did not parse, named by the receipt
+    it is in: the array is read item by item, as the whole parse would have."""
+    at = _past_blanks(text, 0) + 1  # past "["
+    number = 1
+    while True:
+        at = _past_blanks(text, at)
+        if number == 1 and text.startswith("]", at):
+            at += 1
+            break
+        line = text.count("\n", 0, at) + 1
+        try:
+            _, at = _DECODER.raw_decode(text, at)
+        except RecursionError:
+            return _too_deep()
+        except ValueError as exc:
+            return _not_json(number, line, exc)
+        at = _past_blanks(text, at)
+        if text.startswith("]", at):
+            at += 1
+            break
+        if not text.startswith(",", at):
+            line = text.count("\n", 0, at) + 1
+            return _not_json(number, line, ValueError("expected ',' or ']' after it"))
+        at, number = at + 1, number + 1
+    line = text.count("\n", 0, at) + 1
+    return ReceiptError(f"the receipts file holds text after its JSON array (line {line})")
 
 
 def parse_receipts(text: str) -> list[Receipt]:
@@ -259,8 +321,17 @@ def parse_receipts(text: str) -> list[Receipt]:
     out: list[Receipt] = []
     try:
         whole = _load(text)
-    except ValueError:
-        pass
+    except ValueError as exc:
+        if text.lstrip(" \t\n\r").startswith("["):
+            raise _array_error(text) from None
+        first = text.lstrip(" \t\n\r").split("\n", 1)[0]
+        try:
+            if first:
+                _load(first)
+        except ValueError:
+            # Not JSON Lines either: one annotation written over several lines.
+            starts = text.count("\n", 0, len(text) - len(text.lstrip())) + 1
+            raise _not_json(1, starts, exc) from None
     else:
         items = whole if isinstance(whole, list) else [whole]
         out = [parse_receipt(item, n) for n, item in enumerate(items, 1)]
@@ -277,11 +348,7 @@ def parse_receipts(text: str) -> list[Receipt]:
         try:
             item = _load(line)
         except ValueError as exc:
-            raise ReceiptError(
-                f"receipt {number} (line {line_number}) is not JSON: {exc}; a receipts file "
-                "is a JSON array or JSON Lines (one annotation per line)",
-                number=number,
-            ) from None
+            raise _not_json(number, line_number, exc) from None
         out.append(parse_receipt(item, number, line=line_number))
     if not out:
         raise ReceiptError("the receipts file holds no receipt")

@@ -41,6 +41,7 @@ from groundkit.extraction.base import BaseExtractor
 from groundkit.extraction.memo import extracted_texts
 from groundkit.extraction.pdf_ocr import OcrEngineChangedError
 from groundkit.extraction.registry import recorded_extractor
+from groundkit.storage.names import document_id_for
 from groundkit.storage.protocols import SnapshotStore
 from groundkit.storage.snapshots import (
     KeptCopyError,
@@ -135,6 +136,20 @@ def _stored(citation: Citation) -> str:
     return "the snapshot of" if citation.source_class == "snapshot" else "the stored text of"
 
 
+def _foreign_id(citation: Citation) -> str:
+    """Why a stored text must not be read by ``citation``'s document id, or "".
+
+    Stored texts (snapshots, kept copies) are found by document id alone, and every
+    document's id is derived from its source: a citation whose id is another
+    source's would have that text checked under a source it never held."""
+    if citation.document_id == document_id_for(citation.source):
+        return ""
+    return (
+        f"document id {citation.document_id!r} is not the id of {citation.source!r}, "
+        "so the citation does not name that source's text"
+    )
+
+
 async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | None) -> str:
     store = as_snapshot_store(snapshot_dir)
     if store is None:
@@ -144,6 +159,9 @@ async def _read_snapshot(citation: Citation, snapshot_dir: SnapshotLocation | No
             "(pass snapshot_dir=collection.snapshots)",
             verdict="unresolvable",
         )
+    foreign = _foreign_id(citation)
+    if foreign:
+        raise RetrievalError(f"refused: {foreign}", verdict="unresolvable")
     try:
         data = await store.read(citation.document_id)
     except PathEscapeError as exc:
@@ -255,6 +273,9 @@ async def _read_kept(
     find = getattr(store, "kept_copy", None)
     if not callable(find):
         return None, ""
+    foreign = _foreign_id(citation)
+    if foreign:
+        return None, f"; its kept copy is not read: {foreign}"
     try:
         found = await find(citation.document_id)
     except PathEscapeError:

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from groundkit.contracts import Citation
+from groundkit.storage.names import document_id_for
 from groundkit.storage.protocols import SnapshotStore
 from groundkit.utils.path_safety import PathEscapeError
 from groundkit.verification.sources import resolve_citation
@@ -97,9 +98,11 @@ class SnapshotStoreConformance:
             await snapshot_store.read(bad)
 
     async def test_citations_read_through_the_store(self, snapshot_store: Snapshots) -> None:
-        await snapshot_store.write(DOC, "alpha beta gamma")
+        # A stored text is read under the id its source gives (``document_id_for``).
+        page = document_id_for("https://example.org/page")
+        await snapshot_store.write(page, "alpha beta gamma")
         citation = Citation(
-            document_id=DOC,
+            document_id=page,
             chunk_id="c",
             source="https://example.org/page",
             source_class="snapshot",
