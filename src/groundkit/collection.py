@@ -546,7 +546,9 @@ class Collection:
             if home is not None and home.is_running() and not home.is_closed():
                 raise ConfigurationError(
                     "this collection belongs to an event loop running in another thread "
-                    "(the one it was opened on, Collection.loop); await "
+                    "(the one it was opened on, or the loop that took it over once that one "
+                    "ended, such as groundkit's background loop after a blocking call: "
+                    "Collection.loop); await "
                     "groundkit.sync.run_async(call, home=collection.loop) from this loop, "
                     "or open the collection here"
                 )

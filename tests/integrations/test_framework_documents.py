@@ -108,3 +108,36 @@ def test_a_document_without_text_is_refused() -> None:
     empty = HaystackDocument(content=None, meta={})
     with pytest.raises(groundkit.IngestionError, match="its text is NoneType, not str"):
         record_documents([empty])
+
+
+def test_retrievers_follow_a_collection_that_moved_to_the_background_loop(
+    tmp_path: Path,
+) -> None:
+    """A collection opened under ``asyncio.run`` moves to groundkit's background loop at its
+    first blocking call once that loop ended: every framework's retriever, made before or
+    after the move, keeps working from a new loop, as a blocking call does."""
+    import asyncio
+
+    from groundkit.integrations import haystack, langchain, llama_index
+
+    async def opened() -> groundkit.Collection:
+        col = await groundkit.Collection.open(tmp_path / "idx", base_dir=tmp_path)
+        await col.add_documents([{"id": "a", "text": "Refunds are paid within 14 days."}])
+        return col
+
+    col = asyncio.run(opened())
+    hay = haystack.GroundkitRetriever(col)
+    llama = llama_index.GroundkitRetriever(col)
+    lang = langchain.GroundkitRetriever(collection=col)
+    assert len(hay.run("refunds")["documents"]) == 1  # blocking: the collection moves
+    assert col.loop is gks.background_loop()
+
+    async def each() -> list[int]:
+        return [
+            len((await hay.run_async("refunds"))["documents"]),
+            len(await llama.aretrieve("refunds")),
+            len(await lang.ainvoke("refunds")),
+        ]
+
+    assert asyncio.run(each()) == [1, 1, 1]
+    gks.run(col.close(), home=col.loop)

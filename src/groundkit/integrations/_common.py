@@ -128,20 +128,27 @@ class Searcher:
     ``SearchRequest`` field but the query, checked when the retriever is made)."""
 
     collection: Collection
-    home: asyncio.AbstractEventLoop | None
+    # Given a SyncCollection: its collection lives on groundkit's background loop.
+    synchronous: bool
     options: Mapping[str, Any]
 
     @classmethod
     def of(cls, collection: object, **options: Any) -> Searcher:
         checked = SearchRequest.checked_options(**options)
         if isinstance(collection, SyncCollection):
-            return cls(collection.aio, background_loop(), checked)
+            return cls(collection.aio, True, checked)
         if isinstance(collection, Collection):
-            return cls(collection, collection.loop, checked)
+            return cls(collection, False, checked)
         raise ConfigurationError(
             "a groundkit retriever needs a groundkit.Collection or groundkit.sync.SyncCollection, "
             f"not {type(collection).__name__}"
         )
+
+    @property
+    def home(self) -> asyncio.AbstractEventLoop | None:
+        """The loop the collection lives on at this call: read each time, as a collection
+        whose loop ended moves to groundkit's background loop at its next blocking call."""
+        return background_loop() if self.synchronous else self.collection.loop
 
     def request(
         self,
