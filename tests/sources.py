@@ -7,6 +7,8 @@ real ``http.server`` on 127.0.0.1 whose routes a test scripts.
 from __future__ import annotations
 
 import io
+import socket
+import struct
 import threading
 import time
 import zlib
@@ -135,6 +137,10 @@ class Route:
     stall_after: int | None = None
     stall_seconds: float = 0.0
     chunked: bool = False  # no Content-Length; stream the body in pieces
+    # Headers sent after ``headers``, a name possibly again (a second Content-Type).
+    repeated: tuple[tuple[str, str], ...] = ()
+    # Send this much body, then reset the connection (a TCP RST, no orderly close).
+    reset_after: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
         site.record(Seen(self.path, dict(self.headers.items())))
         route = site.routes.get(self.path.split("?", 1)[0], Route(404, b"not here"))
         self.send_response(route.status)
-        for name, value in route.headers.items():
+        for name, value in (*route.headers.items(), *route.repeated):
             self.send_header(name, value)
         if route.chunked:
             self.send_header("Transfer-Encoding", "chunked")
@@ -163,6 +169,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(route.body)))
         self.end_headers()
         body = route.body
+        if route.reset_after is not None:
+            self.wfile.write(body[: route.reset_after])
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()  # now: a shutdown first would send a FIN
+            self.close_connection = True
+            return
         if route.stall_after is not None:
             self.wfile.write(body[: route.stall_after])
             self.wfile.flush()

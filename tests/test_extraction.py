@@ -199,6 +199,31 @@ class TestDecode:
         data = b"<meta charset='undefined'><p>caf\xe9</p>"
         assert decode_body(data).endswith("caf\ufffd</p>")
 
+    @pytest.mark.parametrize(
+        "label", ["unicode_escape", "raw_unicode_escape", "punycode", "idna", "utf-7", "rot13"]
+    )
+    def test_a_python_codec_that_is_no_web_encoding_is_ignored(self, label: str) -> None:
+        # Such a codec rewrites the text (escapes become line ends, lone surrogates): the
+        # bytes read as UTF-8 with U+FFFD, as for a label no one knows.
+        data = b"\\u0041 \\ud800 C:\\new caf\xe9"
+        expected = "\\u0041 \\ud800 C:\\new caf\ufffd"
+        assert decode_body(data, label) == expected
+        page = b"<meta charset='" + label.encode() + b"'>" + data
+        assert decode_body(page).endswith(expected)
+
+    @pytest.mark.parametrize(
+        ("label", "text"),
+        [
+            ("Shift_JIS", "日本"),
+            ("windows-1251", "мир"),
+            ("ISO-8859-2", "łódź"),
+            ("gb2312", "中文"),
+        ],
+    )
+    def test_web_encodings_are_read(self, label: str, text: str) -> None:
+        data = text.encode(label)
+        assert decode_body(data, label) == text
+
     @pytest.mark.parametrize("label", ["utf-16", "UTF-16LE", "utf-16be"])
     def test_a_meta_utf16_label_reads_as_utf8(self, label: str) -> None:
         # A <meta> readable as ASCII was not written in UTF-16 (WHATWG): the bytes are

@@ -294,6 +294,56 @@ def encoded(body: bytes, coding: str, *, chunked: bool = False) -> Route:
     )
 
 
+class TestOddResponses:
+    async def test_a_content_type_sent_twice_is_the_last_one(self, site: Site) -> None:
+        # Read as one string, "text/plain, text/html" named no known type: the page went
+        # in as plain text, tags and all, under the content type "text/plain, text/html".
+        page = b"<html><body><h1>Tidal</h1><p>Tidal power page.</p></body></html>"
+        site.routes["/twice.html"] = Route(
+            body=page,
+            headers={"Content-Type": "text/plain"},
+            repeated=(("Content-Type", "text/html"),),
+        )
+        document = await loader().load(site.url("/twice.html"))
+        assert "<" not in document.content and "Tidal power page." in document.content
+        assert document.metadata["content_type"] == "text/html"
+        # The same type again without a charset keeps the one an earlier value gave.
+        site.routes["/charset.html"] = Route(
+            body="<p>Crème brûlée</p>".encode("cp1252"),
+            headers={"Content-Type": "text/html; charset=windows-1252"},
+            repeated=(("Content-Type", "text/html"),),
+        )
+        assert (await loader().load(site.url("/charset.html"))).content == "Crème brûlée"
+        # An invalid value is passed over, not taken.
+        site.routes["/junk.txt"] = Route(
+            body=TEXT.encode(),
+            headers={"Content-Type": "text/plain"},
+            repeated=(("Content-Type", "junk"),),
+        )
+        assert (await loader().load(site.url("/junk.txt"))).content == TEXT
+
+    async def test_the_cap_counts_decoded_bytes_when_a_length_is_announced(
+        self, site: Site
+    ) -> None:
+        # Incompressible text: gzip makes it a little longer than it is.
+        body = os.urandom(30_000).hex().encode()[:50_000]
+        packed = gzip.compress(body, compresslevel=0)
+        assert len(body) <= 50_000 < len(packed)
+        site.routes["/packed.txt"] = encoded(packed, "gzip")
+        document = await loader(max_bytes=50_000).load(site.url("/packed.txt"))
+        assert document.content == body.decode()
+        site.routes["/over.txt"] = encoded(gzip.compress(body + b"x" * 10_000), "gzip")
+        with pytest.raises(IngestionError, match="cap of 50000"):
+            await loader(max_bytes=50_000).load(site.url("/over.txt"))
+
+    async def test_a_reset_connection_says_so(self, site: Site) -> None:
+        site.routes["/reset.txt"] = Route(
+            body=TEXT.encode(), headers={"Content-Type": "text/plain"}, reset_after=10
+        )
+        with pytest.raises(IngestionError, match=r"request failed \(\w+Error: .+\)"):
+            await loader().load(site.url("/reset.txt"))
+
+
 class TestContentCodings:
     """Every layer of content coding is undone in bounded steps; the cap counts the result."""
 

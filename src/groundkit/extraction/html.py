@@ -49,12 +49,29 @@ _BOMS = (
 )
 
 
+# The encodings of the WHATWG Encoding Standard (the ones a browser decodes), as Python
+# names them. A label is data from a page or a server: Python also knows codecs that
+# rewrite the text they decode (``unicode_escape`` turns ``\\n`` into a line end and
+# ``\\ud800`` into a lone surrogate; ``punycode``, ``idna``, ``utf-7``), and those are
+# no charset a web page can have.
+_WEB_ENCODINGS = frozenset(
+    codecs.lookup(name).name
+    for name in (
+        "utf-8", "utf-16", "utf-16-le", "utf-16-be", "cp866", "koi8-r", "koi8-u",
+        "mac-roman", "mac-cyrillic", "cp874", "gbk", "gb18030", "big5", "big5hkscs",
+        "euc-jp", "iso2022-jp", "shift-jis", "cp932", "euc-kr", "cp949", "latin-1", "gb2312",
+        *(f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)),
+        *(f"cp125{n}" for n in range(9)),
+    )
+)  # fmt: skip
+
+
 def _text_codec(label: str) -> str | None:
     try:
         info = codecs.lookup(label)
     except LookupError:
         return None
-    return info.name if getattr(info, "_is_text_encoding", True) else None
+    return info.name if info.name in _WEB_ENCODINGS else None
 
 
 def _utf16(label: str) -> bool:

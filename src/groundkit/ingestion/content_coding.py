@@ -157,6 +157,11 @@ class BodyDecoder:
         self.codings = codings
         self.max_bytes = max_bytes
 
+    @property
+    def raw_limit(self) -> int:
+        """The most encoded bytes a body under the cap may take."""
+        return self._inner_limit
+
     def feed(self, chunk: bytes) -> Iterator[bytes]:
         self._raw += len(chunk)
         if self._layers and self._raw > self._inner_limit:

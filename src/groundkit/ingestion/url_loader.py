@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import re
 import ssl
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -79,6 +80,9 @@ class _Body:
     charset: str | None
 
 
+_MEDIA_TYPE = re.compile(r"[!#$%&'*+.^_`|~0-9a-z-]+/[!#$%&'*+.^_`|~0-9a-z-]+")
+
+
 def _media_type(header: str | None) -> tuple[str, str | None]:
     if not header:
         return "", None
@@ -89,6 +93,34 @@ def _media_type(header: str | None) -> tuple[str, str | None]:
         if name.strip().lower() == "charset":
             charset = value.strip().strip("\"'") or None
     return parts[0].lower(), charset
+
+
+def _content_type(values: list[str]) -> tuple[str, str | None]:
+    """The media type and charset of a response's ``Content-Type`` headers, as the Fetch
+    standard reads them: a header sent twice (or one listing several, comma-separated)
+    is the last valid type, keeping a charset an earlier value of the same type gave.
+    Read as one string, ``text/html, text/html`` named no type groundkit knows, and
+    an HTML page was stored as plain text, markup and all."""
+    chosen: tuple[str, str | None] = ("", None)
+    for value in values:
+        for item in value.split(","):
+            media_type, charset = _media_type(item.strip())
+            if not _MEDIA_TYPE.fullmatch(media_type) or media_type == "*/*":
+                continue
+            if media_type == chosen[0] and charset is None:
+                charset = chosen[1]
+            chosen = (media_type, charset)
+    return chosen
+
+
+def _why(exc: httpx.HTTPError) -> str:
+    """What went wrong with a request; a connection reset carries no message of its own."""
+    text = str(exc) or str(exc.__cause__ or exc.__context__ or "")
+    if text:
+        return f"{type(exc).__name__}: {text}"
+    if isinstance(exc, httpx.ReadError | httpx.RemoteProtocolError):
+        return f"{type(exc).__name__}: the server closed or reset the connection"
+    return type(exc).__name__
 
 
 def _status_hint(response: httpx.Response) -> str:
@@ -216,9 +248,7 @@ class UrlLoader:
                 finally:
                     await response.aclose()
         except httpx.HTTPError as exc:
-            raise IngestionError(
-                f"{source}: request failed ({type(exc).__name__}: {exc})"
-            ) from None
+            raise IngestionError(f"{source}: request failed ({_why(exc)})") from None
         except ssl.SSLError as exc:
             raise IngestionError(f"{source}: TLS failed ({exc})") from None
 
@@ -231,7 +261,7 @@ class UrlLoader:
             )
         if status != 200:
             raise IngestionError(f"{source}: answered HTTP {status}{_status_hint(response)}")
-        media_type, charset = _media_type(response.headers.get("content-type"))
+        media_type, charset = _content_type(response.headers.get_list("content-type"))
         if not (
             media_type in _HTML_TYPES or media_type in _PDF_TYPES or media_type.startswith("text/")
         ):
@@ -239,13 +269,21 @@ class UrlLoader:
             raise IngestionError(
                 f"{source}: content type {shown!r} is not HTML, PDF or text; not ingested"
             )
+        try:
+            codings = parse_codings(", ".join(response.headers.get_list("content-encoding")))
+        except IngestionError as exc:
+            raise IngestionError(f"{source}: {exc}") from None
+        # The cap counts decoded bytes: an encoded body may announce a little more than
+        # the text it holds (the decoder's own allowance). Under chunked transfer the
+        # length is not the body's (RFC 9112, 6.3), and is not read.
         declared = response.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+        chunked = "chunked" in response.headers.get("transfer-encoding", "").lower()
+        allowed = BodyDecoder(codings, self.max_bytes).raw_limit if codings else self.max_bytes
+        if declared is not None and declared.isdigit() and not chunked and int(declared) > allowed:
             raise IngestionError(
                 f"{source}: announces {int(declared)} bytes, over the cap of {self.max_bytes}"
             )
         try:
-            codings = parse_codings(", ".join(response.headers.get_list("content-encoding")))
             data = await self._decoded_body(response, codings)
         except IngestionError as exc:
             raise IngestionError(f"{source}: {exc}") from None
