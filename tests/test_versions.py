@@ -105,6 +105,37 @@ async def test_past_versions_verify_as_drifted_naming_their_version(tmp_path: Pa
         await col.close()
 
 
+async def test_every_check_of_a_past_chunk_names_its_version_as_fetch_does(
+    tmp_path: Path,
+) -> None:
+    """``verify`` on a past result or its citation, and an answer check citing it (by
+    result or by chunk id), say which version the chunk is from and when it was
+    replaced, as ``fetch_chunk`` does, in its fields."""
+    col = await _edited_three_times(tmp_path / "corpus", tmp_path / "idx")
+    try:
+        for i in range(2):  # the two past versions
+            hit = (await col.search("harbour light", 1, as_of=_between(i))).results[0]
+            fetched = await col.fetch_chunk(hit.chunk_id, hit.version)
+            assert fetched.replaced_at is not None
+            answer = f"{TEXTS[i]} [1]"
+            checks = [
+                await col.verify(hit),
+                await col.verify(hit.citation, content=hit.content),
+                (await col.verify_answer(answer, [hit])).citations[0],
+                (await col.verify_answer(answer, [hit.chunk_id])).citations[0],
+            ]
+            for checked in checks:
+                assert (checked.verification, checked.version, checked.replaced_at) == (
+                    fetched.verification,
+                    i + 1,
+                    fetched.replaced_at,
+                )
+                # The detail as every entry point words it; fetch_chunk adds a note.
+                assert fetched.detail.startswith(checked.detail)
+    finally:
+        await col.close()
+
+
 async def test_as_of_filters_on_the_fields_of_that_moments_version(tmp_path: Path) -> None:
     # A filter met only by a past version (its fields changed since) still finds that
     # version as of a moment it was current; it was left out as if nothing matched.

@@ -37,7 +37,7 @@ from groundkit.verification.sources import (
     slice_span,
 )
 
-__all__ = ["check_citation", "judge", "judge_stored", "locate", "verify_citation"]
+__all__ = ["check_citation", "dated", "judge", "judge_stored", "locate", "verify_citation"]
 
 # Said in the reason of every verdict read from a kept copy (``FetchResult.read_from``).
 KEPT_COPY_NOTE = " (read from the collection's kept copy of its text: the file is not on this host)"
@@ -190,10 +190,18 @@ def judge_stored(
 ) -> FetchResult:
     """``judge`` for a stored chunk, naming its version and, for a past one, when it was
     replaced."""
-    result = judge(stored.content, citation, text, error, anchor)
+    return dated(judge(stored.content, citation, text, error, anchor), stored)
+
+
+def dated(result: FetchResult, stored: StoredChunk, *, note: bool = True) -> FetchResult:
+    """``result`` (a verdict on ``stored``'s text) naming the chunk's version and, for a
+    past one, when it was replaced; ``note=False`` leaves the detail as every other
+    entry point words it (checks without the store cannot say it)."""
     if stored.valid_to is None:
         return result.model_copy(update={"version": stored.version})
     replaced_at = iso_time(stored.valid_to)
+    if not note:
+        return result.model_copy(update={"version": stored.version, "replaced_at": replaced_at})
     return result.model_copy(
         update={
             "version": stored.version,

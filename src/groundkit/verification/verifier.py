@@ -40,7 +40,7 @@ from groundkit.verification.anchoring import Anchor, ChunkIndex, splits
 from groundkit.verification.answers import AnswerChecker
 from groundkit.verification.claims import ClaimJudge
 from groundkit.verification.sources import read_source, source_key
-from groundkit.verification.verdict import find_again, judge, judge_stored
+from groundkit.verification.verdict import dated, find_again, judge, judge_stored
 
 __all__ = ["Verifier", "VerifyReport"]
 
@@ -155,13 +155,18 @@ class Verifier:
                     "content= (the text the citation stands for) to check it anyway"
                 )
             expected = stored.content
+        # The stored chunk the citation names, when it holds the text checked: for a past
+        # one, the verdict names its version and when it was replaced.
+        named = await self._row_named(citation, stored)
+        same = named if named is not None and named.content == expected else None
         try:
             text = await self._read_once(citation, read)
         except RetrievalError as exc:
-            return judge(expected, citation, None, exc)
-        same = stored if stored is not None and stored.content == expected else None
-        anchor = await self.anchor(expected, citation, text, same)
-        return judge(expected, citation, text, None, anchor)
+            result = judge(expected, citation, None, exc)
+        else:
+            anchor = await self.anchor(expected, citation, text, same)
+            result = judge(expected, citation, text, None, anchor)
+        return result if same is None or same.valid_to is None else dated(result, same, note=False)
 
     async def verify_each(
         self, targets: Sequence[RetrievalResult | FetchResult]
@@ -254,8 +259,9 @@ class Verifier:
                     f"a cited result is from collection {other!r}; check the answer with "
                     "that collection, or with groundkit.verify_answer"
                 )
+        stored: dict[str, StoredChunk] = {}
         if isinstance(given, list):
-            await self._refuse_hidden([r.citation.chunk_id for r in given if _cites(r)])
+            stored = await self._refuse_hidden([r.citation.chunk_id for r in given if _cites(r)])
         checker = AnswerChecker(
             self.base_dir,
             snapshot_dir=await self.named_texts(
@@ -270,7 +276,28 @@ class Verifier:
             claim_judge=claim_judge,
             reader=None if self.admits is None else self.read,
         )
-        return await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
+        report = await checker.check(answer, given, markers=markers, marker_pattern=marker_pattern)
+        # A past chunk's verdict names its version and when it was replaced, as
+        # ``fetch_chunk`` and ``verify`` give them.
+        citations = []
+        for checked in report.citations:
+            named = await self._row_named(checked.citation, stored.get(checked.citation.chunk_id))
+            if named is None or named.valid_to is None or named.content != checked.content:
+                citations.append(checked)
+            else:
+                citations.append(dated(checked, named, note=False))
+        return report.model_copy(update={"citations": citations})
+
+    async def _row_named(
+        self, citation: Citation, stored: StoredChunk | None
+    ) -> StoredChunk | None:
+        """The stored row of ``citation``'s chunk in the version it names (``stored``, the
+        chunk's current or newest row, when it names none or that one); None when that
+        version's row is gone or hidden from this handle."""
+        if stored is None or citation.version is None or stored.version == citation.version:
+            return stored
+        row = await self.store.get_chunk(citation.chunk_id, citation.version)
+        return row if row is not None and self.visible(row) else None
 
     async def _check_readable(self, citation: Citation) -> None:
         """Under a clearance, read only the source of a stored document that the clearance
@@ -294,19 +321,24 @@ class Verifier:
                 "at this collection's clearance"
             )
 
-    async def _refuse_hidden(self, chunk_ids: list[str]) -> None:
-        """``ChunkNotFoundError`` for a cited chunk the clearance hides, as ``verify``
-        gives: a result object carried in from another handle must not let this one
-        check text it may not read."""
+    async def _refuse_hidden(self, chunk_ids: list[str]) -> dict[str, StoredChunk]:
+        """The stored chunks ``chunk_ids`` name (current, else their newest past version);
+        ``ChunkNotFoundError`` for one the clearance hides, as ``verify`` gives: a result
+        object carried in from another handle must not let this one check text it may
+        not read."""
         if not chunk_ids:
-            return
+            return {}
         wanted = list(dict.fromkeys(chunk_ids))
         rows = dict(await self.store.get_chunks_by_ids(wanted))
+        found: dict[str, StoredChunk] = {}
         for chunk_id in wanted:
             # A past version's chunk (an as_of result) is not among the current rows.
             stored = rows.get(chunk_id) or await self.store.get_chunk(chunk_id)
             if stored is not None and not self.visible(stored):
                 raise self.hidden(chunk_id)
+            if stored is not None:
+                found[chunk_id] = stored
+        return found
 
     async def results_for(self, chunk_ids: list[str]) -> list[RetrievalResult]:
         """Chunks by id, as results (score 0), in the order given: the current chunk of
