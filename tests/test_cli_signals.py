@@ -199,6 +199,47 @@ async def test_a_signal_stops_grk_serve_over_http(index: Path, sig: signal.Signa
     assert not (index / "default.sqlite3-wal").exists()
 
 
+@pytest.mark.parametrize("command", ["serve", "inspect"])
+async def test_a_signal_stops_an_http_server_with_a_request_body_still_coming(
+    index: Path, command: str
+) -> None:
+    """A client that sent a request's head and part of its body held a stopping server for
+    ever: the server waited on that request. It is cut off after a grace period, with one
+    warning line, and grk ends as for Ctrl-C."""
+    pytest.importorskip("uvicorn")
+    from tests.service.conftest import free_port
+
+    port = free_port()
+    argv: tuple[str, ...]
+    if command == "serve":
+        argv = ("serve", "--index-dir", str(index), "--transport", "http", "--port", str(port))
+        said, path = b"serving 1 collection(s)", "/mcp"
+    else:
+        argv = ("inspect", str(index), "--port", str(port))
+        said, path = b"http://", "/c/default/answer"
+    stalled: list[asyncio.StreamWriter] = []
+
+    async def stall() -> None:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+            + b"Content-Type: application/x-www-form-urlencoded\r\n"
+            + b"Content-Length: 100\r\n\r\nanswer="
+        )
+        await writer.drain()
+        await asyncio.sleep(0.5)  # the request is in the application, reading its body
+        stalled.append(writer)
+
+    proc = await _started(_GRK, *argv, stdin=asyncio.subprocess.DEVNULL)
+    try:
+        _, err = await _signalled(proc, signal.SIGTERM, said=said, on_stderr=True, then=stall)
+    finally:
+        for writer in stalled:
+            writer.close()
+    _ends_like_ctrl_c(proc, signal.SIGTERM, err)
+    assert b"still unfinished after 5 s were cut off" in err, err
+
+
 @SIGNALS
 async def test_a_signal_stops_grk_serve_over_stdio_with_stdin_open(
     index: Path, sig: signal.Signals

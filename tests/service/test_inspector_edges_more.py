@@ -216,3 +216,45 @@ async def test_a_pdf_page_image_is_not_kept(registry: CollectionRegistry) -> Non
     assert png.status_code == 200 and png.headers["content-type"] == "image/png"
     # The image shows the page's text: corpus text, kept nowhere (SPEC 15.3).
     assert png.headers["cache-control"] == "no-store"
+
+
+async def test_a_client_that_leaves_mid_form_is_no_failure(
+    registry: CollectionRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A tab closed while its answer form was being sent: no error logged (with a
+    traceback), and nothing to answer."""
+    app = build_app(registry)
+    sent: list[Message] = []
+    parts: list[Message] = [
+        {"type": "http.request", "body": b"answer=", "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Message:
+        return parts.pop(0) if parts else {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/c/default/answer",
+        "raw_path": b"/c/default/answer",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"host", b"127.0.0.1:8765"),
+            (b"content-type", b"application/x-www-form-urlencoded"),
+            (b"content-length", b"100"),
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8765),
+    }
+    with caplog.at_level("DEBUG", logger="groundkit.service"):
+        await app(scope, receive, send)
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")]
+    assert sent[0]["status"] == 499

@@ -8,6 +8,7 @@ no data. Tokens are compared in constant time.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hmac
 import ipaddress
@@ -50,6 +51,8 @@ DEFAULT_PORT = 8000
 TOKEN_ENV = "GROUNDKIT_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
 MCP_PATH = "/mcp"
+# How long a stopping HTTP server lets its requests in flight finish.
+GRACEFUL_SHUTDOWN_S = 5
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -269,6 +272,10 @@ async def serve_asgi(
         # Also how many connections one accept takes in at once (asyncio): kept well
         # inside the descriptors the cap leaves free.
         backlog=accept_backlog(cap),
+        # A stop (Ctrl-C, SIGTERM) lets requests in flight finish for this long, then
+        # cancels them: uvicorn would otherwise wait for ever on a client that sent a
+        # request's head and never its whole body.
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
 
     class _Announcing(uvicorn.Server):
@@ -280,6 +287,8 @@ async def serve_asgi(
     bind = _BindFailure()
     uvicorn_log = logging.getLogger("uvicorn.error")
     uvicorn_log.addFilter(bind)
+    # Kept once the server has stopped: a request it cut off ends (and is logged) after.
+    uvicorn_log.addFilter(_CUT_OFF)
     try:
         await _Announcing(config).serve()
     except SystemExit:  # uvicorn exits when it cannot bind
@@ -304,6 +313,28 @@ class _BindFailure(logging.Filter):
             logger.debug("uvicorn could not bind: %s", record.msg)
             return False
         return True
+
+
+class _CutOffRequests(logging.Filter):
+    """Words a stop that had to cut requests off as one warning: uvicorn logs it as an
+    error, then each cancelled request as an application failure with its traceback,
+    though nothing failed but a client too slow to finish before the stop."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+            return False
+        if "timeout graceful shutdown exceeded" in str(record.msg):
+            count = record.args[0] if isinstance(record.args, tuple) and record.args else "some"
+            logger.warning(
+                "stopped: %s request(s) still unfinished after %d s were cut off",
+                count,
+                GRACEFUL_SHUTDOWN_S,
+            )
+            return False
+        return True
+
+
+_CUT_OFF = _CutOffRequests()
 
 
 def _bind_reason(error: OSError | None) -> str:

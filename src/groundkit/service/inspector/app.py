@@ -17,7 +17,7 @@ from typing import cast
 from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
@@ -342,6 +342,11 @@ def _guarded(handler: Handler) -> Handler:
             return _html(pages.error_page("Not found", str(exc)), 404)
         except _TooLarge:
             return _html(pages.error_page("Too large", "the form is too large"), 413)
+        except ClientDisconnect:
+            # The browser went away mid-request (a tab closed): nothing failed here, and
+            # there is no one to answer.
+            logger.debug("inspector client left before its request was read")
+            return Response(status_code=499)
         except CollectionNotFoundError as exc:  # dropped since the name was checked
             return _html(pages.error_page("Not found", str(exc)), 404)
         except GroundkitError as exc:
