@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import groundkit.sync as gks
 from groundkit import (
     Collection,
+    InvalidQueryError,
     MultiSearchResponse,
     RetrievalError,
     check_citation,
@@ -131,10 +135,45 @@ async def test_errors_before_any_search(pair: tuple[Collection, Collection]) -> 
         await search_collections([a, b], "solar", as_of=datetime(2026, 3, 1))
     with pytest.raises(RetrievalError, match="bm25 mode only"):
         await search_collections([a, b], "solar", mode="dense", as_of=datetime.now(UTC))
+    searched: list[str] = []
+    for collection in (a, b):
+        original = collection.search
+
+        async def spy(*args: Any, _name: str = collection.name, _search: Any = original) -> Any:
+            searched.append(_name)
+            return await _search(*args)
+
+        collection.search = spy  # type: ignore[method-assign,assignment]
+    for rrf_k in (0, -3, "x", True):
+        with pytest.raises(InvalidQueryError, match="rrf_k must be a positive integer"):
+            await search_collections([a, b], "solar", rrf_k=rrf_k)  # type: ignore[arg-type]
+    assert searched == []
     await a.close()
     await b.close()
     with pytest.raises(RetrievalError, match=r"no collection could be searched.*docs.*library"):
         await search_collections([a, b], "solar")
+
+
+def test_sync_collections_are_refused_before_any_search(tmp_path: Path) -> None:
+    """Their blocking search would run on the event loop, then fail to be awaited."""
+    write_tree(tmp_path / "docs", dict(CORPUS))
+    with gks.Collection.open(tmp_path / "index", "docs", base_dir=tmp_path / "docs") as col:
+        col.ingest(tmp_path / "docs")
+        searched: list[str] = []
+        original = col.search
+
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            searched.append("sync")
+            return original(*args, **kwargs)
+
+        col.search = spy  # type: ignore[method-assign]
+
+        async def mixed() -> None:
+            await search_collections([col], "solar")  # type: ignore[list-item]
+
+        with pytest.raises(InvalidQueryError, match=r"groundkit\.sync collection.*\.aio"):
+            asyncio.run(mixed())
+        assert searched == []
 
 
 async def test_as_of_reaches_every_collection(pair: tuple[Collection, Collection]) -> None:

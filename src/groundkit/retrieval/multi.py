@@ -8,6 +8,7 @@ response's ``failures`` and the rest still answer (adr/0022-multi-collection.md)
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Sequence
 from typing import Any, Protocol, Unpack
@@ -26,6 +27,10 @@ from groundkit.retrieval.fusion import reciprocal_rank_fusion
 from groundkit.retrieval.request import SearchOptions, SearchRequest
 
 __all__ = ["SearchableCollection", "search_collections"]
+
+
+def _failed(name: str, exc: GroundkitError) -> CollectionFailure:
+    return CollectionFailure(collection=name, error=kind_of(exc), detail=str(exc))
 
 
 class SearchableCollection(Protocol):
@@ -76,6 +81,14 @@ async def search_collections(
                 f"collections[{position}] is a {type(collection).__name__}, not a collection "
                 "(an open groundkit.Collection)"
             )
+        if hasattr(collection, "aio") and not inspect.iscoroutinefunction(collection.search):
+            # A groundkit.sync collection: its blocking search would run on this loop.
+            raise InvalidQueryError(
+                f"collections[{position}] is a groundkit.sync collection; pass its .aio "
+                "(the async Collection) here, or call groundkit.sync.search_collections"
+            )
+    if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 1:
+        raise InvalidQueryError(f"rrf_k must be a positive integer, got {rrf_k!r}")
     names = [c.name for c in collections]
     if not names:
         raise InvalidQueryError("search_collections needs at least one collection")
@@ -90,11 +103,21 @@ async def search_collections(
 
     async def one(collection: SearchableCollection) -> SearchResponse | CollectionFailure:
         try:
-            return await collection.search(each)
+            pending: Any = collection.search(each)
         except GroundkitError as exc:
-            return CollectionFailure(
-                collection=collection.name, error=kind_of(exc), detail=str(exc)
+            return _failed(collection.name, exc)
+        if not inspect.isawaitable(pending):
+            # A blocking search, run on the event loop: the caller's mistake, raised.
+            raise InvalidQueryError(
+                f"collection {collection.name!r}: search returned a "
+                f"{type(pending).__name__}, not an awaitable (search_collections takes "
+                "async collections)"
             )
+        try:
+            answer: SearchResponse = await pending
+        except GroundkitError as exc:
+            return _failed(collection.name, exc)
+        return answer
 
     # A failure that is not groundkit's (a bug) cancels the other searches rather
     # than leaving them running after this call has raised.
