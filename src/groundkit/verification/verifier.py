@@ -257,7 +257,9 @@ class Verifier:
             if other is not None and other != self.name:
                 raise RetrievalError(
                     f"a cited result is from collection {other!r}; check the answer with "
-                    "that collection, or with groundkit.verify_answer"
+                    "that collection (an answer citing several collections: "
+                    "groundkit.verify_answer, which reads every citation under the one "
+                    "base directory it is given, so only when they share it)"
                 )
         stored: dict[str, StoredChunk] = {}
         if isinstance(given, list):
