@@ -462,6 +462,64 @@ def test_a_read_only_index_directory_is_searched_and_never_written(tmp_path: Pat
             assert "rebuild" not in done.stderr  # nothing is damaged: no advice to start anew
 
 
+@contextlib.contextmanager
+def _small_filesystem(directory: Path) -> Iterator[None]:
+    """A 4 MiB tmpfs on ``directory`` (root only; skipped where it cannot be mounted)."""
+    mount = shutil.which("mount")
+    directory.mkdir(parents=True)
+    if os.geteuid() != 0 or mount is None:
+        pytest.skip("no tmpfs mount possible here (mount needs root)")
+    made = subprocess.run(
+        [mount, "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(directory)], capture_output=True
+    )
+    if made.returncode:
+        pytest.skip("no tmpfs mount possible here (mount needs CAP_SYS_ADMIN)")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(directory)], check=True)
+
+
+def test_a_full_disk_is_not_damage_and_nothing_is_moved_aside(tmp_path: Path) -> None:
+    """With no room beside its file, SQLite cannot make its log files and calls it a disk
+    I/O error. That is no damage: the collection must not be offered (or put) aside for a
+    rebuild, and it serves again once there is room."""
+    disk = tmp_path / "disk"
+    grk = [sys.executable, "-m", "groundkit.cli"]
+    with _small_filesystem(disk):
+        base, index = disk / "base", disk / "index"
+        base.mkdir()
+        for i in range(30):
+            (base / f"n{i}.md").write_text(f"note {i} about tea and water\n", encoding="utf-8")
+
+        def run(*command: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*grk, *command, "--index-dir", str(index)],
+                capture_output=True,
+                text=True,
+                cwd=disk,
+            )
+
+        assert run("ingest", str(base), "-q").returncode == 0
+        files = sorted(p.name for p in index.iterdir())
+        filler = disk / "filler"
+        with filler.open("wb", buffering=0) as out, contextlib.suppress(OSError):
+            while True:
+                out.write(b"\0" * 65536)
+        for command in (("search", "tea"), ("ingest", str(base), "--rebuild", "-q")):
+            done = run(*command)
+            assert done.returncode == 2, done
+            assert "full filesystem" in done.stderr and "not damaged" in done.stderr, done
+            assert "Traceback" not in done.stderr
+            assert "rebuild" not in done.stderr.replace("--rebuild", "")
+        # Nothing moved aside (SQLite may have begun its log files).
+        left = sorted(p.name for p in index.iterdir())
+        assert set(files) <= set(left) and not [n for n in left if "damaged" in n], left
+        filler.unlink()
+        found = run("search", "tea")
+        assert found.returncode == 0 and "note" in found.stdout, found
+
+
 async def test_a_vocabulary_that_fails_a_search_is_rebuilt_with_the_index(
     copy: tuple[Path, Path],
     expected: list[list[tuple[str, float]]],

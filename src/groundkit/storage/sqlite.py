@@ -688,6 +688,9 @@ class SQLiteMetadataStore:
             async with self._conn.execute("PRAGMA quick_check") as cur:
                 rows = [row[0] async for row in cur]
         except sqlite3.DatabaseError as exc:
+            full = _no_space(self.path.parent, exc)
+            if full is not None:  # not damage: nothing to move aside
+                raise StorageError(_unopenable(self.path, full)) from None
             raise _DamagedFile(self.path, f"the integrity check failed: {exc}") from None
         if rows != ["ok"]:
             raise _DamagedFile(self.path, "the integrity check found damaged pages")
@@ -720,7 +723,7 @@ class SQLiteMetadataStore:
                     )
                 await self._migrate(found)
         except sqlite3.DatabaseError as exc:
-            unwritable = _unwritable(self.path.parent)
+            unwritable = _unwritable(self.path.parent, exc)
             if unwritable is not None:  # not damage: nothing to move aside
                 raise StorageError(_unopenable(self.path, unwritable)) from None
             raise _DamagedFile(self.path, str(exc)) from None
@@ -1705,6 +1708,12 @@ def _unopenable(path: Path, unwritable: str) -> str:
             "(its shared-memory file is missing); open it once on writable storage, which "
             "folds the log in, then mount it read-only again"
         )
+    if unwritable.startswith("on a full filesystem"):
+        return (
+            f"cannot open {str(path)!r}: its directory is {unwritable}, and a collection needs "
+            "room beside its file (SQLite's write-ahead log) even to be searched; the file "
+            "itself is not damaged: free some space and try again"
+        )
     return (
         f"cannot open {str(path)!r}: its directory is {unwritable}, and a collection needs to "
         "write beside its file (SQLite's write-ahead log) to be searched there; copy the index "
@@ -1766,13 +1775,36 @@ def _on_read_only_fs(directory: Path) -> bool:
         return False
 
 
-def _unwritable(directory: Path) -> str | None:
-    """Why nothing can be written in ``directory`` (None: something can)."""
+def _unwritable(directory: Path, error: BaseException | None = None) -> str | None:
+    """Why nothing can be written in ``directory`` (None: something can); ``error``, the
+    SQLite error that made the caller ask."""
     if _on_read_only_fs(directory):
         return _READ_ONLY_FS
     if not os.access(directory, os.W_OK):
         return "not writable by this user"
-    return None
+    return _no_space(directory, error)
+
+
+# Less room than this beside a collection's file is a full disk to SQLite: its
+# shared-memory file alone takes 32 KiB.
+_MIN_FREE_BYTES = 1 << 20
+
+
+def _no_space(directory: Path, error: BaseException | None = None) -> str | None:
+    """Why ``directory`` has no room for what SQLite writes beside a file, or None. A full
+    disk fails the open as "disk I/O error" (the log files cannot be made), which must
+    not read as damage: moving a sound file aside would lose the collection."""
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        free = None
+    else:
+        free = stats.f_bavail * stats.f_frsize
+    full = getattr(error, "sqlite_errorname", None) == "SQLITE_FULL"
+    if not full and (free is None or free >= _MIN_FREE_BYTES):
+        return None
+    room = "" if free is None else f", {free:,} bytes free"
+    return f"on a full filesystem{room}"
 
 
 class StoreReplacedError(StorageError):
