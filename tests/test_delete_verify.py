@@ -62,6 +62,25 @@ async def test_a_record_and_a_file_may_share_a_name(
     assert (report.deleted, report.missing) == (["notes.txt"], ["notes.txt"])
 
 
+async def test_a_source_named_as_stored_is_that_document(
+    collection: Collection, corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name spelled exactly as a stored source deletes that document, though a path of
+    that name would mean another file from the working directory, or with its spaces
+    trimmed."""
+    for name in ("x.md", "d0/x.md", "a.md", " a.md"):
+        (corpus_dir / name).parent.mkdir(parents=True, exist_ok=True)
+        (corpus_dir / name).write_text(f"Kettle note {name.strip()!r}.\n", encoding="utf-8")
+        await collection.ingest(corpus_dir / name)
+    monkeypatch.chdir(corpus_dir / "d0")  # where "x.md" is a path to d0/x.md
+    report = await collection.delete(sources=["x.md", " a.md"])
+    assert (report.deleted, report.missing) == ([" a.md", "x.md"], [])
+    assert await _sources(collection, "kettle note") == ["a.md", "d0/x.md"]
+    # A name no document is stored under still goes by the path it names.
+    report = await collection.delete(sources=[str(corpus_dir / "d0" / "x.md")])
+    assert report.deleted == ["d0/x.md"]
+
+
 @pytest.mark.parametrize(
     ("keyword", "value", "problem"),
     [

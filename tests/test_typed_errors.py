@@ -269,6 +269,14 @@ async def test_rebase_to_something_that_is_no_path_is_a_setting_error(
         await ingested.rebase(None)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("name", ["docs\x00", "x" * 5000], ids=["NUL", "too long"])
+async def test_rebase_to_a_name_no_directory_can_have_is_a_setting_error(
+    ingested: Collection, name: str
+) -> None:
+    with pytest.raises(InvalidSettingError, match="base directory"):
+        await ingested.rebase(name)
+
+
 @pytest.mark.parametrize("target", ["abc", 5, {"chunk_id": "x"}], ids=["str", "int", "dict"])
 async def test_verify_of_something_that_is_no_citation_is_a_query_error(
     ingested: Collection, target: Any

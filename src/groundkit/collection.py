@@ -626,8 +626,14 @@ class Collection:
                 f"the new base directory must be a path (str or os.PathLike), "
                 f"not {type(base_dir).__name__}"
             )
-        base = Path(os.path.realpath(base_dir))
-        if not base.is_dir():
+        try:
+            base = Path(os.path.realpath(base_dir))
+            is_directory = base.is_dir()
+        except (OSError, ValueError) as exc:  # a NUL in it, a name too long
+            raise InvalidSettingError(
+                f"the new base directory {os.fspath(base_dir)!r} cannot name a directory ({exc})"
+            ) from None
+        if not is_directory:
             raise InvalidSettingError(f"the new base directory {str(base)!r} is not a directory")
         sources = [
             r.source async for r in self.store.iter_documents() if r.source_class != "snapshot"
@@ -1019,13 +1025,21 @@ class Collection:
         wanted_ids = _strings(ids, "ids")
         # Each name as given, beside the source the store holds it under: a record is
         # named by the caller's id, stored as record://<id>.
-        wanted = [(s, self._stored_source(s)) for s in _strings(sources, "sources")]
+        given_sources = _strings(sources, "sources")
+        wanted = [(s, self._stored_source(s)) for s in given_sources]
         wanted += [(r, record_source(r)) for r in _record_ids(records)]
         found = await self.store.find_documents(
-            document_ids=wanted_ids, sources=[stored for _, stored in wanted]
+            document_ids=wanted_ids,
+            sources=[*(stored for _, stored in wanted), *given_sources],
         )
         by_id = {r.document_id: r for r in found}
         by_source = {r.source: r for r in found}
+        # A source named exactly as stored is that document, whatever a path of that
+        # name would mean from the working directory (or with its spaces trimmed).
+        wanted = [
+            (given, given if n < len(given_sources) and given in by_source else stored)
+            for n, (given, stored) in enumerate(wanted)
+        ]
         chosen: dict[str, DocumentRecord] = {}
         named: dict[str, list[str]] = {}  # each chosen document's names, as given
         missing: list[str] = []
