@@ -183,8 +183,10 @@ _WRITE_WAIT_S = 600.0
 # How long a cancelled close waits for aiosqlite's thread to end (see _Worker).
 _WORKER_WAIT = 10.0
 # A snapshot read on a connection of its own is tried again after each of these
-# pauses (s) when SQLite reports a transient fault (``_snapshot``).
-_SNAPSHOT_PAUSES_S = (0.01, 0.04, 0.16)
+# pauses (s) when SQLite reports a transient fault (``_snapshot``): about 1.7 s in all,
+# since under 64 concurrent writers on a loaded 2-core machine 0.2 s was once too short
+# (a short read beside an erase's VACUUM and truncating checkpoint).
+_SNAPSHOT_PAUSES_S = (0.01, 0.04, 0.16, 0.5, 1.0)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS state (
