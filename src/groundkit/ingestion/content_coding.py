@@ -23,7 +23,7 @@ from typing import Any
 
 from groundkit.errors import IngestionError
 
-__all__ = ["ACCEPT_ENCODING", "MAX_LAYERS", "STEP", "BodyDecoder", "parse_codings"]
+__all__ = ["ACCEPT_ENCODING", "MAX_LAYERS", "STEP", "BodyDecoder", "encoded_limit", "parse_codings"]
 
 # What a request offers: exactly the codings decoded here.
 ACCEPT_ENCODING = "gzip, deflate"
@@ -137,6 +137,13 @@ class _LayerOverflow(Exception):
         self.coding = coding
 
 
+def encoded_limit(max_bytes: int) -> int:
+    """The most encoded bytes a body (or an inner layer) under ``max_bytes`` decoded may
+    take: a compressed form can be a little longer than what it holds (stored blocks,
+    headers); generous, and still proportional to the cap."""
+    return max_bytes + max_bytes // 64 + 64 * 1024
+
+
 class BodyDecoder:
     """Undo ``codings`` (as ``parse_codings`` returns them) over raw body chunks.
 
@@ -148,19 +155,12 @@ class BodyDecoder:
     """
 
     def __init__(self, codings: tuple[str, ...], max_bytes: int) -> None:
-        # A compressed form can be a little longer than what it holds (stored
-        # blocks, headers); this is generous and still proportional to the cap.
-        self._inner_limit = max_bytes + max_bytes // 64 + 64 * 1024
+        self._inner_limit = encoded_limit(max_bytes)
         # Applied first is undone last.
         self._layers = [_Layer(c, self._inner_limit) for c in reversed(codings)]
         self._raw = 0
         self.codings = codings
         self.max_bytes = max_bytes
-
-    @property
-    def raw_limit(self) -> int:
-        """The most encoded bytes a body under the cap may take."""
-        return self._inner_limit
 
     def feed(self, chunk: bytes) -> Iterator[bytes]:
         self._raw += len(chunk)

@@ -33,7 +33,12 @@ from groundkit.extraction import (
 )
 from groundkit.extraction.cache import cached_extraction, extraction_cache
 from groundkit.extraction.pdf_ocr import OcrMode
-from groundkit.ingestion.content_coding import ACCEPT_ENCODING, BodyDecoder, parse_codings
+from groundkit.ingestion.content_coding import (
+    ACCEPT_ENCODING,
+    BodyDecoder,
+    encoded_limit,
+    parse_codings,
+)
 from groundkit.ingestion.extracted import (
     extracted_document_parts,
     pdf_extractor_with_ocr,
@@ -278,7 +283,7 @@ class UrlLoader:
         # length is not the body's (RFC 9112, 6.3), and is not read.
         declared = response.headers.get("content-length")
         chunked = "chunked" in response.headers.get("transfer-encoding", "").lower()
-        allowed = BodyDecoder(codings, self.max_bytes).raw_limit if codings else self.max_bytes
+        allowed = encoded_limit(self.max_bytes) if codings else self.max_bytes
         if declared is not None and declared.isdigit() and not chunked and int(declared) > allowed:
             raise IngestionError(
                 f"{source}: announces {int(declared)} bytes, over the cap of {self.max_bytes}"
