@@ -1094,14 +1094,13 @@ def _meta_fields(items: Sequence[str]) -> dict[str, FieldValue] | None:
 def _unique_keys(label: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
     """A ``json.loads`` object hook refusing a key given twice, which JSON would
     otherwise settle silently by keeping the last."""
+    from groundkit.utils.json_objects import RepeatedKeyError, unique_object
 
     def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise ConfigurationError(f"{label}: the key {key!r} is given twice")
-            out[key] = value
-        return out
+        try:
+            return unique_object(pairs)
+        except RepeatedKeyError as exc:
+            raise ConfigurationError(f"{label}: {exc}") from None
 
     return build
 

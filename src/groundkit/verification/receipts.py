@@ -38,6 +38,7 @@ from groundkit.storage.snapshots import SnapshotLocation
 from groundkit.utils.annotation import ANNOTATION_CONTEXT, PREFIX, content_hash
 from groundkit.utils.durable import write_atomically
 from groundkit.utils.file_reads import NotRegularFileError, read_regular_file
+from groundkit.utils.json_objects import unique_object
 from groundkit.utils.path_safety import base_directory
 from groundkit.utils.text import describe_unencodable
 from groundkit.verification.anchoring import CONTEXT_CHARS, Anchor
@@ -243,18 +244,7 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not JSON")
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys are each given once: JSON would keep the last of two,
-    and a reader of the file may well take the first (other text, another source)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} is given twice")
-        out[key] = value
-    return out
-
-
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=unique_object)
 _BLANK = re.compile(r"[ \t\n\r]*")
 
 
